@@ -1,0 +1,1 @@
+"""statelens: app (entry points, command line, analysis, wiring)."""

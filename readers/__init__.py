@@ -1,0 +1,1 @@
+"""statelens: readers (pure Python, never Qt): filesystem, logs, schemas, codecs, rows, state stores."""

@@ -1,0 +1,1 @@
+"""Twin backends: native decoder and PySpark state data sources."""

@@ -1,0 +1,261 @@
+"""The shared, Qt-free data model of statelens.
+
+Plain frozen dataclasses that every layer passes around: log entries, batches, operators, stores,
+state files, decoded rows and changes, progress records and the load report. Decoded Spark values use
+one Python representation everywhere (see :data:`VALUE_REPRESENTATION`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+    from readers.errors import StatelensError
+
+#: How decoded Spark SQL values are represented in Python, by type.
+VALUE_REPRESENTATION = {
+    "boolean": "bool",
+    "byte/short/integer/long": "int",
+    "float/double": "float (NaN and infinities as floats)",
+    "string": "str",
+    "binary": "bytes",
+    "date": "int, days since 1970-01-01",
+    "timestamp / timestamp_ntz": "int, microseconds since the epoch",
+    "interval day to second": "int, microseconds",
+    "interval year to month": "int, months",
+    "interval (calendar)": "CalendarInterval(months, days, microseconds)",
+    "decimal": "decimal.Decimal",
+    "struct": "tuple, positional (field names may repeat)",
+    "array": "list",
+    "map": "list of (key, value) tuples, in stored order",
+    "void / null": "None",
+}
+
+
+class CalendarInterval(NamedTuple):
+    """Spark's ``interval`` (CalendarIntervalType) value."""
+
+    months: int
+    days: int
+    microseconds: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step of long work: ``done`` of ``total`` units, working on ``what``."""
+
+    done: int
+    total: int
+    what: str = ""
+
+
+class OperatorKind(str, enum.Enum):
+    """What a stateful operator is, as far as statelens can tell."""
+
+    AGGREGATION = "aggregation"
+    DEDUPLICATION = "deduplication"
+    DEDUPLICATION_WITHIN_WATERMARK = "deduplication_within_watermark"
+    JOIN = "join"
+    FLAT_MAP_GROUPS_WITH_STATE = "flatMapGroupsWithState"
+    APPLY_IN_PANDAS_WITH_STATE = "applyInPandasWithState"
+    SESSION_WINDOW = "session_window"
+    TRANSFORM_WITH_STATE = "transformWithState"
+    LIMIT = "limit"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """One source's entry in an offsets file.
+
+    ``raw`` is the JSON text Spark wrote (``None`` for ``-``, no offset yet); ``parsed`` is that JSON
+    decoded; ``source_kind`` is a guess from its shape: ``kafka``, ``file``, ``long``, ``rate`` or
+    ``unknown``.
+    """
+
+    index: int
+    raw: str | None
+    parsed: Any
+    source_kind: str
+    source_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OffsetLogEntry:
+    """``offsets/<batch_id>``: what a batch was planned to read, written before it runs."""
+
+    batch_id: int
+    format_version: int
+    watermark_ms: int
+    timestamp_ms: int | None
+    conf: dict[str, str]
+    sources: tuple[SourceOffset, ...]
+    path: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitLogEntry:
+    """``commits/<batch_id>``: written after a batch completed."""
+
+    batch_id: int
+    format_version: int
+    next_watermark_ms: int
+    path: str
+    state_unique_ids: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """A batch as the logs tell it."""
+
+    batch_id: int
+    offsets: OffsetLogEntry | None
+    commit: CommitLogEntry | None
+
+    @property
+    def committed(self) -> bool:
+        return self.commit is not None
+
+    @property
+    def timestamp_ms(self) -> int | None:
+        return self.offsets.timestamp_ms if self.offsets else None
+
+    @property
+    def watermark_ms(self) -> int | None:
+        return self.offsets.watermark_ms if self.offsets else None
+
+
+@dataclass(frozen=True)
+class StoreSchema:
+    """Key and value schema of one state store (or one column family)."""
+
+    key_schema: StructType
+    value_schema: StructType
+    schema_version: int
+    path: str
+    key_encoder: dict[str, Any] | None = None
+    user_key_schema: StructType | None = None
+
+
+@dataclass(frozen=True)
+class StateFile:
+    """One state file of a store partition: a delta, snapshot, RocksDB zip or changelog."""
+
+    path: str
+    partition_id: int
+    version: int
+    kind: str  # "delta" | "snapshot" | "zip" | "changelog"
+    size_bytes: int
+    unique_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StoreInfo:
+    """A state store of an operator, across its partitions."""
+
+    operator_id: int
+    store_name: str
+    provider: str  # "hdfs" | "rocksdb"
+    partitions: tuple[int, ...]
+    versions: tuple[int, ...]  # every version any partition can be rebuilt at, ascending
+    schema: StoreSchema | None
+    codec: str
+
+    @property
+    def key_schema(self) -> StructType | None:
+        return self.schema.key_schema if self.schema else None
+
+    @property
+    def value_schema(self) -> StructType | None:
+        return self.schema.value_schema if self.schema else None
+
+
+@dataclass(frozen=True)
+class TimeColumn:
+    """Where an operator keeps a time that decides eviction or timeouts.
+
+    ``side`` is ``key`` or ``value``; ``path`` is the positional path of field indices into that row
+    (e.g. ``(0, 1)`` is the ``end`` of a ``window`` struct at key position 0); ``unit`` is ``us`` or
+    ``ms``; ``role`` is ``event_time`` (evicted behind the watermark) or ``timeout`` (a
+    (flat)MapGroupsWithState timeout timestamp, ``-1`` meaning none).
+    """
+
+    store_name: str
+    side: str
+    path: tuple[int, ...]
+    name: str
+    unit: str
+    role: str
+
+
+@dataclass(frozen=True)
+class OperatorInfo:
+    """A stateful operator of the query."""
+
+    operator_id: int
+    kind: OperatorKind
+    operator_name: str | None
+    stores: tuple[StoreInfo, ...]
+    time_columns: tuple[TimeColumn, ...] = ()
+    timeout_kind: str | None = None  # "event_time" | "processing_time" | "none" | None (unknown)
+    properties: dict[str, Any] = field(default_factory=dict)
+
+    def store(self, store_name: str) -> StoreInfo:
+        for s in self.stores:
+            if s.store_name == store_name:
+                return s
+        from readers.errors import UsageError
+
+        names = ", ".join(s.store_name for s in self.stores)
+        raise UsageError(f"operator {self.operator_id} has no store {store_name!r}; it has: {names}")
+
+
+@dataclass(frozen=True)
+class StateRow:
+    """One decoded state entry."""
+
+    partition_id: int
+    key: tuple[Any, ...]
+    value: tuple[Any, ...] | None
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """One record of a delta/changelog: a ``put`` (value set) or a ``remove`` (value ``None``)."""
+
+    version: int
+    partition_id: int
+    change: str  # "put" | "remove"
+    key: tuple[Any, ...]
+    value: tuple[Any, ...] | None
+
+
+@dataclass(frozen=True)
+class PartitionVersionStats:
+    """Size of one store partition at one version."""
+
+    operator_id: int
+    store_name: str
+    version: int
+    partition_id: int
+    rows: int
+    bytes: int
+
+
+@dataclass
+class LoadReport:
+    """Every per-file problem met while loading a checkpoint; nothing is skipped unreported."""
+
+    problems: list[StatelensError] = field(default_factory=list)
+
+    def add(self, error: StatelensError) -> None:
+        self.problems.append(error)
+
+    def __bool__(self) -> bool:
+        return bool(self.problems)

@@ -1,0 +1,1 @@
+"""statelens: viewers (Qt widgets and plots only)."""
