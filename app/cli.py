@@ -1,0 +1,475 @@
+"""The ``statelens`` command line: ``info``, ``rows``, ``growth`` and ``gui``.
+
+Tables for people, ``--json`` (or JSON lines) for scripts. Exit codes: 0 success; 1 the command ran
+but some files could not be read (each named on stderr); 2 the request failed (not a checkpoint,
+unknown operator, unreadable file...). Tracebacks only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from readers.errors import StatelensError
+
+EXIT_OK = 0
+EXIT_PARTIAL = 1
+EXIT_ERROR = 2
+
+SUBCOMMANDS = ("info", "rows", "growth", "gui")
+
+
+def sample_checkpoint_path() -> Path:
+    """The small sample checkpoint bundled in ``resources/``."""
+    return Path(__file__).resolve().parent.parent / "resources" / "sample_checkpoint" / "checkpoint"
+
+
+class _Progress:
+    """A one-line stderr progress bar, shown only on a terminal and only after a second."""
+
+    def __init__(self, stream: IO[str] = sys.stderr):
+        import time
+
+        self._time = time.monotonic
+        self._start = self._time()
+        self._stream = stream
+        self._enabled = stream.isatty()
+        self._shown = False
+
+    def __call__(self, p: Any) -> None:
+        if not self._enabled or self._time() - self._start < 1.0:
+            return
+        total = max(p.total, 1)
+        width = 30
+        filled = int(width * min(p.done, total) / total)
+        self._stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total} {p.what[:40]:<40}")
+        self._stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self._stream.write("\r" + " " * 90 + "\r")
+            self._stream.flush()
+
+
+def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from readers.checkpoint import open_checkpoint
+
+    bar = _Progress()
+    try:
+        return open_checkpoint(args.checkpoint, progress=bar)
+    finally:
+        bar.close()
+
+
+def _report_problems(ckpt: Any, stream: IO[str] = sys.stderr) -> int:
+    for err in ckpt.report.problems:
+        stream.write(f"statelens: warning: {err}\n")
+    return EXIT_PARTIAL if ckpt.report.problems else EXIT_OK
+
+
+# -- tables --------------------------------------------------------------------------------------------
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """Left-aligned text table with a header rule."""
+    rows = [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, r)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line.rstrip(), "  ".join("-" * w for w in widths)]
+    out.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join(out)
+
+
+def _fmt_ms(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def _ranges(values: Sequence[int]) -> str:
+    """``1-4,7,9-10`` for a sorted list of ints."""
+    out: list[str] = []
+    start = prev = None
+    for v in values:
+        if start is None:
+            start = prev = v
+        elif v == prev + 1:  # type: ignore[operator]
+            prev = v
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = v
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(out)
+
+
+# -- info ----------------------------------------------------------------------------------------------
+def info_json(ckpt: Any) -> dict[str, Any]:
+    """The ``statelens info --json`` document."""
+    import json
+
+    batches = []
+    for b in ckpt.batches:
+        sources = []
+        if b.offsets is not None:
+            for s in b.offsets.sources:
+                sources.append({"index": s.index, "source_id": s.source_id, "kind": s.source_kind, "offset": s.parsed})
+        batches.append(
+            {
+                "batch_id": b.batch_id,
+                "timestamp_ms": b.timestamp_ms,
+                "watermark_ms": b.watermark_ms,
+                "committed": b.committed,
+                "next_watermark_ms": b.commit.next_watermark_ms if b.commit else None,
+                "sources": sources,
+            }
+        )
+    operators = []
+    for op in ckpt.operators:
+        stores = []
+        for s in op.stores:
+            stores.append(
+                {
+                    "name": s.store_name,
+                    "provider": s.provider,
+                    "partitions": len(s.partitions),
+                    "partition_ids": list(s.partitions),
+                    "versions": list(s.versions),
+                    "codec": s.codec,
+                    "key_schema": json.loads(s.key_schema.json()) if s.key_schema is not None else None,
+                    "value_schema": json.loads(s.value_schema.json()) if s.value_schema is not None else None,
+                }
+            )
+        operators.append(
+            {
+                "operator_id": op.operator_id,
+                "kind": op.kind.value,
+                "operator_name": op.operator_name,
+                "timeout_kind": op.timeout_kind,
+                "time_columns": [
+                    {"store": t.store_name, "side": t.side, "field": t.name, "unit": t.unit, "role": t.role}
+                    for t in op.time_columns
+                ],
+                "stores": stores,
+            }
+        )
+    return {
+        "checkpoint": ckpt.location,
+        "query_id": ckpt.query_id,
+        "last_batch_id": ckpt.last_batch_id,
+        "last_committed_batch_id": ckpt.last_committed_batch_id,
+        "uncommitted_batches": ckpt.uncommitted_batches(),
+        "batches": batches,
+        "conf": dict(sorted(ckpt.conf.items())),
+        "operators": operators,
+        "problems": [e.to_json() for e in ckpt.report.problems],
+    }
+
+
+def _print_info(doc: dict[str, Any], out: IO[str]) -> None:
+    w = out.write
+    w(f"Checkpoint  {doc['checkpoint']}\n")
+    w(f"Query id    {doc['query_id'] or '(no metadata file)'}\n")
+    n = len(doc["batches"])
+    w(f"Batches     {n}" + (f" ({doc['batches'][0]['batch_id']}..{doc['last_batch_id']})" if n else "") + "\n")
+    if doc["uncommitted_batches"]:
+        w(f"UNCOMMITTED {', '.join(map(str, doc['uncommitted_batches']))} (offsets written, no commit: "
+          "a restart re-runs the last one)\n")
+    else:
+        w("Committed   all planned batches committed\n")
+    w("\n")
+    rows = []
+    for b in doc["batches"]:
+        src = "; ".join(
+            f"{s['kind']}:{s['offset'] if not isinstance(s['offset'], (dict, list)) else _short_json(s['offset'])}"
+            for s in b["sources"]
+        )
+        rows.append([b["batch_id"], _fmt_ms(b["timestamp_ms"]), b["watermark_ms"], "yes" if b["committed"] else "NO", src])
+    w(format_table(["batch", "timestamp (UTC)", "watermark_ms", "committed", "sources"], rows) + "\n\n")
+    rows = []
+    for op in doc["operators"]:
+        for s in op["stores"]:
+            versions = s["versions"]
+            rows.append([
+                op["operator_id"], op["kind"], s["name"], s["provider"], s["codec"], s["partitions"],
+                _ranges(versions) if versions else "-",
+                _schema_str(s["key_schema"]), _schema_str(s["value_schema"]),
+            ])
+    if rows:
+        w(format_table(["op", "kind", "store", "provider", "codec", "parts", "versions", "key", "value"], rows) + "\n")
+    else:
+        w("No stateful operators (no state/ folder).\n")
+    keys = ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass",
+            "spark.sql.streaming.stateStore.compression.codec")
+    w("\n" + "\n".join(f"{k} = {doc['conf'].get(k)}" for k in keys if k in doc["conf"]) + "\n")
+
+
+def _short_json(obj: Any, limit: int = 60) -> str:
+    import json
+
+    text = json.dumps(obj, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _type_str(t: Any) -> str:
+    if isinstance(t, str):
+        return t
+    if t.get("type") == "struct":
+        return "struct<" + ", ".join(f"{f['name']}:{_type_str(f['type'])}" for f in t["fields"]) + ">"
+    if t.get("type") == "array":
+        return f"array<{_type_str(t['elementType'])}>"
+    if t.get("type") == "map":
+        return f"map<{_type_str(t['keyType'])},{_type_str(t['valueType'])}>"
+    return str(t.get("type"))
+
+
+def _schema_str(schema: dict[str, Any] | None, limit: int = 70) -> str:
+    if schema is None:
+        return "(no schema)"
+    text = ", ".join(f"{f['name']} {_type_str(f['type'])}" for f in schema["fields"])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def cmd_info(args: argparse.Namespace, out: IO[str]) -> int:
+    import json
+
+    ckpt = _open(args)
+    doc = info_json(ckpt)
+    if args.json:
+        json.dump(doc, out, indent=2)
+        out.write("\n")
+    else:
+        _print_info(doc, out)
+    return _report_problems(ckpt)
+
+
+# -- rows ----------------------------------------------------------------------------------------------
+def _iter_row_docs(args: argparse.Namespace, ckpt: Any) -> Iterable[Any]:
+    from readers.values import JsonObject, row_to_json
+
+    reader = ckpt.store_reader(args.operator, args.store)
+    schema = reader.schema
+    if schema is None:
+        from readers.errors import SchemaMismatchError
+
+        raise SchemaMismatchError(
+            "this store has no schema file, so its rows cannot be decoded",
+            path=f"state/{args.operator}/0/_metadata/schema",
+        )
+    partitions = [args.partition] if args.partition is not None else reader.partition_ids()
+    for pid in partitions:
+        if args.changes:
+            versions = [args.version] if args.version is not None else sorted(reader._partition(pid).deltas)
+            for v in versions:
+                for ch in reader.read_changes(pid, v):
+                    yield JsonObject([
+                        ("version", ch.version),
+                        ("partition", pid),
+                        ("change", ch.change),
+                        ("key", row_to_json(ch.key, schema.key_schema)),
+                        ("value", row_to_json(ch.value, schema.value_schema) if ch.value is not None else None),
+                    ])
+        else:
+            available = reader.versions(pid)
+            version = args.version if args.version is not None else (available[-1] if available else 0)
+            for row in reader.read_rows(pid, version):
+                yield JsonObject([
+                    ("partition", pid),
+                    ("key", row_to_json(row.key, schema.key_schema)),
+                    ("value", row_to_json(row.value, schema.value_schema)),
+                ])
+
+
+def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
+    ckpt = _open(args)
+    docs = _iter_row_docs(args, ckpt)
+    fmt = args.format
+    if fmt == "parquet":
+        if not args.output:
+            raise _usage("--format parquet needs -o FILE")
+        from readers.values import write_parquet
+
+        write_parquet(list(docs), args.output)
+        return _report_problems(ckpt)
+    target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
+    try:
+        if fmt == "jsonl":
+            from readers.values import dumps_jsonl
+
+            for doc in docs:
+                target.write(dumps_jsonl(doc) + "\n")
+        else:
+            _write_csv(docs, target)
+    finally:
+        if args.output:
+            target.close()
+    return _report_problems(ckpt)
+
+
+def _write_csv(docs: Iterable[Any], target: IO[str]) -> None:
+    import csv
+
+    from readers.values import flatten_row
+
+    writer = csv.writer(target)
+    header: list[str] | None = None
+    for doc in docs:
+        flat = flatten_row(doc, "")
+        if header is None:
+            header = [name for name, _ in flat]
+            writer.writerow(header)
+        writer.writerow(["" if v is None else v for _, v in flat])
+
+
+# -- growth --------------------------------------------------------------------------------------------
+def iter_growth(ckpt: Any, progress: Callable[[Any], None] | None = None) -> Iterable[dict[str, Any]]:
+    """Rows and on-disk bytes for every operator, store, version and partition (streamed)."""
+    from readers.model import Progress
+
+    stores = [(op, s) for op in ckpt.operators for s in op.stores if s.provider == "hdfs"]
+    for n, (op, s) in enumerate(stores):
+        if progress:
+            progress(Progress(n, len(stores), f"operator {op.operator_id} {s.store_name}"))
+        reader = ckpt.store_reader(op.operator_id, s.store_name)
+        for st in reader.iter_stats():
+            yield {
+                "operator_id": st.operator_id,
+                "store_name": st.store_name,
+                "version": st.version,
+                "batch_id": st.version - 1,
+                "partition_id": st.partition_id,
+                "rows": st.rows,
+                "bytes": st.bytes,
+            }
+
+
+def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
+    import json
+
+    ckpt = _open(args)
+    bar = _Progress()
+    try:
+        records = list(iter_growth(ckpt, bar))
+    finally:
+        bar.close()
+    if args.json:
+        json.dump(records, out, indent=1)
+        out.write("\n")
+        return _report_problems(ckpt)
+    totals: dict[tuple[int, str, int], list[int]] = {}
+    for r in records:
+        t = totals.setdefault((r["operator_id"], r["store_name"], r["version"]), [0, 0, 0, 0])
+        t[0] += r["rows"]
+        t[1] += r["bytes"]
+        t[2] = max(t[2], r["rows"])
+        t[3] += 1
+    rows = [
+        [op, store, v, v - 1, t[3], t[0], t[1], t[2]]
+        for (op, store, v), t in sorted(totals.items())
+    ]
+    out.write(format_table(
+        ["op", "store", "version", "batch", "partitions", "rows", "bytes_on_disk", "max_partition_rows"], rows
+    ) + "\n")
+    return _report_problems(ckpt)
+
+
+# -- gui -----------------------------------------------------------------------------------------------
+def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
+    try:
+        from app.gui.main import run_gui
+    except ImportError as err:
+        from readers.errors import BackendUnavailableError
+
+        raise BackendUnavailableError(f"the desktop app cannot start: {err}; install with: pip install -e .") from err
+    return run_gui(args)
+
+
+# -- parsing -------------------------------------------------------------------------------------------
+class _UsageFailure(Exception):
+    pass
+
+
+def _usage(message: str) -> _UsageFailure:
+    return _UsageFailure(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (``statelens --help``)."""
+    parser = argparse.ArgumentParser(
+        prog="statelens",
+        description="Open a Spark Structured Streaming checkpoint and see what happened inside it. "
+        "Run with no command (or 'gui') to open the desktop app; with no path it opens the bundled sample.",
+        epilog="Exit codes: 0 ok, 1 finished but some files could not be read, 2 error.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("info", help="query id, batches, conf, operators and stores")
+    p.add_argument("checkpoint", help="checkpoint folder: local path, file:// or any fsspec URL (s3://...)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("rows", help="decoded state rows of one store at one version (or its changes)")
+    p.add_argument("checkpoint")
+    p.add_argument("--operator", type=int, required=True, metavar="N", help="stateful operator id")
+    p.add_argument("--store", metavar="NAME", help="store name (joins have four; default: the only one)")
+    p.add_argument("--version", type=int, metavar="V",
+                   help="state version (written by batch V-1); default: the latest readable")
+    p.add_argument("--partition", type=int, metavar="P", help="one partition only")
+    p.add_argument("--changes", action="store_true", help="the put/remove records of each version instead")
+    p.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.set_defaults(func=cmd_rows)
+
+    p = sub.add_parser("growth", help="rows and on-disk bytes per operator, store, version and partition")
+    p.add_argument("checkpoint")
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per partition-version")
+    p.set_defaults(func=cmd_growth)
+
+    p = sub.add_parser("gui", help="open the desktop app (default command)")
+    p.add_argument("checkpoint", nargs="?", help="checkpoint to open (default: the bundled sample)")
+    p.add_argument("--screenshot", metavar="PNG", help="render offscreen, save a PNG and exit")
+    p.add_argument("--view", default="overview", help="view to show or screenshot")
+    p.set_defaults(func=cmd_gui)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``statelens`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # No command, or a bare path: the desktop app.
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is None and not any(a in ("-h", "--help") for a in argv):
+        argv = [*argv, "gui"]
+    elif first is not None and first not in SUBCOMMANDS:
+        argv.insert(argv.index(first), "gui")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("STATELENS_RAISE") == "1"
+    try:
+        return int(args.func(args, sys.stdout))
+    except _UsageFailure as err:
+        parser.error(str(err))
+        return EXIT_ERROR  # pragma: no cover
+    except StatelensError as err:
+        if debug:
+            raise
+        sys.stderr.write(f"statelens: error: {err}\n")
+        return EXIT_ERROR
+    except BrokenPipeError:
+        sys.stderr.close()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        sys.stderr.write("statelens: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

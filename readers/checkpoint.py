@@ -1,0 +1,338 @@
+"""Open a Structured Streaming checkpoint: logs, batches, operators, stores and their readers.
+
+Claims a folder as a checkpoint by its structure (``metadata``, ``offsets/``, ``commits/``, ``state/``,
+§1 of ``shared/spec/checkpoint-format.md``). Every per-file problem goes into the load report and the
+rest of the checkpoint stays usable; only "this is not a checkpoint at all" is raised.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from readers import logs, opmeta, schemas
+from readers.errors import NotACheckpointError, StatelensError, UsageError
+from readers.fs import CheckpointFS
+from readers.hdfs_store import HDFSStoreReader, PartitionFiles, list_partition_files, sniff_state_file_name
+from readers.model import (
+    BatchInfo,
+    CommitLogEntry,
+    LoadReport,
+    OffsetLogEntry,
+    OperatorInfo,
+    OperatorKind,
+    Progress,
+    StoreInfo,
+    StoreSchema,
+)
+from readers.operators import find_time_columns, fmgws_v1_long_fields, infer_kind
+
+ROCKSDB_PROVIDER_HINT = "RocksDBStateStoreProvider"
+
+
+def _is_int(name: str) -> bool:
+    return name.isdigit()
+
+
+class Checkpoint:
+    """A checkpoint opened read-only: its logs, batches, operators and state stores.
+
+    Use :func:`open_checkpoint` (or :func:`iter_open_checkpoint` for progress) to build one.
+
+    Attributes
+    ----------
+    fs : CheckpointFS
+        The read-only filesystem view.
+    query_id : str or None
+        From ``metadata``.
+    offsets, commits : dict
+        Batch id to parsed log entry.
+    batches : list of BatchInfo
+        Every batch id with an offsets or commit file, ascending.
+    conf : dict
+        The session conf pinned in the earliest offsets file, with Spark's defaults filled in.
+    operators : list of OperatorInfo
+        Stateful operators found under ``state/``.
+    report : LoadReport
+        Every file that could not be read, with its typed error.
+    """
+
+    def __init__(self, fs: CheckpointFS):
+        self.fs = fs
+        self.report = LoadReport()
+        self.query_id: str | None = None
+        self.offsets: dict[int, OffsetLogEntry] = {}
+        self.commits: dict[int, CommitLogEntry] = {}
+        self.batches: list[BatchInfo] = []
+        self.conf: dict[str, str] = {}
+        self.operators: list[OperatorInfo] = []
+        self.operator_metadata: dict[int, Any] = {}
+        self._store_files: dict[tuple[int, str], dict[int, PartitionFiles]] = {}
+        self._readers: dict[tuple[int, str], HDFSStoreReader] = {}
+
+    # -- public helpers ------------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        return self.fs.display_root
+
+    @property
+    def last_batch_id(self) -> int | None:
+        return self.batches[-1].batch_id if self.batches else None
+
+    @property
+    def last_committed_batch_id(self) -> int | None:
+        return max(self.commits) if self.commits else None
+
+    def uncommitted_batches(self) -> list[int]:
+        """Batches with an offsets file but no commit (the last one is re-run on restart)."""
+        return [b.batch_id for b in self.batches if b.offsets is not None and b.commit is None]
+
+    def operator(self, operator_id: int) -> OperatorInfo:
+        for op in self.operators:
+            if op.operator_id == operator_id:
+                return op
+        have = ", ".join(str(o.operator_id) for o in self.operators) or "none"
+        raise UsageError(f"no stateful operator {operator_id} in this checkpoint; operators: {have}")
+
+    def store_reader(self, operator_id: int, store_name: str | None = None) -> HDFSStoreReader:
+        """The reader of one store (``store_name`` may be omitted for single-store operators)."""
+        op = self.operator(operator_id)
+        if store_name is None:
+            if len(op.stores) != 1:
+                names = ", ".join(s.store_name for s in op.stores)
+                raise UsageError(f"operator {operator_id} has several stores; pick one with --store: {names}")
+            store_name = op.stores[0].store_name
+        store = op.store(store_name)
+        key = (operator_id, store.store_name)
+        if key not in self._readers:
+            if store.provider != "hdfs":
+                from readers.errors import BackendUnavailableError
+
+                raise BackendUnavailableError(
+                    f"operator {operator_id} store {store_name!r} uses the RocksDB provider, which the native "
+                    "decoder does not read yet; use --backend spark",
+                    path=f"state/{operator_id}",
+                )
+            self._readers[key] = HDFSStoreReader(
+                self.fs,
+                operator_id,
+                store.store_name,
+                self._store_files[key],
+                store.schema,
+                store.codec,
+                long_value_fields=fmgws_v1_long_fields(op.kind, store.value_schema),
+            )
+        return self._readers[key]
+
+    # -- loading -------------------------------------------------------------------------------------
+    def _read(self, path: str) -> bytes | None:
+        try:
+            return self.fs.read_bytes(path)
+        except StatelensError as err:
+            self.report.add(err)
+            return None
+
+    def _load_metadata(self) -> None:
+        if not self.fs.exists("metadata"):
+            return
+        data = self._read("metadata")
+        if data is None:
+            return
+        try:
+            self.query_id = logs.parse_metadata(data, "metadata")
+        except StatelensError as err:
+            self.report.add(err)
+
+    def _iter_load_logs(self) -> Iterator[Progress]:
+        paths: list[tuple[str, str, int]] = []
+        for folder in ("offsets", "commits"):
+            for entry in self.fs.list_dir(folder):
+                if not entry.is_dir and logs.is_batch_file_name(entry.name):
+                    paths.append((folder, entry.path, int(entry.name)))
+        total = len(paths)
+        done = 0
+        contents = self.fs.read_many(p for _, p, _ in paths)
+        for folder, path, batch_id in paths:
+            data = contents[path]
+            done += 1
+            if isinstance(data, StatelensError):
+                self.report.add(data)
+                continue
+            try:
+                if folder == "offsets":
+                    self.offsets[batch_id] = logs.parse_offsets(data, path, batch_id)
+                else:
+                    self.commits[batch_id] = logs.parse_commit(data, path, batch_id)
+            except StatelensError as err:
+                self.report.add(err)
+            if done % 200 == 0:
+                yield Progress(done, total, "logs")
+        ids = sorted(set(self.offsets) | set(self.commits))
+        self.batches = [BatchInfo(b, self.offsets.get(b), self.commits.get(b)) for b in ids]
+        self.conf = logs.effective_conf([self.offsets[b] for b in sorted(self.offsets)])
+        yield Progress(total, total, "logs")
+
+    def _load_schema(self, op_id: int, store_dir: str, store_name: str, meta: Any) -> StoreSchema | None:
+        """The schema of one store: the v1/v2 file in partition 0, else a v3 file from ``_stateSchema``."""
+        path = f"{store_dir}/_metadata/schema"
+        if self.fs.exists(path):
+            data = self._read(path)
+            if data is None:
+                return None
+            try:
+                return schemas.parse_schema_file(data, path)
+            except StatelensError as err:
+                self.report.add(err)
+                return None
+        v3_dir = f"state/{op_id}/_stateSchema/{store_name}"
+        files = [e for e in self.fs.list_dir(v3_dir) if not e.is_dir and not e.name.startswith(".")]
+        if not files:
+            return None
+        wanted = None
+        if meta is not None:
+            names = {opmeta.schema_file_name(p) for s in meta.stores for p in s.schema_file_paths}
+            wanted = next((e for e in files if e.name in names), None)
+        entry = wanted or max(files, key=lambda e: (int(e.name.split("_", 1)[0]) if e.name[0].isdigit() else -1))
+        data = self._read(entry.path)
+        if data is None:
+            return None
+        try:
+            families = schemas.parse_schema_v3(data, entry.path)
+        except StatelensError as err:
+            self.report.add(err)
+            return None
+        return families.get("default") or next(iter(families.values()), None)
+
+    def _load_operator_metadata(self, op_id: int) -> Any:
+        base = f"state/{op_id}/_metadata"
+        candidates = []
+        v2 = [e for e in self.fs.list_dir(f"{base}/v2") if not e.is_dir and logs.is_batch_file_name(e.name)]
+        if v2:
+            candidates.append(max(v2, key=lambda e: int(e.name)).path)
+        if self.fs.exists(f"{base}/metadata"):
+            candidates.append(f"{base}/metadata")
+        for path in candidates:
+            data = self._read(path)
+            if data is None:
+                continue
+            try:
+                return opmeta.parse_operator_metadata(data, path)
+            except StatelensError as err:
+                self.report.add(err)
+        return None
+
+    def _iter_load_operators(self) -> Iterator[Progress]:
+        op_ids = sorted(int(e.name) for e in self.fs.list_dir("state") if e.is_dir and _is_int(e.name))
+        provider_conf = self.conf.get("spark.sql.streaming.stateStore.providerClass", "")
+        codec = self.conf.get("spark.sql.streaming.stateStore.compression.codec", "lz4")
+        for n, op_id in enumerate(op_ids):
+            yield Progress(n, len(op_ids), f"operator {op_id}")
+            meta = self._load_operator_metadata(op_id)
+            self.operator_metadata[op_id] = meta
+            part_dirs = sorted(
+                (int(e.name), e.path) for e in self.fs.list_dir(f"state/{op_id}") if e.is_dir and _is_int(e.name)
+            )
+            # Store folders: the partition folder itself ("default") or named sub-folders (joins).
+            store_names: set[str] = set()
+            for _, pdir in part_dirs:
+                for e in self.fs.list_dir(pdir):
+                    if e.is_dir and e.name not in ("_metadata", "SSTs", "logs") and not e.name.startswith("."):
+                        store_names.add(e.name)
+            if not store_names:
+                store_names = {"default"}
+            stores_schemas: dict[str, StoreSchema] = {}
+            stores: list[StoreInfo] = []
+            for store_name in sorted(store_names):
+                sub = "" if store_name == "default" else f"/{store_name}"
+                files: dict[int, PartitionFiles] = {}
+                rocks = False
+                for pid, pdir in part_dirs:
+                    sdir = pdir + sub
+                    if not self.fs.is_dir(sdir):
+                        continue
+                    files[pid] = list_partition_files(self.fs, sdir, pid)
+                    rocks = rocks or any(
+                        e.name.endswith((".zip", ".changelog")) or e.name == "SSTs" for e in self.fs.list_dir(sdir)
+                    )
+                provider = "rocksdb" if rocks or ROCKSDB_PROVIDER_HINT in provider_conf else "hdfs"
+                schema = self._load_schema(op_id, f"state/{op_id}/0{sub}", store_name, meta)
+                if schema is not None:
+                    stores_schemas[store_name] = schema
+                versions: set[int] = set()
+                for pf in files.values():
+                    versions.update(pf.readable_versions())
+                self._store_files[(op_id, store_name)] = files
+                stores.append(
+                    StoreInfo(op_id, store_name, provider, tuple(sorted(files)), tuple(sorted(versions)), schema, codec)
+                )
+            name = getattr(meta, "operator_name", None)
+            kind = infer_kind(name, sorted(store_names), stores_schemas)
+            if kind == OperatorKind.FLAT_MAP_GROUPS_WITH_STATE and name is None:
+                kind = OperatorKind.FLAT_MAP_GROUPS_WITH_STATE
+            self.operators.append(
+                OperatorInfo(
+                    op_id,
+                    kind,
+                    name,
+                    tuple(stores),
+                    tuple(find_time_columns(kind, stores_schemas)),
+                    properties=dict(getattr(meta, "properties", None) or {}),
+                )
+            )
+        yield Progress(len(op_ids), len(op_ids), "operators")
+
+    def iter_state_files(self) -> Iterator[tuple[int, str, str, int, int, str]]:
+        """Every state file: ``(operator_id, store_name, partition_id, version, kind, path)``."""
+        for (op_id, store_name), parts in sorted(self._store_files.items()):
+            for pid, pf in sorted(parts.items()):
+                for sf in [*pf.deltas.values(), *pf.snapshots.values()]:
+                    yield op_id, store_name, pid, sf.version, sf.kind, sf.path  # type: ignore[misc]
+
+
+def _looks_like_checkpoint(fs: CheckpointFS) -> bool:
+    return any(fs.exists(name) for name in ("metadata", "offsets", "commits", "state"))
+
+
+def iter_open_checkpoint(
+    url: str, storage_options: dict[str, Any] | None = None
+) -> Iterator[Progress | Checkpoint]:
+    """Open a checkpoint, yielding :class:`Progress` records, then the :class:`Checkpoint` last.
+
+    Raises
+    ------
+    NotACheckpointError
+        When the folder holds none of ``metadata``, ``offsets/``, ``commits/``, ``state/``.
+    StorageError
+        When the storage cannot be listed.
+    """
+    fs = CheckpointFS(url, storage_options)
+    if not _looks_like_checkpoint(fs):
+        raise NotACheckpointError(
+            "not a Structured Streaming checkpoint: no metadata, offsets/, commits/ or state/ inside",
+            path=fs.display_root,
+        )
+    ckpt = Checkpoint(fs)
+    ckpt._load_metadata()
+    yield from ckpt._iter_load_logs()
+    yield from ckpt._iter_load_operators()
+    yield ckpt
+
+
+def open_checkpoint(
+    url: str,
+    storage_options: dict[str, Any] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> Checkpoint:
+    """Open a checkpoint and return it (see :func:`iter_open_checkpoint`)."""
+    for item in iter_open_checkpoint(url, storage_options):
+        if isinstance(item, Checkpoint):
+            return item
+        if progress is not None:
+            progress(item)
+    raise AssertionError("iter_open_checkpoint ended without a checkpoint")  # pragma: no cover
+
+
+def state_file_of(path: str) -> tuple[int, str] | None:
+    """``(version, kind)`` when ``path`` names an HDFS state file."""
+    return sniff_state_file_name(posixpath.basename(path))

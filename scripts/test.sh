@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh Debian machine, then run it.
+# Usage: bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages: a Java 17+ runtime for PySpark, and the libraries Qt's offscreen platform loads.
+missing=()
+if ! command -v java >/dev/null 2>&1; then missing+=(openjdk-17-jre-headless); fi
+for lib in libEGL.so.1:libegl1 libGL.so.1:libgl1 libxkbcommon.so.0:libxkbcommon0 \
+           libfontconfig.so.1:libfontconfig1 libdbus-1.so.3:libdbus-1-3 libglib-2.0.so.0:libglib2.0-0; do
+  if ! ldconfig -p | grep -q "${lib%%:*}"; then missing+=("${lib##*:}"); fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+
+export QT_QPA_PLATFORM=offscreen
+python3 -m ruff check app readers viewers tests
+lint-imports
+python3 -m pytest "$@"
