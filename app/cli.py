@@ -266,7 +266,7 @@ def _iter_row_docs(args: argparse.Namespace, ckpt: Any) -> Iterable[Any]:
     partitions = [args.partition] if args.partition is not None else reader.partition_ids()
     for pid in partitions:
         if args.changes:
-            versions = [args.version] if args.version is not None else sorted(reader._partition(pid).deltas)
+            versions = [args.version] if args.version is not None else reader.delta_versions(pid)
             for v in versions:
                 for ch in reader.read_changes(pid, v):
                     yield JsonObject([

@@ -7,22 +7,21 @@ rest of the checkpoint stays usable; only "this is not a checkpoint at all" is r
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from readers import logs, opmeta, schemas
 from readers.errors import NotACheckpointError, StatelensError, UsageError
 from readers.fs import CheckpointFS
-from readers.hdfs_store import HDFSStoreReader, PartitionFiles, list_partition_files, sniff_state_file_name
+from readers.hdfs_store import HDFSStoreReader, PartitionFiles, list_partition_files
 from readers.model import (
     BatchInfo,
     CommitLogEntry,
     LoadReport,
     OffsetLogEntry,
     OperatorInfo,
-    OperatorKind,
     Progress,
+    StateFile,
     StoreInfo,
     StoreSchema,
 )
@@ -191,7 +190,7 @@ class Checkpoint:
             return None
         wanted = None
         if meta is not None:
-            names = {opmeta.schema_file_name(p) for s in meta.stores for p in s.schema_file_paths}
+            names = {opmeta.schema_file_name(p) for s in meta.stores for p in s.state_schema_file_paths}
             wanted = next((e for e in files if e.name in names), None)
         entry = wanted or max(files, key=lambda e: (int(e.name.split("_", 1)[0]) if e.name[0].isdigit() else -1))
         data = self._read(entry.path)
@@ -268,8 +267,6 @@ class Checkpoint:
                 )
             name = getattr(meta, "operator_name", None)
             kind = infer_kind(name, sorted(store_names), stores_schemas)
-            if kind == OperatorKind.FLAT_MAP_GROUPS_WITH_STATE and name is None:
-                kind = OperatorKind.FLAT_MAP_GROUPS_WITH_STATE
             self.operators.append(
                 OperatorInfo(
                     op_id,
@@ -282,12 +279,12 @@ class Checkpoint:
             )
         yield Progress(len(op_ids), len(op_ids), "operators")
 
-    def iter_state_files(self) -> Iterator[tuple[int, str, str, int, int, str]]:
-        """Every state file: ``(operator_id, store_name, partition_id, version, kind, path)``."""
+    def iter_state_files(self) -> Iterator[tuple[int, str, StateFile]]:
+        """Every HDFS state file as ``(operator_id, store_name, file)``."""
         for (op_id, store_name), parts in sorted(self._store_files.items()):
-            for pid, pf in sorted(parts.items()):
+            for _, pf in sorted(parts.items()):
                 for sf in [*pf.deltas.values(), *pf.snapshots.values()]:
-                    yield op_id, store_name, pid, sf.version, sf.kind, sf.path  # type: ignore[misc]
+                    yield op_id, store_name, sf
 
 
 def _looks_like_checkpoint(fs: CheckpointFS) -> bool:
@@ -331,8 +328,3 @@ def open_checkpoint(
         if progress is not None:
             progress(item)
     raise AssertionError("iter_open_checkpoint ended without a checkpoint")  # pragma: no cover
-
-
-def state_file_of(path: str) -> tuple[int, str] | None:
-    """``(version, kind)`` when ``path`` names an HDFS state file."""
-    return sniff_state_file_name(posixpath.basename(path))

@@ -134,6 +134,10 @@ class HDFSStoreReader:
     def latest_version(self) -> int:
         return max((pf.latest_version() for pf in self.partitions.values()), default=0)
 
+    def delta_versions(self, partition_id: int) -> list[int]:
+        """Versions of one partition that have a delta file (their changes can be read)."""
+        return sorted(self._partition(partition_id).deltas)
+
     def files(self) -> list[StateFile]:
         out: list[StateFile] = []
         for pid in self.partition_ids():
