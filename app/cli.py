@@ -20,7 +20,7 @@ EXIT_OK = 0
 EXIT_PARTIAL = 1
 EXIT_ERROR = 2
 
-SUBCOMMANDS = ("info", "rows", "growth", "gui")
+SUBCOMMANDS = ("info", "rows", "growth", "gui", "expired", "doctor", "report", "timeline")
 
 
 def sample_checkpoint_path() -> Path:
@@ -400,6 +400,15 @@ def _usage(message: str) -> _UsageFailure:
     return _UsageFailure(message)
 
 
+def _add_analysis_commands(sub: Any) -> None:
+    """Post-mortem commands (``expired``, ``doctor``, ``report``...) live in ``app.analysis.cli``."""
+    try:
+        from app.analysis.cli import add_commands
+    except ImportError:
+        return
+    add_commands(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (``statelens --help``)."""
     parser = argparse.ArgumentParser(
@@ -432,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per partition-version")
     p.set_defaults(func=cmd_growth)
+
+    _add_analysis_commands(sub)
 
     p = sub.add_parser("gui", help="open the desktop app (default command)")
     p.add_argument("checkpoint", nargs="?", help="checkpoint to open (default: the bundled sample)")
