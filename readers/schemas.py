@@ -175,7 +175,12 @@ class _Cursor:
             raise CorruptFileError(f"{what} has a negative chunk count {count}", self.path, offset=start)
         # Each chunk takes at least its 2-byte length, so a corrupt huge count fails fast below.
         parts = [self.utf(f"chunk {i} of {what}") for i in range(count)]
-        return "".join(parts), start
+        text = "".join(parts)
+        if count > 1 and any("\ud800" <= p[-1] <= "\udbff" for p in parts[:-1] if p):
+            # Spark cuts the JSON every 65535 UTF-16 units, which can split a surrogate pair across two
+            # chunks; join the halves into one character again.
+            text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        return text, start
 
 
 # --------------------------------------------------------------------------------------------------
