@@ -1,0 +1,1 @@
+"""statelens desktop app: the only part of ``app`` that imports Qt."""

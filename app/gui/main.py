@@ -1,0 +1,151 @@
+"""Start the desktop app, or render one view offscreen to a PNG (``--screenshot``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+#: Size of ``--screenshot`` images, in pixels.
+SCREENSHOT_SIZE = (1400, 900)
+
+#: Seconds ``--screenshot`` waits for loading and the view's data before giving up.
+SCREENSHOT_TIMEOUT_S = 900
+
+
+def run_gui(args: argparse.Namespace) -> int:
+    """Open the window on ``args.checkpoint`` (the bundled sample when None).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``checkpoint`` (path or URL, or None), ``screenshot`` (PNG path or None), ``view``.
+
+    Returns
+    -------
+    int
+        The exit code: 0, or 2 when ``--screenshot`` could not load the checkpoint.
+    """
+    from app.gui.window import VIEWS
+
+    view = getattr(args, "view", None) or "overview"
+    if view not in VIEWS:
+        sys.stderr.write(f"statelens: error: unknown view {view!r}; views: {', '.join(VIEWS)}\n")
+        return 2
+    screenshot = getattr(args, "screenshot", None)
+    if screenshot:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "statelens"])
+    app.setApplicationName("statelens")
+    app.setOrganizationName("statelens")
+    _configure_pyqtgraph()
+
+    from app.cli import sample_checkpoint_path
+    from app.gui.window import MainWindow
+
+    checkpoint = getattr(args, "checkpoint", None)
+    url = checkpoint if checkpoint else str(sample_checkpoint_path())
+    is_sample = not checkpoint
+    if screenshot:
+        window = MainWindow()
+        try:
+            return take_screenshot(window, url, screenshot, view, is_sample=is_sample)
+        finally:
+            window.close()
+            window.deleteLater()
+
+    from app.gui import errors
+
+    errors.install_excepthooks()
+    window = MainWindow()
+    window.select_view(view)
+    window.show()
+    window.open_checkpoint(url, is_sample=is_sample)
+    try:
+        return int(app.exec())
+    finally:
+        errors.uninstall_excepthooks()
+
+
+def _configure_pyqtgraph() -> None:
+    import pyqtgraph as pg
+
+    pg.setConfigOptions(antialias=True)
+
+
+def take_screenshot(
+    window: object, url: str, out: str, view: str = "overview", is_sample: bool = False,
+    timeout_s: float = SCREENSHOT_TIMEOUT_S,
+) -> int:
+    """Load ``url`` in ``window``, wait until every job is done, save the window as a PNG.
+
+    Parameters
+    ----------
+    window : app.gui.window.MainWindow
+    url : str
+    out : str
+        PNG path.
+    view : str
+        View to show.
+    is_sample : bool
+    timeout_s : float
+        Give up (exit code 2) when loading takes longer.
+
+    Returns
+    -------
+    int
+        0 when the PNG was written; 2 (with a one-line message on stderr) when loading failed.
+    """
+    from PySide6.QtCore import QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.gui import errors
+    from app.gui.window import MainWindow
+
+    assert isinstance(window, MainWindow)
+    errors.set_headless(True)
+    try:
+        window.resize(*SCREENSHOT_SIZE)
+        window.select_view(view)
+        window.show()
+        loop = QEventLoop()
+        outcome: dict[str, str] = {}
+
+        def on_failed(message: str) -> None:
+            outcome["error"] = message
+
+        def on_idle(idle: bool) -> None:
+            if idle:
+                loop.quit()
+
+        def on_timeout() -> None:
+            outcome.setdefault("error", f"loading took longer than {timeout_s:.0f} s")
+            window.runner.cancel()
+            loop.quit()
+
+        window.load_failed.connect(on_failed)
+        window.runner.idle_changed.connect(on_idle)
+        timer = QTimer()
+        timer.setSingleShot(True)
+        timer.timeout.connect(on_timeout)
+        timer.start(int(timeout_s * 1000))
+        window.open_checkpoint(url, is_sample=is_sample)
+        if not window.runner.idle:
+            loop.exec()
+        timer.stop()
+        if "error" in outcome:
+            sys.stderr.write(f"statelens: error: {outcome['error']}\n")
+            return 2
+        # Let layouts and plots settle before grabbing (no progress is driven from here).
+        for _ in range(3):
+            QApplication.processEvents()
+        pixmap = window.grab()
+        if not pixmap.save(out, "PNG"):
+            sys.stderr.write(f"statelens: error: cannot write {out}\n")
+            return 2
+        return 0
+    finally:
+        errors.set_headless(False)

@@ -1,0 +1,585 @@
+"""Qt-free session state of the desktop app: the shared selection, the loaded checkpoint and the jobs.
+
+Everything here runs without Qt so it can be tested headless and reused by other front ends:
+
+* :class:`SelectionState` is the one observable selection (batch, operator, store, partition, version,
+  key) that every view watches; views never call each other (STYLE §4).
+* :class:`LoadedCheckpoint` holds an opened checkpoint with where it came from.
+* ``iter_*`` generators are the long jobs the GUI runs through ``app/gui/workers.py``: they yield
+  :class:`~readers.model.Progress` records and return their result (STYLE §5).
+* :func:`format_value` turns a decoded Spark value into display text (plain text, never markup).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from readers.errors import StatelensError, UsageError
+from readers.model import OperatorInfo, Progress, StoreInfo
+
+#: Callback of a :class:`SelectionState` observer: receives ``{field: new_value}`` of what changed.
+SelectionCallback = Callable[[dict[str, Any]], None]
+
+#: Rows shown at most in the state browser; more are counted but not turned into text.
+MAX_BROWSER_ROWS = 200_000
+
+#: Seconds between two progress records of a job (about 100 ms, STYLE §5).
+PROGRESS_INTERVAL_S = 0.1
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+class SelectionState:
+    """The shared, observable selection every view follows.
+
+    Attributes
+    ----------
+    batch_id, operator_id, partition_id, version : int or None
+        ``partition_id`` None means every partition.
+    store_name : str or None
+    key : tuple or None
+        The decoded key of the selected state row.
+    """
+
+    FIELDS = ("batch_id", "operator_id", "store_name", "partition_id", "version", "key")
+
+    def __init__(self) -> None:
+        self.batch_id: int | None = None
+        self.operator_id: int | None = None
+        self.store_name: str | None = None
+        self.partition_id: int | None = None
+        self.version: int | None = None
+        self.key: tuple[Any, ...] | None = None
+        self._callbacks: list[SelectionCallback] = []
+
+    def connect(self, callback: SelectionCallback) -> None:
+        """Call ``callback(changes)`` after every change.
+
+        Parameters
+        ----------
+        callback : callable
+            Receives a dict of the fields that changed and their new values.
+        """
+        if callback not in self._callbacks:
+            self._callbacks.append(callback)
+
+    def disconnect(self, callback: SelectionCallback) -> None:
+        """Stop calling ``callback``; unknown callbacks are ignored.
+
+        Parameters
+        ----------
+        callback : callable
+            A callback given to :meth:`connect`.
+        """
+        if callback in self._callbacks:
+            self._callbacks.remove(callback)
+
+    def disconnect_all(self) -> None:
+        """Forget every observer (the window does this when it closes)."""
+        self._callbacks.clear()
+
+    def update(self, **changes: Any) -> dict[str, Any]:
+        """Set some fields and notify observers of those that really changed.
+
+        Parameters
+        ----------
+        **changes
+            Field names from :attr:`FIELDS` and their new values.
+
+        Returns
+        -------
+        dict
+            The fields that changed (empty when nothing did; observers are then not called).
+
+        Raises
+        ------
+        UsageError
+            For a name that is not a selection field.
+        """
+        unknown = set(changes) - set(self.FIELDS)
+        if unknown:
+            raise UsageError(f"not selection fields: {', '.join(sorted(unknown))}; fields: {', '.join(self.FIELDS)}")
+        changed = {k: v for k, v in changes.items() if getattr(self, k) != v}
+        for k, v in changed.items():
+            setattr(self, k, v)
+        if changed:
+            for callback in list(self._callbacks):
+                callback(changed)
+        return changed
+
+    def select_batch(self, batch_id: int) -> dict[str, Any]:
+        """Select a batch and the state version it wrote (``version = batch_id + 1``).
+
+        Parameters
+        ----------
+        batch_id : int
+
+        Returns
+        -------
+        dict
+            The fields that changed.
+        """
+        return self.update(batch_id=batch_id, version=batch_id + 1, key=None)
+
+    def select_store(self, operator_id: int | None, store_name: str | None) -> dict[str, Any]:
+        """Select an operator's store; the key is cleared.
+
+        Parameters
+        ----------
+        operator_id : int or None
+        store_name : str or None
+
+        Returns
+        -------
+        dict
+            The fields that changed.
+        """
+        return self.update(operator_id=operator_id, store_name=store_name, key=None)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The current values of every field."""
+        return {k: getattr(self, k) for k in self.FIELDS}
+
+    def reset(self) -> dict[str, Any]:
+        """Clear every field (a new checkpoint was opened).
+
+        Returns
+        -------
+        dict
+            The fields that changed.
+        """
+        return self.update(**{k: None for k in self.FIELDS})
+
+
+@dataclass
+class LoadedCheckpoint:
+    """An opened checkpoint and where it came from.
+
+    Attributes
+    ----------
+    url : str
+        What the user asked to open (path or fsspec URL).
+    checkpoint : readers.checkpoint.Checkpoint
+    is_sample : bool
+        True for the sample bundled with statelens.
+    """
+
+    url: str
+    checkpoint: Any
+    is_sample: bool = False
+
+    @property
+    def location(self) -> str:
+        """The checkpoint's location with credentials removed."""
+        return str(self.checkpoint.location)
+
+    def hdfs_stores(self) -> list[tuple[OperatorInfo, StoreInfo]]:
+        """Every ``(operator, store)`` the native reader can decode."""
+        return [(op, s) for op in self.checkpoint.operators for s in op.stores if s.provider == "hdfs"]
+
+    def default_store(self) -> tuple[int, str] | None:
+        """The first decodable store, as ``(operator_id, store_name)``."""
+        stores = self.hdfs_stores()
+        return (stores[0][0].operator_id, stores[0][1].store_name) if stores else None
+
+
+# -- jobs: opening ---------------------------------------------------------------------------------------
+def iter_load_checkpoint(url: str, is_sample: bool = False) -> Generator[Progress, None, LoadedCheckpoint]:
+    """Open a checkpoint, yielding progress, and return it.
+
+    Parameters
+    ----------
+    url : str
+        Local path or fsspec URL.
+    is_sample : bool
+        Whether this is the bundled sample.
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    LoadedCheckpoint
+
+    Raises
+    ------
+    NotACheckpointError, StorageError
+        As :func:`readers.checkpoint.iter_open_checkpoint`.
+    """
+    from readers.checkpoint import Checkpoint, iter_open_checkpoint
+
+    yield Progress(0, 0, f"listing {url}")
+    gen = iter_open_checkpoint(url)
+    try:
+        for item in gen:
+            if isinstance(item, Checkpoint):
+                return LoadedCheckpoint(url, item, is_sample)
+            yield item
+    finally:
+        gen.close()
+    raise AssertionError("iter_open_checkpoint ended without a checkpoint")  # pragma: no cover
+
+
+# -- jobs: growth ----------------------------------------------------------------------------------------
+@dataclass
+class GrowthSeries:
+    """Rows and on-disk bytes of one store, per partition and version.
+
+    ``rows[i, j]`` and ``size_bytes[i, j]`` belong to ``partition_ids[i]`` at ``versions[j]``; NaN where
+    that partition cannot be rebuilt at that version. ``problems`` lists partitions that failed.
+    """
+
+    operator_id: int
+    store_name: str
+    partition_ids: Any  # numpy int64 array
+    versions: Any  # numpy int64 array
+    rows: Any  # numpy float64 array (partitions x versions)
+    size_bytes: Any  # numpy float64 array (partitions x versions)
+    problems: list[StatelensError] = field(default_factory=list)
+
+    def total_rows(self) -> Any:
+        """Rows summed over partitions per version (NaN counted as 0)."""
+        import numpy as np
+
+        return np.nansum(self.rows, axis=0)
+
+
+def iter_growth(reader: Any, cancelled: Callable[[], bool] | None = None) -> Generator[Progress, None, GrowthSeries]:
+    """Walk every partition and version of a store once and collect its size.
+
+    A partition whose files cannot be read is recorded in ``problems`` and the others go on.
+
+    Parameters
+    ----------
+    reader : readers.hdfs_store.HDFSStoreReader
+    cancelled : callable, optional
+        Returns True when the work should stop early (checked between versions).
+
+    Yields
+    ------
+    Progress
+        Per partition, and about every 100 ms within one.
+
+    Returns
+    -------
+    GrowthSeries
+    """
+    import numpy as np
+
+    pids = reader.partition_ids()
+    what = f"state growth, operator {reader.operator_id} {reader.store_name}"
+    points: dict[tuple[int, int], tuple[int, int]] = {}
+    problems: list[StatelensError] = []
+    last = time.monotonic()
+    for n, pid in enumerate(pids):
+        yield Progress(n, len(pids), f"{what}, partition {pid}")
+        try:
+            for version, state, on_disk in reader.iter_versions_raw(pid, cancelled):
+                points[(pid, version)] = (len(state), on_disk)
+                now = time.monotonic()
+                if now - last > PROGRESS_INTERVAL_S:
+                    last = now
+                    yield Progress(n, len(pids), f"{what}, partition {pid}, version {version}")
+        except StatelensError as err:
+            problems.append(err)
+    versions = np.array(sorted({v for _, v in points}), dtype=np.int64)
+    rows = np.full((len(pids), len(versions)), np.nan)
+    size = np.full((len(pids), len(versions)), np.nan)
+    for i, pid in enumerate(pids):
+        for j, v in enumerate(versions.tolist()):
+            got = points.get((pid, v))
+            if got is not None:
+                rows[i, j], size[i, j] = got
+    yield Progress(len(pids), len(pids), what)
+    return GrowthSeries(
+        reader.operator_id, reader.store_name, np.array(pids, dtype=np.int64), versions, rows, size, problems
+    )
+
+
+# -- jobs: state browser ---------------------------------------------------------------------------------
+@dataclass
+class StateTable:
+    """Decoded rows of one store at one version, as display columns.
+
+    Attributes
+    ----------
+    headers : list of str
+        ``partition``, then ``key.<field>``..., then ``value.<field>``...
+    columns : list of list of str
+        Display text per column (plain text).
+    sort_keys : list of list
+        Per column: ints/floats (None for null) when the column is numeric, else the display text.
+    keys : list of tuple
+        The decoded key of each row (for the selection).
+    total_rows : int
+        Rows in the state; more than ``len(keys)`` when capped at :data:`MAX_BROWSER_ROWS`.
+    notes : list of str
+        Partitions skipped (version not readable there) and the cap, for the status line.
+    problems : list of StatelensError
+        Partitions whose files could not be read.
+    """
+
+    operator_id: int
+    store_name: str
+    partition_id: int | None
+    version: int
+    headers: list[str]
+    columns: list[list[str]]
+    sort_keys: list[list[Any]]
+    keys: list[tuple[Any, ...]]
+    total_rows: int = 0
+    notes: list[str] = field(default_factory=list)
+    problems: list[StatelensError] = field(default_factory=list)
+
+
+def _type_name(dtype: Any) -> str:
+    try:
+        return str(dtype.typeName())
+    except (AttributeError, TypeError):
+        return ""
+
+
+_NUMERIC = {"byte", "short", "integer", "long", "float", "double", "decimal", "date", "timestamp", "timestamp_ntz"}
+
+
+def format_value(value: Any, dtype: Any = None) -> str:
+    """Display text of one decoded Spark value (see ``readers.model.VALUE_REPRESENTATION``).
+
+    Timestamps show as ISO-8601 UTC, dates as ISO dates, binary as hex, structs as ``{name: value}``.
+    The result is plain text: callers must never render it as markup (keys are untrusted).
+
+    Parameters
+    ----------
+    value : Any
+        The decoded value.
+    dtype : pyspark.sql.types.DataType, optional
+        Its Spark type; without it the Python type decides.
+
+    Returns
+    -------
+    str
+    """
+    if value is None:
+        return "null"
+    name = _type_name(dtype)
+    if name in ("timestamp", "timestamp_ntz") and isinstance(value, int):
+        try:
+            text = (_EPOCH + dt.timedelta(microseconds=value)).strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0")
+            return text.rstrip(".") + ("Z" if name == "timestamp" else "")
+        except OverflowError:
+            return f"{value} µs"
+    if name == "date" and isinstance(value, int):
+        try:
+            return (_EPOCH + dt.timedelta(days=value)).date().isoformat()
+        except OverflowError:
+            return f"{value} days"
+    if name == "struct" or (dtype is None and isinstance(value, tuple) and not hasattr(value, "_fields")):
+        fields = list(getattr(dtype, "fields", None) or [])
+        parts = []
+        for i, v in enumerate(value):
+            f = fields[i] if i < len(fields) else None
+            label = f.name if f is not None else str(i)
+            parts.append(f"{label}: {format_value(v, f.dataType if f is not None else None)}")
+        return "{" + ", ".join(parts) + "}"
+    if name == "array" or (dtype is None and isinstance(value, list) and not _is_pairs(value)):
+        et = getattr(dtype, "elementType", None)
+        return "[" + ", ".join(format_value(v, et) for v in value) + "]"
+    if name == "map" or (dtype is None and _is_pairs(value)):
+        kt, vt = getattr(dtype, "keyType", None), getattr(dtype, "valueType", None)
+        return "{" + ", ".join(f"{format_value(k, kt)}: {format_value(v, vt)}" for k, v in value) + "}"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        return "0x" + raw[:64].hex() + ("…" if len(raw) > 64 else "")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        # Control characters would break the one-line cell; show them escaped.
+        return value if value.isprintable() else value.encode("unicode_escape").decode("ascii")
+    return str(value)
+
+
+def _is_pairs(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(x, tuple) and len(x) == 2 for x in value) and bool(value)
+
+
+def _sort_key(value: Any, dtype: Any) -> Any:
+    name = _type_name(dtype)
+    if name in _NUMERIC and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if name == "decimal" and value is not None:
+        return float(value)
+    return None
+
+
+def _field_columns(prefix: str, schema: Any) -> list[tuple[str, Any]]:
+    fields = list(getattr(schema, "fields", None) or [])
+    return [(f"{prefix}.{f.name}", f.dataType) for f in fields]
+
+
+def iter_state_table(
+    reader: Any,
+    version: int,
+    partition_id: int | None = None,
+    max_rows: int = MAX_BROWSER_ROWS,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, StateTable]:
+    """Decode one store at one version into display columns.
+
+    Parameters
+    ----------
+    reader : readers.hdfs_store.HDFSStoreReader
+    version : int
+        State version (written by batch ``version - 1``).
+    partition_id : int, optional
+        One partition; every partition when None (partitions where ``version`` cannot be rebuilt are
+        listed in ``notes``; partitions whose files fail are listed in ``problems``).
+    max_rows : int
+        Rows turned into text at most.
+    cancelled : callable, optional
+        Returns True when the work should stop early.
+
+    Yields
+    ------
+    Progress
+        One per partition.
+
+    Returns
+    -------
+    StateTable
+
+    Raises
+    ------
+    UsageError
+        When the store has no such partition or the version is not readable in any partition.
+    StatelensError
+        When the one requested partition cannot be read (bad or missing file).
+    """
+    schema = reader.schema
+    if schema is None:
+        from readers.errors import SchemaMismatchError
+
+        raise SchemaMismatchError(
+            "this store has no schema file, so its rows cannot be decoded",
+            path=f"state/{reader.operator_id}",
+            operator_id=reader.operator_id,
+            store_name=reader.store_name,
+        )
+    pids = reader.partition_ids() if partition_id is None else [partition_id]
+    if partition_id is not None and partition_id not in reader.partition_ids():
+        raise UsageError(
+            f"store {reader.store_name!r} of operator {reader.operator_id} has no partition {partition_id}",
+            operator_id=reader.operator_id,
+        )
+    cols = [("partition", None), *_field_columns("key", schema.key_schema), *_field_columns("value", schema.value_schema)]
+    n_key = len(_field_columns("key", schema.key_schema))
+    columns: list[list[str]] = [[] for _ in cols]
+    sort_keys: list[list[Any]] = [[] for _ in cols]
+    numeric = [True] + [_type_name(t) in _NUMERIC for _, t in cols[1:]]
+    keys: list[tuple[Any, ...]] = []
+    total = 0
+    notes: list[str] = []
+    problems: list[StatelensError] = []
+    skipped: list[int] = []
+    what = f"decoding operator {reader.operator_id} {reader.store_name} version {version}"
+    for n, pid in enumerate(pids):
+        if cancelled is not None and cancelled():
+            break
+        yield Progress(n, len(pids), f"{what}, partition {pid}")
+        if version not in reader.versions(pid) and version != 0:
+            skipped.append(pid)
+            continue
+        try:
+            rows = reader.read_rows(pid, version)
+        except StatelensError as err:
+            if partition_id is not None:
+                raise
+            problems.append(err)
+            continue
+        total += len(rows)
+        room = max_rows - len(keys)
+        for row in rows[: max(room, 0)]:
+            value = row.value if row.value is not None else (None,) * (len(cols) - 1 - n_key)
+            cells = [pid, *row.key, *value]
+            for c, ((_, dtype), cell) in enumerate(zip(cols, cells)):
+                columns[c].append(format_value(cell, dtype) if c else str(cell))
+                sort_keys[c].append(cell if c == 0 else _sort_key(cell, dtype))
+            keys.append(row.key)
+    if skipped:
+        if len(skipped) == len(pids):
+            have = reader.versions(partition_id)
+            span = f"{have[0]}–{have[-1]}" if have else "none"
+            raise UsageError(
+                f"version {version} cannot be rebuilt in {'partition ' + str(partition_id) if partition_id is not None else 'any partition'} "
+                f"of operator {reader.operator_id} store {reader.store_name!r}; readable versions: {span}",
+                operator_id=reader.operator_id,
+                store_name=reader.store_name,
+                version=version,
+            )
+        notes.append(f"version {version} not readable in partitions {_ranges(skipped)}")
+    if total > len(keys):
+        notes.append(f"showing the first {len(keys):,} of {total:,} rows")
+    for c, is_num in enumerate(numeric):
+        if not is_num:
+            sort_keys[c] = columns[c]
+    yield Progress(len(pids), len(pids), what)
+    return StateTable(
+        reader.operator_id,
+        reader.store_name,
+        partition_id,
+        version,
+        [name for name, _ in cols],
+        columns,
+        sort_keys,
+        keys,
+        total,
+        notes,
+        problems,
+    )
+
+
+def _ranges(values: Sequence[int]) -> str:
+    """``1-4,7`` for sorted ints."""
+    spans: list[tuple[int, int]] = []
+    for v in values:
+        if spans and spans[-1][1] == v - 1:
+            spans[-1] = (spans[-1][0], v)
+        else:
+            spans.append((v, v))
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def iter_growth_all(
+    readers: Sequence[Any], cancelled: Callable[[], bool] | None = None
+) -> Generator[Progress | GrowthSeries, None, int]:
+    """Growth of several stores: yields progress, and each store's :class:`GrowthSeries` once done.
+
+    Parameters
+    ----------
+    readers : sequence of readers.hdfs_store.HDFSStoreReader
+    cancelled : callable, optional
+        Returns True when the work should stop early.
+
+    Yields
+    ------
+    Progress or GrowthSeries
+
+    Returns
+    -------
+    int
+        How many stores were measured.
+    """
+    done = 0
+    for reader in readers:
+        if cancelled is not None and cancelled():
+            break
+        series = yield from iter_growth(reader, cancelled)
+        yield series
+        done += 1
+    return done

@@ -1,0 +1,296 @@
+"""State browser: pick an operator's store, a partition and a version; see its decoded rows.
+
+The rows arrive as display columns (decoding happens in the app's worker); the table is a
+:class:`~viewers.tables.ColumnTableModel` behind a :class:`~viewers.tables.ColumnFilterProxyModel`.
+Keys and values are untrusted: the table and the detail pane show them as plain text only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from readers.model import OperatorInfo, StoreInfo
+from viewers.tables import ColumnFilterProxyModel, ColumnTableModel
+
+#: Milliseconds between the last key press in the filter and filtering.
+FILTER_DELAY_MS = 150
+
+
+def store_label(op: OperatorInfo, store: StoreInfo) -> str:
+    """``operator 0 · aggregation · default`` (plus the provider when it is not HDFS)."""
+    text = f"operator {op.operator_id} · {op.kind.value} · {store.store_name}"
+    return text if store.provider == "hdfs" else f"{text} ({store.provider})"
+
+
+class StateBrowserView(QWidget):
+    """Decoded state rows of one store, partition and version.
+
+    Parameters
+    ----------
+    selection : object, optional
+        The shared selection; the pickers follow its operator, store, partition and version.
+
+    Signals
+    -------
+    store_selected(int operator_id, str store_name)
+    partition_selected(object partition_id)
+        An int, or None for every partition.
+    version_selected(int version)
+    key_selected(object key)
+        The decoded key (a tuple) of the row the user selected.
+    """
+
+    store_selected = Signal(int, str)
+    partition_selected = Signal(object)
+    version_selected = Signal(int)
+    key_selected = Signal(object)
+
+    def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._stores: dict[tuple[int, str], StoreInfo] = {}
+        self._keys: list[tuple[Any, ...]] = []
+        self._syncing = False
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        pickers = QHBoxLayout()
+        pickers.addWidget(QLabel("Store:"))
+        self.store_combo = QComboBox()
+        self.store_combo.setMinimumContentsLength(32)
+        self.store_combo.activated.connect(self._on_store_combo_activated)
+        pickers.addWidget(self.store_combo)
+        pickers.addSpacing(12)
+        pickers.addWidget(QLabel("Partition:"))
+        self.partition_combo = QComboBox()
+        self.partition_combo.setMinimumContentsLength(12)
+        self.partition_combo.activated.connect(self._on_partition_combo_activated)
+        pickers.addWidget(self.partition_combo)
+        pickers.addSpacing(12)
+        pickers.addWidget(QLabel("Version:"))
+        self.version_combo = QComboBox()
+        self.version_combo.setMinimumContentsLength(18)
+        self.version_combo.activated.connect(self._on_version_combo_activated)
+        pickers.addWidget(self.version_combo)
+        pickers.addStretch(1)
+        layout.addLayout(pickers)
+
+        filters = QHBoxLayout()
+        self.filter_edit = QLineEdit()
+        self.filter_edit.setPlaceholderText("Filter rows: text in any column (Ctrl+F)")
+        self.filter_edit.setClearButtonEnabled(True)
+        self._filter_timer = QTimer(self)
+        self._filter_timer.setSingleShot(True)
+        self._filter_timer.setInterval(FILTER_DELAY_MS)
+        self._filter_timer.timeout.connect(self.apply_filter)
+        self.filter_edit.textChanged.connect(self._on_filter_edit_text_changed)
+        filters.addWidget(self.filter_edit, 1)
+        self.count_label = QLabel("")
+        self.count_label.setTextFormat(Qt.TextFormat.PlainText)
+        filters.addWidget(self.count_label)
+        layout.addLayout(filters)
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        self.model = ColumnTableModel()
+        self.proxy = ColumnFilterProxyModel()
+        self.proxy.setSourceModel(self.model)
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
+        splitter.addWidget(self.table)
+        self.detail = QPlainTextEdit()
+        self.detail.setReadOnly(True)
+        self.detail.setPlaceholderText("Select a row to see its full key and value.")
+        splitter.addWidget(self.detail)
+        splitter.setSizes([600, 140])
+        layout.addWidget(splitter, 1)
+
+        self.status = QLabel("")
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
+        self.status.setWordWrap(True)
+        layout.addWidget(self.status)
+
+        self._selection = selection
+        if selection is not None:
+            selection.connect(self._on_selection_changed)
+            cb = self._on_selection_changed
+            self.destroyed.connect(lambda *_: selection.disconnect(cb))
+
+    # -- pickers -------------------------------------------------------------------------------------
+    def clear(self) -> None:
+        self.set_operators([])
+        self.clear_table("")
+
+    def set_operators(self, operators: Sequence[OperatorInfo]) -> None:
+        """The stores to browse."""
+        self._stores = {}
+        self.store_combo.blockSignals(True)
+        self.store_combo.clear()
+        for op in operators:
+            for s in op.stores:
+                self._stores[(op.operator_id, s.store_name)] = s
+                self.store_combo.addItem(store_label(op, s), (op.operator_id, s.store_name))
+        self.store_combo.blockSignals(False)
+        if not self._stores:
+            self.partition_combo.clear()
+            self.version_combo.clear()
+            self.clear_table("This checkpoint has no state stores to browse.")
+
+    def show_selection(
+        self, operator_id: int | None, store_name: str | None, partition_id: int | None, version: int | None
+    ) -> None:
+        """Point the pickers at a store, partition and version without emitting signals."""
+        self._syncing = True
+        try:
+            key = (operator_id, store_name)
+            keys = list(self._stores)
+            if key in self._stores:
+                self.store_combo.setCurrentIndex(keys.index(key))  # type: ignore[arg-type]
+                store = self._stores[key]  # type: ignore[index]
+                self._fill_partitions(store)
+                self._fill_versions(store, version)
+            idx = self.partition_combo.findData(-1 if partition_id is None else partition_id)
+            if idx >= 0:
+                self.partition_combo.setCurrentIndex(idx)
+        finally:
+            self._syncing = False
+
+    def _fill_partitions(self, store: StoreInfo) -> None:
+        current = self.partition_combo.currentData()
+        self.partition_combo.clear()
+        self.partition_combo.addItem(f"all ({len(store.partitions)})", -1)
+        for pid in store.partitions:
+            self.partition_combo.addItem(str(pid), pid)
+        idx = self.partition_combo.findData(current)
+        self.partition_combo.setCurrentIndex(max(idx, 0))
+
+    def _fill_versions(self, store: StoreInfo, version: int | None) -> None:
+        self.version_combo.clear()
+        versions = list(store.versions)
+        for v in reversed(versions):
+            self.version_combo.addItem(f"{v} (after batch {v - 1})" if v else "0 (empty)", v)
+        if version is not None and version not in versions:
+            self.version_combo.insertItem(0, f"{version} (not readable)", version)
+        idx = self.version_combo.findData(version) if version is not None else 0
+        self.version_combo.setCurrentIndex(max(idx, 0))
+
+    # -- table ---------------------------------------------------------------------------------------
+    def set_loading(self, text: str) -> None:
+        """Say that rows are being decoded (the old rows stay until the new ones arrive)."""
+        self.status.setText(text)
+
+    def clear_table(self, message: str) -> None:
+        """Empty the table and show ``message`` (e.g. why the version cannot be read)."""
+        self._keys = []
+        self.model.clear()
+        self.detail.clear()
+        self.count_label.setText("")
+        self.status.setText(message)
+
+    def set_table(
+        self,
+        headers: Sequence[str],
+        columns: Sequence[Sequence[str]],
+        sort_keys: Sequence[Sequence[Any]],
+        keys: Sequence[tuple[Any, ...]],
+        status: str,
+    ) -> None:
+        """Show decoded rows (display text per column; keys for :attr:`key_selected`)."""
+        self._keys = list(keys)
+        self.detail.clear()
+        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.model.set_columns(headers, columns, sort_keys)
+        self.proxy.set_filter_text(self.filter_edit.text())
+        self.proxy.invalidate()
+        header = self.table.horizontalHeader()
+        metrics = self.table.fontMetrics()
+        for col, name in enumerate(headers):
+            sample = [name, *columns[col][:200]]
+            width = max(metrics.horizontalAdvance(s) for s in sample) + 24
+            header.resizeSection(col, min(max(width, 60), 360))
+        self.status.setText(status)
+        self._update_count()
+
+    def visible_rows(self) -> int:
+        """Rows that pass the filter."""
+        return self.proxy.rowCount()
+
+    def focus_filter(self) -> None:
+        """Put the cursor in the filter box (Ctrl+F)."""
+        self.filter_edit.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.filter_edit.selectAll()
+
+    def apply_filter(self) -> None:
+        """Filter now (normally done shortly after the last key press)."""
+        self._filter_timer.stop()
+        self.proxy.set_filter_text(self.filter_edit.text())
+        self._update_count()
+
+    def _update_count(self) -> None:
+        total = self.model.rowCount()
+        shown = self.proxy.rowCount()
+        self.count_label.setText(f"{shown:,} of {total:,} rows" if shown != total else f"{total:,} rows")
+
+    # -- signals -------------------------------------------------------------------------------------
+    def _on_filter_edit_text_changed(self, _text: str) -> None:
+        self._filter_timer.start()
+
+    def _on_store_combo_activated(self, index: int) -> None:
+        key = self.store_combo.itemData(index)
+        if key is None or self._syncing:
+            return
+        store = self._stores[tuple(key)]
+        self._fill_partitions(store)
+        self._fill_versions(store, store.versions[-1] if store.versions else None)
+        self.store_selected.emit(int(key[0]), str(key[1]))
+
+    def _on_partition_combo_activated(self, index: int) -> None:
+        pid = self.partition_combo.itemData(index)
+        if pid is not None and not self._syncing:
+            self.partition_selected.emit(None if pid == -1 else int(pid))
+
+    def _on_version_combo_activated(self, index: int) -> None:
+        version = self.version_combo.itemData(index)
+        if version is not None and not self._syncing:
+            self.version_selected.emit(int(version))
+
+    def _on_table_current_changed(self, current: Any, _previous: Any) -> None:
+        if not current.isValid():
+            return
+        row = self.proxy.mapToSource(current).row()
+        texts = self.model.row_texts(row)
+        width = max((len(h) for h in self.model.headers()), default=0)
+        self.detail.setPlainText("\n".join(f"{h.ljust(width)}  {t}" for h, t in zip(self.model.headers(), texts)))
+        src = self.model.source_row(row)
+        if 0 <= src < len(self._keys):
+            self.key_selected.emit(self._keys[src])
+
+    def _on_selection_changed(self, changes: dict[str, Any]) -> None:
+        if {"operator_id", "store_name", "partition_id", "version"} & set(changes):
+            s = self._selection
+            self.show_selection(s.operator_id, s.store_name, s.partition_id, s.version)

@@ -1,0 +1,300 @@
+"""State growth: rows (or bytes written) per version, in total and per partition.
+
+Takes plain arrays (partition ids, versions, a partitions × versions matrix of rows and of bytes) per
+store; the app computes them in a worker. The partitions with the largest values get their own
+colour, legend entry and end-of-line label; the others share one muted curve (one item, NaN-separated)
+so hundreds of partitions stay fast. Items are built once and updated with ``setData``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from viewers import theme
+
+#: Partitions drawn in their own colour and labelled.
+TOP_PARTITIONS = 5
+
+METRICS = {
+    "rows": ("rows in state", None, "Rows"),
+    "bytes": ("bytes written (delta + snapshot files)", "B", "Bytes written"),
+}
+
+
+class StateGrowthView(QWidget):
+    """Rows or bytes per state version, for one store at a time.
+
+    Parameters
+    ----------
+    selection : object, optional
+        The shared selection; its ``operator_id``/``store_name`` pick the store shown and its
+        ``version`` is marked.
+
+    Signals
+    -------
+    store_selected(int operator_id, str store_name)
+    metric_selected(str metric)
+        ``rows`` or ``bytes``.
+    """
+
+    store_selected = Signal(int, str)
+    metric_selected = Signal(str)
+
+    def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._data: dict[tuple[int, str], dict[str, Any]] = {}
+        self._stores: list[tuple[int, str]] = []
+        self._shown: tuple[int, str] | None = None
+        self._metric = "rows"
+        self._status: dict[tuple[int, str], str] = {}
+        self._top_pids: list[int] = []
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Store:"))
+        self.store_combo = QComboBox()
+        self.store_combo.setMinimumContentsLength(30)
+        self.store_combo.activated.connect(self._on_store_combo_activated)
+        bar.addWidget(self.store_combo)
+        bar.addSpacing(16)
+        bar.addWidget(QLabel("Show:"))
+        self.metric_combo = QComboBox()
+        self.metric_combo.addItem("rows in state", "rows")
+        self.metric_combo.addItem("bytes written per version", "bytes")
+        self.metric_combo.activated.connect(self._on_metric_combo_activated)
+        bar.addWidget(self.metric_combo)
+        bar.addSpacing(16)
+        self.status = QLabel("")
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
+        bar.addWidget(self.status, 1)
+        layout.addLayout(bar)
+
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground(theme.background())
+        layout.addWidget(self.graphics, 1)
+
+        self.total_plot = self.graphics.addPlot(row=0, col=0)
+        theme.style_plot(self.total_plot, "Total over all partitions")
+        self.total_curve = pg.PlotDataItem(pen=pg.mkPen(theme.SERIES[0], width=2), symbol="o", symbolSize=5,
+                                           symbolBrush=theme.SERIES[0], symbolPen=None)
+        self.total_plot.addItem(self.total_curve)
+        self.partition_plot = self.graphics.addPlot(row=1, col=0)
+        theme.style_plot(self.partition_plot, "Per partition")
+        self.partition_plot.setXLink(self.total_plot)
+        theme.set_axis_label(self.partition_plot, "bottom", "state version (written by batch version − 1)")
+        self.graphics.ci.layout.setRowStretchFactor(0, 2)
+        self.graphics.ci.layout.setRowStretchFactor(1, 3)
+        self.legend = self.partition_plot.addLegend(offset=(10, 10))
+        theme.style_legend(self.legend)
+
+        others = theme.muted()
+        others.setAlpha(150)
+        self.other_curve = pg.PlotDataItem(pen=pg.mkPen(others, width=1), connect="finite")
+        self.partition_plot.addItem(self.other_curve)
+        self.top_curves: list[pg.PlotDataItem] = []
+        self.top_labels: list[pg.TextItem] = []
+        for i in range(TOP_PARTITIONS):
+            color = theme.SERIES[(i + 1) % len(theme.SERIES)]
+            curve = pg.PlotDataItem(pen=pg.mkPen(color, width=2), connect="finite",
+                                    clipToView=True, autoDownsample=True, downsampleMethod="peak")
+            self.partition_plot.addItem(curve)
+            self.top_curves.append(curve)
+            label = pg.TextItem("", color=color, anchor=(0, 0.5))
+            self.partition_plot.addItem(label, ignoreBounds=True)
+            self.top_labels.append(label)
+        self.version_lines = [
+            pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine))
+            for _ in range(2)
+        ]
+        for plot, line in zip((self.total_plot, self.partition_plot), self.version_lines):
+            line.setVisible(False)
+            plot.addItem(line, ignoreBounds=True)
+        self.message = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
+        self.partition_plot.addItem(self.message, ignoreBounds=True)
+        self._apply_labels()
+
+        self._selection = selection
+        if selection is not None:
+            selection.connect(self._on_selection_changed)
+            cb = self._on_selection_changed
+            self.destroyed.connect(lambda *_: selection.disconnect(cb))
+
+    # -- data ----------------------------------------------------------------------------------------
+    def clear(self) -> None:
+        self._data.clear()
+        self._status.clear()
+        self.set_stores([])
+
+    def set_stores(self, stores: Sequence[tuple[int, str, str]]) -> None:
+        """The stores to pick from: ``(operator_id, store_name, label)``."""
+        self._stores = [(op, name) for op, name, _ in stores]
+        self.store_combo.blockSignals(True)
+        self.store_combo.clear()
+        for op, name, label in stores:
+            self.store_combo.addItem(label, (op, name))
+        self.store_combo.blockSignals(False)
+        self._shown = self._stores[0] if self._stores else None
+        self._redraw()
+
+    def set_store_status(self, operator_id: int, store_name: str, text: str) -> None:
+        """A note for one store (``computing…``, a failure); shown when that store is."""
+        self._status[(operator_id, store_name)] = text
+        if self._shown == (operator_id, store_name):
+            self.status.setText(text)
+
+    def set_growth(
+        self,
+        operator_id: int,
+        store_name: str,
+        partition_ids: Sequence[int] | np.ndarray,
+        versions: Sequence[int] | np.ndarray,
+        rows: np.ndarray,
+        size_bytes: np.ndarray,
+    ) -> None:
+        """Rows and bytes of one store: ``rows[i, j]`` is partition ``partition_ids[i]`` at ``versions[j]``."""
+        self._data[(operator_id, store_name)] = {
+            "partition_ids": np.asarray(partition_ids, dtype=np.int64),
+            "versions": np.asarray(versions, dtype=np.float64),
+            "rows": np.asarray(rows, dtype=np.float64),
+            "bytes": np.asarray(size_bytes, dtype=np.float64),
+        }
+        if self._shown == (operator_id, store_name):
+            self._redraw()
+
+    def has_growth(self, operator_id: int, store_name: str) -> bool:
+        return (operator_id, store_name) in self._data
+
+    def show_store(self, operator_id: int | None, store_name: str | None) -> None:
+        """Show one store (ignored when unknown)."""
+        key = (operator_id, store_name)
+        if key not in self._stores or key == self._shown:
+            return
+        self._shown = key  # type: ignore[assignment]
+        self.store_combo.blockSignals(True)
+        self.store_combo.setCurrentIndex(self._stores.index(key))  # type: ignore[arg-type]
+        self.store_combo.blockSignals(False)
+        self._redraw()
+
+    def set_metric(self, metric: str) -> None:
+        """``rows`` or ``bytes``."""
+        if metric not in METRICS or metric == self._metric:
+            return
+        self._metric = metric
+        self.metric_combo.setCurrentIndex(list(METRICS).index(metric))
+        self._apply_labels()
+        self._redraw()
+
+    def shown_partitions(self) -> list[int]:
+        """Partitions drawn with their own colour (largest first)."""
+        return list(self._top_pids)
+
+    # -- drawing -------------------------------------------------------------------------------------
+    def _apply_labels(self) -> None:
+        label, units, title = METRICS[self._metric]
+        theme.set_axis_label(self.total_plot, "left", label, units=units)
+        theme.set_axis_label(self.partition_plot, "left", label, units=units)
+        self.total_plot.setTitle(f"{title}: total over all partitions", color=theme.foreground().name(), size=theme.TITLE_SIZE)
+        self.partition_plot.setTitle(f"{title}: per partition", color=theme.foreground().name(), size=theme.TITLE_SIZE)
+
+    def _redraw(self) -> None:
+        data = self._data.get(self._shown) if self._shown is not None else None
+        self.legend.clear()
+        self._top_pids = []
+        self.status.setText(self._status.get(self._shown, "") if self._shown is not None else "")
+        if data is None or not len(data["versions"]):
+            for item in (self.total_curve, self.other_curve, *self.top_curves):
+                item.setData([], [])
+            for label in self.top_labels:
+                label.setText("")
+            if self._shown is None:
+                text = "No state store to show."
+            elif data is None:
+                text = "Computing state growth…"
+            else:
+                text = "This store has no readable versions."
+            self.message.setText(text)
+            self.message.setPos(0.5, 0.5)
+            self.partition_plot.setRange(xRange=(0, 1), yRange=(0, 1))
+            return
+        self.message.setText("")
+        x = data["versions"]
+        values = data[self._metric]
+        pids = data["partition_ids"]
+        self.total_curve.setData(x, np.nansum(values, axis=0))
+        peak = np.nan_to_num(np.nanmax(values, axis=1, initial=0.0), nan=0.0) if values.size else np.zeros(0)
+        order = np.argsort(-peak, kind="stable")
+        top = order[:TOP_PARTITIONS]
+        rest = order[TOP_PARTITIONS:]
+        if len(rest):
+            xs = np.concatenate([np.append(x, np.nan) for _ in rest])
+            ys = np.concatenate([np.append(values[i], np.nan) for i in rest])
+            self.other_curve.setData(xs, ys)
+            self.legend.addItem(self.other_curve, f"{len(rest)} other partition{'s' if len(rest) != 1 else ''}")
+        else:
+            self.other_curve.setData([], [])
+        unit = "rows" if self._metric == "rows" else "B"
+        for slot, (curve, label) in enumerate(zip(self.top_curves, self.top_labels)):
+            if slot < len(top):
+                i = top[slot]
+                curve.setData(x, values[i])
+                self._top_pids.append(int(pids[i]))
+                self.legend.addItem(curve, f"partition {int(pids[i])} (max {_si(peak[i], unit)})")
+                finite = np.nonzero(np.isfinite(values[i]))[0]
+                if len(finite):
+                    j = finite[-1]
+                    label.setText(f" p{int(pids[i])}")
+                    label.setPos(x[j], values[i][j])
+                else:
+                    label.setText("")
+            else:
+                curve.setData([], [])
+                label.setText("")
+        pad = max((x[-1] - x[0]) * 0.06, 0.5)
+        self.total_plot.setXRange(x[0] - 0.5, x[-1] + pad, padding=0)
+        self.total_plot.enableAutoRange(axis="y")
+        self.partition_plot.enableAutoRange(axis="y")
+        if self._selection is not None:
+            self.show_version(self._selection.version)
+
+    def show_version(self, version: int | None) -> None:
+        """Mark a state version with a dashed line."""
+        for line in self.version_lines:
+            line.setVisible(version is not None)
+            if version is not None:
+                line.setPos(version)
+
+    # -- signals -------------------------------------------------------------------------------------
+    def _on_store_combo_activated(self, index: int) -> None:
+        key = self.store_combo.itemData(index)
+        if key is not None:
+            self._shown = tuple(key)  # type: ignore[assignment]
+            self._redraw()
+            self.store_selected.emit(int(key[0]), str(key[1]))
+
+    def _on_metric_combo_activated(self, index: int) -> None:
+        metric = self.metric_combo.itemData(index)
+        self.set_metric(metric)
+        self.metric_selected.emit(metric)
+
+    def _on_selection_changed(self, changes: dict[str, Any]) -> None:
+        if "operator_id" in changes or "store_name" in changes:
+            self.show_store(self._selection.operator_id, self._selection.store_name)
+        if "version" in changes:
+            self.show_version(changes["version"])
+
+
+def _si(value: float, unit: str) -> str:
+    if unit == "rows":
+        return f"{int(value):,} rows"
+    for prefix in ("", "k", "M", "G", "T"):
+        if abs(value) < 1000:
+            return f"{value:.0f} {prefix}{unit}" if prefix == "" else f"{value:.1f} {prefix}{unit}"
+        value /= 1000
+    return f"{value:.1f} P{unit}"

@@ -1,0 +1,344 @@
+"""The Overview: what the checkpoint is, its batches (uncommitted ones highlighted), operators and problems."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from PySide6.QtCore import QItemSelectionModel, Qt, Signal
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFormLayout,
+    QGroupBox,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from readers.model import BatchInfo, OperatorInfo
+from viewers import theme
+from viewers.tables import ColumnFilterProxyModel, ColumnTableModel
+
+
+def format_ms(ms: int | None) -> str:
+    """``2024-01-02 03:04:05.678Z`` for epoch milliseconds (empty for None)."""
+    if ms is None:
+        return ""
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+
+
+def format_duration_s(seconds: float) -> str:
+    """``3 h 2 min``, ``4.2 s`` ..."""
+    seconds = abs(seconds)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, s = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {s} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min"
+    return f"{hours // 24} d {hours % 24} h"
+
+
+def ranges(values: Sequence[int]) -> str:
+    """``1-4, 7`` for sorted ints."""
+    spans: list[list[int]] = []
+    for v in values:
+        if spans and spans[-1][1] == v - 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in spans)
+
+
+def _plain_label(text: str = "") -> QLabel:
+    label = QLabel(text)
+    # Paths and query ids come from files: never let QLabel guess they are rich text.
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    label.setWordWrap(True)
+    return label
+
+
+class OverviewView(QWidget):
+    """Summary of a checkpoint.
+
+    Parameters
+    ----------
+    selection : object, optional
+        The shared selection state (``connect``/``disconnect`` of callbacks, ``batch_id``); the
+        selected batch is highlighted in the batch table.
+
+    Signals
+    -------
+    batch_selected(int batch_id)
+        The user picked a batch in the table.
+    """
+
+    batch_selected = Signal(int)
+
+    BATCH_HEADERS = ("batch", "started (UTC)", "watermark (UTC)", "interval (s)", "committed", "sources")
+    OPERATOR_HEADERS = ("operator", "kind", "name", "store", "provider", "codec", "partitions", "versions",
+                        "key schema", "value schema")
+    PROBLEM_HEADERS = ("problem", "file", "offset", "message")
+
+    def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._selection = selection
+        self._batch_ids: list[int] = []
+        self._updating = False
+
+        layout = QVBoxLayout(self)
+        summary = QGroupBox("Checkpoint")
+        form = QFormLayout(summary)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.location_label = _plain_label("—")
+        self.query_label = _plain_label("—")
+        self.batches_label = _plain_label("—")
+        self.time_label = _plain_label("—")
+        self.commit_label = _plain_label("—")
+        self.state_label = _plain_label("—")
+        form.addRow("Location", self.location_label)
+        form.addRow("Query id", self.query_label)
+        form.addRow("Batches", self.batches_label)
+        form.addRow("Time range", self.time_label)
+        form.addRow("Commits", self.commit_label)
+        form.addRow("State", self.state_label)
+        layout.addWidget(summary)
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        self.batch_model = ColumnTableModel()
+        self.batch_proxy = ColumnFilterProxyModel()
+        self.batch_proxy.setSourceModel(self.batch_model)
+        self.batch_table = self._table(self.batch_proxy)
+        self.batch_table.setSortingEnabled(True)
+        self.batch_table.selectionModel().currentRowChanged.connect(self._on_batch_table_current_changed)
+        splitter.addWidget(self._group("Batches (uncommitted batches highlighted)", self.batch_table))
+
+        self.operator_model = ColumnTableModel()
+        self.operator_table = self._table(self.operator_model)
+        splitter.addWidget(self._group("Stateful operators", self.operator_table))
+
+        self.problem_model = ColumnTableModel()
+        self.problem_table = self._table(self.problem_model)
+        self.problems_box = self._group("Problems while loading", self.problem_table)
+        splitter.addWidget(self.problems_box)
+        splitter.setSizes([400, 180, 120])
+        layout.addWidget(splitter, 1)
+
+        if selection is not None:
+            selection.connect(self._on_selection_changed)
+            cb = self._on_selection_changed
+            self.destroyed.connect(lambda *_: selection.disconnect(cb))
+
+    @staticmethod
+    def _group(title: str, widget: QWidget) -> QGroupBox:
+        box = QGroupBox(title)
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(widget)
+        return box
+
+    @staticmethod
+    def _table(model: Any) -> QTableView:
+        table = QTableView()
+        table.setModel(model)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.setAlternatingRowColors(True)
+        table.setWordWrap(False)
+        table.verticalHeader().setVisible(False)
+        table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 6)
+        table.horizontalHeader().setStretchLastSection(True)
+        table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        return table
+
+    # -- data ----------------------------------------------------------------------------------------
+    def clear(self) -> None:
+        for label in (self.location_label, self.query_label, self.batches_label, self.time_label,
+                      self.commit_label, self.state_label):
+            label.setText("—")
+        self.batch_model.clear()
+        self.operator_model.clear()
+        self.problem_model.clear()
+        self._batch_ids = []
+
+    def set_checkpoint(
+        self,
+        location: str,
+        query_id: str | None,
+        batches: Sequence[BatchInfo],
+        operators: Sequence[OperatorInfo],
+        problems: Sequence[BaseException],
+    ) -> None:
+        """Show a loaded checkpoint."""
+        self.location_label.setText(location)
+        self.query_label.setText(query_id or "(no metadata file)")
+        uncommitted = [b.batch_id for b in batches if not b.committed]
+        if batches:
+            self.batches_label.setText(
+                f"{len(batches):,} batches, {batches[0].batch_id} to {batches[-1].batch_id}"
+                + (f"; ids missing: {ranges(_gaps([b.batch_id for b in batches]))}" if _gaps([b.batch_id for b in batches]) else "")
+            )
+        else:
+            self.batches_label.setText("no batches (no offsets or commits files)")
+        times = [b.timestamp_ms for b in batches if b.timestamp_ms is not None]
+        if times:
+            span = (max(times) - min(times)) / 1000
+            self.time_label.setText(f"{format_ms(min(times))} to {format_ms(max(times))} ({format_duration_s(span)})")
+        else:
+            self.time_label.setText("no batch timestamps")
+        if uncommitted:
+            self.commit_label.setText(
+                f"UNCOMMITTED: batch{'es' if len(uncommitted) > 1 else ''} {ranges(uncommitted)} "
+                "(offsets written, no commit: a restart re-runs the last one)"
+            )
+            font = QFont(self.commit_label.font())
+            font.setBold(True)
+            self.commit_label.setFont(font)
+        else:
+            self.commit_label.setText("all planned batches committed" if batches else "—")
+            self.commit_label.setFont(QFont())
+        stores = sum(len(op.stores) for op in operators)
+        self.state_label.setText(
+            f"{len(operators)} stateful operator{'s' if len(operators) != 1 else ''}, {stores} store{'s' if stores != 1 else ''}"
+            if operators else "no stateful operators (no state/ folder)"
+        )
+        self._set_batches(batches)
+        self._set_operators(operators)
+        self._set_problems(problems)
+
+    def _set_batches(self, batches: Sequence[BatchInfo]) -> None:
+        ids, started, watermark, interval, committed, sources = [], [], [], [], [], []
+        k_ids, k_started, k_wm, k_interval = [], [], [], []
+        background = []
+        prev: int | None = None
+        for b in batches:
+            ids.append(str(b.batch_id))
+            k_ids.append(b.batch_id)
+            started.append(format_ms(b.timestamp_ms))
+            k_started.append(b.timestamp_ms)
+            wm = b.watermark_ms
+            watermark.append(format_ms(wm) if wm else ("0 (none yet)" if wm == 0 else ""))
+            k_wm.append(wm)
+            if b.timestamp_ms is not None and prev is not None:
+                gap = (b.timestamp_ms - prev) / 1000
+                interval.append(f"{gap:.1f}")
+                k_interval.append(gap)
+            else:
+                interval.append("")
+                k_interval.append(None)
+            if b.timestamp_ms is not None:
+                prev = b.timestamp_ms
+            committed.append("yes" if b.committed else "NO")
+            sources.append("; ".join(_source_text(s) for s in (b.offsets.sources if b.offsets else ())))
+            background.append(None if b.committed else theme.UNCOMMITTED_ROW)
+        self._batch_ids = k_ids
+        self.batch_model.set_columns(
+            self.BATCH_HEADERS,
+            [ids, started, watermark, interval, committed, sources],
+            [k_ids, k_started, k_wm, k_interval, committed, sources],
+            background,
+        )
+        self.batch_proxy.invalidate()
+        header = self.batch_table.horizontalHeader()
+        for col, width in enumerate((70, 190, 190, 90, 90)):
+            header.resizeSection(col, width)
+
+    def _set_operators(self, operators: Sequence[OperatorInfo]) -> None:
+        rows: list[list[str]] = []
+        for op in operators:
+            for s in op.stores:
+                rows.append([
+                    str(op.operator_id), op.kind.value, op.operator_name or "", s.store_name, s.provider, s.codec,
+                    str(len(s.partitions)),
+                    f"{ranges(s.versions)} ({len(s.versions)})" if s.versions else "none",
+                    _schema_text(s.key_schema), _schema_text(s.value_schema),
+                ])
+        columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in self.OPERATOR_HEADERS]
+        self.operator_model.set_columns(self.OPERATOR_HEADERS, columns)
+        self.operator_table.resizeColumnsToContents()
+
+    def _set_problems(self, problems: Sequence[BaseException]) -> None:
+        cols: list[list[str]] = [[], [], [], []]
+        for err in problems:
+            cols[0].append(type(err).__name__)
+            cols[1].append(getattr(err, "path", None) or "")
+            offset = getattr(err, "offset", None)
+            cols[2].append("" if offset is None else str(offset))
+            cols[3].append(getattr(err, "message", None) or str(err))
+        self.problem_model.set_columns(self.PROBLEM_HEADERS, cols)
+        self.problems_box.setTitle(
+            f"Problems while loading: {len(problems)} file{'s' if len(problems) != 1 else ''} could not be read"
+            if problems else "Problems while loading: none"
+        )
+        header = self.problem_table.horizontalHeader()
+        for col, width in enumerate((170, 330, 70)):
+            header.resizeSection(col, width)
+
+    # -- selection -----------------------------------------------------------------------------------
+    def _on_batch_table_current_changed(self, current: Any, previous: Any) -> None:
+        if self._updating or not current.isValid():
+            return
+        src = self.batch_proxy.mapToSource(current)
+        batch_id = self._batch_ids[self.batch_model.source_row(src.row())]
+        self.batch_selected.emit(batch_id)
+
+    def _on_selection_changed(self, changes: dict[str, Any]) -> None:
+        if "batch_id" in changes:
+            self.show_batch(changes["batch_id"])
+
+    def show_batch(self, batch_id: int | None) -> None:
+        """Highlight a batch's row without emitting :attr:`batch_selected`."""
+        if batch_id is None or batch_id not in self._batch_ids:
+            return
+        src_pos = self._batch_ids.index(batch_id)
+        for row in range(self.batch_model.rowCount()):
+            if self.batch_model.source_row(row) == src_pos:
+                index = self.batch_proxy.mapFromSource(self.batch_model.index(row, 0))
+                if index.isValid():
+                    self._updating = True
+                    try:
+                        self.batch_table.selectionModel().setCurrentIndex(
+                            index,
+                            QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
+                        )
+                        self.batch_table.scrollTo(index)
+                    finally:
+                        self._updating = False
+                return
+
+
+def _gaps(ids: Sequence[int]) -> list[int]:
+    if not ids:
+        return []
+    present = set(ids)
+    return [i for i in range(ids[0], ids[-1] + 1) if i not in present]
+
+
+def _source_text(source: Any) -> str:
+    raw = source.raw
+    if raw is None:
+        return f"{source.source_kind}: -"
+    text = raw if len(raw) <= 80 else raw[:77] + "..."
+    return f"{source.source_kind}: {text}"
+
+
+def _schema_text(schema: Any, limit: int = 90) -> str:
+    if schema is None:
+        return "(no schema)"
+    try:
+        text = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
+    except AttributeError:
+        text = str(schema)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

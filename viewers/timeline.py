@@ -1,0 +1,258 @@
+"""Batch timeline: batches on a wall-clock axis with the watermark, and the interval between batches.
+
+Two stacked pyqtgraph plots with linked x axes (``DateAxisItem``, UTC). The top plot shows batch ids
+(committed and uncommitted in distinct colours and symbols) and, on a right-hand event-time axis, the
+watermark each batch ran with; the bottom plot shows the seconds since the previous batch started.
+A vertical cursor follows the mouse (rate-limited through ``SignalProxy``) with a plain-text
+read-out; a click selects the nearest batch. Items are built once and updated with ``setData``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from readers.model import BatchInfo
+from viewers import theme
+from viewers.overview import format_duration_s, format_ms
+
+
+class BatchTimelineView(QWidget):
+    """Batches over time.
+
+    Parameters
+    ----------
+    selection : object, optional
+        The shared selection state; its ``batch_id`` is marked with a dashed line.
+
+    Signals
+    -------
+    batch_selected(int batch_id)
+        The user clicked near a batch.
+    """
+
+    batch_selected = Signal(int)
+
+    def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._t = np.zeros(0)  # batch start, seconds since the epoch
+        self._wm = np.zeros(0)  # watermark, seconds (NaN when none)
+        self._committed = np.zeros(0, dtype=bool)
+        self._hover_index: int | None = None
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground(theme.background())
+        layout.addWidget(self.graphics, 1)
+        self.readout = QLabel("Move the mouse over the plot to read a batch; click to select it.")
+        self.readout.setTextFormat(Qt.TextFormat.PlainText)
+        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.readout)
+
+        # -- top: batches and watermark ----------------------------------------------------------------
+        self.batch_plot = self.graphics.addPlot(
+            row=0, col=0,
+            axisItems={"bottom": pg.DateAxisItem(utcOffset=0), "right": pg.DateAxisItem(orientation="right", utcOffset=0)},
+        )
+        theme.style_plot(self.batch_plot, "Batches over time")
+        theme.set_axis_label(self.batch_plot, "left", "batch id")
+        theme.set_axis_label(self.batch_plot, "right", "watermark, event time (UTC)")
+        theme.set_axis_label(self.batch_plot, "bottom", "batch start time (UTC)")
+        self.batch_plot.showAxis("right")
+        self.batch_plot.setMouseEnabled(x=True, y=False)
+
+        self.watermark_box = pg.ViewBox()
+        self.watermark_box.setMouseEnabled(x=True, y=False)
+        self.batch_plot.scene().addItem(self.watermark_box)
+        self.batch_plot.getAxis("right").linkToView(self.watermark_box)
+        self.watermark_box.setXLink(self.batch_plot)
+        self.batch_plot.vb.sigResized.connect(self._on_batch_plot_resized)
+
+        self.legend = self.batch_plot.addLegend(offset=(10, 10))
+        theme.style_legend(self.legend)
+        self.batch_line = pg.PlotDataItem(pen=pg.mkPen(theme.muted(), width=1))
+        self.batch_plot.addItem(self.batch_line)
+        self.committed_points = pg.ScatterPlotItem(
+            size=8, symbol="o", pen=pg.mkPen(theme.COMMITTED), brush=pg.mkBrush(theme.COMMITTED), name="committed batch"
+        )
+        self.uncommitted_points = pg.ScatterPlotItem(
+            size=14, symbol="t", pen=pg.mkPen(theme.UNCOMMITTED, width=2), brush=pg.mkBrush(theme.UNCOMMITTED),
+            name="uncommitted batch (no commit file)",
+        )
+        self.batch_plot.addItem(self.committed_points)
+        self.batch_plot.addItem(self.uncommitted_points)
+        self.watermark_curve = pg.PlotDataItem(
+            pen=pg.mkPen(theme.WATERMARK, width=2), connect="finite", name="watermark (right axis)"
+        )
+        self.watermark_box.addItem(self.watermark_curve)
+        self.legend.addItem(self.watermark_curve, "watermark (right axis)")
+
+        # -- bottom: interval between batches ----------------------------------------------------------
+        self.interval_plot = self.graphics.addPlot(row=1, col=0, axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
+        theme.style_plot(self.interval_plot, "Interval between batch starts")
+        theme.set_axis_label(self.interval_plot, "left", "interval", units="s")
+        theme.set_axis_label(self.interval_plot, "bottom", "batch start time (UTC)")
+        self.interval_plot.setXLink(self.batch_plot)
+        self.interval_plot.setMouseEnabled(x=True, y=False)
+        self.interval_plot.getAxis("left").setWidth(self.batch_plot.getAxis("left").width())
+        fill = theme.COMMITTED
+        self.interval_bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=pg.mkBrush(fill + "99"), pen=pg.mkPen(fill))
+        self.interval_plot.addItem(self.interval_bars)
+        self.graphics.ci.layout.setRowStretchFactor(0, 3)
+        self.graphics.ci.layout.setRowStretchFactor(1, 2)
+
+        # -- cursor and selection markers ----------------------------------------------------------------
+        cursor_pen = pg.mkPen(theme.muted(), width=1)
+        selected_pen = pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine)
+        self.cursors = [pg.InfiniteLine(angle=90, movable=False, pen=cursor_pen) for _ in range(2)]
+        self.selected_lines = [pg.InfiniteLine(angle=90, movable=False, pen=selected_pen) for _ in range(2)]
+        for plot, cursor, selected in zip((self.batch_plot, self.interval_plot), self.cursors, self.selected_lines):
+            for line in (cursor, selected):
+                line.setVisible(False)
+                plot.addItem(line, ignoreBounds=True)
+        self.empty_text = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
+        self.batch_plot.addItem(self.empty_text, ignoreBounds=True)
+
+        self._mouse_proxy = pg.SignalProxy(self.graphics.scene().sigMouseMoved, rateLimit=30, slot=self._on_scene_mouse_moved)
+        self.graphics.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
+
+        self._selection = selection
+        if selection is not None:
+            selection.connect(self._on_selection_changed)
+            cb = self._on_selection_changed
+            self.destroyed.connect(lambda *_: selection.disconnect(cb))
+
+    # -- data ----------------------------------------------------------------------------------------
+    def clear(self) -> None:
+        self.set_batches([])
+
+    def set_batches(self, batches: Sequence[BatchInfo]) -> None:
+        """Show the batches that have a start time (from their offsets file)."""
+        timed = [b for b in batches if b.timestamp_ms is not None]
+        self._ids = np.array([b.batch_id for b in timed], dtype=np.int64)
+        self._t = np.array([b.timestamp_ms / 1000 for b in timed], dtype=np.float64)  # type: ignore[operator]
+        self._wm = np.array([b.watermark_ms / 1000 if b.watermark_ms else np.nan for b in timed], dtype=np.float64)
+        self._committed = np.array([b.committed for b in timed], dtype=bool)
+
+        self.batch_line.setData(self._t, self._ids.astype(np.float64))
+        self.committed_points.setData(
+            x=self._t[self._committed], y=self._ids[self._committed].astype(np.float64),
+            data=self._ids[self._committed],
+        )
+        self.uncommitted_points.setData(
+            x=self._t[~self._committed], y=self._ids[~self._committed].astype(np.float64),
+            data=self._ids[~self._committed],
+        )
+        # The watermark a batch ran with holds until the next batch starts: draw it as steps.
+        if len(self._t):
+            xs = np.repeat(self._t, 2)[1:]
+            ys = np.repeat(self._wm, 2)[:-1]
+            self.watermark_curve.setData(xs, ys)
+        else:
+            self.watermark_curve.setData([], [])
+        has_wm = bool(np.isfinite(self._wm).any())
+        self.batch_plot.getAxis("right").setStyle(showValues=has_wm)
+        theme.set_axis_label(
+            self.batch_plot, "right", "watermark, event time (UTC)" if has_wm else "watermark: none in this query"
+        )
+
+        gaps = np.diff(self._t) if len(self._t) > 1 else np.zeros(0)
+        if len(gaps):
+            brushes = [pg.mkBrush((theme.COMMITTED if c else theme.UNCOMMITTED) + "99") for c in self._committed[1:]]
+            self.interval_bars.setOpts(x0=self._t[:-1], x1=self._t[1:], height=gaps, brushes=brushes)
+        else:
+            self.interval_bars.setOpts(x0=[], x1=[], height=[], brushes=None)
+
+        if len(self._t):
+            self.empty_text.setText("")
+            pad = max((self._t[-1] - self._t[0]) * 0.03, 1.0)
+            self.batch_plot.setXRange(self._t[0] - pad, self._t[-1] + pad, padding=0)
+            self.batch_plot.setYRange(float(self._ids.min()) - 0.5, float(self._ids.max()) + 0.5, padding=0.05)
+            if has_wm:
+                finite = self._wm[np.isfinite(self._wm)]
+                lo, hi = float(finite.min()), float(finite.max())
+                span = max(hi - lo, 1.0)
+                self.watermark_box.setYRange(lo - 0.1 * span, hi + 0.1 * span, padding=0)
+            self.interval_plot.setYRange(0, float(gaps.max()) * 1.1 if len(gaps) else 1.0, padding=0)
+        else:
+            self.empty_text.setText("No batch has a start time (no offsets files).")
+            self.empty_text.setPos(0, 0)
+        for line in self.cursors:
+            line.setVisible(False)
+        self._on_batch_plot_resized()
+        if self._selection is not None:
+            self.show_batch(self._selection.batch_id)
+
+    # -- interaction ---------------------------------------------------------------------------------
+    def _on_batch_plot_resized(self) -> None:
+        self.watermark_box.setGeometry(self.batch_plot.vb.sceneBoundingRect())
+        self.watermark_box.linkedViewChanged(self.batch_plot.vb, self.watermark_box.XAxis)
+
+    def _nearest(self, x: float) -> int | None:
+        if not len(self._t):
+            return None
+        i = int(np.searchsorted(self._t, x))
+        candidates = [j for j in (i - 1, i) if 0 <= j < len(self._t)]
+        return min(candidates, key=lambda j: abs(self._t[j] - x))
+
+    def _scene_to_x(self, pos: Any) -> float | None:
+        for plot in (self.batch_plot, self.interval_plot):
+            if plot.vb.sceneBoundingRect().contains(pos):
+                return float(plot.vb.mapSceneToView(pos).x())
+        return None
+
+    def _on_scene_mouse_moved(self, event: Any) -> None:
+        x = self._scene_to_x(event[0])
+        if x is None:
+            return
+        i = self._nearest(x)
+        if i is None:
+            return
+        self._hover_index = i
+        for line in self.cursors:
+            line.setPos(self._t[i])
+            line.setVisible(True)
+        self.readout.setText(self.describe(i))
+
+    def _on_scene_mouse_clicked(self, event: Any) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        x = self._scene_to_x(event.scenePos())
+        if x is None:
+            return
+        i = self._nearest(x)
+        if i is not None:
+            self.batch_selected.emit(int(self._ids[i]))
+
+    def describe(self, i: int) -> str:
+        """Plain-text read-out of the i-th timed batch."""
+        parts = [f"batch {int(self._ids[i])}", f"started {format_ms(int(round(self._t[i] * 1000)))}"]
+        wm = self._wm[i]
+        parts.append(f"watermark {format_ms(int(round(wm * 1000)))}" if np.isfinite(wm) else "no watermark")
+        if i > 0:
+            parts.append(f"{format_duration_s(self._t[i] - self._t[i - 1])} after batch {int(self._ids[i - 1])}")
+        parts.append("committed" if self._committed[i] else "NOT committed")
+        return "  ·  ".join(parts)
+
+    def _on_selection_changed(self, changes: dict[str, Any]) -> None:
+        if "batch_id" in changes:
+            self.show_batch(changes["batch_id"])
+
+    def show_batch(self, batch_id: int | None) -> None:
+        """Mark a batch with the dashed selection line."""
+        hits = np.nonzero(self._ids == batch_id)[0] if batch_id is not None else []
+        for line in self.selected_lines:
+            if len(hits):
+                line.setPos(self._t[hits[0]])
+                line.setVisible(True)
+            else:
+                line.setVisible(False)
+        if len(hits):
+            self.readout.setText(self.describe(int(hits[0])))
