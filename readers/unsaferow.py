@@ -441,7 +441,7 @@ def _row_at(mv: Any, start: int, length: int, layout: RowLayout, where: _Where) 
             append(mv[slot] != 0)
         elif kind in _STRUCT_CODE:
             v = struct.unpack_from("<" + _STRUCT_CODE[kind], mv, slot)[0]
-            append(_DECIMAL_CONTEXT.scaleb(Decimal(v), -t.scale) if kind == Kind.DECIMAL_LONG else v)
+            append(Decimal(v).scaleb(-t.scale, _DECIMAL_CONTEXT) if kind == Kind.DECIMAL_LONG else v)
         elif kind == Kind.VOID:
             append(None)
         else:
@@ -469,7 +469,7 @@ def _payload(mv: Any, pos: int, size: int, room: int, t: TypeLayout, field: str,
         if not 1 <= size <= _MAX_DECIMAL_BYTES:
             raise where.fail(field, f"{t.type_name} payload of {size} bytes (expected 1 to 16)")
         unscaled = int.from_bytes(mv[pos : pos + size], "big", signed=True)
-        return _DECIMAL_CONTEXT.scaleb(Decimal(unscaled), -t.scale)
+        return Decimal(unscaled).scaleb(-t.scale, _DECIMAL_CONTEXT)
     if kind == Kind.INTERVAL:
         if room < 16:
             raise where.fail(field, f"calendar interval needs 16 bytes, {room} are left in its parent")
@@ -509,7 +509,7 @@ def _array_at(mv: Any, pos: int, size: int, et: TypeLayout, field: str, where: _
         out = list(struct.unpack_from(f"<{n}{_STRUCT_CODE[kind]}", mv, pos + values))
         if kind == Kind.DECIMAL_LONG:
             ctx, scale = _DECIMAL_CONTEXT, -et.scale
-            out = [ctx.scaleb(Decimal(v), scale) for v in out]
+            out = [Decimal(v).scaleb(scale, ctx) for v in out]
     else:
         words = struct.unpack_from(f"<{n}Q", mv, pos + values)
         out = []
@@ -564,8 +564,7 @@ class _Buffer:
     """
 
     def __init__(self, buf: Any):
-        self.raw = buf if isinstance(buf, bytes) else memoryview(buf).cast("B")
-        self.u8 = np.frombuffer(self.raw, dtype=np.uint8)
+        self.u8 = np.frombuffer(buf if isinstance(buf, bytes) else memoryview(buf).cast("B"), dtype=np.uint8)
         self._bytes: bytes | None = buf if isinstance(buf, bytes) else None
         self._views: dict[np.dtype[Any], np.ndarray[Any, Any]] = {}
 
@@ -591,6 +590,8 @@ class _Buffer:
 _U64_DT = np.dtype("<u8")
 _I64_DT = np.dtype("<i8")
 _I32_DT = np.dtype("<i4")
+_ONE = np.uint64(1)
+_CHUNK_ROWS = 1 << 17  # rows decoded together; bounds the index arrays of one pass
 
 
 def decode_rows(
@@ -621,12 +622,14 @@ def decode_rows(
     Returns
     -------
     list of tuple
-        One positional tuple per row, in the representation of ``VALUE_REPRESENTATION``.
+        One positional tuple per row, in the representation of ``VALUE_REPRESENTATION``; the same
+        values :func:`decode_row` returns.
 
     Raises
     ------
     SchemaMismatchError
-        If any row does not fit the schema; the message names the first such row's record and field.
+        If any row does not fit the schema; the message names the first such row's record and field
+        (rows are checked column by column, so "first" is in field order, then row order).
     """
     b = _Buffer(buf)
     starts = np.asarray(starts, dtype=np.int64).reshape(-1)
@@ -647,14 +650,16 @@ def decode_rows(
         raise _Where(path, int(recs[i]), int(starts[i])).fail(
             "", f"row of {int(lengths[i])} bytes at {int(starts[i])} is outside the {len(b)}-byte buffer"
         )
-    cols = _columns(b, starts, lengths, layout, _Rows(path, recs, starts))
-    if not cols:
-        return [()] * n
-    return list(zip(*cols, strict=True))
+    out: list[tuple[Any, ...]] = []
+    for lo in range(0, n, _CHUNK_ROWS):
+        s = slice(lo, lo + _CHUNK_ROWS)
+        cols = _columns(b, starts[s], lengths[s], layout, _Rows(path, recs[s], starts[s]))
+        out.extend(zip(*cols, strict=True) if cols else [()] * len(starts[s]))
+    return out
 
 
 class _Rows:
-    """Error context of a set of rows: file, record index and top-level row start of each."""
+    """Error context of a set of values: file, record index and top-level row start of each."""
 
     __slots__ = ("path", "records", "origins")
 
@@ -666,8 +671,15 @@ class _Rows:
     def take(self, idx: np.ndarray[Any, Any]) -> _Rows:
         return _Rows(self.path, self.records[idx], self.origins[idx])
 
-    def where(self, i: int) -> _Where:
-        return _Where(self.path, int(self.records[i]), int(self.origins[i]))
+    def fail(self, i: int, field: str, message: str) -> SchemaMismatchError:
+        return _Where(self.path, int(self.records[i]), int(self.origins[i])).fail(field, message)
+
+
+def _first(mask: np.ndarray[Any, Any]) -> int | None:
+    """Index of the first true entry, or ``None``."""
+    if not mask.any():
+        return None
+    return int(np.flatnonzero(mask)[0])
 
 
 def _set_nulls(values: list[Any], isnull: np.ndarray[Any, Any]) -> list[Any]:
@@ -676,95 +688,115 @@ def _set_nulls(values: list[Any], isnull: np.ndarray[Any, Any]) -> list[Any]:
     return values
 
 
+def _scatter(values: list[Any], idx: np.ndarray[Any, Any], n: int) -> list[Any]:
+    """Place ``values`` (one per ``idx``) into a list of ``n`` Nones."""
+    if len(idx) == n:
+        return values
+    out: list[Any] = [None] * n
+    for j, v in zip(idx.tolist(), values, strict=True):
+        out[j] = v
+    return out
+
+
 def _columns(
     b: _Buffer, starts: np.ndarray[Any, Any], lengths: np.ndarray[Any, Any], layout: RowLayout, rows: _Rows
 ) -> list[list[Any]]:
-    """Decode every field of rows at ``starts`` (validated to lie inside ``b``) into one list per field."""
-    short = lengths < layout.fixed_size
-    if short.any():
-        i = int(np.flatnonzero(short)[0])
-        raise rows.where(i).fail(
+    """Decode every field of the rows at ``starts`` (known to lie inside ``b``) into one list per field."""
+    i = _first(lengths < layout.fixed_size)
+    if i is not None:
+        raise rows.fail(
+            i,
             layout.fields[0].qualname.rpartition(".")[0] if layout.fields else "",
             f"a row of {len(layout.fields)} fields needs at least {layout.fixed_size} bytes "
             f"(null bitset and fixed slots), it has {int(lengths[i])}",
         )
-    if not layout.fields:
-        return []
-    n = len(starts)
     u64 = b.view(_U64_DT)
     words = [u64[starts + 8 * w] for w in range(layout.bitset_bytes // 8)]
     cols: list[list[Any]] = []
     for f in layout.fields:
-        isnull = ((words[f.null_word] >> np.uint64(f.null_bit)) & np.uint64(1)).astype(bool)
-        anynull = bool(isnull.any())
-        t = f.type
-        kind = t.kind
-        slots = starts + f.slot
-        if kind == Kind.VOID:
-            cols.append([None] * n)
-        elif kind == Kind.BOOLEAN:
-            vals = (b.u8[slots] != 0).tolist()
-            cols.append(_set_nulls(vals, isnull) if anynull else vals)
-        elif kind in _NUMPY_DTYPE:
-            vals = b.view(_NUMPY_DTYPE[kind])[slots].tolist()
-            if kind == Kind.DECIMAL_LONG:
-                ctx, scale = _DECIMAL_CONTEXT, -t.scale
-                vals = [ctx.scaleb(Decimal(v), scale) for v in vals]
-            cols.append(_set_nulls(vals, isnull) if anynull else vals)
-        else:
-            cols.append(_variable_column(b, starts, lengths, layout, f, slots, isnull, anynull, rows))
+        isnull = ((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool)
+        cols.append(
+            _values(
+                b, starts + f.slot, isnull, f.type, starts, layout.fixed_size, lengths, rows, f.qualname, None
+            )
+        )
     return cols
 
 
-def _variable_column(
+def _values(
     b: _Buffer,
-    starts: np.ndarray[Any, Any],
-    lengths: np.ndarray[Any, Any],
-    layout: RowLayout,
-    f: FieldLayout,
     slots: np.ndarray[Any, Any],
     isnull: np.ndarray[Any, Any],
-    anynull: bool,
+    t: TypeLayout,
+    base: np.ndarray[Any, Any],
+    lo: Any,
+    hi: np.ndarray[Any, Any],
     rows: _Rows,
+    field: str,
+    index: np.ndarray[Any, Any] | None,
 ) -> list[Any]:
-    """Decode one offset/size-word column: validate all words at once, then build the values."""
-    t = f.type
+    """Decode values of type ``t`` whose slots (fields or array elements) are at byte ``slots``.
+
+    Offsets of variable-length values are relative to ``base`` (their row or array start) and must
+    point into ``[lo, hi)`` of it. ``index`` holds array element indices, for messages.
+    """
     kind = t.kind
-    n = len(starts)
+    n = len(slots)
+    anynull = bool(isnull.any())
+    if kind == Kind.VOID:
+        return [None] * n
+    if kind == Kind.BOOLEAN:
+        vals = (b.u8[slots] != 0).tolist()
+        return _set_nulls(vals, isnull) if anynull else vals
+    if kind in _NUMPY_DTYPE:
+        vals = b.view(_NUMPY_DTYPE[kind])[slots].tolist()
+        if kind == Kind.DECIMAL_LONG:
+            ctx, scale = _DECIMAL_CONTEXT, -t.scale
+            vals = [Decimal(v).scaleb(scale, ctx) for v in vals]
+        return _set_nulls(vals, isnull) if anynull else vals
+
+    def label(i: int) -> str:
+        return field if index is None else f"{field}[{int(index[i])}]"
+
     word = b.view(_U64_DT)[slots]
     offs = (word >> np.uint64(32)).astype(np.int64)
     sizes = (word & np.uint64(0xFFFFFFFF)).astype(np.int64)
     present = ~isnull
-    bad = present & ((offs < layout.fixed_size) | (offs + sizes > lengths))
+    i = _first(present & ((offs < lo) | (offs + sizes > hi)))
+    if i is not None:
+        low = int(lo[i]) if isinstance(lo, np.ndarray) else lo
+        raise rows.fail(
+            i,
+            label(i),
+            f"{t.type_name} payload at offset {int(offs[i])} with size {int(sizes[i])} is outside "
+            f"[{low}, {int(hi[i])}) of its {'row' if index is None else 'array'}",
+        )
     if kind == Kind.INTERVAL:
-        bad |= present & (offs + 16 > lengths)
-    elif kind == Kind.DECIMAL_BIG:
-        bad |= present & ((sizes < 1) | (sizes > _MAX_DECIMAL_BYTES))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        off, size, length = int(offs[i]), int(sizes[i]), int(lengths[i])
-        if offs[i] < layout.fixed_size or off + size > length:
-            msg = (
-                f"{t.type_name} payload at offset {off} with size {size} is outside the variable-length "
-                f"region [{layout.fixed_size}, {length}) of its row"
+        i = _first(present & (offs + 16 > hi))
+        if i is not None:
+            raise rows.fail(
+                i,
+                label(i),
+                f"calendar interval needs 16 bytes at offset {int(offs[i])}, {int(hi[i])} are there",
             )
-        elif kind == Kind.INTERVAL:
-            msg = f"calendar interval needs 16 bytes at offset {off}, its row has {length}"
-        else:
-            msg = f"{t.type_name} payload of {size} bytes (expected 1 to 16)"
-        raise rows.where(i).fail(f.qualname, msg)
-    pos = starts + offs
-    if kind == Kind.STRUCT:
-        assert t.row is not None
+    elif kind == Kind.DECIMAL_BIG:
+        i = _first(present & ((sizes < 1) | (sizes > _MAX_DECIMAL_BYTES)))
+        if i is not None:
+            raise rows.fail(i, label(i), f"{t.type_name} payload of {int(sizes[i])} bytes (expected 1 to 16)")
+    pos = base + offs
+    if kind in (Kind.STRUCT, Kind.ARRAY, Kind.MAP):
         idx = np.flatnonzero(present) if anynull else np.arange(n)
-        sub = _columns(b, pos[idx], sizes[idx], t.row, rows.take(idx))
-        values = list(zip(*sub, strict=True)) if sub else [()] * len(idx)
-        if not anynull:
-            return values
-        out: list[Any] = [None] * n
-        for j, v in zip(idx.tolist(), values, strict=True):
-            out[j] = v
-        return out
+        sub_rows = rows.take(idx) if anynull else rows
+        if kind == Kind.STRUCT:
+            assert t.row is not None
+            cols = _columns(b, pos[idx], sizes[idx], t.row, sub_rows)
+            vals = list(zip(*cols, strict=True)) if cols else [()] * len(idx)
+        elif kind == Kind.ARRAY:
+            assert t.element is not None
+            vals = _arrays(b, pos[idx], sizes[idx], t.element, sub_rows, field)[0]
+        else:
+            vals = _maps(b, pos[idx], sizes[idx], t, sub_rows, field)
+        return _scatter(vals, idx, n)
     if kind == Kind.INTERVAL:
         i32 = b.view(_I32_DT)
         months = i32[pos].tolist()
@@ -772,36 +804,88 @@ def _variable_column(
         micros = b.view(_I64_DT)[pos + 8].tolist()
         vals = [CalendarInterval(m, d, u) for m, d, u in zip(months, days, micros, strict=True)]
         return _set_nulls(vals, isnull) if anynull else vals
+    raw = b.bytes
     p_list = pos.tolist()
     e_list = (pos + sizes).tolist()
     if kind == Kind.STRING:
-        raw = b.bytes
         vals = [raw[p:e].decode("utf-8", "replace") for p, e in zip(p_list, e_list, strict=True)]
-        return _set_nulls(vals, isnull) if anynull else vals
-    if kind == Kind.BINARY:
-        raw = b.bytes
+    elif kind == Kind.BINARY:
         vals = [raw[p:e] for p, e in zip(p_list, e_list, strict=True)]
-        return _set_nulls(vals, isnull) if anynull else vals
-    if kind == Kind.DECIMAL_BIG:
-        raw = b.bytes
+    else:
+        assert kind == Kind.DECIMAL_BIG
         ctx, scale = _DECIMAL_CONTEXT, -t.scale
         vals = [
-            ctx.scaleb(Decimal(int.from_bytes(raw[p:e], "big", signed=True)), scale)
+            Decimal(int.from_bytes(raw[p:e], "big", signed=True)).scaleb(scale, ctx)
             for p, e in zip(p_list, e_list, strict=True)
         ]
-        return _set_nulls(vals, isnull) if anynull else vals
-    # Arrays and maps: one Python object per row through the single-row decoder.
-    raw = b.raw
-    s_list = sizes.tolist()
-    out = [None] * n
-    null_list = isnull.tolist()
-    for i in range(n):
-        if null_list[i]:
-            continue
-        where = rows.where(i)
-        if kind == Kind.ARRAY:
-            assert t.element is not None
-            out[i] = _array_at(raw, p_list[i], s_list[i], t.element, f.qualname, where)
-        else:
-            out[i] = _map_at(raw, p_list[i], s_list[i], t, f.qualname, where)
-    return out
+    return _set_nulls(vals, isnull) if anynull else vals
+
+
+def _arrays(
+    b: _Buffer, pos: np.ndarray[Any, Any], size: np.ndarray[Any, Any], et: TypeLayout, rows: _Rows, field: str
+) -> tuple[list[list[Any]], np.ndarray[Any, Any]]:
+    """Decode the UnsafeArrayData at ``pos`` (``size`` bytes each, spec §6.3) all at once.
+
+    Every element of every array becomes one entry of a flat column decoded by :func:`_values`, then
+    the column is cut back into one list per array. Returns the lists and the element counts.
+    """
+    m = len(pos)
+    i = _first(size < 8)
+    if i is not None:
+        raise rows.fail(i, field, f"array of {int(size[i])} bytes has no room for its 8-byte element count")
+    n = b.view(_I64_DT)[pos]
+    # Every element takes at least one byte, so n <= size bounds every allocation by the data's size.
+    i = _first((n < 0) | (n > size))
+    if i is not None:
+        raise rows.fail(i, field, f"array claims {int(n[i])} elements in {int(size[i])} bytes")
+    esize = et.element_size
+    values_at = 8 + ((n + 63) >> 6) * 8
+    header = values_at + n * esize
+    i = _first(header > size)
+    if i is not None:
+        raise rows.fail(
+            i,
+            field,
+            f"array of {int(n[i])} {et.type_name} elements needs {int(header[i])} bytes, it has {int(size[i])}",
+        )
+    total = int(n.sum())
+    if total == 0:
+        return [[] for _ in range(m)], n
+    owner = np.repeat(np.arange(m), n)
+    ends = np.cumsum(n)
+    j = np.arange(total, dtype=np.int64) - (ends - n)[owner]
+    slots = (pos + values_at)[owner] + j * esize
+    null_words = b.view(_U64_DT)[(pos + 8)[owner] + (j >> 6) * 8]
+    isnull = ((null_words >> (j & 63).astype(np.uint64)) & _ONE).astype(bool)
+    flat = _values(b, slots, isnull, et, pos[owner], header[owner], size[owner], rows.take(owner), field, j)
+    out = []
+    start = 0
+    for end in ends.tolist():
+        out.append(flat[start:end])
+        start = end
+    return out, n
+
+
+def _maps(
+    b: _Buffer, pos: np.ndarray[Any, Any], size: np.ndarray[Any, Any], t: TypeLayout, rows: _Rows, field: str
+) -> list[list[tuple[Any, Any]]]:
+    """Decode the UnsafeMapData at ``pos`` (spec §6.4) as lists of (key, value) tuples."""
+    assert t.key is not None
+    assert t.value is not None
+    i = _first(size < 8)
+    if i is not None:
+        raise rows.fail(i, field, f"map of {int(size[i])} bytes has no room for its 8-byte key-array size")
+    key_bytes = b.view(_I64_DT)[pos]
+    i = _first((key_bytes < 0) | (key_bytes > size - 8))
+    if i is not None:
+        raise rows.fail(
+            i,
+            field,
+            f"map key array claims {int(key_bytes[i])} bytes, the map has {int(size[i]) - 8} after its header",
+        )
+    keys, nk = _arrays(b, pos + 8, key_bytes, t.key, rows, field + "{key}")
+    values, nv = _arrays(b, pos + 8 + key_bytes, size - 8 - key_bytes, t.value, rows, field + "{value}")
+    i = _first(nk != nv)
+    if i is not None:
+        raise rows.fail(i, field, f"map has {int(nk[i])} keys but {int(nv[i])} values")
+    return [list(zip(k, v, strict=True)) for k, v in zip(keys, values, strict=True)]
