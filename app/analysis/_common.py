@@ -1,0 +1,263 @@
+"""Helpers shared by the analyses: driving generators, batch clocks, raw version walks, key encoding.
+
+Batch/version arithmetic follows ``shared/spec/checkpoint-format.md`` §1.2: state version ``v`` holds
+the state after batch ``v-1``; batch ``b`` reads version ``b`` and writes version ``b+1``. Batch
+timestamps and watermarks come from ``offsets/<b>`` (§2.2), the next batch's watermark from
+``commits/<b>`` (§2.5).
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, TypeVar
+
+from readers.errors import StatelensError
+from readers.model import Progress
+
+T = TypeVar("T")
+
+_I64 = struct.Struct("<q")
+
+
+def run_to_end(gen: Generator[Progress, None, T], progress: Callable[[Progress], None] | None = None) -> T:
+    """Drive an analysis generator to its end and return its result.
+
+    Parameters
+    ----------
+    gen : generator
+        Yields :class:`Progress`, returns the result.
+    progress : callable, optional
+        Called with every progress record.
+
+    Returns
+    -------
+    object
+        What the generator returned.
+    """
+    while True:
+        try:
+            item = next(gen)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        if progress is not None:
+            progress(item)
+
+
+# -- keys ----------------------------------------------------------------------------------------------
+def encode_row(row: tuple[Any, ...] | None, schema: Any) -> Any:
+    """A decoded row in the JSON form ``statelens rows`` prints (``readers.values.row_to_json``).
+
+    Parameters
+    ----------
+    row : tuple or None
+        Positional values as decoded.
+    schema : pyspark.sql.types.StructType
+        The row's schema.
+
+    Returns
+    -------
+    object
+        JSON-ready value.
+    """
+    if row is None:
+        return None
+    try:
+        from readers.values import row_to_json
+    except ImportError:  # pragma: no cover - readers.values is landing in parallel
+        return _fallback_row_to_json(row, schema)
+    return row_to_json(row, schema)
+
+
+def _fallback_row_to_json(row: tuple[Any, ...], schema: Any) -> dict[str, Any]:
+    import base64
+    import decimal
+    import math
+
+    def conv(v: Any, dt: Any) -> Any:
+        if v is None:
+            return None
+        name = dt.typeName() if dt is not None else ""
+        if name == "struct":
+            return {f.name: conv(x, f.dataType) for f, x in zip(dt.fields, v, strict=True)}
+        if name == "array":
+            return [conv(x, dt.elementType) for x in v]
+        if name == "map":
+            return [[conv(k, dt.keyType), conv(x, dt.valueType)] for k, x in v]
+        if isinstance(v, bytes):
+            return base64.b64encode(v).decode("ascii")
+        if isinstance(v, decimal.Decimal):
+            return str(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            return str(v)
+        if isinstance(v, tuple):
+            return list(v)
+        return v
+
+    return {f.name: conv(x, f.dataType) for f, x in zip(schema.fields, row, strict=True)}
+
+
+def key_text(key: Any) -> str:
+    """One-line text of an encoded key, for tables (never rich text)."""
+    import json
+
+    if isinstance(key, dict) and len(key) == 1:
+        (value,) = key.values()
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+    return json.dumps(key, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+# -- batch clock ---------------------------------------------------------------------------------------
+class BatchClock:
+    """Batch timestamps and watermarks of a checkpoint, by batch id.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+        The opened checkpoint.
+    """
+
+    def __init__(self, ckpt: Any):
+        self.timestamp_ms: dict[int, int] = {}
+        self.watermark_ms: dict[int, int] = {}
+        self.next_watermark_ms: dict[int, int] = {}
+        for b, entry in ckpt.offsets.items():
+            if entry.timestamp_ms is not None:
+                self.timestamp_ms[b] = entry.timestamp_ms
+            self.watermark_ms[b] = entry.watermark_ms
+        for b, entry in ckpt.commits.items():
+            self.next_watermark_ms[b] = entry.next_watermark_ms
+        self._ts_sorted = sorted(self.timestamp_ms.items())
+        self._wm_sorted = sorted(self.watermark_ms.items())
+
+    def threshold(self, batch_id: int, kind: str) -> int | None:
+        """The timeout threshold batch ``batch_id`` used: its timestamp or its watermark (spec §7.3).
+
+        Returns ``None`` when the batch's offsets file is missing, or for event time when the batch
+        had no watermark yet (0 means none: no event-time timeout can fire).
+        """
+        if kind == "processing_time":
+            return self.timestamp_ms.get(batch_id)
+        if kind == "event_time":
+            wm = self.watermark_ms.get(batch_id)
+            return wm if wm else None
+        return None
+
+    def next_threshold(self, batch_id: int, kind: str) -> tuple[int | None, str]:
+        """The threshold the batch *after* ``batch_id`` uses or would use, and where it came from."""
+        nxt = batch_id + 1
+        thr = self.threshold(nxt, kind)
+        if thr is not None:
+            return thr, f"offsets/{nxt}"
+        if kind == "event_time":
+            wm = self.next_watermark_ms.get(batch_id)
+            if wm:
+                return wm, f"commits/{batch_id} nextBatchWatermarkMs"
+        return None, ""
+
+    def first_batch_over(self, value_ms: int, kind: str, upto: int) -> int | None:
+        """The first batch ``<= upto`` whose threshold is above ``value_ms`` (when that timeout fired)."""
+        series = self._ts_sorted if kind == "processing_time" else self._wm_sorted
+        for b, thr in series:
+            if b > upto:
+                break
+            if thr and thr > value_ms:
+                return b
+        return None
+
+    def batches_with_timestamp(self) -> list[int]:
+        return [b for b, _ in self._ts_sorted]
+
+    def nearest_batch_before(self, batch_id: int) -> int | None:
+        ids = [b for b, _ in self._ts_sorted]
+        i = bisect.bisect_right(ids, batch_id)
+        return ids[i - 1] if i else None
+
+
+# -- raw walks -----------------------------------------------------------------------------------------
+RawChanges = list[tuple[bytes, "bytes | None"]]
+
+
+def walk_partition(
+    reader: Any,
+    partition_id: int,
+    problems: list[StatelensError],
+    cancelled: Callable[[], bool] | None = None,
+) -> Iterator[tuple[int, dict[bytes, bytes], RawChanges | None]]:
+    """Walk every readable version of one store partition, oldest first, in bounded memory.
+
+    Yields ``(version, state, changes)``: ``state`` is the live raw map (key bytes to value bytes; do
+    not keep it across iterations); ``changes`` the records of ``<version>.delta`` that turned the
+    previous version into this one (a ``None`` value is a remove), or ``None`` when the state had to be
+    rebuilt from scratch (first version, after a snapshot-only version or after a bad file). A file that
+    cannot be read goes into ``problems`` and the walk restarts at the next version it can rebuild.
+    """
+    versions = reader.versions(partition_id)
+    deltas = set(reader.delta_versions(partition_id))
+    state: dict[bytes, bytes] = {}
+    current: int | None = None
+    reported: set[str] = set()
+    for v in versions:
+        if cancelled is not None and cancelled():
+            return
+        try:
+            if current is not None and v == current + 1 and v in deltas:
+                changes: RawChanges | None = list(reader.iter_raw_changes(partition_id, v))
+                for key, value in changes:  # type: ignore[union-attr]
+                    if value is None:
+                        state.pop(key, None)
+                    else:
+                        state[key] = value
+            else:
+                state = reader.read_raw(partition_id, v)
+                changes = None
+        except StatelensError as err:
+            if str(err) not in reported:
+                reported.add(str(err))
+                problems.append(err)
+            current = None
+            state = {}
+            continue
+        current = v
+        yield v, state, changes
+
+
+def int_reader(layout: Any, path: tuple[int, ...]) -> Callable[[bytes], int | None]:
+    """A function reading one fixed-width integer field of a raw UnsafeRow by positional path.
+
+    Follows nested structs through their offset/size words (spec §6.1), so the time column of a key or
+    value is read without decoding the rest of the row. Returns ``None`` for null or out-of-range.
+    """
+    steps = []
+    rl = layout
+    for depth, index in enumerate(path):
+        fl = rl.fields[index]
+        steps.append((fl.slot, fl.null_word, fl.null_bit))
+        if depth < len(path) - 1:
+            rl = fl.type.row
+
+    def read(data: bytes) -> int | None:
+        base = 0
+        n = len(data)
+        for depth, (slot, word, bit) in enumerate(steps):
+            wpos = base + 8 * word
+            if wpos + 8 > n or base + slot + 8 > n:
+                return None
+            if (_I64.unpack_from(data, wpos)[0] >> bit) & 1:
+                return None
+            raw = _I64.unpack_from(data, base + slot)[0]
+            if depth == len(steps) - 1:
+                return int(raw)
+            base = base + ((raw >> 32) & 0xFFFFFFFF)
+        return None  # pragma: no cover
+
+    return read
+
+
+def to_ms(value: int | None, unit: str) -> int | None:
+    """Microseconds or milliseconds to milliseconds (floor)."""
+    if value is None:
+        return None
+    return value // 1000 if unit == "us" else value

@@ -1,0 +1,136 @@
+"""The post-mortem subcommands of ``statelens``: ``expired``, ``timeline``, ``doctor``, ``report``.
+
+``app.cli.build_parser`` calls :func:`add_commands`. Exit codes follow ``app.cli``: 0 ok, 1 finished
+but some files could not be read (or, for ``doctor``, warnings), 2 error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import IO, Any
+
+from app.analysis._common import key_text, run_to_end
+
+
+def _drive(gen: Any) -> Any:
+    from app.cli import _Progress
+
+    bar = _Progress()
+    try:
+        return run_to_end(gen, bar)
+    finally:
+        bar.close()
+
+
+def _exit_for(ckpt: Any, problems: list[Any]) -> int:
+    from app.cli import EXIT_OK, EXIT_PARTIAL, _report_problems
+
+    code = _report_problems(ckpt)
+    seen = {str(p) for p in ckpt.report.problems}
+    for err in problems:
+        if str(err) not in seen:
+            seen.add(str(err))
+            sys.stderr.write(f"statelens: warning: {err}\n")
+            code = EXIT_PARTIAL
+    return code if code != EXIT_OK else EXIT_OK
+
+
+def _fmt_ms(ms: int | None) -> str:
+    from app.cli import _fmt_ms as fmt
+
+    return fmt(ms) if ms is not None and ms > 0 else ("" if ms is None else str(ms))
+
+
+def _dur(ms: int | None) -> str:
+    """``1h02m``, ``3.2s``, ``850ms`` for a duration in ms."""
+    if ms is None:
+        return ""
+    sign = "-" if ms < 0 else ""
+    ms = abs(ms)
+    if ms < 1000:
+        return f"{sign}{ms}ms"
+    s = ms / 1000
+    if s < 60:
+        return f"{sign}{s:.1f}s"
+    m, s = divmod(int(s), 60)
+    if m < 60:
+        return f"{sign}{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{sign}{h}h{m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{sign}{d}d{h:02d}h"
+
+
+# -- expired -------------------------------------------------------------------------------------------
+def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
+    from app.analysis.expired import expired_json, iter_expired
+    from app.cli import _open, format_table
+
+    ckpt = _open(args)
+    result = _drive(
+        iter_expired(
+            ckpt,
+            args.operator,
+            all_versions=args.all_versions,
+            stale_after=args.stale_after,
+            timeout_kind=args.timeout_kind,
+        )
+    )
+    if args.json:
+        json.dump(expired_json(result), out, indent=1, ensure_ascii=False, default=str)
+        out.write("\n")
+        return _exit_for(ckpt, result.problems)
+    w = out.write
+    for op in result.operators:
+        tk = op.timeout_kind
+        line = f"operator {op.operator_id} ({op.kind}) store {op.store_name}: "
+        if op.check == "skipped":
+            line += f"not checked: {op.reason}"
+        else:
+            line += f"{op.check} checked on {op.partitions} partitions, {op.versions_read} versions read"
+            if tk is not None:
+                line += f"; timeout kind {tk.timeout_kind or 'unknown'} ({tk.source}: {tk.evidence})"
+        w(line + "\n")
+    w("\n")
+    if not result.findings:
+        w("No expired-but-present keys found.\n")
+    else:
+        rows = [
+            [
+                f.operator_id, f.partition, f.version, f.category, key_text(f.key), f.batch_id,
+                _fmt_ms(f.timeout_ms), _fmt_ms(f.threshold_ms), f.age_batches, _dur(f.age_ms),
+                "" if f.stored_timeout_ms is None else f.stored_timeout_ms,
+            ]
+            for f in result.findings
+        ]
+        w(format_table(
+            ["op", "part", "version", "category", "key", "batch", "timeout/event time (UTC)", "threshold (UTC)",
+             "age_batches", "age", "stored_timeout_ms"],
+            rows,
+        ) + "\n")
+        counts = ", ".join(f"{n} {c}" for c, n in result.counts().items() if n)
+        w(f"\n{len(result.findings)} findings: {counts}\n")
+    return _exit_for(ckpt, result.problems)
+
+
+# -- registration --------------------------------------------------------------------------------------
+def add_commands(sub: Any) -> None:
+    """Add ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
+    from app.analysis.expired import DEFAULT_STALE_AFTER, TIMEOUT_KINDS
+
+    p = sub.add_parser(
+        "expired",
+        help="keys whose timeout fired but which are still in the state (zombies), overdue, stale, eviction lag",
+    )
+    p.add_argument("checkpoint")
+    p.add_argument("--operator", type=int, metavar="N", help="only this stateful operator")
+    p.add_argument("--all-versions", action="store_true", help="report every readable version, not just the latest")
+    p.add_argument("--stale-after", type=int, default=DEFAULT_STALE_AFTER, metavar="K",
+                   help=f"a key without timeout unwritten for K versions is stale (default {DEFAULT_STALE_AFTER}; 0 = off)")
+    p.add_argument("--timeout-kind", choices=TIMEOUT_KINDS,
+                   help="override the inferred timeout kind of (flat)MapGroupsWithState/applyInPandasWithState")
+    p.add_argument("--json", action="store_true", help="print a JSON list of findings")
+    p.set_defaults(func=cmd_expired)

@@ -1,0 +1,176 @@
+"""Issue 3 §1: expired-but-unremoved keys on real PySpark checkpoints.
+
+The pandas scenarios' state function reports every call (which keys timed out, what it did), so the
+zombies expected at each version are derived from ``expected.json``'s ``key_history``: a key is a
+zombie after batch ``b`` when its last call up to ``b`` was a timeout it did not handle (``ignore``:
+old timeout left in place; ``update_no_timeout``: stored with -1), and it expired in the first call of
+that unhandled streak.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.analysis._common import run_to_end
+from app.analysis.expired import iter_expired
+from app.cli import main
+from readers.checkpoint import open_checkpoint
+
+pytestmark = pytest.mark.spark
+
+UNHANDLED = ("ignore", "update_no_timeout")
+
+
+def _expected_zombies(expected: dict[str, Any], version: int) -> dict[str, int]:
+    """Key -> batch in which its timeout fired, for the zombies present at ``version``."""
+    last_batch = version - 1
+    out: dict[str, int] = {}
+    for key, calls in expected["key_history"].items():
+        calls = [c for c in calls if c["batch"] <= last_batch]
+        streak: list[dict[str, Any]] = []
+        for c in calls:
+            if c["timed_out"] and c["action"] in UNHANDLED:
+                streak.append(c)
+            else:
+                streak = []
+        if streak:
+            out[key] = streak[0]["batch"]
+    return out
+
+
+def _findings(path: Path, **kw: Any) -> Any:
+    return run_to_end(iter_expired(open_checkpoint(str(path)), **kw))
+
+
+@pytest.mark.parametrize(
+    ("scenario", "kind"),
+    [("pandas_state_processing", "processing_time"), ("pandas_state_event", "event_time")],
+)
+def test_zombies_at_every_version_match_the_functions_own_report(checkpoint, scenario, kind):
+    folder = checkpoint(scenario)
+    expected = json.loads((folder / "expected.json").read_text())
+    result = _findings(folder / "checkpoint", all_versions=True, stale_after=0)
+    assert not result.problems
+    (op,) = result.operators
+    assert op.timeout_kind.timeout_kind == kind
+    assert op.timeout_kind.source == "inferred"
+    assert op.timeout_kind.evidence
+    assert {f.category for f in result.findings} <= {"zombie"}
+    last_version = max(expected["committed_batches"]) + 1
+    leaked_or_upd = set()
+    for version in range(1, last_version + 1):
+        want = _expected_zombies(expected, version)
+        got = {f.key["key"]: f for f in result.findings if f.version == version}
+        assert set(got) == set(want), f"version {version}"
+        for key, f in got.items():
+            assert f.batch_id == want[key], (version, key)
+            assert f.age_batches == version - 1 - want[key] + 1
+            assert f.timeout_kind == kind
+            assert f.timeout_ms is not None
+            assert f.threshold_ms is not None
+            assert f.timeout_ms < f.threshold_ms
+            ts = expected["batch_timestamp_ms" if kind == "processing_time" else "batch_watermark_ms"]
+            assert f.threshold_ms == ts[str(f.batch_id)]
+            assert f.age_ms == ts[str(version - 1)] - f.timeout_ms
+            leaked_or_upd.add(key)
+        # Both on-disk shapes: the PySpark leak keeps its expired timeout, update() without one stores -1.
+        for key, f in got.items():
+            history = [c for c in expected["key_history"][key] if c["batch"] <= version - 1]
+            if history[-1]["action"] == "ignore":
+                assert f.stored_timeout_ms == f.timeout_ms
+            else:
+                assert f.stored_timeout_ms == -1
+    assert set(expected["leaked"]) <= leaked_or_upd
+    assert not leaked_or_upd & set(expected["removed"])
+
+
+def test_latest_version_only_by_default_and_json_cli(checkpoint, capsys):
+    folder = checkpoint("pandas_state_event")
+    expected = json.loads((folder / "expected.json").read_text())
+    last_version = max(expected["committed_batches"]) + 1
+    rc = main(["expired", str(folder / "checkpoint"), "--json"])
+    assert rc == 0
+    docs = json.loads(capsys.readouterr().out)
+    assert {d["key"]["key"] for d in docs} == set(_expected_zombies(expected, last_version))
+    assert {d["version"] for d in docs} == {last_version}
+    for d in docs:
+        for name in ("operator_id", "partition", "version", "batch_id", "category", "key", "timeout_ms",
+                     "threshold_ms", "timeout_kind", "age_batches", "age_ms"):
+            assert name in d
+        assert d["category"] == "zombie"
+        assert d["timeout_kind"] == "event_time"
+
+
+def test_text_output_names_the_evidence(checkpoint, capsys):
+    folder = checkpoint("pandas_state_processing")
+    assert main(["expired", str(folder / "checkpoint")]) == 0
+    text = capsys.readouterr().out
+    assert "timeout kind processing_time (inferred" in text
+    assert "zombie" in text
+    assert "leak1" in text
+
+
+def test_override_timeout_kind_and_stale(checkpoint):
+    """Forcing event time on a query without watermark: nothing can fire, -1 keys become stale."""
+    folder = checkpoint("pandas_state_processing")
+    expected = json.loads((folder / "expected.json").read_text())
+    result = _findings(folder / "checkpoint", timeout_kind="event_time", stale_after=1)
+    (op,) = result.operators
+    assert (op.timeout_kind.timeout_kind, op.timeout_kind.source) == ("event_time", "override")
+    assert not [f for f in result.findings if f.category == "zombie"]
+    stale = {f.key["key"] for f in result.findings if f.category == "stale"}
+    no_timeout = {k for k, h in expected["key_history"].items() if h[-1]["action"] == "update_no_timeout"}
+    assert stale == no_timeout
+    assert all(f.timeout_ms == -1 and f.age_batches >= 1 for f in result.findings)
+
+
+def _set_log_json(path: Path, **fields: Any) -> None:
+    lines = path.read_text().split("\n")
+    doc = json.loads(lines[1])
+    doc.update(fields)
+    lines[1] = json.dumps(doc, separators=(",", ":"))
+    path.write_text("\n".join(lines))
+
+
+def test_overdue_when_the_next_watermark_passed_but_no_batch_ran(checkpoint, tmp_path):
+    folder = checkpoint("pandas_state_event")
+    expected = json.loads((folder / "expected.json").read_text())
+    ckpt = tmp_path / "checkpoint"
+    shutil.copytree(folder / "checkpoint", ckpt)
+    last = max(expected["committed_batches"])
+    # The last commit promises a watermark far ahead: every armed timeout is due, no batch ran.
+    _set_log_json(ckpt / "commits" / str(last), nextBatchWatermarkMs=10**13)
+    result = _findings(ckpt, stale_after=0)
+    overdue = {f.key["key"]: f for f in result.findings if f.category == "overdue"}
+    zombies = _expected_zombies(expected, last + 1)
+    assert overdue
+    assert not set(overdue) & set(zombies)
+    assert set(overdue) == set(expected["final_keys"]) - set(zombies)
+    for f in overdue.values():
+        assert f.batch_id == last + 1
+        assert f.age_batches == 0
+        assert f.threshold_ms == 10**13
+        assert "commits/" in f.note
+
+
+def test_eviction_lag_only_when_keys_stay_behind_the_watermark(checkpoint, tmp_path):
+    folder = checkpoint("window_agg_watermark")
+    clean = _findings(folder / "checkpoint", all_versions=True)
+    assert clean.findings == []
+    assert clean.operators[0].check == "eviction"
+    ckpt = tmp_path / "checkpoint"
+    shutil.copytree(folder / "checkpoint", ckpt)
+    last = max(int(p.name) for p in (ckpt / "offsets").iterdir() if re.fullmatch(r"\d+", p.name))
+    # Pretend the last batch ran with a watermark past every window: nothing was evicted, so all lag.
+    _set_log_json(ckpt / "offsets" / str(last), batchWatermarkMs=10**13)
+    lag = _findings(ckpt)
+    assert lag.findings
+    assert {f.category for f in lag.findings} == {"eviction_lag"}
+    assert all(f.version == last + 1 and f.threshold_ms == 10**13 and f.timeout_ms < 10**13 for f in lag.findings)
+    assert all(set(f.key) == {"window", "key"} for f in lag.findings)
