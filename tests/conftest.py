@@ -1,0 +1,60 @@
+"""Shared pytest setup for statelens.
+
+* The process runs in UTC (``TZ=UTC``) and Qt renders offscreen — set at import, before any test
+  module imports PySpark or Qt.
+* ``spark``: the one SparkSession of the test run (started lazily, only by tests that ask for it).
+* ``checkpoint``: ``checkpoint("agg_count")`` → the scenario folder (``checkpoint/``, ``expected.json``,
+  ``output.json``, ``input/``) of a real checkpoint written by PySpark, generated on first use and
+  cached on disk across runs (see ``tests/spark_checkpoints.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ["TZ"] = "UTC"
+if hasattr(time, "tzset"):
+    time.tzset()
+os.environ["QT_QPA_PLATFORM"] = "offscreen"
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # PySpark 4.3.0 warns on import of its pandas helpers when pandas >= 3 is installed; nothing we
+    # can act on (the warning text is the only stable handle).
+    config.addinivalue_line(
+        "filterwarnings", "ignore:PySpark does not yet fully support pandas >= 3:FutureWarning"
+    )
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """The process-wide SparkSession (local[2], UTC, no UI)."""
+    from tests.oracle import spark_session
+
+    return spark_session()
+
+
+@pytest.fixture(scope="session")
+def checkpoint() -> Callable[[str], Path]:
+    """Factory: ``checkpoint(name)`` → ``Path`` of the generated scenario folder (cached on disk)."""
+    from tests.spark_checkpoints import get_checkpoint
+
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            cache[name] = get_checkpoint(name)
+        return cache[name]
+
+    return get

@@ -1,0 +1,981 @@
+"""Real Spark Structured Streaming checkpoints for the tests, written by real PySpark and cached on disk.
+
+Every scenario runs a small streaming query over deterministic file-source input and leaves a folder::
+
+    <cache>/<name>/
+        checkpoint/     exactly what Spark wrote (offsets, commits, state, ... incl. hidden .crc files)
+        input/          the input files the query read (outside the checkpoint)
+        output.json     what the query emitted, one JSON object per row, tagged with its batch id
+        expected.json   facts the generator knows (batches, committed batches, operators, codec, ...)
+
+The cache lives in ``$STATELENS_TEST_CACHE/<key>/`` or ``<repo>/.cache/checkpoints/<key>/`` where
+``<key>`` = ``<pyspark version>-<sha1 of this file[:12]>``: editing this file invalidates the cache.
+A scenario is generated into ``<name>.tmp-<pid>`` and renamed into place only when complete.
+
+CLI::
+
+    python -m tests.spark_checkpoints [--all | NAME ...] [--out DIR] [--force]
+    python -m tests.spark_checkpoints --sample resources/sample_checkpoint
+
+This module is imported by the tests (``tests/conftest.py``); it is not a test module itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+_SOURCE_HASH = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:12]
+
+#: Scenario used for ``--sample`` (the bundled ``resources/sample_checkpoint``).
+SAMPLE_SCENARIO = "pandas_state_event"
+
+#: 2024-01-01T00:00:00Z in ms: event times of every scenario are offsets from here.
+BASE_MS = 1_704_067_200_000
+#: Modification time (epoch s) of the first input file; later files get +10 s each, so the file
+#: source (which orders new files by modification time) reads them in a deterministic order.
+_BASE_MTIME = 1_704_067_200
+
+# Session-wide settings (static ones must be known when the JVM starts).
+SESSION_CONF: dict[str, str] = {
+    "spark.master": "local[2]",
+    "spark.app.name": "statelens-tests",
+    "spark.driver.memory": "1g",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.default.parallelism": "2",
+    # Short maintenance interval so background maintenance writes .snapshot files during a run.
+    "spark.sql.streaming.stateStore.maintenanceInterval": "200ms",
+    # NOT set: spark.sql.streaming.stateStore.coordinatorReportSnapshotUploadLag=false (the 4.1.1 workaround
+    # of spec §10.4). On 4.3.0 reading works without it, and with it every streaming batch fails
+    # ("forceSnapshotUploadOnLag can only be true if coordinatorReportSnapshotUploadLag is also true").
+}
+
+_SESSION_LOCK = threading.Lock()
+_SESSION: Any = None
+
+
+def spark_session() -> Any:
+    """The one SparkSession of this process (created lazily, shared with :mod:`tests.oracle`)."""
+    global _SESSION
+    with _SESSION_LOCK:
+        if _SESSION is not None and _SESSION._jsc is not None and not _SESSION._jsc.sc().isStopped():
+            return _SESSION
+        _ensure_utc()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from pyspark.sql import SparkSession
+
+            builder = SparkSession.builder
+            for k, v in SESSION_CONF.items():
+                builder = builder.config(k, v)
+            warehouse = Path(os.environ.get("TMPDIR", "/tmp")) / f"statelens-spark-warehouse-{os.getpid()}"
+            builder = builder.config("spark.sql.warehouse.dir", str(warehouse))
+            spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        _SESSION = spark
+        return spark
+
+
+def _ensure_utc() -> None:
+    """Python and the JVM both in UTC, so no wall-clock conversion can shift a timestamp."""
+    if os.environ.get("TZ") != "UTC":
+        os.environ["TZ"] = "UTC"
+        if hasattr(time, "tzset"):
+            time.tzset()
+
+
+# --------------------------------------------------------------------------------------------------
+# Cache
+
+
+def cache_key() -> str:
+    import pyspark
+
+    return f"{pyspark.__version__}-{_SOURCE_HASH}"
+
+
+def cache_root() -> Path:
+    base = os.environ.get("STATELENS_TEST_CACHE")
+    root = Path(base) if base else REPO / ".cache" / "checkpoints"
+    return root / cache_key()
+
+
+def get_checkpoint(name: str, spark: Any = None, *, out: Path | None = None, force: bool = False) -> Path:
+    """Path of the scenario folder ``<cache>/<name>/`` (generated on first use, then cached)."""
+    if name not in SCENARIOS:
+        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    root = out if out is not None else cache_root()
+    final = root / name
+    if (final / "expected.json").is_file() and not force:
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(root, name)
+    if spark is None:
+        spark = spark_session()
+    tmp = root / f"{name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        t0 = time.monotonic()
+        ctx = Ctx(name=name, spark=spark, dir=tmp)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            facts = SCENARIOS[name](ctx)
+        expected = _describe(ctx, facts)
+        expected["generation_seconds"] = round(time.monotonic() - t0, 2)
+        (tmp / "output.json").write_text(
+            json.dumps(ctx.output, indent=1, sort_keys=True, allow_nan=True, default=str) + "\n"
+        )
+        (tmp / "expected.json").write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if force and final.exists():
+        shutil.rmtree(final)
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        # Another process finished the same scenario first: keep theirs.
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (final / "expected.json").is_file():
+            raise
+    return final
+
+
+def _remove_stale_tmp(root: Path, name: str) -> None:
+    for p in root.glob(f"{name}.tmp-*"):
+        try:
+            pid = int(p.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid == os.getpid() or not _pid_alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --------------------------------------------------------------------------------------------------
+# Scenario context and helpers
+
+
+@dataclass
+class Ctx:
+    name: str
+    spark: Any
+    dir: Path
+    output: list[dict[str, Any]] = field(default_factory=list)
+    _files: int = 0
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.dir / "checkpoint"
+
+    def input_dir(self, source: str = "in") -> Path:
+        p = self.dir / "input" / source
+        p.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def write_json(self, source: str, rows: list[dict[str, Any]]) -> Path:
+        """One JSON-lines input file in ``input/<source>/`` with a strictly increasing mtime."""
+        d = self.input_dir(source)
+        idx = len(list(d.glob("*.json")))
+        path = d / f"part-{idx:03d}.json"
+        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        mtime = _BASE_MTIME + 10 * self._files
+        self._files += 1
+        os.utime(path, (mtime, mtime))
+        return path
+
+    def read_json_stream(self, source: str, schema: str, max_files: int | None = 1) -> Any:
+        reader = self.spark.readStream.format("json").schema(schema)
+        if max_files:
+            reader = reader.option("maxFilesPerTrigger", str(max_files))
+        return reader.load(str(self.input_dir(source)))
+
+    def run(
+        self,
+        df: Any,
+        *,
+        mode: str,
+        trigger: str = "availableNow",
+        batch_hook: Callable[[Any, int, list[dict[str, Any]]], None] | None = None,
+        expect_failure: bool = False,
+    ) -> None:
+        """Run ``df`` to completion once (``availableNow`` or ``once``), collecting what it emits."""
+        from pyspark.errors import StreamingQueryException
+        from pyspark.sql import functions as F
+
+        outputs = self.output
+        json_opts = {
+            "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+            "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+            "ignoreNullFields": "false",
+        }
+
+        def sink(batch_df: Any, batch_id: int) -> None:
+            rows = [
+                json.loads(r[0])
+                for r in batch_df.select(F.to_json(F.struct("*"), json_opts)).collect()
+            ]
+            rows.sort(key=lambda r: json.dumps(r, sort_keys=True))
+            for r in rows:
+                r["_batch"] = batch_id
+            outputs.extend(rows)
+            if batch_hook is not None:
+                batch_hook(batch_df, batch_id, rows)
+
+        writer = (
+            df.writeStream.outputMode(mode)
+            .option("checkpointLocation", str(self.checkpoint))
+            .foreachBatch(sink)
+        )
+        writer = writer.trigger(availableNow=True) if trigger == "availableNow" else writer.trigger(once=True)
+        q = writer.start()
+        try:
+            q.awaitTermination()
+        except StreamingQueryException:
+            if not expect_failure:
+                raise
+            return
+        finally:
+            if q.isActive:
+                q.stop()
+        if expect_failure:
+            raise AssertionError(f"{self.name}: the query was expected to fail but completed")
+
+
+@contextlib.contextmanager
+def session_conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
+    """Set SQL confs for the duration of one scenario, then restore the previous values."""
+    old = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def _ts(ms_offset: int) -> int:
+    return BASE_MS + ms_offset
+
+
+# --------------------------------------------------------------------------------------------------
+# Describing a generated checkpoint (facts read back from what Spark wrote)
+
+
+def _log_ids(d: Path) -> list[int]:
+    if not d.is_dir():
+        return []
+    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit())
+
+
+def _read_log_json(path: Path) -> dict[str, Any]:
+    lines = path.read_text().split("\n")
+    return json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
+
+
+def _describe(ctx: Ctx, facts: dict[str, Any]) -> dict[str, Any]:
+    cp = ctx.checkpoint
+    batches = _log_ids(cp / "offsets")
+    committed = _log_ids(cp / "commits")
+    first = _read_log_json(cp / "offsets" / str(batches[0]))
+    conf = first.get("conf", {})
+    offsets = {b: _read_log_json(cp / "offsets" / str(b)) for b in batches}
+    commits = {b: _read_log_json(cp / "commits" / str(b)) for b in committed}
+    state_files: dict[str, list[str]] = {"delta": [], "snapshot": []}
+    state_dir = cp / "state"
+    if state_dir.is_dir():
+        for p in sorted(state_dir.rglob("*")):
+            parts = p.name.split(".")
+            if p.is_file() and len(parts) == 2 and parts[0].isdigit() and parts[1] in state_files:
+                state_files[parts[1]].append(p.relative_to(cp).as_posix())
+    expected: dict[str, Any] = {
+        "scenario": ctx.name,
+        "spark_version": ctx.spark.version,
+        "batches": batches,
+        "committed_batches": committed,
+        "num_partitions": int(conf["spark.sql.shuffle.partitions"]),
+        "codec": conf.get("spark.sql.streaming.stateStore.compression.codec", "lz4"),
+        "provider": conf.get("spark.sql.streaming.stateStore.providerClass", "").rsplit(".", 1)[-1],
+        "batch_watermark_ms": {str(b): o.get("batchWatermarkMs", 0) for b, o in offsets.items()},
+        "batch_timestamp_ms": {str(b): o.get("batchTimestampMs") for b, o in offsets.items()},
+        "next_watermark_ms": {str(b): c.get("nextBatchWatermarkMs", 0) for b, c in commits.items()},
+        "snapshot_files": state_files["snapshot"],
+        "delta_files": len(state_files["delta"]),
+        "output_rows": len(ctx.output),
+    }
+    expected.update(facts)
+    return expected
+
+
+def _op(kind: str, name: str, stores: list[str] | None = None, operator_id: int = 0) -> dict[str, Any]:
+    return {
+        "operator_id": operator_id,
+        "expected_kind": kind,
+        "operator_name": name,
+        "store_names": stores or ["default"],
+    }
+
+
+JOIN_STORES = [
+    "left-keyToNumValues",
+    "left-keyWithIndexToValue",
+    "right-keyToNumValues",
+    "right-keyWithIndexToValue",
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# Scenarios
+
+_AGG_BATCHES: list[list[str]] = [
+    ["a", "b", "c", "a"],
+    ["a", "d"],
+    ["e", "b", "b", "f", "g"],
+    ["a", "h", "c"],
+    ["i", "j", "a"],
+    ["k", "b", "l"],
+    ["m", "a", "n", "d"],
+    ["o", "c", "p"],
+]
+
+
+def _agg_count(
+    ctx: Ctx,
+    *,
+    partitions: int = 2,
+    batches: int = 4,
+    conf: dict[str, str] | None = None,
+    sleep_per_batch: float = 0.0,
+    fail_at_batch: int | None = None,
+) -> dict[str, Any]:
+    """groupBy(key).count() in update mode, one input file per batch."""
+    data = _AGG_BATCHES[:batches]
+    for i, keys in enumerate(data):
+        ctx.write_json("in", [{"key": k, "value": i * 100 + j} for j, k in enumerate(keys)])
+    all_conf = {"spark.sql.shuffle.partitions": str(partitions), **(conf or {})}
+
+    def hook(_df: Any, batch_id: int, _rows: list[dict[str, Any]]) -> None:
+        if sleep_per_batch:
+            time.sleep(sleep_per_batch)
+        if fail_at_batch is not None and batch_id == fail_at_batch:
+            raise RuntimeError(f"statelens test: deliberate failure in batch {batch_id}")
+
+    with session_conf(ctx.spark, all_conf):
+        df = ctx.read_json_stream("in", "key STRING, value LONG").groupBy("key").count()
+        ctx.run(df, mode="update", batch_hook=hook, expect_failure=fail_at_batch is not None)
+
+    upto = len(data) if fail_at_batch is None else fail_at_batch + 1
+    counts: dict[str, int] = {}
+    committed_counts: dict[str, int] = {}
+    for i, keys in enumerate(data[:upto]):
+        for k in keys:
+            counts[k] = counts.get(k, 0) + 1
+            if fail_at_batch is None or i < fail_at_batch:
+                committed_counts[k] = committed_counts.get(k, 0) + 1
+    return {
+        "operators": [_op("aggregation", "stateStoreSave")],
+        "key_schema": "key STRING",
+        "final_state": {k: [v] for k, v in sorted(committed_counts.items())},
+        "final_state_including_uncommitted": {k: [v] for k, v in sorted(counts.items())},
+    }
+
+
+def scenario_agg_count(ctx: Ctx) -> dict[str, Any]:
+    return _agg_count(ctx, partitions=2, batches=4)
+
+
+def _codec_scenario(codec: str) -> Callable[[Ctx], dict[str, Any]]:
+    def run(ctx: Ctx) -> dict[str, Any]:
+        facts = _agg_count(
+            ctx, partitions=2, batches=4, conf={"spark.sql.streaming.stateStore.compression.codec": codec}
+        )
+        facts["codec_magic"] = CODEC_MAGIC[codec].hex()
+        return facts
+
+    run.__name__ = f"scenario_codec_{codec}"
+    return run
+
+
+#: First bytes of a state file per codec (spec §3.2).
+CODEC_MAGIC = {
+    "lz4": b"LZ4Block",
+    "zstd": bytes.fromhex("28b52ffd"),
+    "snappy": bytes.fromhex("82534e4150505900"),
+    "lzf": b"ZV",
+}
+
+
+def scenario_agg_many_partitions(ctx: Ctx) -> dict[str, Any]:
+    facts = _agg_count(
+        ctx,
+        partitions=4,
+        batches=8,
+        conf={"spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"},
+        sleep_per_batch=0.6,
+    )
+    facts["min_deltas_for_snapshot"] = 2
+    return facts
+
+
+def scenario_uncommitted(ctx: Ctx) -> dict[str, Any]:
+    facts = _agg_count(ctx, partitions=2, batches=3, fail_at_batch=2)
+    facts["uncommitted_batch"] = 2
+    facts["failure"] = "foreachBatch raised in batch 2 after the stateful plan ran (state written, no commit)"
+    return facts
+
+
+def scenario_window_agg_watermark(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    plan = [
+        [("a", 1_000, 1.0), ("b", 2_000, 2.0), ("a", 5_000, 3.5), ("c", 12_000, 4.0)],
+        [("a", 15_000, 5.0), ("b", 18_000, 6.0), ("c", 25_000, 7.25)],
+        [("a", 35_000, 8.0), ("b", 41_000, 9.0), ("a", 3_000, 100.0)],  # the last row is late: dropped
+        [("c", 60_000, 10.0), ("a", 62_000, 11.0)],
+        [("b", 90_000, 12.0)],
+    ]
+    for rows in plan:
+        ctx.write_json("in", [{"key": k, "ts_ms": _ts(t), "v": v} for k, t, v in rows])
+    with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "3"}):
+        src = ctx.read_json_stream("in", "key STRING, ts_ms LONG, v DOUBLE")
+        df = (
+            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            .withWatermark("ts", "10 seconds")
+            .groupBy(F.window("ts", "10 seconds"), "key")
+            .agg(
+                F.count("*").alias("cnt"),
+                F.sum("v").alias("sum_v"),
+                F.avg("v").alias("avg_v"),
+                F.max("v").alias("max_v"),
+            )
+        )
+        ctx.run(df, mode="append")
+    return {
+        "operators": [_op("aggregation", "stateStoreSave")],
+        "key_schema": "window STRUCT<start TIMESTAMP, end TIMESTAMP>, key STRING",
+        "watermark_delay_ms": 10_000,
+        "window_ms": 10_000,
+        "input_event_times_ms": sorted({_ts(t) for rows in plan for _, t, _ in rows}),
+    }
+
+
+def scenario_dedup_watermark(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    plan = [
+        [("a", 0), ("b", 1_000), ("a", 0), ("c", 2_000)],
+        [("a", 0), ("d", 10_000), ("e", 11_000)],
+        [("f", 20_000), ("d", 10_000), ("g", 21_000)],
+        [("h", 40_000), ("i", 41_000)],
+        [("j", 60_000)],
+    ]
+    for i, rows in enumerate(plan):
+        ctx.write_json("in", [{"id": k, "ts_ms": _ts(t), "payload": f"p{i}-{k}"} for k, t in rows])
+    with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
+        src = ctx.read_json_stream("in", "id STRING, ts_ms LONG, payload STRING")
+        df = (
+            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            .withWatermark("ts", "5 seconds")
+            .dropDuplicates(["id", "ts"])
+        )
+        ctx.run(df, mode="append")
+    return {
+        "operators": [_op("deduplication", "dedupe")],
+        "key_schema": "id STRING, ts TIMESTAMP",
+        "watermark_delay_ms": 5_000,
+        "distinct_keys": sorted({(k, _ts(t)) for rows in plan for k, t in rows}),
+    }
+
+
+def scenario_join(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    left_plan = [
+        [(1, 0, "l1"), (2, 1_000, "l2"), (3, 2_000, "l3")],
+        [(4, 20_000, "l4"), (1, 21_000, "l1b")],
+        [(5, 40_000, "l5")],
+        [(6, 60_000, "l6")],
+        [(7, 90_000, "l7")],
+    ]
+    right_plan = [
+        [(1, 1_000, "r1")],
+        [(2, 3_000, "r2"), (4, 22_000, "r4")],
+        [(5, 41_000, "r5"), (9, 42_000, "r9")],
+        [(6, 62_000, "r6")],
+        [(8, 91_000, "r8")],
+    ]
+    for lrows, rrows in zip(left_plan, right_plan, strict=True):
+        ctx.write_json("left", [{"lkey": k, "lts_ms": _ts(t), "lval": v} for k, t, v in lrows])
+        ctx.write_json("right", [{"rkey": k, "rts_ms": _ts(t), "rval": v} for k, t, v in rrows])
+    with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
+        left = (
+            ctx.read_json_stream("left", "lkey INT, lts_ms LONG, lval STRING")
+            .withColumn("lts", F.timestamp_millis("lts_ms"))
+            .withWatermark("lts", "10 seconds")
+        )
+        right = (
+            ctx.read_json_stream("right", "rkey INT, rts_ms LONG, rval STRING")
+            .withColumn("rts", F.timestamp_millis("rts_ms"))
+            .withWatermark("rts", "10 seconds")
+        )
+        df = left.join(
+            right,
+            F.expr("lkey = rkey AND rts >= lts AND rts <= lts + INTERVAL 5 SECONDS"),
+            "leftOuter",
+        )
+        ctx.run(df, mode="append")
+    return {
+        "operators": [_op("join", "symmetricHashJoin", JOIN_STORES)],
+        "join_type": "leftOuter",
+        "watermark_delay_ms": 10_000,
+        "left_columns": ["lkey", "lts_ms", "lval", "lts"],
+        "right_columns": ["rkey", "rts_ms", "rval", "rts"],
+    }
+
+
+# applyInPandasWithState -----------------------------------------------------------------------------
+
+# No ARRAY/MAP in the state: PySpark 4.3.0's worker cannot parse such a state schema
+# (KeyError 'elementType' / 'keyType' in StructType.fromJson), so a nested struct it is.
+_PANDAS_STATE_SCHEMA = "cnt LONG, total DOUBLE, last STRING, info STRUCT<first_ts_ms: LONG, timeouts: INT>"
+_PANDAS_OUTPUT_SCHEMA = (
+    "key STRING, batch_ts_ms LONG, watermark_ms LONG, timed_out BOOLEAN, action STRING, "
+    "cnt LONG, old_timeout_ms LONG, new_timeout_ms LONG"
+)
+
+
+def _make_pandas_state_func(event_time: bool, timeout_ms: int) -> Callable[..., Any]:
+    """The state function; it reports every call as one output row (what it saw and did).
+
+    Keys decide what happens on timeout: ``leak*`` do nothing (state stays: the classic leak),
+    ``ok*`` call ``state.remove()``, ``upd*`` call ``state.update`` without a new timeout, anything
+    else (``live*``) updates and re-arms the timeout. On new data every key updates its state and arms
+    a timeout (processing time: ``setTimeoutDuration``; event time: max event time + timeout).
+    """
+
+    def func(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+        import pandas as pd
+
+        k = key[0]
+        batch_ts = state.getCurrentProcessingTimeMs()
+        watermark = state.getCurrentWatermarkMs() if event_time else None
+        old_timeout = state.oldTimeoutTimestamp
+        new_timeout = None
+        if state.hasTimedOut:
+            cnt, total, last, (first_ts, timeouts) = state.get
+            info = (first_ts, timeouts + 1)
+            if k.startswith("leak"):
+                action = "ignore"
+            elif k.startswith("ok"):
+                state.remove()
+                action = "remove"
+            elif k.startswith("upd"):
+                state.update((cnt, total, "timed-out", info))
+                action = "update_no_timeout"
+            else:
+                state.update((cnt, total, "rearmed", info))
+                if event_time:
+                    new_timeout = watermark + timeout_ms
+                    state.setTimeoutTimestamp(new_timeout)
+                else:
+                    state.setTimeoutDuration(timeout_ms)
+                    new_timeout = batch_ts + timeout_ms
+                action = "rearm"
+            out_cnt = cnt
+        else:
+            cnt, total, last, info = state.get if state.exists else (0, 0.0, None, None)
+            max_ts = None
+            for pdf in pdfs:
+                cnt += len(pdf)
+                total += float(pdf["v"].sum())
+                last = str(pdf["tag"].iloc[-1])
+                m = int(pdf["ts_ms"].max())
+                max_ts = m if max_ts is None else max(max_ts, m)
+            if info is None:
+                info = (max_ts, 0)
+            state.update((cnt, total, last, tuple(info)))
+            if event_time:
+                new_timeout = max_ts + timeout_ms
+                state.setTimeoutTimestamp(new_timeout)
+            else:
+                state.setTimeoutDuration(timeout_ms)
+                new_timeout = batch_ts + timeout_ms
+            action = "update"
+            out_cnt = cnt
+        yield pd.DataFrame(
+            {
+                "key": [k],
+                "batch_ts_ms": [batch_ts],
+                "watermark_ms": pd.array([watermark], dtype="Int64"),
+                "timed_out": [bool(state.hasTimedOut)],
+                "action": [action],
+                "cnt": [int(out_cnt)],
+                "old_timeout_ms": pd.array([old_timeout], dtype="Int64"),
+                "new_timeout_ms": pd.array([new_timeout], dtype="Int64"),
+            }
+        )
+
+    return func
+
+
+def _pandas_facts(ctx: Ctx, event_time: bool, timeout_ms: int) -> dict[str, Any]:
+    """Per-key history and the expected end state, derived from what the function reported."""
+    calls = sorted(
+        (
+            {
+                "batch": r["_batch"],
+                "key": r["key"],
+                "timed_out": r["timed_out"],
+                "action": r["action"],
+                "batch_ts_ms": r["batch_ts_ms"],
+                "watermark_ms": r["watermark_ms"],
+                "old_timeout_ms": r["old_timeout_ms"],
+                "new_timeout_ms": r["new_timeout_ms"],
+            }
+            for r in ctx.output
+        ),
+        key=lambda c: (c["batch"], c["key"]),
+    )
+    committed = set(_log_ids(ctx.checkpoint / "commits"))
+    calls = [c for c in calls if c["batch"] in committed]
+    history: dict[str, list[dict[str, Any]]] = {}
+    for c in calls:
+        history.setdefault(c["key"], []).append(
+            {"batch": c["batch"], "action": c["action"], "timed_out": c["timed_out"]}
+        )
+    # What the store should hold at the end, replaying the calls with the semantics observed on 4.3.0:
+    # a call that sets a timeout stores it; state.update() without setting one stores -1 (no timeout);
+    # a timed-out call that does nothing writes nothing, so the expired timeout stays (the leak).
+    expected_state: dict[str, dict[str, Any]] = {}
+    for c in calls:
+        k = c["key"]
+        if c["action"] == "remove":
+            expected_state.pop(k, None)
+        elif c["action"] in ("update", "rearm"):
+            expected_state[k] = {"cnt": None, "timeout_ms": c["new_timeout_ms"]}
+        elif c["action"] == "update_no_timeout":
+            expected_state[k] = {"cnt": None, "timeout_ms": -1}
+    for r in ctx.output:
+        if r["_batch"] in committed and r["key"] in expected_state and r["action"] != "remove":
+            expected_state[r["key"]]["cnt"] = max(expected_state[r["key"]]["cnt"] or 0, r["cnt"])
+    final_keys = sorted(k for k, h in history.items() if h[-1]["action"] != "remove")
+    leaked = sorted(k for k, h in history.items() if h[-1]["action"] == "ignore")
+    removed = sorted(k for k, h in history.items() if h[-1]["action"] == "remove")
+    return {
+        "operators": [_op("applyInPandasWithState", "applyInPandasWithState")],
+        "timeout": "EventTimeTimeout" if event_time else "ProcessingTimeTimeout",
+        "timeout_ms": timeout_ms,
+        "key_schema": "key STRING",
+        "state_schema": _PANDAS_STATE_SCHEMA,
+        "calls": calls,
+        "key_history": history,
+        "final_keys": final_keys,
+        "expected_state": {k: expected_state[k] for k in sorted(expected_state)},
+        "leaked": leaked,
+        "removed": removed,
+    }
+
+
+def scenario_pandas_state_processing(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    timeout_ms = 1_000
+    runs: list[list[str]] = [
+        ["leak1", "ok1", "upd1", "live1"],
+        ["live1", "ok2", "leak2"],
+        ["live1", "ok1"],
+        ["upd2"],  # live1 gets no data here: it times out and re-arms
+        # (a Trigger.Once run without new input runs no batch at all on 4.3.0, so every run has data)
+        ["live1", "leak3"],
+        ["live1"],
+    ]
+    func = _make_pandas_state_func(event_time=False, timeout_ms=timeout_ms)
+    last_start = None
+    with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
+        for i, keys in enumerate(runs):
+            if keys:
+                ctx.write_json(
+                    "in",
+                    [
+                        {"key": k, "ts_ms": _ts(i * 10_000 + j), "v": float(i + j), "tag": f"b{i}-{k}"}
+                        for j, k in enumerate(keys)
+                    ],
+                )
+            if last_start is not None:
+                # Make sure every armed timeout has expired before the next trigger starts.
+                wait = last_start + timeout_ms / 1000 + 0.3 - time.time()
+                if wait > 0:
+                    time.sleep(wait)
+            last_start = time.time()
+            src = ctx.read_json_stream("in", "key STRING, ts_ms LONG, v DOUBLE, tag STRING", max_files=None)
+            df = src.groupBy("key").applyInPandasWithState(
+                func,
+                _PANDAS_OUTPUT_SCHEMA,
+                _PANDAS_STATE_SCHEMA,
+                "append",
+                GroupStateTimeout.ProcessingTimeTimeout,
+            )
+            ctx.run(df, mode="append", trigger="once")
+    facts = _pandas_facts(ctx, event_time=False, timeout_ms=timeout_ms)
+    facts["runs"] = [{"run": i, "keys_with_data": keys} for i, keys in enumerate(runs)]
+    return facts
+
+
+def scenario_pandas_state_event(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    timeout_ms = 5_000
+    plan: list[list[tuple[str, int]]] = [
+        [("leak1", 0), ("ok1", 1_000), ("upd1", 2_000), ("live1", 3_000), ("leak2", 4_000)],
+        [("live1", 20_000), ("ok2", 21_000), ("leak3", 22_000)],
+        [("live1", 40_000), ("upd2", 41_000)],
+        [("live1", 60_000), ("ok1", 61_000)],
+        [("leak4", 80_000), ("live1", 81_000)],
+        [("live1", 100_000)],
+    ]
+    for i, rows in enumerate(plan):
+        ctx.write_json(
+            "in",
+            [{"key": k, "ts_ms": _ts(t), "v": float(i + j), "tag": f"b{i}-{k}"} for j, (k, t) in enumerate(rows)],
+        )
+    func = _make_pandas_state_func(event_time=True, timeout_ms=timeout_ms)
+    with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
+        src = ctx.read_json_stream("in", "key STRING, ts_ms LONG, v DOUBLE, tag STRING")
+        df = (
+            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            .withWatermark("ts", "10 seconds")
+            .groupBy("key")
+            .applyInPandasWithState(
+                func,
+                _PANDAS_OUTPUT_SCHEMA,
+                _PANDAS_STATE_SCHEMA,
+                "append",
+                GroupStateTimeout.EventTimeTimeout,
+            )
+        )
+        ctx.run(df, mode="append")
+    facts = _pandas_facts(ctx, event_time=True, timeout_ms=timeout_ms)
+    facts["watermark_delay_ms"] = 10_000
+    facts["input_plan"] = [[[k, _ts(t)] for k, t in rows] for rows in plan]
+    return facts
+
+
+# rich types -------------------------------------------------------------------------------------------
+
+#: (column, SQL type, [literal per row]) — ``None`` = NULL. Rows: 0 typical, 1 extremes, 2 all NULL,
+#: 3 NULL in even columns, 4 NULL in odd columns; batch 1 repeats row 0 (same group, updated state).
+_RICH_KEY_COLUMNS: list[tuple[str, str, list[str]]] = [
+    ("k_bool", "BOOLEAN", ["true", "false"]),
+    ("k_byte", "TINYINT", ["CAST(7 AS TINYINT)", "CAST(-128 AS TINYINT)"]),
+    ("k_short", "SMALLINT", ["CAST(513 AS SMALLINT)", "CAST(-32768 AS SMALLINT)"]),
+    ("k_int", "INT", ["42", "-2147483648"]),
+    ("k_long", "BIGINT", ["1234567890123", "CAST(-9223372036854775808 AS BIGINT)"]),
+    ("k_float", "FLOAT", ["CAST(1.5 AS FLOAT)", "CAST('NaN' AS FLOAT)"]),
+    ("k_double", "DOUBLE", ["CAST(-2.25 AS DOUBLE)", "CAST('Infinity' AS DOUBLE)"]),
+    ("k_str", "STRING", ["'héllo ✓ 😀 \u4e16\u754c'", "''"]),
+    ("k_bin", "BINARY", ["X'CAFE00BABE'", "X''"]),
+    ("k_dec10", "DECIMAL(10,2)", ["CAST(123.45 AS DECIMAL(10,2))", "CAST(-99999999.99 AS DECIMAL(10,2))"]),
+    (
+        "k_dec30",
+        "DECIMAL(30,5)",
+        ["CAST(12345678901234567890.12345 AS DECIMAL(30,5))", "CAST(-1.00000 AS DECIMAL(30,5))"],
+    ),
+    ("k_date", "DATE", ["DATE'2024-01-02'", "DATE'1900-01-01'"]),
+    ("k_ts", "TIMESTAMP", ["TIMESTAMP'2024-01-02 03:04:05.123456'", "TIMESTAMP'1969-12-31 23:59:59.999999'"]),
+    (
+        "k_ntz",
+        "TIMESTAMP_NTZ",
+        ["TIMESTAMP_NTZ'2024-01-02 03:04:05.123456'", "TIMESTAMP_NTZ'1950-06-15 12:00:00.000001'"],
+    ),
+    (
+        "k_dti",
+        "INTERVAL DAY TO SECOND",
+        ["INTERVAL '1 02:03:04.5' DAY TO SECOND", "INTERVAL '-0 00:00:00.000001' DAY TO SECOND"],
+    ),
+    ("k_ymi", "INTERVAL YEAR TO MONTH", ["INTERVAL '1-2' YEAR TO MONTH", "INTERVAL '-3-11' YEAR TO MONTH"]),
+    ("k_arr", "ARRAY<INT>", ["array(1, NULL, 3)", "CAST(array() AS ARRAY<INT>)"]),
+    ("k_struct", "STRUCT<a: INT, b: STRING>", ["named_struct('a', 5, 'b', 'x')", "named_struct('a', NULL, 'b', '')"]),
+]
+
+_RICH_VALUE_COLUMNS: list[tuple[str, str, list[str]]] = [
+    ("v_map", "MAP<STRING, INT>", ["map('a', 1, 'bc', 2)", "map('z', CAST(NULL AS INT))"]),
+    ("v_arr", "ARRAY<STRING>", ["array('ab', NULL, 'cde')", "CAST(array() AS ARRAY<STRING>)"]),
+    (
+        "v_nested",
+        "STRUCT<inner: STRUCT<y: INT, z: STRING>, tags: ARRAY<STRING>, d: DECIMAL(38,18)>",
+        [
+            "named_struct('inner', named_struct('y', 1, 'z', 'zz'), 'tags', array('t1', NULL), "
+            "'d', CAST(3.141592653589793238 AS DECIMAL(38,18)))",
+            "named_struct('inner', CAST(NULL AS STRUCT<y: INT, z: STRING>), 'tags', CAST(NULL AS ARRAY<STRING>), "
+            "'d', CAST(-0.000000000000000001 AS DECIMAL(38,18)))",
+        ],
+    ),
+    (
+        "v_dec38",
+        "DECIMAL(38,18)",
+        ["CAST(12345678901234567890.123456789012345678 AS DECIMAL(38,18))", "CAST(-1 AS DECIMAL(38,18))"],
+    ),
+    ("v_str", "STRING", ["'value ü'", "'x'"]),
+    ("v_ts", "TIMESTAMP", ["TIMESTAMP'2030-05-06 07:08:09.000010'", "TIMESTAMP'1970-01-01 00:00:00'"]),
+    ("v_double", "DOUBLE", ["CAST(2.5 AS DOUBLE)", "CAST('-Infinity' AS DOUBLE)"]),
+    ("v_n", "INT", ["3", "-7"]),
+]
+
+
+def _rich_rows() -> list[list[str]]:
+    cols = _RICH_KEY_COLUMNS + _RICH_VALUE_COLUMNS
+    rows: list[list[str]] = []
+    for variant in range(5):
+        row = []
+        for i, (_name, typ, lits) in enumerate(cols):
+            null = variant == 2 or (variant == 3 and i % 2 == 0) or (variant == 4 and i % 2 == 1)
+            lit = lits[1] if variant == 1 else lits[0]
+            row.append(f"CAST(NULL AS {typ})" if null else f"CAST({lit} AS {typ})")
+        rows.append(row)
+    return rows
+
+
+def scenario_rich_types(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    cols = _RICH_KEY_COLUMNS + _RICH_VALUE_COLUMNS
+    names = [c[0] for c in cols]
+    rows = _rich_rows()
+    batches = [rows, [rows[0], rows[1]]]
+    in_dir = ctx.input_dir("in")
+    schema = None
+    for b, brows in enumerate(batches):
+        values = ",\n".join("(" + ", ".join(r) + ")" for r in brows)
+        batch_df = ctx.spark.sql(f"SELECT * FROM VALUES {values} AS t({', '.join(names)})")
+        schema = batch_df.schema
+        tmp = ctx.dir / f"_parquet_tmp_{b}"
+        batch_df.coalesce(1).write.mode("overwrite").parquet(str(tmp))
+        part = next(tmp.glob("part-*.parquet"))
+        target = in_dir / f"part-{b:03d}.parquet"
+        shutil.move(str(part), target)
+        mtime = _BASE_MTIME + 10 * b
+        os.utime(target, (mtime, mtime))
+        shutil.rmtree(tmp)
+    key_cols = [c[0] for c in _RICH_KEY_COLUMNS]
+    with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
+        src = (
+            ctx.spark.readStream.format("parquet").schema(schema).option("maxFilesPerTrigger", "1").load(str(in_dir))
+        )
+        df = src.groupBy(*key_cols).agg(
+            F.count("*").alias("cnt"),
+            F.first("v_map").alias("first_map"),
+            F.first("v_arr").alias("first_arr"),
+            F.first("v_nested").alias("first_nested"),
+            F.first("v_dec38").alias("first_dec38"),
+            F.first(F.make_interval(F.lit(0), F.col("v_n"), F.lit(0), F.col("v_n"), F.lit(1), F.lit(2),
+                                    F.lit(3.000004))).alias("first_interval"),
+            F.collect_list("v_str").alias("strs"),
+            F.sum("k_dec10").alias("sum_dec"),
+            F.max("v_ts").alias("max_ts"),
+            F.avg("v_double").alias("avg_double"),
+            F.min("k_date").alias("min_date"),
+        )
+        ctx.run(df, mode="update")
+    return {
+        "operators": [_op("aggregation", "stateStoreSave")],
+        "key_columns": [[n, t] for n, t, _ in _RICH_KEY_COLUMNS],
+        "value_input_columns": [[n, t] for n, t, _ in _RICH_VALUE_COLUMNS],
+        "groups": 5,
+        "rows_per_batch": [len(b) for b in batches],
+    }
+
+
+SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
+    "agg_count": scenario_agg_count,
+    "window_agg_watermark": scenario_window_agg_watermark,
+    "dedup_watermark": scenario_dedup_watermark,
+    "join": scenario_join,
+    "pandas_state_processing": scenario_pandas_state_processing,
+    "pandas_state_event": scenario_pandas_state_event,
+    "codec_zstd": _codec_scenario("zstd"),
+    "codec_snappy": _codec_scenario("snappy"),
+    "codec_lzf": _codec_scenario("lzf"),
+    "rich_types": scenario_rich_types,
+    "uncommitted": scenario_uncommitted,
+    "agg_many_partitions": scenario_agg_many_partitions,
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# CLI
+
+
+def write_sample(dest: Path) -> Path:
+    """Copy the checkpoint of :data:`SAMPLE_SCENARIO` (as Spark wrote it, .crc files included) to dest."""
+    src = get_checkpoint(SAMPLE_SCENARIO) / "checkpoint"
+    dest = dest.resolve()
+    tmp = dest.with_name(dest.name + f".tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(src, tmp)
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.rename(tmp, dest)
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.spark_checkpoints", description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*", help=f"scenarios: {', '.join(SCENARIOS)}")
+    parser.add_argument("--all", action="store_true", help="generate every scenario")
+    parser.add_argument("--out", type=Path, help="write scenario folders here instead of the cache")
+    parser.add_argument("--force", action="store_true", help="regenerate even when cached")
+    parser.add_argument("--sample", type=Path, metavar="DIR", help=f"write the {SAMPLE_SCENARIO} checkpoint to DIR")
+    args = parser.parse_args(argv)
+    names = list(SCENARIOS) if args.all else args.names
+    if not names and not args.sample:
+        parser.error("name scenarios, or give --all or --sample")
+    for n in names:
+        if n not in SCENARIOS:
+            parser.error(f"unknown scenario {n!r}")
+    t_all = time.monotonic()
+    for n in names:
+        t0 = time.monotonic()
+        path = get_checkpoint(n, out=args.out, force=args.force)
+        print(f"{n:28s} {time.monotonic() - t0:7.1f}s  {path}", flush=True)
+    if args.sample:
+        print(f"sample -> {write_sample(args.sample)}", flush=True)
+    print(f"total {time.monotonic() - t_all:.1f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Sanity checks of the generated test checkpoints themselves (and of the bundled sample).
+
+These pin down what the other tests rely on: each scenario's checkpoint really has the batches,
+operators, codec, snapshots and end state that its ``expected.json`` claims, as Spark itself reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import oracle
+from tests.spark_checkpoints import CODEC_MAGIC, REPO, SCENARIOS
+
+pytestmark = pytest.mark.spark
+
+ALL = sorted(SCENARIOS)
+STATE_FILE = re.compile(r"^\d+\.(delta|snapshot)$")
+SAMPLE = REPO / "resources" / "sample_checkpoint"
+
+
+def _expected(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "expected.json").read_text())
+
+
+def _ids(d: Path) -> list[int]:
+    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit())
+
+
+def _state_files(cp: Path) -> list[Path]:
+    return sorted(p for p in (cp / "state").rglob("*") if p.is_file() and STATE_FILE.match(p.name))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_folder_layout_and_logs(checkpoint, name):
+    folder = checkpoint(name)
+    exp = _expected(folder)
+    cp = folder / "checkpoint"
+    assert exp["scenario"] == name
+    assert (cp / "metadata").is_file()
+    assert set(p.name for p in cp.iterdir() if not p.name.startswith(".")) <= {
+        "metadata",
+        "offsets",
+        "commits",
+        "sources",
+        "state",
+    }
+    assert _ids(cp / "offsets") == exp["batches"]
+    assert _ids(cp / "commits") == exp["committed_batches"]
+    assert (cp / ".metadata.crc").is_file(), "Hadoop's hidden checksum sidecars are part of a real checkpoint"
+    assert len(exp["batches"]) >= 2
+    first = (cp / "offsets" / str(exp["batches"][0])).read_text().split("\n")
+    assert first[0] == "v1"
+    conf = json.loads(first[1])["conf"]
+    assert conf["spark.sql.shuffle.partitions"] == str(exp["num_partitions"])
+    assert conf.get("spark.sql.streaming.stateStore.compression.codec", "lz4") == exp["codec"]
+    for op in exp["operators"]:
+        parts = sorted(int(p.name) for p in (cp / "state" / str(op["operator_id"])).iterdir() if p.name.isdigit())
+        assert parts == list(range(exp["num_partitions"]))
+    outputs = json.loads((folder / "output.json").read_text())
+    assert len(outputs) == exp["output_rows"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_batch_but_the_failed_one_committed(checkpoint, name):
+    exp = _expected(checkpoint(name))
+    if name == "uncommitted":
+        assert exp["committed_batches"] == [b for b in exp["batches"] if b != exp["uncommitted_batch"]]
+        assert exp["uncommitted_batch"] == max(exp["batches"])
+    else:
+        assert exp["committed_batches"] == exp["batches"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_operators_in_state_metadata(spark, checkpoint, name):
+    folder = checkpoint(name)
+    exp = _expected(folder)
+    rows = oracle.read_state_metadata(spark, folder / "checkpoint")
+    got = sorted((r["operatorId"], r["operatorName"], r["stateStoreName"], r["numPartitions"]) for r in rows)
+    want = sorted(
+        (op["operator_id"], op["operator_name"], store, exp["num_partitions"])
+        for op in exp["operators"]
+        for store in op["store_names"]
+    )
+    assert got == want
+    committed = exp["committed_batches"]
+    assert all(r["maxBatchId"] == max(committed) for r in rows)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_statestore_reader_returns_rows(spark, checkpoint, name):
+    folder = checkpoint(name)
+    exp = _expected(folder)
+    cp = folder / "checkpoint"
+    for op in exp["operators"]:
+        if op["expected_kind"] == "join":
+            for side in ("left", "right"):
+                rows = oracle.read_state(spark, cp, op["operator_id"], join_side=side)
+                assert rows, side
+            for store in op["store_names"]:
+                assert oracle.read_state(spark, cp, op["operator_id"], store_name=store), store
+        else:
+            rows = oracle.read_state(spark, cp, op["operator_id"])
+            assert rows
+            assert {p for p, _, _ in rows} <= set(range(exp["num_partitions"]))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_state_files_use_the_codec(checkpoint, name):
+    folder = checkpoint(name)
+    exp = _expected(folder)
+    files = _state_files(folder / "checkpoint")
+    assert files
+    magic = CODEC_MAGIC[exp["codec"]]
+    for f in files:
+        assert f.read_bytes()[: len(magic)] == magic, f
+    if name.startswith("codec_"):
+        assert exp["codec"] == name.removeprefix("codec_")
+        assert exp["codec_magic"] == magic.hex()
+
+
+def test_snapshot_scenario_has_snapshots(checkpoint):
+    folder = checkpoint("agg_many_partitions")
+    exp = _expected(folder)
+    cp = folder / "checkpoint"
+    snaps = [p for p in _state_files(cp) if p.suffix == ".snapshot"]
+    assert snaps, "maintenance wrote no .snapshot file"
+    assert sorted(p.relative_to(cp).as_posix() for p in snaps) == exp["snapshot_files"]
+    assert exp["num_partitions"] == 4
+    assert len(exp["batches"]) >= 6
+
+
+@pytest.mark.parametrize("name", ["agg_count", "agg_many_partitions", "codec_zstd", "codec_snappy", "codec_lzf"])
+def test_aggregation_end_state(spark, checkpoint, name):
+    folder = checkpoint(name)
+    exp = _expected(folder)
+    rows = oracle.read_state(spark, folder / "checkpoint")
+    assert {k[0]: list(v) for _, k, v in rows} == exp["final_state"]
+
+
+def test_uncommitted_batch(spark, checkpoint):
+    folder = checkpoint("uncommitted")
+    exp = _expected(folder)
+    cp = folder / "checkpoint"
+    b = exp["uncommitted_batch"]
+    assert (cp / "offsets" / str(b)).is_file()
+    assert not (cp / "commits" / str(b)).exists()
+    # The failed batch did write its state version (b + 1) before the sink raised.
+    for p in range(exp["num_partitions"]):
+        assert (cp / "state" / "0" / str(p) / f"{b + 1}.delta").is_file()
+    # Spark reads the last *committed* batch by default.
+    rows = oracle.read_state(spark, cp)
+    assert {k[0]: list(v) for _, k, v in rows} == exp["final_state"]
+    assert exp["final_state"] != exp["final_state_including_uncommitted"]
+
+
+@pytest.mark.parametrize("name", ["pandas_state_processing", "pandas_state_event"])
+def test_pandas_leak_state(spark, checkpoint, name):
+    folder = checkpoint(name)
+    exp = _expected(folder)
+    rows = oracle.read_state(spark, folder / "checkpoint")
+    state = {k[0]: v for _, k, v in rows}
+    assert sorted(state) == exp["final_keys"]
+    assert exp["leaked"], "the scenario must leak at least one key"
+    assert exp["removed"], "the scenario must remove at least one key on timeout"
+    last = str(max(exp["committed_batches"]))
+    now = exp["batch_watermark_ms"][last] if "event" in name else exp["batch_timestamp_ms"][last]
+    for key, want in exp["expected_state"].items():
+        (cnt, _total, _last, _info), timeout = state[key]
+        assert timeout == want["timeout_ms"], key
+        assert cnt == want["cnt"], key
+    for key in exp["leaked"]:
+        timeout = state[key][1]
+        assert 0 < timeout < now, f"{key} should hold an expired timeout"
+    assert any(v[1] == -1 for v in state.values()), "some key updated without a timeout (-1)"
+
+
+def test_rich_types_round_trip(spark, checkpoint):
+    from readers.model import CalendarInterval
+
+    folder = checkpoint("rich_types")
+    exp = _expected(folder)
+    rows = oracle.read_state(spark, folder / "checkpoint")
+    assert len(rows) == exp["groups"]
+    keys = [k for _, k, _ in rows]
+    assert len(keys[0]) == len(exp["key_columns"])
+    # every key column is null in some group and non-null in another
+    for i, (col, _typ) in enumerate(exp["key_columns"]):
+        values = [k[i] for k in keys]
+        assert None in values, col
+        assert any(v is not None for v in values), col
+    flat = [x for _, k, v in rows for x in _walk((k, v))]
+    assert any(isinstance(x, float) and math.isnan(x) for x in flat)
+    assert float("inf") in flat and float("-inf") in flat
+    assert any(isinstance(x, CalendarInterval) for x in flat)
+    assert any(isinstance(x, bytes) for x in flat)
+    assert "héllo ✓ 😀 世界" in flat
+    assert 1704164645123456 in flat  # TIMESTAMP / TIMESTAMP_NTZ '2024-01-02 03:04:05.123456' as µs
+    assert -1 in flat  # TIMESTAMP '1969-12-31 23:59:59.999999'
+    assert -25567 in flat  # DATE '1900-01-01' as days
+
+
+def _walk(v: Any):
+    if isinstance(v, (tuple, list)) and not isinstance(v, str):
+        if isinstance(v, tuple) and type(v).__name__ == "CalendarInterval":
+            yield v
+            return
+        for x in v:
+            yield from _walk(x)
+    else:
+        yield v
+
+
+@pytest.mark.parametrize("name", ["window_agg_watermark", "dedup_watermark"])
+def test_watermark_evictions_in_change_feed(spark, checkpoint, name):
+    folder = checkpoint(name)
+    changes = oracle.read_change_feed(spark, folder / "checkpoint", 0)
+    kinds = {c[1] for c in changes}
+    assert kinds == {"update", "delete"}
+    assert all(c[4] is None for c in changes if c[1] == "delete")
+
+
+def test_join_evicts(spark, checkpoint):
+    folder = checkpoint("join")
+    changes = oracle.read_change_feed(spark, folder / "checkpoint", 0, store_name="left-keyToNumValues")
+    assert any(c[1] == "delete" for c in changes)
+
+
+def test_cached_second_call_is_the_same_folder(checkpoint):
+    from tests.spark_checkpoints import get_checkpoint
+
+    assert get_checkpoint("agg_count") == checkpoint("agg_count")
+    assert not list(checkpoint("agg_count").parent.glob("agg_count.tmp-*"))
+
+
+def test_bundled_sample(spark):
+    assert (SAMPLE / "metadata").is_file(), "run: python -m tests.spark_checkpoints --sample resources/sample_checkpoint"
+    size = sum(p.stat().st_size for p in SAMPLE.rglob("*") if p.is_file())
+    assert size < 300_000
+    assert list(SAMPLE.rglob(".*.crc")), "the sample keeps Hadoop's hidden .crc files"
+    meta = oracle.read_state_metadata(spark, SAMPLE)
+    assert [(m["operatorName"], m["numPartitions"]) for m in meta] == [("applyInPandasWithState", 2)]
+    rows = oracle.read_state(spark, SAMPLE)
+    state = {k[0]: v for _, k, v in rows}
+    commits = _ids(SAMPLE / "commits")
+    offsets_last = json.loads((SAMPLE / "offsets" / str(commits[-1])).read_text().split("\n")[1])
+    watermark = offsets_last["batchWatermarkMs"]
+    leaked = sorted(k for k, v in state.items() if 0 < v[1] < watermark)
+    assert leaked == ["leak1", "leak2", "leak3", "leak4"]
