@@ -541,3 +541,185 @@ def test_mutated_real_logs_give_value_or_statelens_error(kind, edits):
     except StatelensError as err:
         error = err
     assert error is None or error.path == "f"
+
+
+# --- every log file of every real scenario (PySpark 4.3.0) ----------------------------------------
+
+SCENARIOS = [
+    "agg_count",
+    "window_agg_watermark",
+    "dedup_watermark",
+    "join",
+    "pandas_state_processing",
+    "pandas_state_event",
+    "codec_zstd",
+    "codec_snappy",
+    "codec_lzf",
+    "rich_types",
+    "uncommitted",
+    "agg_many_partitions",
+]
+
+
+def _batch_files(folder):
+    """``{batch_id: path}`` of a metadata log folder, skipping what Spark skips (.crc, temp files)."""
+    out = {}
+    for p in folder.iterdir():
+        batch_id = logs.batch_id_from_name(p.name)
+        if batch_id is not None:
+            out[batch_id] = p
+        else:
+            assert p.name.startswith(".") or p.name.endswith(".compact"), p
+    return dict(sorted(out.items()))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_log_file_of_real_checkpoints(checkpoint, name):
+    scenario = checkpoint(name)
+    expected = json.loads((scenario / "expected.json").read_text())
+    cp = scenario / "checkpoint"
+
+    query_id = logs.parse_metadata((cp / "metadata").read_bytes(), "metadata")
+    assert len(query_id) == 36
+    assert query_id.count("-") == 4
+
+    offsets = {
+        b: logs.parse_offsets(p.read_bytes(), f"offsets/{b}", b)
+        for b, p in _batch_files(cp / "offsets").items()
+    }
+    assert list(offsets) == expected["batches"]
+    for b, e in offsets.items():
+        assert (e.batch_id, e.format_version, e.path) == (b, 1, f"offsets/{b}")
+        assert e.watermark_ms == expected["batch_watermark_ms"][str(b)]
+        assert e.timestamp_ms == expected["batch_timestamp_ms"][str(b)]
+        assert all(isinstance(v, str) for v in e.conf.values())
+        # every scenario reads files: each source offset is {"logOffset": n}
+        assert [s.source_kind for s in e.sources] == ["file"] * len(e.sources)
+        assert [s.raw for s in e.sources] == [json.dumps(s.parsed, separators=(",", ":")) for s in e.sources]
+
+    commits = {
+        b: logs.parse_commit(p.read_bytes(), f"commits/{b}", b)
+        for b, p in _batch_files(cp / "commits").items()
+    }
+    assert list(commits) == expected["committed_batches"]
+    for b, c in commits.items():
+        assert (c.format_version, c.state_unique_ids, c.extra) == (1, None, {})
+        assert c.next_watermark_ms == expected["next_watermark_ms"][str(b)]
+
+    conf = logs.effective_conf(offsets.values())
+    assert int(conf["spark.sql.shuffle.partitions"]) == expected["num_partitions"]
+    assert conf["spark.sql.streaming.stateStore.compression.codec"] == expected["codec"]
+    assert conf["spark.sql.streaming.stateStore.providerClass"].rsplit(".", 1)[-1] == expected["provider"]
+
+    # sources/<i>/: the files each source took, one log file per source batch
+    last = offsets[max(offsets)]
+    total_entries = 0
+    for i, source in enumerate(last.sources):
+        entries = []
+        for b, p in _batch_files(cp / "sources" / str(i)).items():
+            got = logs.parse_file_source_log(p.read_bytes(), f"sources/{i}/{b}")
+            assert {e["batchId"] for e in got} == {b}
+            entries.extend(got)
+        assert max(e["batchId"] for e in entries) == source.parsed["logOffset"]
+        assert len({e["path"] for e in entries}) == len(entries)
+        total_entries += len(entries)
+    inputs = [p for p in (scenario / "input").rglob("*") if p.is_file() and not p.name.startswith(".")]
+    assert total_entries == len(inputs)
+
+
+# --- offsets v2 and commits v2, written by PySpark 4.3.0 in this session --------------------------
+
+
+def _run_files_query(spark, base, build, mode, conf, batches):
+    """Run ``build(df)`` over JSON files ``user, v, ts``, one file per trigger; returns the checkpoint."""
+    from tests.spark_checkpoints import session_conf
+
+    src = base / "in"
+    src.mkdir(parents=True)
+    cp = base / "checkpoint"
+    with session_conf(spark, conf):
+        for i, rows in enumerate(batches):
+            (src / f"part-{i:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            df = spark.readStream.schema("user STRING, v LONG, ts TIMESTAMP").json(str(src))
+            q = (
+                build(df)
+                .writeStream.format("noop")
+                .outputMode(mode)
+                .option("checkpointLocation", str(cp))
+                .trigger(availableNow=True)
+                .start()
+            )
+            q.awaitTermination()
+    return cp
+
+
+_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_V2_BATCHES = [
+    [
+        {"user": "a", "v": 1, "ts": "2024-01-01T00:00:01Z"},
+        {"user": "b", "v": 2, "ts": "2024-01-01T00:00:02Z"},
+    ],
+    [{"user": "a", "v": 3, "ts": "2024-01-01T00:00:30Z"}],
+    [{"user": "c", "v": 4, "ts": "2024-01-01T00:01:30Z"}],
+]
+
+
+@pytest.fixture(scope="module")
+def v2_formats_checkpoint(spark, tmp_path_factory):
+    """A RocksDB aggregation with offsets log v2 and checkpoint format v2 (commits v2)."""
+    conf = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.streaming.stateStore.providerClass": _ROCKSDB,
+        "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
+        "spark.sql.streaming.offsetLog.formatVersion": "2",
+    }
+    cp = _run_files_query(
+        spark,
+        tmp_path_factory.mktemp("v2_formats"),
+        lambda df: df.groupBy("user").count(),
+        "update",
+        conf,
+        _V2_BATCHES,
+    )
+    return spark, cp
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_offsets_v2_and_commits_v2_written_by_spark(v2_formats_checkpoint):
+    from tests.oracle import read_state_metadata
+    from tests.spark_checkpoints import session_conf
+
+    spark, cp = v2_formats_checkpoint
+    offsets = {
+        b: logs.parse_offsets(p.read_bytes(), str(p), b) for b, p in _batch_files(cp / "offsets").items()
+    }
+    commits = {
+        b: logs.parse_commit(p.read_bytes(), str(p), b) for b, p in _batch_files(cp / "commits").items()
+    }
+    assert list(offsets) == list(commits) == [0, 1, 2]
+    for b, e in offsets.items():
+        assert e.format_version == 2
+        assert "sourceMetadataInfo" in e.extra
+        assert [(s.source_id, s.parsed, s.source_kind) for s in e.sources] == [
+            ("0", {"logOffset": b}, "file")
+        ]
+    conf = logs.effective_conf(offsets.values())
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == _ROCKSDB
+
+    # Each commit names, per partition, the unique id of the RocksDB checkpoint the batch wrote:
+    # state/0/<p>/<b+1>_<uniqueId>.zip must exist.
+    for b, c in commits.items():
+        assert c.format_version == 2
+        assert set(c.state_unique_ids) == {"0"}
+        per_partition = c.state_unique_ids["0"]
+        assert len(per_partition) == 2
+        for p, ids in enumerate(per_partition):
+            assert len(ids) == 1
+            assert (cp / "state" / "0" / str(p) / f"{b + 1}_{ids[0]}.zip").is_file()
+
+    # Spark's state-metadata reads minBatchId/maxBatchId from the same commit log.
+    with session_conf(spark, {"spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}):
+        (row,) = read_state_metadata(spark, cp)
+    assert (row["minBatchId"], row["maxBatchId"]) == (min(commits), max(commits))

@@ -617,3 +617,232 @@ def test_mutated_real_schemas_give_value_or_statelens_error(name, edits):
         assert all(isinstance(s, StoreSchema) for s in result.values())
     else:
         assert error.path == "f"
+
+
+# --- every schema file of every real scenario, against Spark's own reader (PySpark 4.3.0) ---------
+
+SCENARIOS = [
+    "agg_count",
+    "window_agg_watermark",
+    "dedup_watermark",
+    "join",
+    "pandas_state_processing",
+    "pandas_state_event",
+    "codec_zstd",
+    "codec_snappy",
+    "codec_lzf",
+    "rich_types",
+    "uncommitted",
+    "agg_many_partitions",
+]
+
+
+def assert_same_fields(ours, spark_struct, what):
+    """Field by field, by position: names, types, nullability (names may repeat)."""
+    assert len(ours.fields) == len(spark_struct.fields), what
+    for i, (a, b) in enumerate(zip(ours.fields, spark_struct.fields, strict=True)):
+        assert (a.name, a.dataType, a.nullable) == (b.name, b.dataType, b.nullable), f"{what} field {i}"
+
+
+def _ddl_fields(spark, ddl):
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(ddl)
+    return [(f.name, f.dataType) for f in schema.fields]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_schema_file_of_real_checkpoints(spark, checkpoint, name):
+    scenario = checkpoint(name)
+    expected = json.loads((scenario / "expected.json").read_text())
+    cp = scenario / "checkpoint"
+    for op in expected["operators"]:
+        op_id = op["operator_id"]
+        default_store = op["store_names"] == ["default"]
+        # only partition 0 has the schema file (spec §5.1)
+        for p in range(1, expected["num_partitions"]):
+            assert not list((cp / "state" / str(op_id) / str(p)).rglob("_metadata"))
+        for store in op["store_names"]:
+            rel = (
+                f"state/{op_id}/0/_metadata/schema"
+                if default_store
+                else f"state/{op_id}/0/{store}/_metadata/schema"
+            )
+            s = schemas.parse_schema_file((cp / rel).read_bytes(), rel)
+            assert (s.schema_version, s.path) == (2, rel)
+            reader = spark.read.format("statestore").option("operatorId", str(op_id))
+            if not default_store:
+                reader = reader.option("storeName", store)
+            spark_schema = reader.load(str(cp)).schema
+            assert_same_fields(s.key_schema, spark_schema["key"].dataType, f"{name} {store} key")
+            assert_same_fields(s.value_schema, spark_schema["value"].dataType, f"{name} {store} value")
+            # and against what the generator knows
+            if "key_schema" in expected and default_store:
+                assert [(f.name, f.dataType) for f in s.key_schema.fields] == _ddl_fields(
+                    spark, expected["key_schema"]
+                )
+            if "key_columns" in expected:
+                ddl = ", ".join(f"{n} {t}" for n, t in expected["key_columns"])
+                assert [(f.name, f.dataType) for f in s.key_schema.fields] == _ddl_fields(spark, ddl)
+            if op["expected_kind"] == "join":
+                side = store.split("-", 1)[0]
+                cols = expected[f"{side}_columns"]
+                if store.endswith("keyWithIndexToValue"):
+                    assert [f.name for f in s.value_schema.fields] == [*cols, "matched"]
+                    assert [f.name for f in s.key_schema.fields][-1] == "index"
+                else:
+                    assert [f.name for f in s.value_schema.fields] == ["value"]
+
+
+# --- v3 schema files and v2 operator metadata, written by PySpark 4.3.0 in this session -----------
+
+
+def _run_files_query(spark, base, build, mode, conf, batches):
+    from tests.spark_checkpoints import session_conf
+
+    src = base / "in"
+    src.mkdir(parents=True)
+    cp = base / "checkpoint"
+    with session_conf(spark, conf):
+        for i, rows in enumerate(batches):
+            (src / f"part-{i:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            df = spark.readStream.schema("user STRING, v LONG, ts TIMESTAMP").json(str(src))
+            q = (
+                build(df)
+                .writeStream.format("noop")
+                .outputMode(mode)
+                .option("checkpointLocation", str(cp))
+                .trigger(availableNow=True)
+                .start()
+            )
+            q.awaitTermination()
+    return cp
+
+
+_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_BATCHES = [
+    [
+        {"user": "a", "v": 1, "ts": "2024-01-01T00:00:01Z"},
+        {"user": "b😀", "v": 2, "ts": "2024-01-01T00:00:02Z"},
+    ],
+    [{"user": "a", "v": 3, "ts": "2024-01-01T00:00:30Z"}],
+    [{"user": "c", "v": 4, "ts": "2024-01-01T00:01:30Z"}],
+]
+
+
+def _tws_query(df):
+    import pandas as pd
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class Processor(StatefulProcessor):
+        def init(self, handle):
+            self.cnt = handle.getValueState("cnt", "c LONG")
+            self.lst = handle.getListState("lst", "s STRING, n LONG")
+            self.mp = handle.getMapState("mp", "mk STRING", "mv LONG")
+
+        def handleInputRows(self, key, rows, timerValues):
+            n = sum(len(pdf) for pdf in rows)
+            c = (self.cnt.get()[0] if self.cnt.exists() else 0) + n
+            self.cnt.update((c,))
+            self.lst.appendValue((key[0], c))
+            self.mp.updateValue((key[0] + "_k",), (c,))
+            yield pd.DataFrame({"user": [key[0]], "c": [c]})
+
+        def close(self):
+            pass
+
+    return df.groupBy("user").transformWithStateInPandas(
+        Processor(), outputStructType="user STRING, c LONG", outputMode="Update", timeMode="None"
+    )
+
+
+def _join_query(df):
+    from pyspark.sql import functions as F
+
+    left = df.select(F.col("user").alias("lu"), F.col("ts").alias("lts")).withWatermark("lts", "10 seconds")
+    right = df.select(F.col("user").alias("ru"), F.col("ts").alias("rts")).withWatermark("rts", "10 seconds")
+    return left.join(
+        right, F.expr("lu = ru AND rts BETWEEN lts - interval 5 seconds AND lts + interval 5 seconds")
+    )
+
+
+@pytest.fixture(scope="module")
+def v3_checkpoints(spark, tmp_path_factory):
+    """transformWithStateInPandas and a join with state format v4: both write v3 schema files."""
+    base = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.stateStore.providerClass": _ROCKSDB}
+    tws = _run_files_query(spark, tmp_path_factory.mktemp("tws"), _tws_query, "update", base, _BATCHES)
+    join_conf = {**base, "spark.sql.streaming.join.stateFormatVersion": "4"}
+    join = _run_files_query(
+        spark, tmp_path_factory.mktemp("join_v4"), _join_query, "append", join_conf, _BATCHES
+    )
+    return {"tws": tws, "join_v4": join}
+
+
+def _v3_schemas_via_operator_metadata(cp):
+    """Follow state/0/_metadata/v2/<latest> to the v3 schema file(s) of the copy (spec §8.2)."""
+    from readers import logs, opmeta
+
+    meta_dir = cp / "state" / "0" / "_metadata" / "v2"
+    latest = max(b for p in meta_dir.iterdir() if (b := logs.batch_id_from_name(p.name)) is not None)
+    meta = opmeta.parse_operator_metadata(
+        (meta_dir / str(latest)).read_bytes(), f"state/0/_metadata/v2/{latest}"
+    )
+    assert meta.format_version == 2
+    (store,) = meta.stores
+    (uri,) = store.state_schema_file_paths
+    rel = opmeta.schema_file_relpath(meta.operator_id, store.store_name, uri)
+    assert (cp / rel).is_file()
+    return meta, schemas.parse_schema_v3((cp / rel).read_bytes(), rel)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_v3_transform_with_state_against_spark(spark, v3_checkpoints):
+    from tests.oracle import read_state_metadata
+
+    cp = v3_checkpoints["tws"]
+    meta, out = _v3_schemas_via_operator_metadata(cp)
+    assert meta.operator_name == "transformWithStateInPandasExec"
+    assert {v["stateName"] for v in meta.properties["stateVariables"]} == {"cnt", "lst", "mp"}
+    (row,) = read_state_metadata(spark, cp)
+    assert json.loads(row["operatorProperties"]) == meta.properties
+    assert set(out) >= {"cnt", "lst", "mp"}
+
+    def spark_schema(var):
+        return spark.read.format("statestore").option("stateVarName", var).load(str(cp)).schema
+
+    cnt = spark_schema("cnt")
+    assert_same_fields(out["cnt"].key_schema, cnt["key"].dataType, "cnt key")
+    assert_same_fields(out["cnt"].value_schema, cnt["value"].dataType, "cnt value")
+    lst = spark_schema("lst")
+    assert_same_fields(out["lst"].key_schema, lst["key"].dataType, "lst key")
+    assert_same_fields(out["lst"].value_schema, lst["list_element"].dataType, "lst element")
+    mp = spark_schema("mp")
+    assert_same_fields(out["mp"].key_schema.fields[0].dataType, mp["key"].dataType, "mp grouping key")
+    assert_same_fields(out["mp"].user_key_schema, mp["user_map_key"].dataType, "mp user key")
+    assert_same_fields(out["mp"].value_schema, mp["user_map_value"].dataType, "mp value")
+    assert out["mp"].key_encoder["keyStateEncoderType"] == "PrefixKeyScanStateEncoderSpec"
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_v3_join_v4_against_spark(spark, v3_checkpoints):
+    cp = v3_checkpoints["join_v4"]
+    meta, out = _v3_schemas_via_operator_metadata(cp)
+    assert meta.properties == {"useVirtualColumnFamilies": True}
+    assert sorted(out) == [
+        "left-keyWithTsToValues",
+        "left-tsWithKey",
+        "right-keyWithTsToValues",
+        "right-tsWithKey",
+    ]
+    for side in ("left", "right"):
+        spark_schema = spark.read.format("statestore").option("joinSide", side).load(str(cp)).schema
+        ours = out[f"{side}-keyWithTsToValues"]
+        assert_same_fields(ours.key_schema, spark_schema["key"].dataType, f"{side} key")
+        # the store keeps a trailing "matched" flag that the joinSide view drops
+        value = spark_schema["value"].dataType
+        assert [f.name for f in ours.value_schema.fields] == [*value.fieldNames(), "matched"]
+        for a, b in zip(ours.value_schema.fields, value.fields, strict=False):
+            assert (a.name, a.dataType) == (b.name, b.dataType)
