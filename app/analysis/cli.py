@@ -116,6 +116,44 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
     return _exit_for(ckpt, result.problems)
 
 
+# -- timeline ------------------------------------------------------------------------------------------
+def _source_text(s: Any) -> str:
+    if s.files is not None:
+        return f"{s.index}:{s.kind} {s.files} files"
+    if s.records is not None:
+        return f"{s.index}:{s.kind} {s.records} records" if s.kind == "kafka" else f"{s.index}:{s.kind} +{s.records}"
+    return f"{s.index}:{s.kind} ?" + (f" ({s.note})" if s.note else "")
+
+
+def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
+    from app.analysis.timeline import iter_timeline
+    from app.cli import _open, format_table
+
+    ckpt = _open(args)
+    timeline = _drive(iter_timeline(ckpt))
+    if args.json:
+        json.dump(timeline.to_json(), out, indent=1, ensure_ascii=False, default=str)
+        out.write("\n")
+        return _exit_for(ckpt, timeline.problems)
+    rows = []
+    for r in timeline.rows:
+        changes = "; ".join(f"{k.removeprefix('spark.sql.')}: {a} -> {b}" for k, (a, b) in r.conf_changes.items())
+        rows.append([
+            r.batch_id, _fmt_ms(r.timestamp_ms), _dur(r.interval_ms), _fmt_ms(r.watermark_ms),
+            _dur(r.watermark_move_ms) if r.watermark_move_ms else ("" if r.watermark_move_ms is None else "0"),
+            "yes" if r.committed else ("NO" if r.has_offsets else "no offsets"),
+            ", ".join(_source_text(s) for s in r.sources), changes,
+        ])
+    out.write(format_table(
+        ["batch", "start (UTC)", "interval", "watermark (UTC)", "wm moved", "committed", "sources", "conf changes"],
+        rows,
+    ) + "\n")
+    med = timeline.median_interval_ms()
+    if med is not None:
+        out.write(f"\nmedian interval {_dur(int(med))}, longest {_dur(max(timeline.intervals_ms()))}\n")
+    return _exit_for(ckpt, timeline.problems)
+
+
 # -- registration --------------------------------------------------------------------------------------
 def add_commands(sub: Any) -> None:
     """Add ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
@@ -134,3 +172,8 @@ def add_commands(sub: Any) -> None:
                    help="override the inferred timeout kind of (flat)MapGroupsWithState/applyInPandasWithState")
     p.add_argument("--json", action="store_true", help="print a JSON list of findings")
     p.set_defaults(func=cmd_expired)
+
+    p = sub.add_parser("timeline", help="per batch: start, interval, watermark, commit, records per source, conf changes")
+    p.add_argument("checkpoint")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_timeline)

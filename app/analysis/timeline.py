@@ -1,0 +1,282 @@
+"""Batch timeline: when each batch started, how the watermark moved, what each source read (issue 3 §3).
+
+Reads ``offsets/<b>`` (start timestamp ``batchTimestampMs``, watermark ``batchWatermarkMs``, pinned
+``conf``, one offset per source), ``commits/<b>`` (committed, ``nextBatchWatermarkMs``) and the file
+sources' own logs ``sources/<i>/<n>`` / ``<n>.compact`` (``shared/spec/checkpoint-format.md`` §2.2–§2.5).
+
+Records per batch where offsets allow: Kafka ``offsets(b) - offsets(b-1)`` per partition (batch 0 from
+the initial offsets in ``sources/<i>/0``); file sources: the files listed in their log for the log
+offsets the batch advanced over; ``long`` offsets (memory, rate): the offset delta.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from readers import logs
+from readers.errors import StatelensError
+from readers.model import Progress
+
+
+@dataclass(frozen=True)
+class SourceActivity:
+    """What one source read in one batch."""
+
+    index: int
+    kind: str
+    offset: Any
+    records: int | None = None  # Kafka: offset deltas summed; long: offset delta
+    files: int | None = None  # file source: files taken by this batch
+    per_partition: dict[str, int | None] = field(default_factory=dict)  # Kafka "topic/partition" -> records
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "offset": self.offset,
+            "records": self.records,
+            "files": self.files,
+            "per_partition": dict(self.per_partition),
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One batch of the timeline."""
+
+    batch_id: int
+    timestamp_ms: int | None
+    interval_ms: int | None  # since the previous batch's start
+    watermark_ms: int | None
+    watermark_move_ms: int | None  # vs the previous batch; None when either had no watermark
+    next_watermark_ms: int | None
+    committed: bool
+    has_offsets: bool
+    sources: tuple[SourceActivity, ...]
+    conf_changes: dict[str, tuple[str | None, str | None]]
+
+    @property
+    def version(self) -> int:
+        """The state version this batch writes (spec §1.2)."""
+        return self.batch_id + 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "timestamp_ms": self.timestamp_ms,
+            "interval_ms": self.interval_ms,
+            "watermark_ms": self.watermark_ms,
+            "watermark_move_ms": self.watermark_move_ms,
+            "next_watermark_ms": self.next_watermark_ms,
+            "committed": self.committed,
+            "has_offsets": self.has_offsets,
+            "sources": [s.to_json() for s in self.sources],
+            "conf_changes": {k: {"before": a, "after": b} for k, (a, b) in self.conf_changes.items()},
+        }
+
+
+@dataclass
+class Timeline:
+    """The whole batch timeline and a few summary numbers."""
+
+    rows: list[BatchRow]
+    problems: list[StatelensError]
+
+    def intervals_ms(self) -> list[int]:
+        return [r.interval_ms for r in self.rows if r.interval_ms is not None]
+
+    def median_interval_ms(self) -> float | None:
+        iv = self.intervals_ms()
+        return statistics.median(iv) if iv else None
+
+    def to_json(self) -> dict[str, Any]:
+        iv = self.intervals_ms()
+        return {
+            "batches": [r.to_json() for r in self.rows],
+            "median_interval_ms": self.median_interval_ms(),
+            "max_interval_ms": max(iv) if iv else None,
+            "uncommitted": [r.batch_id for r in self.rows if not r.committed],
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+class _FileSourceLog:
+    """Files per log offset of one file source, read lazily from ``sources/<i>/``."""
+
+    def __init__(self, ckpt: Any, index: int, problems: list[StatelensError]):
+        self.ckpt = ckpt
+        self.dir = f"sources/{index}"
+        self.problems = problems
+        self._plain: dict[int, str] = {}
+        self._compact: dict[int, str] = {}
+        for e in ckpt.fs.list_dir(self.dir):
+            if e.is_dir or e.name.startswith("."):
+                continue
+            if logs.is_batch_file_name(e.name):
+                self._plain[int(e.name)] = e.path
+            elif e.name.endswith(".compact") and e.name[: -len(".compact")].isdigit():
+                self._compact[int(e.name[: -len(".compact")])] = e.path
+        self._cache: dict[str, list[dict[str, Any]] | None] = {}
+
+    @property
+    def present(self) -> bool:
+        return bool(self._plain or self._compact)
+
+    def _entries(self, path: str) -> list[dict[str, Any]] | None:
+        if path not in self._cache:
+            try:
+                self._cache[path] = logs.parse_file_source_log(self.ckpt.fs.read_bytes(path), path)
+            except StatelensError as err:
+                self.problems.append(err)
+                self._cache[path] = None
+        return self._cache[path]
+
+    def files_at(self, log_offset: int) -> int | None:
+        if log_offset in self._plain:
+            entries = self._entries(self._plain[log_offset])
+            return None if entries is None else len(entries)
+        later = [c for c in self._compact if c >= log_offset]
+        if later:
+            entries = self._entries(self._compact[min(later)])
+            if entries is None:
+                return None
+            return sum(1 for e in entries if e.get("batchId") == log_offset)
+        return None
+
+
+def _long(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def iter_timeline(ckpt: Any) -> Generator[Progress, None, Timeline]:
+    """Build the batch timeline of a checkpoint.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+        The opened checkpoint.
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    Timeline
+    """
+    problems: list[StatelensError] = []
+    file_logs: dict[int, _FileSourceLog] = {}
+    kafka_initial: dict[int, Any] = {}
+    rows: list[BatchRow] = []
+    prev_batch: Any = None
+    total = len(ckpt.batches)
+    for n, b in enumerate(ckpt.batches):
+        if n % 100 == 0:
+            yield Progress(n, total, "timeline")
+        off = b.offsets
+        prev_off = prev_batch.offsets if prev_batch is not None and prev_batch.batch_id == b.batch_id - 1 else None
+        ts = b.timestamp_ms
+        prev_ts = prev_batch.timestamp_ms if prev_batch is not None else None
+        wm = b.watermark_ms
+        prev_wm = prev_batch.watermark_ms if prev_batch is not None else None
+        sources: list[SourceActivity] = []
+        if off is not None:
+            for s in off.sources:
+                before = None
+                if prev_off is not None:
+                    before = next((p for p in prev_off.sources if p.index == s.index), None)
+                sources.append(_activity(ckpt, s, before, b.batch_id, file_logs, kafka_initial, problems))
+        conf_changes: dict[str, tuple[str | None, str | None]] = {}
+        if off is not None and prev_off is not None and off.conf and prev_off.conf:
+            for key in sorted(set(off.conf) | set(prev_off.conf)):
+                a, c = prev_off.conf.get(key), off.conf.get(key)
+                if a != c:
+                    conf_changes[key] = (a, c)
+        rows.append(
+            BatchRow(
+                batch_id=b.batch_id,
+                timestamp_ms=ts,
+                interval_ms=(ts - prev_ts) if ts is not None and prev_ts is not None else None,
+                watermark_ms=wm,
+                # 0 means "no watermark yet" (spec §2.2): the first real one is not a move.
+                watermark_move_ms=(wm - prev_wm) if wm is not None and prev_wm else None,
+                next_watermark_ms=b.commit.next_watermark_ms if b.commit is not None else None,
+                committed=b.committed,
+                has_offsets=off is not None,
+                sources=tuple(sources),
+                conf_changes=conf_changes,
+            )
+        )
+        prev_batch = b
+    yield Progress(total, total, "timeline")
+    return Timeline(rows, problems)
+
+
+def _activity(
+    ckpt: Any,
+    s: Any,
+    before: Any,
+    batch_id: int,
+    file_logs: dict[int, _FileSourceLog],
+    kafka_initial: dict[int, Any],
+    problems: list[StatelensError],
+) -> SourceActivity:
+    kind = s.source_kind
+    if s.parsed is None:
+        return SourceActivity(s.index, kind, None, note="no offset yet")
+    if kind == "kafka":
+        prev = before.parsed if before is not None and before.source_kind == "kafka" else None
+        note = ""
+        if prev is None and batch_id == 0:
+            prev = _kafka_initial(ckpt, s.index, kafka_initial, problems)
+            note = f"from the initial offsets in sources/{s.index}/0" if prev is not None else ""
+        if prev is None:
+            return SourceActivity(s.index, kind, s.parsed, note="previous offsets unknown")
+        try:
+            counts = logs.kafka_record_counts(prev, s.parsed)
+        except StatelensError as err:
+            problems.append(err)
+            return SourceActivity(s.index, kind, s.parsed, note=str(err))
+        per = {f"{t}/{p}": c for (t, p), c in counts.items()}
+        known = [c for c in counts.values() if c is not None]
+        return SourceActivity(s.index, kind, s.parsed, sum(known) if known else None, None, per, note)
+    if kind == "file":
+        cur = _long(s.parsed.get("logOffset"))
+        prev_lo = _long(before.parsed.get("logOffset")) if before is not None and before.source_kind == "file" else None
+        flog = file_logs.get(s.index)
+        if flog is None:
+            flog = file_logs[s.index] = _FileSourceLog(ckpt, s.index, problems)
+        if cur is None:
+            return SourceActivity(s.index, kind, s.parsed, note="bad logOffset")
+        start = (prev_lo + 1) if prev_lo is not None else (0 if batch_id == 0 else cur)
+        if prev_lo is not None and cur == prev_lo:
+            return SourceActivity(s.index, kind, s.parsed, files=0, note="no new files")
+        if not flog.present:
+            return SourceActivity(s.index, kind, s.parsed, note=f"no file source log in sources/{s.index}")
+        counts = [flog.files_at(lo) for lo in range(start, cur + 1)]
+        if any(c is None for c in counts):
+            return SourceActivity(s.index, kind, s.parsed, note="file source log entries purged or unreadable")
+        return SourceActivity(s.index, kind, s.parsed, files=sum(counts))  # type: ignore[arg-type]
+    if kind == "long":
+        prev = _long(before.parsed) if before is not None else None
+        cur = _long(s.parsed)
+        delta = (cur - prev) if cur is not None and prev is not None else None
+        return SourceActivity(s.index, kind, s.parsed, records=delta, note="offset delta (source-defined units)")
+    return SourceActivity(s.index, kind, s.parsed)
+
+
+def _kafka_initial(ckpt: Any, index: int, cache: dict[int, Any], problems: list[StatelensError]) -> Any:
+    if index not in cache:
+        path = f"sources/{index}/0"
+        cache[index] = None
+        if ckpt.fs.exists(path):
+            try:
+                cache[index] = logs.parse_kafka_initial_offsets(ckpt.fs.read_bytes(path), path)
+            except StatelensError as err:
+                problems.append(err)
+    return cache[index]
