@@ -1,0 +1,512 @@
+"""Index the record stream inside a decompressed state file: HDFS deltas/snapshots and RocksDB changelogs.
+
+Spark writes these streams with ``java.io.DataOutputStream``, so every length is an int32 big-endian
+(``shared/spec/checkpoint-format.md`` §3.3, §4.4, §11 item 2):
+
+* ``<v>.delta`` / ``<v>.snapshot`` (``HDFSBackedStateStoreProvider.writeUpdateToDeltaFile``,
+  ``writeRemoveToDeltaFile``, ``finalizeDeltaFile``, ``writeSnapshotFile``; Spark 2.x-4.x)::
+
+      put    := keySize:i32 key valueSize:i32 value
+      remove := keySize:i32 key -1:i32          (deltas only)
+      file   := (put | remove)* -1:i32
+
+* RocksDB ``<v>[_<uuid>].changelog`` (``StateStoreChangelogWriterV1``..``V4`` and
+  ``StateStoreChangelogReaderFactory`` in ``StateStoreChangelog.scala``; Spark 3.4+): v1 is the delta
+  layout; v2 starts with ``writeUTF("v2")`` and prefixes every record with a type byte (``01`` put,
+  ``10`` delete, ``11`` merge) and ends with type ``00``; v3 and v4 are v1 and v2 with
+  ``writeUTF("v3"|"v4")`` and ``writeUTF(<lineage JSON>)`` in front.
+
+:func:`scan_records` and :func:`scan_changelog` make one pass over the length words only (no key or
+value is copied) and return a :class:`RecordIndex` of int64 offset/length arrays into the decompressed
+bytes. Every length is checked against the bytes left and ``max_record_bytes``; errors carry the file
+path, the offset in the *decompressed* stream and the record number.
+
+**Value-size quirk** (spec §3.3, §11 item 8): Spark points an HDFS value UnsafeRow at only
+``(valueSize / 8) * 8`` bytes, because Spark < 2.3 appended 4 stray bytes to aggregation values. Decode
+HDFS values with :attr:`RecordIndex.val_len_aligned` (or ``iter_records(..., aligned=True)``), never
+with ``val_len``. It does not apply to RocksDB changelog values (they carry their own header, spec §4.3).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from readers.errors import CorruptFileError, LimitExceededError, TruncatedFileError, UnsupportedVersionError
+
+__all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
+    "KIND_MERGE",
+    "KIND_PUT",
+    "KIND_REMOVE",
+    "RecordIndex",
+    "iter_records",
+    "scan_changelog",
+    "scan_records",
+]
+
+#: Default cap on one key or value (256 MiB); Spark has none, but no real state row comes close.
+DEFAULT_MAX_RECORD_BYTES = 1 << 28
+
+#: Record kinds, with the byte values of Spark's ``RecordType`` (``getRecordTypeAsByte``).
+KIND_PUT = 0x01
+KIND_REMOVE = 0x10
+KIND_MERGE = 0x11
+_KIND_EOF = 0x00
+
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+_EOF_MARK = b"\xff\xff\xff\xff"
+_SHORT_RE = re.compile(r"[+-]?\d+")  # java.lang.Short.parseShort accepts a sign and Unicode digits
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, eq=False)
+class RecordIndex:
+    """Where each record of a decompressed state stream is.
+
+    All arrays are int64 (``kind`` is uint8) and have one entry per record, in file order. Offsets are
+    into the decompressed bytes the index was built from.
+
+    Attributes
+    ----------
+    key_start, key_len : numpy.ndarray
+        Key bytes are ``data[key_start[i] : key_start[i] + key_len[i]]``.
+    val_start, val_len : numpy.ndarray
+        Value bytes likewise; ``val_len`` is ``-1`` for a remove, whose ``val_start`` is the offset just
+        after its ``-1`` size word.
+    kind : numpy.ndarray
+        :data:`KIND_PUT`, :data:`KIND_REMOVE` or :data:`KIND_MERGE` per record.
+    eof_offset : int
+        Offset of the end marker (the ``-1`` key size, or the ``00`` type byte of changelog v2/v4).
+    """
+
+    key_start: np.ndarray
+    key_len: np.ndarray
+    val_start: np.ndarray
+    val_len: np.ndarray
+    kind: np.ndarray
+    eof_offset: int
+
+    @property
+    def count(self) -> int:
+        """Number of records (puts, removes and merges)."""
+        return int(self.key_start.shape[0])
+
+    @property
+    def val_len_aligned(self) -> np.ndarray:
+        """``val_len`` floored to a multiple of 8 (``-1`` kept): the bytes an HDFS value row spans."""
+        return np.where(self.val_len >= 0, self.val_len & ~7, self.val_len)
+
+
+def scan_records(
+    data: Buffer,
+    path: str,
+    *,
+    allow_removes: bool = True,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> RecordIndex:
+    """Index the puts and removes of a decompressed ``.delta`` or ``.snapshot`` (or v1 changelog).
+
+    Parameters
+    ----------
+    data : bytes-like
+        The decompressed stream (from :func:`readers.codecs.decompress`).
+    path : str
+        The file's path, put into every error.
+    allow_removes : bool
+        ``False`` for snapshots: a value size of ``-1`` there is corruption.
+    max_record_bytes : int
+        Refuse keys or values longer than this.
+
+    Returns
+    -------
+    RecordIndex
+        The records, and the offset of the ``-1`` end marker.
+
+    Raises
+    ------
+    TruncatedFileError
+        The stream ends inside a record or before its end marker.
+    CorruptFileError
+        A size below ``-1``, a remove in a snapshot, or bytes after the end marker.
+    LimitExceededError
+        A key or value is longer than ``max_record_bytes``.
+    """
+    return _scan_sized(data, path, 0, allow_removes, max_record_bytes)
+
+
+def scan_changelog(
+    data: Buffer,
+    path: str,
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> tuple[int, str | None, RecordIndex]:
+    """Index a decompressed RocksDB changelog of any format version (1-4).
+
+    The version is detected as Spark's ``StateStoreChangelogReaderFactory`` does: ``readUTF`` the
+    start of the stream; a string ``v<N>`` names version N, anything else (including end of data or
+    a malformed string) means v1, which has no header.
+
+    Parameters
+    ----------
+    data : bytes-like
+        The decompressed changelog.
+    path : str
+        The file's path, put into every error.
+    max_record_bytes : int
+        Refuse keys or values longer than this.
+
+    Returns
+    -------
+    tuple of (int, str or None, RecordIndex)
+        The format version, the lineage JSON text (v3/v4; ``None`` otherwise) and the records.
+
+    Raises
+    ------
+    UnsupportedVersionError
+        The header names a version other than 1-4.
+    TruncatedFileError, CorruptFileError, LimitExceededError
+        As for :func:`scan_records`; also for a bad header or lineage, or an unknown record type.
+    """
+    version, start, lineage = _changelog_header(data, path)
+    if version in (1, 3):
+        index = _scan_sized(data, path, start, True, max_record_bytes)
+    else:
+        index = _scan_typed(data, path, start, max_record_bytes)
+    return version, lineage, index
+
+
+def iter_records(
+    data: Buffer, index: RecordIndex, *, aligned: bool = False
+) -> Iterator[tuple[bytes, bytes | None]]:
+    """Yield ``(key_bytes, value_bytes or None)`` for each record, as Python bytes.
+
+    Parameters
+    ----------
+    data : bytes-like
+        The decompressed stream the index was built from.
+    index : RecordIndex
+        From :func:`scan_records` or :func:`scan_changelog`.
+    aligned : bool
+        Cut values to ``floor(len / 8) * 8`` bytes, as Spark does for HDFS values (module docstring).
+
+    Yields
+    ------
+    tuple of (bytes, bytes or None)
+        The key, and the value (``None`` for a remove).
+    """
+    val_len = index.val_len_aligned if aligned else index.val_len
+    for ks, kl, vs, vl in zip(
+        index.key_start.tolist(),
+        index.key_len.tolist(),
+        index.val_start.tolist(),
+        val_len.tolist(),
+        strict=True,
+    ):
+        yield bytes(data[ks : ks + kl]), (None if vl < 0 else bytes(data[vs : vs + vl]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Sized records (delta, snapshot, changelog v1/v3)
+
+
+def _fast_sized(data: Buffer, pos: int) -> tuple[array, int] | None:
+    """The hot loop: key start offsets and the end-marker offset, or None at the first oddity.
+
+    Checks only what keeps the walk safe (sizes >= -1, reads in bounds); the caller validates the rest
+    with numpy and re-walks with :func:`_checked_sized` to locate any error.
+    """
+    unpack = _I32.unpack_from
+    starts = array("q")
+    append = starts.append
+    try:
+        while True:
+            klen = unpack(data, pos)[0]
+            if klen < 0:
+                return (starts, pos) if klen == -1 else None
+            pos += 4
+            append(pos)
+            pos += klen
+            vlen = unpack(data, pos)[0]
+            pos += 4
+            if vlen > 0:
+                pos += vlen
+            elif vlen < -1:
+                return None
+    except struct.error:
+        return None
+
+
+def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, int] | None:
+    """Key starts when every record has the first record's key and value sizes (fixed-width rows)."""
+    n = buf.shape[0]
+    if n - start < 12:
+        return None
+    klen = _I32.unpack_from(buf, start)[0]
+    if klen < 0 or start + 8 + klen > n:
+        return None
+    vlen = _I32.unpack_from(buf, start + 4 + klen)[0]
+    stride = 8 + klen + max(vlen, 0)
+    count, rest = divmod(n - start - 4, stride)
+    if rest or vlen < -1 or bytes(buf[n - 4 :]) != _EOF_MARK:
+        return None
+    rows = buf[start : start + count * stride].reshape(count, stride)
+    k_word = np.frombuffer(_I32.pack(klen), np.uint8)
+    v_word = np.frombuffer(_I32.pack(vlen), np.uint8)
+    if not ((rows[:, :4] == k_word).all() and (rows[:, 4 + klen : 8 + klen] == v_word).all()):
+        return None
+    return start + 4 + stride * np.arange(count, dtype=np.int64), n - 4
+
+
+def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_record: int) -> RecordIndex:
+    buf = _as_u8(data)
+    found = _uniform_sized(buf, start)
+    if found is None:
+        walked = _fast_sized(data, start)
+        if walked is None:
+            _checked_sized(data, path, start, allow_removes, max_record)
+            raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
+        key_start = np.frombuffer(walked[0], dtype=np.int64)
+        eof = walked[1]
+    else:
+        key_start, eof = found
+    key_len = _gather_i32(buf, key_start - 4)
+    val_start = key_start + key_len + 4
+    val_len = _gather_i32(buf, val_start - 4)
+    bad = (key_len > max_record) | (val_len > max_record)
+    if not allow_removes:
+        bad |= val_len < 0
+    if bad.any():
+        _checked_sized(data, path, start, allow_removes, max_record)
+        raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
+    _check_tail(buf, path, eof + 4, len(key_start))
+    kind = np.where(val_len < 0, KIND_REMOVE, KIND_PUT).astype(np.uint8)
+    return RecordIndex(key_start, key_len, val_start, val_len, kind, eof)
+
+
+def _checked_sized(data: Buffer, path: str, pos: int, allow_removes: bool, max_record: int) -> None:
+    """Walk the records with every check, raising the first error in stream order."""
+    n = len(data)
+    record = 0
+    while True:
+        klen = _read_size(data, path, pos, record, "key size")
+        if klen == -1:
+            return
+        _check_size(path, pos, record, "key", klen, n - pos - 4, max_record)
+        pos += 4 + klen
+        vlen = _read_size(data, path, pos, record, "value size")
+        if vlen == -1:
+            if not allow_removes:
+                raise CorruptFileError(
+                    "value size -1 (a remove) in a snapshot, which holds only puts", path, pos, record=record
+                )
+            vlen = 0
+        else:
+            _check_size(path, pos, record, "value", vlen, n - pos - 4, max_record)
+        pos += 4 + vlen
+        record += 1
+
+
+def _read_size(data: Buffer, path: str, pos: int, record: int, what: str) -> int:
+    n = len(data)
+    if pos + 4 > n:
+        if pos == n and what == "key size":
+            raise TruncatedFileError(
+                "decompressed stream ends without its -1 end marker", path, pos, record=record
+            )
+        raise TruncatedFileError(
+            f"decompressed stream ends inside a {what} ({n - pos} of 4 bytes)", path, pos, record=record
+        )
+    return int(_I32.unpack_from(data, pos)[0])
+
+
+def _check_size(path: str, pos: int, record: int, what: str, size: int, left: int, max_record: int) -> None:
+    if size < 0:
+        raise CorruptFileError(f"{what} size {size} is negative", path, pos, record=record)
+    if size > max_record:
+        raise LimitExceededError(
+            f"{what} size {size} exceeds the limit of {max_record} bytes per key or value",
+            path,
+            pos,
+            record=record,
+        )
+    if size > left:
+        raise TruncatedFileError(
+            f"{what} size {size} runs past the end of the decompressed stream ({left} bytes left)",
+            path,
+            pos,
+            record=record,
+        )
+
+
+def _check_tail(buf: np.ndarray, path: str, end: int, count: int) -> None:
+    extra = buf.shape[0] - end
+    if extra:
+        raise CorruptFileError(
+            f"{extra} bytes follow the end marker (starting {bytes(buf[end : end + 8]).hex(' ')})",
+            path,
+            end,
+            record=count,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Typed records (changelog v2/v4)
+
+
+def _fast_typed(data: Buffer, pos: int) -> tuple[array, array, int] | None:
+    """Hot loop for type-byte records: key starts, kinds and the EOF offset, or None at an oddity."""
+    unpack = _I32.unpack_from
+    starts = array("q")
+    kinds = array("B")
+    append = starts.append
+    append_kind = kinds.append
+    try:
+        while True:
+            kind = data[pos]
+            if kind == _KIND_EOF:
+                return starts, kinds, pos
+            klen = unpack(data, pos + 1)[0]
+            if klen < 0:
+                return None
+            pos += 5
+            append(pos)
+            append_kind(kind)
+            pos += klen
+            vlen = unpack(data, pos)[0]
+            pos += 4
+            if kind == KIND_REMOVE:
+                if vlen != -1:
+                    return None
+            elif kind == KIND_PUT or kind == KIND_MERGE:
+                if vlen < 0:
+                    return None
+                pos += vlen
+            else:
+                return None
+    except (struct.error, IndexError):
+        return None
+
+
+def _scan_typed(data: Buffer, path: str, start: int, max_record: int) -> RecordIndex:
+    buf = _as_u8(data)
+    walked = _fast_typed(data, start)
+    if walked is None:
+        _checked_typed(data, path, start, max_record)
+        raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
+    key_start = np.frombuffer(walked[0], dtype=np.int64)
+    kind = np.frombuffer(walked[1], dtype=np.uint8)
+    key_len = _gather_i32(buf, key_start - 4)
+    val_start = key_start + key_len + 4
+    val_len = _gather_i32(buf, val_start - 4)
+    if ((key_len > max_record) | (val_len > max_record)).any():
+        _checked_typed(data, path, start, max_record)
+        raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
+    _check_tail(buf, path, walked[2] + 1, len(key_start))
+    return RecordIndex(key_start, key_len, val_start, val_len, kind, walked[2])
+
+
+def _checked_typed(data: Buffer, path: str, pos: int, max_record: int) -> None:
+    n = len(data)
+    record = 0
+    while True:
+        if pos >= n:
+            raise TruncatedFileError(
+                "decompressed changelog ends without its 00 end record", path, pos, record=record
+            )
+        kind = data[pos]
+        if kind == _KIND_EOF:
+            return
+        if kind not in (KIND_PUT, KIND_REMOVE, KIND_MERGE):
+            raise CorruptFileError(
+                f"record type 0x{kind:02x} is none of 00 (end), 01 (put), 10 (delete), 11 (merge)",
+                path,
+                pos,
+                record=record,
+            )
+        pos += 1
+        klen = _read_size(data, path, pos, record, "key size")
+        _check_size(path, pos, record, "key", klen, n - pos - 4, max_record)
+        pos += 4 + klen
+        vlen = _read_size(data, path, pos, record, "value size")
+        if kind == KIND_REMOVE:
+            if vlen != -1:
+                raise CorruptFileError(
+                    f"delete record has value size {vlen}; Spark writes -1", path, pos, record=record
+                )
+            vlen = 0
+        else:
+            _check_size(path, pos, record, "value", vlen, n - pos - 4, max_record)
+        pos += 4 + vlen
+        record += 1
+
+
+def _changelog_header(data: Buffer, path: str) -> tuple[int, int, str | None]:
+    """(version, offset of the first record, lineage JSON) as Spark's reader factory decides them."""
+    first = _read_utf(data, 0)
+    if first is None:
+        return 1, 0, None
+    text, end = first
+    if not text.startswith("v") or not _SHORT_RE.fullmatch(text[1:]):
+        return 1, 0, None
+    version = int(text[1:])
+    if not -(1 << 15) <= version < (1 << 15):  # Short.parseShort overflows: Spark falls back to v1
+        return 1, 0, None
+    if version == 1:
+        return 1, 0, None  # Spark's v1 reader re-reads the stream from its first byte
+    if version not in (2, 3, 4):
+        raise UnsupportedVersionError(
+            f"changelog header says {text!r}; statelens reads changelog versions 1-4", path, 0
+        )
+    if text != f"v{version}":
+        raise CorruptFileError(f"changelog header {text!r} is not the 'v{version}' Spark writes", path, 0)
+    if version == 2:
+        return 2, end, None
+    second = _read_utf(data, end)
+    if second is None:
+        raise TruncatedFileError(f"changelog v{version} lineage string is cut or not UTF-8", path, end)
+    lineage, start = second
+    try:
+        parsed = json.loads(lineage)
+    except ValueError as err:
+        raise CorruptFileError(f"changelog v{version} lineage is not JSON: {err}", path, end) from err
+    if not isinstance(parsed, list):
+        raise CorruptFileError(f"changelog v{version} lineage is not a JSON array", path, end)
+    return version, start, lineage
+
+
+def _read_utf(data: Buffer, pos: int) -> tuple[str, int] | None:
+    """``DataInputStream.readUTF`` at ``pos``: (text, end offset), or None on end of data / bad UTF-8."""
+    if pos + 2 > len(data):
+        return None
+    size = _U16.unpack_from(data, pos)[0]
+    end = pos + 2 + size
+    if end > len(data):
+        return None
+    try:
+        return bytes(data[pos + 2 : end]).decode("utf-8"), end
+    except UnicodeDecodeError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def _as_u8(data: Buffer) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _gather_i32(buf: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Big-endian int32 at each offset, as int64 (offsets already known to be in bounds)."""
+    if positions.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(buf, 4)
+    return windows[positions].view(">i4").reshape(-1).astype(np.int64)
