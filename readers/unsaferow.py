@@ -451,15 +451,27 @@ def _row_at(mv: Any, start: int, length: int, layout: RowLayout, where: _Where) 
             if off < layout.fixed_size or off + size > length:
                 raise where.fail(
                     f.qualname,
-                    f"{t.type_name} payload at offset {off} with size {size} is outside the variable-length "
-                    f"region [{layout.fixed_size}, {length}) of its row",
+                    _outside_message(t, off, size, layout.fixed_size, length, element=False),
                 )
-            append(_payload(mv, start + off, size, length - off, t, f.qualname, where))
+            append(_payload(mv, start, off, size, length, t, f.qualname, where))
     return tuple(out)
 
 
-def _payload(mv: Any, pos: int, size: int, room: int, t: TypeLayout, field: str, where: _Where) -> Any:
-    """Decode a variable-length value of ``size`` bytes at ``pos``; ``room`` bytes are left in its parent."""
+def _outside_message(t: TypeLayout, off: int, size: int, lo: int, hi: int, *, element: bool) -> str:
+    where = "of its array" if element else "of its row"
+    what = "element payload" if element else "payload"
+    return f"{t.type_name} {what} at offset {off} with size {size} is outside [{lo}, {hi}) {where}"
+
+
+def _interval_message(off: int, parent: int) -> str:
+    return f"calendar interval needs 16 bytes at offset {off} of a {parent}-byte parent"
+
+
+def _payload(
+    mv: Any, base: int, off: int, size: int, parent: int, t: TypeLayout, field: str, where: _Where
+) -> Any:
+    """Decode the variable-length value of ``size`` bytes at ``off`` in the ``parent`` bytes at ``base``."""
+    pos = base + off
     kind = t.kind
     if kind == Kind.STRING:
         return bytes(mv[pos : pos + size]).decode("utf-8", "replace")
@@ -471,8 +483,8 @@ def _payload(mv: Any, pos: int, size: int, room: int, t: TypeLayout, field: str,
         unscaled = int.from_bytes(mv[pos : pos + size], "big", signed=True)
         return Decimal(unscaled).scaleb(-t.scale, _DECIMAL_CONTEXT)
     if kind == Kind.INTERVAL:
-        if room < 16:
-            raise where.fail(field, f"calendar interval needs 16 bytes, {room} are left in its parent")
+        if off + 16 > parent:
+            raise where.fail(field, _interval_message(off, parent))
         return CalendarInterval(*_INTERVAL.unpack_from(mv, pos))
     if kind == Kind.STRUCT:
         assert t.row is not None
@@ -522,10 +534,9 @@ def _array_at(mv: Any, pos: int, size: int, et: TypeLayout, field: str, where: _
             if off < header or off + esz > size:
                 raise where.fail(
                     f"{field}[{i}]",
-                    f"{et.type_name} element payload at offset {off} with size {esz} is outside "
-                    f"[{header}, {size}) of its array",
+                    _outside_message(et, off, esz, header, size, element=True),
                 )
-            out.append(_payload(mv, pos + off, esz, size - off, et, f"{field}[{i}]", where))
+            out.append(_payload(mv, pos, off, esz, size, et, f"{field}[{i}]", where))
         return out
     if nulls:
         for i in range(n):
@@ -768,8 +779,7 @@ def _values(
         raise rows.fail(
             i,
             label(i),
-            f"{t.type_name} payload at offset {int(offs[i])} with size {int(sizes[i])} is outside "
-            f"[{low}, {int(hi[i])}) of its {'row' if index is None else 'array'}",
+            _outside_message(t, int(offs[i]), int(sizes[i]), low, int(hi[i]), element=index is not None),
         )
     if kind == Kind.INTERVAL:
         i = _first(present & (offs + 16 > hi))
@@ -777,48 +787,50 @@ def _values(
             raise rows.fail(
                 i,
                 label(i),
-                f"calendar interval needs 16 bytes at offset {int(offs[i])}, {int(hi[i])} are there",
+                _interval_message(int(offs[i]), int(hi[i])),
             )
     elif kind == Kind.DECIMAL_BIG:
         i = _first(present & ((sizes < 1) | (sizes > _MAX_DECIMAL_BYTES)))
         if i is not None:
             raise rows.fail(i, label(i), f"{t.type_name} payload of {int(sizes[i])} bytes (expected 1 to 16)")
-    pos = base + offs
-    if kind in (Kind.STRUCT, Kind.ARRAY, Kind.MAP):
-        idx = np.flatnonzero(present) if anynull else np.arange(n)
-        sub_rows = rows.take(idx) if anynull else rows
-        if kind == Kind.STRUCT:
-            assert t.row is not None
-            cols = _columns(b, pos[idx], sizes[idx], t.row, sub_rows)
-            vals = list(zip(*cols, strict=True)) if cols else [()] * len(idx)
-        elif kind == Kind.ARRAY:
-            assert t.element is not None
-            vals = _arrays(b, pos[idx], sizes[idx], t.element, sub_rows, field)[0]
-        else:
-            vals = _maps(b, pos[idx], sizes[idx], t, sub_rows, field)
-        return _scatter(vals, idx, n)
-    if kind == Kind.INTERVAL:
+    # Only present values are decoded: the words of null ones are leftovers and may point anywhere.
+    idx = np.flatnonzero(present) if anynull else np.arange(n)
+    if anynull:
+        rows = rows.take(idx)
+    pos = (base + offs)[idx]
+    sizes = sizes[idx]
+    vals: list[Any]
+    if kind == Kind.STRUCT:
+        assert t.row is not None
+        cols = _columns(b, pos, sizes, t.row, rows)
+        vals = list(zip(*cols, strict=True)) if cols else [()] * len(idx)
+    elif kind == Kind.ARRAY:
+        assert t.element is not None
+        vals = _arrays(b, pos, sizes, t.element, rows, field)[0]
+    elif kind == Kind.MAP:
+        vals = _maps(b, pos, sizes, t, rows, field)
+    elif kind == Kind.INTERVAL:
         i32 = b.view(_I32_DT)
         months = i32[pos].tolist()
         days = i32[pos + 4].tolist()
         micros = b.view(_I64_DT)[pos + 8].tolist()
         vals = [CalendarInterval(m, d, u) for m, d, u in zip(months, days, micros, strict=True)]
-        return _set_nulls(vals, isnull) if anynull else vals
-    raw = b.bytes
-    p_list = pos.tolist()
-    e_list = (pos + sizes).tolist()
-    if kind == Kind.STRING:
-        vals = [raw[p:e].decode("utf-8", "replace") for p, e in zip(p_list, e_list, strict=True)]
-    elif kind == Kind.BINARY:
-        vals = [raw[p:e] for p, e in zip(p_list, e_list, strict=True)]
     else:
-        assert kind == Kind.DECIMAL_BIG
-        ctx, scale = _DECIMAL_CONTEXT, -t.scale
-        vals = [
-            Decimal(int.from_bytes(raw[p:e], "big", signed=True)).scaleb(scale, ctx)
-            for p, e in zip(p_list, e_list, strict=True)
-        ]
-    return _set_nulls(vals, isnull) if anynull else vals
+        raw = b.bytes
+        p_list = pos.tolist()
+        e_list = (pos + sizes).tolist()
+        if kind == Kind.STRING:
+            vals = [raw[p:e].decode("utf-8", "replace") for p, e in zip(p_list, e_list, strict=True)]
+        elif kind == Kind.BINARY:
+            vals = [raw[p:e] for p, e in zip(p_list, e_list, strict=True)]
+        else:
+            assert kind == Kind.DECIMAL_BIG
+            ctx, scale = _DECIMAL_CONTEXT, -t.scale
+            vals = [
+                Decimal(int.from_bytes(raw[p:e], "big", signed=True)).scaleb(scale, ctx)
+                for p, e in zip(p_list, e_list, strict=True)
+            ]
+    return _scatter(vals, idx, n)
 
 
 def _arrays(
