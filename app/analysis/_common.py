@@ -185,6 +185,7 @@ def walk_partition(
     partition_id: int,
     problems: list[StatelensError],
     cancelled: Callable[[], bool] | None = None,
+    sizes: dict[str, int] | None = None,
 ) -> Iterator[tuple[int, dict[bytes, bytes], RawChanges | None]]:
     """Walk every readable version of one store partition, oldest first, in bounded memory.
 
@@ -193,12 +194,15 @@ def walk_partition(
     previous version into this one (a ``None`` value is a remove), or ``None`` when the state had to be
     rebuilt from scratch (first version, after a snapshot-only version or after a bad file). A file that
     cannot be read goes into ``problems`` and the walk restarts at the next version it can rebuild.
+    When ``sizes`` is given, ``sizes["state_bytes"]`` holds the key plus value bytes of the yielded
+    state, kept up to date change by change.
     """
     versions = reader.versions(partition_id)
     deltas = set(reader.delta_versions(partition_id))
     state: dict[bytes, bytes] = {}
     current: int | None = None
     reported: set[str] = set()
+    nbytes = 0
     for v in versions:
         if cancelled is not None and cancelled():
             return
@@ -206,13 +210,17 @@ def walk_partition(
             if current is not None and v == current + 1 and v in deltas:
                 changes: RawChanges | None = list(reader.iter_raw_changes(partition_id, v))
                 for key, value in changes:  # type: ignore[union-attr]
-                    if value is None:
-                        state.pop(key, None)
-                    else:
+                    old = state.pop(key, None) if value is None else state.get(key)
+                    if old is not None:
+                        nbytes -= len(key) + len(old)
+                    if value is not None:
                         state[key] = value
+                        nbytes += len(key) + len(value)
             else:
                 state = reader.read_raw(partition_id, v)
                 changes = None
+                if sizes is not None:
+                    nbytes = sum(len(k) + len(x) for k, x in state.items())
         except StatelensError as err:
             if str(err) not in reported:
                 reported.add(str(err))
@@ -221,6 +229,8 @@ def walk_partition(
             state = {}
             continue
         current = v
+        if sizes is not None:
+            sizes["state_bytes"] = nbytes
         yield v, state, changes
 
 

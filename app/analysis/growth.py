@@ -1,0 +1,326 @@
+"""State growth and skew per operator and store, and the checkpoint's on-disk footprint (issue 3 §2).
+
+For every HDFS store partition the versions are streamed once (``_common.walk_partition``): rows and
+key+value bytes of the state at each version (what an executor holds in memory, give or take the
+JVM's overhead), and the bytes of the files written for that version (``<v>.delta`` / ``<v>.snapshot``,
+``shared/spec/checkpoint-format.md`` §3). Version ``v`` is the state after batch ``v-1`` (§1.2).
+
+Footprint: every file under the checkpoint by area (state, offsets, commits, sources, metadata...),
+small files, leftover temp files (§1.3), and the state files older than the newest snapshot each
+partition's latest version needs (§3.4–§3.5): Spark keeps ``minBatchesToRetain`` versions on purpose,
+but these bytes are not needed to read the latest state.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.analysis._common import BatchClock, walk_partition
+from readers.errors import StatelensError
+from readers.model import Progress
+
+#: Files below this size count as small (object stores and HDFS pay per file, not per byte).
+SMALL_FILE_BYTES = 64 * 1024
+#: Versions the growth rate is fitted over (the most recent ones).
+RATE_WINDOW = 10
+TOP_PARTITIONS = 5
+
+
+@dataclass
+class StoreGrowth:
+    """Rows and bytes of one store, per partition and version, with the derived numbers."""
+
+    operator_id: int
+    store_name: str
+    kind: str
+    partitions: list[int]
+    versions: list[int]
+    # partition -> version -> value
+    rows: dict[int, dict[int, int]] = field(default_factory=dict)
+    state_bytes: dict[int, dict[int, int]] = field(default_factory=dict)
+    file_bytes: dict[int, dict[int, int]] = field(default_factory=dict)
+    zombie_rows: int | None = None
+    skipped: str = ""
+
+    # -- totals ---------------------------------------------------------------------------------------
+    def _total(self, table: dict[int, dict[int, int]], version: int) -> int:
+        return sum(per.get(version, 0) for per in table.values())
+
+    def total_rows(self) -> list[int]:
+        return [self._total(self.rows, v) for v in self.versions]
+
+    def total_state_bytes(self) -> list[int]:
+        return [self._total(self.state_bytes, v) for v in self.versions]
+
+    def total_file_bytes(self) -> list[int]:
+        return [self._total(self.file_bytes, v) for v in self.versions]
+
+    def partitions_at(self, version: int) -> int:
+        return sum(1 for per in self.rows.values() if version in per)
+
+    @property
+    def latest_version(self) -> int | None:
+        return self.versions[-1] if self.versions else None
+
+    def latest_rows(self) -> dict[int, int]:
+        """Rows per partition at each partition's latest version."""
+        return {pid: per[max(per)] for pid, per in self.rows.items() if per}
+
+    # -- derived --------------------------------------------------------------------------------------
+    def rows_per_batch(self) -> float | None:
+        """Least-squares slope of total rows over the last :data:`RATE_WINDOW` versions."""
+        pairs = [(v, r) for v, r in zip(self.versions, self.total_rows(), strict=True)
+                 if self.partitions_at(v) == len(self.rows)][-RATE_WINDOW:]
+        if len(pairs) < 2:
+            return None
+        xs = [p[0] for p in pairs]
+        ys = [p[1] for p in pairs]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        den = sum((x - mx) ** 2 for x in xs)
+        return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else None
+
+    def skew(self) -> float | None:
+        """Max over median of rows per partition at the latest version (1.0 = even)."""
+        rows = list(self.latest_rows().values())
+        if not rows:
+            return None
+        med = statistics.median(rows)
+        if med == 0:
+            return None if max(rows) == 0 else float("inf")
+        return max(rows) / med
+
+    def top_partitions(self, n: int = TOP_PARTITIONS) -> list[tuple[int, int]]:
+        return sorted(self.latest_rows().items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+    def zombie_share(self) -> float | None:
+        total = sum(self.latest_rows().values())
+        if self.zombie_rows is None or not total:
+            return None
+        return self.zombie_rows / total
+
+    def projection(self, target_rows: int, batch_interval_ms: float | None) -> dict[str, Any]:
+        """When the store reaches ``target_rows`` at the current rate (batches and ms from the latest)."""
+        rate = self.rows_per_batch()
+        now = sum(self.latest_rows().values())
+        out: dict[str, Any] = {"target_rows": target_rows, "rows_now": now, "rows_per_batch": rate}
+        if now >= target_rows:
+            out.update(batches=0, ms=0, reached=True)
+        elif rate is None or rate <= 0:
+            out.update(batches=None, ms=None, reached=False)
+        else:
+            batches = (target_rows - now) / rate
+            out.update(
+                batches=batches,
+                ms=batches * batch_interval_ms if batch_interval_ms else None,
+                reached=False,
+            )
+        return out
+
+    def to_json(self, target_rows: int | None = None, batch_interval_ms: float | None = None) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "operator_id": self.operator_id,
+            "store_name": self.store_name,
+            "kind": self.kind,
+            "skipped": self.skipped,
+            "partitions": self.partitions,
+            "versions": self.versions,
+            "total_rows": self.total_rows(),
+            "total_state_bytes": self.total_state_bytes(),
+            "total_file_bytes": self.total_file_bytes(),
+            "rows_per_batch": self.rows_per_batch(),
+            "skew": self.skew(),
+            "top_partitions": [{"partition": p, "rows": r} for p, r in self.top_partitions()],
+            "zombie_rows": self.zombie_rows,
+            "zombie_share": self.zombie_share(),
+            "per_partition": [
+                {
+                    "partition": pid,
+                    "version": v,
+                    "rows": self.rows[pid][v],
+                    "state_bytes": self.state_bytes[pid][v],
+                    "file_bytes": self.file_bytes[pid].get(v, 0),
+                }
+                for pid in sorted(self.rows)
+                for v in sorted(self.rows[pid])
+            ],
+        }
+        if target_rows is not None:
+            doc["projection"] = self.projection(target_rows, batch_interval_ms)
+        return doc
+
+
+@dataclass
+class Footprint:
+    """Files and bytes of the whole checkpoint."""
+
+    areas: dict[str, list[int]]  # area -> [files, bytes]
+    small_files: int
+    temp_files: list[str]
+    old_state_files: int
+    old_state_bytes: int
+
+    @property
+    def total_files(self) -> int:
+        return sum(f for f, _ in self.areas.values())
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(b for _, b in self.areas.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "areas": {k: {"files": f, "bytes": b} for k, (f, b) in sorted(self.areas.items())},
+            "total_files": self.total_files,
+            "total_bytes": self.total_bytes,
+            "small_files": self.small_files,
+            "small_file_bytes_limit": SMALL_FILE_BYTES,
+            "temp_files": self.temp_files,
+            "old_state_files": self.old_state_files,
+            "old_state_bytes": self.old_state_bytes,
+        }
+
+
+@dataclass
+class GrowthResult:
+    stores: list[StoreGrowth]
+    footprint: Footprint
+    median_interval_ms: float | None
+    problems: list[StatelensError]
+
+    def to_json(self, target_rows: int | None = None) -> dict[str, Any]:
+        return {
+            "stores": [s.to_json(target_rows, self.median_interval_ms) for s in self.stores],
+            "footprint": self.footprint.to_json(),
+            "median_interval_ms": self.median_interval_ms,
+            "problems": [p.to_json() for p in self.problems],
+        }
+
+
+def _is_temp(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def _area(path: str) -> str:
+    head = path.split("/", 1)[0]
+    if head.startswith(".") and head.endswith(".crc"):  # Hadoop sidecar of a top-level file (§1.3)
+        head = head[1:-4]
+    if head in ("offsets", "commits", "sources", "state", "metadata"):
+        return head
+    return "other"
+
+
+def _base_for(pf: Any, version: int) -> int:
+    """Newest snapshot ``<= version`` with every delta after it up to ``version`` (else 0), spec §3.4."""
+    for s in sorted((s for s in pf.snapshots if s <= version), reverse=True):
+        if all(v in pf.deltas for v in range(s + 1, version + 1)):
+            return int(s)
+    return 0
+
+
+def footprint(ckpt: Any) -> Footprint:
+    """On-disk footprint of the checkpoint (listing only, nothing read).
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+
+    Returns
+    -------
+    Footprint
+    """
+    areas: dict[str, list[int]] = {}
+    small = 0
+    temps: list[str] = []
+    for e in ckpt.fs.walk_files(""):
+        a = areas.setdefault(_area(e.path), [0, 0])
+        a[0] += 1
+        a[1] += e.size_bytes
+        if e.size_bytes < SMALL_FILE_BYTES:
+            small += 1
+        if _is_temp(e.name):
+            temps.append(e.path)
+    old_files = old_bytes = 0
+    for op in ckpt.operators:
+        for st in op.stores:
+            if st.provider != "hdfs":
+                continue
+            reader = ckpt.store_reader(op.operator_id, st.store_name)
+            for pid in reader.partition_ids():
+                pf = reader.partitions[pid]
+                latest = pf.latest_version()
+                base = _base_for(pf, latest) if latest else 0
+                for sf in [*pf.deltas.values(), *pf.snapshots.values()]:
+                    needed = sf.version > base or (sf.kind == "snapshot" and sf.version == base)
+                    if not needed:
+                        old_files += 1
+                        old_bytes += sf.size_bytes
+    return Footprint(areas, small, temps, old_files, old_bytes)
+
+
+def iter_growth(
+    ckpt: Any,
+    zombie_rows: dict[tuple[int, str], int] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, GrowthResult]:
+    """Rows and bytes of every HDFS store per partition and version, plus the footprint.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+        The opened checkpoint.
+    zombie_rows : dict, optional
+        ``(operator_id, store_name)`` to the number of zombie keys at the latest version (from
+        :func:`app.analysis.expired.iter_expired`), for the zombie share.
+    cancelled : callable, optional
+        Polled between versions.
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    GrowthResult
+    """
+    problems: list[StatelensError] = []
+    stores: list[StoreGrowth] = []
+    jobs = [(op, st) for op in ckpt.operators for st in op.stores]
+    last_tick = time.monotonic()
+    for n, (op, st) in enumerate(jobs):
+        yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}")
+        g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), list(st.versions))
+        stores.append(g)
+        if st.provider != "hdfs":
+            g.skipped = "RocksDB store: not read by the native decoder yet"
+            continue
+        reader = ckpt.store_reader(op.operator_id, st.store_name)
+        for pid in reader.partition_ids():
+            pf = reader.partitions[pid]
+            rows = g.rows.setdefault(pid, {})
+            sbytes = g.state_bytes.setdefault(pid, {})
+            fbytes = g.file_bytes.setdefault(pid, {})
+            sizes: dict[str, int] = {}
+            for v, state, _ in walk_partition(reader, pid, problems, cancelled, sizes):
+                rows[v] = len(state)
+                sbytes[v] = sizes["state_bytes"]
+                fbytes[v] = sum(f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None)
+                if time.monotonic() - last_tick > 0.1:
+                    last_tick = time.monotonic()
+                    yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid} v{v}")
+        g.versions = sorted({v for per in g.rows.values() for v in per})
+        if zombie_rows is not None:
+            g.zombie_rows = zombie_rows.get((op.operator_id, st.store_name), 0)
+    yield Progress(len(jobs), len(jobs), "footprint")
+    fp = footprint(ckpt)
+    intervals = []
+    clock = BatchClock(ckpt)
+    ids = clock.batches_with_timestamp()
+    for a, b in zip(ids, ids[1:], strict=False):
+        if b == a + 1:
+            intervals.append(clock.timestamp_ms[b] - clock.timestamp_ms[a])
+    median = statistics.median(intervals) if intervals else None
+    return GrowthResult(stores, fp, median, problems)

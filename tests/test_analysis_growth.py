@@ -1,0 +1,89 @@
+"""Issue 3 §2: state growth, skew and footprint on real PySpark checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from app.analysis._common import run_to_end
+from app.analysis.expired import iter_expired
+from app.analysis.growth import SMALL_FILE_BYTES, iter_growth
+from readers.checkpoint import open_checkpoint
+
+pytestmark = pytest.mark.spark
+
+
+def test_rows_bytes_skew_and_projection(checkpoint):
+    folder = checkpoint("agg_many_partitions")
+    expected = json.loads((folder / "expected.json").read_text())
+    ckpt = open_checkpoint(str(folder / "checkpoint"))
+    result = run_to_end(iter_growth(ckpt))
+    assert not result.problems
+    (g,) = result.stores
+    assert g.partitions == list(range(expected["num_partitions"]))
+    last = max(expected["committed_batches"]) + 1
+    assert g.versions[-1] == last
+    assert g.total_rows()[-1] == len(expected["final_state"])
+    reader = ckpt.store_reader(0)
+    for pid in g.partitions:
+        for v in reader.versions(pid):
+            raw = reader.read_raw(pid, v)
+            assert g.rows[pid][v] == len(raw)
+            assert g.state_bytes[pid][v] == sum(len(k) + len(x) for k, x in raw.items())
+    # Rows only grow in a count without watermark; the rate is positive and the projection finite.
+    totals = g.total_rows()
+    assert totals == sorted(totals)
+    assert g.rows_per_batch() > 0
+    latest = g.latest_rows()
+    assert g.skew() == pytest.approx(max(latest.values()) / statistics.median(latest.values()))
+    assert g.top_partitions()[0][1] == max(latest.values())
+    proj = g.projection(totals[-1] * 10, result.median_interval_ms)
+    assert proj["batches"] == pytest.approx((totals[-1] * 10 - totals[-1]) / g.rows_per_batch())
+    assert proj["ms"] > 0
+    assert g.projection(1, None)["reached"] is True
+
+
+def test_footprint_counts_every_file_and_old_versions(checkpoint):
+    folder = checkpoint("agg_many_partitions")
+    root = folder / "checkpoint"
+    expected = json.loads((folder / "expected.json").read_text())
+    assert expected["snapshot_files"], "the scenario writes snapshots (minDeltasForSnapshot=2)"
+    fp = run_to_end(iter_growth(open_checkpoint(str(root)))).footprint
+    files = [Path(d) / f for d, _, fs in os.walk(root) for f in fs]
+    assert fp.total_files == len(files)
+    assert fp.total_bytes == sum(p.stat().st_size for p in files)
+    assert fp.small_files == sum(1 for p in files if p.stat().st_size < SMALL_FILE_BYTES)
+    assert fp.areas["state"][0] == sum(1 for p in files if "state" in p.relative_to(root).parts[:1])
+    assert fp.temp_files == []
+    # Old versions: files before the newest snapshot the latest version is rebuilt from.
+    old = 0
+    for pdir in sorted((root / "state" / "0").iterdir()):
+        if not pdir.name.isdigit():
+            continue
+        names = [p.name for p in pdir.iterdir() if re.fullmatch(r"\d+\.(delta|snapshot)", p.name)]
+        deltas = {int(n.split(".")[0]) for n in names if n.endswith(".delta")}
+        snaps = {int(n.split(".")[0]) for n in names if n.endswith(".snapshot")}
+        latest = max(deltas | snaps)
+        base = max((s for s in snaps if all(v in deltas for v in range(s + 1, latest + 1))), default=0)
+        for n in names:
+            v = int(n.split(".")[0])
+            if v < base or (v == base and n.endswith(".delta")):
+                old += (pdir / n).stat().st_size
+    assert fp.old_state_bytes == old
+    assert old > 0
+
+
+def test_zombie_share(checkpoint):
+    folder = checkpoint("pandas_state_event")
+    ckpt = open_checkpoint(str(folder / "checkpoint"))
+    exp = run_to_end(iter_expired(ckpt, stale_after=0))
+    zombies = {(0, "default"): sum(1 for f in exp.findings if f.category == "zombie")}
+    (g,) = run_to_end(iter_growth(ckpt, zombies)).stores
+    expected = json.loads((folder / "expected.json").read_text())
+    assert sum(g.latest_rows().values()) == len(expected["final_keys"])
+    assert g.zombie_share() == pytest.approx(zombies[(0, "default")] / len(expected["final_keys"]))
