@@ -194,7 +194,10 @@ def _rewrite_type(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     kind = node.get("type")
-    if kind == "udt" and "sqlType" in node:
+    if kind == "udt":
+        # Never hand a UDT to pyspark: its fromJson imports the module the file names in "pyClass".
+        if "sqlType" not in node:
+            raise ValueError("user-defined type without 'sqlType'")
         return _rewrite_type(node["sqlType"])
     if kind == "struct" and isinstance(node.get("fields"), list):
         fields = []
@@ -253,7 +256,13 @@ def struct_type_from_json(text: str, path: str | None = None, offset: int | None
             'schema JSON is not a struct type {"type":"struct","fields":[...]}', path, offset
         )
     try:
-        return StructType.fromJson(_rewrite_type(value))
+        rewritten = _rewrite_type(value)
+    except ValueError as err:
+        raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path, offset) from err
+    except RecursionError as err:
+        raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
+    try:
+        return StructType.fromJson(rewritten)
     except RecursionError as err:
         raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
     except Exception as err:  # pyspark raises PySparkValueError, KeyError, TypeError... on bad schemas

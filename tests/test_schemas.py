@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -378,6 +379,17 @@ def test_udt_is_read_as_its_sql_type_without_importing_py_class():
     _, value = v2_jsons(REAL_SCHEMA_V2_AGG)
     s = schemas.parse_schema_file(build_v2(key, value), "schema")
     assert fields(s.key_schema) == [("p", "array<double>", True)]
+
+
+def test_udt_without_sql_type_is_refused_before_pyspark_sees_it():
+    udt = {"type": "udt", "class": "x.Y", "pyClass": "antigravity.Nothing"}
+    key = json.dumps(
+        {"type": "struct", "fields": [{"name": "p", "type": udt, "nullable": True, "metadata": {}}]}
+    )
+    _, value = v2_jsons(REAL_SCHEMA_V2_AGG)
+    with pytest.raises(CorruptFileError, match="sqlType"):
+        schemas.parse_schema_file(build_v2(key, value), "schema")
+    assert "antigravity" not in sys.modules
 
 
 def test_parse_schema_file_refuses_v3():
