@@ -418,9 +418,29 @@ def _sort_key(value: Any, dtype: Any) -> Any:
     return None
 
 
-def _field_columns(prefix: str, schema: Any) -> list[tuple[str, Any]]:
-    fields = list(getattr(schema, "fields", None) or [])
-    return [(f"{prefix}.{f.name}", f.dataType) for f in fields]
+#: Nested structs are flattened into one column per leaf field down to this depth.
+MAX_FLATTEN_DEPTH = 3
+
+
+def _field_columns(prefix: str, schema: Any, path: tuple[int, ...] = (), depth: int = 0) -> list[tuple[str, Any, tuple[int, ...]]]:
+    """``(name, dtype, path)`` per display column; struct fields become ``prefix.struct.field`` columns."""
+    out: list[tuple[str, Any, tuple[int, ...]]] = []
+    for i, f in enumerate(list(getattr(schema, "fields", None) or [])):
+        name = f"{prefix}.{f.name}"
+        if _type_name(f.dataType) == "struct" and depth < MAX_FLATTEN_DEPTH and getattr(f.dataType, "fields", None):
+            out.extend(_field_columns(name, f.dataType, (*path, i), depth + 1))
+        else:
+            out.append((name, f.dataType, (*path, i)))
+    return out
+
+
+def _at(row: tuple[Any, ...] | None, path: tuple[int, ...]) -> Any:
+    value: Any = row
+    for i in path:
+        if value is None:
+            return None
+        value = value[i]
+    return value
 
 
 def iter_state_table(
@@ -477,8 +497,9 @@ def iter_state_table(
             f"store {reader.store_name!r} of operator {reader.operator_id} has no partition {partition_id}",
             operator_id=reader.operator_id,
         )
-    cols = [("partition", None), *_field_columns("key", schema.key_schema), *_field_columns("value", schema.value_schema)]
-    n_key = len(_field_columns("key", schema.key_schema))
+    key_cols = _field_columns("key", schema.key_schema)
+    value_cols = _field_columns("value", schema.value_schema)
+    cols = [("partition", None), *((n, t) for n, t, _ in key_cols), *((n, t) for n, t, _ in value_cols)]
     columns: list[list[str]] = [[] for _ in cols]
     sort_keys: list[list[Any]] = [[] for _ in cols]
     numeric = [True] + [_type_name(t) in _NUMERIC for _, t in cols[1:]]
@@ -505,8 +526,7 @@ def iter_state_table(
         total += len(rows)
         room = max_rows - len(keys)
         for row in rows[: max(room, 0)]:
-            value = row.value if row.value is not None else (None,) * (len(cols) - 1 - n_key)
-            cells = [pid, *row.key, *value]
+            cells = [pid, *(_at(row.key, p) for _, _, p in key_cols), *(_at(row.value, p) for _, _, p in value_cols)]
             for c, ((_, dtype), cell) in enumerate(zip(cols, cells)):
                 columns[c].append(format_value(cell, dtype) if c else str(cell))
                 sort_keys[c].append(cell if c == 0 else _sort_key(cell, dtype))

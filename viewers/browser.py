@@ -229,10 +229,11 @@ class StateBrowserView(QWidget):
         self.proxy.invalidate()
         header = self.table.horizontalHeader()
         metrics = self.table.fontMetrics()
+        cap = max(360, self.table.viewport().width() // 2)
         for col, name in enumerate(headers):
             sample = [name, *columns[col][:200]]
             width = max(metrics.horizontalAdvance(s) for s in sample) + 24
-            header.resizeSection(col, min(max(width, 60), 360))
+            header.resizeSection(col, min(max(width, 60), cap))
         self.status.setText(status)
         self._update_count()
 

@@ -228,7 +228,8 @@ class StateGrowthView(QWidget):
         values = data[self._metric]
         pids = data["partition_ids"]
         self.total_curve.setData(x, np.nansum(values, axis=0))
-        peak = np.nan_to_num(np.nanmax(values, axis=1, initial=0.0), nan=0.0) if values.size else np.zeros(0)
+        # max over versions, NaN (not readable) as 0, without numpy's all-NaN warning
+        peak = np.where(np.isfinite(values), values, 0.0).max(axis=1) if values.size else np.zeros(len(pids))
         order = np.argsort(-peak, kind="stable")
         top = order[:TOP_PARTITIONS]
         rest = order[TOP_PARTITIONS:]
@@ -240,6 +241,7 @@ class StateGrowthView(QWidget):
         else:
             self.other_curve.setData([], [])
         unit = "rows" if self._metric == "rows" else "B"
+        ends: dict[tuple[float, float], tuple[pg.TextItem, list[int]]] = {}
         for slot, (curve, label) in enumerate(zip(self.top_curves, self.top_labels)):
             if slot < len(top):
                 i = top[slot]
@@ -247,12 +249,15 @@ class StateGrowthView(QWidget):
                 self._top_pids.append(int(pids[i]))
                 self.legend.addItem(curve, f"partition {int(pids[i])} (max {_si(peak[i], unit)})")
                 finite = np.nonzero(np.isfinite(values[i]))[0]
+                label.setText("")
                 if len(finite):
+                    # Lines ending at one point share one label ("p0, p3") instead of overprinting.
                     j = finite[-1]
-                    label.setText(f" p{int(pids[i])}")
-                    label.setPos(x[j], values[i][j])
-                else:
-                    label.setText("")
+                    end = (float(x[j]), float(values[i][j]))
+                    shared, names = ends.setdefault(end, (label, []))
+                    names.append(int(pids[i]))
+                    shared.setText(" " + ", ".join(f"p{p}" for p in names))
+                    shared.setPos(*end)
             else:
                 curve.setData([], [])
                 label.setText("")

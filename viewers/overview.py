@@ -107,12 +107,14 @@ class OverviewView(QWidget):
         self.time_label = _plain_label("—")
         self.commit_label = _plain_label("—")
         self.state_label = _plain_label("—")
+        self.problems_label = _plain_label("—")
         form.addRow("Location", self.location_label)
         form.addRow("Query id", self.query_label)
         form.addRow("Batches", self.batches_label)
         form.addRow("Time range", self.time_label)
         form.addRow("Commits", self.commit_label)
         form.addRow("State", self.state_label)
+        form.addRow("Problems", self.problems_label)
         layout.addWidget(summary)
 
         splitter = QSplitter(Qt.Orientation.Vertical)
@@ -120,6 +122,7 @@ class OverviewView(QWidget):
         self.batch_proxy = ColumnFilterProxyModel()
         self.batch_proxy.setSourceModel(self.batch_model)
         self.batch_table = self._table(self.batch_proxy)
+        self.batch_table.horizontalHeader().setSortIndicator(0, Qt.SortOrder.AscendingOrder)
         self.batch_table.setSortingEnabled(True)
         self.batch_table.selectionModel().currentRowChanged.connect(self._on_batch_table_current_changed)
         splitter.addWidget(self._group("Batches (uncommitted batches highlighted)", self.batch_table))
@@ -132,6 +135,7 @@ class OverviewView(QWidget):
         self.problem_table = self._table(self.problem_model)
         self.problems_box = self._group("Problems while loading", self.problem_table)
         splitter.addWidget(self.problems_box)
+        self.problems_box.setVisible(False)
         splitter.setSizes([400, 180, 120])
         layout.addWidget(splitter, 1)
 
@@ -166,7 +170,7 @@ class OverviewView(QWidget):
     # -- data ----------------------------------------------------------------------------------------
     def clear(self) -> None:
         for label in (self.location_label, self.query_label, self.batches_label, self.time_label,
-                      self.commit_label, self.state_label):
+                      self.commit_label, self.state_label, self.problems_label):
             label.setText("—")
         self.batch_model.clear()
         self.operator_model.clear()
@@ -278,10 +282,11 @@ class OverviewView(QWidget):
             cols[2].append("" if offset is None else str(offset))
             cols[3].append(getattr(err, "message", None) or str(err))
         self.problem_model.set_columns(self.PROBLEM_HEADERS, cols)
-        self.problems_box.setTitle(
-            f"Problems while loading: {len(problems)} file{'s' if len(problems) != 1 else ''} could not be read"
-            if problems else "Problems while loading: none"
-        )
+        text = (f"{len(problems)} file{'s' if len(problems) != 1 else ''} could not be read; everything else is shown"
+                if problems else "none: every file read")
+        self.problems_label.setText(text)
+        self.problems_box.setTitle(f"Problems while loading: {text}")
+        self.problems_box.setVisible(bool(problems))
         header = self.problem_table.horizontalHeader()
         for col, width in enumerate((170, 330, 70)):
             header.resizeSection(col, width)

@@ -48,6 +48,7 @@ class ColumnTableModel(QAbstractTableModel):
         self._background: Sequence[QColor | None] | None = None
         self._order = np.zeros(0, dtype=np.int64)
         self._haystack: list[str] | None = None
+        self._right: list[bool] = []
         self._bold = QFont()
         self._bold.setBold(True)
         self.set_columns(headers, columns, sort_keys, row_background)
@@ -73,6 +74,7 @@ class ColumnTableModel(QAbstractTableModel):
         self._background = row_background
         self._order = np.arange(lengths.pop() if lengths else 0, dtype=np.int64)
         self._haystack = None
+        self._right = [_is_numeric(k) for k in self._sort_keys]
         self.endResetModel()
 
     def clear(self) -> None:
@@ -110,6 +112,8 @@ class ColumnTableModel(QAbstractTableModel):
         r = int(self._order[index.row()])
         if role == Qt.ItemDataRole.DisplayRole:
             return self._columns[index.column()][r]
+        if role == Qt.ItemDataRole.TextAlignmentRole and self._right[index.column()]:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.BackgroundRole and self._background is not None:
             color = self._background[r]
             return QBrush(color) if color is not None else None
@@ -158,6 +162,20 @@ def _argsort(keys: Sequence[Any], descending: bool) -> np.ndarray:
     return order[::-1].copy() if descending else order
 
 
+def _is_numeric(keys: Sequence[Any]) -> bool:
+    """True when the sort keys are numbers (checked on the first non-null ones)."""
+    seen = 0
+    for k in keys:
+        if k is None:
+            continue
+        if isinstance(k, bool) or not isinstance(k, (int, float)):
+            return False
+        seen += 1
+        if seen >= 50:
+            break
+    return seen > 0
+
+
 def _fits_int64(keys: Sequence[Any]) -> bool:
     return all(-(2**63) <= k < 2**63 for k in keys if k is not None)
 
@@ -174,7 +192,16 @@ class ColumnFilterProxyModel(QSortFilterProxyModel):
         """Keep rows where any cell contains ``text`` (ignoring case)."""
         needle = text.casefold()
         if needle != self._needle:
-            self._needle = needle
+            self._refilter(lambda: setattr(self, "_needle", needle))
+
+    def _refilter(self, change: Any) -> None:
+        """Run ``change`` inside a row-filter change (Qt 6.9+ API, older releases invalidate)."""
+        if hasattr(self, "beginFilterChange"):
+            self.beginFilterChange()
+            change()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:  # pragma: no cover - PySide6 < 6.9
+            change()
             self.invalidateRowsFilter()
 
     def filter_text(self) -> str:
@@ -192,7 +219,6 @@ class ColumnFilterProxyModel(QSortFilterProxyModel):
         model = self.sourceModel()
         if isinstance(model, ColumnTableModel):
             # The model sorts its own rows (numpy argsort); the proxy keeps source order.
-            model.sort(column, order)
-            self.invalidateRowsFilter()
+            self._refilter(lambda: model.sort(column, order))
         else:
             super().sort(column, order)

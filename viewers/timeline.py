@@ -22,6 +22,19 @@ from viewers import theme
 from viewers.overview import format_duration_s, format_ms
 
 
+LEFT_AXIS_WIDTH = 70
+RIGHT_AXIS_WIDTH = 100
+
+
+def _day_span(seconds: np.ndarray) -> str:
+    """``2024-01-01`` or ``2024-01-01 to 2024-01-03`` for epoch seconds (UTC)."""
+    finite = seconds[np.isfinite(seconds)]
+    if not len(finite):
+        return ""
+    first, last = format_ms(int(finite.min() * 1000))[:10], format_ms(int(finite.max() * 1000))[:10]
+    return first if first == last else f"{first} to {last}"
+
+
 class BatchTimelineView(QWidget):
     """Batches over time.
 
@@ -101,7 +114,12 @@ class BatchTimelineView(QWidget):
         theme.set_axis_label(self.interval_plot, "bottom", "batch start time (UTC)")
         self.interval_plot.setXLink(self.batch_plot)
         self.interval_plot.setMouseEnabled(x=True, y=False)
-        self.interval_plot.getAxis("left").setWidth(self.batch_plot.getAxis("left").width())
+        # Same axis widths in both plots so their time axes line up pixel for pixel.
+        self.interval_plot.showAxis("right")
+        self.interval_plot.getAxis("right").setStyle(showValues=False)
+        for plot in (self.batch_plot, self.interval_plot):
+            plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
+            plot.getAxis("right").setWidth(RIGHT_AXIS_WIDTH)
         fill = theme.COMMITTED
         self.interval_bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=pg.mkBrush(fill + "99"), pen=pg.mkPen(fill))
         self.interval_plot.addItem(self.interval_bars)
@@ -160,8 +178,12 @@ class BatchTimelineView(QWidget):
         has_wm = bool(np.isfinite(self._wm).any())
         self.batch_plot.getAxis("right").setStyle(showValues=has_wm)
         theme.set_axis_label(
-            self.batch_plot, "right", "watermark, event time (UTC)" if has_wm else "watermark: none in this query"
+            self.batch_plot, "right",
+            f"watermark, event time (UTC, {_day_span(self._wm)})" if has_wm else "watermark: none in this query",
         )
+        days = _day_span(self._t)
+        for plot in (self.batch_plot, self.interval_plot):
+            theme.set_axis_label(plot, "bottom", f"batch start time (UTC, {days})" if days else "batch start time (UTC)")
 
         gaps = np.diff(self._t) if len(self._t) > 1 else np.zeros(0)
         if len(gaps):
