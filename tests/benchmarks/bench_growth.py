@@ -1,0 +1,187 @@
+"""Benchmark: native ``growth`` vs Spark's ``statestore`` reader vs raw read-and-decompress.
+
+Run on demand (not collected by pytest)::
+
+    python -m tests.benchmarks.bench_growth [--partitions 200] [--batches 32] [--keys 2000000] [--json OUT]
+
+It builds (once, cached under ``.cache/bench/``) a checkpoint written by PySpark: a ``groupBy(key)``
+aggregation over ``--batches`` micro-batches adding ``--keys`` distinct keys in all, with some updates of
+old keys in every batch, on ``--partitions`` shuffle partitions. Then, in one run, it measures:
+
+* ``raw``: reading and decompressing every state file (the floor for any reader);
+* ``native_growth``: ``statelens growth`` (rows and bytes of every partition at every version);
+* ``native_decode``: decoding every row of the latest version (rows/s);
+* ``spark_growth``: the same answer from Spark: one ``statestore`` read per committed batch, counted per
+  partition;
+* peak resident memory of the native growth (in a fresh subprocess).
+
+Results are ratios measured in the same run, never timed assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def build_checkpoint(partitions: int, batches: int, keys: int) -> Path:
+    """Generate (or reuse) the benchmark checkpoint; returns the checkpoint folder."""
+    root = REPO / ".cache" / "bench" / f"agg-p{partitions}-b{batches}-k{keys}"
+    ckpt = root / "checkpoint"
+    if (root / "done").exists():
+        return ckpt
+    shutil.rmtree(root, ignore_errors=True)
+    inputs = root / "input"
+    inputs.mkdir(parents=True)
+    rng = random.Random(7)
+    per_batch = keys // batches
+    next_key = 0
+    for b in range(batches):
+        with open(inputs / f"part-{b:04d}.json", "w") as f:
+            for _ in range(per_batch):
+                f.write(f'{{"k":"key-{next_key:09d}","n":{b}}}\n')
+                next_key += 1
+            for _ in range(per_batch // 10 if next_key else 0):  # updates of older keys
+                f.write(f'{{"k":"key-{rng.randrange(next_key):09d}","n":{b}}}\n')
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.sql.shuffle.partitions", str(partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    df = spark.readStream.schema("k string, n long").option("maxFilesPerTrigger", 1).json(str(inputs))
+    q = (
+        df.groupBy("k").agg(F.count("*").alias("c"), F.sum("n").alias("s"))
+        .writeStream.format("noop").outputMode("update")
+        .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+    )
+    q.awaitTermination()
+    spark.stop()
+    (root / "done").write_text("ok")
+    return ckpt
+
+
+def measure_raw(ckpt: Path) -> dict[str, float]:
+    from readers.checkpoint import open_checkpoint
+    from readers.codecs import decompress
+
+    c = open_checkpoint(str(ckpt))
+    t = time.perf_counter()
+    n_files = n_bytes = out_bytes = 0
+    for _, _, sf in c.iter_state_files():
+        data = c.fs.read_bytes(sf.path)
+        out_bytes += len(decompress(data, sf.path))
+        n_files += 1
+        n_bytes += len(data)
+    return {"seconds": time.perf_counter() - t, "files": n_files, "bytes": n_bytes, "decompressed_bytes": out_bytes}
+
+
+def measure_native_growth(ckpt: Path) -> dict[str, float]:
+    from app.cli import iter_growth
+    from readers.checkpoint import open_checkpoint
+
+    t = time.perf_counter()
+    c = open_checkpoint(str(ckpt))
+    records = list(iter_growth(c))
+    secs = time.perf_counter() - t
+    latest = max(r["version"] for r in records)
+    total = sum(r["rows"] for r in records if r["version"] == latest)
+    return {"seconds": secs, "records": len(records), "latest_version": latest, "latest_rows": total}
+
+
+def measure_native_decode(ckpt: Path) -> dict[str, float]:
+    from readers.checkpoint import open_checkpoint
+
+    c = open_checkpoint(str(ckpt))
+    reader = c.store_reader(0)
+    t = time.perf_counter()
+    rows = 0
+    for pid in reader.partition_ids():
+        rows += len(reader.read_rows(pid, reader.versions(pid)[-1]))
+    secs = time.perf_counter() - t
+    return {"seconds": secs, "rows": rows, "rows_per_second": rows / secs if secs else 0.0}
+
+
+def measure_spark_growth(ckpt: Path) -> dict[str, float]:
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    commits = sorted(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    t = time.perf_counter()
+    total = 0
+    for b in commits:
+        rows = (
+            spark.read.format("statestore").option("batchId", b).load(str(ckpt))
+            .groupBy("partition_id").count().collect()
+        )
+        total = sum(r["count"] for r in rows)
+    secs = time.perf_counter() - t
+    spark.stop()
+    return {"seconds": secs, "batches": len(commits), "latest_rows": total}
+
+
+def peak_memory_of_growth(ckpt: Path) -> float:
+    """Peak RSS (MiB) of ``statelens growth --json`` in a fresh process."""
+    code = (
+        "import resource,sys,io;from app.cli import main;"
+        "sys.stdout=io.StringIO();main(['growth','--json',sys.argv[1]]);"
+        "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(ckpt)], cwd=REPO, capture_output=True, text=True, check=True)
+    return int(proc.stderr.strip().splitlines()[-1]) / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", type=int, default=200)
+    ap.add_argument("--batches", type=int, default=32)
+    ap.add_argument("--keys", type=int, default=2_000_000)
+    ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument("--json", metavar="OUT")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("TZ", "UTC")
+    t = time.perf_counter()
+    ckpt = build_checkpoint(args.partitions, args.batches, args.keys)
+    print(f"checkpoint: {ckpt} (ready in {time.perf_counter() - t:.1f}s)", flush=True)
+    result: dict[str, object] = {"partitions": args.partitions, "batches": args.batches, "keys": args.keys}
+    result["raw"] = measure_raw(ckpt)
+    print("raw read+decompress:", result["raw"], flush=True)
+    result["native_growth"] = measure_native_growth(ckpt)
+    print("native growth:", result["native_growth"], flush=True)
+    result["native_decode"] = measure_native_decode(ckpt)
+    print("native decode latest:", result["native_decode"], flush=True)
+    result["native_growth_peak_rss_mib"] = peak_memory_of_growth(ckpt)
+    print("native growth peak RSS MiB:", result["native_growth_peak_rss_mib"], flush=True)
+    if not args.skip_spark:
+        result["spark_growth"] = measure_spark_growth(ckpt)
+        print("spark growth:", result["spark_growth"], flush=True)
+        result["speedup_vs_spark"] = result["spark_growth"]["seconds"] / result["native_growth"]["seconds"]  # type: ignore[index]
+    result["ratio_to_raw"] = result["native_growth"]["seconds"] / result["raw"]["seconds"]  # type: ignore[index]
+    print(json.dumps({k: v for k, v in result.items() if k.startswith(("speedup", "ratio"))}, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
