@@ -13,7 +13,6 @@ Everything here runs without Qt so it can be tested headless and reused by other
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,9 +25,6 @@ SelectionCallback = Callable[[dict[str, Any]], None]
 
 #: Rows shown at most in the state browser; more are counted but not turned into text.
 MAX_BROWSER_ROWS = 200_000
-
-#: Seconds between two progress records of a job (about 100 ms, STYLE §5).
-PROGRESS_INTERVAL_S = 0.1
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -225,80 +221,45 @@ def iter_load_checkpoint(url: str, is_sample: bool = False) -> Generator[Progres
     raise AssertionError("iter_open_checkpoint ended without a checkpoint")  # pragma: no cover
 
 
-# -- jobs: growth ----------------------------------------------------------------------------------------
-@dataclass
-class GrowthSeries:
-    """Rows and on-disk bytes of one store, per partition and version.
-
-    ``rows[i, j]`` and ``size_bytes[i, j]`` belong to ``partition_ids[i]`` at ``versions[j]``; NaN where
-    that partition cannot be rebuilt at that version. ``problems`` lists partitions that failed.
-    """
-
-    operator_id: int
-    store_name: str
-    partition_ids: Any  # numpy int64 array
-    versions: Any  # numpy int64 array
-    rows: Any  # numpy float64 array (partitions x versions)
-    size_bytes: Any  # numpy float64 array (partitions x versions)
-    problems: list[StatelensError] = field(default_factory=list)
-
-    def total_rows(self) -> Any:
-        """Rows summed over partitions per version (NaN counted as 0)."""
-        import numpy as np
-
-        return np.nansum(self.rows, axis=0)
+# -- growth --------------------------------------------------------------------------------------------
+#: Growth metrics the GUI plots, from :class:`app.analysis.growth.StoreGrowth` attribute names.
+GROWTH_METRICS = ("rows", "state_bytes", "file_bytes")
 
 
-def iter_growth(reader: Any, cancelled: Callable[[], bool] | None = None) -> Generator[Progress, None, GrowthSeries]:
-    """Walk every partition and version of a store once and collect its size.
-
-    A partition whose files cannot be read is recorded in ``problems`` and the others go on.
+def growth_arrays(store: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """Matrices of one store's growth for plotting.
 
     Parameters
     ----------
-    reader : readers.hdfs_store.HDFSStoreReader
-    cancelled : callable, optional
-        Returns True when the work should stop early (checked between versions).
-
-    Yields
-    ------
-    Progress
-        Per partition, and about every 100 ms within one.
+    store : app.analysis.growth.StoreGrowth
 
     Returns
     -------
-    GrowthSeries
+    partition_ids : numpy.ndarray
+        int64, one per row of the matrices.
+    versions : numpy.ndarray
+        int64, one per column.
+    metrics : dict of str to numpy.ndarray
+        ``rows``, ``state_bytes`` (key + value bytes held) and ``file_bytes`` (delta + snapshot files
+        written for the version): float64 partitions × versions, NaN where the partition cannot be
+        rebuilt at that version.
     """
     import numpy as np
 
-    pids = reader.partition_ids()
-    what = f"state growth, operator {reader.operator_id} {reader.store_name}"
-    points: dict[tuple[int, int], tuple[int, int]] = {}
-    problems: list[StatelensError] = []
-    last = time.monotonic()
-    for n, pid in enumerate(pids):
-        yield Progress(n, len(pids), f"{what}, partition {pid}")
-        try:
-            for version, state, on_disk in reader.iter_versions_raw(pid, cancelled):
-                points[(pid, version)] = (len(state), on_disk)
-                now = time.monotonic()
-                if now - last > PROGRESS_INTERVAL_S:
-                    last = now
-                    yield Progress(n, len(pids), f"{what}, partition {pid}, version {version}")
-        except StatelensError as err:
-            problems.append(err)
-    versions = np.array(sorted({v for _, v in points}), dtype=np.int64)
-    rows = np.full((len(pids), len(versions)), np.nan)
-    size = np.full((len(pids), len(versions)), np.nan)
-    for i, pid in enumerate(pids):
-        for j, v in enumerate(versions.tolist()):
-            got = points.get((pid, v))
-            if got is not None:
-                rows[i, j], size[i, j] = got
-    yield Progress(len(pids), len(pids), what)
-    return GrowthSeries(
-        reader.operator_id, reader.store_name, np.array(pids, dtype=np.int64), versions, rows, size, problems
-    )
+    pids = sorted(store.rows) or list(store.partitions)
+    versions = list(store.versions)
+    col = {v: j for j, v in enumerate(versions)}
+    metrics: dict[str, Any] = {}
+    for name in GROWTH_METRICS:
+        table = getattr(store, name)
+        matrix = np.full((len(pids), len(versions)), np.nan)
+        for i, pid in enumerate(pids):
+            for v, value in table.get(pid, {}).items():
+                j = col.get(v)
+                if j is not None:
+                    matrix[i, j] = value
+        metrics[name] = matrix
+    return np.array(pids, dtype=np.int64), np.array(versions, dtype=np.int64), metrics
 
 
 # -- jobs: state browser ---------------------------------------------------------------------------------
@@ -574,32 +535,3 @@ def _ranges(values: Sequence[int]) -> str:
             spans.append((v, v))
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
 
-
-def iter_growth_all(
-    readers: Sequence[Any], cancelled: Callable[[], bool] | None = None
-) -> Generator[Progress | GrowthSeries, None, int]:
-    """Growth of several stores: yields progress, and each store's :class:`GrowthSeries` once done.
-
-    Parameters
-    ----------
-    readers : sequence of readers.hdfs_store.HDFSStoreReader
-    cancelled : callable, optional
-        Returns True when the work should stop early.
-
-    Yields
-    ------
-    Progress or GrowthSeries
-
-    Returns
-    -------
-    int
-        How many stores were measured.
-    """
-    done = 0
-    for reader in readers:
-        if cancelled is not None and cancelled():
-            break
-        series = yield from iter_growth(reader, cancelled)
-        yield series
-        done += 1
-    return done

@@ -167,10 +167,13 @@ def test_growth_labels_top_partitions(qtbot) -> None:  # type: ignore[no-untyped
     n = TOP_PARTITIONS + 3
     rows = np.array([[p * 10.0 + v for v in range(4)] for p in range(n)])
     rows[0, 1] = np.nan
-    view.set_growth(0, "default", list(range(n)), [1, 2, 3, 4], rows, rows * 100)
+    view.set_growth(0, "default", list(range(n)), [1, 2, 3, 4], {"rows": rows, "state_bytes": rows[::-1] * 100})
     assert view.shown_partitions() == list(range(n - 1, n - 1 - TOP_PARTITIONS, -1))
-    view.set_metric("bytes")
+    view.set_metric("state_bytes")
+    assert view.shown_partitions() == list(range(TOP_PARTITIONS))
     assert "bytes" in view.partition_plot.getAxis("left").labelText
+    view.set_metric("file_bytes")  # missing metric: empty, no crash
+    assert view.shown_partitions() == []
 
 
 def test_table_model_sorts_numbers_and_filters(qtbot) -> None:  # type: ignore[no-untyped-def]

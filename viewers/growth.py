@@ -21,9 +21,11 @@ from viewers import theme
 #: Partitions drawn in their own colour and labelled.
 TOP_PARTITIONS = 5
 
+#: metric name -> (picker text, axis label, units, title)
 METRICS = {
-    "rows": ("rows in state", None, "Rows"),
-    "bytes": ("bytes written (delta + snapshot files)", "B", "Bytes written"),
+    "rows": ("rows in state", "rows in state", None, "Rows"),
+    "state_bytes": ("state size (key + value bytes)", "key + value bytes held", "B", "State size"),
+    "file_bytes": ("bytes written per version (files)", "delta + snapshot file bytes", "B", "Bytes written"),
 }
 
 
@@ -40,7 +42,7 @@ class StateGrowthView(QWidget):
     -------
     store_selected(int operator_id, str store_name)
     metric_selected(str metric)
-        ``rows`` or ``bytes``.
+        A key of :data:`METRICS`.
     """
 
     store_selected = Signal(int, str)
@@ -66,8 +68,8 @@ class StateGrowthView(QWidget):
         bar.addSpacing(16)
         bar.addWidget(QLabel("Show:"))
         self.metric_combo = QComboBox()
-        self.metric_combo.addItem("rows in state", "rows")
-        self.metric_combo.addItem("bytes written per version", "bytes")
+        for name, (text, *_rest) in METRICS.items():
+            self.metric_combo.addItem(text, name)
         self.metric_combo.activated.connect(self._on_metric_combo_activated)
         bar.addWidget(self.metric_combo)
         bar.addSpacing(16)
@@ -155,16 +157,21 @@ class StateGrowthView(QWidget):
         store_name: str,
         partition_ids: Sequence[int] | np.ndarray,
         versions: Sequence[int] | np.ndarray,
-        rows: np.ndarray,
-        size_bytes: np.ndarray,
+        metrics: dict[str, np.ndarray],
     ) -> None:
-        """Rows and bytes of one store: ``rows[i, j]`` is partition ``partition_ids[i]`` at ``versions[j]``."""
-        self._data[(operator_id, store_name)] = {
+        """Growth of one store: ``metrics[name][i, j]`` is partition ``partition_ids[i]`` at ``versions[j]``.
+
+        ``metrics`` has a partitions × versions matrix (NaN where not readable) per key of :data:`METRICS`.
+        """
+        data: dict[str, Any] = {
             "partition_ids": np.asarray(partition_ids, dtype=np.int64),
             "versions": np.asarray(versions, dtype=np.float64),
-            "rows": np.asarray(rows, dtype=np.float64),
-            "bytes": np.asarray(size_bytes, dtype=np.float64),
         }
+        for name in METRICS:
+            matrix = metrics.get(name)
+            data[name] = (np.asarray(matrix, dtype=np.float64) if matrix is not None
+                          else np.full((len(data["partition_ids"]), len(data["versions"])), np.nan))
+        self._data[(operator_id, store_name)] = data
         if self._shown == (operator_id, store_name):
             self._redraw()
 
@@ -183,7 +190,7 @@ class StateGrowthView(QWidget):
         self._redraw()
 
     def set_metric(self, metric: str) -> None:
-        """``rows`` or ``bytes``."""
+        """A key of :data:`METRICS`."""
         if metric not in METRICS or metric == self._metric:
             return
         self._metric = metric
@@ -197,7 +204,7 @@ class StateGrowthView(QWidget):
 
     # -- drawing -------------------------------------------------------------------------------------
     def _apply_labels(self) -> None:
-        label, units, title = METRICS[self._metric]
+        _text, label, units, title = METRICS[self._metric]
         theme.set_axis_label(self.total_plot, "left", label, units=units)
         theme.set_axis_label(self.partition_plot, "left", label, units=units)
         self.total_plot.setTitle(f"{title}: total over all partitions", color=theme.foreground().name(), size=theme.TITLE_SIZE)
@@ -227,10 +234,16 @@ class StateGrowthView(QWidget):
         x = data["versions"]
         values = data[self._metric]
         pids = data["partition_ids"]
-        self.total_curve.setData(x, np.nansum(values, axis=0))
+        totals = np.nansum(values, axis=0)
+        totals[~np.isfinite(values).any(axis=0)] = np.nan
+        self.total_curve.setData(x, totals)
         # max over versions, NaN (not readable) as 0, without numpy's all-NaN warning
         peak = np.where(np.isfinite(values), values, 0.0).max(axis=1) if values.size else np.zeros(len(pids))
-        order = np.argsort(-peak, kind="stable")
+        has_data = np.isfinite(values).any(axis=1) if values.size else np.zeros(len(pids), dtype=bool)
+        order = np.array([i for i in np.argsort(-peak, kind="stable") if has_data[i]], dtype=np.int64)
+        if not len(order):
+            self.message.setText("No values of this kind for this store.")
+            self.message.setPos(float(x[0]), 0.5)
         top = order[:TOP_PARTITIONS]
         rest = order[TOP_PARTITIONS:]
         if len(rest):

@@ -29,11 +29,12 @@ from PySide6.QtWidgets import (
 
 from app.gui import errors
 from app.gui.workers import JobRunner
+from app.analysis.growth import iter_growth
 from app.session import (
     LoadedCheckpoint,
     SelectionState,
     StateTable,
-    iter_growth_all,
+    growth_arrays,
     iter_load_checkpoint,
     iter_state_table,
 )
@@ -337,10 +338,10 @@ class MainWindow(QMainWindow):
             + (f", {len(ckpt.report.problems)} file problems" if ckpt.report.problems else "")
         )
 
-        readers = []
+        # Create the store readers here, on the GUI thread; jobs only use them.
         for op, s in stores:
             try:
-                readers.append(self._reader(op.operator_id, s.store_name))
+                self._reader(op.operator_id, s.store_name)
             except StatelensError as err:
                 self.problems.add_problems([err], where="opening store")
         self.checkpoint_loaded.emit(loaded)
@@ -357,15 +358,15 @@ class MainWindow(QMainWindow):
         else:
             self.browser.clear_table("This checkpoint has no state store the native reader can decode.")
             self.table_updated.emit()
-        if readers:
-            for r in readers:
-                self.growth.set_store_status(r.operator_id, r.store_name, "computing…")
+        if stores:
+            for op, s in stores:
+                self.growth.set_store_status(op.operator_id, s.store_name, "computing…")
             self.runner.submit(
                 "growth",
-                iter_growth_all,
-                readers,
+                iter_growth,
+                ckpt,
                 what="Measuring state growth",
-                on_yield=self._on_growth_yielded,
+                on_result=self._on_growth_finished,
                 on_error=self._on_growth_errored,
             )
 
@@ -384,15 +385,21 @@ class MainWindow(QMainWindow):
         return self._readers[key]
 
     # -- growth --------------------------------------------------------------------------------------
-    def _on_growth_yielded(self, series: Any) -> None:
-        self.growth.set_growth(series.operator_id, series.store_name, series.partition_ids, series.versions,
-                               series.rows, series.size_bytes)
-        note = ""
-        if series.problems:
-            self.problems.add_problems(series.problems, where="state growth")
-            note = f"{len(series.problems)} partition(s) could not be read; see Problems"
-        self.growth.set_store_status(series.operator_id, series.store_name, note)
-        self.growth_updated.emit(series.operator_id, series.store_name)
+    def _on_growth_finished(self, result: Any) -> None:
+        self.problems.add_problems(result.problems, where="state growth")
+        for store in result.stores:
+            if store.skipped:
+                self.growth.set_store_status(store.operator_id, store.store_name, store.skipped)
+                continue
+            pids, versions, metrics = growth_arrays(store)
+            self.growth.set_growth(store.operator_id, store.store_name, pids, versions, metrics)
+            bad = [p for p in result.problems
+                   if p.context.get("operator_id") == store.operator_id and p.context.get("store_name") == store.store_name]
+            self.growth.set_store_status(
+                store.operator_id, store.store_name,
+                f"{len(bad)} file(s) could not be read; their versions are gaps. See Problems." if bad else "",
+            )
+            self.growth_updated.emit(store.operator_id, store.store_name)
 
     def _on_growth_errored(self, err: BaseException) -> None:
         if isinstance(err, StatelensError):
