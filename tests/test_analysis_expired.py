@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.analysis._common import run_to_end
+from app.analysis._common import key_fields, run_to_end
 from app.analysis.expired import iter_expired
 from app.cli import main
 from readers.checkpoint import open_checkpoint
@@ -66,7 +66,7 @@ def test_zombies_at_every_version_match_the_functions_own_report(checkpoint, sce
     leaked_or_upd = set()
     for version in range(1, last_version + 1):
         want = _expected_zombies(expected, version)
-        got = {f.key["key"]: f for f in result.findings if f.version == version}
+        got = {key_fields(f.key)["key"]: f for f in result.findings if f.version == version}
         assert set(got) == set(want), f"version {version}"
         for key, f in got.items():
             assert f.batch_id == want[key], (version, key)
@@ -97,7 +97,7 @@ def test_latest_version_only_by_default_and_json_cli(checkpoint, capsys):
     rc = main(["expired", str(folder / "checkpoint"), "--json"])
     assert rc == 0
     docs = json.loads(capsys.readouterr().out)
-    assert {d["key"]["key"] for d in docs} == set(_expected_zombies(expected, last_version))
+    assert {dict(d["key"])["key"] for d in docs} == set(_expected_zombies(expected, last_version))
     assert {d["version"] for d in docs} == {last_version}
     for d in docs:
         for name in ("operator_id", "partition", "version", "batch_id", "category", "key", "timeout_ms",
@@ -124,7 +124,7 @@ def test_override_timeout_kind_and_stale(checkpoint):
     (op,) = result.operators
     assert (op.timeout_kind.timeout_kind, op.timeout_kind.source) == ("event_time", "override")
     assert not [f for f in result.findings if f.category == "zombie"]
-    stale = {f.key["key"] for f in result.findings if f.category == "stale"}
+    stale = {key_fields(f.key)["key"] for f in result.findings if f.category == "stale"}
     no_timeout = {k for k, h in expected["key_history"].items() if h[-1]["action"] == "update_no_timeout"}
     assert stale == no_timeout
     assert all(f.timeout_ms == -1 and f.age_batches >= 1 for f in result.findings)
@@ -147,7 +147,7 @@ def test_overdue_when_the_next_watermark_passed_but_no_batch_ran(checkpoint, tmp
     # The last commit promises a watermark far ahead: every armed timeout is due, no batch ran.
     _set_log_json(ckpt / "commits" / str(last), nextBatchWatermarkMs=10**13)
     result = _findings(ckpt, stale_after=0)
-    overdue = {f.key["key"]: f for f in result.findings if f.category == "overdue"}
+    overdue = {key_fields(f.key)["key"]: f for f in result.findings if f.category == "overdue"}
     zombies = _expected_zombies(expected, last + 1)
     assert overdue
     assert not set(overdue) & set(zombies)
@@ -173,4 +173,4 @@ def test_eviction_lag_only_when_keys_stay_behind_the_watermark(checkpoint, tmp_p
     assert lag.findings
     assert {f.category for f in lag.findings} == {"eviction_lag"}
     assert all(f.version == last + 1 and f.threshold_ms == 10**13 and f.timeout_ms < 10**13 for f in lag.findings)
-    assert all(set(f.key) == {"window", "key"} for f in lag.findings)
+    assert all(set(key_fields(f.key)) == {"window", "key"} for f in lag.findings)

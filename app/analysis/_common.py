@@ -58,55 +58,56 @@ def encode_row(row: tuple[Any, ...] | None, schema: Any) -> Any:
 
     Returns
     -------
-    object
-        JSON-ready value.
+    readers.values.JsonObject or None
+        An ordered list of ``(name, value)`` pairs (struct names may repeat).
     """
-    if row is None:
-        return None
-    try:
-        from readers.values import row_to_json
-    except ImportError:  # pragma: no cover - readers.values is landing in parallel
-        return _fallback_row_to_json(row, schema)
+    from readers.values import row_to_json
+
     return row_to_json(row, schema)
 
 
-def _fallback_row_to_json(row: tuple[Any, ...], schema: Any) -> dict[str, Any]:
-    import base64
-    import decimal
-    import math
-
-    def conv(v: Any, dt: Any) -> Any:
-        if v is None:
-            return None
-        name = dt.typeName() if dt is not None else ""
-        if name == "struct":
-            return {f.name: conv(x, f.dataType) for f, x in zip(dt.fields, v, strict=True)}
-        if name == "array":
-            return [conv(x, dt.elementType) for x in v]
-        if name == "map":
-            return [[conv(k, dt.keyType), conv(x, dt.valueType)] for k, x in v]
-        if isinstance(v, bytes):
-            return base64.b64encode(v).decode("ascii")
-        if isinstance(v, decimal.Decimal):
-            return str(v)
-        if isinstance(v, float) and not math.isfinite(v):
-            return str(v)
-        if isinstance(v, tuple):
-            return list(v)
-        return v
-
-    return {f.name: conv(x, f.dataType) for f, x in zip(schema.fields, row, strict=True)}
+def key_fields(key: Any) -> dict[str, Any]:
+    """An encoded key as a dict (the last of repeated names wins), for lookups."""
+    if isinstance(key, dict):
+        return key
+    return {k: v for k, v in key} if isinstance(key, list) else {}
 
 
 def key_text(key: Any) -> str:
     """One-line text of an encoded key, for tables (never rich text)."""
-    import json
+    from readers.values import JsonObject, dumps_jsonl
 
-    if isinstance(key, dict) and len(key) == 1:
-        (value,) = key.values()
+    if isinstance(key, JsonObject) and len(key) == 1:
+        value = key[0][1]
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
-    return json.dumps(key, ensure_ascii=False, separators=(",", ":"), default=str)
+    return dumps_jsonl(key)
+
+
+def finite(x: float | None) -> float | None:
+    """``x`` unless it is NaN or infinite (JSON has no such numbers)."""
+    import math
+
+    return x if x is None or math.isfinite(x) else None
+
+
+def write_json(obj: Any, out: Any) -> None:
+    """Write a JSON document (lists one item per line) keeping repeated struct names in keys."""
+    from readers.values import dumps_jsonl
+
+    if isinstance(obj, list) and not _is_json_object(obj):
+        if not obj:
+            out.write("[]\n")
+            return
+        out.write("[\n" + ",\n".join(dumps_jsonl(x) for x in obj) + "\n]\n")
+    else:
+        out.write(dumps_jsonl(obj) + "\n")
+
+
+def _is_json_object(obj: Any) -> bool:
+    from readers.values import JsonObject
+
+    return isinstance(obj, JsonObject)
 
 
 # -- batch clock ---------------------------------------------------------------------------------------

@@ -7,11 +7,10 @@ but some files could not be read (or, for ``doctor``, warnings), 2 error.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import IO, Any
 
-from app.analysis._common import key_text, run_to_end
+from app.analysis._common import key_text, run_to_end, write_json
 
 
 def _drive(gen: Any) -> Any:
@@ -80,8 +79,7 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
         )
     )
     if args.json:
-        json.dump(expired_json(result), out, indent=1, ensure_ascii=False, default=str)
-        out.write("\n")
+        write_json(expired_json(result), out)
         return _exit_for(ckpt, result.problems)
     w = out.write
     for op in result.operators:
@@ -132,8 +130,7 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
     ckpt = _open(args)
     timeline = _drive(iter_timeline(ckpt))
     if args.json:
-        json.dump(timeline.to_json(), out, indent=1, ensure_ascii=False, default=str)
-        out.write("\n")
+        write_json(timeline.to_json(), out)
         return _exit_for(ckpt, timeline.problems)
     rows = []
     for r in timeline.rows:
@@ -154,6 +151,30 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
     return _exit_for(ckpt, timeline.problems)
 
 
+# -- doctor --------------------------------------------------------------------------------------------
+def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
+    from app.analysis.doctor import iter_doctor
+    from app.cli import _open
+
+    ckpt = _open(args)
+    result = _drive(iter_doctor(ckpt, min_batches_to_retain=args.min_batches_to_retain, decode_files=not args.quick))
+    if args.json:
+        write_json(result.to_json(), out)
+        return result.exit_code
+    w = out.write
+    w(f"Checkpoint  {ckpt.location}\n")
+    w("Checked     " + "; ".join(result.checked) + "\n\n")
+    if not result.findings:
+        w("OK: no problems found.\n")
+    for f in result.findings:
+        w(f"{f.severity.upper():8s} {f.check}: {f.message}\n")
+        for path in f.files:
+            w(f"         - {path}\n")
+    c = result.counts()
+    w(f"\n{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s)\n")
+    return result.exit_code
+
+
 # -- registration --------------------------------------------------------------------------------------
 def add_commands(sub: Any) -> None:
     """Add ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
@@ -172,6 +193,16 @@ def add_commands(sub: Any) -> None:
                    help="override the inferred timeout kind of (flat)MapGroupsWithState/applyInPandasWithState")
     p.add_argument("--json", action="store_true", help="print a JSON list of findings")
     p.set_defaults(func=cmd_expired)
+
+    from app.analysis.doctor import DEFAULT_MIN_BATCHES_TO_RETAIN
+
+    p = sub.add_parser("doctor", help="health checks with severities and files; exit 0 clean, 1 warnings, 2 errors")
+    p.add_argument("checkpoint")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--quick", action="store_true", help="do not read every state file (skip decode checks)")
+    p.add_argument("--min-batches-to-retain", type=int, default=DEFAULT_MIN_BATCHES_TO_RETAIN, metavar="N",
+                   help="the query's spark.sql.streaming.minBatchesToRetain (not recorded in the checkpoint)")
+    p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("timeline", help="per batch: start, interval, watermark, commit, records per source, conf changes")
     p.add_argument("checkpoint")

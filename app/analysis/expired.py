@@ -369,6 +369,9 @@ def iter_expired(
             )
         elif op.kind in _EVICTING_OPERATORS:
             col = _eviction_column(op, st)
+            if col is None and op.kind == OperatorKind.JOIN:
+                summary.reason = "join key counts: evicted together with the keyWithIndexToValue rows"
+                continue
             if col is None:
                 summary.reason = (
                     "no event-time column (no watermark on a grouping/dedup key): Spark never evicts this "
@@ -384,8 +387,8 @@ def iter_expired(
     return ExpiredResult(findings, summaries, problems, stale_after or None, all_versions)
 
 
-def _eviction_column(op: Any, st: Any) -> tuple[str, tuple[int, ...], str] | None:
-    """``(side, path, unit)`` of the time that decides eviction for this store, if any."""
+def _eviction_column(op: Any, st: Any) -> tuple[str, tuple[int, ...], str, str] | None:
+    """``(side, path, unit, name)`` of the time that decides eviction for this store, if any."""
     if op.kind == OperatorKind.SESSION_WINDOW:
         vs = st.value_schema
         f0 = vs.fields[0] if vs is not None and vs.fields else None
@@ -393,10 +396,10 @@ def _eviction_column(op: Any, st: Any) -> tuple[str, tuple[int, ...], str] | Non
             "start",
             "end",
         ]:
-            return ("value", (0, 1), "us")  # sessions are evicted by their end, not their start
+            return ("value", (0, 1), "us", "session_window.end")  # evicted by their end, not their start
     for tc in op.time_columns:
         if tc.store_name == st.store_name and tc.role == "event_time":
-            return (tc.side, tc.path, tc.unit)
+            return (tc.side, tc.path, tc.unit, tc.name)
     return None
 
 
@@ -616,17 +619,17 @@ def _check_eviction(
     op: Any,
     reader: Any,
     clock: BatchClock,
-    col: tuple[str, tuple[int, ...], str],
+    col: tuple[str, tuple[int, ...], str, str],
     summary: OperatorExpiry,
     findings: list[ExpiredFinding],
     problems: list[StatelensError],
     all_versions: bool,
     cancelled: Callable[[], bool] | None,
 ) -> Generator[Progress, None, None]:
-    side, path, unit = col
+    side, path, unit, name = col
     read = int_reader(_key_layout(reader) if side == "key" else _value_layout(reader), path)
     summary.timeout_kind = TimeoutKindEvidence(
-        "event_time", "schema", f"Spark evicts by the event time in the {side} ({'.'.join(map(str, path))})"
+        "event_time", "schema", f"Spark evicts rows whose {side} field {name} is behind the watermark"
     )
     note = _JOIN_NOTE if op.kind == OperatorKind.JOIN else ""
     pids = reader.partition_ids()

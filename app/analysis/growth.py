@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.analysis._common import BatchClock, walk_partition
+from app.analysis._common import BatchClock, finite, walk_partition
 from readers.errors import StatelensError
 from readers.model import Progress
 
@@ -132,7 +132,7 @@ class StoreGrowth:
             "total_state_bytes": self.total_state_bytes(),
             "total_file_bytes": self.total_file_bytes(),
             "rows_per_batch": self.rows_per_batch(),
-            "skew": self.skew(),
+            "skew": finite(self.skew()),
             "top_partitions": [{"partition": p, "rows": r} for p, r in self.top_partitions()],
             "zombie_rows": self.zombie_rows,
             "zombie_share": self.zombie_share(),

@@ -1,0 +1,468 @@
+"""Checkpoint health checks: ``statelens doctor`` (issue 3 §4).
+
+Every finding has a severity (``error``: Spark will fail or lose data on restart, or a file is corrupt;
+``warning``: something a person should look at; ``info``: explains a state that is normal after a
+crash) and the files involved. Exit code: 0 clean (info only), 1 warnings, 2 errors.
+
+The rules follow ``shared/spec/checkpoint-format.md``: offsets without a commit are the batch a restart
+re-runs (§2.2, §2.6); version ``v`` is written by batch ``v-1`` so the latest state version must be the
+last committed batch + 1 (§1.2); temp files are ``.<name>.<uuid>[.TID..].tmp`` leftovers of atomic
+writes (§1.3); the partition count is ``spark.sql.shuffle.partitions`` pinned in the first offsets file
+(§1.1, §2.2); a version is rebuilt from its newest snapshot plus every later delta (§3.4); cleanup keeps
+``minBatchesToRetain`` versions (§3.5, §2.6).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.analysis._common import BatchClock
+from readers.errors import StatelensError
+from readers.model import OperatorKind, Progress
+
+SEVERITIES = ("error", "warning", "info")
+DEFAULT_MIN_BATCHES_TO_RETAIN = 100
+#: A batch interval is a gap when above this many times the median interval...
+GAP_FACTOR = 10
+#: ...and at least this much longer than the median.
+GAP_MIN_EXTRA_MS = 30_000
+#: Records decoded per state file to check the rows against the schema.
+SAMPLE_ROWS = 64
+_FILES_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class DoctorFinding:
+    """One health problem (or note) and the files involved."""
+
+    check: str
+    severity: str
+    message: str
+    files: tuple[str, ...] = ()
+    batch_id: int | None = None
+    operator_id: int | None = None
+    partition: int | None = None
+    store_name: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "severity": self.severity,
+            "message": self.message,
+            "files": list(self.files),
+            "batch_id": self.batch_id,
+            "operator_id": self.operator_id,
+            "partition": self.partition,
+            "store_name": self.store_name,
+        }
+
+
+@dataclass
+class DoctorResult:
+    """All findings, worst first."""
+
+    findings: list[DoctorFinding] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        sev = {f.severity for f in self.findings}
+        return 2 if "error" in sev else 1 if "warning" in sev else 0
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITIES}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.exit_code,
+            "counts": self.counts(),
+            "checked": list(self.checked),
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def _ranges(values: list[int]) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+class _Doctor:
+    def __init__(self, ckpt: Any, min_batches_to_retain: int):
+        self.ckpt = ckpt
+        self.min_retain = min_batches_to_retain
+        self.result = DoctorResult()
+
+    def add(self, check: str, severity: str, message: str, files: list[str] | tuple[str, ...] = (), **ctx: Any) -> None:
+        files = list(files)
+        if len(files) > _FILES_SHOWN:
+            message += f" ({len(files)} files, first {_FILES_SHOWN} listed)"
+            files = files[:_FILES_SHOWN]
+        self.result.findings.append(DoctorFinding(check, severity, message, tuple(files), **ctx))
+
+    # -- logs --------------------------------------------------------------------------------------
+    def check_load_report(self) -> None:
+        self.result.checked.append("readable logs and metadata")
+        for err in self.ckpt.report.problems:
+            self.add("unreadable_file", "error", f"{type(err).__name__}: {err.message}", [err.path] if err.path else [])
+
+    def check_batches(self) -> None:
+        self.result.checked.append("offsets vs commits, batch id gaps")
+        offsets, commits = self.ckpt.offsets, self.ckpt.commits
+        if not offsets and not commits:
+            self.add("no_batches", "info", "no offsets or commits: the query never planned a batch")
+            return
+        last_commit = max(commits) if commits else None
+        for b in sorted(set(offsets) - set(commits)):
+            if last_commit is not None and b < last_commit:
+                self.add(
+                    "offsets_without_commit", "error",
+                    f"batch {b} has offsets but no commit while later batch {last_commit} committed "
+                    "(a commit file was lost)", [f"offsets/{b}"], batch_id=b,
+                )
+            else:
+                self.add(
+                    "offsets_without_commit", "warning",
+                    f"batch {b} was planned but never committed: a restart re-runs it", [f"offsets/{b}"], batch_id=b,
+                )
+        for b in sorted(set(commits) - set(offsets)):
+            self.add(
+                "commit_without_offsets", "error",
+                f"batch {b} has a commit but no offsets file (offsets lost or deleted by hand)",
+                [f"commits/{b}"], batch_id=b,
+            )
+        for name, ids in (("offsets", sorted(offsets)), ("commits", sorted(commits))):
+            missing = [b for b in range(ids[0], ids[-1] + 1) if b not in set(ids)] if ids else []
+            if missing:
+                self.add(
+                    "batch_id_gap", "error",
+                    f"{name}/ has no file for batch ids {_ranges(missing)} between {ids[0]} and {ids[-1]}",
+                    [f"{name}/{b}" for b in missing],
+                )
+        if len(offsets) > 2 * self.min_retain + 10:
+            self.add(
+                "logs_beyond_retention", "warning",
+                f"{len(offsets)} offsets files kept although minBatchesToRetain is {self.min_retain}: "
+                "log purging may not be running", ["offsets/"],
+            )
+
+    def check_watermark_and_clock(self) -> None:
+        self.result.checked.append("watermark monotonic, batch timestamps and gaps")
+        clock = BatchClock(self.ckpt)
+        prev: tuple[int, int] | None = None
+        for b in sorted(clock.watermark_ms):
+            wm = clock.watermark_ms[b]
+            if prev is not None and wm < prev[1]:
+                self.add(
+                    "watermark_backwards", "error",
+                    f"watermark went backwards from {prev[1]} ms (batch {prev[0]}) to {wm} ms (batch {b}); "
+                    "Spark never moves it back: an offsets file was edited or mixed from another checkpoint",
+                    [f"offsets/{prev[0]}", f"offsets/{b}"], batch_id=b,
+                )
+            if wm:
+                prev = (b, wm)
+        for b, nxt in sorted(clock.next_watermark_ms.items()):
+            wm = clock.watermark_ms.get(b + 1)
+            if wm is not None and nxt and wm != nxt:
+                self.add(
+                    "watermark_mismatch", "warning",
+                    f"commits/{b} says the next batch uses watermark {nxt} ms, offsets/{b + 1} says {wm} ms",
+                    [f"commits/{b}", f"offsets/{b + 1}"], batch_id=b + 1,
+                )
+        ids = clock.batches_with_timestamp()
+        intervals = [
+            (a, c, clock.timestamp_ms[c] - clock.timestamp_ms[a]) for a, c in zip(ids, ids[1:], strict=False) if c == a + 1
+        ]
+        for a, c, d in intervals:
+            if d < 0:
+                self.add(
+                    "timestamp_backwards", "warning",
+                    f"batch {c} started {-d} ms before batch {a} (driver clock moved back, or a restart on "
+                    "another machine): processing-time timeouts may fire late",
+                    [f"offsets/{a}", f"offsets/{c}"], batch_id=c,
+                )
+        positive = [d for *_, d in intervals if d >= 0]
+        if len(positive) >= 3:
+            med = statistics.median(positive)
+            limit = max(GAP_FACTOR * med, med + GAP_MIN_EXTRA_MS)
+            for a, c, d in intervals:
+                if d > limit:
+                    self.add(
+                        "batch_gap", "warning",
+                        f"{d / 1000:.1f} s between batch {a} and {c}, the usual interval is {med / 1000:.1f} s: "
+                        "the query was stopped or stalled", [f"offsets/{a}", f"offsets/{c}"], batch_id=c,
+                    )
+
+    def check_conf(self) -> None:
+        self.result.checked.append("partition count vs spark.sql.shuffle.partitions, conf changes")
+        key = "spark.sql.shuffle.partitions"
+        conf = self.ckpt.conf
+        try:
+            want = int(conf[key]) if key in conf else None
+        except ValueError:
+            want = None
+        prev: tuple[int, dict[str, str]] | None = None
+        for b in sorted(self.ckpt.offsets):
+            c = self.ckpt.offsets[b].conf
+            if prev is not None and c and prev[1]:
+                changed = sorted(k for k in set(c) | set(prev[1]) if c.get(k) != prev[1].get(k))
+                if changed:
+                    self.add(
+                        "conf_changed", "warning" if key in changed or any("stateStore" in k for k in changed) else "info",
+                        f"conf changed between batch {prev[0]} and {b}: "
+                        + ", ".join(f"{k} {prev[1].get(k)} -> {c.get(k)}" for k in changed),
+                        [f"offsets/{prev[0]}", f"offsets/{b}"], batch_id=b,
+                    )
+            if c:
+                prev = (b, c)
+        if want is None:
+            return
+        for op in self.ckpt.operators:
+            expected = 1 if op.kind == OperatorKind.LIMIT else want
+            for st in op.stores:
+                have = len(st.partitions)
+                if have != expected:
+                    ids = set(st.partitions)
+                    missing = [p for p in range(expected) if p not in ids]
+                    extra = [p for p in st.partitions if p >= expected]
+                    detail = []
+                    if missing:
+                        detail.append(f"missing {_ranges(missing)}")
+                    if extra:
+                        detail.append(f"extra {_ranges(extra)}")
+                    self.add(
+                        "partition_count", "error",
+                        f"operator {op.operator_id} store {st.store_name} has {have} partition folders, "
+                        f"{key} = {want} ({'; '.join(detail)})",
+                        [f"state/{op.operator_id}"], operator_id=op.operator_id, store_name=st.store_name,
+                    )
+
+    # -- files -------------------------------------------------------------------------------------
+    def check_temp_files(self) -> None:
+        self.result.checked.append("leftover temporary files")
+        temps = [e.path for e in self.ckpt.fs.walk_files("") if e.name.startswith(".") and e.name.endswith(".tmp")]
+        if temps:
+            self.add(
+                "temp_files", "warning",
+                f"{len(temps)} leftover temporary file(s): a writer died mid-write (Spark ignores them)", temps,
+            )
+
+    def check_schemas(self) -> None:
+        self.result.checked.append("schema files agree across partitions")
+        from readers import schemas
+
+        for op in self.ckpt.operators:
+            for st in op.stores:
+                sub = "" if st.store_name == "default" else f"/{st.store_name}"
+                found: dict[str, Any] = {}
+                for pid in st.partitions:
+                    path = f"state/{op.operator_id}/{pid}{sub}/_metadata/schema"
+                    if not self.ckpt.fs.exists(path):
+                        continue
+                    try:
+                        parsed = schemas.parse_schema_file(self.ckpt.fs.read_bytes(path), path)
+                    except StatelensError as err:
+                        self.add("bad_schema_file", "error", f"schema file cannot be read: {err.message}", [path],
+                                 operator_id=op.operator_id, partition=pid, store_name=st.store_name)
+                        continue
+                    found[path] = (parsed.key_schema.json(), parsed.value_schema.json())
+                if len(set(found.values())) > 1:
+                    first = next(iter(found.values()))
+                    odd = [p for p, s in found.items() if s != first]
+                    self.add(
+                        "schema_disagrees", "error",
+                        f"operator {op.operator_id} store {st.store_name}: schema files differ across partitions",
+                        [next(iter(found)), *odd], operator_id=op.operator_id, store_name=st.store_name,
+                    )
+                if st.provider == "hdfs" and st.schema is None and st.partitions:
+                    self.add(
+                        "missing_schema", "warning",
+                        f"operator {op.operator_id} store {st.store_name}: no schema file, rows cannot be decoded",
+                        [f"state/{op.operator_id}/0{sub}/_metadata/schema"],
+                        operator_id=op.operator_id, store_name=st.store_name,
+                    )
+
+    def check_state_versions(self) -> None:
+        self.result.checked.append("state versions vs commits, delta chains, retention")
+        commits = self.ckpt.commits
+        last_commit = max(commits) if commits else None
+        expected = last_commit + 1 if last_commit is not None else None
+        planned = max(self.ckpt.offsets) if self.ckpt.offsets else None
+        for op in self.ckpt.operators:
+            for st in op.stores:
+                if st.provider != "hdfs":
+                    self.add("rocksdb_not_checked", "info",
+                             f"operator {op.operator_id} store {st.store_name}: RocksDB state versions not checked",
+                             operator_id=op.operator_id, store_name=st.store_name)
+                    continue
+                reader = self.ckpt.store_reader(op.operator_id, st.store_name)
+                for pid in reader.partition_ids():
+                    self._check_partition(op, st, reader, pid, expected, planned)
+
+    def _check_partition(self, op: Any, st: Any, reader: Any, pid: int, expected: int | None, planned: int | None) -> None:
+        pf = reader.partitions[pid]
+        ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": st.store_name}
+        where = f"operator {op.operator_id} store {st.store_name} partition {pid}"
+        files = sorted(set(pf.deltas) | set(pf.snapshots))
+        if not files:
+            self.add("no_state_files", "error" if expected else "info", f"{where}: no delta or snapshot files",
+                     [pf.directory], **ctx)
+            return
+        latest = max(files)
+        readable = set(pf.readable_versions())
+        if expected is not None:
+            if latest < expected:
+                self.add(
+                    "missing_state_version", "error",
+                    f"{where}: latest state version is {latest} but the last commit (batch {expected - 1}) "
+                    f"needs version {expected}: a restart cannot load the state",
+                    [f"{pf.directory}/{expected}.delta"], batch_id=expected - 1, **ctx,
+                )
+            elif latest > expected:
+                if planned is not None and latest == planned + 1 and planned == expected:
+                    self.add(
+                        "uncommitted_state_version", "info",
+                        f"{where}: version {latest} was written by uncommitted batch {latest - 1}; "
+                        "Spark rewrites it when the batch is re-run",
+                        [f"{pf.directory}/{latest}.delta"], batch_id=latest - 1, **ctx,
+                    )
+                else:
+                    extra = [v for v in files if v > expected]
+                    self.add(
+                        "extra_state_version", "error",
+                        f"{where}: state versions {_ranges(extra)} are beyond the last committed batch "
+                        f"({expected - 1}) and not explained by a planned batch",
+                        [f"{pf.directory}/{v}.delta" for v in extra if v in pf.deltas], **ctx,
+                    )
+            if expected <= latest and expected not in readable:
+                base = max((s for s in pf.snapshots if s <= expected), default=0)
+                gap = [v for v in range(base + 1, expected + 1) if v not in pf.deltas]
+                self.add(
+                    "unrebuildable_version", "error",
+                    f"{where}: version {expected} cannot be rebuilt: delta(s) {_ranges(gap)} missing and no "
+                    "snapshot covers them",
+                    [f"{pf.directory}/{v}.delta" for v in gap], batch_id=expected - 1, **ctx,
+                )
+        oldest = min(files)
+        holes = [v for v in range(oldest + 1, latest + 1) if v not in readable]
+        if holes and (expected is None or expected in readable or expected > latest):
+            self.add(
+                "unreadable_history", "warning",
+                f"{where}: versions {_ranges(holes)} cannot be rebuilt (deltas missing); later versions are fine",
+                [f"{pf.directory}/{v}.delta" for v in holes if v not in pf.deltas], **ctx,
+            )
+        if latest - oldest > 2 * self.min_retain + 10:
+            self.add(
+                "state_beyond_retention", "warning",
+                f"{where}: {latest - oldest + 1} versions on disk (oldest {oldest}) although minBatchesToRetain "
+                f"is {self.min_retain}: state maintenance/cleanup may not be running",
+                [pf.directory], **ctx,
+            )
+
+    def iter_decode_files(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
+        """Decompress and scan every HDFS state file; decode a sample of rows against the schema."""
+        from readers.codecs import decompress
+        from readers.records import scan_records
+
+        self.result.checked.append("every delta/snapshot decompresses, scans and matches its schema")
+        jobs = []
+        for op in self.ckpt.operators:
+            for st in op.stores:
+                if st.provider == "hdfs":
+                    reader = self.ckpt.store_reader(op.operator_id, st.store_name)
+                    jobs.extend((op, st, reader, sf) for sf in reader.files())
+        last = time.monotonic()
+        for n, (op, st, reader, sf) in enumerate(jobs):
+            if cancelled is not None and cancelled():
+                return
+            if time.monotonic() - last > 0.1:
+                last = time.monotonic()
+                yield Progress(n, len(jobs), f"checking {sf.path}")
+            ctx = {"operator_id": op.operator_id, "partition": sf.partition_id, "store_name": st.store_name}
+            try:
+                data = decompress(self.ckpt.fs.read_bytes(sf.path), sf.path, reader.codec)
+                idx = scan_records(data, sf.path, allow_removes=sf.kind == "delta")
+            except StatelensError as err:
+                self.add(
+                    "undecodable_file", "error", f"{sf.kind} {sf.version} cannot be decoded: {type(err).__name__}: "
+                    f"{err.message}" + (f" at byte {err.offset}" if err.offset is not None else ""),
+                    [sf.path], batch_id=sf.version - 1, **ctx,
+                )
+                continue
+            if reader.schema is None or idx.count == 0:
+                continue
+            m = min(idx.count, SAMPLE_ROWS)
+            mv = memoryview(data)
+            ks, kl, vs, vl = (a[:m].tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
+            pairs = [
+                (bytes(mv[ks[i]: ks[i] + kl[i]]), bytes(mv[vs[i]: vs[i] + vl[i]]) if vl[i] >= 0 else None)
+                for i in range(m)
+            ]
+            try:
+                reader.decode_pairs(pairs, sf.path)
+            except StatelensError as err:
+                self.add(
+                    "rows_disagree_with_schema", "error",
+                    f"{sf.kind} {sf.version}: rows do not fit the store's schema: {err.message}",
+                    [sf.path, f"state/{op.operator_id}/0/_metadata/schema"], batch_id=sf.version - 1, **ctx,
+                )
+
+
+def iter_doctor(
+    ckpt: Any,
+    *,
+    min_batches_to_retain: int = DEFAULT_MIN_BATCHES_TO_RETAIN,
+    decode_files: bool = True,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, DoctorResult]:
+    """Run every health check on an opened checkpoint.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+        The opened checkpoint.
+    min_batches_to_retain : int
+        ``spark.sql.streaming.minBatchesToRetain`` of the query (not recorded in the checkpoint).
+    decode_files : bool
+        Also decompress and scan every state file and decode a sample of its rows (reads every file).
+    cancelled : callable, optional
+        Polled between files.
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    DoctorResult
+        Findings sorted worst first; ``exit_code`` 0, 1 or 2.
+    """
+    doc = _Doctor(ckpt, min_batches_to_retain)
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("logs", doc.check_load_report),
+        ("batches", doc.check_batches),
+        ("watermark", doc.check_watermark_and_clock),
+        ("conf", doc.check_conf),
+        ("temp files", doc.check_temp_files),
+        ("schemas", doc.check_schemas),
+        ("state versions", doc.check_state_versions),
+    ]
+    for n, (what, step) in enumerate(steps):
+        yield Progress(n, len(steps) + 1, what)
+        step()
+    if decode_files:
+        yield from doc.iter_decode_files(cancelled)
+    yield Progress(len(steps) + 1, len(steps) + 1, "done")
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    doc.result.findings.sort(key=lambda f: (order[f.severity], f.check, f.operator_id or 0, f.partition or 0))
+    return doc.result

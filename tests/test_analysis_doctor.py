@@ -1,0 +1,212 @@
+"""Issue 3 §4: ``statelens doctor`` on real PySpark checkpoints, each copy broken one way.
+
+Every test starts from a real checkpoint copied into ``tmp_path`` and checks the finding (check name,
+severity, files) and the exit code; the original is never touched (its tree hash is compared).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app.analysis._common import run_to_end
+from app.analysis.doctor import iter_doctor
+from app.cli import main
+from readers.checkpoint import open_checkpoint
+
+pytestmark = pytest.mark.spark
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha1()
+    for d, _, files in sorted(os.walk(root)):
+        for f in sorted(files):
+            p = Path(d) / f
+            h.update(str(p.relative_to(root)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def copy_of(checkpoint, tmp_path):
+    def copy(name: str) -> tuple[Path, dict]:
+        folder = checkpoint(name)
+        dst = tmp_path / name
+        shutil.copytree(folder / "checkpoint", dst)
+        return dst, json.loads((folder / "expected.json").read_text())
+
+    return copy
+
+
+def _doctor(path: Path, **kw):
+    return run_to_end(iter_doctor(open_checkpoint(str(path)), **kw))
+
+
+def _only(result, check: str):
+    found = [f for f in result.findings if f.check == check]
+    assert found, f"no {check} finding in {[f.check for f in result.findings]}"
+    return found
+
+
+@pytest.mark.parametrize("name", ["agg_count", "join", "pandas_state_event", "window_agg_watermark"])
+def test_clean_checkpoints_exit_0_and_are_not_written(checkpoint, capsys, name):
+    root = checkpoint(name) / "checkpoint"
+    before = _tree_hash(root)
+    assert main(["doctor", str(root)]) == 0
+    assert "OK: no problems found." in capsys.readouterr().out
+    assert _tree_hash(root) == before
+
+
+def test_uncommitted_last_batch_is_a_warning(checkpoint, capsys):
+    folder = checkpoint("uncommitted")
+    expected = json.loads((folder / "expected.json").read_text())
+    b = expected["uncommitted_batch"]
+    assert main(["doctor", str(folder / "checkpoint"), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["exit_code"] == 1
+    (f,) = [f for f in doc["findings"] if f["check"] == "offsets_without_commit"]
+    assert f["severity"] == "warning"
+    assert f["files"] == [f"offsets/{b}"]
+    assert f["batch_id"] == b
+    notes = [f for f in doc["findings"] if f["check"] == "uncommitted_state_version"]
+    assert len(notes) == expected["num_partitions"]
+    assert all(n["severity"] == "info" for n in notes)
+
+
+def test_deleted_last_commit(copy_of):
+    ckpt, expected = copy_of("agg_count")
+    last = max(expected["committed_batches"])
+    (ckpt / "commits" / str(last)).unlink()
+    result = _doctor(ckpt)
+    (f,) = _only(result, "offsets_without_commit")
+    assert (f.severity, f.files) == ("warning", (f"offsets/{last}",))
+    assert result.exit_code == 1
+
+
+def test_deleted_middle_commit(copy_of):
+    ckpt, _ = copy_of("agg_count")
+    (ckpt / "commits" / "1").unlink()
+    result = _doctor(ckpt)
+    (f,) = _only(result, "offsets_without_commit")
+    assert f.severity == "error"
+    gap = _only(result, "batch_id_gap")[0]
+    assert gap.files == ("commits/1",)
+    assert result.exit_code == 2
+
+
+def test_deleted_offsets_file(copy_of):
+    ckpt, _ = copy_of("agg_count")
+    (ckpt / "offsets" / "2").unlink()
+    result = _doctor(ckpt)
+    assert _only(result, "commit_without_offsets")[0].files == ("commits/2",)
+    assert result.exit_code == 2
+
+
+def test_deleted_latest_delta(copy_of):
+    ckpt, expected = copy_of("agg_count")
+    version = max(expected["committed_batches"]) + 1
+    (ckpt / "state" / "0" / "1" / f"{version}.delta").unlink()
+    result = _doctor(ckpt)
+    (f,) = _only(result, "missing_state_version")
+    assert f.severity == "error"
+    assert (f.partition, f.files) == (1, (f"state/0/1/{version}.delta",))
+    assert result.exit_code == 2
+
+
+def test_deleted_middle_delta_without_snapshot(copy_of):
+    ckpt, expected = copy_of("agg_count")
+    assert not expected["snapshot_files"]
+    (ckpt / "state" / "0" / "0" / "2.delta").unlink()
+    result = _doctor(ckpt)
+    (f,) = _only(result, "unrebuildable_version")
+    assert f.severity == "error"
+    assert f.files == ("state/0/0/2.delta",)
+    assert result.exit_code == 2
+
+
+def test_leftover_temp_file(copy_of, capsys):
+    ckpt, _ = copy_of("agg_count")
+    tmp = ckpt / "state" / "0" / "0" / ".5.delta.0dada23b-2142-4db7-a392-3c06434a66f4.tmp"
+    tmp.write_bytes(b"partial")
+    assert main(["doctor", str(ckpt)]) == 1
+    out = capsys.readouterr().out
+    assert "WARNING  temp_files" in out
+    assert "state/0/0/.5.delta.0dada23b-2142-4db7-a392-3c06434a66f4.tmp" in out
+
+
+def test_truncated_snapshot(copy_of):
+    ckpt, expected = copy_of("agg_many_partitions")
+    snap = ckpt / expected["snapshot_files"][0]
+    data = snap.read_bytes()
+    snap.write_bytes(data[: len(data) // 2])
+    result = _doctor(ckpt)
+    rel = snap.relative_to(ckpt).as_posix()
+    found = [f for f in _only(result, "undecodable_file") if f.files == (rel,)]
+    assert found
+    assert found[0].severity == "error"
+    assert result.exit_code == 2
+    # --quick skips reading the state files.
+    quick = _doctor(ckpt, decode_files=False)
+    assert not [f for f in quick.findings if f.check == "undecodable_file"]
+
+
+def _edit_offsets(path: Path, **fields) -> None:
+    lines = path.read_text().split("\n")
+    meta = json.loads(lines[1])
+    meta.update(fields)
+    lines[1] = json.dumps(meta, separators=(",", ":"))
+    path.write_text("\n".join(lines))
+
+
+def test_watermark_going_backwards(copy_of):
+    ckpt, expected = copy_of("window_agg_watermark")
+    last = max(expected["batches"])
+    _edit_offsets(ckpt / "offsets" / str(last), batchWatermarkMs=expected["batch_watermark_ms"]["1"] - 1)
+    result = _doctor(ckpt)
+    (f,) = _only(result, "watermark_backwards")
+    assert f.severity == "error"
+    assert f.files[-1] == f"offsets/{last}"
+    assert result.exit_code == 2
+
+
+def test_batch_gap_far_beyond_the_usual_interval(copy_of):
+    ckpt, expected = copy_of("join")
+    last = max(expected["batches"])
+    _edit_offsets(ckpt / "offsets" / str(last), batchTimestampMs=expected["batch_timestamp_ms"][str(last)] + 3_600_000)
+    result = _doctor(ckpt)
+    (f,) = _only(result, "batch_gap")
+    assert (f.severity, f.batch_id) == ("warning", last)
+    assert result.exit_code == 1
+
+
+def test_shuffle_partitions_disagree_with_the_folders(copy_of):
+    ckpt, _ = copy_of("agg_count")
+    for p in sorted((ckpt / "offsets").iterdir()):
+        if p.name.isdigit():
+            lines = p.read_text().split("\n")
+            meta = json.loads(lines[1])
+            meta["conf"]["spark.sql.shuffle.partitions"] = "3"
+            lines[1] = json.dumps(meta)
+            p.write_text("\n".join(lines))
+    result = _doctor(ckpt)
+    (f,) = _only(result, "partition_count")
+    assert f.severity == "error"
+    assert "missing 2" in f.message
+
+
+def test_schema_files_disagree(copy_of):
+    ckpt, _ = copy_of("join")
+    # Put the right side's schema file into partition 1 of the left side.
+    src = ckpt / "state" / "0" / "0" / "right-keyWithIndexToValue" / "_metadata" / "schema"
+    dst = ckpt / "state" / "0" / "1" / "left-keyWithIndexToValue" / "_metadata"
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, dst / "schema")
+    result = _doctor(ckpt)
+    (f,) = _only(result, "schema_disagrees")
+    assert f.store_name == "left-keyWithIndexToValue"
+    assert "state/0/1/left-keyWithIndexToValue/_metadata/schema" in f.files
+    assert result.exit_code == 2
