@@ -382,13 +382,12 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- gui -----------------------------------------------------------------------------------------------
 def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
-    try:
-        from app.gui.main import run_gui
-    except ImportError as err:
+    runner = getattr(args, "gui_runner", None)
+    if runner is None:
         from readers.errors import BackendUnavailableError
 
-        raise BackendUnavailableError(f"the desktop app cannot start: {err}; install with: pip install -e .") from err
-    return run_gui(args)
+        raise BackendUnavailableError("the desktop app is started by the 'statelens' launcher (app.launcher)")
+    return int(runner(args))
 
 
 # -- parsing -------------------------------------------------------------------------------------------
@@ -452,8 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``statelens`` console script."""
+def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | None = None) -> int:
+    """Run the command line; ``gui_runner(args)`` opens the desktop app (see :mod:`app.launcher`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # No command, or a bare path: the desktop app.
     first = next((a for a in argv if not a.startswith("-")), None)
@@ -463,6 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(argv.index(first), "gui")
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.gui_runner = gui_runner
     debug = args.debug or os.environ.get("STATELENS_RAISE") == "1"
     try:
         return int(args.func(args, sys.stdout))
