@@ -25,7 +25,7 @@ SUBCOMMANDS = ("info", "rows", "growth", "gui", "expired", "doctor", "report", "
 
 def sample_checkpoint_path() -> Path:
     """The small sample checkpoint bundled in ``resources/``."""
-    return Path(__file__).resolve().parent.parent / "resources" / "sample_checkpoint" / "checkpoint"
+    return Path(__file__).resolve().parent.parent / "resources" / "sample_checkpoint"
 
 
 class _Progress:
