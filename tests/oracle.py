@@ -139,7 +139,7 @@ def _raw_rows() -> Iterator[None]:
 
     with _RAW_LOCK:
         original = T._create_row_inbound_converter
-        T._create_row_inbound_converter = lambda _dt: (lambda *values: values)
+        T._create_row_inbound_converter = lambda _dt: lambda *values: values
         try:
             yield
         finally:

@@ -60,7 +60,9 @@ def test_folder_layout_and_logs(checkpoint, name):
     assert conf["spark.sql.shuffle.partitions"] == str(exp["num_partitions"])
     assert conf.get("spark.sql.streaming.stateStore.compression.codec", "lz4") == exp["codec"]
     for op in exp["operators"]:
-        parts = sorted(int(p.name) for p in (cp / "state" / str(op["operator_id"])).iterdir() if p.name.isdigit())
+        parts = sorted(
+            int(p.name) for p in (cp / "state" / str(op["operator_id"])).iterdir() if p.name.isdigit()
+        )
         assert parts == list(range(exp["num_partitions"]))
     outputs = json.loads((folder / "output.json").read_text())
     assert len(outputs) == exp["output_rows"]
@@ -132,10 +134,14 @@ def test_snapshot_scenario_has_snapshots(checkpoint):
     assert snaps, "maintenance wrote no .snapshot file"
     assert sorted(p.relative_to(cp).as_posix() for p in snaps) == exp["snapshot_files"]
     assert exp["num_partitions"] == 4
+    for p in range(exp["num_partitions"]):
+        assert list((cp / "state" / "0" / str(p)).glob("*.snapshot")), f"partition {p} has no snapshot"
     assert len(exp["batches"]) >= 6
 
 
-@pytest.mark.parametrize("name", ["agg_count", "agg_many_partitions", "codec_zstd", "codec_snappy", "codec_lzf"])
+@pytest.mark.parametrize(
+    "name", ["agg_count", "agg_many_partitions", "codec_zstd", "codec_snappy", "codec_lzf"]
+)
 def test_aggregation_end_state(spark, checkpoint, name):
     folder = checkpoint(name)
     exp = _expected(folder)
@@ -196,7 +202,8 @@ def test_rich_types_round_trip(spark, checkpoint):
         assert any(v is not None for v in values), col
     flat = [x for _, k, v in rows for x in _walk((k, v))]
     assert any(isinstance(x, float) and math.isnan(x) for x in flat)
-    assert float("inf") in flat and float("-inf") in flat
+    assert float("inf") in flat
+    assert float("-inf") in flat
     assert any(isinstance(x, CalendarInterval) for x in flat)
     assert any(isinstance(x, bytes) for x in flat)
     assert "héllo ✓ 😀 世界" in flat
@@ -239,7 +246,9 @@ def test_cached_second_call_is_the_same_folder(checkpoint):
 
 
 def test_bundled_sample(spark):
-    assert (SAMPLE / "metadata").is_file(), "run: python -m tests.spark_checkpoints --sample resources/sample_checkpoint"
+    assert (SAMPLE / "metadata").is_file(), (
+        "run: python -m tests.spark_checkpoints --sample resources/sample_checkpoint"
+    )
     size = sum(p.stat().st_size for p in SAMPLE.rglob("*") if p.is_file())
     assert size < 300_000
     assert list(SAMPLE.rglob(".*.crc")), "the sample keeps Hadoop's hidden .crc files"
