@@ -46,6 +46,24 @@ def hexrow(text: str) -> bytes:
     return bytes(out)
 
 
+class PointUDT(T.UserDefinedType):
+    """A user-defined type stored as ``struct<x: double, y: double, tags: array<int>>`` (decoded by sqlType)."""
+
+    @classmethod
+    def sqlType(cls) -> T.StructType:  # noqa: N802 - PySpark's name
+        return T.StructType(
+            [
+                T.StructField("x", T.DoubleType()),
+                T.StructField("y", T.DoubleType()),
+                T.StructField("tags", T.ArrayType(T.IntegerType())),
+            ]
+        )
+
+    @classmethod
+    def module(cls) -> str:
+        return "tests"
+
+
 def one(dt: T.DataType, name: str = "c") -> T.StructType:
     return T.StructType([T.StructField(name, dt)])
 

@@ -1,0 +1,715 @@
+"""JSON, CSV and Arrow/Parquet forms of decoded Spark values: the output contract of ``statelens rows``.
+
+Decoded values arrive in the representation of :data:`readers.model.VALUE_REPRESENTATION` (what
+:mod:`readers.unsaferow` returns). This module turns them, guided by their Spark SQL type, into:
+
+**JSON** (:func:`to_json_value`, :func:`row_to_json`, :func:`dumps_jsonl`)
+
+=============================  ===============================================================
+Spark type                     JSON
+=============================  ===============================================================
+boolean, byte..long            ``true``/``false``, integers
+float, double                  numbers (float with the shortest digits that round-trip as a
+                               32-bit float, as Java's ``Float.toString``); NaN and infinities
+                               as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
+string, char, varchar          strings
+binary, variant, geometry,     base64 (standard alphabet, padded); variant/geometry/geography
+geography                      are their opaque UnsafeRow payload (spec §6.6)
+date                           ``"YYYY-MM-DD"``
+timestamp                      ``"YYYY-MM-DDTHH:MM:SS.ffffffZ"`` (UTC, always six digits)
+timestamp_ntz                  the same without ``Z``
+time                           ``"HH:MM:SS.ffffff"``
+decimal(p, s)                  a plain string with exactly ``s`` decimals, never an exponent
+interval day to second         integer microseconds
+interval year to month         integer months
+interval (calendar)            ``{"months": m, "days": d, "microseconds": us}``
+struct                         an object with Spark's field names, in order, **repeats kept**
+array                          a list
+map                            a list of ``[key, value]`` lists, in stored order
+void                           ``null``
+=============================  ===============================================================
+
+Dates and timestamps are computed with integer arithmetic on the proleptic Gregorian calendar, so
+every value Spark can store formats exactly (pre-1970, year 1, years past 9999). Years outside
+0000..9999 follow ``java.time``'s ISO format: a sign and at least four digits (``+10000-01-01``,
+``-0001-12-31``).
+
+JSON objects are :class:`JsonObject`: an ordered list of ``(key, value)`` pairs, because struct field
+names repeat (aggregation buffers are ``sum, sum, count``; spec §5.4). :func:`dumps_jsonl` writes
+repeated keys in order; ``json.loads(line, object_pairs_hook=list)`` gives them all back.
+
+**CSV** (:func:`flatten_row`, :func:`flat_columns`, :func:`csv_cell`): structs are flattened into
+dotted column names (``key.window.start``), everything else nested (arrays, maps, intervals) is one
+cell of JSON text. Repeated names are kept, in order.
+
+**Arrow / Parquet** (:func:`to_arrow_type`, :func:`to_arrow_array`, :func:`rows_to_arrow`; pyarrow is
+imported lazily). Arrow and pyarrow's Parquet writer/reader accept repeated struct field names, but
+other readers do not: Spark itself fails to read such a file (``incompatible types: optional double
+sum != optional int64 sum``) and pyarrow cannot turn such a struct into Python dicts or pandas. So
+``unique_names=True`` (use it for Parquet) renames the second and later fields of a name to
+``name_2``, ``name_3``... (skipping names already taken) and keeps Spark's name in the field's
+metadata under ``spark_name``. Timestamps become ``timestamp[us, UTC]``, timestamp_ntz
+``timestamp[us]``, day-time intervals ``duration[us]``, year-month intervals ``int32`` (months),
+calendar intervals ``struct<months, days, microseconds>``, maps ``map``, void ``null``.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
+from json.encoder import encode_basestring
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import DataType, StructType
+
+__all__ = [
+    "JsonObject",
+    "to_json_value",
+    "row_to_json",
+    "json_converter",
+    "dumps_jsonl",
+    "format_date",
+    "format_timestamp",
+    "format_time",
+    "format_decimal",
+    "flatten_row",
+    "flat_columns",
+    "csv_cell",
+    "to_arrow_type",
+    "to_arrow_array",
+    "rows_to_arrow",
+]
+
+
+class JsonObject(list):  # type: ignore[type-arg]
+    """A JSON object as an ordered list of ``(key, value)`` pairs; keys may repeat.
+
+    Compares equal to the list of pairs ``json.loads(text, object_pairs_hook=list)`` returns.
+    """
+
+    __slots__ = ()
+
+    def keys(self) -> list[str]:
+        return [k for k, _ in self]
+
+    def values(self) -> list[Any]:  # type: ignore[override]
+        return [v for _, v in self]
+
+    def __repr__(self) -> str:
+        return f"JsonObject({list.__repr__(self)})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scalars
+
+_US_PER_SECOND = 1_000_000
+_US_PER_DAY = 86_400 * _US_PER_SECOND
+_NS_PER_US = 1_000
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of ``days`` since 1970-01-01, proleptic Gregorian (H. Hinnant's algorithm)."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1_460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (1 if month <= 2 else 0)
+    return year, month, day
+
+
+def _year(year: int) -> str:
+    if 0 <= year <= 9999:
+        return f"{year:04d}"
+    return f"+{year}" if year > 9999 else f"-{-year:04d}"
+
+
+def format_date(days: int) -> str:
+    """``YYYY-MM-DD`` of a Spark date (days since 1970-01-01).
+
+    Parameters
+    ----------
+    days : int
+        Days since the epoch; any int32 (and beyond) is exact.
+
+    Returns
+    -------
+    str
+        ISO-8601 date, proleptic Gregorian; years outside 0..9999 carry a sign as in ``java.time``.
+    """
+    y, m, d = _civil_from_days(days)
+    return f"{_year(y)}-{m:02d}-{d:02d}"
+
+
+def format_timestamp(micros: int, *, utc: bool = True) -> str:
+    """ISO-8601 text of a Spark timestamp (microseconds since the epoch).
+
+    Parameters
+    ----------
+    micros : int
+        Microseconds since 1970-01-01T00:00:00 (UTC for ``timestamp``, wall clock for ``timestamp_ntz``).
+    utc : bool
+        Append ``Z`` (``timestamp``); ``False`` for ``timestamp_ntz``.
+
+    Returns
+    -------
+    str
+        ``YYYY-MM-DDTHH:MM:SS.ffffff`` plus ``Z`` when ``utc``; exact for every int64.
+    """
+    days, rem = divmod(micros, _US_PER_DAY)
+    seconds, frac = divmod(rem, _US_PER_SECOND)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    text = f"{format_date(days)}T{hours:02d}:{minutes:02d}:{seconds:02d}.{frac:06d}"
+    return text + "Z" if utc else text
+
+
+def format_time(nanos: int) -> str:
+    """``HH:MM:SS.ffffff`` of a Spark ``time`` (nanoseconds since midnight; nine digits if sub-µs).
+
+    Parameters
+    ----------
+    nanos : int
+        Nanoseconds since midnight.
+
+    Returns
+    -------
+    str
+        The time of day.
+    """
+    seconds, frac = divmod(nanos, 1_000_000_000)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    digits = f"{frac // _NS_PER_US:06d}" if frac % _NS_PER_US == 0 else f"{frac:09d}"
+    return f"{hours:02d}:{minutes:02d}:{seconds:02d}.{digits}"
+
+
+def format_decimal(value: Decimal | int | str, scale: int) -> str:
+    """Plain-text decimal with exactly ``scale`` decimals, as Spark shows ``decimal(p, scale)``.
+
+    Parameters
+    ----------
+    value : decimal.Decimal
+        The value (``int`` and ``str`` are accepted too).
+    scale : int
+        The type's scale; a negative scale (legacy Spark) gives an integer.
+
+    Returns
+    -------
+    str
+        No exponent ever (``Decimal('1E+2')`` → ``"100"``); ``"1.00"`` for 1 at scale 2. A value with
+        more decimals than ``scale`` (not produced by the decoder) is written exactly, in full.
+    """
+    d = value if isinstance(value, Decimal) else Decimal(value)
+    if not d.is_finite():
+        return str(d)
+    sign, digits, exp = d.as_tuple()
+    assert isinstance(exp, int)
+    unscaled = int("".join(map(str, digits)) or "0")
+    if sign:
+        unscaled = -unscaled
+    shift = exp + max(scale, 0)
+    if shift < 0:
+        unscaled, rest = divmod(unscaled, 10**-shift)
+        if rest:
+            return format(d, "f")
+        shift = 0
+    unscaled *= 10**shift
+    if scale <= 0:
+        return str(unscaled)
+    text = str(abs(unscaled)).rjust(scale + 1, "0")
+    return f"{'-' if unscaled < 0 else ''}{text[:-scale]}.{text[-scale:]}"
+
+
+def _float_json(v: float) -> float | str:
+    if math.isfinite(v):
+        return v
+    if math.isnan(v):
+        return "NaN"
+    return "Infinity" if v > 0 else "-Infinity"
+
+
+def _float32_json(v: float) -> float | str:
+    if math.isfinite(v):
+        # The shortest decimal that reads back as the same float32 (Java's Float.toString digits).
+        return float(str(np.float32(v)))
+    return _float_json(v)
+
+
+def _b64(v: bytes) -> str:
+    return base64.b64encode(v).decode("ascii")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Compiled converters
+
+
+_Conv = Callable[[Any], Any]
+_CACHE: dict[str, _Conv] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _identity(v: Any) -> Any:
+    return v
+
+
+def _compile(dt: DataType) -> _Conv:
+    """A function value → JSON-ready value for type ``dt`` (``None`` passes through)."""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.UserDefinedType):
+        return _compile(dt.sqlType())
+    if isinstance(dt, T.StructType):
+        names = [f.name for f in dt.fields]
+        convs = [_compile(f.dataType) for f in dt.fields]
+        pairs = list(zip(names, convs, strict=True))
+
+        def struct(v: Any) -> Any:
+            if v is None:
+                return None
+            return JsonObject(
+                [(name, None if x is None else conv(x)) for (name, conv), x in zip(pairs, v, strict=True)]
+            )
+
+        return struct
+    if isinstance(dt, T.ArrayType):
+        elem = _compile(dt.elementType)
+        if elem is _identity:
+            return lambda v: None if v is None else list(v)
+        return lambda v: None if v is None else [None if x is None else elem(x) for x in v]
+    if isinstance(dt, T.MapType):
+        kc, vc = _compile(dt.keyType), _compile(dt.valueType)
+        return lambda v: (
+            None
+            if v is None
+            else [[None if k is None else kc(k), None if x is None else vc(x)] for k, x in v]
+        )
+    if isinstance(dt, T.DecimalType):
+        scale = dt.scale
+        return lambda v: None if v is None else format_decimal(v, scale)
+    if isinstance(dt, T.DoubleType):
+        return lambda v: None if v is None else _float_json(v)
+    if isinstance(dt, T.FloatType):
+        return lambda v: None if v is None else _float32_json(v)
+    if isinstance(dt, T.TimestampType):
+        return lambda v: None if v is None else format_timestamp(v, utc=True)
+    if isinstance(dt, T.TimestampNTZType):
+        return lambda v: None if v is None else format_timestamp(v, utc=False)
+    if isinstance(dt, T.DateType):
+        return lambda v: None if v is None else format_date(v)
+    if isinstance(dt, T.CalendarIntervalType):
+        return lambda v: (
+            None if v is None else JsonObject([("months", v[0]), ("days", v[1]), ("microseconds", v[2])])
+        )
+    binary: tuple[type, ...] = (T.BinaryType, T.VariantType)
+    for extra in ("GeometryType", "GeographyType"):
+        if hasattr(T, extra):
+            binary += (getattr(T, extra),)
+    if isinstance(dt, binary):
+        return lambda v: None if v is None else _b64(bytes(v))
+    time_type = getattr(T, "TimeType", None)
+    if time_type is not None and isinstance(dt, time_type):
+        return lambda v: None if v is None else format_time(v)
+    if isinstance(dt, T.NullType):
+        return lambda v: None
+    # boolean, integral types, strings (incl. char/varchar/collated), ANSI intervals (int µs / months)
+    return _identity
+
+
+def json_converter(data_type: DataType) -> Callable[[Any], Any]:
+    """The compiled (cached) converter behind :func:`to_json_value` for one type.
+
+    Parameters
+    ----------
+    data_type : pyspark.sql.types.DataType
+        The type of the values to convert (a ``StructType`` for whole rows).
+
+    Returns
+    -------
+    callable
+        ``value -> JSON-ready value``; use it in loops over many rows.
+    """
+    key = data_type.json()
+    conv = _CACHE.get(key)
+    if conv is None:
+        conv = _compile(data_type)
+        with _CACHE_LOCK:
+            conv = _CACHE.setdefault(key, conv)
+    return conv
+
+
+def to_json_value(value: Any, data_type: DataType) -> Any:
+    """JSON-ready form of one decoded value (see the module docstring for the rules).
+
+    Parameters
+    ----------
+    value : Any
+        A value in the representation of ``VALUE_REPRESENTATION``.
+    data_type : pyspark.sql.types.DataType
+        Its Spark SQL type.
+
+    Returns
+    -------
+    Any
+        ``None``, ``bool``, ``int``, ``float``, ``str``, ``list`` or :class:`JsonObject`.
+    """
+    return json_converter(data_type)(value)
+
+
+def row_to_json(row: Sequence[Any] | None, schema: StructType) -> JsonObject | None:
+    """A decoded row (positional tuple) as a :class:`JsonObject` with Spark's field names.
+
+    Parameters
+    ----------
+    row : tuple or None
+        One value per field of ``schema``.
+    schema : pyspark.sql.types.StructType
+        The row's schema; repeated field names are kept, in order.
+
+    Returns
+    -------
+    JsonObject or None
+        ``None`` for a ``None`` row (e.g. the value of a removal).
+    """
+    return json_converter(schema)(row)  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Writing JSON lines
+
+
+def dumps_jsonl(obj: Any) -> str:
+    """One line of JSON (no newline at the end, none inside) for a JSON-ready value.
+
+    Parameters
+    ----------
+    obj : Any
+        Built from ``None``, ``bool``, ``int``, ``float``, ``str``, ``list``/``tuple``, ``dict`` and
+        :class:`JsonObject` (whose repeated keys are written in order).
+
+    Returns
+    -------
+    str
+        Compact JSON (``", "`` and ``": "`` separators as ``json.dumps``), non-ASCII kept as is.
+
+    Raises
+    ------
+    TypeError
+        For any other type, or a non-string object key.
+    ValueError
+        For a NaN or infinite float (convert values with :func:`to_json_value` first).
+    """
+    out: list[str] = []
+    _encode(obj, out)
+    return "".join(out)
+
+
+def _encode(o: Any, out: list[str]) -> None:
+    if o is None:
+        out.append("null")
+    elif o is True:
+        out.append("true")
+    elif o is False:
+        out.append("false")
+    elif isinstance(o, str):
+        out.append(encode_basestring(o))
+    elif isinstance(o, int):
+        out.append(int.__repr__(o))
+    elif isinstance(o, float):
+        if not math.isfinite(o):
+            raise ValueError(f"{o!r} is not valid JSON; convert it with to_json_value first")
+        out.append(float.__repr__(o))
+    elif isinstance(o, JsonObject) or isinstance(o, dict):
+        items = o if isinstance(o, JsonObject) else o.items()
+        out.append("{")
+        first = True
+        for k, v in items:
+            if not isinstance(k, str):
+                raise TypeError(f"JSON object keys must be strings, not {type(k).__name__}")
+            if not first:
+                out.append(", ")
+            first = False
+            out.append(encode_basestring(k))
+            out.append(": ")
+            _encode(v, out)
+        out.append("}")
+    elif isinstance(o, (list, tuple)):
+        out.append("[")
+        for i, v in enumerate(o):
+            if i:
+                out.append(", ")
+            _encode(v, out)
+        out.append("]")
+    else:
+        raise TypeError(f"{type(o).__name__} is not JSON-ready; convert it with to_json_value first")
+
+
+# ---------------------------------------------------------------------------------------------------
+# CSV
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def flatten_row(json_obj: Any, prefix: str = "", schema: DataType | None = None) -> list[tuple[str, Any]]:
+    """Flatten a JSON-ready row into CSV columns.
+
+    Parameters
+    ----------
+    json_obj : JsonObject or None
+        A row from :func:`row_to_json` (or any JSON-ready value).
+    prefix : str
+        Name of the whole value, e.g. ``"key"``: columns are then ``key.window.start``.
+    schema : pyspark.sql.types.StructType, optional
+        The row's schema. With it every row gives the same columns: a null struct gives a null cell
+        per leaf field and calendar intervals stay one cell. Without it every :class:`JsonObject`
+        is flattened and a null struct is a single empty column.
+
+    Returns
+    -------
+    list of (str, Any)
+        ``(column name, cell)`` in order, repeated names kept; cells are ``None``, ``bool``, ``int``,
+        ``float``, ``str``, or JSON text for arrays and maps (see :func:`csv_cell`).
+    """
+    out: list[tuple[str, Any]] = []
+    _flatten(json_obj, prefix, schema, out)
+    return out
+
+
+def _flatten(obj: Any, name: str, dt: Any, out: list[tuple[str, Any]]) -> None:
+    from pyspark.sql import types as T
+
+    if dt is not None and isinstance(dt, T.UserDefinedType):
+        dt = dt.sqlType()
+    is_struct = isinstance(dt, T.StructType) if dt is not None else isinstance(obj, JsonObject)
+    if is_struct:
+        if obj is None and dt is not None:
+            for f in dt.fields:
+                _flatten(None, _join(name, f.name), f.dataType, out)
+            return
+        if obj is not None:
+            fields = dt.fields if dt is not None else [None] * len(obj)
+            for (k, v), f in zip(obj, fields, strict=True):
+                _flatten(v, _join(name, k), None if f is None else f.dataType, out)
+            return
+    if isinstance(obj, (list, tuple, dict)):
+        out.append((name, dumps_jsonl(obj)))
+    else:
+        out.append((name, obj))
+
+
+def flat_columns(schema: StructType, prefix: str = "") -> list[str]:
+    """The CSV column names :func:`flatten_row` gives for ``schema`` (repeated names kept).
+
+    Parameters
+    ----------
+    schema : pyspark.sql.types.StructType
+        The row's schema.
+    prefix : str
+        As for :func:`flatten_row`.
+
+    Returns
+    -------
+    list of str
+        Dotted column names, in order.
+    """
+    return [name for name, _ in flatten_row(None, prefix, schema)]
+
+
+def csv_cell(value: Any) -> str:
+    """Text of one flattened cell: ``""`` for null, ``true``/``false``, JSON-style numbers.
+
+    Parameters
+    ----------
+    value : Any
+        A cell from :func:`flatten_row`.
+
+    Returns
+    -------
+    str
+        The text to write (quoting is the CSV writer's job).
+    """
+    if value is None:
+        return ""
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, float):
+        return float.__repr__(value)
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Arrow / Parquet
+
+
+def _unique(names: Iterable[str]) -> list[str]:
+    """Rename repeats ``name_2``, ``name_3``... skipping names that are already taken."""
+    names = list(names)
+    taken = set(names)
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        count = seen.get(name, 0) + 1
+        seen[name] = count
+        if count == 1:
+            out.append(name)
+            continue
+        n = count
+        candidate = f"{name}_{n}"
+        while candidate in taken:
+            n += 1
+            candidate = f"{name}_{n}"
+        taken.add(candidate)
+        out.append(candidate)
+    return out
+
+
+def to_arrow_type(data_type: DataType, *, unique_names: bool = False) -> pa.DataType:
+    """The Arrow type for a Spark SQL type, matching the decoded representation.
+
+    Parameters
+    ----------
+    data_type : pyspark.sql.types.DataType
+        Any Spark SQL type (UDTs map to their ``sqlType``).
+    unique_names : bool
+        Rename repeated struct field names (``sum``, ``sum_2``; Spark's name kept in field metadata
+        ``spark_name``). Use it for Parquet: other readers, Spark included, reject repeats.
+
+    Returns
+    -------
+    pyarrow.DataType
+        See the module docstring for the mapping.
+
+    Raises
+    ------
+    TypeError
+        For a type with no Arrow equivalent.
+    """
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    dt = data_type
+    if isinstance(dt, T.UserDefinedType):
+        return to_arrow_type(dt.sqlType(), unique_names=unique_names)
+    if isinstance(dt, T.StructType):
+        names = [f.name for f in dt.fields]
+        arrow_names = _unique(names) if unique_names else names
+        return pa.struct(
+            [
+                pa.field(
+                    an,
+                    to_arrow_type(f.dataType, unique_names=unique_names),
+                    nullable=True,  # state can hold nulls a schema calls impossible
+                    metadata={"spark_name": f.name} if an != f.name else None,
+                )
+                for an, f in zip(arrow_names, dt.fields, strict=True)
+            ]
+        )
+    if isinstance(dt, T.ArrayType):
+        return pa.list_(to_arrow_type(dt.elementType, unique_names=unique_names))
+    if isinstance(dt, T.MapType):
+        return pa.map_(
+            to_arrow_type(dt.keyType, unique_names=unique_names),
+            to_arrow_type(dt.valueType, unique_names=unique_names),
+        )
+    if isinstance(dt, T.DecimalType):
+        if dt.scale < 0:  # legacy negative scale: Parquet has none, the values are integers
+            return pa.decimal128(min(38, dt.precision - dt.scale), 0)
+        return pa.decimal128(dt.precision, dt.scale)
+    if isinstance(dt, T.CalendarIntervalType):
+        return pa.struct([("months", pa.int32()), ("days", pa.int32()), ("microseconds", pa.int64())])
+    simple: list[tuple[tuple[type, ...], pa.DataType]] = [
+        ((T.BooleanType,), pa.bool_()),
+        ((T.ByteType,), pa.int8()),
+        ((T.ShortType,), pa.int16()),
+        ((T.IntegerType, T.YearMonthIntervalType), pa.int32()),
+        ((T.LongType,), pa.int64()),
+        ((T.FloatType,), pa.float32()),
+        ((T.DoubleType,), pa.float64()),
+        ((T.StringType, T.CharType, T.VarcharType), pa.string()),
+        ((T.BinaryType, T.VariantType), pa.binary()),
+        ((T.DateType,), pa.date32()),
+        ((T.TimestampType,), pa.timestamp("us", tz="UTC")),
+        ((T.TimestampNTZType,), pa.timestamp("us")),
+        ((T.DayTimeIntervalType,), pa.duration("us")),
+        ((T.NullType,), pa.null()),
+    ]
+    for extra, arrow in (
+        ("TimeType", pa.time64("ns")),
+        ("GeometryType", pa.binary()),
+        ("GeographyType", pa.binary()),
+    ):
+        if hasattr(T, extra):
+            simple.append(((getattr(T, extra),), arrow))
+    for classes, arrow in simple:
+        if isinstance(dt, classes):
+            return arrow
+    raise TypeError(f"no Arrow type for Spark type {dt.simpleString()}")
+
+
+def to_arrow_array(values: Sequence[Any], data_type: DataType, *, unique_names: bool = False) -> pa.Array:
+    """An Arrow array of decoded values (structs as tuples, maps as lists of pairs).
+
+    Parameters
+    ----------
+    values : sequence
+        Values in the representation of ``VALUE_REPRESENTATION``.
+    data_type : pyspark.sql.types.DataType
+        Their Spark SQL type.
+    unique_names : bool
+        As for :func:`to_arrow_type`.
+
+    Returns
+    -------
+    pyarrow.Array
+    """
+    import pyarrow as pa
+
+    return pa.array(values, type=to_arrow_type(data_type, unique_names=unique_names))
+
+
+def rows_to_arrow(
+    rows: Sequence[Sequence[Any]], schema: StructType, *, unique_names: bool = False
+) -> pa.Table:
+    """A ``pyarrow.Table`` with one column per field of ``schema``.
+
+    Parameters
+    ----------
+    rows : sequence of tuples
+        Decoded rows (positional). To export state, use a schema like
+        ``partition_id int, key struct<...>, value struct<...>`` and rows ``(p, key, value)``.
+    schema : pyspark.sql.types.StructType
+        The rows' schema.
+    unique_names : bool
+        Rename repeated names, top-level columns included (needed for Parquet, see the module docs).
+
+    Returns
+    -------
+    pyarrow.Table
+    """
+    import pyarrow as pa
+
+    names = [f.name for f in schema.fields]
+    arrow_names = _unique(names) if unique_names else names
+    fields = []
+    arrays = []
+    for i, (an, f) in enumerate(zip(arrow_names, schema.fields, strict=True)):
+        arr = to_arrow_array([r[i] for r in rows], f.dataType, unique_names=unique_names)
+        arrays.append(arr)
+        fields.append(
+            pa.field(an, arr.type, nullable=True, metadata={"spark_name": f.name} if an != f.name else None)
+        )
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
