@@ -175,6 +175,28 @@ def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
     return result.exit_code
 
 
+# -- report --------------------------------------------------------------------------------------------
+def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
+    from app.analysis.report import iter_report
+    from app.cli import _open
+
+    ckpt = _open(args)
+    text = _drive(iter_report(
+        ckpt,
+        target_rows=args.target_rows,
+        stale_after=args.stale_after,
+        timeout_kind=args.timeout_kind,
+        decode_files=not args.quick,
+    ))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        sys.stderr.write(f"statelens: report written to {args.output}\n")
+    else:
+        out.write(text)
+    return _exit_for(ckpt, [])
+
+
 # -- registration --------------------------------------------------------------------------------------
 def add_commands(sub: Any) -> None:
     """Add ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
@@ -203,6 +225,18 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--min-batches-to-retain", type=int, default=DEFAULT_MIN_BATCHES_TO_RETAIN, metavar="N",
                    help="the query's spark.sql.streaming.minBatchesToRetain (not recorded in the checkpoint)")
     p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("report", help="one self-contained HTML post-mortem report (overview, timeline, growth, "
+                       "expired keys, health)")
+    p.add_argument("checkpoint")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the HTML here (default: standard output)")
+    p.add_argument("--target-rows", type=int, metavar="N",
+                   help="project when each store reaches N rows (default: 10x the largest store)")
+    p.add_argument("--stale-after", type=int, default=DEFAULT_STALE_AFTER, metavar="K",
+                   help="versions without a write before a key without timeout is stale (0 = off)")
+    p.add_argument("--timeout-kind", choices=TIMEOUT_KINDS, help="override the inferred timeout kind")
+    p.add_argument("--quick", action="store_true", help="health checks without reading every state file")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("timeline", help="per batch: start, interval, watermark, commit, records per source, conf changes")
     p.add_argument("checkpoint")
