@@ -1,0 +1,466 @@
+"""readers.records on real record streams (HDFS deltas/snapshots, RocksDB changelogs v1-v4).
+
+Real bytes: the spec §3.2/§3.3 ``1.delta``, and files written by PySpark 4.3.0 in ``local`` mode:
+an aggregation (HDFS, lz4: a delta and a snapshot), a windowed count with watermark in append mode
+(a delta with a remove), the same aggregation on RocksDB with changelog checkpointing (v1; v3 with
+``checkpointFormatVersion=2``) and a transformWithStateInPandas processor with a value state and a list
+state (v2 with virtual column families; v4 with ``checkpointFormatVersion=2``). Corruptions are
+derived from those bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from readers import records
+from readers.codecs import decompress
+from readers.errors import (
+    CorruptFileError,
+    LimitExceededError,
+    StatelensError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+)
+from readers.records import (
+    KIND_MERGE,
+    KIND_PUT,
+    KIND_REMOVE,
+    RecordIndex,
+    iter_records,
+    scan_changelog,
+    scan_records,
+)
+
+PATH = "state/0/0/2.delta"
+
+
+def _lz4(hex_text: str) -> bytes:
+    return decompress(bytes.fromhex(hex_text), "fixture")
+
+
+# spec §3.2: 1.delta of a dedup query -> spec §3.3: one put, key user='a' (24 bytes), value 16 bytes
+SPEC_DELTA = _lz4(
+    "4c5a34426c6f636b2523000000340000009616ed075300000018000100930100000010000000611000000f0000140007"
+    "020050 00ffffffff 4c5a34426c6f636b15000000000000000000000000".replace(" ", "")
+)
+# aggregation 3.delta: two puts, keys of 24 and 96 bytes (an 80-char user), values of 24 bytes
+AGG_DELTA = _lz4(
+    "4c5a34426c6f636b2545000000bc000000f68ca20d5300000018000100930100000010000000631000081c0011020f00"
+    "300000030500020200126007003300005038001f7a01003c088000009c000002000388005000ffffffff4c5a34426c6f"
+    "636b15000000000000000000000000"
+)
+# aggregation 2.snapshot: two puts of the same sizes (key 24, value 24)
+AGG_SNAPSHOT = _lz4(
+    "4c5a34426c6f636b25410000007400000012bafc0d5300000018000100930100000010000000611000081c0011030f00"
+    "3000000805000202000d380012631800000200091c00000200c00200000000000000ffffffff4c5a34426c6f636b1500"
+    "0000000000000000000000"
+)
+# windowed count (append mode) 2.delta: a put and the remove of an evicted window (keys of 56 bytes)
+WINDOW_DELTA = _lz4(
+    "4c5a34426c6f636b254300000094000000829834015300000038000100131804005301000000301400010200b0a7b413"
+    "d70d0600803d4d14080011631500010200111006000334000302000f50002680ffffffffffffffff4c5a34426c6f636b"
+    "15000000000000000000000000"
+)
+EMPTY = b"\xff\xff\xff\xff"  # what every codec's empty 1.delta decompresses to (test_codecs.EMPTY)
+
+# RocksDB changelogs
+CHANGELOG_V1 = _lz4(
+    "4c5a34426c6f636b2544000000c0000000071118005400000019000100940100000010000000631100081d0010020f00"
+    "410000000306000102001161060000020013503a001f7a01003c0d9f00000200038a005000ffffffff4c5a34426c6f63"
+    "6b15000000000000000000000000"
+)
+CHANGELOG_V3 = _lz4(
+    "4c5a34426c6f636b25c60000005b010000f0d9e007f7420002763300955b7b2276657273696f6e223a312c2263686563"
+    "6b706f696e74556e697175654964223a2230366266306237322d343034362d343465612d383033662d62623564376462"
+    "6236333861227d2c4a001f324a0004f41d64373733653966362d616534642d343037382d396165352d33366462343064"
+    "3632386633227d5d00000019000100940100000010000000631100081d0010020f004100000003060001020011610600"
+    "00020013503a001f7a01003c0d9f00000200038a005000ffffffff4c5a34426c6f636b15000000000000000000000000"
+)
+CHANGELOG_V3_EMPTY = _lz4(
+    "4c5a34426c6f636b150c0000000c0000003315ef000002763300025b5dffffffff4c5a34426c6f636b15000000000000"
+    "000000000000"
+)
+CHANGELOG_V2 = _lz4(
+    "4c5a34426c6f636b25900000009a010000b746f10db500027632110000001b0400010095010000001000000062120020"
+    "0015240005020013070a00002900231b030d000310000b3900063800042800002100211b023000010200004500001400"
+    "046e0040ffffffff3600173b9200132892001f7a0100140db200047000006d00143b8a000f590023009c00020200004d"
+    "00000200000800143b62000f5500315000000000004c5a34426c6f636b15000000000000000000000000"
+)
+CHANGELOG_V2_EMPTY = _lz4(
+    "4c5a34426c6f636b1505000000050000009a20460200027632004c5a34426c6f636b15000000000000000000000000"
+)
+CHANGELOG_V4 = _lz4(
+    "4c5a34426c6f636b250e010000310200006ae8e60af7420002763400955b7b2276657273696f6e223a312c2263686563"
+    "6b706f696e74556e697175654964223a2236643732613635642d306561332d346430622d393230322d36396637653765"
+    "3361373331227d2c4a001f324a0004f51f34653234333032652d346435322d343962372d616164652d30306135646337"
+    "3030393766227d5d110000001b04000100950100000010000000621200200015240005020013070a00002900231b030d"
+    "000310000b3900063800042800002100211b023000010200004500001400046e0040ffffffff3600173b920013289200"
+    "1f7a0100140db200047000006d00143b8a000f590023009c00020200004d00000200000800143b62000f550031500000"
+    "0000004c5a34426c6f636b15000000000000000000000000"
+)
+TWS_KINDS = [KIND_MERGE, KIND_PUT, KIND_REMOVE, KIND_MERGE, KIND_PUT, KIND_PUT]
+TWS_VAL_LEN = [21, 17, -1, 21, 17, 17]
+
+
+def _be32(value: int) -> bytes:
+    return (value & 0xFFFFFFFF).to_bytes(4, "big")
+
+
+def _replace(data: bytes, pos: int, new: bytes) -> bytes:
+    return data[:pos] + new + data[pos + len(new) :]
+
+
+def _outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, StatelensError | None]:
+    try:
+        return fn(*args, **kwargs), None
+    except StatelensError as err:
+        return None, err
+
+
+def _expect(
+    cls: type[StatelensError], offset: int, fn: Callable[..., Any], *args: Any, **kwargs: Any
+) -> StatelensError:
+    with pytest.raises(StatelensError) as info:
+        fn(*args, **kwargs)
+    err = info.value
+    assert type(err) is cls, f"{type(err).__name__}: {err}"
+    assert err.path == PATH
+    assert err.offset == offset, str(err)
+    return err
+
+
+def _arrays(index: RecordIndex) -> list[list[int]]:
+    return [a.tolist() for a in (index.key_start, index.key_len, index.val_start, index.val_len, index.kind)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Deltas and snapshots
+
+
+def test_spec_delta() -> None:
+    index = scan_records(SPEC_DELTA, PATH)
+    assert _arrays(index) == [[4], [24], [32], [16], [KIND_PUT]]
+    assert index.count == 1
+    assert index.eof_offset == 48
+    for arr in (index.key_start, index.key_len, index.val_start, index.val_len):
+        assert arr.dtype == np.int64
+    [(key, value)] = list(iter_records(SPEC_DELTA, index))
+    assert key == bytes.fromhex("00" * 8 + "0100000010000000" + "61" + "00" * 7)  # user='a'
+    assert value == bytes.fromhex("01" + "00" * 15)  # __dummy__ = null
+
+
+def test_real_delta_with_a_long_key() -> None:
+    index = scan_records(AGG_DELTA, PATH)
+    assert index.key_len.tolist() == [24, 96]
+    assert index.val_len.tolist() == [24, 24]
+    assert index.eof_offset == len(AGG_DELTA) - 4
+    keys = [k for k, _ in iter_records(AGG_DELTA, index)]
+    assert b"z" * 80 in keys[1]
+
+
+def test_real_snapshot() -> None:
+    index = scan_records(AGG_SNAPSHOT, PATH, allow_removes=False)
+    assert index.count == 2
+    assert index.key_start.tolist() == [4, 60]
+
+
+def test_real_delta_with_a_remove() -> None:
+    index = scan_records(WINDOW_DELTA, PATH)
+    assert index.key_len.tolist() == [56, 56]
+    assert index.val_len.tolist() == [16, -1]
+    assert index.kind.tolist() == [KIND_PUT, KIND_REMOVE]
+    assert index.val_start[1] == index.eof_offset  # just after the remove's -1 size word
+    pairs = list(iter_records(WINDOW_DELTA, index))
+    assert pairs[1][1] is None
+    assert len(pairs[0][1]) == 16
+
+
+def test_remove_in_a_snapshot_is_corrupt() -> None:
+    remove_at = 4 + 56 + 4 + 16 + 4 + 56  # the -1 value size of the second record
+    err = _expect(CorruptFileError, remove_at, scan_records, WINDOW_DELTA, PATH, allow_removes=False)
+    assert err.context["record"] == 1
+
+
+def test_empty_delta() -> None:
+    index = scan_records(EMPTY, PATH)
+    assert index.count == 0
+    assert index.eof_offset == 0
+    assert list(iter_records(EMPTY, index)) == []
+
+
+def test_accepts_memoryview_and_bytearray() -> None:
+    for data in (memoryview(AGG_DELTA), bytearray(AGG_DELTA)):
+        assert _arrays(scan_records(data, PATH)) == _arrays(scan_records(AGG_DELTA, PATH))
+
+
+def test_uniform_fast_path_matches_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the snapshot's records all have the same sizes, so the vectorised path takes it
+    assert records._uniform_sized(records._as_u8(AGG_SNAPSHOT), 0) is not None
+    fast = _arrays(scan_records(AGG_SNAPSHOT * 1, PATH))
+    monkeypatch.setattr(records, "_uniform_sized", lambda _buf, _start: None)
+    assert _arrays(scan_records(AGG_SNAPSHOT, PATH)) == fast
+
+
+def test_value_size_quirk_aligned_lengths() -> None:
+    # a Spark < 2.3 aggregation value carried 4 stray bytes: value size 16 -> 20
+    legacy = SPEC_DELTA[:28] + _be32(20) + SPEC_DELTA[32:48] + b"\x00" * 4 + SPEC_DELTA[48:]
+    index = scan_records(legacy, PATH)
+    assert index.val_len.tolist() == [20]
+    assert index.val_len_aligned.tolist() == [16]
+    [(_, value)] = list(iter_records(legacy, index, aligned=True))
+    assert value == SPEC_DELTA[32:48]
+    assert scan_records(WINDOW_DELTA, PATH).val_len_aligned.tolist() == [16, -1]
+
+
+# Truncation of the spec stream: key size at 0, key 4..27, value size at 28, value 32..47, EOF at 48
+@pytest.mark.parametrize("cut", range(len(SPEC_DELTA)))
+def test_truncated_anywhere(cut: int) -> None:
+    if cut < 28:
+        offset = 0
+    elif cut < 48:
+        offset = 28
+    else:
+        offset = 48
+    _expect(TruncatedFileError, offset, scan_records, SPEC_DELTA[:cut], PATH)
+
+
+def test_missing_end_marker() -> None:
+    err = _expect(TruncatedFileError, 48, scan_records, SPEC_DELTA[:-4], PATH)
+    assert "end marker" in str(err)
+
+
+def test_negative_sizes() -> None:
+    _expect(CorruptFileError, 0, scan_records, _replace(SPEC_DELTA, 0, _be32(-2)), PATH)
+    err = _expect(CorruptFileError, 28, scan_records, _replace(SPEC_DELTA, 28, _be32(-2)), PATH)
+    assert err.context["record"] == 0
+
+
+def test_sizes_past_the_end() -> None:
+    _expect(TruncatedFileError, 0, scan_records, _replace(SPEC_DELTA, 0, _be32(1000)), PATH)
+    _expect(TruncatedFileError, 28, scan_records, _replace(SPEC_DELTA, 28, _be32(21)), PATH)
+
+
+def test_record_size_limit() -> None:
+    _expect(LimitExceededError, 0, scan_records, SPEC_DELTA, PATH, max_record_bytes=23)
+    err = _expect(LimitExceededError, 56, scan_records, AGG_DELTA, PATH, max_record_bytes=30)
+    assert err.context["record"] == 1  # the 96-byte key
+    assert scan_records(SPEC_DELTA, PATH, max_record_bytes=24).count == 1
+    # limit beats "past the end": a 2 GiB key is refused as such
+    _expect(LimitExceededError, 0, scan_records, _replace(SPEC_DELTA, 0, _be32(0x7FFFFFFF)), PATH)
+
+
+def test_bytes_after_the_end_marker() -> None:
+    err = _expect(CorruptFileError, 52, scan_records, SPEC_DELTA + SPEC_DELTA[:4], PATH)
+    assert err.context["record"] == 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# Changelogs
+
+
+def test_changelog_v1() -> None:
+    version, lineage, index = scan_changelog(CHANGELOG_V1, PATH)
+    assert (version, lineage) == (1, None)
+    assert index.kind.tolist() == [KIND_PUT, KIND_PUT]
+    assert index.key_len.tolist() == [25, 97]  # RocksDB keys: version byte 00 + UnsafeRow
+    assert _arrays(index) == _arrays(scan_records(CHANGELOG_V1, PATH))
+
+
+def test_changelog_v1_empty_is_not_mistaken_for_a_header() -> None:
+    # readUTF sees length 0xffff past the end -> EOF -> v1, as in Spark
+    version, lineage, index = scan_changelog(EMPTY, PATH)
+    assert (version, lineage, index.count, index.eof_offset) == (1, None, 0, 0)
+
+
+def test_changelog_v3() -> None:
+    version, lineage, index = scan_changelog(CHANGELOG_V3, PATH)
+    assert version == 3
+    assert lineage is not None
+    assert [item["version"] for item in json.loads(lineage)] == [1, 2]
+    assert index.count == 2
+    assert index.key_start[0] == 4 + 2 + len(lineage) + 4
+    assert CHANGELOG_V3[index.key_start[0] :].startswith(CHANGELOG_V1[4:29])
+
+
+def test_changelog_v3_empty() -> None:
+    assert scan_changelog(CHANGELOG_V3_EMPTY, PATH)[:2] == (3, "[]")
+    assert scan_changelog(CHANGELOG_V3_EMPTY, PATH)[2].count == 0
+
+
+def test_changelog_v2() -> None:
+    version, lineage, index = scan_changelog(CHANGELOG_V2, PATH)
+    assert (version, lineage) == (2, None)
+    assert index.kind.tolist() == TWS_KINDS
+    assert index.val_len.tolist() == TWS_VAL_LEN
+    assert index.eof_offset == len(CHANGELOG_V2) - 1
+    keys = [k for k, _ in iter_records(CHANGELOG_V2, index)]
+    assert all(k[2] == 0 for k in keys)  # 2-byte column family id, then the version byte 00
+
+
+def test_changelog_v2_empty() -> None:
+    version, _, index = scan_changelog(CHANGELOG_V2_EMPTY, PATH)
+    assert (version, index.count, index.eof_offset) == (2, 0, 4)
+
+
+def test_changelog_v4() -> None:
+    version, lineage, index = scan_changelog(CHANGELOG_V4, PATH)
+    assert version == 4
+    assert lineage is not None
+    assert len(json.loads(lineage)) == 2
+    assert index.kind.tolist() == TWS_KINDS
+    assert index.val_len.tolist() == TWS_VAL_LEN
+    v2 = scan_changelog(CHANGELOG_V2, PATH)[2]
+    shift = int(index.key_start[0] - v2.key_start[0])
+    assert (index.key_start - shift).tolist() == v2.key_start.tolist()
+
+
+def test_changelog_unknown_record_type() -> None:
+    index = scan_changelog(CHANGELOG_V2, PATH)[2]
+    type_at = int(index.key_start[1]) - 5
+    data = _replace(CHANGELOG_V2, type_at, b"\x02")
+    err = _expect(CorruptFileError, type_at, scan_changelog, data, PATH)
+    assert err.context["record"] == 1
+
+
+def test_changelog_delete_must_carry_minus_one() -> None:
+    index = scan_changelog(CHANGELOG_V2, PATH)[2]
+    size_at = int(index.val_start[2]) - 4
+    _expect(CorruptFileError, size_at, scan_changelog, _replace(CHANGELOG_V2, size_at, _be32(0)), PATH)
+
+
+def test_changelog_put_with_negative_value_size() -> None:
+    index = scan_changelog(CHANGELOG_V2, PATH)[2]
+    size_at = int(index.val_start[1]) - 4
+    _expect(CorruptFileError, size_at, scan_changelog, _replace(CHANGELOG_V2, size_at, _be32(-1)), PATH)
+
+
+def test_changelog_v2_truncation() -> None:
+    _expect(TruncatedFileError, len(CHANGELOG_V2) - 1, scan_changelog, CHANGELOG_V2[:-1], PATH)
+    index = scan_changelog(CHANGELOG_V2, PATH)[2]
+    cut = int(index.key_start[3]) + 3
+    _expect(TruncatedFileError, int(index.key_start[3]) - 4, scan_changelog, CHANGELOG_V2[:cut], PATH)
+    _expect(CorruptFileError, len(CHANGELOG_V2), scan_changelog, CHANGELOG_V2 + b"\x00", PATH)
+
+
+def test_changelog_unknown_version() -> None:
+    assert CHANGELOG_V4[2:4] == b"v4"
+    err = _expect(UnsupportedVersionError, 0, scan_changelog, _replace(CHANGELOG_V4, 3, b"7"), PATH)
+    assert "'v7'" in str(err)
+
+
+def test_changelog_header_v1_or_not_a_version_falls_back_to_v1() -> None:
+    # Spark reads "v1" (and strings that are not v<short>) as a header-less v1 file from byte 0;
+    # here its first int (00 02 76 ..) is then a key size past the end
+    for header in (b"v1", b"vx", b"w4"):
+        _expect(TruncatedFileError, 0, scan_changelog, _replace(CHANGELOG_V4, 2, header), PATH)
+
+
+def test_changelog_lineage_checks() -> None:
+    _expect(CorruptFileError, 4, scan_changelog, _replace(CHANGELOG_V4, 6, b"x"), PATH)  # not JSON
+    _expect(TruncatedFileError, 4, scan_changelog, _replace(CHANGELOG_V4, 4, b"\xff\xff"), PATH)
+
+
+def test_changelog_record_limit() -> None:
+    _expect(LimitExceededError, 5, scan_changelog, CHANGELOG_V2, PATH, max_record_bytes=20)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Fuzzing: the fast scan agrees with a plain reference walk, in results and in errors
+
+
+def _reference(data: bytes, allow_removes: bool, limit: int) -> tuple[str, int] | list[tuple[int, ...]]:
+    n = len(data)
+    pos = 0
+    out: list[tuple[int, ...]] = []
+    while True:
+        if pos + 4 > n:
+            return ("TruncatedFileError", pos)
+        klen = int.from_bytes(data[pos : pos + 4], "big", signed=True)
+        if klen == -1:
+            break
+        if klen < 0:
+            return ("CorruptFileError", pos)
+        if klen > limit:
+            return ("LimitExceededError", pos)
+        if pos + 4 + klen > n:
+            return ("TruncatedFileError", pos)
+        vpos = pos + 4 + klen
+        if vpos + 4 > n:
+            return ("TruncatedFileError", vpos)
+        vlen = int.from_bytes(data[vpos : vpos + 4], "big", signed=True)
+        if vlen == -1 and not allow_removes:
+            return ("CorruptFileError", vpos)
+        if vlen < -1:
+            return ("CorruptFileError", vpos)
+        if vlen > limit:
+            return ("LimitExceededError", vpos)
+        if vpos + 4 + max(vlen, 0) > n:
+            return ("TruncatedFileError", vpos)
+        out.append((pos + 4, klen, vpos + 4, vlen))
+        pos = vpos + 4 + max(vlen, 0)
+    if pos + 4 != n:
+        return ("CorruptFileError", pos + 4)
+    return out
+
+
+_STREAMS = [SPEC_DELTA, AGG_DELTA, AGG_SNAPSHOT, WINDOW_DELTA, EMPTY, CHANGELOG_V1]
+_CHANGELOGS = [CHANGELOG_V1, CHANGELOG_V2, CHANGELOG_V3, CHANGELOG_V4, CHANGELOG_V2_EMPTY, CHANGELOG_V3_EMPTY]
+
+
+@st.composite
+def _mutated(draw: st.DrawFn, seeds: list[bytes]) -> bytes:
+    data = bytearray(draw(st.sampled_from(seeds)))
+    for _ in range(draw(st.integers(0, 3))):
+        op = draw(st.sampled_from(["flip", "word", "cut", "insert", "delete", "repeat"]))
+        pos = draw(st.integers(0, max(len(data) - 1, 0)))
+        if op == "flip" and data:
+            data[pos] ^= 1 << draw(st.integers(0, 7))
+        elif op == "word":
+            word = draw(st.sampled_from([-2, -1, 0, 1, 7, 8, 16, 24, 0x7FFFFFFF, -0x80000000]))
+            data[pos : pos + 4] = _be32(word)
+        elif op == "cut":
+            del data[pos:]
+        elif op == "insert":
+            data[pos:pos] = draw(st.binary(min_size=1, max_size=8))
+        elif op == "delete":
+            del data[pos : pos + draw(st.integers(1, 8))]
+        elif op == "repeat":
+            data[pos:pos] = data[pos : pos + draw(st.integers(1, 64))]
+    return bytes(data)
+
+
+@settings(max_examples=800, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=_mutated(_STREAMS), allow_removes=st.booleans(), limit=st.sampled_from([1 << 28, 64, 24]))
+def test_scan_matches_the_reference_walk(data: bytes, allow_removes: bool, limit: int) -> None:
+    expected = _reference(data, allow_removes, limit)
+    index, err = _outcome(scan_records, data, PATH, allow_removes=allow_removes, max_record_bytes=limit)
+    if err is not None:
+        assert (type(err).__name__, err.offset) == expected, str(err)
+        return
+    assert isinstance(expected, list), expected
+    got = list(zip(*_arrays(index)[:4], strict=True))
+    assert got == expected
+
+
+@settings(max_examples=800, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=_mutated(_CHANGELOGS))
+def test_mutated_changelogs_give_an_index_or_a_statelens_error(data: bytes) -> None:
+    result, err = _outcome(scan_changelog, data, PATH)
+    if err is not None:
+        assert err.path == PATH
+        assert err.offset is not None
+        assert 0 <= err.offset <= len(data)
+        return
+    version, lineage, index = result
+    assert version in (1, 2, 3, 4)
+    assert (lineage is not None) == (version >= 3)
+    ends = np.concatenate([index.key_start + index.key_len, index.val_start + np.maximum(index.val_len, 0)])
+    assert (ends <= len(data)).all()
+    assert index.eof_offset < len(data)
