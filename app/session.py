@@ -409,9 +409,13 @@ def iter_state_table(
     version: int,
     partition_id: int | None = None,
     max_rows: int = MAX_BROWSER_ROWS,
+    time_columns: Sequence[Any] = (),
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, StateTable]:
     """Decode one store at one version into display columns.
+
+    Integer columns named by ``time_columns`` (event times, timeout timestamps) show as UTC times
+    with the raw number kept for sorting; ``-1`` timeouts show as ``-1 (no timeout)``.
 
     Parameters
     ----------
@@ -423,6 +427,8 @@ def iter_state_table(
         listed in ``notes``; partitions whose files fail are listed in ``problems``).
     max_rows : int
         Rows turned into text at most.
+    time_columns : sequence of readers.model.TimeColumn
+        The operator's time columns (those of other stores are ignored).
     cancelled : callable, optional
         Returns True when the work should stop early.
 
@@ -464,6 +470,9 @@ def iter_state_table(
     columns: list[list[str]] = [[] for _ in cols]
     sort_keys: list[list[Any]] = [[] for _ in cols]
     numeric = [True] + [_type_name(t) in _NUMERIC for _, t in cols[1:]]
+    paths = [None, *(("key", p) for _, _, p in key_cols), *(("value", p) for _, _, p in value_cols)]
+    units = {(t.side, tuple(t.path)): t.unit for t in time_columns if t.store_name == reader.store_name}
+    time_unit = [units.get(p) if p is not None else None for p in paths]
     keys: list[tuple[Any, ...]] = []
     total = 0
     notes: list[str] = []
@@ -488,8 +497,14 @@ def iter_state_table(
         room = max_rows - len(keys)
         for row in rows[: max(room, 0)]:
             cells = [pid, *(_at(row.key, p) for _, _, p in key_cols), *(_at(row.value, p) for _, _, p in value_cols)]
-            for c, ((_, dtype), cell) in enumerate(zip(cols, cells)):
-                columns[c].append(format_value(cell, dtype) if c else str(cell))
+            for c, ((_, dtype), cell) in enumerate(zip(cols, cells, strict=True)):
+                if c == 0:
+                    text = str(cell)
+                elif time_unit[c] is not None and isinstance(cell, int) and not isinstance(cell, bool):
+                    text = _format_time_number(cell, time_unit[c])
+                else:
+                    text = format_value(cell, dtype)
+                columns[c].append(text)
                 sort_keys[c].append(cell if c == 0 else _sort_key(cell, dtype))
             keys.append(row.key)
     if skipped:
@@ -523,6 +538,18 @@ def iter_state_table(
         notes,
         problems,
     )
+
+
+def _format_time_number(value: int, unit: str) -> str:
+    """An integer time column (``ms`` or ``us`` since the epoch) as UTC text; negatives mean none."""
+    if value < 0:
+        return f"{value} (no timeout)" if value == -1 else str(value)
+    micros = value * 1000 if unit == "ms" else value
+    try:
+        text = (_EPOCH + dt.timedelta(microseconds=micros)).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    except OverflowError:
+        return str(value)
+    return text
 
 
 def _ranges(values: Sequence[int]) -> str:

@@ -20,10 +20,10 @@ pytest.importorskip("PySide6")
 pytest.importorskip("pyqtgraph")
 pytest.importorskip("superqt")
 
-import app.gui  # noqa: E402,F401 - applies the PySide6 6.12.0 refcount guard before any signal is emitted
 from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QThreadPool, QUrl  # noqa: E402
 from PySide6.QtGui import QDropEvent, QImage  # noqa: E402
 
+import app.gui  # noqa: E402,F401 - applies the PySide6 6.12.0 refcount guard before any signal is emitted
 from app.session import SelectionState, format_value  # noqa: E402
 from readers.errors import TruncatedFileError  # noqa: E402
 from readers.model import BatchInfo, CommitLogEntry, OffsetLogEntry  # noqa: E402
@@ -127,7 +127,8 @@ def test_overview_highlights_uncommitted_and_emits_batch_selected(qtbot) -> None
     view.set_checkpoint("/data/<b>ckpt</b>", "<i>q</i>", BATCHES, [], [TruncatedFileError("cut", path="state/0/0/1.delta", offset=7)])
     assert view.location_label.textFormat() == Qt.TextFormat.PlainText
     assert view.location_label.text() == "/data/<b>ckpt</b>"
-    assert "UNCOMMITTED" in view.commit_label.text() and "3" in view.commit_label.text()
+    assert "UNCOMMITTED" in view.commit_label.text()
+    assert "batch 3" in view.commit_label.text()
     model = view.batch_model
     backgrounds = [model.data(model.index(r, 0), Qt.ItemDataRole.BackgroundRole) for r in range(model.rowCount())]
     assert [b is not None for b in backgrounds] == [False, False, False, True]
@@ -148,7 +149,9 @@ def test_timeline_marks_uncommitted_and_reads_out(qtbot) -> None:  # type: ignor
     assert len(view.committed_points.data) == 3
     assert len(view.uncommitted_points.data) == 1
     text = view.describe(3)
-    assert "batch 3" in text and "NOT committed" in text and "6.0 s after batch 2" in text
+    assert "batch 3" in text
+    assert "NOT committed" in text
+    assert "6.0 s after batch 2" in text
     state.select_batch(2)
     assert view.selected_lines[0].isVisible()
     assert view.selected_lines[0].value() == pytest.approx(1_704_067_225.0)
@@ -265,7 +268,8 @@ def test_cancel_right_after_start(qtbot, window, checkpoint, raise_errors) -> No
     window.cancel_jobs()
     qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
     assert QThreadPool.globalInstance().waitForDone(5000)
-    assert loaded == [] and window.loaded is None
+    assert loaded == []
+    assert window.loaded is None
     assert not window.cancel_button.isVisible()
     assert "Cancelled" in window.status_label.text()
     # A second checkpoint opened while the first loads replaces it.
@@ -379,7 +383,8 @@ def test_screenshot_of_non_checkpoint_fails_with_one_line(qapp, tmp_path, capsys
     args = argparse.Namespace(checkpoint=str(tmp_path), screenshot=str(out), view="overview")
     assert run_gui(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("statelens: error:")
+    assert err
+    assert err[-1].startswith("statelens: error:")
     assert not out.exists()
 
 

@@ -73,6 +73,7 @@ class StateBrowserView(QWidget):
         pickers.addWidget(QLabel("Store:"))
         self.store_combo = QComboBox()
         self.store_combo.setMinimumContentsLength(32)
+        self.store_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.store_combo.activated.connect(self._on_store_combo_activated)
         pickers.addWidget(self.store_combo)
         pickers.addSpacing(12)
@@ -255,7 +256,8 @@ class StateBrowserView(QWidget):
     def _update_count(self) -> None:
         total = self.model.rowCount()
         shown = self.proxy.rowCount()
-        self.count_label.setText(f"{shown:,} of {total:,} rows" if shown != total else f"{total:,} rows")
+        noun = "row" if total == 1 else "rows"
+        self.count_label.setText(f"{shown:,} of {total:,} {noun}" if shown != total else f"{total:,} {noun}")
 
     # -- signals -------------------------------------------------------------------------------------
     def _on_filter_edit_text_changed(self, _text: str) -> None:
@@ -286,7 +288,7 @@ class StateBrowserView(QWidget):
         row = self.proxy.mapToSource(current).row()
         texts = self.model.row_texts(row)
         width = max((len(h) for h in self.model.headers()), default=0)
-        self.detail.setPlainText("\n".join(f"{h.ljust(width)}  {t}" for h, t in zip(self.model.headers(), texts)))
+        self.detail.setPlainText("\n".join(f"{h.ljust(width)}  {t}" for h, t in zip(self.model.headers(), texts, strict=True)))
         src = self.model.source_row(row)
         if 0 <= src < len(self._keys):
             self.key_selected.emit(self._keys[src])

@@ -18,6 +18,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from viewers import theme
 
+LEFT_AXIS_WIDTH = 80
+
 #: Partitions drawn in their own colour and labelled.
 TOP_PARTITIONS = 5
 
@@ -63,6 +65,7 @@ class StateGrowthView(QWidget):
         bar.addWidget(QLabel("Store:"))
         self.store_combo = QComboBox()
         self.store_combo.setMinimumContentsLength(30)
+        self.store_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.store_combo.activated.connect(self._on_store_combo_activated)
         bar.addWidget(self.store_combo)
         bar.addSpacing(16)
@@ -82,12 +85,18 @@ class StateGrowthView(QWidget):
         self.graphics.setBackground(theme.background())
         layout.addWidget(self.graphics, 1)
 
-        self.total_plot = self.graphics.addPlot(row=0, col=0)
+        self.total_plot = self.graphics.addPlot(
+            row=0, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom")}
+        )
         theme.style_plot(self.total_plot, "Total over all partitions")
         self.total_curve = pg.PlotDataItem(pen=pg.mkPen(theme.SERIES[0], width=2), symbol="o", symbolSize=5,
                                            symbolBrush=theme.SERIES[0], symbolPen=None)
         self.total_plot.addItem(self.total_curve)
-        self.partition_plot = self.graphics.addPlot(row=1, col=0)
+        self.partition_plot = self.graphics.addPlot(
+            row=1, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom")}
+        )
+        for plot in (self.total_plot, self.partition_plot):
+            plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
         theme.style_plot(self.partition_plot, "Per partition")
         self.partition_plot.setXLink(self.total_plot)
         theme.set_axis_label(self.partition_plot, "bottom", "state version (written by batch version − 1)")
@@ -115,7 +124,7 @@ class StateGrowthView(QWidget):
             pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine))
             for _ in range(2)
         ]
-        for plot, line in zip((self.total_plot, self.partition_plot), self.version_lines):
+        for plot, line in zip((self.total_plot, self.partition_plot), self.version_lines, strict=True):
             line.setVisible(False)
             plot.addItem(line, ignoreBounds=True)
         self.message = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
@@ -255,7 +264,7 @@ class StateGrowthView(QWidget):
             self.other_curve.setData([], [])
         unit = "rows" if self._metric == "rows" else "B"
         ends: dict[tuple[float, float], tuple[pg.TextItem, list[int]]] = {}
-        for slot, (curve, label) in enumerate(zip(self.top_curves, self.top_labels)):
+        for slot, (curve, label) in enumerate(zip(self.top_curves, self.top_labels, strict=True)):
             if slot < len(top):
                 i = top[slot]
                 curve.setData(x, values[i])
@@ -263,6 +272,7 @@ class StateGrowthView(QWidget):
                 self.legend.addItem(curve, f"partition {int(pids[i])} (max {_si(peak[i], unit)})")
                 finite = np.nonzero(np.isfinite(values[i]))[0]
                 label.setText("")
+                label.setColor(theme.SERIES[(slot + 1) % len(theme.SERIES)])
                 if len(finite):
                     # Lines ending at one point share one label ("p0, p3") instead of overprinting.
                     j = finite[-1]
@@ -270,6 +280,8 @@ class StateGrowthView(QWidget):
                     shared, names = ends.setdefault(end, (label, []))
                     names.append(int(pids[i]))
                     shared.setText(" " + ", ".join(f"p{p}" for p in names))
+                    if len(names) > 1:  # no single line's colour fits a shared label
+                        shared.setColor(theme.foreground())
                     shared.setPos(*end)
             else:
                 curve.setData([], [])
@@ -310,7 +322,7 @@ class StateGrowthView(QWidget):
 
 def _si(value: float, unit: str) -> str:
     if unit == "rows":
-        return f"{int(value):,} rows"
+        return f"{int(value):,} row{'s' if int(value) != 1 else ''}"
     for prefix in ("", "k", "M", "G", "T"):
         if abs(value) < 1000:
             return f"{value:.0f} {prefix}{unit}" if prefix == "" else f"{value:.1f} {prefix}{unit}"

@@ -269,7 +269,7 @@ class OverviewView(QWidget):
                     f"{ranges(s.versions)} ({len(s.versions)})" if s.versions else "none",
                     _schema_text(s.key_schema), _schema_text(s.value_schema),
                 ])
-        columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in self.OPERATOR_HEADERS]
+        columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in self.OPERATOR_HEADERS]
         self.operator_model.set_columns(self.OPERATOR_HEADERS, columns)
         self.operator_table.resizeColumnsToContents()
 

@@ -79,3 +79,17 @@ def style_legend(legend: pg.LegendItem) -> None:
     legend.setPen(pg.mkPen(muted()))
     legend.setLabelTextColor(foreground())
     legend.setLabelTextSize("10pt")
+
+
+class IntegerAxisItem(pg.AxisItem):
+    """An axis for whole numbers (batch ids, versions, row counts): no ticks between integers."""
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
+        levels = super().tickSpacing(minVal, maxVal, size)
+        whole = [(spacing, offset) for spacing, offset in levels if spacing >= 1]
+        return whole or [(1.0, 0.0)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        if spacing * scale >= 1:
+            return [f"{int(round(v * scale)):,}" for v in values]
+        return super().tickStrings(values, scale, spacing)

@@ -21,7 +21,6 @@ from readers.model import BatchInfo
 from viewers import theme
 from viewers.overview import format_duration_s, format_ms
 
-
 LEFT_AXIS_WIDTH = 70
 RIGHT_AXIS_WIDTH = 100
 
@@ -33,6 +32,18 @@ def _day_span(seconds: np.ndarray) -> str:
         return ""
     first, last = format_ms(int(finite.min() * 1000))[:10], format_ms(int(finite.max() * 1000))[:10]
     return first if first == last else f"{first} to {last}"
+
+
+def _time_axis_context(seconds: np.ndarray) -> str:
+    """What the time axis ticks leave out: the day, or day and minute when ticks show only seconds."""
+    finite = seconds[np.isfinite(seconds)]
+    if not len(finite):
+        return ""
+    first = format_ms(int(finite.min() * 1000))
+    span = float(finite.max() - finite.min())
+    if span < 60 and first[:16] == format_ms(int(finite.max() * 1000))[:16]:
+        return f"{first[:16]}:ss"
+    return _day_span(seconds)
 
 
 class BatchTimelineView(QWidget):
@@ -72,7 +83,11 @@ class BatchTimelineView(QWidget):
         # -- top: batches and watermark ----------------------------------------------------------------
         self.batch_plot = self.graphics.addPlot(
             row=0, col=0,
-            axisItems={"bottom": pg.DateAxisItem(utcOffset=0), "right": pg.DateAxisItem(orientation="right", utcOffset=0)},
+            axisItems={
+                "bottom": pg.DateAxisItem(utcOffset=0),
+                "right": pg.DateAxisItem(orientation="right", utcOffset=0),
+                "left": theme.IntegerAxisItem(orientation="left"),
+            },
         )
         theme.style_plot(self.batch_plot, "Batches over time")
         theme.set_axis_label(self.batch_plot, "left", "batch id")
@@ -131,7 +146,7 @@ class BatchTimelineView(QWidget):
         selected_pen = pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine)
         self.cursors = [pg.InfiniteLine(angle=90, movable=False, pen=cursor_pen) for _ in range(2)]
         self.selected_lines = [pg.InfiniteLine(angle=90, movable=False, pen=selected_pen) for _ in range(2)]
-        for plot, cursor, selected in zip((self.batch_plot, self.interval_plot), self.cursors, self.selected_lines):
+        for plot, cursor, selected in zip((self.batch_plot, self.interval_plot), self.cursors, self.selected_lines, strict=True):
             for line in (cursor, selected):
                 line.setVisible(False)
                 plot.addItem(line, ignoreBounds=True)
@@ -179,11 +194,15 @@ class BatchTimelineView(QWidget):
         self.batch_plot.getAxis("right").setStyle(showValues=has_wm)
         theme.set_axis_label(
             self.batch_plot, "right",
-            f"watermark, event time (UTC, {_day_span(self._wm)})" if has_wm else "watermark: none in this query",
+            f"watermark, event time (UTC, {_time_axis_context(self._wm)})" if has_wm else "watermark: none in this query",
         )
-        days = _day_span(self._t)
+        when = _time_axis_context(self._t)
         for plot in (self.batch_plot, self.interval_plot):
-            theme.set_axis_label(plot, "bottom", f"batch start time (UTC, {days})" if days else "batch start time (UTC)")
+            theme.set_axis_label(plot, "bottom", f"batch start time (UTC, {when})" if when else "batch start time (UTC)")
+        if not has_wm:
+            self.legend.removeItem(self.watermark_curve)
+        elif self.legend.getLabel(self.watermark_curve) is None:
+            self.legend.addItem(self.watermark_curve, "watermark (right axis)")
 
         gaps = np.diff(self._t) if len(self._t) > 1 else np.zeros(0)
         if len(gaps):

@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.analysis.growth import iter_growth
 from app.gui import errors
 from app.gui.workers import JobRunner
-from app.analysis.growth import iter_growth
 from app.session import (
     LoadedCheckpoint,
     SelectionState,
@@ -423,6 +423,7 @@ class MainWindow(QMainWindow):
             self.table_updated.emit()
             return
         where = "all partitions" if s.partition_id is None else f"partition {s.partition_id}"
+        time_columns = self.loaded.checkpoint.operator(s.operator_id).time_columns
         self.browser.set_loading(f"Decoding operator {s.operator_id} {s.store_name}, {where}, version {s.version}…")
         self.runner.submit(
             "browser",
@@ -430,6 +431,7 @@ class MainWindow(QMainWindow):
             reader,
             s.version,
             s.partition_id,
+            time_columns=time_columns,
             what=f"Decoding version {s.version}",
             on_result=self._on_table_finished,
             on_error=self._on_table_errored,
@@ -437,7 +439,7 @@ class MainWindow(QMainWindow):
 
     def _on_table_finished(self, table: StateTable) -> None:
         where = "all partitions" if table.partition_id is None else f"partition {table.partition_id}"
-        parts = [f"{table.total_rows:,} rows", f"operator {table.operator_id} {table.store_name}", where,
+        parts = [f"{table.total_rows:,} row{'s' if table.total_rows != 1 else ''}", f"operator {table.operator_id} {table.store_name}", where,
                  f"version {table.version} (state after batch {table.version - 1})", *table.notes]
         if table.problems:
             self.problems.add_problems(table.problems, where=f"decoding version {table.version}")
