@@ -56,6 +56,7 @@ calendar intervals ``struct<months, days, microseconds>``, maps ``map``, void ``
 from __future__ import annotations
 
 import base64
+import functools
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -134,6 +135,7 @@ def _year(year: int) -> str:
     return f"+{year}" if year > 9999 else f"-{-year:04d}"
 
 
+@functools.lru_cache(maxsize=8192)
 def format_date(days: int) -> str:
     """``YYYY-MM-DD`` of a Spark date (days since 1970-01-01).
 
@@ -415,43 +417,70 @@ def dumps_jsonl(obj: Any) -> str:
 
 
 def _encode(o: Any, out: list[str]) -> None:
-    if o is None:
+    t = type(o)
+    # Exact-type checks first: they are the common case and much cheaper than isinstance chains.
+    if t is str:
+        out.append(encode_basestring(o))
+    elif o is None:
         out.append("null")
+    elif t is int:
+        out.append(int.__repr__(o))
+    elif t is JsonObject:
+        _encode_object(o, out)
+    elif t is list:
+        _encode_array(o, out)
     elif o is True:
         out.append("true")
     elif o is False:
         out.append("false")
+    elif t is float:
+        _encode_float(o, out)
     elif isinstance(o, str):
         out.append(encode_basestring(o))
     elif isinstance(o, int):
         out.append(int.__repr__(o))
     elif isinstance(o, float):
-        if not math.isfinite(o):
-            raise ValueError(f"{o!r} is not valid JSON; convert it with to_json_value first")
-        out.append(float.__repr__(o))
-    elif isinstance(o, JsonObject) or isinstance(o, dict):
-        items = o if isinstance(o, JsonObject) else o.items()
-        out.append("{")
-        first = True
-        for k, v in items:
-            if not isinstance(k, str):
-                raise TypeError(f"JSON object keys must be strings, not {type(k).__name__}")
-            if not first:
-                out.append(", ")
-            first = False
-            out.append(encode_basestring(k))
-            out.append(": ")
-            _encode(v, out)
-        out.append("}")
+        _encode_float(o, out)
+    elif isinstance(o, JsonObject):
+        _encode_object(o, out)
+    elif isinstance(o, dict):
+        _encode_object(o.items(), out)
     elif isinstance(o, (list, tuple)):
-        out.append("[")
-        for i, v in enumerate(o):
-            if i:
-                out.append(", ")
-            _encode(v, out)
-        out.append("]")
+        _encode_array(o, out)
     else:
         raise TypeError(f"{type(o).__name__} is not JSON-ready; convert it with to_json_value first")
+
+
+def _encode_float(o: float, out: list[str]) -> None:
+    if not math.isfinite(o):
+        raise ValueError(f"{o!r} is not valid JSON; convert it with to_json_value first")
+    out.append(float.__repr__(o))
+
+
+def _encode_object(items: Iterable[tuple[Any, Any]], out: list[str]) -> None:
+    out.append("{")
+    first = True
+    for k, v in items:
+        if type(k) is not str and not isinstance(k, str):
+            raise TypeError(f"JSON object keys must be strings, not {type(k).__name__}")
+        if not first:
+            out.append(", ")
+        first = False
+        out.append(encode_basestring(k))
+        out.append(": ")
+        _encode(v, out)
+    out.append("}")
+
+
+def _encode_array(items: Sequence[Any], out: list[str]) -> None:
+    out.append("[")
+    first = True
+    for v in items:
+        if not first:
+            out.append(", ")
+        first = False
+        _encode(v, out)
+    out.append("]")
 
 
 # ---------------------------------------------------------------------------------------------------
