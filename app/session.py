@@ -329,11 +329,10 @@ def format_value(value: Any, dtype: Any = None) -> str:
         return "null"
     name = _type_name(dtype)
     if name in ("timestamp", "timestamp_ntz") and isinstance(value, int):
-        try:
-            text = (_EPOCH + dt.timedelta(microseconds=value)).strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0")
-            return text.rstrip(".") + ("Z" if name == "timestamp" else "")
-        except OverflowError:
+        text = _format_micros(value)
+        if text is None:
             return f"{value} µs"
+        return text + ("Z" if name == "timestamp" else "")
     if name == "date" and isinstance(value, int):
         try:
             return (_EPOCH + dt.timedelta(days=value)).date().isoformat()
@@ -544,12 +543,17 @@ def _format_time_number(value: int, unit: str) -> str:
     """An integer time column (``ms`` or ``us`` since the epoch) as UTC text; negatives mean none."""
     if value < 0:
         return f"{value} (no timeout)" if value == -1 else str(value)
-    micros = value * 1000 if unit == "ms" else value
+    text = _format_micros(value * 1000 if unit == "ms" else value)
+    return str(value) if text is None else text + "Z"
+
+
+def _format_micros(micros: int) -> str | None:
+    """``YYYY-MM-DD HH:MM:SS.mmm`` (``.ffffff`` when there are sub-millisecond digits), UTC; None if out of range."""
     try:
-        text = (_EPOCH + dt.timedelta(microseconds=micros)).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+        text = (_EPOCH + dt.timedelta(microseconds=micros)).strftime("%Y-%m-%d %H:%M:%S.%f")
     except OverflowError:
-        return str(value)
-    return text
+        return None
+    return text[:-3] if micros % 1000 == 0 else text
 
 
 def _ranges(values: Sequence[int]) -> str:

@@ -159,6 +159,27 @@ def test_timeline_marks_uncommitted_and_reads_out(qtbot) -> None:  # type: ignor
     assert "No batch" in view.empty_text.textItem.toPlainText()
 
 
+def test_timeline_hover_and_click(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from viewers.timeline import BatchTimelineView
+
+    view = BatchTimelineView()
+    qtbot.addWidget(view)
+    view.resize(1000, 700)
+    view.show()
+    qtbot.waitExposed(view)
+    view.set_batches(BATCHES)
+    graphics_view = view.graphics.scene().views()[0]
+    scene_pos = view.batch_plot.vb.mapViewToScene(QPointF(1_704_067_224.0, 2.0))
+    view._on_scene_mouse_moved((scene_pos,))  # what the rate-limited SignalProxy delivers
+    assert view.cursors[0].isVisible()
+    assert view.cursors[0].value() == pytest.approx(1_704_067_225.0)
+    assert view.readout.text().startswith("batch 2")
+    with qtbot.waitSignal(view.batch_selected) as blocker:
+        pos = graphics_view.mapFromScene(scene_pos)
+        qtbot.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert blocker.args == [2]
+
+
 def test_growth_labels_top_partitions(qtbot) -> None:  # type: ignore[no-untyped-def]
     import numpy as np
 
@@ -239,7 +260,8 @@ def test_filter_state_table(qtbot, window, checkpoint, raise_errors) -> None:  #
     _open(qtbot, window, checkpoint("agg_count") / "checkpoint")
     window.select_view("overview")
     window.activateWindow()
-    window.find_action.trigger()  # Ctrl+F
+    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
+    qtbot.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
     assert window.current_view() == "browser"
     qtbot.waitUntil(lambda: window.browser.filter_edit.hasFocus(), timeout=2000)
     total = window.browser.visible_rows()
