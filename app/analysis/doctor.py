@@ -172,11 +172,11 @@ class _Doctor:
             if wm:
                 prev = (b, wm)
         for b, nxt in sorted(clock.next_watermark_ms.items()):
-            wm = clock.watermark_ms.get(b + 1)
-            if wm is not None and nxt and wm != nxt:
+            planned = clock.watermark_ms.get(b + 1)
+            if planned is not None and nxt and planned != nxt:
                 self.add(
                     "watermark_mismatch", "warning",
-                    f"commits/{b} says the next batch uses watermark {nxt} ms, offsets/{b + 1} says {wm} ms",
+                    f"commits/{b} says the next batch uses watermark {nxt} ms, offsets/{b + 1} says {planned} ms",
                     [f"commits/{b}", f"offsets/{b + 1}"], batch_id=b + 1,
                 )
         ids = clock.batches_with_timestamp()
@@ -375,7 +375,7 @@ class _Doctor:
         from readers.records import scan_records
 
         self.result.checked.append("every delta/snapshot decompresses, scans and matches its schema")
-        jobs = []
+        jobs: list[tuple[Any, Any, Any, Any]] = []
         for op in self.ckpt.operators:
             for st in op.stores:
                 if st.provider == "hdfs":

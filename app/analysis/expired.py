@@ -510,13 +510,13 @@ def _check_timeouts(
                         t, k = heapq.heappop(heap)
                         if timeouts.get(k) == t and k not in zombies:
                             fired[k] = t
-                for k, val in changes:
-                    if val is None:
+                for k, new_val in changes:
+                    if new_val is None:
                         timeouts.pop(k, None)
                         last_write.pop(k, None)
                         zombies.pop(k, None)
                         continue
-                    t2 = read_timeout(val)
+                    t2 = read_timeout(new_val)
                     t2 = NO_TIMESTAMP if t2 is None else t2
                     old = timeouts.get(k)
                     timeouts[k] = t2

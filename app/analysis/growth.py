@@ -274,7 +274,8 @@ def iter_growth(
         The opened checkpoint.
     zombie_rows : dict, optional
         ``(operator_id, store_name)`` to the number of zombie keys at the latest version (from
-        :func:`app.analysis.expired.iter_expired`), for the zombie share.
+        :func:`app.analysis.expired.iter_expired`), for the zombie share; stores not in it (no
+        timeouts to check) get no share.
     cancelled : callable, optional
         Polled between versions.
 
@@ -313,7 +314,7 @@ def iter_growth(
                     yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid} v{v}")
         g.versions = sorted({v for per in g.rows.values() for v in per})
         if zombie_rows is not None:
-            g.zombie_rows = zombie_rows.get((op.operator_id, st.store_name), 0)
+            g.zombie_rows = zombie_rows.get((op.operator_id, st.store_name))
     yield Progress(len(jobs), len(jobs), "footprint")
     fp = footprint(ckpt)
     intervals = []

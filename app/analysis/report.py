@@ -225,7 +225,7 @@ def _growth(growth: GrowthResult, target_rows: int | None) -> str:
         share = g.zombie_share()
         proj = g.projection(target_rows, growth.median_interval_ms) if target_rows else None
         summary.append([
-            g.operator_id, g.store_name, sum(latest.values()),
+            g.operator_id, g.store_name, f"{sum(latest.values()):,}",
             "" if rate is None else f"{rate:.2f}",
             "" if skew is None else f"{skew:.2f}",
             ", ".join(f"p{p}: {r}" for p, r in g.top_partitions()),
@@ -424,7 +424,8 @@ def iter_report(
         ckpt, stale_after=stale_after, timeout_kind=timeout_kind, cancelled=cancelled
     ))
     zombies = Counter((f.operator_id, f.store_name) for f in expired.findings if f.category == "zombie")
-    growth = yield from sub(2, iter_growth(ckpt, dict(zombies), cancelled))
+    timeout_stores = {(o.operator_id, o.store_name) for o in expired.operators if o.check == "timeouts"}
+    growth = yield from sub(2, iter_growth(ckpt, {k: zombies.get(k, 0) for k in timeout_stores}, cancelled))
     doctor = yield from sub(3, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
     if target_rows is None:
         current = max((sum(g.latest_rows().values()) for g in growth.stores), default=0)

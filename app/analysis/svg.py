@@ -51,6 +51,14 @@ def nice_ticks(lo: float, hi: float, count: int = 6, min_step: float = 0.0) -> l
     return ticks
 
 
+def byte_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
+    """Like :func:`nice_ticks`, but round in the binary unit :func:`fmt_bytes` will print (KiB, MiB...)."""
+    unit = 1.0
+    while max(abs(lo), abs(hi)) / unit >= 1024 and unit < 1 << 40:
+        unit *= 1024
+    return [t * unit for t in nice_ticks(lo / unit, hi / unit, count)]
+
+
 def fmt_number(v: float) -> str:
     """Compact number: 1.2k, 3.4M, 0.25."""
     a = abs(v)
@@ -198,7 +206,10 @@ def line_chart(
     x_lo, x_hi = min(xs_all), max(xs_all)
     y_lo = min(0.0, min(ys_all)) if y_zero else min(ys_all)
     y_hi = max(ys_all)
-    yt = nice_ticks(y_lo, y_hi, min_step=1.0 if integer_y else 0.0)
+    if y_format is fmt_bytes:
+        yt = byte_ticks(y_lo, y_hi)
+    else:
+        yt = nice_ticks(y_lo, y_hi, min_step=1.0 if integer_y else 0.0)
     xt = nice_ticks(x_lo, x_hi, 8)
     if integer_x:
         xt = sorted({round(v) for v in xt if x_lo - 1e-9 <= v <= x_hi + 1e-9}) or [x_lo]
@@ -272,7 +283,8 @@ def bar_chart(
     yt = nice_ticks(y_lo, max(values) if max(values) > y_lo else y_lo + 1, min_step=1.0 if integer_y else 0.0)
     n = len(labels)
     sx, sy = _scales(0, n, yt[0], yt[-1])
-    every = max(1, math.ceil(n / max_labels))
+    room = (WIDTH - _MARGIN_LEFT - _MARGIN_RIGHT) // (7 * max(len(x) for x in labels) + 12)
+    every = max(1, math.ceil(n / max(1, min(max_labels, room))))
     xt = [(i + 0.5, labels[i]) for i in range(0, n, every)]
     out = _axes(title, x_label, y_label, xt, [(v, y_format(v)) for v in yt], sx, sy)
     group = (sx(1) - sx(0)) * 0.8

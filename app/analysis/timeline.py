@@ -258,10 +258,11 @@ def _activity(
             return SourceActivity(s.index, kind, s.parsed, files=0, note="no new files")
         if not flog.present:
             return SourceActivity(s.index, kind, s.parsed, note=f"no file source log in sources/{s.index}")
-        counts = [flog.files_at(lo) for lo in range(start, cur + 1)]
-        if any(c is None for c in counts):
+        per_log = [flog.files_at(lo) for lo in range(start, cur + 1)]
+        files = [c for c in per_log if c is not None]
+        if len(files) != len(per_log):
             return SourceActivity(s.index, kind, s.parsed, note="file source log entries purged or unreadable")
-        return SourceActivity(s.index, kind, s.parsed, files=sum(counts))  # type: ignore[arg-type]
+        return SourceActivity(s.index, kind, s.parsed, files=sum(files))
     if kind == "long":
         prev = _long(before.parsed) if before is not None else None
         cur = _long(s.parsed)
