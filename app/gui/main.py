@@ -9,6 +9,12 @@ import sys
 #: Size of ``--screenshot`` images, in pixels.
 SCREENSHOT_SIZE = (1400, 900)
 
+#: Jobs (runner channels) whose results each view shows; ``--screenshot`` waits for these only.
+VIEW_JOBS = {"overview": ("load",), "timeline": ("load",), "growth": ("load", "growth"), "browser": ("load", "browser")}
+
+#: Milliseconds ``--screenshot`` gives other views' jobs to stop after their cancel.
+CANCEL_WAIT_MS = 5000
+
 #: Seconds ``--screenshot`` waits for loading and the view's data before giving up.
 SCREENSHOT_TIMEOUT_S = 900
 
@@ -80,7 +86,7 @@ def take_screenshot(
     window: object, url: str, out: str, view: str = "overview", is_sample: bool = False,
     timeout_s: float = SCREENSHOT_TIMEOUT_S,
 ) -> int:
-    """Load ``url`` in ``window``, wait until every job is done, save the window as a PNG.
+    """Load ``url`` in ``window``, wait for the jobs the view shows (:data:`VIEW_JOBS`), save a PNG.
 
     Parameters
     ----------
@@ -113,29 +119,38 @@ def take_screenshot(
         window.show()
         loop = QEventLoop()
         outcome: dict[str, str] = {}
+        needed = VIEW_JOBS.get(view, ())
 
         def on_failed(message: str) -> None:
             outcome["error"] = message
+            loop.quit()
 
-        def on_idle(idle: bool) -> None:
-            if idle:
+        def on_job_finished(_channel: str) -> None:
+            # Done once the checkpoint is shown and the jobs this view draws from have finished;
+            # other views' jobs (state growth of a huge store...) are not waited for.
+            if window.loaded is not None and all(window.runner.current(ch) is None for ch in needed):
                 loop.quit()
 
         def on_timeout() -> None:
             outcome.setdefault("error", f"loading took longer than {timeout_s:.0f} s")
-            window.runner.cancel()
             loop.quit()
 
         window.load_failed.connect(on_failed)
-        window.runner.idle_changed.connect(on_idle)
+        window.runner.job_finished.connect(on_job_finished)
         timer = QTimer()
         timer.setSingleShot(True)
         timer.timeout.connect(on_timeout)
         timer.start(int(timeout_s * 1000))
         window.open_checkpoint(url, is_sample=is_sample)
-        if not window.runner.idle:
-            loop.exec()
+        loop.exec()
         timer.stop()
+        window.runner.job_finished.disconnect(on_job_finished)
+        if not window.runner.idle:
+            # Stop jobs of other views and let them wind down (they stop at their next step).
+            window.runner.idle_changed.connect(lambda idle: idle and loop.quit())
+            window.runner.cancel()
+            QTimer.singleShot(CANCEL_WAIT_MS, loop.quit)
+            loop.exec()
         if "error" in outcome:
             sys.stderr.write(f"statelens: error: {outcome['error']}\n")
             return 2
