@@ -51,6 +51,8 @@ sum != optional int64 sum``) and pyarrow cannot turn such a struct into Python d
 metadata under ``spark_name``. Timestamps become ``timestamp[us, UTC]``, timestamp_ntz
 ``timestamp[us]``, day-time intervals ``duration[us]``, year-month intervals ``int32`` (months),
 calendar intervals ``struct<months, days, microseconds>``, maps ``map``, void ``null``.
+:func:`write_parquet` always makes names unique; :func:`state_row_schema` is the schema of an exported
+state row (``partition, key, value``).
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ __all__ = [
     "to_arrow_type",
     "to_arrow_array",
     "rows_to_arrow",
+    "state_row_schema",
+    "write_parquet",
 ]
 
 
@@ -742,3 +746,75 @@ def rows_to_arrow(
             pa.field(an, arr.type, nullable=True, metadata={"spark_name": f.name} if an != f.name else None)
         )
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def state_row_schema(
+    key_schema: StructType, value_schema: StructType, *, changes: bool = False
+) -> StructType:
+    """Schema of one exported state row, in the field order of ``statelens rows`` documents.
+
+    Parameters
+    ----------
+    key_schema, value_schema : pyspark.sql.types.StructType
+        The store's key and value schemas.
+    changes : bool
+        ``False``: ``partition int, key, value``; ``True`` (a change feed):
+        ``version long, partition int, change string, key, value``.
+
+    Returns
+    -------
+    pyspark.sql.types.StructType
+        Use it with :func:`rows_to_arrow`/:func:`write_parquet` (rows ``(partition, key, value)``) or
+        with :func:`flatten_row`/:func:`flat_columns` on the documents, so every CSV row has the same
+        columns.
+    """
+    from pyspark.sql import types as T
+
+    fields = [T.StructField("key", key_schema), T.StructField("value", value_schema)]
+    head = [T.StructField("partition", T.IntegerType())]
+    if changes:
+        head = [T.StructField("version", T.LongType()), *head, T.StructField("change", T.StringType())]
+    return T.StructType(head + fields)
+
+
+def write_parquet(rows: Sequence[Any], path: Any, schema: StructType | None = None) -> None:
+    """Write rows to a Parquet file, with names made unique (see the module docstring).
+
+    Parameters
+    ----------
+    rows : sequence
+        With ``schema``: decoded rows (positional tuples, e.g. ``(partition, key, value)`` for
+        :func:`state_row_schema`), written with typed columns (timestamps, decimals, maps...).
+        Without: JSON-ready documents (:class:`JsonObject`, e.g. from :func:`row_to_json`), whose
+        types pyarrow infers from the JSON form (timestamps and decimals stay strings); if a nested
+        list cannot be typed, every list is written as JSON text instead.
+    path : str or path-like
+        Output file.
+    schema : pyspark.sql.types.StructType, optional
+        The rows' schema (preferred).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if schema is not None:
+        table = rows_to_arrow(rows, schema, unique_names=True)
+    else:
+        records = [_plain(doc, lists_as_text=False) for doc in rows]
+        try:
+            table = pa.Table.from_pylist(records)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            table = pa.Table.from_pylist([_plain(doc, lists_as_text=True) for doc in rows])
+    pq.write_table(table, path)
+
+
+def _plain(obj: Any, *, lists_as_text: bool) -> Any:
+    """JSON-ready value with objects as dicts (repeated keys renamed ``name_2``...)."""
+    if isinstance(obj, JsonObject) or isinstance(obj, dict):
+        items = list(obj) if isinstance(obj, JsonObject) else list(obj.items())
+        names = _unique(k for k, _ in items)
+        return {n: _plain(v, lists_as_text=lists_as_text) for n, (_, v) in zip(names, items, strict=True)}
+    if isinstance(obj, (list, tuple)):
+        if lists_as_text:
+            return dumps_jsonl(obj)
+        return [_plain(v, lists_as_text=False) for v in obj]
+    return obj

@@ -29,8 +29,10 @@ from readers.values import (
     format_timestamp,
     row_to_json,
     rows_to_arrow,
+    state_row_schema,
     to_arrow_type,
     to_json_value,
+    write_parquet,
 )
 
 
@@ -521,6 +523,72 @@ def test_top_level_repeats_are_renamed_for_parquet() -> None:
     schema = T.StructType([field("x", T.IntegerType()), field("x", T.IntegerType())])
     assert rows_to_arrow([(1, 2)], schema).column_names == ["x", "x"]
     assert rows_to_arrow([(1, 2)], schema, unique_names=True).column_names == ["x", "x_2"]
+
+
+def test_write_parquet_typed_state_rows(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    schema = state_row_schema(WINDOW_KEY, AGG)
+    assert schema.names == ["partition", "key", "value"]
+    assert state_row_schema(WINDOW_KEY, AGG, changes=True).names == [
+        "version",
+        "partition",
+        "change",
+        "key",
+        "value",
+    ]
+    rows = [(0, ("a", (0, 10_000_000)), AGG_ROW), (1, ("b", None), None)]
+    write_parquet(rows, tmp_path / "rows.parquet", schema)
+    back = pq.read_table(tmp_path / "rows.parquet")
+    assert back.column("key").type.field("window").type.field("start").type.unit == "us"
+    assert back.column("value").type.names == ["count", "sum", "sum_2", "count_2", "max", "min"]
+    assert back.column("value").to_pylist()[1] is None
+
+
+def test_write_parquet_from_json_documents(tmp_path: Path) -> None:
+    """The untyped path: documents as ``statelens rows`` prints them (repeats renamed, lists kept)."""
+    import pyarrow.parquet as pq
+
+    docs = [
+        JsonObject(
+            [
+                ("partition", 0),
+                ("key", row_to_json(("a", (0, 1)), WINDOW_KEY)),
+                ("value", row_to_json(AGG_ROW, AGG)),
+            ]
+        ),
+        JsonObject([("partition", 1), ("key", row_to_json(("b", None), WINDOW_KEY)), ("value", None)]),
+    ]
+    write_parquet(docs, tmp_path / "docs.parquet")
+    back = pq.read_table(tmp_path / "docs.parquet").to_pylist()
+    assert back[0]["value"] == {
+        "count": 3,
+        "sum": 10,
+        "sum_2": 2.5,
+        "count_2": 4,
+        "max": None,
+        "min": "2024-01-01T00:00:05.000000Z",
+    }
+    assert back[1]["key"] == {"k": "b", "window": None}
+    # A map of string -> int is a list of mixed-type pairs in JSON: pyarrow cannot type it, so lists
+    # become JSON text.
+    m = T.StructType([field("m", T.MapType(T.StringType(), T.IntegerType()))])
+    write_parquet([JsonObject([("value", row_to_json(([("a", 1)],), m))])], tmp_path / "map.parquet")
+    assert pq.read_table(tmp_path / "map.parquet").to_pylist() == [{"value": {"m": '[["a", 1]]'}}]
+
+
+def test_flatten_a_state_document_with_its_schema() -> None:
+    schema = state_row_schema(WINDOW_KEY, AGG)
+    doc = JsonObject([("partition", 1), ("key", row_to_json(("b", None), WINDOW_KEY)), ("value", None)])
+    cells = flatten_row(doc, "", schema)
+    assert [n for n, _ in cells] == flat_columns(schema)
+    assert cells[:4] == [
+        ("partition", 1),
+        ("key.k", "b"),
+        ("key.window.start", None),
+        ("key.window.end", None),
+    ]
+    assert all(v is None for _, v in cells[4:])
 
 
 # ---------------------------------------------------------------------------------------------------
