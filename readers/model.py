@@ -216,17 +216,15 @@ class OperatorInfo:
         raise UsageError(f"operator {self.operator_id} has no store {store_name!r}; it has: {names}")
 
 
-@dataclass(frozen=True)
-class StateRow:
-    """One decoded state entry."""
+class StateRow(NamedTuple):
+    """One decoded state entry (a named tuple: millions are built, so construction must be cheap)."""
 
     partition_id: int
     key: tuple[Any, ...]
     value: tuple[Any, ...] | None
 
 
-@dataclass(frozen=True)
-class StateChange:
+class StateChange(NamedTuple):
     """One record of a delta/changelog: a ``put`` (value set) or a ``remove`` (value ``None``)."""
 
     version: int
