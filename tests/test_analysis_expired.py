@@ -174,3 +174,24 @@ def test_eviction_lag_only_when_keys_stay_behind_the_watermark(checkpoint, tmp_p
     assert {f.category for f in lag.findings} == {"eviction_lag"}
     assert all(f.version == last + 1 and f.threshold_ms == 10**13 and f.timeout_ms < 10**13 for f in lag.findings)
     assert all(set(key_fields(f.key)) == {"window", "key"} for f in lag.findings)
+
+
+def test_a_truncated_delta_is_reported_and_other_partitions_still_checked(checkpoint, tmp_path, capsys):
+    folder = checkpoint("pandas_state_event")
+    expected = json.loads((folder / "expected.json").read_text())
+    ckpt = tmp_path / "checkpoint"
+    shutil.copytree(folder / "checkpoint", ckpt)
+    delta = ckpt / "state" / "0" / "1" / "2.delta"
+    delta.write_bytes(delta.read_bytes()[:10])
+    result = _findings(ckpt, stale_after=0)
+    assert [p.path for p in result.problems] == ["state/0/1/2.delta"]
+    last_version = max(expected["committed_batches"]) + 1
+    got = {key_fields(f.key)["key"] for f in result.findings if f.partition == 0}
+    assert got
+    assert got <= set(_expected_zombies(expected, last_version))
+    assert not [f for f in result.findings if f.partition == 1 and f.version < last_version]
+    assert main(["expired", str(ckpt), "--json"]) == 1
+    captured = capsys.readouterr()
+    assert "state/0/1/2.delta" in captured.err
+    docs = json.loads(captured.out)
+    assert all(d["timeout_kind_evidence"].startswith("inferred: ") for d in docs)

@@ -181,7 +181,7 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
     from app.cli import _open
 
     ckpt = _open(args)
-    text = _drive(iter_report(
+    result = _drive(iter_report(
         ckpt,
         target_rows=args.target_rows,
         stale_after=args.stale_after,
@@ -190,11 +190,11 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
     ))
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+            fh.write(result.html)
         sys.stderr.write(f"statelens: report written to {args.output}\n")
     else:
-        out.write(text)
-    return _exit_for(ckpt, [])
+        out.write(result.html)
+    return _exit_for(ckpt, result.problems)
 
 
 # -- registration --------------------------------------------------------------------------------------

@@ -95,9 +95,10 @@ class ExpiredFinding:
     age_ms: int | None
     stored_timeout_ms: int | None = None
     note: str = ""
+    evidence: str = ""  # how the timeout kind was decided: "inferred: ...", "override", "schema: ..."
 
     def to_json(self) -> dict[str, Any]:
-        """The issue's JSON object (plus ``store_name``, ``stored_timeout_ms`` and ``note``)."""
+        """The issue's JSON object (plus ``store_name``, ``stored_timeout_ms``, ``note``, ``evidence``)."""
         return {
             "operator_id": self.operator_id,
             "partition": self.partition,
@@ -113,6 +114,7 @@ class ExpiredFinding:
             "store_name": self.store_name,
             "stored_timeout_ms": self.stored_timeout_ms,
             "note": self.note,
+            "timeout_kind_evidence": self.evidence,
         }
 
 
@@ -384,7 +386,10 @@ def iter_expired(
             summary.reason = f"{op.kind.value}: no timeout or eviction rule known"
     yield Progress(len(jobs), len(jobs), "expired keys")
     findings.sort(key=lambda f: (f.operator_id, f.store_name, f.partition, f.version, CATEGORIES.index(f.category)))
-    return ExpiredResult(findings, summaries, problems, stale_after or None, all_versions)
+    unique: dict[str, StatelensError] = {}
+    for err in problems:  # the inference pass and the main pass meet the same bad files
+        unique.setdefault(str(err), err)
+    return ExpiredResult(findings, summaries, list(unique.values()), stale_after or None, all_versions)
 
 
 def _eviction_column(op: Any, st: Any) -> tuple[str, tuple[int, ...], str, str] | None:
@@ -469,6 +474,7 @@ def _check_timeouts(
             evidence = infer_timeout_kind(reader, clock, read_timeout, problems)
     summary.timeout_kind = evidence
     kind = evidence.timeout_kind if evidence.timeout_kind in TIMEOUT_KINDS else None
+    ev_text = f"{evidence.source}: {evidence.evidence}"
     pids = reader.partition_ids()
     summary.partitions = len(pids)
     last_tick = time.monotonic()
@@ -542,7 +548,7 @@ def _check_timeouts(
                 summary.keys_at_latest += len(state)
             if all_versions or v == last_version:
                 _emit_timeout_findings(
-                    op, reader, clock, kind, pid, v, thr, timeouts, last_write, zombies, keys,
+                    op, reader, clock, kind, ev_text, pid, v, thr, timeouts, last_write, zombies, keys,
                     stale_after, v == last_version, findings, summary,
                 )
             if time.monotonic() - last_tick > 0.1:
@@ -555,6 +561,7 @@ def _emit_timeout_findings(
     reader: Any,
     clock: BatchClock,
     kind: str | None,
+    evidence: str,
     pid: int,
     v: int,
     thr: int | None,
@@ -611,7 +618,8 @@ def _emit_timeout_findings(
         return
     keys.decode([k for k, _ in out])
     for k, fields in out:
-        findings.append(ExpiredFinding(op.operator_id, reader.store_name, pid, v, key=keys[k], **fields))
+        ev = evidence if fields["category"] != "stale" else "no timeout set on the key"
+        findings.append(ExpiredFinding(op.operator_id, reader.store_name, pid, v, key=keys[k], evidence=ev, **fields))
         summary.counts[fields["category"]] = summary.counts.get(fields["category"], 0) + 1
 
 
@@ -632,6 +640,7 @@ def _check_eviction(
         "event_time", "schema", f"Spark evicts rows whose {side} field {name} is behind the watermark"
     )
     note = _JOIN_NOTE if op.kind == OperatorKind.JOIN else ""
+    ev_text = f"schema: {summary.timeout_kind.evidence}"
     pids = reader.partition_ids()
     summary.partitions = len(pids)
     last_tick = time.monotonic()
@@ -664,7 +673,7 @@ def _check_eviction(
                 b0 = clock.first_batch_over(t, "event_time", b)
                 findings.append(ExpiredFinding(
                     op.operator_id, reader.store_name, pid, v, b0, "eviction_lag", keys[k], t, wm, "event_time",
-                    (b - b0 + 1) if b0 is not None else None, wm - t, None, note,
+                    (b - b0 + 1) if b0 is not None else None, wm - t, None, note, ev_text,
                 ))
             summary.counts["eviction_lag"] = summary.counts.get("eviction_lag", 0) + len(out)
             if time.monotonic() - last_tick > 0.1:

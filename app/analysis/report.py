@@ -12,6 +12,7 @@ import datetime as dt
 import html
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.analysis import svg
@@ -20,6 +21,7 @@ from app.analysis.doctor import DoctorResult, iter_doctor
 from app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, ExpiredResult, iter_expired
 from app.analysis.growth import GrowthResult, iter_growth
 from app.analysis.timeline import Timeline, iter_timeline
+from readers.errors import StatelensError
 from readers.model import Progress
 
 #: Rows shown at most in the timeline and key tables (the JSON commands give everything).
@@ -373,6 +375,15 @@ def render_html(
     )
 
 
+@dataclass
+class ReportResult:
+    """The report's HTML and the per-file problems the analyses met (also listed in the HTML)."""
+
+    html: str
+    problems: list[StatelensError] = field(default_factory=list)
+    doctor_exit_code: int = 0
+
+
 def iter_report(
     ckpt: Any,
     *,
@@ -382,8 +393,8 @@ def iter_report(
     decode_files: bool = True,
     top_keys: int = TOP_KEYS,
     cancelled: Callable[[], bool] | None = None,
-) -> Generator[Progress, None, str]:
-    """Run every analysis and return the report's HTML.
+) -> Generator[Progress, None, ReportResult]:
+    """Run every analysis and return the report.
 
     Parameters
     ----------
@@ -406,8 +417,8 @@ def iter_report(
 
     Returns
     -------
-    str
-        The HTML document.
+    ReportResult
+        The HTML document and the problems met.
     """
     steps = 4
 
@@ -431,9 +442,13 @@ def iter_report(
         current = max((sum(g.latest_rows().values()) for g in growth.stores), default=0)
         target_rows = max(10 * current, 1000)
     yield Progress(steps, steps, "writing the report")
-    return render_html(ckpt, timeline, growth, expired, doctor, target_rows=target_rows, top_keys=top_keys)
+    text = render_html(ckpt, timeline, growth, expired, doctor, target_rows=target_rows, top_keys=top_keys)
+    problems: dict[str, StatelensError] = {}
+    for p in [*timeline.problems, *growth.problems, *expired.problems]:
+        problems.setdefault(str(p), p)
+    return ReportResult(text, list(problems.values()), doctor.exit_code)
 
 
 def read_report(ckpt: Any, **kw: Any) -> str:
-    """:func:`iter_report` run to its end."""
-    return run_to_end(iter_report(ckpt, **kw))
+    """The report's HTML (:func:`iter_report` run to its end)."""
+    return run_to_end(iter_report(ckpt, **kw)).html
