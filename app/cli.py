@@ -252,8 +252,6 @@ def cmd_info(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- rows ----------------------------------------------------------------------------------------------
 def _iter_row_docs(args: argparse.Namespace, ckpt: Any) -> Iterable[Any]:
-    from readers.values import JsonObject, row_to_json
-
     reader = ckpt.store_reader(args.operator, args.store)
     schema = reader.schema
     if schema is None:
@@ -265,26 +263,39 @@ def _iter_row_docs(args: argparse.Namespace, ckpt: Any) -> Iterable[Any]:
         )
     partitions = [args.partition] if args.partition is not None else reader.partition_ids()
     for pid in partitions:
-        if args.changes:
-            versions = [args.version] if args.version is not None else reader.delta_versions(pid)
-            for v in versions:
-                for ch in reader.read_changes(pid, v):
-                    yield JsonObject([
-                        ("version", ch.version),
-                        ("partition", pid),
-                        ("change", ch.change),
-                        ("key", row_to_json(ch.key, schema.key_schema)),
-                        ("value", row_to_json(ch.value, schema.value_schema) if ch.value is not None else None),
-                    ])
-        else:
-            available = reader.versions(pid)
-            version = args.version if args.version is not None else (available[-1] if available else 0)
-            for row in reader.read_rows(pid, version):
+        try:
+            docs = list(_partition_docs(args, reader, schema, pid))
+        except StatelensError as err:
+            if args.partition is not None:
+                raise
+            ckpt.report.add(err)  # one bad file: report it, keep the other partitions
+            continue
+        yield from docs
+
+
+def _partition_docs(args: argparse.Namespace, reader: Any, schema: Any, pid: int) -> Iterable[Any]:
+    from readers.values import JsonObject, row_to_json
+
+    if args.changes:
+        versions = [args.version] if args.version is not None else reader.delta_versions(pid)
+        for v in versions:
+            for ch in reader.read_changes(pid, v):
                 yield JsonObject([
+                    ("version", ch.version),
                     ("partition", pid),
-                    ("key", row_to_json(row.key, schema.key_schema)),
-                    ("value", row_to_json(row.value, schema.value_schema)),
+                    ("change", ch.change),
+                    ("key", row_to_json(ch.key, schema.key_schema)),
+                    ("value", row_to_json(ch.value, schema.value_schema) if ch.value is not None else None),
                 ])
+        return
+    available = reader.versions(pid)
+    version = args.version if args.version is not None else (available[-1] if available else 0)
+    for row in reader.read_rows(pid, version):
+        yield JsonObject([
+            ("partition", pid),
+            ("key", row_to_json(row.key, schema.key_schema)),
+            ("value", row_to_json(row.value, schema.value_schema)),
+        ])
 
 
 def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
@@ -338,7 +349,7 @@ def iter_growth(ckpt: Any, progress: Callable[[Any], None] | None = None) -> Ite
         if progress:
             progress(Progress(n, len(stores), f"operator {op.operator_id} {s.store_name}"))
         reader = ckpt.store_reader(op.operator_id, s.store_name)
-        for st in reader.iter_stats():
+        for st in reader.iter_stats(on_error=ckpt.report.add):
             yield {
                 "operator_id": st.operator_id,
                 "store_name": st.store_name,

@@ -335,22 +335,40 @@ class HDFSStoreReader:
             else:
                 live.add(key)
 
-    def iter_stats(self, cancelled: Callable[[], bool] | None = None) -> Iterator[PartitionVersionStats]:
+    def iter_stats(
+        self,
+        cancelled: Callable[[], bool] | None = None,
+        on_error: Callable[[StatelensError], None] | None = None,
+    ) -> Iterator[PartitionVersionStats]:
         """Rows and on-disk bytes of every partition at every readable version (streams versions).
 
-        Walks each partition's delta chain once, keeping only the set of live keys in memory.
+        Walks each partition's delta chain once, keeping only the set of live keys in memory. With
+        ``on_error``, a file that cannot be decoded ends that partition's walk (the error is passed on)
+        and the other partitions are still walked; without it the error is raised.
         """
         for pid in self.partition_ids():
-            pf = self.partitions[pid]
-            live: set[bytes] = set()
-            current: int | None = None
-            for v in pf.readable_versions():
-                if cancelled is not None and cancelled():
-                    return
-                if current is not None and v == current + 1 and v in pf.deltas:
-                    self._apply_keys(live, pf.deltas[v])
-                else:
-                    live = set(self.read_raw(pid, v))
-                current = v
-                on_disk = sum(f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None)
-                yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(live), on_disk)
+            try:
+                yield from self._iter_partition_stats(pid, cancelled)
+            except StatelensError as err:
+                if on_error is None:
+                    raise
+                on_error(err)
+            if cancelled is not None and cancelled():
+                return
+
+    def _iter_partition_stats(
+        self, pid: int, cancelled: Callable[[], bool] | None
+    ) -> Iterator[PartitionVersionStats]:
+        pf = self.partitions[pid]
+        live: set[bytes] = set()
+        current: int | None = None
+        for v in pf.readable_versions():
+            if cancelled is not None and cancelled():
+                return
+            if current is not None and v == current + 1 and v in pf.deltas:
+                self._apply_keys(live, pf.deltas[v])
+            else:
+                live = set(self.read_raw(pid, v))
+            current = v
+            on_disk = sum(f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None)
+            yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(live), on_disk)
