@@ -522,11 +522,12 @@ def _lzf_block(src: bytes, size: int) -> bytes | str:
     """Decode one raw LZF block (liblzf ``lzf_decompress``) to exactly ``size`` bytes.
 
     Returns the bytes, or a message saying why the block is corrupt. Each token is a literal run
-    (``ctrl < 32``: ``ctrl + 1`` bytes follow) or a back-reference (length ``ctrl >> 5`` + 2, extended
-    by one byte when 7; distance from the low 5 bits and the next byte, + 1). Output never grows past
-    ``size`` + 264 bytes before the check stops it.
+    (``ctrl < 32``: ``ctrl + 1`` bytes follow) or a back-reference (length ``(ctrl >> 5) + 2``, plus
+    the next byte when that is 9; distance from the low 5 bits and the next byte, + 1). Output stops
+    growing within 264 bytes of ``size`` (literal runs are bounded by the input).
     """
     out = bytearray()
+    olen = 0
     i = 0
     n = len(src)
     while i < n:
@@ -537,32 +538,33 @@ def _lzf_block(src: bytes, size: int) -> bytes | str:
             if j > n:
                 return f"literal run of {ctrl + 1} bytes passes the end of the block"
             out += src[i:j]
+            olen += j - i
             i = j
-        else:
-            length = ctrl >> 5
-            if length == 7:
-                if i >= n:
-                    return "back-reference length passes the end of the block"
-                length += src[i]
-                i += 1
+            continue
+        length = (ctrl >> 5) + 2
+        if length == 9:
             if i >= n:
-                return "back-reference distance passes the end of the block"
-            distance = ((ctrl & 0x1F) << 8) + src[i] + 1
+                return "back-reference length passes the end of the block"
+            length += src[i]
             i += 1
-            length += 2
-            start = len(out) - distance
-            if start < 0:
-                return f"back-reference reaches {-start} bytes before the start of the block"
-            if distance >= length:
-                out += out[start : start + length]
-            else:  # overlapping copy repeats the last `distance` bytes
-                pattern = out[start:]
-                reps, rest = divmod(length, distance)
-                out += pattern * reps + pattern[:rest]
-        if len(out) > size:
+        if i >= n:
+            return "back-reference distance passes the end of the block"
+        distance = ((ctrl & 0x1F) << 8) + src[i] + 1
+        i += 1
+        start = olen - distance
+        if start < 0:
+            return f"back-reference reaches {-start} bytes before the start of the block"
+        if distance >= length:
+            out += out[start : start + length]
+        else:  # overlapping copy repeats the last `distance` bytes
+            pattern = out[start:]
+            reps, rest = divmod(length, distance)
+            out += pattern * reps + pattern[:rest]
+        olen += length
+        if olen > size:
             return f"block decodes to more than its declared {size} bytes"
-    if len(out) != size:
-        return f"block decodes to {len(out)} bytes, header says {size}"
+    if olen != size:
+        return f"block decodes to {olen} bytes, header says {size}"
     return bytes(out)
 
 

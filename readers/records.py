@@ -24,7 +24,9 @@ path, the offset in the *decompressed* stream and the record number.
 **Value-size quirk** (spec §3.3, §11 item 8): Spark points an HDFS value UnsafeRow at only
 ``(valueSize / 8) * 8`` bytes, because Spark < 2.3 appended 4 stray bytes to aggregation values. Decode
 HDFS values with :attr:`RecordIndex.val_len_aligned` (or ``iter_records(..., aligned=True)``), never
-with ``val_len``. It does not apply to RocksDB changelog values (they carry their own header, spec §4.3).
+with ``val_len``. With row checksums on (spec §3.6) Spark first strips the 4-byte CRC prefix and floors
+the remaining row length, so there use ``floor((val_len - 4) / 8) * 8`` bytes after the prefix. It does not
+apply to RocksDB changelog values (they carry their own header, spec §4.3).
 """
 
 from __future__ import annotations
@@ -102,7 +104,10 @@ class RecordIndex:
 
     @property
     def val_len_aligned(self) -> np.ndarray:
-        """``val_len`` floored to a multiple of 8 (``-1`` kept): the bytes an HDFS value row spans."""
+        """``val_len`` floored to a multiple of 8 (``-1`` kept): the bytes an HDFS value row spans.
+
+        Not for stores with row checksums, whose 4-byte CRC prefix comes off before the floor.
+        """
         return np.where(self.val_len >= 0, self.val_len & ~7, self.val_len)
 
 
@@ -245,8 +250,12 @@ def _fast_sized(data: Buffer, pos: int) -> tuple[array, int] | None:
         return None
 
 
-def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, int] | None:
-    """Key starts when every record has the first record's key and value sizes (fixed-width rows)."""
+def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """Key starts and lengths when every record has the first one's key and value sizes (fixed-width rows).
+
+    One vectorised comparison of every record's two size words; ``None`` if the stream is not such a
+    run of equal records followed by the end marker and nothing else.
+    """
     n = buf.shape[0]
     if n - start < 12:
         return None
@@ -254,33 +263,36 @@ def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, int] | None
     if klen < 0 or start + 8 + klen > n:
         return None
     vlen = _I32.unpack_from(buf, start + 4 + klen)[0]
+    if vlen < -1:
+        return None
     stride = 8 + klen + max(vlen, 0)
     count, rest = divmod(n - start - 4, stride)
-    if rest or vlen < -1 or bytes(buf[n - 4 :]) != _EOF_MARK:
+    if rest or bytes(buf[n - 4 :]) != _EOF_MARK:
         return None
     rows = buf[start : start + count * stride].reshape(count, stride)
     k_word = np.frombuffer(_I32.pack(klen), np.uint8)
     v_word = np.frombuffer(_I32.pack(vlen), np.uint8)
     if not ((rows[:, :4] == k_word).all() and (rows[:, 4 + klen : 8 + klen] == v_word).all()):
         return None
-    return start + 4 + stride * np.arange(count, dtype=np.int64), n - 4
+    key_start = start + 4 + stride * np.arange(count, dtype=np.int64)
+    return key_start, np.full(count, klen, np.int64), np.full(count, vlen, np.int64), n - 4
 
 
 def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_record: int) -> RecordIndex:
     buf = _as_u8(data)
     found = _uniform_sized(buf, start)
-    if found is None:
+    if found is not None:
+        key_start, key_len, val_len, eof = found
+    else:
         walked = _fast_sized(data, start)
         if walked is None:
             _checked_sized(data, path, start, allow_removes, max_record)
             raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
         key_start = np.frombuffer(walked[0], dtype=np.int64)
         eof = walked[1]
-    else:
-        key_start, eof = found
-    key_len = _gather_i32(buf, key_start - 4)
+        key_len = _gather_i32(buf, key_start - 4)
+        val_len = _gather_i32(buf, key_start + key_len)
     val_start = key_start + key_len + 4
-    val_len = _gather_i32(buf, val_start - 4)
     bad = (key_len > max_record) | (val_len > max_record)
     if not allow_removes:
         bad |= val_len < 0
