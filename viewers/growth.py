@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from viewers import theme
 
@@ -86,14 +86,16 @@ class StateGrowthView(QWidget):
         layout.addWidget(self.graphics, 1)
 
         self.total_plot = self.graphics.addPlot(
-            row=0, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom")}
+            row=0, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom"),
+                                     "left": theme.IntegerAxisItem(orientation="left")}
         )
         theme.style_plot(self.total_plot, "Total over all partitions")
         self.total_curve = pg.PlotDataItem(pen=pg.mkPen(theme.SERIES[0], width=2), symbol="o", symbolSize=5,
                                            symbolBrush=theme.SERIES[0], symbolPen=None)
         self.total_plot.addItem(self.total_curve)
         self.partition_plot = self.graphics.addPlot(
-            row=1, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom")}
+            row=1, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom"),
+                                     "left": theme.IntegerAxisItem(orientation="left")}
         )
         for plot in (self.total_plot, self.partition_plot):
             plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
@@ -102,8 +104,13 @@ class StateGrowthView(QWidget):
         theme.set_axis_label(self.partition_plot, "bottom", "state version (written by batch version − 1)")
         self.graphics.ci.layout.setRowStretchFactor(0, 2)
         self.graphics.ci.layout.setRowStretchFactor(1, 3)
-        self.legend = self.partition_plot.addLegend(offset=(10, 10))
+        # The legend gets its own column, so it never hides a line.
+        self.legend = pg.LegendItem()
         theme.style_legend(self.legend)
+        self.graphics.addItem(self.legend, row=1, col=1)
+        self.legend.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.graphics.ci.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.graphics.ci.layout.setColumnStretchFactor(0, 1)
 
         others = theme.muted()
         others.setAlpha(150)
@@ -288,8 +295,10 @@ class StateGrowthView(QWidget):
                 label.setText("")
         pad = max((x[-1] - x[0]) * 0.06, 0.5)
         self.total_plot.setXRange(x[0] - 0.5, x[-1] + pad, padding=0)
-        self.total_plot.enableAutoRange(axis="y")
-        self.partition_plot.enableAutoRange(axis="y")
+        # Growth reads against zero: both y axes start there.
+        for plot, top_value in ((self.total_plot, np.nanmax(totals, initial=0.0)),
+                                (self.partition_plot, float(peak.max(initial=0.0)))):
+            plot.setYRange(0, max(float(top_value), 1.0) * 1.08, padding=0)
         if self._selection is not None:
             self.show_version(self._selection.version)
 

@@ -194,14 +194,18 @@ class BatchTimelineView(QWidget):
         self.batch_plot.getAxis("right").setStyle(showValues=has_wm)
         theme.set_axis_label(
             self.batch_plot, "right",
-            f"watermark, event time (UTC, {_time_axis_context(self._wm)})" if has_wm else "watermark: none in this query",
+            f"watermark (UTC, {_time_axis_context(self._wm)})" if has_wm else "watermark: none in this query",
         )
         when = _time_axis_context(self._t)
         for plot in (self.batch_plot, self.interval_plot):
             theme.set_axis_label(plot, "bottom", f"batch start time (UTC, {when})" if when else "batch start time (UTC)")
-        if not has_wm:
-            self.legend.removeItem(self.watermark_curve)
-        elif self.legend.getLabel(self.watermark_curve) is None:
+        # Legend entries only for what is drawn.
+        self.legend.clear()
+        if self._committed.any():
+            self.legend.addItem(self.committed_points, "committed batch")
+        if (~self._committed).any():
+            self.legend.addItem(self.uncommitted_points, "uncommitted batch (no commit file)")
+        if has_wm:
             self.legend.addItem(self.watermark_curve, "watermark (right axis)")
 
         gaps = np.diff(self._t) if len(self._t) > 1 else np.zeros(0)
