@@ -786,25 +786,49 @@ def write_parquet(rows: Sequence[Any], path: Any, schema: StructType | None = No
         With ``schema``: decoded rows (positional tuples, e.g. ``(partition, key, value)`` for
         :func:`state_row_schema`), written with typed columns (timestamps, decimals, maps...).
         Without: JSON-ready documents (:class:`JsonObject`, e.g. from :func:`row_to_json`), whose
-        types pyarrow infers from the JSON form (timestamps and decimals stay strings); if a nested
-        list cannot be typed, every list is written as JSON text instead.
+        types pyarrow infers from the JSON form (timestamps and decimals stay strings); a top-level
+        column pyarrow cannot type is written with its lists as JSON text, or else wholly as JSON text.
     path : str or path-like
         Output file.
     schema : pyspark.sql.types.StructType, optional
         The rows' schema (preferred).
     """
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if schema is not None:
         table = rows_to_arrow(rows, schema, unique_names=True)
     else:
-        records = [_plain(doc, lists_as_text=False) for doc in rows]
-        try:
-            table = pa.Table.from_pylist(records)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-            table = pa.Table.from_pylist([_plain(doc, lists_as_text=True) for doc in rows])
+        table = _json_documents_to_arrow(rows)
     pq.write_table(table, path)
+
+
+def _json_documents_to_arrow(docs: Sequence[Any]) -> pa.Table:
+    """Best-effort Arrow table of JSON-ready documents (the untyped path of :func:`write_parquet`).
+
+    Each top-level column is typed by pyarrow if it can; if not, with every list as JSON text; if that
+    fails too (e.g. ``"NaN"`` strings among floats), every value of the column is JSON text.
+    """
+    import pyarrow as pa
+
+    records = [_plain(doc, lists_as_text=False) for doc in docs]
+    names: dict[str, None] = {}
+    for r in records:
+        names.update(dict.fromkeys(r))
+    arrays = [_json_column([r.get(name) for r in records]) for name in names]
+    return pa.Table.from_arrays(arrays, names=list(names))
+
+
+def _json_column(column: list[Any]) -> pa.Array:
+    import pyarrow as pa
+
+    try:
+        return pa.array(column)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        pass
+    try:
+        return pa.array([_plain(v, lists_as_text=True) for v in column])
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([None if v is None else dumps_jsonl(v) for v in column], type=pa.string())
 
 
 def _plain(obj: Any, *, lists_as_text: bool) -> Any:
