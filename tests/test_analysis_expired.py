@@ -22,8 +22,6 @@ from app.analysis.expired import iter_expired
 from app.cli import main
 from readers.checkpoint import open_checkpoint
 
-pytestmark = pytest.mark.spark
-
 UNHANDLED = ("ignore", "update_no_timeout")
 
 
@@ -52,6 +50,7 @@ def _findings(path: Path, **kw: Any) -> Any:
     ("scenario", "kind"),
     [("pandas_state_processing", "processing_time"), ("pandas_state_event", "event_time")],
 )
+@pytest.mark.spark
 def test_zombies_at_every_version_match_the_functions_own_report(checkpoint, scenario, kind):
     folder = checkpoint(scenario)
     expected = json.loads((folder / "expected.json").read_text())
@@ -90,6 +89,7 @@ def test_zombies_at_every_version_match_the_functions_own_report(checkpoint, sce
     assert not leaked_or_upd & set(expected["removed"])
 
 
+@pytest.mark.spark
 def test_latest_version_only_by_default_and_json_cli(checkpoint, capsys):
     folder = checkpoint("pandas_state_event")
     expected = json.loads((folder / "expected.json").read_text())
@@ -107,6 +107,7 @@ def test_latest_version_only_by_default_and_json_cli(checkpoint, capsys):
         assert d["timeout_kind"] == "event_time"
 
 
+@pytest.mark.spark
 def test_text_output_names_the_evidence(checkpoint, capsys):
     folder = checkpoint("pandas_state_processing")
     assert main(["expired", str(folder / "checkpoint")]) == 0
@@ -116,6 +117,7 @@ def test_text_output_names_the_evidence(checkpoint, capsys):
     assert "leak1" in text
 
 
+@pytest.mark.spark
 def test_override_timeout_kind_and_stale(checkpoint):
     """Forcing event time on a query without watermark: nothing can fire, -1 keys become stale."""
     folder = checkpoint("pandas_state_processing")
@@ -138,6 +140,7 @@ def _set_log_json(path: Path, **fields: Any) -> None:
     path.write_text("\n".join(lines))
 
 
+@pytest.mark.spark
 def test_overdue_when_the_next_watermark_passed_but_no_batch_ran(checkpoint, tmp_path):
     folder = checkpoint("pandas_state_event")
     expected = json.loads((folder / "expected.json").read_text())
@@ -159,6 +162,7 @@ def test_overdue_when_the_next_watermark_passed_but_no_batch_ran(checkpoint, tmp
         assert "commits/" in f.note
 
 
+@pytest.mark.spark
 def test_eviction_lag_only_when_keys_stay_behind_the_watermark(checkpoint, tmp_path):
     folder = checkpoint("window_agg_watermark")
     clean = _findings(folder / "checkpoint", all_versions=True)
@@ -176,6 +180,7 @@ def test_eviction_lag_only_when_keys_stay_behind_the_watermark(checkpoint, tmp_p
     assert all(set(key_fields(f.key)) == {"window", "key"} for f in lag.findings)
 
 
+@pytest.mark.spark
 def test_a_truncated_delta_is_reported_and_other_partitions_still_checked(checkpoint, tmp_path, capsys):
     folder = checkpoint("pandas_state_event")
     expected = json.loads((folder / "expected.json").read_text())
@@ -195,3 +200,35 @@ def test_a_truncated_delta_is_reported_and_other_partitions_still_checked(checkp
     assert "state/0/1/2.delta" in captured.err
     docs = json.loads(captured.out)
     assert all(d["timeout_kind_evidence"].startswith("inferred: ") for d in docs)
+
+
+class _Clock:
+    def __init__(self, watermarks: dict[int, int]):
+        self.watermark_ms = watermarks
+
+
+@pytest.mark.parametrize(
+    ("samples", "watermarks", "kind", "words"),
+    [
+        # No watermark anywhere: only processing time is possible.
+        ([(2_000, 1_000, 0), (3_000, 2_000, 0)], {0: 0}, "processing_time", "no batch had a watermark"),
+        # A timeout set before its batch started: event time.
+        ([(500, 1_000, 400), (9_000, 2_000, 900)], {0: 400}, "event_time", "at or before"),
+        # A timeout below the watermark: processing time.
+        ([(1_500, 1_000, 2_000)], {0: 2_000}, "processing_time", "below their batch's watermark"),
+        # Event times near wall-clock time, both clocks fit: a fixed offset means setTimeoutDuration...
+        ([(11_000, 1_000, 500), (12_000, 2_000, 900), (13_000, 3_000, 900)], {0: 500}, "processing_time",
+         "exactly 10000 ms"),
+        # ...offsets that follow the data mean event time.
+        ([(1_700, 1_000, 500), (2_900, 2_000, 900), (3_350, 3_000, 900)], {0: 500}, "event_time",
+         "follow the data"),
+    ],
+)
+def test_timeout_kind_decision(samples, watermarks, kind, words):
+    from app.analysis.expired import _decide_timeout_kind
+
+    ev = _decide_timeout_kind(samples, _Clock(watermarks))
+    assert ev.timeout_kind == kind
+    assert ev.source == "inferred"
+    assert words in ev.evidence
+    assert ev.samples == len(samples)

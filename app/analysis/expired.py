@@ -38,7 +38,6 @@ slot of changed values is read, and only reported keys are decoded.
 from __future__ import annotations
 
 import heapq
-import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Generator
@@ -237,24 +236,26 @@ def infer_timeout_kind(
     return _decide_timeout_kind(samples, clock)
 
 
-def _decide_timeout_kind(samples: list[tuple[int, int | None, int]], clock: BatchClock) -> TimeoutKindEvidence:
+def _decide_timeout_kind(samples: list[tuple[int, int | None, int]], clock: Any) -> TimeoutKindEvidence:
+    """Pick the timeout kind from fresh ``(timeout, batch timestamp, batch watermark)`` samples."""
     n = len(samples)
     if n == 0:
         return TimeoutKindEvidence(
             None, "undecided", "no batch ever set a timeout in the versions read, so nothing can have fired"
         )
     any_watermark = any(w for w in clock.watermark_ms.values())
-    timed = [(t, ts, wm) for t, ts, wm in samples if ts is not None]
-    proc_bad = sum(1 for t, ts, _ in timed if t <= ts)  # type: ignore[operator]
+    timed = [(t, ts) for t, ts, _ in samples if ts is not None]
+    proc_bad = sum(1 for t, ts in timed if t <= ts)
     evt_bad = sum(1 for t, _, wm in samples if wm and t < wm)
-    offsets = Counter(t - ts for t, ts, _ in timed)  # type: ignore[operator]
+    offsets = Counter(t - ts for t, ts in timed)
     top_offset, top_count = offsets.most_common(1)[0] if offsets else (None, 0)
+    fixed = f"{top_count} of {len(timed)} exactly {top_offset} ms after their batch timestamp"
     if not any_watermark:
         return TimeoutKindEvidence(
             "processing_time",
             "inferred",
             f"no batch had a watermark (event-time timeouts need one); {n} timeouts set"
-            + (f", most {top_offset} ms after their batch timestamp" if top_offset is not None else ""),
+            + (f", {fixed}" if top_count > 1 else ""),
             n,
         )
     if proc_bad and not evt_bad:
@@ -270,29 +271,23 @@ def _decide_timeout_kind(samples: list[tuple[int, int | None, int]], clock: Batc
             "processing_time",
             "inferred",
             f"{evt_bad} of {n} timeouts were set below their batch's watermark (Spark refuses that for "
-            f"event-time timeouts); all after their batch timestamp"
-            + (f", {top_count} exactly {top_offset} ms after it" if top_count > 1 else ""),
+            "event-time timeouts); all after their batch timestamp" + (f", {fixed}" if top_count > 1 else ""),
             n,
         )
     if not proc_bad and not evt_bad:
-        if top_count >= max(2, len(timed) // 2):
+        # Both clocks fit (event times close to wall-clock time). setTimeoutDuration gives one or a few
+        # fixed offsets from the batch timestamp; event-time timeouts follow the data instead.
+        if top_count >= 2 and top_count >= 0.3 * len(timed):
             return TimeoutKindEvidence(
-                "processing_time",
-                "inferred",
-                f"{top_count} of {len(timed)} timeouts are exactly {top_offset} ms after their batch "
-                "timestamp (one setTimeoutDuration); weak evidence, override with --timeout-kind",
-                n,
+                "processing_time", "inferred",
+                f"{fixed} (a setTimeoutDuration); no contradiction either way, so weak evidence: "
+                "override with --timeout-kind", n,
             )
-        d_proc = statistics.median(abs(t - ts) for t, ts, _ in timed) if timed else float("inf")  # type: ignore[operator]
-        d_evt = statistics.median(abs(t - wm) for t, _, wm in samples if wm) if any(wm for *_, wm in samples) else float("inf")
-        kind = "processing_time" if d_proc <= d_evt else "event_time"
         return TimeoutKindEvidence(
-            kind,
-            "inferred",
-            f"timeouts are nearer the batch {'timestamps' if kind == 'processing_time' else 'watermarks'} "
-            f"(median distance {min(d_proc, d_evt):.0f} ms vs {max(d_proc, d_evt):.0f} ms); weak evidence, "
-            "override with --timeout-kind",
-            n,
+            "event_time", "inferred",
+            f"{len(offsets)} different offsets from the batch timestamp among {len(timed)} timeouts: they "
+            "follow the data, not the batch clock; no contradiction either way, so weak evidence: override "
+            "with --timeout-kind", n,
         )
     kind = "event_time" if proc_bad > evt_bad else "processing_time"
     return TimeoutKindEvidence(
