@@ -256,6 +256,22 @@ def test_select_batch_moves_browser_version(qtbot, window, checkpoint, raise_err
 
 
 @pytest.mark.spark
+def test_reload_keeps_selection(qtbot, window, checkpoint, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    loaded = _open(qtbot, window, checkpoint("agg_count") / "checkpoint")
+    first = loaded.checkpoint.batches[0].batch_id
+    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+        window.timeline.batch_selected.emit(first)
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=2000)
+    with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
+        qtbot.keyClick(window, Qt.Key.Key_F5)
+    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    assert window.loaded is not loaded
+    assert window.selection.batch_id == first
+    assert window.browser.version_combo.currentData() == first + 1
+
+
+@pytest.mark.spark
 def test_filter_state_table(qtbot, window, checkpoint, raise_errors) -> None:  # type: ignore[no-untyped-def]
     _open(qtbot, window, checkpoint("agg_count") / "checkpoint")
     window.select_view("overview")

@@ -37,6 +37,15 @@ from readers.errors import StatelensError, redact
 
 _state: dict[str, Any] = {"headless": False, "dialogs": [], "parent": None}
 
+#: What to try, by error class (shown under the message).
+_HINTS = {
+    "NotACheckpointError": "Open the checkpointLocation folder itself: the one holding metadata, offsets/, "
+    "commits/ and state/.",
+    "StorageError": "Check the path or URL and that credentials for it are set up (for s3:// the usual AWS "
+    "variables or profile).",
+    "BackendUnavailableError": "This part needs an optional library or backend; the message says which.",
+}
+
 
 def raise_errors() -> bool:
     """True when ``STATELENS_RAISE=1``: errors propagate instead of being shown."""
@@ -127,8 +136,9 @@ def show_error(err: BaseException, title: str = "statelens", parent: QWidget | N
     box.setWindowTitle(title)
     box.setTextFormat(Qt.TextFormat.PlainText)
     box.setText(short_message(err))
-    if isinstance(err, StatelensError):
-        box.setInformativeText("")
+    hint = _HINTS.get(type(err).__name__)
+    if hint:
+        box.setInformativeText(hint)
     box.setDetailedText(_details(err))
     box.setStandardButtons(QMessageBox.StandardButton.Close)
     box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)

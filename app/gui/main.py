@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.gui.window import MainWindow
 
 #: Size of ``--screenshot`` images, in pixels.
 SCREENSHOT_SIZE = (1400, 900)
@@ -83,7 +87,7 @@ def _configure_pyqtgraph() -> None:
 
 
 def take_screenshot(
-    window: object, url: str, out: str, view: str = "overview", is_sample: bool = False,
+    window: MainWindow, url: str, out: str, view: str = "overview", is_sample: bool = False,
     timeout_s: float = SCREENSHOT_TIMEOUT_S,
 ) -> int:
     """Load ``url`` in ``window``, wait for the jobs the view shows (:data:`VIEW_JOBS`), save a PNG.
@@ -109,9 +113,7 @@ def take_screenshot(
     from PySide6.QtWidgets import QApplication
 
     from app.gui import errors
-    from app.gui.window import MainWindow
 
-    assert isinstance(window, MainWindow)
     errors.set_headless(True)
     try:
         window.resize(*SCREENSHOT_SIZE)

@@ -315,6 +315,11 @@ class MainWindow(QMainWindow):
             action.triggered.connect(lambda _checked=False, u=url: self.open_checkpoint(u))
 
     def _on_load_finished(self, loaded: LoadedCheckpoint) -> None:
+        # Results of the previous checkpoint's jobs must not land in the new one's views.
+        self.runner.cancel("growth")
+        self.runner.cancel("browser")
+        reloading = self.loaded is not None and self.loaded.url == loaded.url
+        previous = self.selection.snapshot()
         self.loaded = loaded
         self._readers = {}
         ckpt = loaded.checkpoint
@@ -346,10 +351,13 @@ class MainWindow(QMainWindow):
                 self.problems.add_problems([err], where="opening store")
         self.checkpoint_loaded.emit(loaded)
 
-        # Selection last: it starts the browser's decoding job.
+        # Selection last: it starts the browser's decoding job. A reload (F5) keeps what was selected.
         self.selection.reset()
         default = loaded.default_store()
-        if default is not None:
+        kept = reloading and self._store_exists(previous["operator_id"], previous["store_name"])
+        if kept:
+            self.selection.update(**{k: v for k, v in previous.items() if k != "key"})
+        elif default is not None:
             versions = loaded.checkpoint.operator(default[0]).store(default[1]).versions
             self.selection.update(
                 operator_id=default[0], store_name=default[1], partition_id=None,
@@ -369,6 +377,12 @@ class MainWindow(QMainWindow):
                 on_result=self._on_growth_finished,
                 on_error=self._on_growth_errored,
             )
+
+    def _store_exists(self, operator_id: int | None, store_name: str | None) -> bool:
+        if self.loaded is None or operator_id is None:
+            return False
+        return any(op.operator_id == operator_id and s.store_name == store_name
+                   for op, s in self.loaded.hdfs_stores())
 
     def _on_load_errored(self, err: BaseException) -> None:
         message = errors.short_message(err)

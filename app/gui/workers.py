@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QObject, QThreadPool, Signal
@@ -49,7 +49,6 @@ class Job:
     worker: GeneratorWorker
     progress: Progress | None = None
     cancelled: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class JobRunner(QObject):
