@@ -31,13 +31,13 @@ def sample_checkpoint_path() -> Path:
 class _Progress:
     """A one-line stderr progress bar, shown only on a terminal and only after a second."""
 
-    def __init__(self, stream: IO[str] = sys.stderr):
+    def __init__(self, stream: IO[str] | None = None):
         import time
 
         self._time = time.monotonic
         self._start = self._time()
-        self._stream = stream
-        self._enabled = stream.isatty()
+        self._stream = stream or sys.stderr
+        self._enabled = self._stream.isatty()
         self._shown = False
 
     def __call__(self, p: Any) -> None:
@@ -66,7 +66,8 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         bar.close()
 
 
-def _report_problems(ckpt: Any, stream: IO[str] = sys.stderr) -> int:
+def _report_problems(ckpt: Any, stream: IO[str] | None = None) -> int:
+    stream = stream or sys.stderr
     for err in ckpt.report.problems:
         stream.write(f"statelens: warning: {err}\n")
     return EXIT_PARTIAL if ckpt.report.problems else EXIT_OK

@@ -1,0 +1,238 @@
+"""``statelens info | rows | growth`` end to end on real checkpoints, against Spark and the logs.
+
+Also the bad-input contract of issue 2: a typed one-line error naming the file, a non-zero exit code,
+the rest of the checkpoint still readable, and nothing inside the checkpoint written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.cli import main
+from readers.checkpoint import open_checkpoint
+from readers.values import dumps_jsonl, row_to_json
+from tests import oracle
+
+pytestmark = pytest.mark.spark
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file (hidden ones too) with its SHA-256: proves nothing was written, renamed or deleted."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_info_json_matches_logs_and_spark(checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = checkpoint("agg_count")
+    expected = json.loads((folder / "expected.json").read_text())
+    code, out, _ = run(capsys, "info", str(folder / "checkpoint"), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [b["batch_id"] for b in doc["batches"]] == expected["batches"]
+    assert all(b["committed"] for b in doc["batches"])
+    assert all(isinstance(b["timestamp_ms"], int) and b["timestamp_ms"] > 0 for b in doc["batches"])
+    assert doc["conf"]["spark.sql.shuffle.partitions"] == "2"
+    (op,) = doc["operators"]
+    assert op["operator_id"] == 0 and op["kind"] == "aggregation"
+    (store,) = op["stores"]
+    assert store["name"] == "default" and store["provider"] == "hdfs"
+    assert store["partitions"] == 2
+    assert store["versions"][-1] == expected["batches"][-1] + 1
+    df = spark.read.format("statestore").load(str(folder / "checkpoint"))
+    assert store["key_schema"] == json.loads(df.schema["key"].dataType.json())
+    assert store["value_schema"] == json.loads(df.schema["value"].dataType.json())
+
+
+def test_info_human_table_names_uncommitted_batch(checkpoint: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = checkpoint("uncommitted")
+    expected = json.loads((folder / "expected.json").read_text())
+    code, out, _ = run(capsys, "info", str(folder / "checkpoint"))
+    assert code == 0
+    assert f"UNCOMMITTED {expected['uncommitted_batch']}" in out
+    code, out, _ = run(capsys, "info", str(folder / "checkpoint"), "--json")
+    assert json.loads(out)["uncommitted_batches"] == [expected["uncommitted_batch"]]
+
+
+@pytest.mark.parametrize("scenario", ["window_agg_watermark", "pandas_state_event", "dedup_watermark"])
+def test_rows_jsonl_equals_spark(
+    scenario: str, checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(root))
+    store = ckpt.operators[0].stores[0]
+    code, out, _ = run(capsys, "rows", str(root), "--operator", "0")
+    assert code == 0
+    lines = [ln for ln in out.splitlines() if ln]
+    expected = []
+    for pid, key, value in oracle.read_state(spark, root, operator_id=0):
+        doc = [("partition", pid), ("key", row_to_json(key, store.key_schema)), ("value", row_to_json(value, store.value_schema))]
+        from readers.values import JsonObject
+
+        expected.append(dumps_jsonl(JsonObject(doc)))
+    assert Counter(lines) == Counter(expected)
+    assert lines, "the latest version of every scenario here holds rows"
+
+
+def test_rows_version_partition_and_changes(checkpoint: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    root = checkpoint("window_agg_watermark") / "checkpoint"
+    ckpt = open_checkpoint(str(root))
+    reader = ckpt.store_reader(0)
+    code, out, _ = run(capsys, "rows", str(root), "--operator", "0", "--version", "2", "--partition", "1")
+    assert code == 0
+    docs = [json.loads(ln, object_pairs_hook=list) for ln in out.splitlines()]
+    assert len(docs) == len(reader.read_rows(1, 2))
+    assert all(dict(d)["partition"] == 1 for d in docs)
+    code, out, _ = run(capsys, "rows", str(root), "--operator", "0", "--changes")
+    assert code == 0
+    changes = [json.loads(ln) for ln in out.splitlines()]
+    kinds = Counter(c["change"] for c in changes)
+    assert kinds["put"] > 0 and kinds["remove"] > 0, "watermark eviction writes removes"
+    assert {c["version"] for c in changes} <= set(ckpt.operators[0].stores[0].versions)
+    assert all(c["value"] is None for c in changes if c["change"] == "remove")
+
+
+def test_rows_csv_and_parquet(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import csv
+
+    import pyarrow.parquet as pq
+
+    root = checkpoint("window_agg_watermark") / "checkpoint"
+    code, out, _ = run(capsys, "rows", str(root), "--operator", "0")
+    n = len(out.splitlines())
+    code, _, _ = run(capsys, "rows", str(root), "--operator", "0", "--format", "csv", "-o", str(tmp_path / "r.csv"))
+    assert code == 0
+    with open(tmp_path / "r.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert len(rows) == n + 1
+    assert rows[0][0] == "partition" and any(c.startswith("key.window") for c in rows[0])
+    assert len({len(r) for r in rows}) == 1
+    code, _, _ = run(capsys, "rows", str(root), "--operator", "0", "--format", "parquet", "-o", str(tmp_path / "r.parquet"))
+    assert code == 0
+    assert pq.read_table(tmp_path / "r.parquet").num_rows == n
+
+
+@pytest.mark.parametrize("scenario", ["agg_many_partitions", "window_agg_watermark", "join"])
+def test_growth_json_equals_spark_counts(
+    scenario: str, checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = checkpoint(scenario) / "checkpoint"
+    code, out, _ = run(capsys, "growth", str(root), "--json")
+    assert code == 0
+    records = json.loads(out)
+    ckpt = open_checkpoint(str(root))
+    checked = 0
+    for op in ckpt.operators:
+        for store in op.stores:
+            for batch_id in sorted(ckpt.commits):
+                df = spark.read.format("statestore").option("operatorId", op.operator_id).option("batchId", batch_id)
+                if store.store_name != "default":
+                    df = df.option("storeName", store.store_name)
+                counts = {r["partition_id"]: r["count"] for r in df.load(str(root)).groupBy("partition_id").count().collect()}
+                ours = {
+                    r["partition_id"]: r["rows"]
+                    for r in records
+                    if r["operator_id"] == op.operator_id and r["store_name"] == store.store_name and r["version"] == batch_id + 1
+                }
+                assert {p: n for p, n in ours.items() if n} == counts, (store.store_name, batch_id)
+                assert all(r["bytes"] > 0 for r in records)
+                checked += 1
+    assert checked >= 4
+
+
+# -- bad input --------------------------------------------------------------------------------------------
+def test_not_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    code, out, err = run(capsys, "info", str(tmp_path))
+    assert code == 2
+    assert "not a Structured Streaming checkpoint" in err and str(tmp_path) in err
+    assert "Traceback" not in err
+    code, _, err = run(capsys, "info", str(tmp_path / "missing"))
+    assert code == 2 and "no such folder" in err
+
+
+def _copy(checkpoint: Any, scenario: str, tmp_path: Path) -> Path:
+    dest = tmp_path / scenario
+    shutil.copytree(checkpoint(scenario) / "checkpoint", dest)
+    return dest
+
+
+def test_truncated_delta_is_named_and_the_rest_still_reads(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _copy(checkpoint, "agg_many_partitions", tmp_path)
+    victim = root / "state/0/2/8.delta"
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) // 2])
+    code, out, err = run(capsys, "rows", str(root), "--operator", "0")
+    assert code == 1
+    assert "state/0/2/8.delta" in err and "Traceback" not in err
+    partitions = {json.loads(ln)["partition"] for ln in out.splitlines()}
+    assert partitions == {0, 1, 3}
+    # the version before the damaged delta is still readable from partition 2
+    code, out, err = run(capsys, "rows", str(root), "--operator", "0", "--partition", "2", "--version", "7")
+    assert code == 0 and out
+    code, out, err = run(capsys, "rows", str(root), "--operator", "0", "--partition", "2")
+    assert code == 2 and "state/0/2/8.delta" in err
+    code, out, err = run(capsys, "growth", str(root), "--json")
+    assert code == 1 and "state/0/2/8.delta" in err
+    assert {r["partition_id"] for r in json.loads(out) if r["version"] == 8} == {0, 1, 3}
+    code, _, _ = run(capsys, "info", str(root))
+    assert code == 0
+
+
+def test_wrong_magic_and_flipped_checksum(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _copy(checkpoint, "agg_count", tmp_path)
+    victim = root / "state/0/0/2.delta"
+    data = bytearray(victim.read_bytes())
+    data[0:8] = b"NOTLZ4!!"
+    victim.write_bytes(bytes(data))
+    code, _, err = run(capsys, "rows", str(root), "--operator", "0", "--partition", "0", "--version", "2")
+    assert code == 2 and "state/0/0/2.delta" in err
+    victim2 = root / "state/0/1/1.delta"
+    data = bytearray(victim2.read_bytes())
+    data[17] ^= 0xFF  # lz4-java block checksum
+    victim2.write_bytes(bytes(data))
+    code, _, err = run(capsys, "rows", str(root), "--operator", "0", "--partition", "1", "--version", "1")
+    assert code == 2 and "state/0/1/1.delta" in err and "checksum" in err.lower()
+
+
+def test_corrupt_schema_and_missing_commit(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _copy(checkpoint, "agg_count", tmp_path)
+    schema = root / "state/0/0/_metadata/schema"
+    schema.write_bytes(schema.read_bytes()[:20])
+    code, out, err = run(capsys, "info", str(root), "--json")
+    assert code == 1
+    assert "state/0/0/_metadata/schema" in err
+    doc = json.loads(out)
+    assert doc["operators"][0]["stores"][0]["key_schema"] is None
+    assert doc["problems"] and doc["problems"][0]["path"].endswith("_metadata/schema")
+    code, _, err = run(capsys, "rows", str(root), "--operator", "0")
+    assert code == 2 and "schema" in err
+    code, _, err = run(capsys, "rows", str(root), "--operator", "7")
+    assert code == 2 and "no stateful operator 7" in err
+
+
+def test_commands_never_write_inside_the_checkpoint(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _copy(checkpoint, "join", tmp_path)
+    before = tree_digest(root)
+    run(capsys, "info", str(root), "--json")
+    run(capsys, "growth", str(root))
+    for store in ("left-keyToNumValues", "right-keyWithIndexToValue"):
+        run(capsys, "rows", str(root), "--operator", "0", "--store", store, "--changes")
+    assert tree_digest(root) == before
