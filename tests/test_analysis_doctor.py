@@ -210,3 +210,18 @@ def test_schema_files_disagree(copy_of):
     assert f.store_name == "left-keyWithIndexToValue"
     assert "state/0/1/left-keyWithIndexToValue/_metadata/schema" in f.files
     assert result.exit_code == 2
+
+
+def test_files_far_beyond_min_batches_to_retain(checkpoint, monkeypatch):
+    import app.analysis.doctor as doctor
+
+    folder = checkpoint("agg_many_partitions")
+    expected = json.loads((folder / "expected.json").read_text())
+    assert _doctor(folder / "checkpoint").exit_code == 0
+    monkeypatch.setattr(doctor, "RETENTION_MARGIN", 0)
+    result = _doctor(folder / "checkpoint", min_batches_to_retain=1)
+    state = _only(result, "state_beyond_retention")
+    assert len(state) == expected["num_partitions"]
+    assert all(f.severity == "warning" for f in state)
+    assert _only(result, "logs_beyond_retention")[0].files == ("offsets/",)
+    assert result.exit_code == 1

@@ -30,6 +30,10 @@ DEFAULT_MIN_BATCHES_TO_RETAIN = 100
 GAP_FACTOR = 10
 #: ...and at least this much longer than the median.
 GAP_MIN_EXTRA_MS = 30_000
+#: Versions Spark may keep beyond minBatchesToRetain: the delta chain back to the base snapshot
+#: (minDeltasForSnapshot, default 10) and maintenance running behind. "Far beyond" = more than
+#: twice minBatchesToRetain plus this.
+RETENTION_MARGIN = 10
 #: Records decoded per state file to check the rows against the schema.
 SAMPLE_ROWS = 64
 _FILES_SHOWN = 20
@@ -149,7 +153,7 @@ class _Doctor:
                     f"{name}/ has no file for batch ids {_ranges(missing)} between {ids[0]} and {ids[-1]}",
                     [f"{name}/{b}" for b in missing],
                 )
-        if len(offsets) > 2 * self.min_retain + 10:
+        if len(offsets) > 2 * self.min_retain + RETENTION_MARGIN:
             self.add(
                 "logs_beyond_retention", "warning",
                 f"{len(offsets)} offsets files kept although minBatchesToRetain is {self.min_retain}: "
@@ -361,7 +365,7 @@ class _Doctor:
                 f"{where}: versions {_ranges(holes)} cannot be rebuilt (deltas missing); later versions are fine",
                 [f"{pf.directory}/{v}.delta" for v in holes if v not in pf.deltas], **ctx,
             )
-        if latest - oldest > 2 * self.min_retain + 10:
+        if latest - oldest + 1 > 2 * self.min_retain + RETENTION_MARGIN:
             self.add(
                 "state_beyond_retention", "warning",
                 f"{where}: {latest - oldest + 1} versions on disk (oldest {oldest}) although minBatchesToRetain "
