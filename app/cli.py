@@ -79,10 +79,10 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     rows = [["" if c is None else str(c) for c in r] for r in rows]
     widths = [len(h) for h in headers]
     for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
     out = [line.rstrip(), "  ".join("-" * w for w in widths)]
-    out.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    out.extend("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
     return "\n".join(out)
 
 

@@ -174,13 +174,13 @@ class HDFSStoreReader:
             err.context.update({k: v for k, v in self._ctx(sf.partition_id, sf.version).items()})
             raise
         ks, kl, vs, vl = (a.tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
-        keys = [data[s : s + n] for s, n in zip(ks, kl)]
-        values = [data[s : s + n] if n >= 0 else None for s, n in zip(vs, vl)]
+        keys = [data[s : s + n] for s, n in zip(ks, kl, strict=True)]
+        values = [data[s : s + n] if n >= 0 else None for s, n in zip(vs, vl, strict=True)]
         return keys, values
 
     def _records(self, sf: StateFile) -> Iterator[tuple[bytes, bytes | None]]:
         keys, values = self._pairs(sf)
-        return zip(keys, values)
+        return zip(keys, values, strict=True)
 
     def _base_for(self, pf: PartitionFiles, version: int) -> int:
         """Newest snapshot ``<= version`` whose delta chain up to ``version`` is complete, else 0."""
@@ -218,9 +218,9 @@ class HDFSStoreReader:
     def _apply(self, state: RawState, sf: StateFile) -> None:
         keys, values = self._pairs(sf)
         if None not in values:
-            state.update(zip(keys, values))  # type: ignore[arg-type]  # puts only: C-speed upsert
+            state.update(zip(keys, values, strict=True))  # type: ignore[arg-type]  # puts only: C-speed upsert
             return
-        for key, value in zip(keys, values):
+        for key, value in zip(keys, values, strict=True):
             if value is None:
                 state.pop(key, None)
             else:
@@ -295,7 +295,7 @@ class HDFSStoreReader:
         vstart = np.concatenate(([0], np.cumsum(vraw)[:-1])) if len(vals) else vraw
         dvals = decode_rows(vbuf, vstart, (vraw // 8) * 8, value_layout, path=path)
         out: list[tuple[tuple, tuple | None]] = [(k, None) for k in dkeys]
-        for i, dv in zip(present, dvals):
+        for i, dv in zip(present, dvals, strict=True):
             out[i] = (dkeys[i], dv)
         return out
 
@@ -324,12 +324,12 @@ class HDFSStoreReader:
             err.context.update({k: v for k, v in self._ctx(sf.partition_id, sf.version).items()})
             raise
         ks, kl = idx.key_start.tolist(), idx.key_len.tolist()
-        keys = [data[s : s + n] for s, n in zip(ks, kl)]
+        keys = [data[s : s + n] for s, n in zip(ks, kl, strict=True)]
         removed = idx.val_len < 0
         if not removed.any():
             live.update(keys)
             return
-        for key, gone in zip(keys, removed.tolist()):
+        for key, gone in zip(keys, removed.tolist(), strict=True):
             if gone:
                 live.discard(key)
             else:
