@@ -398,6 +398,13 @@ def test_sample_opens_with_banner(qtbot, window, raise_errors) -> None:  # type:
     assert window.banner.isVisible()
     assert "sample" in window.windowTitle().lower()
     assert window.recent_checkpoints() == []
+    # The same folder typed as a path is an ordinary checkpoint: no banner, remembered.
+    window.url_edit.setText(str(path))
+    with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
+        qtbot.keyClick(window.url_edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    assert not window.banner.isVisible()
+    assert window.recent_checkpoints() == [str(path)]
 
 
 # -- screenshot mode -----------------------------------------------------------------------------------
