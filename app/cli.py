@@ -252,92 +252,83 @@ def cmd_info(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 # -- rows ----------------------------------------------------------------------------------------------
-def _iter_row_docs(args: argparse.Namespace, ckpt: Any) -> Iterable[Any]:
-    reader = ckpt.store_reader(args.operator, args.store)
-    schema = reader.schema
-    if schema is None:
-        from readers.errors import SchemaMismatchError
+def _iter_state_tuples(args: argparse.Namespace, ckpt: Any, reader: Any) -> Iterable[tuple[Any, ...]]:
+    """Decoded rows in the field order of :func:`readers.values.state_row_schema`.
 
-        raise SchemaMismatchError(
-            "this store has no schema file, so its rows cannot be decoded",
-            path=f"state/{args.operator}/0/_metadata/schema",
-        )
+    ``(partition, key, value)``, or with ``--changes`` ``(version, partition, change, key, value)``. A
+    partition whose files cannot be decoded is reported (and skipped) unless it was asked for alone.
+    """
     partitions = [args.partition] if args.partition is not None else reader.partition_ids()
     for pid in partitions:
         try:
-            docs = list(_partition_docs(args, reader, schema, pid))
+            rows = list(_partition_tuples(args, reader, pid))
         except StatelensError as err:
             if args.partition is not None:
                 raise
             ckpt.report.add(err)  # one bad file: report it, keep the other partitions
             continue
-        yield from docs
+        yield from rows
 
 
-def _partition_docs(args: argparse.Namespace, reader: Any, schema: Any, pid: int) -> Iterable[Any]:
-    from readers.values import JsonObject, row_to_json
-
+def _partition_tuples(args: argparse.Namespace, reader: Any, pid: int) -> Iterable[tuple[Any, ...]]:
     if args.changes:
         versions = [args.version] if args.version is not None else reader.delta_versions(pid)
         for v in versions:
             for ch in reader.read_changes(pid, v):
-                yield JsonObject([
-                    ("version", ch.version),
-                    ("partition", pid),
-                    ("change", ch.change),
-                    ("key", row_to_json(ch.key, schema.key_schema)),
-                    ("value", row_to_json(ch.value, schema.value_schema) if ch.value is not None else None),
-                ])
+                yield (ch.version, pid, ch.change, ch.key, ch.value)
         return
     available = reader.versions(pid)
     version = args.version if args.version is not None else (available[-1] if available else 0)
     for row in reader.read_rows(pid, version):
-        yield JsonObject([
-            ("partition", pid),
-            ("key", row_to_json(row.key, schema.key_schema)),
-            ("value", row_to_json(row.value, schema.value_schema)),
-        ])
+        yield (pid, row.key, row.value)
 
 
 def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
+    from readers.values import row_to_json, state_row_schema
+
     ckpt = _open(args)
-    docs = _iter_row_docs(args, ckpt)
-    fmt = args.format
-    if fmt == "parquet":
+    reader = ckpt.store_reader(args.operator, args.store)
+    if reader.schema is None:
+        from readers.errors import SchemaMismatchError
+
+        raise SchemaMismatchError(
+            "this store has no readable schema file, so its rows cannot be decoded",
+            path=f"state/{args.operator}/0/_metadata/schema",
+        )
+    row_schema = state_row_schema(reader.schema.key_schema, reader.schema.value_schema, changes=args.changes)
+    rows = _iter_state_tuples(args, ckpt, reader)
+    if args.format == "parquet":
         if not args.output:
             raise _usage("--format parquet needs -o FILE")
         from readers.values import write_parquet
 
-        write_parquet(list(docs), args.output)
+        write_parquet(list(rows), args.output, row_schema)
         return _report_problems(ckpt)
+    docs = (row_to_json(t, row_schema) for t in rows)
     target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
     try:
-        if fmt == "jsonl":
+        if args.format == "jsonl":
             from readers.values import dumps_jsonl
 
             for doc in docs:
                 target.write(dumps_jsonl(doc) + "\n")
         else:
-            _write_csv(docs, target)
+            _write_csv(docs, row_schema, target)
     finally:
         if args.output:
             target.close()
     return _report_problems(ckpt)
 
 
-def _write_csv(docs: Iterable[Any], target: IO[str]) -> None:
+def _write_csv(docs: Iterable[Any], row_schema: Any, target: IO[str]) -> None:
     import csv
 
-    from readers.values import flatten_row
+    from readers.values import csv_cell, flat_columns, flatten_row
 
     writer = csv.writer(target)
-    header: list[str] | None = None
+    writer.writerow(flat_columns(row_schema))
     for doc in docs:
-        flat = flatten_row(doc, "")
-        if header is None:
-            header = [name for name, _ in flat]
-            writer.writerow(header)
-        writer.writerow(["" if v is None else v for _, v in flat])
+        writer.writerow([csv_cell(v) for _, v in flatten_row(doc, "", row_schema)])
 
 
 # -- growth --------------------------------------------------------------------------------------------

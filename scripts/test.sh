@@ -4,9 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages: a Java 17+ runtime for PySpark, and the libraries Qt's offscreen platform loads.
+# Debian packages: a Java 17+ runtime for PySpark, the libraries Qt's offscreen platform loads, and a
+# headless browser.
 missing=()
 if ! command -v java >/dev/null 2>&1; then missing+=(openjdk-17-jre-headless); fi
+# Headless Chromium renders the HTML report in a real browser in the tests.
+if ! command -v chromium >/dev/null 2>&1; then missing+=(chromium); fi
 for lib in libEGL.so.1:libegl1 libGL.so.1:libgl1 libxkbcommon.so.0:libxkbcommon0 \
            libfontconfig.so.1:libfontconfig1 libdbus-1.so.3:libdbus-1-3 libglib-2.0.so.0:libglib2.0-0; do
   if ! ldconfig -p | grep -q "${lib%%:*}"; then missing+=("${lib##*:}"); fi

@@ -69,7 +69,7 @@ def test_info_human_table_names_uncommitted_batch(checkpoint: Any, capsys: pytes
     assert json.loads(out)["uncommitted_batches"] == [expected["uncommitted_batch"]]
 
 
-@pytest.mark.parametrize("scenario", ["window_agg_watermark", "pandas_state_event", "dedup_watermark"])
+@pytest.mark.parametrize("scenario", ["window_agg_watermark", "pandas_state_event", "dedup_watermark", "rich_types"])
 def test_rows_jsonl_equals_spark(
     scenario: str, checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -112,7 +112,7 @@ def test_rows_csv_and_parquet(checkpoint: Any, tmp_path: Path, capsys: pytest.Ca
 
     import pyarrow.parquet as pq
 
-    root = checkpoint("window_agg_watermark") / "checkpoint"
+    root = checkpoint("rich_types") / "checkpoint"
     code, out, _ = run(capsys, "rows", str(root), "--operator", "0")
     n = len(out.splitlines())
     code, _, _ = run(capsys, "rows", str(root), "--operator", "0", "--format", "csv", "-o", str(tmp_path / "r.csv"))
@@ -120,11 +120,14 @@ def test_rows_csv_and_parquet(checkpoint: Any, tmp_path: Path, capsys: pytest.Ca
     with open(tmp_path / "r.csv", newline="") as f:
         rows = list(csv.reader(f))
     assert len(rows) == n + 1
-    assert rows[0][0] == "partition" and any(c.startswith("key.window") for c in rows[0])
-    assert len({len(r) for r in rows}) == 1
+    assert rows[0][0] == "partition" and "key.k_struct.a" in rows[0]
+    assert len({len(r) for r in rows}) == 1, "a null struct still gives one cell per leaf"
+    assert {"true", "false"} & {c for r in rows[1:] for c in r}
     code, _, _ = run(capsys, "rows", str(root), "--operator", "0", "--format", "parquet", "-o", str(tmp_path / "r.parquet"))
     assert code == 0
-    assert pq.read_table(tmp_path / "r.parquet").num_rows == n
+    table = pq.read_table(tmp_path / "r.parquet")
+    assert table.num_rows == n
+    assert str(table.schema.field("key").type.field("k_ts").type) == "timestamp[us, tz=UTC]"
 
 
 @pytest.mark.parametrize("scenario", ["agg_many_partitions", "window_agg_watermark", "join"])
