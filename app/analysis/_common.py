@@ -66,6 +66,13 @@ def encode_row(row: tuple[Any, ...] | None, schema: Any) -> Any:
     return row_to_json(row, schema)
 
 
+def row_converter(schema: Any) -> Callable[[tuple[Any, ...] | None], Any]:
+    """:func:`encode_row` compiled once for ``schema`` (use it in loops)."""
+    from readers.values import json_converter
+
+    return json_converter(schema)
+
+
 def key_fields(key: Any) -> dict[str, Any]:
     """An encoded key as a dict (the last of repeated names wins), for lookups."""
     if isinstance(key, dict):
@@ -248,6 +255,18 @@ def int_reader(layout: Any, path: tuple[int, ...]) -> Callable[[bytes], int | No
         steps.append((fl.slot, fl.null_word, fl.null_bit))
         if depth < len(path) - 1:
             rl = fl.type.row
+
+    if len(steps) == 1:
+        slot, word, bit = steps[0]
+        unpack = _I64.unpack_from
+        need = max(slot, 8 * word) + 8
+
+        def read_top(data: bytes) -> int | None:
+            if len(data) < need or (unpack(data, 8 * word)[0] >> bit) & 1:
+                return None
+            return int(unpack(data, slot)[0])
+
+        return read_top
 
     def read(data: bytes) -> int | None:
         base = 0

@@ -44,7 +44,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.analysis._common import BatchClock, encode_row, int_reader, to_ms, walk_partition
+from app.analysis._common import BatchClock, int_reader, row_converter, to_ms, walk_partition
 from readers.errors import StatelensError, UsageError
 from readers.model import OperatorKind, Progress
 
@@ -417,16 +417,17 @@ class _KeyDecoder:
         self.reader = reader
         self.partition_id = partition_id
         self.cache: dict[bytes, Any] = {}
+        self.convert = row_converter(reader.schema.key_schema)
 
     def decode(self, keys: list[bytes]) -> None:
         todo = [k for k in keys if k not in self.cache]
         if not todo:
             return
-        schema = self.reader.schema.key_schema
         path = f"state/{self.reader.operator_id}/{self.partition_id}"
         decoded = self.reader.decode_pairs([(k, None) for k in todo], path)
+        convert = self.convert
         for raw, (key, _) in zip(todo, decoded, strict=True):
-            self.cache[raw] = encode_row(key, schema)
+            self.cache[raw] = convert(key)
 
     def __getitem__(self, raw: bytes) -> Any:
         return self.cache[raw]
