@@ -252,16 +252,33 @@ def cmd_info(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 # -- rows ----------------------------------------------------------------------------------------------
-def _iter_state_tuples(args: argparse.Namespace, ckpt: Any, reader: Any) -> Iterable[tuple[Any, ...]]:
+def _backends(args: argparse.Namespace, ckpt: Any) -> Any:
+    from readers.backends import BackendChooser
+    from readers.backends.spark import parse_spark_defaults
+
+    conf = parse_spark_defaults(args.spark_conf) if getattr(args, "spark_conf", None) else None
+    return BackendChooser(ckpt, args.backend, master=args.spark_master, conf=conf)
+
+
+def _say_backend(args: argparse.Namespace, chooser: Any) -> None:
+    if "spark" in chooser.used:  # say so whenever a JVM answered; native is the silent default
+        sys.stderr.write(f"statelens: read with the {chooser.describe()}\n")
+
+
+def _iter_state_tuples(args: argparse.Namespace, ckpt: Any, backend: Any, store: str) -> Iterable[tuple[Any, ...]]:
     """Decoded rows in the field order of :func:`readers.values.state_row_schema`.
 
-    ``(partition, key, value)``, or with ``--changes`` ``(version, partition, change, key, value)``. A
-    partition whose files cannot be decoded is reported (and skipped) unless it was asked for alone.
+    ``(partition, key, value)``, or with ``--changes`` ``(version, partition, change, key, value)``. With
+    the native backend a partition whose files cannot be decoded is reported (and skipped) unless it was
+    asked for alone; Spark answers for all partitions in one job.
     """
-    partitions = [args.partition] if args.partition is not None else reader.partition_ids()
+    if backend.name == "spark":
+        yield from _partition_tuples(args, backend, store, args.partition)
+        return
+    partitions = [args.partition] if args.partition is not None else backend.partition_ids(args.operator, store)
     for pid in partitions:
         try:
-            rows = list(_partition_tuples(args, reader, pid))
+            rows = list(_partition_tuples(args, backend, store, pid))
         except StatelensError as err:
             if args.partition is not None:
                 raise
@@ -270,54 +287,63 @@ def _iter_state_tuples(args: argparse.Namespace, ckpt: Any, reader: Any) -> Iter
         yield from rows
 
 
-def _partition_tuples(args: argparse.Namespace, reader: Any, pid: int) -> Iterable[tuple[Any, ...]]:
+def _partition_tuples(args: argparse.Namespace, backend: Any, store: str, pid: int | None) -> Iterable[tuple[Any, ...]]:
     if args.changes:
-        versions = [args.version] if args.version is not None else reader.delta_versions(pid)
-        for v in versions:
-            for ch in reader.read_changes(pid, v):
-                yield (ch.version, pid, ch.change, ch.key, ch.value)
+        last = backend.latest_version(args.operator, store, pid)
+        start, end = (args.version, args.version) if args.version is not None else (1, last)
+        for ch in backend.read_changes(args.operator, store, start, end, pid):
+            yield (ch.version, ch.partition_id, ch.change, ch.key, ch.value)
         return
-    available = reader.versions(pid)
-    version = args.version if args.version is not None else (available[-1] if available else 0)
-    for row in reader.read_rows(pid, version):
-        yield (pid, row.key, row.value)
+    version = args.version if args.version is not None else backend.latest_version(args.operator, store, pid)
+    for row in backend.read_rows(args.operator, store, version, pid):
+        yield (row.partition_id, row.key, row.value)
 
 
 def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
     from readers.values import row_to_json, state_row_schema
 
     ckpt = _open(args)
-    reader = ckpt.store_reader(args.operator, args.store)
-    if reader.schema is None:
+    op = ckpt.operator(args.operator)
+    if args.store is None and len(op.stores) != 1:
+        names = ", ".join(s.store_name for s in op.stores)
+        raise _usage(f"operator {args.operator} has several stores; pick one with --store: {names}")
+    store = op.store(args.store or op.stores[0].store_name)
+    if store.schema is None:
         from readers.errors import SchemaMismatchError
 
         raise SchemaMismatchError(
             "this store has no readable schema file, so its rows cannot be decoded",
             path=f"state/{args.operator}/0/_metadata/schema",
         )
-    row_schema = state_row_schema(reader.schema.key_schema, reader.schema.value_schema, changes=args.changes)
-    rows = _iter_state_tuples(args, ckpt, reader)
-    if args.format == "parquet":
-        if not args.output:
-            raise _usage("--format parquet needs -o FILE")
-        from readers.values import write_parquet
-
-        write_parquet(list(rows), args.output, row_schema)
-        return _report_problems(ckpt)
-    docs = (row_to_json(t, row_schema) for t in rows)
-    target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
+    chooser = _backends(args, ckpt)
+    backend = chooser.for_store(args.operator, store.store_name)
+    row_schema = state_row_schema(store.key_schema, store.value_schema, changes=args.changes)
+    rows = _iter_state_tuples(args, ckpt, backend, store.store_name)
     try:
-        if args.format == "jsonl":
-            from readers.values import dumps_jsonl
+        if args.format == "parquet":
+            if not args.output:
+                raise _usage("--format parquet needs -o FILE")
+            from readers.values import write_parquet
 
-            for doc in docs:
-                target.write(dumps_jsonl(doc) + "\n")
-        else:
-            _write_csv(docs, row_schema, target)
+            write_parquet(list(rows), args.output, row_schema)
+            return _report_problems(ckpt)
+        docs = (row_to_json(t, row_schema) for t in rows)
+        target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
+        try:
+            if args.format == "jsonl":
+                from readers.values import dumps_jsonl
+
+                for doc in docs:
+                    target.write(dumps_jsonl(doc) + "\n")
+            else:
+                _write_csv(docs, row_schema, target)
+        finally:
+            if args.output:
+                target.close()
+        return _report_problems(ckpt)
     finally:
-        if args.output:
-            target.close()
-    return _report_problems(ckpt)
+        _say_backend(args, chooser)
+        chooser.close()
 
 
 def _write_csv(docs: Iterable[Any], row_schema: Any, target: IO[str]) -> None:
@@ -332,16 +358,20 @@ def _write_csv(docs: Iterable[Any], row_schema: Any, target: IO[str]) -> None:
 
 
 # -- growth --------------------------------------------------------------------------------------------
-def iter_growth(ckpt: Any, progress: Callable[[Any], None] | None = None) -> Iterable[dict[str, Any]]:
+def iter_growth(
+    ckpt: Any, progress: Callable[[Any], None] | None = None, backends: Any = None
+) -> Iterable[dict[str, Any]]:
     """Rows and on-disk bytes for every operator, store, version and partition (streamed)."""
+    from readers.backends import BackendChooser
     from readers.model import Progress
 
-    stores = [(op, s) for op in ckpt.operators for s in op.stores if s.provider == "hdfs"]
+    backends = backends or BackendChooser(ckpt, "native")
+    stores = [(op, s) for op in ckpt.operators for s in op.stores]
     for n, (op, s) in enumerate(stores):
         if progress:
             progress(Progress(n, len(stores), f"operator {op.operator_id} {s.store_name}"))
-        reader = ckpt.store_reader(op.operator_id, s.store_name)
-        for st in reader.iter_stats(on_error=ckpt.report.add):
+        backend = backends.for_store(op.operator_id, s.store_name)
+        for st in backend.iter_stats(op.operator_id, s.store_name, on_error=ckpt.report.add):
             yield {
                 "operator_id": st.operator_id,
                 "store_name": st.store_name,
@@ -358,10 +388,13 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
 
     ckpt = _open(args)
     bar = _Progress()
+    chooser = _backends(args, ckpt)
     try:
-        records = list(iter_growth(ckpt, bar))
+        records = list(iter_growth(ckpt, bar, chooser))
     finally:
         bar.close()
+        _say_backend(args, chooser)
+        chooser.close()
     if args.json:
         json.dump(records, out, indent=1)
         out.write("\n")
@@ -402,6 +435,16 @@ def _usage(message: str) -> _UsageFailure:
     return _UsageFailure(message)
 
 
+def add_backend_options(p: argparse.ArgumentParser) -> None:
+    """``--backend``, ``--spark-master``, ``--spark-conf`` for every command that reads state."""
+    p.add_argument("--backend", choices=("native", "spark", "auto"), default="auto",
+                   help="native decoder, Spark's state data sources, or auto: native where it can decode the "
+                   "files, Spark otherwise (default: auto)")
+    p.add_argument("--spark-master", metavar="URL",
+                   help="Spark master for --backend spark (default: $STATELENS_SPARK_MASTER or local[*])")
+    p.add_argument("--spark-conf", metavar="FILE", help="spark-defaults style file of extra Spark confs (S3A...)")
+
+
 def _add_analysis_commands(sub: Any) -> None:
     """Post-mortem commands (``expired``, ``doctor``, ``report``...) live in ``app.analysis.cli``."""
     try:
@@ -437,11 +480,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--changes", action="store_true", help="the put/remove records of each version instead")
     p.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    add_backend_options(p)
     p.set_defaults(func=cmd_rows)
 
     p = sub.add_parser("growth", help="rows and on-disk bytes per operator, store, version and partition")
     p.add_argument("checkpoint")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per partition-version")
+    add_backend_options(p)
     p.set_defaults(func=cmd_growth)
 
     _add_analysis_commands(sub)

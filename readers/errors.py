@@ -129,5 +129,9 @@ class BackendUnavailableError(StatelensError):
     """An optional backend or library is missing (Java, PySpark, rocksdict...)."""
 
 
+class SparkReadError(StatelensError):
+    """Spark's own state data source refused or failed to read (its message is kept)."""
+
+
 class UsageError(StatelensError):
     """The request does not fit the checkpoint (unknown operator, store, version, partition)."""

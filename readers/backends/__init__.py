@@ -1,1 +1,75 @@
-"""Twin backends: native decoder and PySpark state data sources."""
+"""Twin backends with one contract: the native decoder and Spark's own state data sources.
+
+``native`` (:mod:`readers.backends.native`) decodes files itself; ``spark``
+(:mod:`readers.backends.spark`) asks a SparkSession; ``auto`` uses native where it can decode a store
+(known provider and schema) and Spark otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from readers.errors import UsageError
+
+if TYPE_CHECKING:
+    from readers.checkpoint import Checkpoint
+
+BACKENDS = ("native", "spark", "auto")
+
+
+class BackendChooser:
+    """Hands out the backend for each store, creating the Spark one (and its session) only if needed.
+
+    Parameters
+    ----------
+    ckpt : Checkpoint
+        The opened checkpoint.
+    name : str
+        ``native``, ``spark`` or ``auto``.
+    master, conf, spark :
+        Passed to :class:`readers.backends.spark.SparkBackend`.
+    """
+
+    def __init__(self, ckpt: Checkpoint, name: str = "auto", master: str | None = None,
+                 conf: dict[str, str] | None = None, spark: Any = None):
+        if name not in BACKENDS:
+            raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
+        from readers.backends.native import NativeBackend
+
+        self.name = name
+        self.native = NativeBackend(ckpt)
+        self._ckpt = ckpt
+        self._spark_args = (master, conf, spark)
+        self._spark_backend: Any = None
+        self.used: set[str] = set()
+
+    @property
+    def spark(self) -> Any:
+        if self._spark_backend is None:
+            from readers.backends.spark import SparkBackend
+
+            master, conf, spark = self._spark_args
+            self._spark_backend = SparkBackend(self._ckpt, master=master, conf=conf, spark=spark)
+        return self._spark_backend
+
+    def for_store(self, operator_id: int, store_name: str | None = None) -> Any:
+        """The backend that reads this store."""
+        if self.name == "native" or (self.name == "auto" and self.native.can_read(operator_id, store_name)):
+            backend = self.native
+        else:
+            backend = self.spark
+        self.used.add(backend.name)
+        return backend
+
+    def describe(self) -> str:
+        """Which backends answered, for the user."""
+        parts = []
+        if "native" in self.used:
+            parts.append(self.native.describe())
+        if "spark" in self.used:
+            parts.append(self.spark.describe())
+        return " and ".join(parts) or "no state read"
+
+    def close(self) -> None:
+        if self._spark_backend is not None:
+            self._spark_backend.close()

@@ -1,0 +1,491 @@
+"""The PySpark backend: reads state through Spark's own ``statestore`` / ``state-metadata`` sources.
+
+The authority when something looks odd, and the way to scale past one desktop: an embedded ``local[*]``
+session started lazily on first use, or any master the user names (``--spark-master``,
+``STATELENS_SPARK_MASTER``, or a ``spark-defaults``-style conf file). The state data sources exist from
+Spark 4.0 on and read checkpoints written by 3.2+ (§9 of ``shared/spec/checkpoint-format.md``). Values
+are converted exactly (no time zone, no float rounding) to :data:`readers.model.VALUE_REPRESENTATION`.
+
+Same contract as :mod:`readers.backends.native`, with two differences Spark imposes: versions of
+uncommitted batches cannot be read, and maps come back as hash maps (their entries are returned
+sorted by key, not in stored order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from readers.errors import BackendUnavailableError, SparkReadError, StatelensError, UsageError
+from readers.model import CalendarInterval, PartitionVersionStats, StateChange, StateRow
+
+if TYPE_CHECKING:
+    from readers.checkpoint import Checkpoint
+
+MASTER_ENV = "STATELENS_SPARK_MASTER"
+DEFAULT_MASTER = "local[*]"
+
+_SESSION_LOCK = threading.Lock()
+
+
+def parse_spark_defaults(path: str | Path) -> dict[str, str]:
+    """Read a ``spark-defaults.conf``-style file: ``key value`` (or ``key=value``) per line, ``#`` comments."""
+    conf: dict[str, str] = {}
+    for raw in Path(path).read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "=" in line and (" " not in line or line.index("=") < line.index(" ")):
+            key, _, value = line.partition("=")
+        else:
+            key, _, value = line.partition(" ")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def check_spark_available() -> None:
+    """Raise :class:`BackendUnavailableError` when PySpark or a Java runtime is missing."""
+    try:
+        import pyspark
+    except ImportError as err:
+        raise BackendUnavailableError(
+            "PySpark is not installed; install it with: pip install 'pyspark>=4.0'"
+        ) from err
+    major = int(pyspark.__version__.split(".")[0])
+    if major < 4:
+        raise BackendUnavailableError(
+            f"PySpark {pyspark.__version__} has no state data sources (they exist from Spark 4.0); "
+            "install pyspark>=4.0 — a 4.x session also reads checkpoints written by Spark 3.x"
+        )
+    java_home = os.environ.get("JAVA_HOME")
+    if not shutil.which("java") and not (java_home and Path(java_home, "bin", "java").exists()):
+        raise BackendUnavailableError(
+            "no Java runtime found (Spark needs Java 17+): install one (Debian: apt-get install "
+            "openjdk-17-jre-headless) or set JAVA_HOME"
+        )
+
+
+class SparkBackend:
+    """Reads a checkpoint through Spark's state data sources.
+
+    Parameters
+    ----------
+    ckpt : Checkpoint
+        The checkpoint opened by the native layer (its listing gives on-disk sizes and the commit log
+        version; its state files are not decoded here).
+    master : str, optional
+        Spark master URL; default ``$STATELENS_SPARK_MASTER`` or ``local[*]``.
+    conf : dict, optional
+        Extra Spark confs (e.g. the user's Hadoop S3A settings, from :func:`parse_spark_defaults`).
+    spark : SparkSession, optional
+        Use this session instead of starting one (tests share one).
+    """
+
+    name = "spark"
+
+    def __init__(
+        self,
+        ckpt: Checkpoint,
+        master: str | None = None,
+        conf: dict[str, str] | None = None,
+        spark: Any = None,
+    ):
+        self.ckpt = ckpt
+        self.master = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+        self.conf = dict(conf or {})
+        self._spark = spark
+        self.start_seconds: float | None = None
+        self._group = f"statelens-{uuid.uuid4().hex[:8]}"
+
+    # -- session ---------------------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        """The checkpoint location as Spark should see it (``s3://`` becomes ``s3a://``)."""
+        url = self.ckpt.fs.url
+        return "s3a://" + url[len("s3://"):] if url.startswith("s3://") else url
+
+    def session(self) -> Any:
+        """The SparkSession, started on first use."""
+        if self._spark is None:
+            check_spark_available()
+            with _SESSION_LOCK:
+                from pyspark.sql import SparkSession
+
+                t = time.monotonic()
+                builder = (
+                    SparkSession.builder.master(self.master)
+                    .appName("statelens")
+                    .config("spark.ui.enabled", "false")
+                    .config("spark.sql.session.timeZone", "UTC")
+                )
+                for k, v in self.conf.items():
+                    builder = builder.config(k, v)
+                try:
+                    self._spark = builder.getOrCreate()
+                except Exception as err:  # noqa: BLE001 - py4j/JVM start-up errors have no common type
+                    raise BackendUnavailableError(f"Spark could not start on master {self.master}: {err}") from err
+                self.start_seconds = time.monotonic() - t
+        if self.ckpt.commits and any(c.format_version >= 2 for c in self.ckpt.commits.values()):
+            # Checkpoint format v2 (unique-id file names) is not recorded in offsets conf: the reading
+            # session must be told (spec §10.4).
+            self._spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
+        return self._spark
+
+    def describe(self) -> str:
+        """One line for the user: Spark version, master, and how long the session took to start."""
+        import pyspark
+
+        started = f", started in {self.start_seconds:.1f} s" if self.start_seconds is not None else ""
+        return f"Spark {pyspark.__version__} on {self.master}{started}"
+
+    def cancel(self) -> None:
+        """Cancel the Spark jobs this backend started (safe from another thread)."""
+        if self._spark is not None:
+            self._spark.sparkContext.cancelJobGroup(self._group)
+
+    def close(self) -> None:
+        """Stop the session if this backend started it."""
+        if self._spark is not None and self.start_seconds is not None:
+            self._spark.stop()
+            self._spark = None
+
+    @contextlib.contextmanager
+    def _job(self, what: str) -> Iterator[Any]:
+        spark = self.session()
+        spark.sparkContext.setJobGroup(self._group, f"statelens: {what}", interruptOnCancel=True)
+        try:
+            yield spark
+        except StatelensError:
+            raise
+        except Exception as err:  # noqa: BLE001 - AnalysisException, Py4JJavaError, ...
+            raise _spark_error(err, what) from err
+
+    # -- reads -----------------------------------------------------------------------------------------
+    def _reader(self, spark: Any, operator_id: int, store_name: str | None) -> Any:
+        r = spark.read.format("statestore").option("operatorId", str(operator_id))
+        if store_name and store_name != "default":
+            r = r.option("storeName", store_name)
+        return r
+
+    def _check_version(self, version: int) -> None:
+        batch = version - 1
+        if batch not in self.ckpt.commits:
+            raise UsageError(
+                f"Spark reads only committed versions; version {version} (batch {batch}) has no commit — "
+                "the native backend can still show it"
+            )
+
+    def can_read(self, operator_id: int, store_name: str | None = None) -> bool:
+        """True when Spark can be asked (always, given PySpark 4 and Java); errors come at read time."""
+        try:
+            check_spark_available()
+        except BackendUnavailableError:
+            return False
+        return True
+
+    def partition_ids(self, operator_id: int, store_name: str | None = None) -> list[int]:
+        op = self.ckpt.operator(operator_id)
+        return list(op.stores[0].partitions if store_name is None else op.store(store_name).partitions)
+
+    def latest_version(self, operator_id: int, store_name: str | None = None, partition_id: int | None = None) -> int:
+        """Newest version Spark can read: the last committed batch + 1."""
+        last = self.ckpt.last_committed_batch_id
+        return 0 if last is None else last + 1
+
+    def read_rows(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int | None = None
+    ) -> list[StateRow]:
+        """Rows of one store at ``version`` (``batchId = version - 1``), all partitions or one."""
+        from pyspark.sql import functions as F
+
+        self._check_version(version)
+        with self._job(f"rows of operator {operator_id} version {version}") as spark:
+            df = self._reader(spark, operator_id, store_name).option("batchId", str(version - 1)).load(self.path)
+            if partition_id is not None:
+                df = df.where(F.col("partition_id") == partition_id)
+            rows = collect_converted(df, ["partition_id", "key", "value"])
+        return [StateRow(int(p), k, v) for p, k, v in rows]
+
+    def read_changes(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        start_version: int,
+        end_version: int,
+        partition_id: int | None = None,
+    ) -> list[StateChange]:
+        """Put/remove records of versions ``start_version .. end_version`` from Spark's change feed."""
+        from pyspark.sql import functions as F
+
+        self._check_version(end_version)
+        with self._job(f"changes of operator {operator_id}") as spark:
+            df = (
+                self._reader(spark, operator_id, store_name)
+                .option("readChangeFeed", "true")
+                .option("changeStartBatchId", str(max(start_version - 1, 0)))
+                .option("changeEndBatchId", str(end_version - 1))
+                .load(self.path)
+            )
+            if partition_id is not None:
+                df = df.where(F.col("partition_id") == partition_id)
+            rows = collect_converted(df, ["batch_id", "change_type", "partition_id", "key", "value"])
+        return [
+            StateChange(int(b) + 1, int(p), "remove" if t == "delete" else "put", k, v if t != "delete" else None)
+            for b, t, p, k, v in rows
+        ]
+
+    def iter_stats(
+        self,
+        operator_id: int,
+        store_name: str | None = None,
+        on_error: Callable[[StatelensError], None] | None = None,
+    ) -> Iterator[PartitionVersionStats]:
+        """Rows per partition per committed version, from the change feed in one Spark job.
+
+        Falls back to one ``statestore`` read per committed version when the change feed cannot start
+        at batch 0 (early deltas already cleaned up), and says so through ``self.notes``. On-disk bytes
+        come from the checkpoint listing (nothing is decoded natively).
+        """
+        store = store_name or "default"
+        try:
+            counts = self._stats_from_change_feed(operator_id, store_name)
+            self.notes = ["growth computed from Spark's change feed in one job"]
+        except StatelensError as err:
+            self.notes = [f"change feed unavailable ({err.message}); one statestore read per version instead"]
+            counts = self._stats_per_version(operator_id, store_name)
+        sizes = self._sizes(operator_id, store)
+        for (pid, version), rows in sorted(counts.items()):
+            yield PartitionVersionStats(operator_id, store, version, pid, rows, sizes.get((pid, version), 0))
+
+    def _sizes(self, operator_id: int, store: str) -> dict[tuple[int, int], int]:
+        parts = self.ckpt._store_files.get((operator_id, store), {})
+        out: dict[tuple[int, int], int] = {}
+        for pid, pf in parts.items():
+            for v, f in [*pf.deltas.items(), *pf.snapshots.items()]:
+                out[(pid, v)] = out.get((pid, v), 0) + f.size_bytes
+        return out
+
+    def _stats_from_change_feed(self, operator_id: int, store_name: str | None) -> dict[tuple[int, int], int]:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        committed = sorted(self.ckpt.commits)
+        if not committed:
+            return {}
+        with self._job(f"growth of operator {operator_id}") as spark:
+            cf = (
+                self._reader(spark, operator_id, store_name)
+                .option("readChangeFeed", "true")
+                .option("changeStartBatchId", "0")
+                .option("changeEndBatchId", str(committed[-1]))
+                .load(self.path)
+                .select("batch_id", "change_type", "partition_id", "key")
+                # Rows of one partition come in file order from one task: the id orders records in a delta.
+                .withColumn("seq", F.monotonically_increasing_id())
+            )
+            last = Window.partitionBy("partition_id", "key", "batch_id").orderBy(F.desc("seq"))
+            by_key = Window.partitionBy("partition_id", "key").orderBy("batch_id")
+            alive = (
+                cf.withColumn("rn", F.row_number().over(last))
+                .where("rn = 1")
+                .withColumn("alive", F.col("change_type") != "delete")
+                .withColumn("was", F.lag("alive", 1, False).over(by_key))
+            )
+            delta = F.when(F.col("alive") & ~F.col("was"), 1).when(~F.col("alive") & F.col("was"), -1).otherwise(0)
+            rows = alive.groupBy("partition_id", "batch_id").agg(F.sum(delta).alias("d")).collect()
+        moves: dict[tuple[int, int], int] = {(r["partition_id"], r["batch_id"]): int(r["d"]) for r in rows}
+        out: dict[tuple[int, int], int] = {}
+        for pid in self.partition_ids(operator_id, store_name):
+            live = 0
+            for b in committed:
+                live += moves.get((pid, b), 0)
+                out[(pid, b + 1)] = live
+        return out
+
+    def _stats_per_version(self, operator_id: int, store_name: str | None) -> dict[tuple[int, int], int]:
+        out: dict[tuple[int, int], int] = {}
+        pids = self.partition_ids(operator_id, store_name)
+        for b in sorted(self.ckpt.commits):
+            with self._job(f"row counts of operator {operator_id} batch {b}") as spark:
+                rows = (
+                    self._reader(spark, operator_id, store_name).option("batchId", str(b)).load(self.path)
+                    .groupBy("partition_id").count().collect()
+                )
+            counts = {r["partition_id"]: r["count"] for r in rows}
+            for pid in pids:
+                out[(pid, b + 1)] = int(counts.get(pid, 0))
+        return out
+
+    def state_metadata(self) -> list[dict[str, Any]]:
+        """Rows of Spark's ``state-metadata`` source, including the hidden ``_numColsPrefixKey``."""
+        with self._job("state metadata") as spark:
+            df = spark.read.format("state-metadata").load(self.path)
+            return [r.asDict() for r in df.select(*df.columns, "_numColsPrefixKey").collect()]
+
+
+def _spark_error(err: Exception, what: str) -> StatelensError:
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return SparkReadError(f"Spark could not read the {what}: {text}")
+
+
+# -- exact conversion of Spark values ----------------------------------------------------------------------
+def collect_converted(df: Any, columns: list[str]) -> list[tuple[Any, ...]]:
+    """Collect ``columns`` of ``df`` as tuples in statelens' value representation (exact, schema-directed)."""
+    schema = df.select(*columns).schema
+    prepared = df.select(*[_prepare(df[c], schema[c].dataType).alias(c) for c in columns])
+    return [
+        tuple(convert(v, f.dataType) for v, f in zip(row, schema.fields, strict=True))
+        for row in _collect_internal(prepared)
+    ]
+
+
+_RAW_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _raw_rows() -> Iterator[None]:
+    # PySpark rebuilds each collected row by calling types._create_row_inbound_converter(schema) on the
+    # *internal* values, then runs fromInternal (timestamps become local datetimes; year-month intervals
+    # are not supported at all). Swapping it for the identity keeps the internal values, which are
+    # exactly statelens' representation. Pinned PySpark 4.3; checked after collect (see below).
+    import pyspark.sql.types as T
+
+    with _RAW_LOCK:
+        original = T._create_row_inbound_converter
+        T._create_row_inbound_converter = lambda _dt: lambda *values: values
+        try:
+            yield
+        finally:
+            T._create_row_inbound_converter = original
+
+
+def _collect_internal(df: Any) -> list[tuple[Any, ...]]:
+    from pyspark.sql import Row
+
+    with _raw_rows():
+        rows = df.collect()
+    if rows and isinstance(rows[0], Row):  # pragma: no cover - PySpark changed its pickling
+        raise BackendUnavailableError("this PySpark version cannot hand over raw values; use the native backend")
+    return [tuple(r) for r in rows]
+
+
+def _has_calendar_interval(dt: Any) -> bool:
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.CalendarIntervalType):
+        return True
+    if isinstance(dt, T.StructType):
+        return any(_has_calendar_interval(f.dataType) for f in dt.fields)
+    if isinstance(dt, T.ArrayType):
+        return _has_calendar_interval(dt.elementType)
+    if isinstance(dt, T.MapType):
+        return _has_calendar_interval(dt.keyType) or _has_calendar_interval(dt.valueType)
+    return False
+
+
+def _renamed(dt: Any) -> Any:
+    """Same type with struct fields renamed ``_0, _1, ...`` (unique), recursively."""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f"_{i}", _renamed(f.dataType), f.nullable) for i, f in enumerate(dt.fields)])
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_renamed(dt.elementType), dt.containsNull)
+    if isinstance(dt, T.MapType):
+        return T.MapType(_renamed(dt.keyType), _renamed(dt.valueType), dt.valueContainsNull)
+    return dt
+
+
+def _prepare(col: Any, dt: Any) -> Any:
+    """Spark-side rewrite: every CalendarInterval becomes struct<months int, days int, microseconds long>."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if not _has_calendar_interval(dt):
+        return col
+    if isinstance(dt, T.CalendarIntervalType):
+        def part(unit: str) -> Any:
+            return F.extract(F.lit(unit), col)
+
+        months = part("YEAR").cast("int") * 12 + part("MONTH").cast("int")
+        micros = (
+            part("HOUR").cast("long") * 3_600_000_000
+            + part("MINUTE").cast("long") * 60_000_000
+            + (part("SECOND") * 1_000_000).cast("long")
+        )
+        converted = F.struct(months.alias("months"), part("DAY").cast("int").alias("days"), micros.alias("microseconds"))
+        return F.when(col.isNull(), F.lit(None)).otherwise(converted)
+    if isinstance(dt, T.StructType):
+        renamed = col.cast(_renamed(dt))
+        fields = [_prepare(renamed.getField(f"_{i}"), f.dataType).alias(f"_{i}") for i, f in enumerate(dt.fields)]
+        return F.when(col.isNull(), F.lit(None)).otherwise(F.struct(*fields))
+    if isinstance(dt, T.ArrayType):
+        return F.transform(col, lambda x: _prepare(x, dt.elementType))
+    if isinstance(dt, T.MapType):
+        if _has_calendar_interval(dt.keyType):
+            raise BackendUnavailableError("map keys of type interval cannot be read through Spark")
+        return F.transform_values(col, lambda _k, v: _prepare(v, dt.valueType))
+    raise AssertionError(dt)  # pragma: no cover
+
+
+def convert(value: Any, dt: Any) -> Any:
+    """One internal Spark value → statelens' representation (maps sorted by key: Spark lost the order)."""
+    from pyspark.sql import types as T
+
+    if value is None:
+        return None
+    if isinstance(dt, T.StructType):
+        return tuple(convert(v, f.dataType) for v, f in zip(value, dt.fields, strict=True))
+    if isinstance(dt, T.ArrayType):
+        return [convert(v, dt.elementType) for v in value]
+    if isinstance(dt, T.MapType):
+        items = [(convert(k, dt.keyType), convert(v, dt.valueType)) for k, v in value.items()]
+        items.sort(key=lambda kv: sort_key(kv[0]))
+        return items
+    if isinstance(dt, T.CalendarIntervalType):
+        months, days, micros = value
+        return CalendarInterval(int(months), int(days), int(micros))
+    if isinstance(dt, T.BinaryType):
+        return bytes(value)
+    if isinstance(dt, T.BooleanType):
+        return bool(value)
+    if isinstance(dt, (T.FloatType, T.DoubleType)):
+        return float(value)
+    if isinstance(dt, T.DecimalType):
+        return value if isinstance(value, Decimal) else Decimal(value)
+    if isinstance(dt, T.StringType):
+        return str(value)
+    if isinstance(dt, T.NullType):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)  # integral types, dates, timestamps, ANSI intervals: internal ints
+    raise SparkReadError(f"no conversion for {dt.simpleString()} value {value!r}")
+
+
+def sort_key(v: Any) -> tuple[Any, ...]:
+    """A total order over decoded values (None first, NaN after numbers), for stable sorting only."""
+    import math
+
+    if v is None:
+        return (0,)
+    if isinstance(v, bool):
+        return (1, v)
+    if isinstance(v, (int, float, Decimal)):
+        if isinstance(v, float) and math.isnan(v):
+            return (2, 1, 0)
+        return (2, 0, v)
+    if isinstance(v, str):
+        return (3, v)
+    if isinstance(v, (bytes, bytearray)):
+        return (4, bytes(v))
+    if isinstance(v, (tuple, list)):
+        return (5, tuple(sort_key(x) for x in v))
+    return (6, repr(v))
