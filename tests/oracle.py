@@ -15,14 +15,11 @@ statelens' representation (:data:`readers.model.VALUE_REPRESENTATION`), exactly 
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
-from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from readers.backends.spark import collect_converted, convert, sort_key
 from readers.model import CalendarInterval
 from tests.spark_checkpoints import spark_session as _spark_session
 
@@ -114,158 +111,10 @@ def read_state_metadata(spark: Any, checkpoint: Path | str) -> list[dict[str, An
 
 
 # --------------------------------------------------------------------------------------------------
-# Conversion
+# Conversion: the PySpark backend's exact conversion (internal values, schema-directed) is the one used.
 
-
-def _collect_converted(df: Any, columns: list[str]) -> list[tuple[Any, ...]]:
-    schema = df.select(*columns).schema
-    prepared = df.select(*[_prepare(df[c], schema[c].dataType).alias(c) for c in columns])
-    return [
-        tuple(convert(v, f.dataType) for v, f in zip(row, schema.fields, strict=True))
-        for row in _collect_internal(prepared)
-    ]
-
-
-_RAW_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _raw_rows() -> Iterator[None]:
-    # The JVM pickles each row as a call of pyspark.sql.types._create_row_inbound_converter(schema)
-    # applied to the *internal* values; PySpark's converter then runs fromInternal (timestamps to
-    # local datetimes, and no support at all for year-month intervals). Swapping it for the identity
-    # keeps the internal values, which are exactly statelens' representation.
-    import pyspark.sql.types as T
-
-    with _RAW_LOCK:
-        original = T._create_row_inbound_converter
-        T._create_row_inbound_converter = lambda _dt: lambda *values: values
-        try:
-            yield
-        finally:
-            T._create_row_inbound_converter = original
-
-
-def _collect_internal(df: Any) -> list[tuple[Any, ...]]:
-    from pyspark.sql import Row
-
-    with _raw_rows():
-        rows = df.collect()
-    if rows and isinstance(rows[0], Row):  # pragma: no cover - PySpark changed its pickling
-        raise RuntimeError("could not collect internal values: PySpark still built Row objects")
-    return [tuple(r) for r in rows]
-
-
-def _has_calendar_interval(dt: Any) -> bool:
-    from pyspark.sql import types as T
-
-    if isinstance(dt, T.CalendarIntervalType):
-        return True
-    if isinstance(dt, T.StructType):
-        return any(_has_calendar_interval(f.dataType) for f in dt.fields)
-    if isinstance(dt, T.ArrayType):
-        return _has_calendar_interval(dt.elementType)
-    if isinstance(dt, T.MapType):
-        return _has_calendar_interval(dt.keyType) or _has_calendar_interval(dt.valueType)
-    return False
-
-
-def _renamed(dt: Any) -> Any:
-    """Same type with struct fields renamed ``_0, _1, ...`` (unique), recursively."""
-    from pyspark.sql import types as T
-
-    if isinstance(dt, T.StructType):
-        return T.StructType(
-            [T.StructField(f"_{i}", _renamed(f.dataType), f.nullable) for i, f in enumerate(dt.fields)]
-        )
-    if isinstance(dt, T.ArrayType):
-        return T.ArrayType(_renamed(dt.elementType), dt.containsNull)
-    if isinstance(dt, T.MapType):
-        return T.MapType(_renamed(dt.keyType), _renamed(dt.valueType), dt.valueContainsNull)
-    return dt
-
-
-def _prepare(col: Any, dt: Any) -> Any:
-    """Spark-side rewrite: every CalendarInterval becomes struct<months int, days int, microseconds long>."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    if not _has_calendar_interval(dt):
-        return col
-    if isinstance(dt, T.CalendarIntervalType):
-        part = lambda unit: F.extract(F.lit(unit), col)  # noqa: E731
-        months = part("YEAR").cast("int") * 12 + part("MONTH").cast("int")
-        micros = (
-            part("HOUR").cast("long") * 3_600_000_000
-            + part("MINUTE").cast("long") * 60_000_000
-            + (part("SECOND") * 1_000_000).cast("long")
-        )
-        converted = F.struct(
-            months.alias("months"), part("DAY").cast("int").alias("days"), micros.alias("microseconds")
-        )
-        return F.when(col.isNull(), F.lit(None)).otherwise(converted)
-    if isinstance(dt, T.StructType):
-        renamed = col.cast(_renamed(dt))
-        fields = [
-            _prepare(renamed.getField(f"_{i}"), f.dataType).alias(f"_{i}") for i, f in enumerate(dt.fields)
-        ]
-        return F.when(col.isNull(), F.lit(None)).otherwise(F.struct(*fields))
-    if isinstance(dt, T.ArrayType):
-        return F.transform(col, lambda x: _prepare(x, dt.elementType))
-    if isinstance(dt, T.MapType):
-        if _has_calendar_interval(dt.keyType):
-            raise NotImplementedError("map keys of type interval")
-        return F.transform_values(col, lambda _k, v: _prepare(v, dt.valueType))
-    raise AssertionError(dt)  # pragma: no cover
-
-
-def convert(value: Any, dt: Any) -> Any:
-    """One internal value (as collected by :func:`_collect_internal`) → statelens' representation."""
-    from pyspark.sql import types as T
-
-    if value is None:
-        return None
-    if isinstance(dt, T.StructType):
-        return tuple(convert(v, f.dataType) for v, f in zip(value, dt.fields, strict=True))
-    if isinstance(dt, T.ArrayType):
-        return [convert(v, dt.elementType) for v in value]
-    if isinstance(dt, T.MapType):
-        items = [(convert(k, dt.keyType), convert(v, dt.valueType)) for k, v in value.items()]
-        items.sort(key=lambda kv: _sort_key(kv[0]))
-        return items
-    if isinstance(dt, T.CalendarIntervalType):
-        months, days, micros = value
-        return CalendarInterval(int(months), int(days), int(micros))
-    if isinstance(dt, T.BinaryType):
-        return bytes(value)
-    if isinstance(dt, T.BooleanType):
-        return bool(value)
-    if isinstance(dt, (T.FloatType, T.DoubleType)):
-        return float(value)
-    if isinstance(dt, T.DecimalType):
-        return value if isinstance(value, Decimal) else Decimal(value)
-    if isinstance(
-        dt,
-        (
-            T.ByteType,
-            T.ShortType,
-            T.IntegerType,
-            T.LongType,
-            T.DateType,
-            T.TimestampType,
-            T.TimestampNTZType,
-            T.DayTimeIntervalType,
-            T.YearMonthIntervalType,
-        ),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"expected an internal int for {dt.simpleString()}, got {value!r}")
-        return int(value)
-    if isinstance(dt, T.StringType):
-        return str(value)
-    if isinstance(dt, T.NullType):
-        return None
-    raise NotImplementedError(f"no conversion for {dt.simpleString()}: {value!r}")
+_collect_converted = collect_converted
+_sort_key = sort_key
 
 
 def canonical(value: Any, dt: Any = None) -> Any:
@@ -294,22 +143,3 @@ def canonical(value: Any, dt: Any = None) -> Any:
         elem = dt.elementType if dt is not None and isinstance(dt, T.ArrayType) else None
         return [canonical(v, elem) for v in value]
     return value
-
-
-def _sort_key(v: Any) -> tuple[Any, ...]:
-    """A total order over decoded values (None first, NaN after numbers), for stable sorting only."""
-    if v is None:
-        return (0,)
-    if isinstance(v, bool):
-        return (1, v)
-    if isinstance(v, (int, float, Decimal)):
-        if isinstance(v, float) and math.isnan(v):
-            return (2, 1, 0)
-        return (2, 0, v)
-    if isinstance(v, str):
-        return (3, v)
-    if isinstance(v, (bytes, bytearray)):
-        return (4, bytes(v))
-    if isinstance(v, (tuple, list)):
-        return (5, tuple(_sort_key(x) for x in v))
-    return (6, repr(v))
