@@ -38,7 +38,13 @@ applyInPandasWithState scenarios ``calls`` (every call of the state function: ba
 action in update|ignore|remove|update_no_timeout|rearm, batch_ts_ms, watermark_ms, new_timeout_ms),
 ``key_history``, ``final_keys``, ``expected_state`` {key: {cnt, timeout_ms}} (-1 = no timeout),
 ``leaked`` (keys left in state with an expired timeout) and ``removed`` — all derived from what the
-function reported, i.e. what really happened, not from wall-clock assumptions.
+function reported, i.e. what really happened, not from wall-clock assumptions. ``session_window``:
+``emitted_sessions`` ([batch, user, start_us, end_us, cnt, sum_v] of every session the append-mode query
+emitted, i.e. evicted). ``dedup_within_watermark``: ``emitted`` ([batch, id, ts_ms] of every row kept).
+``stream_limit``: ``limit``, ``emitted_per_batch`` {batch: rows}, ``state_partitions`` (the only
+partition folder Spark writes for a global limit, whatever ``num_partitions`` says).
+``agg_state_format_v1``: ``state_format_version``, ``key_columns`` and ``value_columns`` (v1: the key
+columns again, then the buffers).
 """
 
 from __future__ import annotations
@@ -603,6 +609,165 @@ def scenario_join(ctx: Ctx) -> dict[str, Any]:
     }
 
 
+# session window, dedup within watermark, streaming limit, aggregation state format v1 ----------------
+
+
+def _iso_us(text: str) -> int:
+    """``2024-01-01T00:00:01.000000Z`` (the sink's timestamp format) -> µs since the epoch."""
+    from datetime import datetime, timedelta, timezone
+
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (datetime.fromisoformat(text) - epoch) // timedelta(microseconds=1)
+
+
+def scenario_session_window(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    # Gap 10 s, watermark delay 10 s, append mode: a session is emitted (and deleted from state) in the
+    # batch whose watermark passes its end. u1 and u3 grow across three batches (merged sessions), u2
+    # holds two sessions at once, u4/u5 survive several batches, u6 is only evicted by the final no-data
+    # batch. u1@5 s in batch 2 is 25 s behind that batch's watermark, yet its session [0, 22 s) is still in
+    # state (eviction runs at the end of the batch), so Spark folds it in (cnt 4, sum 107).
+    plan = [
+        [("u1", 0, 1.0), ("u1", 5_000, 2.0), ("u2", 1_000, 3.0), ("u3", 20_000, 4.0)],
+        [("u1", 12_000, 5.0), ("u2", 14_000, 6.0), ("u3", 25_000, 7.0), ("u4", 40_000, 8.0)],
+        [("u3", 33_000, 9.0), ("u4", 45_000, 10.0), ("u5", 60_000, 11.0), ("u1", 5_000, 99.0)],
+        [("u4", 52_000, 12.0), ("u5", 65_000, 13.0)],
+        [("u6", 100_000, 14.0)],
+    ]
+    for rows in plan:
+        ctx.write_json("in", [{"user": u, "ts_ms": _ts(t), "v": v} for u, t, v in rows])
+    with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
+        src = ctx.read_json_stream("in", "user STRING, ts_ms LONG, v DOUBLE")
+        df = (
+            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            .withWatermark("ts", "10 seconds")
+            .groupBy(F.session_window("ts", "10 seconds"), "user")
+            .agg(F.count("*").alias("cnt"), F.sum("v").alias("sum_v"))
+        )
+        ctx.run(df, mode="append")
+    emitted = sorted(
+        [
+            r["_batch"],
+            r["user"],
+            _iso_us(r["session_window"]["start"]),
+            _iso_us(r["session_window"]["end"]),
+            r["cnt"],
+            r["sum_v"],
+        ]
+        for r in ctx.output
+    )
+    return {
+        "operators": [_op("session_window", "sessionWindowStateStoreSaveExec")],
+        "key_schema": "user STRING, sessionStartTime TIMESTAMP",
+        "value_schema": "session_window STRUCT<start TIMESTAMP, end TIMESTAMP>, user STRING, count BIGINT, sum DOUBLE",
+        "num_cols_prefix_key": 1,
+        "watermark_delay_ms": 10_000,
+        "gap_ms": 10_000,
+        "input_plan": [[[u, _ts(t), v] for u, t, v in rows] for rows in plan],
+        "emitted_sessions": emitted,
+    }
+
+
+def scenario_dedup_within_watermark(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    # Delay 5 s: the state value is expiresAtMicros = event time of the first row kept + 5 s, evicted once
+    # the watermark reaches it. a@2 s (batch 0), a@10 s (batch 1) and d@24 s (batch 2) are duplicates of a
+    # live id and dropped; a@45 s in batch 3 comes after a's eviction and is kept again (new expiry).
+    plan = [
+        [("a", 0), ("b", 1_000), ("a", 2_000), ("c", 3_000)],
+        [("a", 10_000), ("d", 20_000), ("e", 21_000)],
+        [("f", 30_000), ("d", 24_000)],
+        [("g", 50_000), ("a", 45_000)],
+        [("h", 70_000)],
+    ]
+    for i, rows in enumerate(plan):
+        ctx.write_json("in", [{"id": k, "ts_ms": _ts(t), "payload": f"p{i}-{k}"} for k, t in rows])
+    with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
+        src = ctx.read_json_stream("in", "id STRING, ts_ms LONG, payload STRING")
+        df = (
+            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            .withWatermark("ts", "5 seconds")
+            .dropDuplicatesWithinWatermark(["id"])
+        )
+        ctx.run(df, mode="append")
+    return {
+        "operators": [_op("deduplication_within_watermark", "dedupeWithinWatermark")],
+        "key_schema": "id STRING",
+        "value_schema": "expiresAtMicros BIGINT NOT NULL",
+        "watermark_delay_ms": 5_000,
+        "input_plan": [[[k, _ts(t)] for k, t in rows] for rows in plan],
+        "emitted": sorted([r["_batch"], r["id"], r["ts_ms"]] for r in ctx.output),
+    }
+
+
+def scenario_stream_limit(ctx: Ctx) -> dict[str, Any]:
+    # StreamingGlobalLimitExec (append mode): state = rows emitted so far under a void key, in one state
+    # partition (0) although the shuffle-partition count (and numPartitions in the operator metadata) is 2.
+    limit = 3
+    plan = [[1, 2], [3, 4], [5, 6], [7]]
+    for i, ids in enumerate(plan):
+        ctx.write_json("in", [{"id": n, "tag": f"b{i}"} for n in ids])
+    with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
+        df = ctx.read_json_stream("in", "id INT, tag STRING").limit(limit)
+        ctx.run(df, mode="append")
+    per_batch: dict[str, int] = {str(b): 0 for b in _log_ids(ctx.checkpoint / "commits")}
+    for r in ctx.output:
+        per_batch[str(r["_batch"])] += 1
+    return {
+        "operators": [_op("limit", "globalLimit")],
+        "key_schema": "key VOID",
+        "value_schema": "value BIGINT",
+        "limit": limit,
+        "state_partitions": [0],
+        "input_plan": plan,
+        "emitted_per_batch": per_batch,
+        "final_state": {"null": [limit]},
+    }
+
+
+def scenario_agg_state_format_v1(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    # The session conf is read when the query first starts and pinned in offsets/0; with 1 the state
+    # value is the whole aggregate input row: the key columns again, then the buffers. Windowed with a
+    # watermark in update mode, so windows are also evicted (deletes in the deltas); k2 is NULL for c.
+    plan = [
+        [("a", 1, 1_000, 1.0), ("b", 2, 2_000, 2.0), ("a", 1, 5_000, 3.5), ("c", None, 12_000, 4.0)],
+        [("a", 1, 15_000, 5.0), ("b", 2, 18_000, 6.0), ("c", None, 25_000, 7.25)],
+        [("a", 1, 35_000, 8.0), ("b", 3, 41_000, 9.0)],
+        [("c", 4, 60_000, 10.0)],
+    ]
+    for rows in plan:
+        ctx.write_json("in", [{"key": k, "k2": k2, "ts_ms": _ts(t), "v": v} for k, k2, t, v in rows])
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.aggregation.stateFormatVersion": "1"}
+    with session_conf(ctx.spark, conf):
+        src = ctx.read_json_stream("in", "key STRING, k2 INT, ts_ms LONG, v DOUBLE")
+        df = (
+            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            .withWatermark("ts", "10 seconds")
+            .groupBy(F.window("ts", "10 seconds"), "key", "k2")
+            .agg(
+                F.count("*").alias("cnt"),
+                F.sum("v").alias("sum_v"),
+                F.avg("v").alias("avg_v"),
+                F.max("ts_ms").alias("max_ts"),
+            )
+        )
+        ctx.run(df, mode="update")
+    return {
+        "operators": [_op("aggregation", "stateStoreSave")],
+        "state_format_version": 1,
+        "key_schema": "window STRUCT<start TIMESTAMP, end TIMESTAMP>, key STRING, k2 INT",
+        "key_columns": ["window", "key", "k2"],
+        # count(*) -> count; sum(v) -> sum; avg(v) -> (sum, count); max(ts_ms) -> max
+        "value_columns": ["window", "key", "k2", "count", "sum", "sum", "count", "max"],
+        "watermark_delay_ms": 10_000,
+        "window_ms": 10_000,
+    }
+
+
 # applyInPandasWithState -----------------------------------------------------------------------------
 
 # No ARRAY/MAP in the state: PySpark 4.3.0's worker cannot parse such a state schema
@@ -982,6 +1147,10 @@ SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "rich_types": scenario_rich_types,
     "uncommitted": scenario_uncommitted,
     "agg_many_partitions": scenario_agg_many_partitions,
+    "session_window": scenario_session_window,
+    "dedup_within_watermark": scenario_dedup_within_watermark,
+    "stream_limit": scenario_stream_limit,
+    "agg_state_format_v1": scenario_agg_state_format_v1,
 }
 
 

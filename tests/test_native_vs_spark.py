@@ -32,6 +32,10 @@ SCENARIOS = [
     "rich_types",
     "uncommitted",
     "agg_many_partitions",
+    "session_window",
+    "dedup_within_watermark",
+    "stream_limit",
+    "agg_state_format_v1",
 ]
 
 
@@ -107,7 +111,19 @@ def test_every_version_matches_spark(scenario: str, checkpoint: Any, spark: Any)
     assert compared >= 2
 
 
-@pytest.mark.parametrize("scenario", ["agg_count", "window_agg_watermark", "join", "pandas_state_event"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "agg_count",
+        "window_agg_watermark",
+        "join",
+        "pandas_state_event",
+        "session_window",
+        "dedup_within_watermark",
+        "stream_limit",
+        "agg_state_format_v1",
+    ],
+)
 def test_changes_match_spark_change_feed(scenario: str, checkpoint: Any, spark: Any) -> None:
     root = checkpoint(scenario) / "checkpoint"
     ckpt = open_checkpoint(str(root))
