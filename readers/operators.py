@@ -39,9 +39,11 @@ JOIN_STORE_NAMES = (
 
 WATERMARK_META = "spark.watermarkDelayMs"
 WINDOW_META = "spark.timeWindow"
+SESSION_WINDOW_META = "spark.sessionWindow"
 
 
-def _names(schema: StructType) -> list[str]:
+def _names(schema: Any) -> list[str]:
+    """Field names of a struct type, in order (names may repeat)."""
     return [f.name for f in schema.fields]
 
 
@@ -81,7 +83,10 @@ def infer_kind(
         return OperatorKind.FLAT_MAP_GROUPS_WITH_STATE
     if vnames and vnames[-1] == "timeoutTimestamp":
         return OperatorKind.FLAT_MAP_GROUPS_WITH_STATE  # state format v1: flattened state + timeout
-    if knames == ["key"] and vnames == ["value"] and vtypes == ["long"]:
+    ktypes = [f.dataType.typeName() for f in key.fields]
+    if knames == ["key"] and ktypes == ["void"] and vnames == ["value"] and vtypes == ["long"]:
+        # globalLimit's key is always a null of type void (§7.6); a grouping column named "key" with a
+        # typed Aggregator's buffer ("value long") is an aggregation.
         return OperatorKind.LIMIT
     if knames and knames[-1] == "sessionStartTime":
         return OperatorKind.SESSION_WINDOW
@@ -101,12 +106,32 @@ def _event_time_in(schema: StructType, store: str, side: str) -> list[TimeColumn
     return out
 
 
+def _session_end_in(value_schema: StructType, store: str) -> list[TimeColumn]:
+    """The ``end`` of the session struct in a session-window value row (§7.5).
+
+    Spark evicts a session when ``session_window.end <= watermark`` (``WatermarkSupport`` compares the
+    struct's second field), evaluated on the *value* row. The key's ``sessionStartTime`` only orders the
+    sessions of a group: a live session's start is routinely behind the watermark.
+    """
+    fields = value_schema.fields
+    shaped = [
+        i
+        for i, f in enumerate(fields)
+        if f.dataType.typeName() == "struct" and _names(f.dataType) == ["start", "end"]
+    ]
+    tagged = [i for i in shaped if SESSION_WINDOW_META in (fields[i].metadata or {})]
+    tagged = tagged or [i for i in shaped if WATERMARK_META in (fields[i].metadata or {})]
+    chosen = (tagged or shaped)[:1]  # schema files without field metadata: the (first) session struct
+    return [TimeColumn(store, "value", (i, 1), f"{fields[i].name}.end", "us", "event_time") for i in chosen]
+
+
 def find_time_columns(kind: OperatorKind, schemas: dict[str, StoreSchema]) -> list[TimeColumn]:
     """Where each kind keeps the time that decides eviction (event time) or timeouts.
 
     Aggregations and deduplication keep the event time (or a ``window``) in the key; joins keep it in
-    the buffered input rows; dedup-within-watermark keeps ``expiresAtMicros``; (flat)MapGroupsWithState
-    and applyInPandasWithState keep ``timeoutTimestamp`` (ms, ``-1`` = none) as the last value field.
+    the buffered input rows; dedup-within-watermark keeps ``expiresAtMicros``; session windows keep the
+    session's ``end`` in the value row; (flat)MapGroupsWithState and applyInPandasWithState keep
+    ``timeoutTimestamp`` (ms, ``-1`` = none) as the last value field.
     """
     out: list[TimeColumn] = []
     for store, schema in schemas.items():
@@ -119,8 +144,7 @@ def find_time_columns(kind: OperatorKind, schemas: dict[str, StoreSchema]) -> li
             out.append(TimeColumn(store, "value", (0,), "expiresAtMicros", "us", "event_time"))
             continue
         if kind == OperatorKind.SESSION_WINDOW:
-            names = _names(schema.key_schema)
-            out.append(TimeColumn(store, "key", (len(names) - 1,), "sessionStartTime", "us", "event_time"))
+            out.extend(_session_end_in(schema.value_schema, store))
             continue
         out.extend(_event_time_in(schema.key_schema, store, "key"))
         if kind == OperatorKind.JOIN:
