@@ -200,6 +200,7 @@ def decompress(
     def fail(cls: type[StatelensError], message: str, offset: int) -> StatelensError:
         return cls(message + note, path, offset, codec=sniffed)
 
+    assert sniffed is not None  # _raise_no_magic raised otherwise
     decoder = _DECODERS[sniffed]
     parts = decoder(view, fail, max_output_bytes)
     if len(parts) == 1:
@@ -606,8 +607,8 @@ def _decode_lzf(view: memoryview, fail: _Fail, limit: int) -> list[bytes]:
             block: bytes | str = bytes(view[start : start + clen])
         else:
             block = _lzf_block(bytes(view[start : start + clen]), dlen)
-            if isinstance(block, str):
-                raise fail(CorruptFileError, f"LZF chunk is corrupt: {block}", pos)
+        if isinstance(block, str):
+            raise fail(CorruptFileError, f"LZF chunk is corrupt: {block}", pos)
         parts.append(block)
         total += dlen
         pos = start + clen

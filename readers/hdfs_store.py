@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from readers.codecs import decompress
 from readers.errors import MissingFileError, StatelensError, UsageError
@@ -156,7 +157,7 @@ class HDFSStoreReader:
                 f"partitions: {have}"
             ) from None
 
-    def _ctx(self, partition_id: int, version: int) -> dict[str, object]:
+    def _ctx(self, partition_id: int, version: int) -> dict[str, Any]:
         return {
             "operator_id": self.operator_id,
             "store_name": self.store_name,

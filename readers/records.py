@@ -259,10 +259,10 @@ def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray,
     n = buf.shape[0]
     if n - start < 12:
         return None
-    klen = _I32.unpack_from(buf, start)[0]
+    klen = _I32.unpack_from(buf, start)[0]  # type: ignore[arg-type]  # ndarray supports the buffer protocol
     if klen < 0 or start + 8 + klen > n:
         return None
-    vlen = _I32.unpack_from(buf, start + 4 + klen)[0]
+    vlen = _I32.unpack_from(buf, start + 4 + klen)[0]  # type: ignore[arg-type]
     if vlen < -1:
         return None
     stride = 8 + klen + max(vlen, 0)

@@ -120,7 +120,7 @@ _STRUCT_CODE = {
 }
 
 #: numpy dtype used to gather a fixed kind from its slot in the columnar path.
-_NUMPY_DTYPE = {
+_NUMPY_DTYPE: dict[int, np.dtype[Any]] = {
     Kind.BYTE: np.dtype("<i1"),
     Kind.SHORT: np.dtype("<i2"),
     Kind.INT: np.dtype("<i4"),
@@ -756,6 +756,7 @@ def _values(
     anynull = bool(isnull.any())
     if kind == Kind.VOID:
         return [None] * n
+    vals: list[Any]
     if kind == Kind.BOOLEAN:
         vals = (b.u8[slots] != 0).tolist()
         return _set_nulls(vals, isnull) if anynull else vals
@@ -799,7 +800,6 @@ def _values(
         rows = rows.take(idx)
     pos = (base + offs)[idx]
     sizes = sizes[idx]
-    vals: list[Any]
     if kind == Kind.STRUCT:
         assert t.row is not None
         cols = _columns(b, pos, sizes, t.row, rows)

@@ -25,4 +25,5 @@ python3 -m pip install -q --disable-pip-version-check -e ".[test]"
 export QT_QPA_PLATFORM=offscreen
 python3 -m ruff check app readers viewers tests
 lint-imports
+python3 -m mypy
 python3 -m pytest "$@"

@@ -360,7 +360,7 @@ def _raw_rows() -> Iterator[None]:
 
     with _RAW_LOCK:
         original = T._create_row_inbound_converter
-        T._create_row_inbound_converter = lambda _dt: lambda *values: values
+        T._create_row_inbound_converter = lambda _dt: lambda *values: values  # type: ignore[assignment]
         try:
             yield
         finally:
