@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from readers.errors import StatelensError, UsageError
 from readers.model import OperatorInfo, Progress, StoreInfo
@@ -210,7 +210,7 @@ def iter_load_checkpoint(url: str, is_sample: bool = False) -> Generator[Progres
     from readers.checkpoint import Checkpoint, iter_open_checkpoint
 
     yield Progress(0, 0, f"listing {url}")
-    gen = iter_open_checkpoint(url)
+    gen = cast("Generator[Progress | Checkpoint, None, None]", iter_open_checkpoint(url))
     try:
         for item in gen:
             if isinstance(item, Checkpoint):
@@ -499,8 +499,8 @@ def iter_state_table(
             for c, ((_, dtype), cell) in enumerate(zip(cols, cells, strict=True)):
                 if c == 0:
                     text = str(cell)
-                elif time_unit[c] is not None and isinstance(cell, int) and not isinstance(cell, bool):
-                    text = _format_time_number(cell, time_unit[c])
+                elif (unit := time_unit[c]) is not None and isinstance(cell, int) and not isinstance(cell, bool):
+                    text = _format_time_number(cell, unit)
                 else:
                     text = format_value(cell, dtype)
                 columns[c].append(text)

@@ -224,7 +224,10 @@ class OverviewView(QWidget):
 
     def _set_batches(self, batches: Sequence[BatchInfo]) -> None:
         ids, started, watermark, interval, committed, sources = [], [], [], [], [], []
-        k_ids, k_started, k_wm, k_interval = [], [], [], []
+        k_ids: list[int] = []
+        k_started: list[int | None] = []
+        k_wm: list[int | None] = []
+        k_interval: list[float | None] = []
         background = []
         prev: int | None = None
         for b in batches:

@@ -292,7 +292,7 @@ class BatchTimelineView(QWidget):
 
     def show_batch(self, batch_id: int | None) -> None:
         """Mark a batch with the dashed selection line."""
-        hits = np.nonzero(self._ids == batch_id)[0] if batch_id is not None else []
+        hits: Any = np.nonzero(self._ids == batch_id)[0] if batch_id is not None else []
         for line in self.selected_lines:
             if len(hits):
                 line.setPos(self._t[hits[0]])

@@ -149,7 +149,11 @@ def take_screenshot(
         window.runner.job_finished.disconnect(on_job_finished)
         if not window.runner.idle:
             # Stop jobs of other views and let them wind down (they stop at their next step).
-            window.runner.idle_changed.connect(lambda idle: idle and loop.quit())
+            def on_idle(idle: bool) -> None:
+                if idle:
+                    loop.quit()
+
+            window.runner.idle_changed.connect(on_idle)
             window.runner.cancel()
             QTimer.singleShot(CANCEL_WAIT_MS, loop.quit)
             loop.exec()

@@ -296,7 +296,7 @@ class MainWindow(QMainWindow):
         value = self.settings.value(SETTINGS_RECENT, [])
         if isinstance(value, str):
             return [value]
-        return [str(v) for v in (value or [])]
+        return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
 
     def _remember(self, url: str) -> None:
         recent = [url] + [u for u in self.recent_checkpoints() if u != url]

@@ -150,7 +150,7 @@ class JobRunner(QObject):
         worker.yielded.connect(lambda item: self._on_worker_yielded(job, item, on_yield))
         worker.returned.connect(lambda result: self._on_worker_returned(job, result, on_result))
         worker.errored.connect(lambda err: self._on_worker_errored(job, err, on_error))
-        worker.finished.connect(lambda: self._on_worker_finished(job))
+        worker.finished.connect(lambda *_: self._on_worker_finished(job))
         worker.start()
         self.job_started.emit(channel, what)
         if was_idle:
