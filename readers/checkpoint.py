@@ -26,8 +26,19 @@ from readers.model import (
     StoreSchema,
 )
 from readers.operators import find_time_columns, fmgws_v1_long_fields, infer_kind
+from readers.rocksdb_store import RocksDBPartitionFiles, RocksDBStoreReader, list_rocksdb_partition_files
 
 ROCKSDB_PROVIDER_HINT = "RocksDBStateStoreProvider"
+
+#: Order of the stores of a stream-stream join (v1/v2) in commit ``stateUniqueIds`` (spec §2.5).
+JOIN_STORE_ORDER = (
+    "left-keyToNumValues",
+    "left-keyWithIndexToValue",
+    "right-keyToNumValues",
+    "right-keyWithIndexToValue",
+)
+
+StoreReader = HDFSStoreReader | RocksDBStoreReader
 
 
 def _is_int(name: str) -> bool:
@@ -67,8 +78,12 @@ class Checkpoint:
         self.conf: dict[str, str] = {}
         self.operators: list[OperatorInfo] = []
         self.operator_metadata: dict[int, Any] = {}
-        self._store_files: dict[tuple[int, str], dict[int, PartitionFiles]] = {}
-        self._readers: dict[tuple[int, str], HDFSStoreReader] = {}
+        self._store_files: dict[tuple[int, str], dict[int, PartitionFiles | RocksDBPartitionFiles]] = {}
+        # Column families of stores whose schema is a v3 file (transformWithState, join v3/v4).
+        self._store_families: dict[tuple[int, str], list[str]] = {}
+        self._readers: dict[tuple[int, str], StoreReader] = {}
+        #: Things worth knowing that are not errors (e.g. state files of retried batches, ignored).
+        self.notes: list[str] = []
 
     # -- public helpers ------------------------------------------------------------------------------
     @property
@@ -94,8 +109,17 @@ class Checkpoint:
         have = ", ".join(str(o.operator_id) for o in self.operators) or "none"
         raise UsageError(f"no stateful operator {operator_id} in this checkpoint; operators: {have}")
 
-    def store_reader(self, operator_id: int, store_name: str | None = None) -> HDFSStoreReader:
-        """The reader of one store (``store_name`` may be omitted for single-store operators)."""
+    def store_reader(self, operator_id: int, store_name: str | None = None) -> StoreReader:
+        """The reader of one store (``store_name`` may be omitted for single-store operators).
+
+        Raises
+        ------
+        BackendUnavailableError
+            For RocksDB stores with virtual column families (transformWithState, join v3/v4), which
+            only the Spark backend reads for now.
+        UsageError
+            Unknown operator or store, or a store name missing for a multi-store operator.
+        """
         op = self.operator(operator_id)
         if store_name is None:
             if len(op.stores) != 1:
@@ -105,24 +129,55 @@ class Checkpoint:
         store = op.store(store_name)
         key = (operator_id, store.store_name)
         if key not in self._readers:
-            if store.provider != "hdfs":
-                from readers.errors import BackendUnavailableError
-
-                raise BackendUnavailableError(
-                    f"operator {operator_id} store {store_name!r} uses the RocksDB provider, which the native "
-                    "decoder does not read yet; use --backend spark",
-                    path=f"state/{operator_id}",
-                )
+            if store.provider == "rocksdb":
+                self._readers[key] = self._rocksdb_reader(op, store)
+                return self._readers[key]
             self._readers[key] = HDFSStoreReader(
                 self.fs,
                 operator_id,
                 store.store_name,
-                self._store_files[key],
+                self._store_files[key],  # type: ignore[arg-type]
                 store.schema,
                 store.codec,
                 long_value_fields=fmgws_v1_long_fields(op.kind, store.value_schema),
             )
         return self._readers[key]
+
+    def _rocksdb_reader(self, op: OperatorInfo, store: StoreInfo) -> RocksDBStoreReader:
+        key = (op.operator_id, store.store_name)
+        families = self._store_families.get(key)
+        if families is not None:
+            from readers.errors import BackendUnavailableError
+
+            shown = ", ".join(families) if families else "none listed"
+            raise BackendUnavailableError(
+                f"operator {op.operator_id} store {store.store_name!r} is a RocksDB store with virtual column "
+                f"families ({shown}); the native decoder does not read those yet: use --backend spark",
+                path=f"state/{op.operator_id}/_stateSchema/{store.store_name}",
+                operator_id=op.operator_id,
+                store_name=store.store_name,
+            )
+        return RocksDBStoreReader(
+            self.fs,
+            op.operator_id,
+            store.store_name,
+            self._store_files[key],  # type: ignore[arg-type]
+            store.schema,
+            store.codec,
+            long_value_fields=fmgws_v1_long_fields(op.kind, store.value_schema),
+            row_checksum=self.conf.get("spark.sql.streaming.stateStore.rowChecksum.enabled", "").lower() == "true",
+        )
+
+    def _unique_ids(self, op_id: int, partition_id: int, store_name: str) -> dict[int, str]:
+        """Version -> checkpoint unique id of one store partition, from the v2 commit log (spec §2.5)."""
+        index = JOIN_STORE_ORDER.index(store_name) if store_name in JOIN_STORE_ORDER else 0
+        out: dict[int, str] = {}
+        for batch_id, commit in self.commits.items():
+            parts = (commit.state_unique_ids or {}).get(str(op_id))
+            if parts is None or partition_id >= len(parts) or index >= len(parts[partition_id]):
+                continue
+            out[batch_id + 1] = parts[partition_id][index]
+        return out
 
     # -- loading -------------------------------------------------------------------------------------
     def _read(self, path: str) -> bytes | None:
@@ -201,6 +256,7 @@ class Checkpoint:
         except StatelensError as err:
             self.report.add(err)
             return None
+        self._store_families[(op_id, store_name)] = list(families)
         return families.get("default") or next(iter(families.values()), None)
 
     def _load_operator_metadata(self, op_id: int) -> Any:
@@ -244,17 +300,24 @@ class Checkpoint:
             stores: list[StoreInfo] = []
             for store_name in sorted(store_names):
                 sub = "" if store_name == "default" else f"/{store_name}"
-                files: dict[int, PartitionFiles] = {}
-                rocks = False
-                for pid, pdir in part_dirs:
-                    sdir = pdir + sub
-                    if not self.fs.is_dir(sdir):
-                        continue
-                    files[pid] = list_partition_files(self.fs, sdir, pid)
-                    rocks = rocks or any(
-                        e.name.endswith((".zip", ".changelog")) or e.name == "SSTs" for e in self.fs.list_dir(sdir)
-                    )
+                files: dict[int, PartitionFiles | RocksDBPartitionFiles] = {}
+                sdirs = [(pid, pdir + sub) for pid, pdir in part_dirs if self.fs.is_dir(pdir + sub)]
+                rocks = any(
+                    e.name.endswith((".zip", ".changelog")) or e.name == "SSTs"
+                    for _, sdir in sdirs
+                    for e in self.fs.list_dir(sdir)
+                )
                 provider = "rocksdb" if rocks or ROCKSDB_PROVIDER_HINT in provider_conf else "hdfs"
+                for pid, sdir in sdirs:
+                    if provider == "rocksdb":
+                        rpf = list_rocksdb_partition_files(self.fs, sdir, pid, self._unique_ids(op_id, pid, store_name))
+                        for f in rpf.ignored:
+                            self.notes.append(
+                                f"{f.path}: ignored, the commit log names another unique id for version {f.version}"
+                            )
+                        files[pid] = rpf
+                    else:
+                        files[pid] = list_partition_files(self.fs, sdir, pid)
                 schema = self._load_schema(op_id, f"state/{op_id}/0{sub}", store_name, meta)
                 if schema is not None:
                     stores_schemas[store_name] = schema
@@ -280,7 +343,8 @@ class Checkpoint:
         yield Progress(len(op_ids), len(op_ids), "operators")
 
     def iter_state_files(self) -> Iterator[tuple[int, str, StateFile]]:
-        """Every HDFS state file as ``(operator_id, store_name, file)``."""
+        """Every state file as ``(operator_id, store_name, file)``: deltas and snapshots (HDFS), changelogs
+        and zips (RocksDB; the SSTs they share are not listed)."""
         for (op_id, store_name), parts in sorted(self._store_files.items()):
             for _, pf in sorted(parts.items()):
                 for sf in [*pf.deltas.values(), *pf.snapshots.values()]:

@@ -1,0 +1,891 @@
+"""RocksDB state store: ``<v>.zip`` + ``SSTs/`` and ``<v>.changelog`` files of one store, all partitions.
+
+Written by ``RocksDBStateStoreProvider`` (Spark 3.2+; changelog checkpointing 3.4+; checkpoint format v2
+with ``<v>_<uniqueId>`` file names 4.0+). Follows ``shared/spec/checkpoint-format.md`` §4:
+
+* a ``<v>.zip`` holds a RocksDB checkpoint directory without its SST files plus Spark's ``metadata``
+  JSON naming the SSTs (``SSTs/<dfsSstFileName>`` to be placed under ``<localFileName>``, §4.2);
+* a ``<v>.changelog`` holds the puts and deletes of version ``v`` in the delta framing (§4.4), parsed by
+  :func:`readers.records.scan_changelog`;
+* version ``v`` is the newest zip ``s <= v`` plus the changelogs ``s+1 .. v`` (§4.5); without changelog
+  checkpointing every version has its own zip.
+
+Keys and values in RocksDB and in changelogs carry a ``00`` version byte before the UnsafeRow (§4.3);
+it is stripped, so the raw bytes handed out are exactly the UnsafeRows of an HDFS store. Stores with
+virtual column families (transformWithState, join v3/v4: 2-byte column family prefix, changelog v2/v4)
+are recognised by :func:`readers.checkpoint.Checkpoint.store_reader`, which refuses them for now.
+
+SST files are opened with ``rocksdict`` (read-only) after the zip is extracted into a temporary folder
+**outside the checkpoint**; SSTs are copied there (never linked: RocksDB and rocksdict write small files
+into the folder they open). Every temporary folder is removed in ``finally`` blocks, also when a
+generator is closed early. Extraction is defensive: only flat entry names, no links, sizes capped.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from readers.codecs import decompress
+from readers.errors import (
+    BackendUnavailableError,
+    BadMagicError,
+    ChecksumError,
+    CorruptFileError,
+    LimitExceededError,
+    MissingFileError,
+    StatelensError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+    UsageError,
+)
+from readers.fs import CheckpointFS
+from readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
+from readers.records import KIND_MERGE, scan_changelog
+from readers.unsaferow import compile_layout, decode_rows
+
+__all__ = [
+    "ZipLimits",
+    "RocksDBPartitionFiles",
+    "RocksDBStoreReader",
+    "list_rocksdb_partition_files",
+    "parse_zip_metadata",
+    "sniff_rocksdb_file_name",
+]
+
+# ``^\d+(_<uuid>)?\.(zip|changelog)$`` (spec §11 item 4): ``2.zip.crc`` sidecars and temp files never match.
+_ROCKS_FILE_RE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]{1,64}))?\.(zip|changelog)$")
+# Zip entries of a RocksDB checkpoint folder are flat file names (CURRENT, MANIFEST-n, OPTIONS-n, n.log,
+# metadata); SST names in the metadata likewise.
+_FLAT_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
+_LOCAL_SST_RE = re.compile(r"^\d+\.(sst|log)$")
+
+#: Raw state of one partition at one version: key UnsafeRow bytes -> value UnsafeRow bytes.
+RawState = dict[bytes, bytes]
+
+#: Spark's ``STATE_ENCODING_VERSION`` byte in front of every key and value row (spec §4.3).
+STATE_ENCODING_VERSION = 0
+
+
+@dataclass(frozen=True)
+class ZipLimits:
+    """Safety caps for extracting a ``<v>.zip`` (zip bombs are refused with :class:`LimitExceededError`).
+
+    Real zips hold a few small RocksDB metadata files (KiB to a few MiB of MANIFEST); SSTs are separate.
+    """
+
+    max_zip_bytes: int = 1 << 30
+    max_entries: int = 1_000
+    max_entry_bytes: int = 1 << 30
+    max_total_bytes: int = 2 << 30
+    max_metadata_bytes: int = 64 << 20
+
+
+def sniff_rocksdb_file_name(name: str) -> tuple[int, str | None, str] | None:
+    """Return ``(version, unique_id or None, kind)`` for ``<v>[_<id>].zip|changelog``, else ``None``."""
+    m = _ROCKS_FILE_RE.match(name)
+    if not m:
+        return None
+    return int(m.group(1)), m.group(2), m.group(3)
+
+
+@dataclass
+class RocksDBPartitionFiles:
+    """The state files of one partition of one RocksDB store.
+
+    ``deltas`` (changelogs) and ``snapshots`` (zips) hold, per version, the file that counts: with
+    checkpoint format v2 the one whose unique id the commit log names. Files of the same version with
+    another id (retried batches) are kept in ``ignored``. The names ``deltas``/``snapshots`` match
+    :class:`readers.hdfs_store.PartitionFiles`, so code that only needs sizes per version reads both.
+    """
+
+    partition_id: int
+    directory: str
+    deltas: dict[int, StateFile] = field(default_factory=dict)
+    snapshots: dict[int, StateFile] = field(default_factory=dict)
+    sst_sizes: dict[str, int] = field(default_factory=dict)
+    log_sizes: dict[str, int] = field(default_factory=dict)
+    ignored: list[StateFile] = field(default_factory=list)
+
+    def readable_versions(self) -> list[int]:
+        """Versions that can be rebuilt: a zip, or a base (zip or empty version 0) plus unbroken changelogs."""
+        out: set[int] = set(self.snapshots)
+        starts = ([0] if 1 in self.deltas else []) + sorted(self.snapshots)
+        for start in starts:
+            v = start + 1
+            while v in self.deltas:
+                out.add(v)
+                v += 1
+        return sorted(out)
+
+    def latest_version(self) -> int:
+        return max([*self.deltas, *self.snapshots], default=0)
+
+    def files(self) -> list[StateFile]:
+        """Changelogs then zips, by version (SSTs are shared between versions and not listed)."""
+        return [self.deltas[v] for v in sorted(self.deltas)] + [
+            self.snapshots[v] for v in sorted(self.snapshots)
+        ]
+
+
+def list_rocksdb_partition_files(
+    fs: CheckpointFS,
+    directory: str,
+    partition_id: int,
+    unique_ids: dict[int, str] | None = None,
+) -> RocksDBPartitionFiles:
+    """Collect the zips, changelogs and SSTs of one RocksDB store partition folder.
+
+    Parameters
+    ----------
+    fs : CheckpointFS
+        The checkpoint.
+    directory : str
+        The store folder (``state/<op>/<partition>[/<store>]``).
+    partition_id : int
+        For the results.
+    unique_ids : dict of int to str, optional
+        Checkpoint format v2: version -> the unique id the commit log names for this store partition
+        (``commits/<v-1>`` ``stateUniqueIds``, spec §2.5). For a version without one, a single file of that
+        version and kind is used; several are all ignored (no way to tell which one Spark committed).
+    """
+    pf = RocksDBPartitionFiles(partition_id, directory)
+    found: dict[tuple[int, str], list[StateFile]] = {}
+    for entry in fs.list_dir(directory):
+        if entry.is_dir:
+            continue
+        parsed = sniff_rocksdb_file_name(entry.name)
+        if parsed is None:
+            continue
+        version, uid, kind = parsed
+        found.setdefault((version, kind), []).append(
+            StateFile(entry.path, partition_id, version, kind, entry.size_bytes, unique_id=uid)
+        )
+    wanted = unique_ids or {}
+    for (version, kind), candidates in sorted(found.items()):
+        target = pf.deltas if kind == "changelog" else pf.snapshots
+        uid = wanted.get(version)
+        if uid is not None:
+            chosen = [c for c in candidates if c.unique_id == uid]
+        elif len(candidates) == 1:
+            chosen = candidates
+        else:
+            chosen = []
+        if chosen:
+            target[version] = chosen[0]
+        pf.ignored.extend(c for c in candidates if not chosen or c is not chosen[0])
+    for sub, sizes in (("SSTs", pf.sst_sizes), ("logs", pf.log_sizes)):
+        for entry in fs.list_dir(f"{directory}/{sub}"):
+            if not entry.is_dir:
+                sizes[entry.name] = entry.size_bytes
+    return pf
+
+
+# -- zip metadata --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ZipMetadata:
+    """Spark's ``metadata`` entry of a ``<v>.zip`` (``RocksDBCheckpointMetadata``, spec §4.2)."""
+
+    sst_files: tuple[tuple[str, str, int], ...]  # (localFileName, dfsSstFileName, sizeBytes)
+    log_files: tuple[tuple[str, str, int], ...]  # (localFileName, dfsLogFileName, sizeBytes)
+    num_keys: int | None
+    column_family_mapping: dict[str, int]
+    raw: dict[str, Any]
+
+
+def parse_zip_metadata(data: bytes, path: str) -> ZipMetadata:
+    """Parse the ``metadata`` entry of a RocksDB ``<v>.zip``: ``v1`` then one JSON line.
+
+    Raises
+    ------
+    UnsupportedVersionError
+        A version line other than ``v1``.
+    CorruptFileError
+        Bad JSON or a field of the wrong shape (also unsafe file names).
+    """
+    text = data.decode("utf-8", errors="replace")
+    first, _, rest = text.partition("\n")
+    if first.strip() != "v1":
+        if first.startswith("v") and first[1:].strip().isdigit():
+            raise UnsupportedVersionError(
+                f"zip 'metadata' entry is {first.strip()!r}; statelens reads v1", path
+            )
+        raise CorruptFileError("zip 'metadata' entry does not start with 'v1'", path)
+    try:
+        doc = json.loads(rest)
+    except ValueError as err:
+        raise CorruptFileError(f"zip 'metadata' entry is not JSON: {err}", path) from err
+    if not isinstance(doc, dict):
+        raise CorruptFileError("zip 'metadata' entry is not a JSON object", path)
+
+    def files(key: str, dfs_key: str) -> tuple[tuple[str, str, int], ...]:
+        items = doc.get(key) or []
+        out = []
+        if not isinstance(items, list):
+            raise CorruptFileError(f"zip 'metadata' {key!r} is not a list", path)
+        for item in items:
+            try:
+                local, dfs, size = item["localFileName"], item[dfs_key], int(item["sizeBytes"])
+            except (TypeError, KeyError, ValueError) as err:
+                raise CorruptFileError(
+                    f"zip 'metadata' {key!r} entry {item!r} lacks a name or size", path
+                ) from err
+            if not (isinstance(local, str) and _LOCAL_SST_RE.match(local)) or not (
+                isinstance(dfs, str) and _FLAT_NAME_RE.match(dfs)
+            ):
+                raise CorruptFileError(f"zip 'metadata' names an unsafe file: {local!r} / {dfs!r}", path)
+            out.append((local, dfs, size))
+        return tuple(out)
+
+    mapping = doc.get("columnFamilyMapping") or {}
+    if not isinstance(mapping, dict):
+        raise CorruptFileError("zip 'metadata' 'columnFamilyMapping' is not an object", path)
+    num_keys = doc.get("numKeys")
+    return ZipMetadata(
+        files("sstFiles", "dfsSstFileName"),
+        files("logFiles", "dfsLogFileName"),
+        int(num_keys) if isinstance(num_keys, int) else None,
+        {str(k): int(v) for k, v in mapping.items()},
+        doc,
+    )
+
+
+def _zip_error(err: Exception, data: bytes, path: str) -> StatelensError:
+    if not data.startswith(b"PK"):
+        return BadMagicError(
+            f"not a zip file (starts with {data[:4].hex(' ') or 'nothing'}, expected 50 4b 'PK')", path, 0
+        )
+    return TruncatedFileError(f"zip cannot be opened ({err}); the file is probably cut short", path)
+
+
+def read_zip(data: bytes, path: str, limits: ZipLimits) -> dict[str, bytes]:
+    """The entries of a RocksDB ``<v>.zip`` as ``{name: bytes}``, after every safety check.
+
+    Raises
+    ------
+    BadMagicError, TruncatedFileError
+        Not a zip / no central directory (cut short).
+    CorruptFileError
+        An entry name that is not a flat file name (``..``, absolute, folders), a link, a duplicate.
+    ChecksumError
+        An entry's CRC-32 does not match.
+    LimitExceededError
+        Too many entries, or entries larger than the caps (declared or actual).
+    """
+    if len(data) > limits.max_zip_bytes:
+        raise LimitExceededError(f"zip is {len(data)} bytes, over the limit of {limits.max_zip_bytes}", path)
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, EOFError, ValueError) as err:
+        raise _zip_error(err, data, path) from err
+    out: dict[str, bytes] = {}
+    total = 0
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > limits.max_entries:
+            raise LimitExceededError(
+                f"zip has {len(infos)} entries, over the limit of {limits.max_entries}", path
+            )
+        for info in infos:
+            name = info.filename
+            if name.endswith("/") and info.file_size == 0 and _FLAT_NAME_RE.match(name[:-1] or "-"):
+                continue  # an empty folder entry: nothing to extract
+            if not _FLAT_NAME_RE.match(name) or name in (".", ".."):
+                raise CorruptFileError(
+                    f"zip entry {name!r} is not a plain file name (paths, '..' and absolute names are refused)",
+                    path,
+                    info.header_offset,
+                )
+            mode = info.external_attr >> 16
+            if stat.S_ISLNK(mode) or (mode and stat.S_IFMT(mode) not in (0, stat.S_IFREG)):
+                raise CorruptFileError(
+                    f"zip entry {name!r} is a link or special file", path, info.header_offset
+                )
+            if name in out:
+                raise CorruptFileError(f"zip entry {name!r} appears twice", path, info.header_offset)
+            cap = limits.max_metadata_bytes if name == "metadata" else limits.max_entry_bytes
+            if info.file_size > cap or total + info.file_size > limits.max_total_bytes:
+                raise LimitExceededError(
+                    f"zip entry {name!r} declares {info.file_size} bytes, over the limit "
+                    f"({cap} per entry, {limits.max_total_bytes} in all)",
+                    path,
+                    info.header_offset,
+                )
+            out[name] = _read_entry(zf, info, path, min(cap, limits.max_total_bytes - total))
+            total += len(out[name])
+    return out
+
+
+def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, cap: int) -> bytes:
+    """Read one entry in chunks, never past ``cap`` bytes whatever its header claims."""
+    chunks = []
+    got = 0
+    try:
+        with zf.open(info) as fh:
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                got += len(chunk)
+                if got > cap:
+                    raise LimitExceededError(
+                        f"zip entry {info.filename!r} inflates past {cap} bytes (declared {info.file_size})",
+                        path,
+                        info.header_offset,
+                    )
+                chunks.append(chunk)
+    except zipfile.BadZipFile as err:
+        if "CRC" in str(err):
+            raise ChecksumError(f"zip entry {info.filename!r}: {err}", path, info.header_offset) from err
+        raise TruncatedFileError(
+            f"zip entry {info.filename!r} cannot be read: {err}", path, info.header_offset
+        ) from err
+    except (EOFError, zlib.error, ValueError) as err:
+        raise TruncatedFileError(
+            f"zip entry {info.filename!r} is cut or corrupt: {err}", path, info.header_offset
+        ) from err
+    return b"".join(chunks)
+
+
+def _load_rocksdict() -> Any:
+    try:
+        import rocksdict
+    except ImportError as err:  # pragma: no cover - a declared dependency
+        raise BackendUnavailableError(
+            "reading RocksDB snapshot zips needs rocksdict: pip install rocksdict (or use --backend spark)"
+        ) from err
+    return rocksdict
+
+
+class _Workspace:
+    """A temporary folder outside the checkpoint where zips are extracted and SSTs copied (once each)."""
+
+    def __init__(self, fs: CheckpointFS, base: str | None):
+        root = tempfile.mkdtemp(prefix="statelens-rocksdb-", dir=base)
+        self.root = root
+        if fs.is_local:
+            ckpt = os.path.realpath(fs.full_path(""))
+            real = os.path.realpath(root)
+            if real == ckpt or real.startswith(ckpt.rstrip(os.sep) + os.sep):
+                shutil.rmtree(root, ignore_errors=True)
+                raise UsageError(
+                    f"the temporary folder {root} would be inside the checkpoint; set TMPDIR to another folder"
+                )
+        self.sst_dir = os.path.join(root, "ssts")
+        os.mkdir(self.sst_dir)
+        self.cached: dict[str, str] = {}
+        self._n = 0
+
+    def new_db_dir(self) -> str:
+        self._n += 1
+        d = os.path.join(self.root, f"db{self._n}")
+        os.mkdir(d)
+        return d
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# -- the reader ----------------------------------------------------------------------------------------
+class RocksDBStoreReader:
+    """Reads every partition of one RocksDB store without virtual column families.
+
+    Same interface as :class:`readers.hdfs_store.HDFSStoreReader`: raw states and changes are keyed by
+    the key UnsafeRow bytes (version byte removed), so :meth:`decode_pairs` decodes them alike.
+
+    Parameters
+    ----------
+    fs : CheckpointFS
+        The checkpoint.
+    operator_id, store_name : int, str
+        Which store (for messages and results).
+    partitions : dict[int, RocksDBPartitionFiles]
+        Files per partition id.
+    schema : StoreSchema or None
+        Key/value schema; without it rows cannot be decoded (raw reads still work).
+    codec : str
+        The changelog codec in the offsets conf (a hint; the magic bytes decide).
+    long_value_fields : frozenset of int
+        Value field positions stored as int64 whatever their declared type (FMGWS v1 timeout).
+    row_checksum : bool
+        ``spark.sql.streaming.stateStore.rowChecksum.enabled`` (values carry ``crc:u32 len:i32`` first).
+    limits : ZipLimits
+        Caps for zip extraction.
+    temp_dir : str, optional
+        Where temporary folders go (default: the system's, which must be outside the checkpoint).
+    """
+
+    provider = "rocksdb"
+
+    def __init__(
+        self,
+        fs: CheckpointFS,
+        operator_id: int,
+        store_name: str,
+        partitions: dict[int, RocksDBPartitionFiles],
+        schema: StoreSchema | None,
+        codec: str,
+        long_value_fields: frozenset[int] = frozenset(),
+        row_checksum: bool = False,
+        limits: ZipLimits | None = None,
+        temp_dir: str | None = None,
+    ):
+        self.fs = fs
+        self.operator_id = operator_id
+        self.store_name = store_name
+        self.partitions = partitions
+        self.schema = schema
+        self.codec = codec
+        self.long_value_fields = long_value_fields
+        self.value_skip = 9 if row_checksum else 1
+        self.limits = limits or ZipLimits()
+        self.temp_dir = temp_dir
+
+    # -- inventory -----------------------------------------------------------------------------------
+    def partition_ids(self) -> list[int]:
+        return sorted(self.partitions)
+
+    def versions(self, partition_id: int | None = None) -> list[int]:
+        """Readable versions of one partition, or of any partition when ``partition_id`` is None."""
+        if partition_id is not None:
+            return self._partition(partition_id).readable_versions()
+        out: set[int] = set()
+        for pf in self.partitions.values():
+            out.update(pf.readable_versions())
+        return sorted(out)
+
+    def latest_version(self) -> int:
+        return max((pf.latest_version() for pf in self.partitions.values()), default=0)
+
+    def delta_versions(self, partition_id: int) -> list[int]:
+        """Versions of one partition that have a changelog (their changes can be read)."""
+        return sorted(self._partition(partition_id).deltas)
+
+    def files(self) -> list[StateFile]:
+        out: list[StateFile] = []
+        for pid in self.partition_ids():
+            out.extend(self.partitions[pid].files())
+        return out
+
+    def ignored_files(self) -> list[StateFile]:
+        """Files of a version with a unique id other than the committed one (retries; checkpoint v2)."""
+        return [f for pid in self.partition_ids() for f in self.partitions[pid].ignored]
+
+    def _partition(self, partition_id: int) -> RocksDBPartitionFiles:
+        try:
+            return self.partitions[partition_id]
+        except KeyError:
+            have = ", ".join(map(str, self.partition_ids()))
+            raise UsageError(
+                f"store {self.store_name!r} of operator {self.operator_id} has no partition {partition_id}; "
+                f"partitions: {have}"
+            ) from None
+
+    def _ctx(self, partition_id: int, version: int) -> dict[str, Any]:
+        return {
+            "operator_id": self.operator_id,
+            "store_name": self.store_name,
+            "partition_id": partition_id,
+            "version": version,
+        }
+
+    @contextmanager
+    def _located(self, partition_id: int, version: int) -> Iterator[None]:
+        try:
+            yield
+        except StatelensError as err:
+            for k, v in self._ctx(partition_id, version).items():
+                err.context.setdefault(k, v)
+            raise
+
+    # -- changelogs ----------------------------------------------------------------------------------
+    def _changelog_pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
+        """Keys and values (``None`` = delete) of one changelog, version bytes removed, in file order."""
+        with self._located(sf.partition_id, sf.version):
+            data = decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
+            fmt, _lineage, idx = scan_changelog(data, sf.path)
+            if fmt in (2, 4) or (idx.kind == KIND_MERGE).any():
+                raise BackendUnavailableError(
+                    f"changelog format v{fmt} (virtual column families or merge records) in a store read as a "
+                    "plain key/value store; use --backend spark",
+                    sf.path,
+                )
+            skip = self.value_skip
+            self._check_version_bytes(data, idx.key_start, idx.key_len, sf.path, "key", 1)
+            put = idx.val_len >= 0
+            self._check_version_bytes(data, idx.val_start[put], idx.val_len[put], sf.path, "value", skip)
+            ks, kl, vs, vl = (a.tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
+        keys = [data[s + 1 : s + n] for s, n in zip(ks, kl, strict=True)]
+        values = [data[s + skip : s + n] if n >= 0 else None for s, n in zip(vs, vl, strict=True)]
+        return keys, values
+
+    @staticmethod
+    def _check_version_bytes(data: bytes, starts: Any, lens: Any, path: str, what: str, skip: int) -> None:
+        """Every row must start (after ``skip - 1`` checksum bytes) with the version byte ``00``."""
+        import numpy as np
+
+        if not len(starts):
+            return
+        buf = np.frombuffer(data, dtype=np.uint8)
+        short = lens < skip
+        first = buf[np.where(short, 0, starts + skip - 1)]
+        bad = short | (first != STATE_ENCODING_VERSION)
+        if bad.any():
+            i = int(np.argmax(bad))
+            found = "nothing" if short[i] else f"{int(first[i]):02x}"
+            raise CorruptFileError(
+                f"{what} of record {i} does not start with the state encoding version byte 00 (found {found}); "
+                "is this a column family store?",
+                path,
+                int(starts[i]),
+                record=i,
+            )
+
+    def _apply_changelog(self, state: RawState, sf: StateFile) -> None:
+        keys, values = self._changelog_pairs(sf)
+        if None not in values:
+            state.update(zip(keys, values, strict=True))  # type: ignore[arg-type]  # puts only: C-speed upsert
+            return
+        for key, value in zip(keys, values, strict=True):
+            if value is None:
+                state.pop(key, None)
+            else:
+                state[key] = value
+
+    def _apply_changelog_keys(self, live: set[bytes], sf: StateFile) -> None:
+        keys, values = self._changelog_pairs(sf)
+        for key, value in zip(keys, values, strict=True):
+            if value is None:
+                live.discard(key)
+            else:
+                live.add(key)
+
+    # -- zips ----------------------------------------------------------------------------------------
+    @contextmanager
+    def workspace(self) -> Iterator[_Workspace]:
+        """A temporary folder for opening zips, removed on exit (SST copies are shared inside it)."""
+        ws = _Workspace(self.fs, self.temp_dir)
+        try:
+            yield ws
+        finally:
+            ws.close()
+
+    def zip_metadata(self, partition_id: int, version: int) -> ZipMetadata:
+        """Spark's ``metadata`` of the zip of one version (no RocksDB needed)."""
+        sf = self._zip_file(partition_id, version)
+        with self._located(partition_id, version):
+            entries = read_zip(self._read_zip_bytes(sf), sf.path, self.limits)
+            return self._metadata_of(entries, sf)
+
+    def _zip_file(self, partition_id: int, version: int) -> StateFile:
+        pf = self._partition(partition_id)
+        if version not in pf.snapshots:
+            raise MissingFileError(
+                f"no snapshot zip for version {version}",
+                path=f"{pf.directory}/{version}.zip",
+                **self._ctx(partition_id, version),
+            )
+        return pf.snapshots[version]
+
+    def _read_zip_bytes(self, sf: StateFile) -> bytes:
+        if sf.size_bytes > self.limits.max_zip_bytes:
+            raise LimitExceededError(
+                f"zip is {sf.size_bytes} bytes, over the limit of {self.limits.max_zip_bytes}", sf.path
+            )
+        return self.fs.read_bytes(sf.path)
+
+    @staticmethod
+    def _metadata_of(entries: dict[str, bytes], sf: StateFile) -> ZipMetadata:
+        if "metadata" not in entries:
+            raise CorruptFileError("zip has no 'metadata' entry (not a Spark RocksDB snapshot)", sf.path)
+        return parse_zip_metadata(entries["metadata"], sf.path)
+
+    def _read_zip_state(
+        self, ws: _Workspace, partition_id: int, version: int, keys_only: bool = False
+    ) -> Any:
+        """The raw state stored in the zip of ``version`` (a dict, or a set of keys with ``keys_only``)."""
+        pf = self._partition(partition_id)
+        sf = self._zip_file(partition_id, version)
+        with self._located(partition_id, version):
+            entries = read_zip(self._read_zip_bytes(sf), sf.path, self.limits)
+            meta = self._metadata_of(entries, sf)
+            if meta.column_family_mapping:
+                names = ", ".join(sorted(meta.column_family_mapping))
+                raise BackendUnavailableError(
+                    f"this store uses virtual column families ({names}), which the native decoder does not "
+                    "read yet; use --backend spark",
+                    sf.path,
+                )
+            db_dir = ws.new_db_dir()
+            try:
+                for name, content in entries.items():
+                    with open(os.path.join(db_dir, name), "xb") as fh:
+                        fh.write(content)
+                for local, dfs, size in meta.sst_files:
+                    self._place(ws, pf, "SSTs", pf.sst_sizes, dfs, size, os.path.join(db_dir, local), sf)
+                for local, dfs, size in meta.log_files:
+                    self._place(ws, pf, "logs", pf.log_sizes, dfs, size, os.path.join(db_dir, local), sf)
+                return self._scan_db(db_dir, sf, keys_only)
+            finally:
+                shutil.rmtree(db_dir, ignore_errors=True)
+
+    def _place(
+        self,
+        ws: _Workspace,
+        pf: RocksDBPartitionFiles,
+        folder: str,
+        listed: dict[str, int],
+        dfs_name: str,
+        size: int,
+        target: str,
+        zip_file: StateFile,
+    ) -> None:
+        """Copy ``<folder>/<dfs_name>`` of the checkpoint to ``target`` (through the workspace cache)."""
+        rel = f"{pf.directory}/{folder}/{dfs_name}"
+        if dfs_name not in listed:
+            raise MissingFileError(
+                f"{folder[:-1] if folder.endswith('s') else folder} file named by {zip_file.path} is missing",
+                rel,
+            )
+        if listed[dfs_name] != size:
+            cls = TruncatedFileError if listed[dfs_name] < size else CorruptFileError
+            raise cls(f"is {listed[dfs_name]} bytes but {zip_file.path} records {size}", rel)
+        cached = ws.cached.get(rel)
+        if cached is None:
+            cached = os.path.join(ws.sst_dir, f"{len(ws.cached)}-{dfs_name}")
+            data = self.fs.read_bytes(rel)
+            if len(data) != size:
+                raise TruncatedFileError(f"read {len(data)} bytes, {zip_file.path} records {size}", rel)
+            with open(cached, "xb") as fh:
+                fh.write(data)
+            ws.cached[rel] = cached
+        try:
+            os.link(cached, target)  # both inside our temporary folder
+        except OSError:
+            shutil.copyfile(cached, target)
+
+    def _scan_db(self, db_dir: str, sf: StateFile, keys_only: bool) -> Any:
+        rocksdict = _load_rocksdict()
+        try:
+            db = rocksdict.Rdict(
+                db_dir, options=rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only()
+            )
+        except Exception as err:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status text
+            raise CorruptFileError(f"RocksDB cannot open this snapshot: {err}", sf.path) from err
+        skip = self.value_skip
+        try:
+            if keys_only:
+                raw_keys = list(db.keys())
+                self._check_rows(raw_keys, 1, sf.path, "key")
+                return {k[1:] for k in raw_keys}
+            items = list(db.items())
+        except StatelensError:
+            raise
+        except Exception as err:  # noqa: BLE001 - corruption found while iterating (bad block, checksum)
+            raise CorruptFileError(f"RocksDB failed reading this snapshot's SSTs: {err}", sf.path) from err
+        finally:
+            db.close()
+        self._check_rows([k for k, _ in items], 1, sf.path, "key")
+        self._check_rows([v for _, v in items], skip, sf.path, "value")
+        return {k[1:]: v[skip:] for k, v in items}
+
+    @staticmethod
+    def _check_rows(rows: list[bytes], skip: int, path: str, what: str) -> None:
+        for i, row in enumerate(rows):
+            if len(row) < skip or row[skip - 1] != STATE_ENCODING_VERSION:
+                raise CorruptFileError(
+                    f"RocksDB {what} {i} ({row[:12].hex(' ')}...) does not carry the state encoding version "
+                    "byte 00 (a column family store?)",
+                    path,
+                    record=i,
+                )
+
+    # -- raw states ----------------------------------------------------------------------------------
+    def _base_for(self, pf: RocksDBPartitionFiles, version: int) -> int | None:
+        """Newest zip ``<= version`` with an unbroken changelog chain up to ``version``; 0 = from empty."""
+        for s in sorted((s for s in pf.snapshots if s <= version), reverse=True):
+            if all(v in pf.deltas for v in range(s + 1, version + 1)):
+                return s
+        if all(v in pf.deltas for v in range(1, version + 1)):
+            return 0
+        return None
+
+    def read_raw(self, partition_id: int, version: int, *, _ws: _Workspace | None = None) -> RawState:
+        """The raw key/value bytes of one partition at one version (version bytes removed).
+
+        Raises
+        ------
+        MissingFileError
+            When no zip plus unbroken changelog chain reaches ``version``.
+        """
+        pf = self._partition(partition_id)
+        if version == 0:
+            return {}
+        base = self._base_for(pf, version)
+        if base is None:
+            start = max((s for s in pf.snapshots if s <= version), default=0)
+            gap = next(v for v in range(start + 1, version + 1) if v not in pf.deltas)
+            raise MissingFileError(
+                f"cannot rebuild version {version}: no zip of it, and {gap}.changelog is missing after "
+                f"{'zip ' + str(start) if start else 'the start'}",
+                path=f"{pf.directory}/{gap}.changelog",
+                **self._ctx(partition_id, version),
+            )
+        state: RawState = {}
+        if base:
+            if _ws is not None:
+                state = self._read_zip_state(_ws, partition_id, base)
+            else:
+                with self.workspace() as ws:
+                    state = self._read_zip_state(ws, partition_id, base)
+        for v in range(base + 1, version + 1):
+            self._apply_changelog(state, pf.deltas[v])
+        return state
+
+    def iter_raw_changes(self, partition_id: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
+        """The records of version ``version``'s changelog in file order (``None`` value = delete)."""
+        pf = self._partition(partition_id)
+        if version not in pf.deltas:
+            raise MissingFileError(
+                f"no changelog for version {version} (changes are only recorded with changelog checkpointing)",
+                path=f"{pf.directory}/{version}.changelog",
+                **self._ctx(partition_id, version),
+            )
+        keys, values = self._changelog_pairs(pf.deltas[version])
+        yield from zip(keys, values, strict=True)
+
+    def _on_disk(self, pf: RocksDBPartitionFiles, v: int) -> int:
+        return sum(f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None)
+
+    def iter_versions_raw(
+        self, partition_id: int, cancelled: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[int, RawState, int]]:
+        """Walk every readable version of a partition once, oldest first.
+
+        Yields ``(version, state, bytes_on_disk)``; ``state`` is the live raw map (do not keep it across
+        iterations); ``bytes_on_disk`` counts the zip and changelog of that version (shared SSTs are not
+        attributed to a version). Changelogs are applied where they continue the previous version; a
+        zip is opened only where they do not.
+        """
+        pf = self._partition(partition_id)
+        with self.workspace() as ws:
+            state: RawState = {}
+            current: int | None = None
+            for v in pf.readable_versions():
+                if cancelled is not None and cancelled():
+                    return
+                if current is not None and v == current + 1 and v in pf.deltas:
+                    self._apply_changelog(state, pf.deltas[v])
+                else:
+                    state = self.read_raw(partition_id, v, _ws=ws)
+                current = v
+                yield v, state, self._on_disk(pf, v)
+
+    # -- decoded rows --------------------------------------------------------------------------------
+    def _layouts(self):  # type: ignore[no-untyped-def]
+        if self.schema is None:
+            from readers.errors import SchemaMismatchError
+
+            raise SchemaMismatchError(
+                "no schema file for this store; rows cannot be decoded",
+                path=f"state/{self.operator_id}",
+                operator_id=self.operator_id,
+                store_name=self.store_name,
+            )
+        return (
+            compile_layout(self.schema.key_schema),
+            compile_layout(self.schema.value_schema, long_fields=self.long_value_fields),
+        )
+
+    def decode_pairs(
+        self, pairs: list[tuple[bytes, bytes | None]], path: str
+    ) -> list[tuple[tuple, tuple | None]]:
+        """Decode raw (key, value) pairs (UnsafeRow bytes, as :meth:`read_raw` returns them)."""
+        import numpy as np
+
+        key_layout, value_layout = self._layouts()
+        keys = [k for k, _ in pairs]
+        klen = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
+        kstart = np.concatenate(([0], np.cumsum(klen)[:-1])) if len(keys) else klen
+        dkeys = decode_rows(b"".join(keys), kstart, klen, key_layout, path=path)
+        present = [i for i, (_, v) in enumerate(pairs) if v is not None]
+        vals = [pairs[i][1] for i in present]
+        vlen = np.fromiter((len(v) for v in vals), dtype=np.int64, count=len(vals))  # type: ignore[arg-type]
+        vstart = np.concatenate(([0], np.cumsum(vlen)[:-1])) if len(vals) else vlen
+        dvals = decode_rows(b"".join(vals), vstart, vlen, value_layout, path=path)  # type: ignore[arg-type]
+        out: list[tuple[tuple, tuple | None]] = [(k, None) for k in dkeys]
+        for i, dv in zip(present, dvals, strict=True):
+            out[i] = (dkeys[i], dv)
+        return out
+
+    def read_rows(self, partition_id: int, version: int) -> list[StateRow]:
+        """Decoded state of one partition at one version."""
+        raw = self.read_raw(partition_id, version)
+        path = f"{self._partition(partition_id).directory}/{version}"
+        decoded = self.decode_pairs(list(raw.items()), path)
+        return [StateRow(partition_id, k, v) for k, v in decoded]
+
+    def read_changes(self, partition_id: int, version: int) -> list[StateChange]:
+        """Decoded put/delete records of one version's changelog (written by batch ``version-1``)."""
+        pairs = list(self.iter_raw_changes(partition_id, version))
+        decoded = self.decode_pairs(pairs, self._partition(partition_id).deltas[version].path)
+        return [
+            StateChange(version, partition_id, "put" if v is not None else "remove", k, v) for k, v in decoded
+        ]
+
+    # -- statistics ----------------------------------------------------------------------------------
+    def iter_stats(
+        self,
+        cancelled: Callable[[], bool] | None = None,
+        on_error: Callable[[StatelensError], None] | None = None,
+    ) -> Iterator[PartitionVersionStats]:
+        """Rows and on-disk bytes (zip + changelog) of every partition at every readable version.
+
+        Keeps only the set of live keys; opens a zip only where no changelog continues the walk. With
+        ``on_error``, a file that cannot be read ends that partition's walk (the error is passed on) and
+        the other partitions are still walked; without it the error is raised.
+        """
+        for pid in self.partition_ids():
+            try:
+                yield from self._iter_partition_stats(pid, cancelled)
+            except StatelensError as err:
+                if on_error is None:
+                    raise
+                on_error(err)
+            if cancelled is not None and cancelled():
+                return
+
+    def _iter_partition_stats(
+        self, pid: int, cancelled: Callable[[], bool] | None
+    ) -> Iterator[PartitionVersionStats]:
+        pf = self.partitions[pid]
+        with self.workspace() as ws:
+            live: set[bytes] = set()
+            current: int | None = None
+            for v in pf.readable_versions():
+                if cancelled is not None and cancelled():
+                    return
+                if current is not None and v == current + 1 and v in pf.deltas:
+                    self._apply_changelog_keys(live, pf.deltas[v])
+                else:
+                    base = self._base_for(pf, v)
+                    if base == v:
+                        with self._located(pid, v):
+                            live = self._read_zip_state(ws, pid, v, keys_only=True)
+                    else:
+                        live = set(self.read_raw(pid, v, _ws=ws))
+                current = v
+                yield PartitionVersionStats(
+                    self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v)
+                )
