@@ -502,10 +502,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | None = None) -> int:
     """Run the command line; ``gui_runner(args)`` opens the desktop app (see :mod:`app.launcher`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # No command, or a bare path: the desktop app.
-    first = next((a for a in argv if not a.startswith("-")), None)
+    # No command, or a bare path: the desktop app. Values of the app's own options are not paths.
+    first = None
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--screenshot", "--view"):
+            skip = True
+        elif not a.startswith("-"):
+            first = a
+            break
     if first is None and not any(a in ("-h", "--help") for a in argv):
-        argv = [*argv, "gui"]
+        lead = 1 if argv[:1] == ["--debug"] else 0  # the only top-level option
+        argv.insert(lead, "gui")
     elif first is not None and first not in SUBCOMMANDS:
         argv.insert(argv.index(first), "gui")
     parser = build_parser()
