@@ -17,7 +17,7 @@ from readers.codecs import decompress
 from readers.errors import MissingFileError, StatelensError, UsageError
 from readers.fs import CheckpointFS
 from readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
-from readers.records import scan_records
+from readers.records import RecordIndex, scan_records
 from readers.unsaferow import compile_layout, decode_rows
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
@@ -166,14 +166,18 @@ class HDFSStoreReader:
         }
 
     # -- raw records ---------------------------------------------------------------------------------
-    def _pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
-        """Keys and values (``None`` = remove) of one state file, in file order."""
+    def _index(self, sf: StateFile) -> tuple[bytes, RecordIndex]:
+        """Decompress one state file and index its records; errors carry the store context."""
         try:
             data = decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
-            idx = scan_records(data, sf.path, allow_removes=sf.kind == "delta")
+            return data, scan_records(data, sf.path, allow_removes=sf.kind == "delta")
         except StatelensError as err:
-            err.context.update({k: v for k, v in self._ctx(sf.partition_id, sf.version).items()})
+            err.context.update(self._ctx(sf.partition_id, sf.version))
             raise
+
+    def _pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
+        """Keys and values (``None`` = remove) of one state file, in file order."""
+        data, idx = self._index(sf)
         ks, kl, vs, vl = (a.tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
         keys = [data[s : s + n] for s, n in zip(ks, kl, strict=True)]
         values = [data[s : s + n] if n >= 0 else None for s, n in zip(vs, vl, strict=True)]
@@ -318,12 +322,7 @@ class HDFSStoreReader:
 
     def _apply_keys(self, live: set[bytes], sf: StateFile) -> None:
         """Apply one file to a set of live keys (values are not sliced: growth needs counts only)."""
-        try:
-            data = decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
-            idx = scan_records(data, sf.path, allow_removes=sf.kind == "delta")
-        except StatelensError as err:
-            err.context.update({k: v for k, v in self._ctx(sf.partition_id, sf.version).items()})
-            raise
+        data, idx = self._index(sf)
         ks, kl = idx.key_start.tolist(), idx.key_len.tolist()
         keys = [data[s : s + n] for s, n in zip(ks, kl, strict=True)]
         removed = idx.val_len < 0

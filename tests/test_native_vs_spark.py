@@ -16,27 +16,11 @@ import pytest
 
 from readers.checkpoint import open_checkpoint
 from tests import oracle
+from tests.spark_checkpoints import SCENARIOS as GENERATED_SCENARIOS
 
 pytestmark = pytest.mark.spark
 
-SCENARIOS = [
-    "agg_count",
-    "window_agg_watermark",
-    "dedup_watermark",
-    "join",
-    "pandas_state_processing",
-    "pandas_state_event",
-    "codec_zstd",
-    "codec_snappy",
-    "codec_lzf",
-    "rich_types",
-    "uncommitted",
-    "agg_many_partitions",
-    "session_window",
-    "dedup_within_watermark",
-    "stream_limit",
-    "agg_state_format_v1",
-]
+SCENARIOS = list(GENERATED_SCENARIOS)  # every generated checkpoint kind
 
 
 def canon(value: Any) -> Any:
