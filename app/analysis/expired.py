@@ -388,15 +388,11 @@ def iter_expired(
 
 
 def _eviction_column(op: Any, st: Any) -> tuple[str, tuple[int, ...], str, str] | None:
-    """``(side, path, unit, name)`` of the time that decides eviction for this store, if any."""
-    if op.kind == OperatorKind.SESSION_WINDOW:
-        vs = st.value_schema
-        f0 = vs.fields[0] if vs is not None and vs.fields else None
-        if f0 is not None and f0.dataType.typeName() == "struct" and [f.name for f in f0.dataType.fields] == [
-            "start",
-            "end",
-        ]:
-            return ("value", (0, 1), "us", "session_window.end")  # evicted by their end, not their start
+    """``(side, path, unit, name)`` of the time that decides eviction for this store, if any.
+
+    ``readers.operators.find_time_columns`` names it per kind (session windows: the value's
+    ``session_window.end``, which Spark compares with the watermark).
+    """
     for tc in op.time_columns:
         if tc.store_name == st.store_name and tc.role == "event_time":
             return (tc.side, tc.path, tc.unit, tc.name)
