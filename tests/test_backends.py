@@ -104,3 +104,24 @@ def test_spark_defaults_file(tmp_path: Any) -> None:
         "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
         "spark.executor.memory": "2g",
     }
+
+
+@pytest.mark.spark
+def test_spark_backend_leaves_the_checkpoint_untouched(checkpoint: Any, spark: Any, tmp_path: Any) -> None:
+    """Spark's readers and the native ones alike: byte-for-byte and listing-for-listing unchanged."""
+    import shutil
+
+    from tests.test_cli import tree_digest
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(checkpoint("join") / "checkpoint", root)
+    before = tree_digest(root)
+    ckpt = open_checkpoint(str(root))
+    sparkb = SparkBackend(ckpt, spark=spark)
+    for store in ckpt.operators[0].stores:
+        last = sparkb.latest_version(0, store.store_name)
+        sparkb.read_rows(0, store.store_name, last)
+        sparkb.read_changes(0, store.store_name, 1, last)
+        list(sparkb.iter_stats(0, store.store_name))
+    sparkb.state_metadata()
+    assert tree_digest(root) == before
