@@ -45,6 +45,10 @@ emitted, i.e. evicted). ``dedup_within_watermark``: ``emitted`` ([batch, id, ts_
 partition folder Spark writes for a global limit, whatever ``num_partitions`` says).
 ``agg_state_format_v1``: ``state_format_version``, ``key_columns`` and ``value_columns`` (v1: the key
 columns again, then the buffers).
+``rocks_*`` (RocksDB provider): ``rocksdb_conf`` (the confs set for the query), ``zip_files`` and
+``changelog_files`` (relative paths, unique-id names with checkpoint format v2), and
+``checkpoint_format_version`` (2) for ``rocks_ckpt_v2`` / ``rocks_join``; ``rocks_tws``:
+``state_variables``. Their other facts are those of the HDFS scenario they repeat.
 """
 
 from __future__ import annotations
@@ -1134,6 +1138,188 @@ def scenario_rich_types(ctx: Ctx) -> dict[str, Any]:
     }
 
 
+# RocksDB state store provider ----------------------------------------------------------------------
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def _rocks_conf(
+    changelog: bool, min_deltas: int | None = None, checkpoint_v2: bool = False
+) -> dict[str, str]:
+    """Session confs of a RocksDB scenario (the provider is pinned in offsets/0 conf, the changelog flag is not)."""
+    conf = {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": str(changelog).lower(),
+    }
+    if min_deltas is not None:
+        conf["spark.sql.streaming.stateStore.minDeltasForSnapshot"] = str(min_deltas)
+    if checkpoint_v2:
+        conf["spark.sql.streaming.stateStore.checkpointFormatVersion"] = "2"
+    return conf
+
+
+def _wait_for_zips(op_dir: Path, partitions: int, timeout_s: float) -> None:
+    """Give background maintenance time to upload a snapshot zip in every partition."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(any((op_dir / str(p)).glob("*.zip")) for p in range(partitions)):
+            return
+        time.sleep(0.1)
+
+
+def _quiet_state_files(state: Path, settle_s: float = 1.5, timeout_s: float = 15.0) -> None:
+    """Wait until background maintenance stops uploading zips after the query ended.
+
+    Maintenance (every 200 ms here) still snapshots and then unloads the stores of a stopped query; a
+    listing taken too early misses zips, and an upload after the scenario folder is renamed fails.
+    """
+    deadline = time.monotonic() + timeout_s
+    last: list[Path] = []
+    stable_since = time.monotonic()
+    while time.monotonic() < deadline:
+        now = sorted(state.rglob("*.zip"))
+        if now != last:
+            last, stable_since = now, time.monotonic()
+        elif time.monotonic() - stable_since >= settle_s:
+            return
+        time.sleep(0.1)
+
+
+def _rocks_facts(ctx: Ctx, facts: dict[str, Any], conf: dict[str, str]) -> dict[str, Any]:
+    state = ctx.checkpoint / "state"
+    _quiet_state_files(state)
+    facts["rocksdb_conf"] = conf
+    facts["zip_files"] = sorted(p.relative_to(ctx.checkpoint).as_posix() for p in state.rglob("*.zip"))
+    facts["changelog_files"] = sorted(
+        p.relative_to(ctx.checkpoint).as_posix() for p in state.rglob("*.changelog")
+    )
+    return facts
+
+
+def scenario_rocks_agg(ctx: Ctx) -> dict[str, Any]:
+    conf = _rocks_conf(changelog=False)
+    with session_conf(ctx.spark, conf):
+        facts = _agg_count(ctx, partitions=2, batches=5)
+    return _rocks_facts(ctx, facts, conf)
+
+
+def _rocks_agg_changelog(ctx: Ctx, checkpoint_v2: bool) -> dict[str, Any]:
+    conf = _rocks_conf(changelog=True, min_deltas=2, checkpoint_v2=checkpoint_v2)
+    with session_conf(ctx.spark, conf):
+        facts = _agg_count(ctx, partitions=2, batches=8, sleep_per_batch=0.3)
+        _wait_for_zips(ctx.checkpoint / "state" / "0", 2, timeout_s=10.0)
+    facts["min_deltas_for_snapshot"] = 2
+    return _rocks_facts(ctx, facts, conf)
+
+
+def scenario_rocks_agg_changelog(ctx: Ctx) -> dict[str, Any]:
+    return _rocks_agg_changelog(ctx, checkpoint_v2=False)
+
+
+def scenario_rocks_ckpt_v2(ctx: Ctx) -> dict[str, Any]:
+    facts = _rocks_agg_changelog(ctx, checkpoint_v2=True)
+    facts["checkpoint_format_version"] = 2
+    return facts
+
+
+def scenario_rocks_dedup_changelog(ctx: Ctx) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    plan = [
+        [("a", 0), ("b", 1_000), ("a", 0), ("c", 2_000)],
+        [("a", 0), ("d", 10_000), ("e", 11_000)],
+        [("f", 20_000), ("d", 10_000), ("g", 21_000)],
+        [("h", 40_000), ("i", 41_000)],
+        [("j", 60_000), ("k", 61_000)],
+        [("l", 80_000)],
+    ]
+    for i, rows in enumerate(plan):
+        ctx.write_json("in", [{"id": k, "ts_ms": _ts(t), "payload": f"p{i}-{k}"} for k, t in rows])
+    conf = _rocks_conf(changelog=True, min_deltas=2)
+
+    def hook(_df: Any, _batch_id: int, _rows: list[dict[str, Any]]) -> None:
+        time.sleep(0.3)  # let maintenance upload snapshot zips between batches
+
+    with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
+        src = ctx.read_json_stream("in", "id STRING, ts_ms LONG, payload STRING")
+        df = (
+            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            .withWatermark("ts", "5 seconds")
+            .dropDuplicates(["id", "ts"])
+        )
+        ctx.run(df, mode="append", batch_hook=hook)
+    facts = {
+        "operators": [_op("deduplication", "dedupe")],
+        "key_schema": "id STRING, ts TIMESTAMP",
+        "watermark_delay_ms": 5_000,
+        "distinct_keys": sorted({(k, _ts(t)) for rows in plan for k, t in rows}),
+    }
+    return _rocks_facts(ctx, facts, conf)
+
+
+def scenario_rocks_pandas_state(ctx: Ctx) -> dict[str, Any]:
+    conf = _rocks_conf(changelog=True, min_deltas=2)
+    with session_conf(ctx.spark, conf):
+        facts = scenario_pandas_state_event(ctx)
+    return _rocks_facts(ctx, facts, conf)
+
+
+def scenario_rocks_join(ctx: Ctx) -> dict[str, Any]:
+    """The join scenario's four stores (join state format 2) on RocksDB, changelog on, checkpoint v2."""
+    conf = _rocks_conf(changelog=True, min_deltas=2, checkpoint_v2=True)
+    conf["spark.sql.streaming.join.stateFormatVersion"] = "2"
+    with session_conf(ctx.spark, conf):
+        facts = scenario_join(ctx)
+    facts["checkpoint_format_version"] = 2
+    return _rocks_facts(ctx, facts, conf)
+
+
+def scenario_rocks_tws(ctx: Ctx) -> dict[str, Any]:
+    """transformWithStateInPandas (value, list and map state; no timers) on RocksDB with changelog."""
+    import pandas as pd
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class Counter(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.cnt = handle.getValueState("cnt", "c LONG")
+            self.lst = handle.getListState("lst", "s STRING, n LONG")
+            self.mp = handle.getMapState("mp", "mk STRING", "mv LONG")
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            n = 0
+            for pdf in rows:
+                for tag in pdf["tag"]:
+                    n += 1
+                    self.lst.appendValue((str(tag), n))
+                    old = self.mp.getValue((str(tag),)) if self.mp.containsKey((str(tag),)) else None
+                    self.mp.updateValue((str(tag),), ((old[0] if old else 0) + 1,))
+            total = (self.cnt.get()[0] if self.cnt.exists() else 0) + n
+            self.cnt.update((total,))
+            yield pd.DataFrame({"key": [key[0]], "cnt": [total]})
+
+        def close(self) -> None:
+            pass
+
+    plan = [[("a", "x"), ("b", "y"), ("a", "y")], [("a", "x"), ("c", "z")], [("b", "y"), ("d", "x")]]
+    for rows in plan:
+        ctx.write_json("in", [{"key": k, "tag": t} for k, t in rows])
+    conf = _rocks_conf(changelog=True, min_deltas=2)
+    with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
+        src = ctx.read_json_stream("in", "key STRING, tag STRING")
+        df = src.groupBy("key").transformWithStateInPandas(
+            statefulProcessor=Counter(),
+            outputStructType="key STRING, cnt LONG",
+            outputMode="Update",
+            timeMode="None",
+        )
+        ctx.run(df, mode="update")
+    facts = {
+        "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
+        "state_variables": ["cnt", "lst", "mp"],
+    }
+    return _rocks_facts(ctx, facts, conf)
+
+
 SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "agg_count": scenario_agg_count,
     "window_agg_watermark": scenario_window_agg_watermark,
@@ -1151,6 +1337,13 @@ SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "dedup_within_watermark": scenario_dedup_within_watermark,
     "stream_limit": scenario_stream_limit,
     "agg_state_format_v1": scenario_agg_state_format_v1,
+    "rocks_agg": scenario_rocks_agg,
+    "rocks_agg_changelog": scenario_rocks_agg_changelog,
+    "rocks_dedup_changelog": scenario_rocks_dedup_changelog,
+    "rocks_pandas_state": scenario_rocks_pandas_state,
+    "rocks_ckpt_v2": scenario_rocks_ckpt_v2,
+    "rocks_join": scenario_rocks_join,
+    "rocks_tws": scenario_rocks_tws,
 }
 
 

@@ -7,20 +7,40 @@ order) with ``spark.read.format("statestore")`` on the same checkpoint; and the 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from readers.checkpoint import open_checkpoint
+from readers.errors import BackendUnavailableError
 from tests import oracle
 from tests.spark_checkpoints import SCENARIOS as GENERATED_SCENARIOS
 
 pytestmark = pytest.mark.spark
 
 SCENARIOS = list(GENERATED_SCENARIOS)  # every generated checkpoint kind
+
+#: Stores with virtual column families: the native decoder refuses them (for now) and says so.
+COLUMN_FAMILY_SCENARIOS = {"rocks_tws"}
+
+
+@contextlib.contextmanager
+def reading_session(spark: Any, ckpt: Any) -> Iterator[None]:
+    """Checkpoint format v2 is not in offsets conf: Spark must be told to read it (spec §10.4)."""
+    key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+    v2 = any(c.format_version >= 2 and c.state_unique_ids for c in ckpt.commits.values())
+    if v2:
+        spark.conf.set(key, "2")
+    try:
+        yield
+    finally:
+        if v2:
+            spark.conf.unset(key)
 
 
 def canon(value: Any) -> Any:
@@ -69,8 +89,20 @@ def test_every_version_matches_spark(scenario: str, checkpoint: Any, spark: Any)
     ckpt = open_checkpoint(str(root))
     assert not ckpt.report.problems, ckpt.report.problems
     assert ckpt.operators, "generated scenarios are all stateful"
-    compared = 0
+    if scenario in COLUMN_FAMILY_SCENARIOS:
+        for op in ckpt.operators:
+            for store in op.stores:
+                with pytest.raises(BackendUnavailableError, match="column families.*use --backend spark"):
+                    ckpt.store_reader(op.operator_id, store.store_name)
+        return
     committed = set(ckpt.commits)
+    with reading_session(spark, ckpt):
+        compared = _compare_every_version(scenario, ckpt, root, committed, spark)
+    assert compared >= 2
+
+
+def _compare_every_version(scenario: str, ckpt: Any, root: Any, committed: set[int], spark: Any) -> int:
+    compared = 0
     for op in ckpt.operators:
         for store in op.stores:
             reader = ckpt.store_reader(op.operator_id, store.store_name)
@@ -92,7 +124,7 @@ def test_every_version_matches_spark(scenario: str, checkpoint: Any, spark: Any)
                     f"{scenario} op {op.operator_id} {store.store_name} v{version}",
                 )
                 compared += 1
-    assert compared >= 2
+    return compared
 
 
 @pytest.mark.parametrize(
@@ -106,11 +138,21 @@ def test_every_version_matches_spark(scenario: str, checkpoint: Any, spark: Any)
         "dedup_within_watermark",
         "stream_limit",
         "agg_state_format_v1",
+        "rocks_agg_changelog",
+        "rocks_dedup_changelog",
+        "rocks_pandas_state",
+        "rocks_ckpt_v2",
+        "rocks_join",
     ],
 )
 def test_changes_match_spark_change_feed(scenario: str, checkpoint: Any, spark: Any) -> None:
     root = checkpoint(scenario) / "checkpoint"
     ckpt = open_checkpoint(str(root))
+    with reading_session(spark, ckpt):
+        _compare_changes(scenario, ckpt, root, spark)
+
+
+def _compare_changes(scenario: str, ckpt: Any, root: Any, spark: Any) -> None:
     for op in ckpt.operators:
         for store in op.stores:
             reader = ckpt.store_reader(op.operator_id, store.store_name)
