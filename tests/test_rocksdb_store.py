@@ -1,0 +1,280 @@
+"""RocksDB state store read natively: file discovery, checkpoint v2 ids, corrupt files, read-only, temp folders.
+
+The comparisons with Spark's own reader live in ``test_native_vs_spark.py`` and ``test_backends.py``; here
+corruption starts from copies of real generated checkpoints (STYLE §9) and every error must be typed and
+name the file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import stat
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.cli import main
+from readers.checkpoint import open_checkpoint
+from readers.errors import (
+    BackendUnavailableError,
+    BadMagicError,
+    ChecksumError,
+    CorruptFileError,
+    LimitExceededError,
+    MissingFileError,
+    TruncatedFileError,
+)
+from readers.rocksdb_store import RocksDBStoreReader, ZipLimits, read_zip, sniff_rocksdb_file_name
+from tests.test_cli import tree_digest
+
+ROCKS = ["rocks_agg", "rocks_agg_changelog", "rocks_dedup_changelog", "rocks_pandas_state", "rocks_ckpt_v2", "rocks_join"]
+
+
+# -- pure helpers ------------------------------------------------------------------------------------------
+def test_file_names_follow_spark_rules() -> None:
+    uid = "41490998-ffe0-4a4e-947d-26e39acd3fc5"
+    assert sniff_rocksdb_file_name("12.zip") == (12, None, "zip")
+    assert sniff_rocksdb_file_name("3.changelog") == (3, None, "changelog")
+    assert sniff_rocksdb_file_name(f"2_{uid}.zip") == (2, uid, "zip")
+    for name in ("2.zip.crc", ".2.zip.crc", f"2_{uid}.changelog.crc", "x.zip", "2.delta", ".2.zip.0ab.tmp"):
+        assert sniff_rocksdb_file_name(name) is None, name
+
+
+def _zip_bytes(entries: dict[str, bytes], symlink: str | None = None) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in entries.items():
+            info = zipfile.ZipInfo(name)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            if name == symlink:
+                info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(info, data)
+    return buf.getvalue()
+
+
+def test_zip_entry_names_links_and_bombs_are_refused() -> None:
+    limits = ZipLimits()
+    ok = read_zip(_zip_bytes({"CURRENT": b"MANIFEST-000005\n", "metadata": b"v1\n{}"}), "x/1.zip", limits)
+    assert set(ok) == {"CURRENT", "metadata"}
+    for bad in ("../evil", "/etc/passwd", "sub/dir", "..", "a\\..\\b"):
+        with pytest.raises(CorruptFileError, match="not a plain file name") as info:
+            read_zip(_zip_bytes({bad: b"x"}), "x/1.zip", limits)
+        assert info.value.path == "x/1.zip"
+    with pytest.raises(CorruptFileError, match="link"):
+        read_zip(_zip_bytes({"CURRENT": b"/etc/passwd"}, symlink="CURRENT"), "x/1.zip", limits)
+    bomb = _zip_bytes({"MANIFEST-000001": bytes(32 << 20)})  # 32 MiB of zeros, ~32 KiB deflated
+    assert len(bomb) < 1 << 20
+    with pytest.raises(LimitExceededError, match="MANIFEST-000001"):
+        read_zip(bomb, "x/1.zip", ZipLimits(max_entry_bytes=1 << 20))
+    with pytest.raises(LimitExceededError, match="entries"):
+        read_zip(_zip_bytes({f"f{i}": b"" for i in range(5)}), "x/1.zip", ZipLimits(max_entries=4))
+    with pytest.raises(BadMagicError):
+        read_zip(b"LZ4Block" + bytes(40), "x/1.zip", limits)
+
+
+def test_zip_crc_mismatch_is_a_checksum_error() -> None:
+    data = bytearray(_zip_bytes({"metadata": b"v1\n" + b"{}" * 100}))
+    # Flip one stored CRC-32 byte in the local header (offset 14) and the central directory.
+    data[14] ^= 0xFF
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 16] ^= 0xFF
+    with pytest.raises(ChecksumError, match="metadata"):
+        read_zip(bytes(data), "x/1.zip", ZipLimits())
+
+
+# -- real checkpoints ------------------------------------------------------------------------------------
+def _copy(checkpoint: Any, scenario: str, tmp_path: Path) -> Path:
+    root = tmp_path / scenario
+    shutil.copytree(checkpoint(scenario) / "checkpoint", root)
+    return root
+
+
+def _reader(root: Path, store: str = "default") -> RocksDBStoreReader:
+    reader = open_checkpoint(str(root)).store_reader(0, store)
+    assert isinstance(reader, RocksDBStoreReader)
+    return reader
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point temporary folders at an empty folder, to see what is left behind."""
+    d = tmp_path / "tmp"
+    d.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(d))
+    return d
+
+
+@pytest.mark.spark
+def test_versions_zips_and_changelogs_are_found(checkpoint: Any) -> None:
+    for scenario in ROCKS:
+        folder = checkpoint(scenario)
+        exp = json.loads((folder / "expected.json").read_text())
+        ckpt = open_checkpoint(str(folder / "checkpoint"))
+        assert not ckpt.report.problems and not ckpt.notes
+        files = sorted(sf.path for _, _, sf in ckpt.iter_state_files())
+        assert files == sorted(exp["zip_files"] + exp["changelog_files"]), scenario
+        for op in ckpt.operators:
+            for store in op.stores:
+                assert store.provider == "rocksdb"
+                assert store.versions == tuple(range(1, max(exp["committed_batches"]) + 2)), scenario
+    # Without changelog checkpointing every version is a zip and there is no change feed.
+    reader = _reader(checkpoint("rocks_agg") / "checkpoint")
+    assert all(reader.delta_versions(p) == [] for p in reader.partition_ids())
+    with pytest.raises(MissingFileError, match="changelog checkpointing"):
+        reader.read_changes(0, 2)
+
+
+@pytest.mark.spark
+def test_column_family_store_is_recognised_and_refused(checkpoint: Any) -> None:
+    ckpt = open_checkpoint(str(checkpoint("rocks_tws") / "checkpoint"))
+    (store,) = ckpt.operators[0].stores
+    assert store.provider == "rocksdb"
+    with pytest.raises(BackendUnavailableError, match=r"column families \(.*cnt.*lst.*mp.*\).*--backend spark"):
+        ckpt.store_reader(0)
+
+
+@pytest.mark.spark
+def test_reading_writes_nothing_and_cleans_its_temp_folders(checkpoint: Any, tmp_path: Path, private_tmp: Path) -> None:
+    for scenario in ROCKS:
+        root = _copy(checkpoint, scenario, tmp_path)
+        before = tree_digest(root)
+        ckpt = open_checkpoint(str(root))
+        for op in ckpt.operators:
+            for store in op.stores:
+                reader = ckpt.store_reader(op.operator_id, store.store_name)
+                for pid in reader.partition_ids():
+                    for v in reader.versions(pid):
+                        reader.read_rows(pid, v)
+                    for v in reader.delta_versions(pid):
+                        reader.read_changes(pid, v)
+                    walk = reader.iter_versions_raw(pid)
+                    next(walk)
+                    walk.close()  # an abandoned walk frees its folder too
+                list(reader.iter_stats())
+        assert tree_digest(root) == before, scenario
+        assert list(private_tmp.iterdir()) == [], scenario
+
+
+@pytest.mark.spark
+def test_zip_and_changelog_give_the_same_state(checkpoint: Any) -> None:
+    """A version with both a zip and a changelog: the zip alone and the chain of changelogs agree."""
+    reader = _reader(checkpoint("rocks_agg_changelog") / "checkpoint")
+    for pid in reader.partition_ids():
+        pf = reader.partitions[pid]
+        both = sorted(set(pf.snapshots) & set(pf.deltas))
+        assert both
+        for v in both:
+            from_zip = reader.read_raw(pid, v)
+            snapshots, pf.snapshots = pf.snapshots, {}
+            try:
+                from_changelogs = reader.read_raw(pid, v)
+            finally:
+                pf.snapshots = snapshots
+            assert from_zip == from_changelogs
+
+
+@pytest.mark.spark
+def test_truncated_zip_is_named_and_other_versions_still_read(checkpoint: Any, tmp_path: Path, private_tmp: Path) -> None:
+    root = _copy(checkpoint, "rocks_agg", tmp_path)
+    target = root / "state/0/0/3.zip"
+    target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    reader = _reader(root)
+    with pytest.raises(TruncatedFileError) as info:
+        reader.read_rows(0, 3)
+    assert info.value.path == "state/0/0/3.zip"
+    assert info.value.context["version"] == 3 and info.value.context["partition_id"] == 0
+    assert reader.read_rows(0, 2) and reader.read_rows(1, 3)
+    errors: list[Any] = []
+    stats = list(reader.iter_stats(on_error=errors.append))
+    assert [e.path for e in errors] == ["state/0/0/3.zip"]
+    assert {(s.partition_id, s.version) for s in stats} >= {(0, 1), (0, 2), (1, 5)}
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.spark
+def test_missing_sst_is_named(checkpoint: Any, tmp_path: Path) -> None:
+    root = _copy(checkpoint, "rocks_agg", tmp_path)
+    reader = _reader(root)
+    meta = reader.zip_metadata(0, 5)
+    _, dfs_name, _ = meta.sst_files[0]
+    (root / "state/0/0/SSTs" / dfs_name).unlink()
+    with pytest.raises(MissingFileError, match="named by state/0/0/5.zip") as info:
+        _reader(root).read_rows(0, 5)
+    assert info.value.path == f"state/0/0/SSTs/{dfs_name}"
+
+
+@pytest.mark.spark
+def test_short_sst_is_refused_before_rocksdb_sees_it(checkpoint: Any, tmp_path: Path) -> None:
+    root = _copy(checkpoint, "rocks_agg", tmp_path)
+    _, dfs_name, size = _reader(root).zip_metadata(0, 5).sst_files[0]
+    sst = root / "state/0/0/SSTs" / dfs_name
+    sst.write_bytes(sst.read_bytes()[: size - 100])
+    with pytest.raises(TruncatedFileError, match="records") as info:
+        _reader(root).read_rows(0, 5)
+    assert info.value.path == f"state/0/0/SSTs/{dfs_name}"
+
+
+@pytest.mark.spark
+def test_zip_with_a_parent_path_entry_is_refused(checkpoint: Any, tmp_path: Path, private_tmp: Path) -> None:
+    root = _copy(checkpoint, "rocks_agg", tmp_path)
+    target = root / "state/0/1/2.zip"
+    with zipfile.ZipFile(target, "a") as zf:
+        zf.writestr("../../escaped", b"should never be written")
+    with pytest.raises(CorruptFileError, match="'../../escaped' is not a plain file name") as info:
+        _reader(root).read_rows(1, 2)
+    assert info.value.path == "state/0/1/2.zip"
+    assert not list(tmp_path.rglob("escaped"))
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.spark
+def test_truncated_changelog_is_named(checkpoint: Any, tmp_path: Path) -> None:
+    root = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
+    target = root / "state/0/0/3.changelog"
+    target.write_bytes(target.read_bytes()[:-7])
+    reader = _reader(root)
+    with pytest.raises(TruncatedFileError) as info:
+        reader.read_changes(0, 3)
+    assert info.value.path == "state/0/0/3.changelog"
+    with pytest.raises(TruncatedFileError):
+        reader.read_rows(0, 3)  # zip 2 + changelog 3
+    assert reader.read_rows(0, 4)  # zip 4 alone
+    assert reader.read_rows(1, 3)
+
+
+@pytest.mark.spark
+def test_checkpoint_v2_uses_the_committed_unique_id_and_notes_the_others(checkpoint: Any, tmp_path: Path) -> None:
+    root = _copy(checkpoint, "rocks_ckpt_v2", tmp_path)
+    clean = _reader(root)
+    want = {v: clean.read_raw(0, v) for v in clean.versions(0)}
+    (real,) = (root / "state/0/0").glob("3_*.changelog")
+    stray = root / "state/0/0/3_00000000-0000-0000-0000-000000000000.changelog"
+    stray.write_bytes((root / "state/0/0").glob("1_*.changelog").__next__().read_bytes())
+    ckpt = open_checkpoint(str(root))
+    assert ckpt.notes == [f"state/0/0/{stray.name}: ignored, the commit log names another unique id for version 3"]
+    reader = ckpt.store_reader(0)
+    assert isinstance(reader, RocksDBStoreReader)
+    assert reader.partitions[0].deltas[3].path == f"state/0/0/{real.name}"
+    assert [f.path for f in reader.ignored_files()] == [f"state/0/0/{stray.name}"]
+    assert {v: reader.read_raw(0, v) for v in reader.versions(0)} == want
+
+
+@pytest.mark.spark
+def test_cli_info_rows_growth_on_rocksdb(checkpoint: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    root = str(checkpoint("rocks_ckpt_v2") / "checkpoint")
+    assert main(["info", root, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["operators"][0]["stores"][0]["provider"] == "rocksdb"
+    assert main(["rows", root, "--operator", "0", "--backend", "native"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    exp = json.loads((checkpoint("rocks_ckpt_v2") / "expected.json").read_text())
+    assert {r["key"]["key"]: r["value"]["count"] for r in rows} == {k: v[0] for k, v in exp["final_state"].items()}
+    assert main(["growth", root, "--json"]) == 0
+    growth = json.loads(capsys.readouterr().out)
+    last = max(g["version"] for g in growth)
+    assert sum(g["rows"] for g in growth if g["version"] == last) == len(exp["final_state"])
