@@ -4,13 +4,37 @@ The wrapper offers listing, stat and read methods only: nothing in statelens can
 delete inside a checkpoint through it. The whole tree is listed once (one recursive ``find``, which
 is a single paginated listing on object stores) and served from that cache; small files can be
 fetched in parallel where latency dominates (object stores).
+
+Flaky and slow storage. Every storage call (the listing, each file read) goes through one retry
+loop: a transient failure (timeouts, dropped connections, throttling such as S3 ``SlowDown``/503,
+server errors, ``EIO``/``EBUSY``) is retried with exponential backoff and jitter, bounded by a number of
+attempts and a total time per file (:class:`RetryPolicy`); a file that stays unreadable raises one
+:class:`~readers.errors.StorageError` naming it, the attempts and the last cause, while
+:meth:`CheckpointFS.read_many` still returns every other file. Missing files and denied access are
+not retried. On asynchronous filesystems (s3fs, gcsfs, http) each request runs on fsspec's event loop
+and is awaited in slices of :data:`POLL_S`, so a ``cancelled`` callable (or a ``threading.Event``)
+stops a stalled request, a backoff wait or a batch within a fraction of a second, and a request that
+hangs longer than ``attempt_timeout_s`` is abandoned and retried. For ``s3://`` URLs the retries of
+s3fs and botocore are turned off unless ``storage_options`` set them, so this loop is the only one
+(attempts stay countable and cancellable); ``s3://KEY:SECRET@bucket/prefix`` is accepted and turned into
+``key``/``secret`` options. Messages and log lines are passed through :func:`~readers.errors.redact`
+and scrubbed of every credential given in ``storage_options`` or the URL; botocore's DEBUG request
+dumps get a filter that hides the access key id of their ``Authorization`` header.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import errno
+import logging
 import os
 import posixpath
+import random
+import re
 import threading
+import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,8 +42,111 @@ from typing import Any
 
 from readers.errors import MissingFileError, NotACheckpointError, StatelensError, StorageError, redact
 
+log = logging.getLogger(__name__)
+
 #: Parallel reads for object stores; local disks gain nothing from threads for small files.
 REMOTE_READ_WORKERS = 16
+
+#: How often a waiting read or backoff looks at its ``cancelled`` callable (seconds).
+POLL_S = 0.05
+
+#: ``errno`` values of failures worth another try (s3fs maps 500 to EREMOTEIO, 503/SlowDown to EBUSY).
+_TRANSIENT_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in (
+        "EIO", "EBUSY", "EAGAIN", "EREMOTEIO", "ECONNRESET", "ECONNABORTED", "ECONNREFUSED",
+        "ETIMEDOUT", "EPIPE", "ENETDOWN", "ENETUNREACH", "ENETRESET", "EHOSTUNREACH", "EHOSTDOWN",
+    )
+    if hasattr(errno, name)
+)
+#: Exceptions of HTTP client libraries (botocore, aiohttp, urllib3) that s3fs may let through untranslated.
+_TRANSIENT_NAME_PARTS = ("Timeout", "Connection", "Connect", "IncompleteRead", "Payload", "Disconnected",
+                         "ResponseStreaming", "ProtocolError", "ReadError")
+_CLIENT_MODULES = ("botocore", "aiobotocore", "aiohttp", "urllib3", "requests", "http.client", "fsspec")
+#: fsspec protocols whose own retry layers are switched off (see the module docstring).
+_S3_PROTOCOLS = ("s3", "s3a")
+
+
+class ReadCancelledError(StorageError):
+    """A read or listing stopped because the caller cancelled it (not a problem of the file)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry a transient storage failure.
+
+    Attributes
+    ----------
+    attempts : int
+        Tries per file (or listing), the first included; 1 means no retry.
+    first_delay_s, max_delay_s : float
+        Backoff before retry ``n`` (1-based) is ``min(max_delay_s, first_delay_s * 2 ** (n - 1))``,
+        scaled by a random factor in ``[1 - jitter, 1 + jitter]``.
+    deadline_s : float
+        No retry starts once this many seconds have passed since the first attempt on the file.
+    attempt_timeout_s : float or None
+        A single request on an asynchronous filesystem that takes longer is abandoned and counts as
+        a transient timeout (``None``: wait as long as the client library does).
+    jitter : float
+        Relative spread of the backoff, so parallel readers do not retry in lockstep.
+    """
+
+    attempts: int = 5
+    first_delay_s: float = 0.2
+    max_delay_s: float = 4.0
+    deadline_s: float = 60.0
+    attempt_timeout_s: float | None = 60.0
+    jitter: float = 0.25
+
+    def delay_s(self, retry: int, rng: random.Random | None = None) -> float:
+        """The backoff before retry number ``retry`` (1 for the first retry)."""
+        base = min(self.max_delay_s, self.first_delay_s * (2 ** (retry - 1)))
+        spread = (rng or random).uniform(1 - self.jitter, 1 + self.jitter) if self.jitter else 1.0
+        return max(0.0, base * spread)
+
+
+#: The policy used when none is given.
+DEFAULT_RETRY = RetryPolicy()
+
+
+def is_transient(err: BaseException) -> bool:
+    """Whether a storage failure may go away on its own (worth a retry).
+
+    Parameters
+    ----------
+    err : BaseException
+        What the filesystem raised.
+
+    Returns
+    -------
+    bool
+        True for timeouts, dropped or refused connections, throttling and server errors; False for
+        missing files, denied access, bad arguments and anything unknown.
+    """
+    if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False
+    if isinstance(err, (TimeoutError, ConnectionError, asyncio.TimeoutError)):
+        return True
+    if isinstance(err, OSError) and err.errno in _TRANSIENT_ERRNOS:
+        return True
+    name = type(err).__name__
+    module = type(err).__module__
+    return module.startswith(_CLIENT_MODULES) and any(part in name for part in _TRANSIENT_NAME_PARTS)
+
+
+Cancelled = Callable[[], bool] | threading.Event | None
+
+
+def _as_check(cancelled: Cancelled) -> Callable[[], bool] | None:
+    if cancelled is None:
+        return None
+    if isinstance(cancelled, threading.Event):
+        return cancelled.is_set
+    return cancelled
+
+
+class _Stop(Exception):
+    """Internal: the caller cancelled while a request was in flight."""
 
 
 @dataclass(frozen=True)
@@ -35,13 +162,104 @@ class FileEntry:
         return posixpath.basename(self.path)
 
 
-def _split_url(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
+def _s3_userinfo(url: str, options: dict[str, Any]) -> str:
+    """``s3://KEY:SECRET@bucket/p`` -> ``s3://bucket/p`` with ``key``/``secret`` options (s3fs reads no user info)."""
+    scheme, rest = url.split("://", 1)
+    netloc, sep, tail = rest.partition("/")
+    if "@" not in netloc:
+        return url
+    userinfo, host = netloc.rsplit("@", 1)
+    key, _, secret = userinfo.partition(":")
+    options.setdefault("key", urllib.parse.unquote(key))
+    if secret:
+        options.setdefault("secret", urllib.parse.unquote(secret))
+    return f"{scheme}://{host}{sep}{tail}"
+
+
+def _storage_options(url: str, storage_options: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    options = dict(storage_options or {})
+    protocol = url.split("://", 1)[0].lower() if "://" in url else "file"
+    if protocol in _S3_PROTOCOLS:
+        url = _s3_userinfo(url, options)
+        # One retry loop (ours): botocore's would multiply attempts and hide them from cancel.
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
+        options["config_kwargs"] = config
+    return url, options
+
+
+_CREDENTIAL_SCOPE_RE = re.compile(r"(Credential=)[^/,\s'\"]+")
+
+
+class _RedactFilter(logging.Filter):
+    """Strips credentials from records of a client library's logger (botocore logs request headers)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(_CREDENTIAL_SCOPE_RE.sub(r"\1***", message))
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+_REDACT_FILTER = _RedactFilter()
+
+
+def _redact_client_logs() -> None:
+    """botocore's DEBUG request dumps carry ``Authorization: ... Credential=<access key id>/...``."""
+    for name in ("botocore.endpoint", "aiobotocore.endpoint", "botocore.auth"):
+        logger = logging.getLogger(name)
+        if _REDACT_FILTER not in logger.filters:
+            logger.addFilter(_REDACT_FILTER)
+
+
+_SECRET_OPTION_RE = re.compile(r"(?i)key|secret|token|password|passwd|credential|username|user")
+
+
+def _secret_values(url: str, storage_options: dict[str, Any] | None) -> tuple[str, ...]:
+    """Credential strings given in ``storage_options`` or a URL's user info, to scrub from messages."""
+    found: set[str] = set()
+
+    def walk(options: Any) -> None:
+        if isinstance(options, dict):
+            for name, value in options.items():
+                if isinstance(value, str) and _SECRET_OPTION_RE.search(str(name)):
+                    found.add(value)
+                else:
+                    walk(value)
+
+    walk(storage_options)
+    netloc = url.split("://", 1)[1].split("/", 1)[0] if "://" in url else ""
+    if "@" in netloc:
+        userinfo = netloc.rsplit("@", 1)[0]
+        found.add(userinfo)
+        found.update(userinfo.split(":", 1))
+    found |= {urllib.parse.unquote(v) for v in found} | {urllib.parse.quote(v, safe="") for v in found}
+    return tuple(sorted((v for v in found if len(v) >= 4), key=len, reverse=True))
+
+
+def _scrub(text: str, secrets: tuple[str, ...]) -> str:
+    for value in secrets:
+        text = text.replace(value, "***")
+    return redact(text)
+
+
+def _split_url(
+    url: str, storage_options: dict[str, Any] | None, secrets: tuple[str, ...] = ()
+) -> tuple[Any, str]:
     import fsspec
 
     try:
-        fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    except (ImportError, ValueError) as err:
-        raise StorageError(f"cannot open {redact(url)}: {err}", path=url) from err
+        url, options = _storage_options(url, storage_options)
+        fs, root = fsspec.core.url_to_fs(url, **options)
+    except (ImportError, ValueError, TypeError) as err:
+        raise StorageError(
+            f"cannot open {_scrub(url, secrets)}: {_scrub(str(err), secrets)}", path=_scrub(url, secrets)
+        ) from err
+    if "s3" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+        _redact_client_logs()
+        # s3fs retries as a class attribute; this instance is ours (its config_kwargs set the retries above)
+        fs.retries = 1
     return fs, root.rstrip("/") or "/"
 
 
@@ -53,26 +271,144 @@ class CheckpointFS:
     url : str
         Local path, ``file://`` URL or any fsspec URL (``s3://bucket/prefix``).
     storage_options : dict, optional
-        Passed to fsspec (credentials come from the usual places when omitted).
+        Passed to fsspec (credentials come from the usual places when omitted; ``endpoint_url`` goes in
+        ``client_kwargs`` for S3-compatible stores).
+    retry : RetryPolicy, optional
+        Retries of transient failures (default :data:`DEFAULT_RETRY`).
+    cancelled : callable or threading.Event, optional
+        Checked between attempts, between files and while a request is in flight; when it turns true
+        the listing or read stops with :class:`ReadCancelledError`. Each read method also takes its own.
+
+    Attributes
+    ----------
+    stats : dict
+        ``requests`` (storage calls made), ``retries`` and ``failures`` (files given up on), since
+        opening; for reports and tests.
 
     Raises
     ------
     NotACheckpointError
         When the path does not exist or is not a folder.
     StorageError
-        When the storage cannot be reached or listed.
+        When the storage cannot be reached or listed (after retries).
+    ReadCancelledError
+        When ``cancelled`` turned true during the listing.
     """
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        cancelled: Cancelled = None,
+    ):
         if "://" not in url:
             url = os.path.abspath(os.path.expanduser(url))
         self.url = url
-        self._fs, self._root = _split_url(url, storage_options)
+        self.retry = retry or DEFAULT_RETRY
+        self._cancelled = _as_check(cancelled)
+        self._secrets = _secret_values(url, storage_options)
+        self._fs, self._root = _split_url(url, storage_options, self._secrets)
         self._protocol = self._fs.protocol if isinstance(self._fs.protocol, str) else self._fs.protocol[0]
         self._lock = threading.Lock()
+        self._rng = random.Random()
+        self.stats = {"requests": 0, "retries": 0, "failures": 0}
         self._entries: dict[str, FileEntry] = {}
         self._children: dict[str, list[FileEntry]] = {}
         self._list_tree()
+
+    # -- storage calls, retried ---------------------------------------------------------------------
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self.stats[key] += 1
+
+    def _check(self, cancelled: Cancelled) -> Callable[[], bool]:
+        own = _as_check(cancelled)
+        default = self._cancelled
+        if own is None and default is None:
+            return lambda: False
+        if own is None or default is None:
+            return own or default  # type: ignore[return-value]
+        return lambda: own() or default()
+
+    def _call_once(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], stop: Callable[[], bool]) -> Any:
+        """One storage call; on an async filesystem it is awaited in slices so ``stop`` can end it."""
+        self._count("requests")
+        fs = self._fs
+        coro_fn = getattr(fs, "_" + method, None)
+        if not (getattr(fs, "async_impl", False) and not getattr(fs, "asynchronous", False) and coro_fn):
+            return getattr(fs, method)(*args, **kwargs)
+        future = asyncio.run_coroutine_threadsafe(coro_fn(*args, **kwargs), fs.loop)
+        limit = self.retry.attempt_timeout_s
+        deadline = None if limit is None else time.monotonic() + limit
+        while True:
+            done, _ = concurrent.futures.wait([future], timeout=POLL_S)
+            if done:
+                return future.result()
+            if stop():
+                future.cancel()
+                raise _Stop
+            if deadline is not None and time.monotonic() > deadline:
+                future.cancel()
+                raise TimeoutError(f"no answer from the storage within {limit:g} s")
+
+    def _sleep(self, seconds: float, stop: Callable[[], bool], path: str) -> None:
+        end = time.monotonic() + seconds
+        while True:
+            if stop():
+                raise ReadCancelledError("cancelled while waiting to retry", path=path)
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(POLL_S, left))
+
+    def _retrying(
+        self, what: str, path: str, method: str, args: tuple[Any, ...], stop: Callable[[], bool],
+        **kwargs: Any,
+    ) -> Any:
+        """Call ``fs.<method>(*args)`` with the retry policy; typed errors naming ``path``."""
+        policy = self.retry
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            if stop():
+                raise ReadCancelledError(f"cancelled before {what}", path=path)
+            attempt += 1
+            try:
+                return self._call_once(method, args, kwargs, stop)
+            except _Stop:
+                raise ReadCancelledError(f"cancelled while {what}", path=path) from None
+            except FileNotFoundError as err:
+                raise MissingFileError(
+                    "file disappeared after listing" if what == "reading" else f"not found while {what}",
+                    path=path,
+                ) from err
+            except Exception as err:  # every client library raises its own classes: sort them below
+                raw = str(err)
+                clean = _scrub(raw, self._secrets)
+                cause = f"{type(err).__name__}: {clean}".rstrip(": ")
+                # a library message that quoted a credential must not reach a traceback either
+                chained = err if clean == redact(raw) else None
+                elapsed = time.monotonic() - started
+                transient = is_transient(err)
+                delay = policy.delay_s(attempt, self._rng)
+                if not transient or attempt >= policy.attempts or elapsed + delay > policy.deadline_s:
+                    self._count("failures")
+                    if not transient:
+                        message = f"{what} failed ({cause}); not retried, the error is not transient"
+                    else:
+                        message = (
+                            f"{what} still failing after {attempt} attempt(s) over {elapsed:.1f} s "
+                            f"(last: {cause}); the storage may be down or throttling, try again later"
+                        )
+                    raise StorageError(message, path=path, attempts=attempt) from chained
+                self._count("retries")
+                log.warning(
+                    "%s: %s failed (%s), attempt %d of %d; retrying in %.2f s",
+                    _scrub(path, self._secrets), what, cause, attempt, policy.attempts, delay,
+                )
+                self._sleep(delay, stop, path)
 
     # -- listing -------------------------------------------------------------------------------------
     @property
@@ -83,19 +419,17 @@ class CheckpointFS:
     @property
     def display_root(self) -> str:
         """The checkpoint location without credentials, for messages."""
-        return redact(self.url)
+        return _scrub(self.url, self._secrets)
 
     def _list_tree(self) -> None:
-        try:
-            if not self._fs.isdir(self._root):
-                if self._fs.exists(self._root):
-                    raise NotACheckpointError("is a file, not a checkpoint folder", path=self.display_root)
-                raise NotACheckpointError("no such folder", path=self.display_root)
-            found = self._fs.find(self._root, withdirs=True, detail=True)
-        except StatelensError:
-            raise
-        except (OSError, ValueError, RuntimeError) as err:
-            raise StorageError(f"cannot list: {err}", path=self.display_root) from err
+        stop = self._check(None)
+        where = self.display_root
+        self._fs.invalidate_cache(self._root)  # one fresh listing per open (a reload sees new files)
+        if not self._retrying("checking the folder", where, "isdir", (self._root,), stop):
+            if self._retrying("checking the folder", where, "exists", (self._root,), stop):
+                raise NotACheckpointError("is a file, not a checkpoint folder", path=where)
+            raise NotACheckpointError("no such folder", path=where)
+        found = self._retrying("listing", where, "find", (self._root,), stop, withdirs=True, detail=True)
         prefix = self._root.rstrip("/") + "/"
         self._children[""] = []
         for full, info in sorted(found.items()):
@@ -105,6 +439,15 @@ class CheckpointFS:
             rel = full[len(prefix):]
             entry = FileEntry(rel, int(info.get("size") or 0), info.get("type") == "directory")
             self._entries[rel] = entry
+        # Object stores have no folders, only key prefixes, and s3fs reports them only when its listing
+        # cache is cold: every parent of a listed file is a folder.
+        for rel in list(self._entries):
+            parent = posixpath.dirname(rel)
+            while parent:
+                self._entries.setdefault(parent, FileEntry(parent, 0, True))
+                parent = posixpath.dirname(parent)
+        self._entries = dict(sorted(self._entries.items()))
+        for rel, entry in self._entries.items():
             if entry.is_dir:
                 self._children.setdefault(rel, [])
         for rel, entry in self._entries.items():
@@ -152,27 +495,42 @@ class CheckpointFS:
         """The storage path of a relative path (for messages, never for writing)."""
         return posixpath.join(self._root, path) if path else self._root
 
-    def read_bytes(self, path: str) -> bytes:
-        """Read one whole file.
+    def read_bytes(self, path: str, *, cancelled: Cancelled = None) -> bytes:
+        """Read one whole file, retrying transient failures.
+
+        Parameters
+        ----------
+        path : str
+            Relative to the checkpoint root.
+        cancelled : callable or threading.Event, optional
+            Stops the read (in flight, or while waiting to retry) when it turns true; the one given
+            to the constructor is honoured too.
+
+        Returns
+        -------
+        bytes
 
         Raises
         ------
         MissingFileError
-            When the file is not in the checkpoint.
+            When the file is not in the checkpoint (or vanished after the listing).
         StorageError
-            When the storage fails to return it.
+            When the storage fails to return it: at once for denied access, after the retry policy
+            for transient failures. The message names the file, the attempts and the last cause.
+        ReadCancelledError
+            When cancelled.
         """
         if path not in self._entries:
             raise MissingFileError("file not found in the checkpoint", path=path)
-        try:
-            return bytes(self._fs.cat_file(self.full_path(path)))
-        except FileNotFoundError as err:
-            raise MissingFileError("file disappeared after listing", path=path) from err
-        except (OSError, ValueError, RuntimeError) as err:
-            raise StorageError(f"cannot read: {redact(str(err))}", path=path) from err
+        data = self._retrying("reading", path, "cat_file", (self.full_path(path),), self._check(cancelled))
+        return bytes(data)
 
     def read_many(
-        self, paths: Iterable[str], on_done: Callable[[str], None] | None = None
+        self,
+        paths: Iterable[str],
+        on_done: Callable[[str], None] | None = None,
+        *,
+        cancelled: Cancelled = None,
     ) -> dict[str, bytes | StatelensError]:
         """Read several files; a failure is returned in place of that file's bytes.
 
@@ -181,25 +539,37 @@ class CheckpointFS:
         paths : iterable of str
             Relative paths.
         on_done : callable, optional
-            Called with each path once it is read (for progress).
+            Called with each path once it is read or has failed (for progress; from worker threads
+            on remote storage).
+        cancelled : callable or threading.Event, optional
+            When it turns true, reads in flight stop and files not read yet are not started; they map
+            to :class:`ReadCancelledError`. The call returns within about :data:`POLL_S` seconds plus
+            the time a local read takes.
 
         Returns
         -------
         dict
-            Path to bytes, or to the :class:`StatelensError` that reading it raised.
+            Path to bytes, or to the :class:`StatelensError` that reading it raised, in the order of
+            ``paths``.
         """
         paths = list(paths)
+        stop = self._check(cancelled)
 
-        def one(p: str) -> tuple[str, bytes | StatelensError]:
-            try:
-                result: bytes | StatelensError = self.read_bytes(p)
-            except StatelensError as err:
-                result = err
+        def one(p: str) -> bytes | StatelensError:
+            result: bytes | StatelensError
+            if stop():
+                result = ReadCancelledError("cancelled before reading", path=p)
+            else:
+                try:
+                    result = self.read_bytes(p, cancelled=stop)
+                except StatelensError as err:
+                    result = err
             if on_done is not None:
                 on_done(p)
-            return p, result
+            return result
 
         if self.is_local or len(paths) < 4:
-            return dict(one(p) for p in paths)
-        with ThreadPoolExecutor(max_workers=REMOTE_READ_WORKERS) as pool:
-            return dict(pool.map(one, paths))
+            return {p: one(p) for p in paths}
+        with ThreadPoolExecutor(max_workers=REMOTE_READ_WORKERS, thread_name_prefix="statelens-read") as pool:
+            futures = [pool.submit(one, p) for p in paths]
+            return {p: f.result() for p, f in zip(paths, futures, strict=True)}
