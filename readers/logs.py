@@ -256,7 +256,7 @@ def _is_kafka_shape(parsed: Any) -> bool:
         if not isinstance(partitions, dict):
             return False
         for partition, offset in partitions.items():
-            if not (partition.isascii() and partition.lstrip("-").isdigit()) or not _is_long(offset):
+            if not (partition.isascii() and partition.removeprefix("-").isdigit()) or not _is_long(offset):
                 return False
     return True
 

@@ -439,7 +439,7 @@ def parse_schema_file(data: bytes, path: str) -> StoreSchema:
         Bad version string, modified UTF-8, JSON, or schema; trailing bytes.
     """
     families = _read_any(data, path)
-    if families and families[0].schema.schema_version >= 3:
+    if not families or families[0].schema.schema_version >= 3:  # v3 files may hold no family
         raise UsageError("this is a v3 schema file with column families; read it with parse_schema_v3", path)
     return families[0].schema
 

@@ -1,0 +1,43 @@
+"""Run one target of :mod:`tests.fuzz.targets` under atheris (libFuzzer), with the decoders instrumented.
+
+Usage (what :mod:`tests.fuzz.run` does)::
+
+    python -m tests.fuzz.fuzz_codecs NEW_CORPUS_DIR tests/fuzz/corpus/codecs -max_total_time=60 \
+        -rss_limit_mb=2048 -timeout=10
+
+Besides libFuzzer's ``-rss_limit_mb`` (checked once a second), the address space is capped at the
+process's size after start-up plus ``STATELENS_FUZZ_AS_MB`` (default 2048) MiB, so one huge allocation
+fails at once as a ``MemoryError``: a crash, never a ``StatelensError``.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+
+
+def _cap_address_space() -> None:
+    extra = int(os.environ.get("STATELENS_FUZZ_AS_MB", "2048")) << 20
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[0])
+    limit = pages * os.sysconf("SC_PAGE_SIZE") + extra
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard == resource.RLIM_INFINITY or limit < hard:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def main(name: str) -> None:
+    """Fuzz the target ``name`` with the command-line arguments libFuzzer understands."""
+    import atheris
+
+    with atheris.instrument_imports(include=["readers"]):
+        from tests.fuzz import targets
+
+    target = targets.TARGETS[name]
+    if name == "unsaferow":
+        targets.unsaferow_layouts()  # compile the schemas (PySpark types) before the first input
+    if os.path.exists("/proc/self/statm"):
+        _cap_address_space()
+    atheris.Setup(sys.argv, target)
+    atheris.Fuzz()

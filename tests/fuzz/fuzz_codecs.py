@@ -1,0 +1,8 @@
+"""Fuzz harness for codec framing: ``readers.codecs.decompress`` (lz4, zstd, snappy, lzf) (see :mod:`tests.fuzz.targets`)."""
+
+from __future__ import annotations
+
+from tests.fuzz._atheris import main
+
+if __name__ == "__main__":
+    main("codecs")

@@ -1,0 +1,234 @@
+"""The fuzz targets: one function per decoder, each taking arbitrary bytes.
+
+The rule every target enforces: any input yields a value or a :class:`~readers.errors.StatelensError`.
+Any other exception propagates, and the fuzzer (or :mod:`tests.test_fuzz`, which replays the committed
+corpora and crash regressions through these same functions without atheris) reports it as a crash.
+Hangs and unbounded allocation are caught by the fuzzer's ``-timeout`` and ``-rss_limit_mb`` (see
+:mod:`tests.fuzz.run`).
+
+Targets stay free of atheris so they can run anywhere; ``tests/fuzz/fuzz_<target>.py`` wrap them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from readers import codecs, logs, opmeta, records, schemas, unsaferow
+from readers.errors import StatelensError
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+REGRESSIONS = HERE / "regressions"
+
+#: Decompressed-size cap used while fuzzing codecs: the stated limit, small enough for ``-rss_limit_mb``.
+FUZZ_MAX_OUTPUT_BYTES = 32 << 20
+
+#: Codec names a file may be opened with (the offsets ``conf`` hint), chosen by the first byte.
+_CODEC_HINTS: tuple[str | None, ...] = (
+    None,
+    "lz4",
+    "zstd",
+    "snappy",
+    "lzf",
+    "org.apache.spark.io.ZStdCompressionCodec",
+    "brotli",
+)
+
+
+def _tolerate(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except StatelensError as err:
+        str(err)  # messages must render (they format offsets, context and redact)
+        err.to_json()
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# codecs
+
+
+def target_codecs(data: bytes) -> None:
+    """``readers.codecs.decompress``; the first byte picks the codec hint, the rest is the file."""
+    if not data:
+        return
+    hint = _CODEC_HINTS[data[0] % len(_CODEC_HINTS)]
+    body = data[1:]
+    out = _tolerate(
+        lambda: codecs.decompress(body, "fuzz/1.delta", hint, max_output_bytes=FUZZ_MAX_OUTPUT_BYTES)
+    )
+    if out is not None:
+        assert isinstance(out, bytes)
+        assert len(out) <= FUZZ_MAX_OUTPUT_BYTES
+    codecs.sniff_codec(body)
+
+
+# --------------------------------------------------------------------------------------------------
+# record streams
+
+
+def _walk(data: bytes, index: records.RecordIndex) -> None:
+    n = len(data)
+    for key, value in records.iter_records(data, index, aligned=True):
+        assert len(key) <= n and (value is None or len(value) <= n)
+
+
+def target_records(data: bytes) -> None:
+    """``scan_records`` (delta and snapshot rules) and ``scan_changelog`` on the same bytes."""
+    if not data:
+        return
+    mode = data[0]
+    body = data[1:]
+    limit = records.DEFAULT_MAX_RECORD_BYTES if mode & 0x80 else 64
+    if mode & 1:
+        got = _tolerate(lambda: records.scan_changelog(body, "fuzz/1.changelog", max_record_bytes=limit))
+        if got is not None:
+            version, lineage, index = got
+            assert version in (1, 2, 3, 4)
+            _walk(body, index)
+    else:
+        index = _tolerate(
+            lambda: records.scan_records(
+                body, "fuzz/1.delta", allow_removes=bool(mode & 2), max_record_bytes=limit
+            )
+        )
+        if index is not None:
+            assert index.eof_offset + 4 == len(body)
+            _walk(body, index)
+
+
+# --------------------------------------------------------------------------------------------------
+# UnsafeRow
+
+
+@lru_cache(maxsize=1)
+def unsaferow_layouts() -> tuple[unsaferow.RowLayout, ...]:
+    """Key and value layouts of the schemas in ``schemas.json`` (real files of generated checkpoints)."""
+    entries = json.loads((HERE / "schemas.json").read_text())
+    out = []
+    for entry in entries:
+        schema = schemas.struct_type_from_json(entry["json"])
+        out.append(unsaferow.compile_layout(schema))
+    return tuple(out)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return repr(a) == repr(b)
+
+
+def target_unsaferow(data: bytes) -> None:
+    """``decode_row`` and ``decode_rows`` on one row; both must agree (value or the same error class).
+
+    Byte 0 picks the schema, byte 1 the split: the row is decoded alone, then as two rows (the row
+    and a tail of it) through the columnar path.
+    """
+    if len(data) < 2:
+        return
+    layouts = unsaferow_layouts()
+    layout = layouts[data[0] % len(layouts)]
+    row = data[2:]
+    one = _outcome(lambda: unsaferow.decode_row(row, 0, len(row), layout, path="fuzz/row", record=0))
+    many = _outcome(
+        lambda: unsaferow.decode_rows(row, [0], [len(row)], layout, path="fuzz/row", records=[0])
+    )
+    if isinstance(one, StatelensError) or isinstance(many, StatelensError):
+        assert type(one) is type(many), f"decode_row gave {one!r}, decode_rows gave {many!r}"
+    else:
+        assert _same([one], many), f"decode_row gave {one!r}, decode_rows gave {many!r}"
+    cut = data[1] % (len(row) + 1)
+    pair = _outcome(lambda: unsaferow.decode_rows(row, [0, cut], [len(row), len(row) - cut], layout))
+    if not isinstance(pair, StatelensError):
+        assert len(pair) == 2
+
+
+def _outcome(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except StatelensError as err:
+        str(err)
+        return err
+
+
+# --------------------------------------------------------------------------------------------------
+# schema files
+
+
+def target_schemas(data: bytes) -> None:
+    """Every schema file reader: ``parse_schema_v3_entries`` (v1, v2, v3), ``parse_schema_file``, ``parse_schema_v3``."""
+    entries = _tolerate(lambda: schemas.parse_schema_v3_entries(data, "fuzz/schema"))
+    _tolerate(lambda: schemas.parse_schema_file(data, "fuzz/schema"))
+    _tolerate(lambda: schemas.parse_schema_v3(data, "fuzz/schema"))
+    for family in entries or ():
+        # a parsed schema must compile (or be refused with a typed error) for the row decoder
+        _tolerate(lambda f=family: unsaferow.compile_layout(f.schema.key_schema))
+        _tolerate(lambda f=family: unsaferow.compile_layout(f.schema.value_schema))
+
+
+# --------------------------------------------------------------------------------------------------
+# text logs
+
+
+def _offsets(body: bytes) -> None:
+    entry = _tolerate(lambda: logs.parse_offsets(body, "fuzz/offsets/0", 0))
+    if entry is None:
+        return
+    logs.effective_conf([entry])
+    for source in entry.sources:
+        if source.source_kind == "kafka":
+            _tolerate(lambda s=source: logs.kafka_partition_offsets(s.parsed, entry.path))
+            _tolerate(lambda s=source: logs.kafka_record_counts(s.parsed, s.parsed, entry.path))
+
+
+def _kafka_initial(body: bytes) -> None:
+    parsed = _tolerate(lambda: logs.parse_kafka_initial_offsets(body, "fuzz/sources/0/0"))
+    if parsed is not None:
+        _tolerate(lambda: logs.kafka_record_counts(parsed, parsed))
+
+
+_LOG_PARSERS: tuple[Callable[[bytes], Any], ...] = (
+    _offsets,
+    lambda body: logs.parse_commit(body, "fuzz/commits/0", 0),
+    lambda body: logs.parse_metadata_fields(body, "fuzz/metadata"),
+    lambda body: logs.parse_file_source_log(body, "fuzz/sources/0/0"),
+    _kafka_initial,
+)
+
+
+def target_logs(data: bytes) -> None:
+    """``metadata``, ``offsets/``, ``commits/`` and ``sources/`` parsers; the first byte picks one."""
+    if not data:
+        return
+    parser = _LOG_PARSERS[data[0] % len(_LOG_PARSERS)]
+    body = data[1:]
+    _tolerate(lambda: parser(body))
+    text = body[:40].decode("latin-1")
+    logs.batch_id_from_name(text)
+
+
+# --------------------------------------------------------------------------------------------------
+# operator metadata
+
+
+def target_opmeta(data: bytes) -> None:
+    """``parse_operator_metadata`` (v1, v2), then resolve every schema file URI it names."""
+    meta = _tolerate(lambda: opmeta.parse_operator_metadata(data, "fuzz/state/0/_metadata/metadata"))
+    if meta is None:
+        return
+    for store in meta.stores:
+        for uri in store.state_schema_file_paths:
+            _tolerate(lambda s=store, u=uri: opmeta.schema_file_relpath(meta.operator_id, s.store_name, u))
+
+
+#: Target name -> function; the corpus of each is ``tests/fuzz/corpus/<name>/``.
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "codecs": target_codecs,
+    "records": target_records,
+    "unsaferow": target_unsaferow,
+    "schemas": target_schemas,
+    "logs": target_logs,
+    "opmeta": target_opmeta,
+}

@@ -1,0 +1,152 @@
+"""Decoders never crash on bytes (issue 6, point 1): fuzz corpora, crash regressions and a short fuzz run.
+
+* Every committed seed (``tests/fuzz/corpus/<target>/``, real files of generated checkpoints) and every
+  input that once crashed a decoder (``tests/fuzz/regressions/<target>/``) goes through its target:
+  a value or a :class:`~readers.errors.StatelensError`, nothing else.
+* Each crash found by fuzzing has a test named after it that calls the decoder directly.
+* Hypothesis mutates the real seeds of every target (byte flips, cuts, insertions).
+* ``-m fuzz``-marked: every atheris harness runs for a few seconds in its own process, with
+  ``-rss_limit_mb`` and ``-timeout``; longer runs on demand with ``python -m tests.fuzz.run``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from readers import logs, schemas
+from readers.errors import CorruptFileError, StatelensError, UsageError
+from tests.fuzz.targets import CORPUS, REGRESSIONS, TARGETS
+
+#: Seconds each harness runs inside the test suite (two at a time: about 30 s for all six).
+SHORT_RUN_S = 8
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+
+
+def _cases(root: Path) -> list[Any]:
+    return [pytest.param(t, p, id=f"{t}/{p.name}") for t in TARGETS for p in _files(root / t)]
+
+
+def test_every_target_has_a_seed_corpus() -> None:
+    for name in TARGETS:
+        assert len(_files(CORPUS / name)) >= 5, name
+
+
+@pytest.mark.parametrize(("target", "path"), _cases(CORPUS))
+def test_seed_gives_a_value_or_a_statelens_error(target: str, path: Path) -> None:
+    TARGETS[target](path.read_bytes())
+
+
+@pytest.mark.parametrize(("target", "path"), _cases(REGRESSIONS))
+def test_former_crash_gives_a_value_or_a_statelens_error(target: str, path: Path) -> None:
+    TARGETS[target](path.read_bytes())
+
+
+# --------------------------------------------------------------------------------------------------
+# one test per crash found, named after it
+
+
+def test_fuzz_crash_logs_kafka_partition_double_minus() -> None:
+    """``{"t": {"--1": 0}}`` passed the Kafka shape check (``lstrip("-")``) and then ``int("--1")`` raised."""
+    data = (REGRESSIONS / "logs" / "kafka-partition-double-minus").read_bytes()
+    TARGETS["logs"](data)
+    assert not logs._is_kafka_shape({"t": {"--1": 0}})
+    assert logs.kafka_partition_offsets({"t": {"-1": 5, "2": 7}}) == {("t", -1): 5, ("t", 2): 7}
+    with pytest.raises(CorruptFileError, match="Kafka shape"):
+        logs.kafka_partition_offsets({"t": {"--1": 0}}, "offsets/3")
+    with pytest.raises(CorruptFileError, match="shape"):
+        logs.parse_kafka_initial_offsets(b'\x00v1\n{"t":{"--1":0}}', "sources/0/0")
+
+
+def test_fuzz_crash_schemas_v3_without_families() -> None:
+    """A v3 schema file declaring 0 column families made ``parse_schema_file`` index an empty tuple."""
+    data = (REGRESSIONS / "schemas" / "v3-without-families").read_bytes()
+    assert data == b"\x00\x02v3\x00\x00\x00\x00"
+    assert schemas.parse_schema_v3(data, "s") == {}
+    with pytest.raises(UsageError, match="v3 schema file"):
+        schemas.parse_schema_file(data, "state/0/0/_metadata/schema")
+
+
+# --------------------------------------------------------------------------------------------------
+# hypothesis: mutations of the real seeds, every target
+
+
+def _seeds() -> list[tuple[str, bytes]]:
+    return [(t, p.read_bytes()) for t in TARGETS for p in _files(CORPUS / t)]
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> tuple[str, bytes]:
+    target, seed = draw(st.sampled_from(_seeds()))
+    data = bytearray(seed)
+    for _ in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(("flip", "cut", "insert", "set")))
+        pos = draw(st.integers(0, max(len(data) - 1, 0)))
+        if op == "flip" and data:
+            data[pos] ^= 1 << draw(st.integers(0, 7))
+        elif op == "cut":
+            del data[pos:]
+        elif op == "insert":
+            data[pos:pos] = draw(st.binary(min_size=1, max_size=16))
+        elif op == "set" and data:
+            data[pos] = draw(st.sampled_from((0x00, 0x7F, 0x80, 0xFF, 0x2D, 0x7B, 0x5B)))
+    if target not in ("schemas", "opmeta") and data:
+        data[0] = seed[0]  # keep the selector byte most of the time: mutate the file, not the choice
+    return target, bytes(data)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated())
+def test_mutated_seeds_give_a_value_or_a_statelens_error(case: tuple[str, bytes]) -> None:
+    target, data = case
+    TARGETS[target](data)
+
+
+def test_a_statelens_error_is_the_only_tolerated_exception() -> None:
+    """The targets let anything else through (so the fuzzer sees it as a crash)."""
+    from tests.fuzz import targets
+
+    def boom() -> None:
+        raise ValueError("not typed")
+
+    with pytest.raises(ValueError, match="not typed"):
+        targets._tolerate(boom)
+    assert targets._tolerate(lambda: (_ for _ in ()).throw(CorruptFileError("typed", "p"))) is None
+    assert issubclass(CorruptFileError, StatelensError)
+
+
+# --------------------------------------------------------------------------------------------------
+# a short coverage-guided run of every harness
+
+
+@pytest.mark.fuzz
+def test_short_fuzz_run_of_every_harness(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.fuzz.run import TARGET_NAMES, run_target
+
+    def one(name: str) -> dict[str, Any]:
+        return run_target(
+            name,
+            seconds=SHORT_RUN_S,
+            runs=None,
+            work_dir=tmp_path / "corpus",
+            artifacts=tmp_path / "artifacts",
+            rss_limit_mb=2048,
+            timeout_s=10,
+        )
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(one, TARGET_NAMES))
+    crashed = [r for r in results if r["crashed"]]
+    assert not crashed, "\n\n".join(f"{r['target']}: {r['artifact']}\n{r['log_tail']}" for r in crashed)
+    for r in results:
+        assert r["executions"] > 100, r  # the harness really ran (not just started)
+        assert r["coverage"], r
