@@ -26,7 +26,12 @@ from readers.model import (
     StoreSchema,
 )
 from readers.operators import find_time_columns, fmgws_v1_long_fields, infer_kind
-from readers.rocksdb_store import RocksDBPartitionFiles, RocksDBStoreReader, list_rocksdb_partition_files
+from readers.rocksdb_store import (
+    RocksDBColumnFamilyReader,
+    RocksDBPartitionFiles,
+    RocksDBStoreReader,
+    list_rocksdb_partition_files,
+)
 
 ROCKSDB_PROVIDER_HINT = "RocksDBStateStoreProvider"
 
@@ -80,7 +85,7 @@ class Checkpoint:
         self.operator_metadata: dict[int, Any] = {}
         self._store_files: dict[tuple[int, str], dict[int, PartitionFiles | RocksDBPartitionFiles]] = {}
         # Column families of stores whose schema is a v3 file (transformWithState, join v3/v4).
-        self._store_families: dict[tuple[int, str], list[str]] = {}
+        self._store_families: dict[tuple[int, str], dict[str, StoreSchema]] = {}
         self._readers: dict[tuple[int, str], StoreReader] = {}
         #: Things worth knowing that are not errors (e.g. state files of retried batches, ignored).
         self.notes: list[str] = []
@@ -142,6 +147,46 @@ class Checkpoint:
                 long_value_fields=fmgws_v1_long_fields(op.kind, store.value_schema),
             )
         return self._readers[key]
+
+    def column_family_reader(self, operator_id: int, store_name: str | None = None) -> RocksDBColumnFamilyReader:
+        """The reader of a RocksDB store with virtual column families (transformWithState), by state variable.
+
+        Raises
+        ------
+        UsageError
+            The store has no column families (use :meth:`store_reader`), or is unknown.
+        BackendUnavailableError
+            Avro-encoded state (``stateStore.encodingFormat=avro``), not decoded natively yet.
+        """
+        from readers.errors import BackendUnavailableError
+
+        op = self.operator(operator_id)
+        store = op.store(store_name or op.stores[0].store_name)
+        families = self._store_families.get((operator_id, store.store_name))
+        if store.provider != "rocksdb" or families is None:
+            raise UsageError(
+                f"operator {operator_id} store {store.store_name!r} has no column families; use store_reader"
+            )
+        if self.conf.get("spark.sql.streaming.stateStore.encodingFormat", "unsaferow") != "unsaferow":
+            raise BackendUnavailableError(
+                "Avro-encoded state is not decoded natively yet; use --backend spark",
+                path=f"state/{operator_id}",
+            )
+        files = RocksDBStoreReader(
+            self.fs,
+            operator_id,
+            store.store_name,
+            self._store_files[(operator_id, store.store_name)],  # type: ignore[arg-type]
+            None,
+            store.codec,
+        )
+        variables = op.properties.get("stateVariables") or []
+        types = {
+            str(v.get("stateName")): str(v.get("stateVariableType"))
+            for v in variables
+            if isinstance(v, dict) and v.get("stateName")
+        }
+        return RocksDBColumnFamilyReader(files, families, types)
 
     def _rocksdb_reader(self, op: OperatorInfo, store: StoreInfo) -> RocksDBStoreReader:
         key = (op.operator_id, store.store_name)
@@ -256,7 +301,7 @@ class Checkpoint:
         except StatelensError as err:
             self.report.add(err)
             return None
-        self._store_families[(op_id, store_name)] = list(families)
+        self._store_families[(op_id, store_name)] = families
         return families.get("default") or next(iter(families.values()), None)
 
     def _load_operator_metadata(self, op_id: int) -> Any:

@@ -29,13 +29,14 @@ import os
 import re
 import shutil
 import stat
+import struct
 import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from readers.codecs import decompress
 from readers.errors import (
@@ -56,12 +57,16 @@ from readers.records import KIND_MERGE, scan_changelog
 from readers.unsaferow import compile_layout, decode_rows
 
 __all__ = [
+    "ColumnFamily",
+    "ColumnFamilyRow",
+    "RocksDBColumnFamilyReader",
     "ZipLimits",
     "RocksDBPartitionFiles",
     "RocksDBStoreReader",
     "list_rocksdb_partition_files",
     "parse_zip_metadata",
     "sniff_rocksdb_file_name",
+    "split_list_value",
 ]
 
 # ``^\d+(_<uuid>)?\.(zip|changelog)$`` (spec §11 item 4): ``2.zip.crc`` sidecars and temp files never match.
@@ -615,12 +620,26 @@ class RocksDBStoreReader:
         self, ws: _Workspace, partition_id: int, version: int, keys_only: bool = False
     ) -> Any:
         """The raw state stored in the zip of ``version`` (a dict, or a set of keys with ``keys_only``)."""
+        sf = self._zip_file(partition_id, version)
+        items = self._zip_items(ws, partition_id, version, keys_only, column_families=False)
+        skip = self.value_skip
+        if keys_only:
+            self._check_rows(items, 1, sf.path, "key")
+            return {k[1:] for k in items}
+        self._check_rows([k for k, _ in items], 1, sf.path, "key")
+        self._check_rows([v for _, v in items], skip, sf.path, "value")
+        return {k[1:]: v[skip:] for k, v in items}
+
+    def _zip_items(
+        self, ws: _Workspace, partition_id: int, version: int, keys_only: bool, column_families: bool
+    ) -> Any:
+        """Every RocksDB key (``keys_only``) or ``(key, value)`` of the zip of ``version``, bytes as stored."""
         pf = self._partition(partition_id)
         sf = self._zip_file(partition_id, version)
         with self._located(partition_id, version):
             entries = read_zip(self._read_zip_bytes(sf), sf.path, self.limits)
             meta = self._metadata_of(entries, sf)
-            if meta.column_family_mapping:
+            if meta.column_family_mapping and not column_families:
                 names = ", ".join(sorted(meta.column_family_mapping))
                 raise BackendUnavailableError(
                     f"this store uses virtual column families ({names}), which the native decoder does not "
@@ -683,22 +702,12 @@ class RocksDBStoreReader:
             )
         except Exception as err:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status text
             raise CorruptFileError(f"RocksDB cannot open this snapshot: {err}", sf.path) from err
-        skip = self.value_skip
         try:
-            if keys_only:
-                raw_keys = list(db.keys())
-                self._check_rows(raw_keys, 1, sf.path, "key")
-                return {k[1:] for k in raw_keys}
-            items = list(db.items())
-        except StatelensError:
-            raise
+            return list(db.keys()) if keys_only else list(db.items())
         except Exception as err:  # noqa: BLE001 - corruption found while iterating (bad block, checksum)
             raise CorruptFileError(f"RocksDB failed reading this snapshot's SSTs: {err}", sf.path) from err
         finally:
             db.close()
-        self._check_rows([k for k, _ in items], 1, sf.path, "key")
-        self._check_rows([v for _, v in items], skip, sf.path, "value")
-        return {k[1:]: v[skip:] for k, v in items}
 
     @staticmethod
     def _check_rows(rows: list[bytes], skip: int, path: str, what: str) -> None:
@@ -889,3 +898,297 @@ class RocksDBStoreReader:
                 yield PartitionVersionStats(
                     self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v)
                 )
+
+
+# -- stores with virtual column families (transformWithState) -----------------------------------------
+class ColumnFamilyRow(NamedTuple):
+    """One decoded entry of a column family, shaped like Spark's ``statestore`` rows for ``stateVarName``.
+
+    ``key`` is the grouping key; ``value`` the value (one list element per row for list state);
+    ``user_key`` the map key of map state (``None`` otherwise).
+    """
+
+    partition_id: int
+    key: tuple[Any, ...]
+    value: tuple[Any, ...] | None
+    user_key: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ColumnFamily:
+    """A virtual column family of a store: its schema (v3 file) and, for user state, its variable type."""
+
+    name: str
+    schema: StoreSchema
+    variable_type: str | None  # ValueState | ListState | MapState | TimerState | None (internal)
+
+    @property
+    def encoder(self) -> str:
+        return str((self.schema.key_encoder or {}).get("keyStateEncoderType", "NoPrefixKeyStateEncoderSpec"))
+
+    @property
+    def multi_value(self) -> bool:
+        return self.variable_type == "ListState"
+
+
+_I32_LE = struct.Struct("<i")
+_U16_LE = struct.Struct("<H")
+_MERGE_DELIMITER = 0x2C  # ',' of merge operator v1 (and of rocksdict's own StringAppendOperator)
+
+
+def split_list_value(value: bytes, path: str) -> list[bytes]:
+    """The element rows of a multi-value (list state) RocksDB value (spec §4.3, §4.6).
+
+    Elements are ``len:i32 LE`` + ``00`` + UnsafeRow, joined by ``,`` (merge operator v1) or by nothing
+    (v2) — and, in values ``rocksdict`` merged itself, by a mix of both. Walks every way the bytes can be
+    split that way and returns the element rows (version byte removed) of the one that ends exactly.
+
+    Raises
+    ------
+    CorruptFileError
+        When no split reaches the end of the value.
+    """
+    n = len(value)
+
+    def element_at(pos: int) -> int | None:
+        if pos + 5 > n:
+            return None
+        size = _I32_LE.unpack_from(value, pos)[0]
+        if size < 1 or pos + 4 + size > n or value[pos + 4] != STATE_ENCODING_VERSION:
+            return None
+        return pos + 4 + size
+
+    # Depth-first over (position, elements so far); delimiters are optional between elements only.
+    stack: list[tuple[int, tuple[tuple[int, int], ...]]] = [(0, ())]
+    while stack:
+        pos, elems = stack.pop()
+        if pos == n and elems:
+            return [value[s + 5 : e] for s, e in elems]
+        starts = [pos]
+        if elems and pos < n and value[pos] == _MERGE_DELIMITER:
+            starts.append(pos + 1)
+        for start in starts:
+            end = element_at(start)
+            if end is not None:
+                stack.append((end, (*elems, (start, end))))
+    raise CorruptFileError(
+        f"list value of {n} bytes ({value[:12].hex(' ')}...) is not a sequence of length-prefixed rows", path
+    )
+
+
+class RocksDBColumnFamilyReader:
+    """Reads a RocksDB store with virtual column families (transformWithState), one state variable at a time.
+
+    Keys are ``cfId:u16 LE`` + the key encoding of that family; changelogs are format v2/v4 with merge
+    records for list appends (spec §4.3, §4.4, §7.7). Decodes value, list and map state and the
+    no-prefix internal families (``$rowCounter_*``, ...); range-scan families (TTL indexes, timers by
+    time) are refused. Versions are rebuilt like other RocksDB stores: the newest zip ``<= v`` plus the
+    changelogs after it.
+
+    Parameters
+    ----------
+    files : RocksDBStoreReader
+        The store's files (inventory, zip extraction); its own schema is not used.
+    families : dict of str to StoreSchema
+        The column families of the store's v3 schema file.
+    variable_types : dict of str to str
+        State variable name -> ``ValueState`` / ``ListState`` / ``MapState`` / ``TimerState`` (operator
+        metadata v2 ``stateVariables``).
+    """
+
+    provider = "rocksdb"
+
+    def __init__(
+        self,
+        files: RocksDBStoreReader,
+        families: dict[str, StoreSchema],
+        variable_types: dict[str, str],
+    ):
+        self.files = files
+        self.operator_id = files.operator_id
+        self.store_name = files.store_name
+        self.families = {
+            name: ColumnFamily(name, schema, variable_types.get(name)) for name, schema in families.items()
+        }
+        self._ids: dict[int, dict[str, int]] = {}
+
+    # -- inventory (same as the plain reader) ---------------------------------------------------------
+    def partition_ids(self) -> list[int]:
+        return self.files.partition_ids()
+
+    def versions(self, partition_id: int | None = None) -> list[int]:
+        return self.files.versions(partition_id)
+
+    def delta_versions(self, partition_id: int) -> list[int]:
+        return self.files.delta_versions(partition_id)
+
+    def state_variables(self) -> list[str]:
+        """User state variable names (no internal ``$`` families), in schema file order."""
+        return [
+            n
+            for n, f in self.families.items()
+            if f.variable_type is not None and f.variable_type != "TimerState"
+        ]
+
+    def column_family_ids(self, partition_id: int) -> dict[str, int]:
+        """Column family name -> id of one partition, from the newest zip's ``columnFamilyMapping``."""
+        if partition_id not in self._ids:
+            pf = self.files._partition(partition_id)
+            if not pf.snapshots:
+                raise MissingFileError(
+                    "no snapshot zip in this partition: the column family ids are recorded only in zips",
+                    path=pf.directory,
+                    operator_id=self.operator_id,
+                    partition_id=partition_id,
+                )
+            newest = max(pf.snapshots)
+            self._ids[partition_id] = self.files.zip_metadata(partition_id, newest).column_family_mapping
+        return self._ids[partition_id]
+
+    # -- raw state: full RocksDB key -> value bytes, or list of element rows for multi-value families -----
+    def _multi_value_prefixes(self, partition_id: int) -> set[bytes]:
+        ids = self.column_family_ids(partition_id)
+        return {_U16_LE.pack(ids[n]) for n, f in self.families.items() if f.multi_value and n in ids}
+
+    def read_raw(self, partition_id: int, version: int) -> dict[bytes, Any]:
+        """Every entry at ``version``: full key bytes -> value bytes (``list`` of element rows for lists)."""
+        pf = self.files._partition(partition_id)
+        if version == 0:
+            return {}
+        base = self.files._base_for(pf, version)
+        if base is None:
+            self.files.read_raw(partition_id, version)  # raises the located MissingFileError
+        assert base is not None
+        multi = self._multi_value_prefixes(partition_id)
+        state: dict[bytes, Any] = {}
+        if base:
+            sf = pf.snapshots[base]
+            with self.files.workspace() as ws:
+                items = self.files._zip_items(ws, partition_id, base, False, column_families=True)
+            for key, value in items:
+                state[key] = split_list_value(value, sf.path) if key[:2] in multi else value
+        for v in range(base + 1, version + 1):
+            self._apply_changelog(state, pf.deltas[v], multi)
+        return state
+
+    def _apply_changelog(self, state: dict[bytes, Any], sf: StateFile, multi: set[bytes]) -> None:
+        from readers.records import KIND_PUT, KIND_REMOVE
+
+        with self.files._located(sf.partition_id, sf.version):
+            data = decompress(self.files.fs.read_bytes(sf.path), sf.path, self.files.codec)
+            fmt, _lineage, idx = scan_changelog(data, sf.path)
+        if fmt not in (2, 4):
+            raise CorruptFileError(
+                f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0
+            )
+        for kind, ks, kl, vs, vl in zip(
+            idx.kind.tolist(),
+            idx.key_start.tolist(),
+            idx.key_len.tolist(),
+            idx.val_start.tolist(),
+            idx.val_len.tolist(),
+            strict=True,
+        ):
+            key = data[ks : ks + kl]
+            if kind == KIND_REMOVE:
+                state.pop(key, None)
+                continue
+            value = data[vs : vs + vl]
+            if key[:2] not in multi:
+                state[key] = value
+            elif kind == KIND_PUT:
+                state[key] = split_list_value(value, sf.path)
+            else:
+                state.setdefault(key, []).extend(split_list_value(value, sf.path))
+
+    # -- decoding ------------------------------------------------------------------------------------
+    def read_variable(self, partition_id: int, version: int, name: str) -> list[ColumnFamilyRow]:
+        """Decoded entries of one column family at ``version``, as Spark's ``stateVarName`` read shows them.
+
+        Raises
+        ------
+        UsageError
+            Unknown column family.
+        BackendUnavailableError
+            A family whose key encoding is not decoded natively (range scan: TTL indexes, timers).
+        """
+        family = self.families.get(name)
+        if family is None:
+            have = ", ".join(self.families)
+            raise UsageError(f"no column family {name!r} in this store; it has: {have}")
+        ids = self.column_family_ids(partition_id)
+        if name not in ids:
+            return []  # declared in the schema but never created in this partition
+        prefix = _U16_LE.pack(ids[name])
+        raw = self.read_raw(partition_id, version)
+        path = f"{self.files._partition(partition_id).directory}/{version}"
+        entries = [(k[2:], v) for k, v in raw.items() if k[:2] == prefix]
+        return self._decode_family(partition_id, family, entries, path)
+
+    def _decode_family(
+        self, partition_id: int, family: ColumnFamily, entries: list[tuple[bytes, Any]], path: str
+    ) -> list[ColumnFamilyRow]:
+        schema = family.schema
+        value_layout = compile_layout(schema.value_schema)
+        if family.encoder == "NoPrefixKeyStateEncoderSpec":
+            key_rows = [_strip_version(k, path) for k, _ in entries]
+            keys = _decode_all(key_rows, compile_layout(schema.key_schema), path)
+            user_keys: list[tuple[Any, ...] | None] = [None] * len(keys)
+        elif family.encoder == "PrefixKeyScanStateEncoderSpec":
+            n = int((schema.key_encoder or {}).get("numColsPrefixKey", 1))
+            from pyspark.sql.types import StructType
+
+            fields = schema.key_schema.fields
+            split = [_split_prefix_key(k, path) for k, _ in entries]
+            prefixes = _decode_all([p for p, _ in split], compile_layout(StructType(fields[:n])), path)
+            rests = _decode_all([r for _, r in split], compile_layout(StructType(fields[n:])), path)
+            if family.variable_type == "MapState" and n == 1:
+                keys = [p[0] for p in prefixes]  # the grouping key struct
+                user_keys = [r[0] for r in rests]  # the user key struct
+            else:
+                keys = [p + r for p, r in zip(prefixes, rests, strict=True)]
+                user_keys = [None] * len(keys)
+        else:
+            raise BackendUnavailableError(
+                f"column family {family.name!r} uses {family.encoder}, which the native decoder does not read "
+                "yet; use --backend spark",
+                path,
+            )
+        out: list[ColumnFamilyRow] = []
+        if family.multi_value:
+            owners = [(i, row) for i, (_, v) in enumerate(entries) for row in v]
+            values = _decode_all([row for _, row in owners], value_layout, path)
+            return [
+                ColumnFamilyRow(partition_id, keys[i], value, user_keys[i])
+                for (i, _), value in zip(owners, values, strict=True)
+            ]
+        values = _decode_all([_strip_version(v, path) for _, v in entries], value_layout, path)
+        for key, user_key, value in zip(keys, user_keys, values, strict=True):
+            out.append(ColumnFamilyRow(partition_id, key, value, user_key))
+        return out
+
+
+def _strip_version(row: bytes, path: str) -> bytes:
+    if not row or row[0] != STATE_ENCODING_VERSION:
+        raise CorruptFileError(
+            f"row {row[:12].hex(' ')}... does not start with the state encoding version byte 00", path
+        )
+    return row[1:]
+
+
+def _split_prefix_key(key: bytes, path: str) -> tuple[bytes, bytes]:
+    """``len:i32 LE`` + ``00`` + prefix row + ``00`` + remaining row (``len`` counts the first version byte)."""
+    if len(key) < 4:
+        raise CorruptFileError(f"prefix-scan key of {len(key)} bytes has no length word", path)
+    size = _I32_LE.unpack_from(key, 0)[0]
+    if size < 1 or 4 + size > len(key):
+        raise CorruptFileError(f"prefix-scan key declares a {size}-byte prefix in {len(key) - 4} bytes", path)
+    return _strip_version(key[4 : 4 + size], path), _strip_version(key[4 + size :], path)
+
+
+def _decode_all(rows: list[bytes], layout: Any, path: str) -> list[tuple[Any, ...]]:
+    import numpy as np
+
+    lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1])) if len(rows) else lens
+    return list(decode_rows(b"".join(rows), starts, lens, layout, path=path))

@@ -48,7 +48,8 @@ columns again, then the buffers).
 ``rocks_*`` (RocksDB provider): ``rocksdb_conf`` (the confs set for the query), ``zip_files`` and
 ``changelog_files`` (relative paths, unique-id names with checkpoint format v2), and
 ``checkpoint_format_version`` (2) for ``rocks_ckpt_v2`` / ``rocks_join``; ``rocks_tws``:
-``state_variables``. Their other facts are those of the HDFS scenario they repeat.
+``state_variables`` and ``spark_path`` (the sibling folder the query ran in, which Spark's reader needs).
+Their other facts are those of the HDFS scenario they repeat.
 """
 
 from __future__ import annotations
@@ -1275,7 +1276,12 @@ def scenario_rocks_join(ctx: Ctx) -> dict[str, Any]:
 
 
 def scenario_rocks_tws(ctx: Ctx) -> dict[str, Any]:
-    """transformWithStateInPandas (value, list and map state; no timers) on RocksDB with changelog."""
+    """transformWithStateInPandas (value, list and map state; no timers) on RocksDB with changelog.
+
+    Spark's reader finds a TWS schema through the absolute path recorded in operator metadata v2, so the
+    query runs in a folder that keeps its path (``<cache>/rocks_tws.spark-path/``, next to the scenario
+    folders) and its checkpoint is then copied into the scenario folder as usual.
+    """
     import pandas as pd
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
@@ -1290,6 +1296,11 @@ def scenario_rocks_tws(ctx: Ctx) -> dict[str, Any]:
             for pdf in rows:
                 for tag in pdf["tag"]:
                     n += 1
+                    if tag == "reset":  # deletes: the whole list, one map entry
+                        self.lst.clear()
+                        if self.mp.containsKey(("x",)):
+                            self.mp.removeKey(("x",))
+                        continue
                     self.lst.appendValue((str(tag), n))
                     old = self.mp.getValue((str(tag),)) if self.mp.containsKey((str(tag),)) else None
                     self.mp.updateValue((str(tag),), ((old[0] if old else 0) + 1,))
@@ -1300,22 +1311,41 @@ def scenario_rocks_tws(ctx: Ctx) -> dict[str, Any]:
         def close(self) -> None:
             pass
 
-    plan = [[("a", "x"), ("b", "y"), ("a", "y")], [("a", "x"), ("c", "z")], [("b", "y"), ("d", "x")]]
+    plan = [
+        [("a", "x"), ("b", "y"), ("a", "y")],
+        [("a", "x"), ("c", "z")],
+        [("b", "y"), ("d", "x")],
+        [("a", "reset"), ("b", "x")],
+        [("a", "y"), ("c", "x"), ("e", "y")],
+    ]
+    stable = ctx.dir.parent / f"{ctx.name}.spark-path"
+    if stable.exists():
+        shutil.rmtree(stable)
+    run = Ctx(name=ctx.name, spark=ctx.spark, dir=stable)
     for rows in plan:
-        ctx.write_json("in", [{"key": k, "tag": t} for k, t in rows])
+        run.write_json("in", [{"key": k, "tag": t} for k, t in rows])
     conf = _rocks_conf(changelog=True, min_deltas=2)
+
+    def hook(_df: Any, _batch_id: int, _rows: list[dict[str, Any]]) -> None:
+        time.sleep(0.3)  # let maintenance upload snapshot zips between batches
+
     with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
-        src = ctx.read_json_stream("in", "key STRING, tag STRING")
+        src = run.read_json_stream("in", "key STRING, tag STRING")
         df = src.groupBy("key").transformWithStateInPandas(
             statefulProcessor=Counter(),
             outputStructType="key STRING, cnt LONG",
             outputMode="Update",
             timeMode="None",
         )
-        ctx.run(df, mode="update")
+        run.run(df, mode="update", batch_hook=hook)
+    _quiet_state_files(run.checkpoint / "state")
+    shutil.copytree(run.checkpoint, ctx.checkpoint)
+    shutil.copytree(stable / "input", ctx.dir / "input")
+    ctx.output.extend(run.output)
     facts = {
         "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
         "state_variables": ["cnt", "lst", "mp"],
+        "spark_path": stable.name,
     }
     return _rocks_facts(ctx, facts, conf)
 
