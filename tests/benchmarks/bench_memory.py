@@ -1,0 +1,216 @@
+"""Benchmark: peak memory of ``statelens growth --json``, ``expired`` and ``doctor`` (issue 6, point 4).
+
+Run on demand (not collected by pytest)::
+
+    python -m tests.benchmarks.bench_memory [--scale 10] [--json OUT]
+
+Each command runs in a fresh process (``python -m app.cli ...``, output to ``/dev/null``); its peak
+resident memory comes from the kernel (``os.wait4`` resource usage, ``ru_maxrss``), and a sampler
+reads ``VmRSS`` every 50 ms so the report also shows how resident memory evolves (quartiles of the
+run): streaming through versions means it levels off instead of climbing with every version.
+
+Checkpoints:
+
+* the benchmark checkpoint of :mod:`tests.benchmarks.bench_growth` (written by PySpark: a
+  ``groupBy(k)`` count/sum over 32 micro-batches, 2M keys, 200 partitions; built once and cached);
+* a synthetic one ``--scale`` times larger (default 10x: 20M keys, the same 200 partitions and 32
+  versions, so each partition's state is 10x larger). It copies the logs, schema and operator metadata
+  of the real one and writes every ``<v>.delta`` itself, in the exact layout Spark writes (lz4-java
+  ``LZ4Block`` frames around ``[keySize][key UnsafeRow][valueSize][value UnsafeRow]`` records,
+  spec §3.2-§3.3, §6), with new keys and updates of older keys in every version like the real one.
+  Built in about a minute, cached under ``.cache/bench/``.
+
+Results are numbers and ratios for the README; nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+COMMANDS: dict[str, list[str]] = {
+    "info": ["info", "--json"],  # the floor: interpreter, imports, listing and logs
+    "growth": ["growth", "--json"],
+    "expired": ["expired", "--json"],
+    "expired_all_versions": ["expired", "--all-versions", "--json"],
+    "doctor": ["doctor", "--json"],
+}
+
+
+def _vm_rss_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def measure(command: list[str], ckpt: Path) -> dict[str, Any]:
+    """Run ``statelens <command> <ckpt>`` in a fresh process; its peak RSS, RSS quartiles and time."""
+    args = [sys.executable, "-m", "app.cli", command[0], str(ckpt), *command[1:]]
+    started = time.monotonic()
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    samples: list[tuple[float, int]] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            rss = _vm_rss_kib(proc.pid)
+            if rss is not None:
+                samples.append((time.monotonic() - started, rss))
+            done.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    assert proc.stderr is not None
+    stderr = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done.set()
+    sampler.join()
+    seconds = time.monotonic() - started
+    quartiles = []
+    if samples:
+        for q in (0.25, 0.5, 0.75, 1.0):
+            upto = [rss for t, rss in samples if t <= q * seconds]
+            quartiles.append(round(max(upto or [samples[0][1]]) / 1024, 1))
+    return {
+        "command": "statelens " + " ".join(command[:1] + ["<ckpt>"] + command[1:]),
+        "exit_code": proc.returncode,
+        "seconds": round(seconds, 2),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "rss_mib_by_quarter_of_run": quartiles,
+        "stderr_tail": stderr.decode(errors="replace")[-300:],
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# a synthetic checkpoint N times larger, written in Spark's own delta layout
+
+_LZ4_SEED = 0x9747B28C
+_LZ4_BLOCK = 1 << 16  # lz4-java's default block size (token: log2(64 KiB) - 10 = 6)
+
+
+def _lz4_block_stream(raw: bytes) -> bytes:
+    """``LZ4BlockOutputStream`` framing (spec §3.2): 21-byte headers, LZ4 or RAW blocks, an end block."""
+    import lz4.block
+    import xxhash
+
+    out = bytearray()
+    for start in range(0, len(raw), _LZ4_BLOCK):
+        chunk = raw[start : start + _LZ4_BLOCK]
+        check = xxhash.xxh32_intdigest(chunk, _LZ4_SEED) & 0x0FFFFFFF
+        packed = lz4.block.compress(chunk, store_size=False)
+        method, payload = (0x20, packed) if len(packed) < len(chunk) else (0x10, chunk)
+        out += b"LZ4Block" + bytes([method | 6]) + len(payload).to_bytes(4, "little")
+        out += len(chunk).to_bytes(4, "little") + check.to_bytes(4, "little") + payload
+    out += b"LZ4Block" + bytes([0x10 | 6]) + bytes(12)
+    return bytes(out)
+
+
+def _records(key_ids: np.ndarray, counts: np.ndarray, sums: np.ndarray) -> bytes:
+    """Puts of ``struct<k:string>`` -> ``struct<count:bigint,sum:bigint>`` rows, keys ``key-%09d``.
+
+    Each record is 64 bytes: keySize 32 (BE), key row (8-byte null bitset, the string's
+    ``offset << 32 | 13`` slot, 13 characters padded to 16), valueSize 24 (BE), value row (bitset, two
+    little-endian int64 slots).
+    """
+    n = len(key_ids)
+    rec = np.zeros((n, 64), dtype=np.uint8)
+    rec[:, 0:4] = np.frombuffer((32).to_bytes(4, "big"), np.uint8)
+    rec[:, 12:20] = np.frombuffer(((16 << 32) | 13).to_bytes(8, "little"), np.uint8)
+    rec[:, 20:24] = np.frombuffer(b"key-", np.uint8)
+    for d in range(9):
+        rec[:, 24 + d] = (key_ids // 10 ** (8 - d)) % 10 + 48
+    rec[:, 36:40] = np.frombuffer((24).to_bytes(4, "big"), np.uint8)
+    rec[:, 48:56] = counts.astype("<i8").view(np.uint8).reshape(n, 8)
+    rec[:, 56:64] = sums.astype("<i8").view(np.uint8).reshape(n, 8)
+    return rec.tobytes()
+
+
+def build_scaled_checkpoint(base: Path, scale: int, keys: int, partitions: int, batches: int) -> Path:
+    """A copy of ``base`` whose state holds ``scale`` times as many keys per partition (cached)."""
+    root = base.parent.parent / f"{base.parent.name}-x{scale}-synthetic"
+    ckpt = root / "checkpoint"
+    if (root / "done").exists():
+        return ckpt
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(base, ckpt, ignore=lambda d, names: [n for n in names if n.endswith((".delta", ".snapshot"))
+                                                         or n.endswith((".delta.crc", ".snapshot.crc"))])
+    rng = np.random.default_rng(7)
+    new_per_version = max(1, keys * scale // batches // partitions)
+    for p in range(partitions):
+        folder = ckpt / "state" / "0" / str(p)
+        folder.mkdir(parents=True, exist_ok=True)
+        next_local = 0
+        counts: dict[int, int] = {}
+        for v in range(1, batches + 1):
+            local = np.arange(next_local, next_local + new_per_version, dtype=np.int64)
+            next_local += new_per_version
+            if v > 1:  # updates of older keys of this partition, 10% of the new ones
+                old = rng.integers(0, next_local - new_per_version, size=new_per_version // 10)
+                local = np.concatenate([local, np.unique(old)])
+            ids = local * partitions + p  # globally unique key ids, partition p owns ids = p mod P
+            cnt = np.array([counts.get(int(i), 0) + 1 for i in local.tolist()], dtype=np.int64)
+            counts.update(zip(local.tolist(), cnt.tolist(), strict=True))
+            raw = _records(ids, cnt, cnt * (v - 1)) + b"\xff\xff\xff\xff"
+            (folder / f"{v}.delta").write_bytes(_lz4_block_stream(raw))
+    (root / "done").write_text(f"scale {scale}: {new_per_version} new keys per partition and version\n")
+    return ckpt
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", type=int, default=200)
+    ap.add_argument("--batches", type=int, default=32)
+    ap.add_argument("--keys", type=int, default=2_000_000)
+    ap.add_argument("--scale", type=int, default=10, help="size of the synthetic checkpoint (0: skip it)")
+    ap.add_argument("--commands", default=",".join(COMMANDS), help="comma-separated: " + ", ".join(COMMANDS))
+    ap.add_argument("--json", metavar="OUT")
+    args = ap.parse_args(argv)
+    from tests.benchmarks.bench_growth import build_checkpoint
+
+    base = build_checkpoint(args.partitions, args.batches, args.keys)
+    targets = [("benchmark", base)]
+    result: dict[str, Any] = {"runs": []}
+    if args.scale:
+        t = time.monotonic()
+        scaled = build_scaled_checkpoint(base, args.scale, args.keys, args.partitions, args.batches)
+        result["synthetic_build_seconds"] = round(time.monotonic() - t, 1)
+        targets.append((f"synthetic x{args.scale}", scaled))
+    for label, ckpt in targets:
+        size = sum(p.stat().st_size for p in ckpt.rglob("*") if p.is_file())
+        print(f"== {label}: {ckpt} ({size / 2**20:.0f} MiB on disk)", flush=True)
+        for name in args.commands.split(","):
+            run = measure(COMMANDS[name], ckpt)
+            run.update(checkpoint=label, disk_mib=round(size / 2**20))
+            result["runs"].append(run)
+            print(
+                f"{name:22s} exit {run['exit_code']}  {run['seconds']:8.1f} s  peak {run['peak_rss_mib']:7.1f} MiB"
+                f"  by quarter {run['rss_mib_by_quarter_of_run']}",
+                flush=True,
+            )
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
