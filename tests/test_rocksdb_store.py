@@ -167,6 +167,19 @@ def test_reading_writes_nothing_and_cleans_its_temp_folders(checkpoint: Any, tmp
 
 
 @pytest.mark.spark
+def test_column_family_reads_write_nothing_either(checkpoint: Any, tmp_path: Path, private_tmp: Path) -> None:
+    root = _copy(checkpoint, "rocks_tws", tmp_path)
+    before = tree_digest(root)
+    reader = open_checkpoint(str(root)).column_family_reader(0)
+    for var in reader.state_variables():
+        for pid in reader.partition_ids():
+            for v in reader.versions(pid):
+                reader.read_variable(pid, v, var)
+    assert tree_digest(root) == before
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.spark
 def test_zip_and_changelog_give_the_same_state(checkpoint: Any) -> None:
     """A version with both a zip and a changelog: the zip alone and the chain of changelogs agree."""
     reader = _reader(checkpoint("rocks_agg_changelog") / "checkpoint")
