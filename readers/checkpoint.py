@@ -197,7 +197,8 @@ class Checkpoint:
             shown = ", ".join(families) if families else "none listed"
             raise BackendUnavailableError(
                 f"operator {op.operator_id} store {store.store_name!r} is a RocksDB store with virtual column "
-                f"families ({shown}); the native decoder does not read those yet: use --backend spark",
+                f"families ({shown}); the native decoder reads those only per state variable, not as one "
+                "store: use --backend spark",
                 path=f"state/{op.operator_id}/_stateSchema/{store.store_name}",
                 operator_id=op.operator_id,
                 store_name=store.store_name,
