@@ -430,6 +430,7 @@ def _row_at(mv: Any, start: int, length: int, layout: RowLayout, where: _Where) 
     words = struct.unpack_from(f"<{nwords}Q", mv, start) if nwords else ()
     out: list[Any] = []
     append = out.append
+    room = length - layout.fixed_size  # what the payloads may take in all (see _overlap_message)
     for f in layout.fields:
         if (words[f.null_word] >> f.null_bit) & 1:
             append(None)
@@ -453,6 +454,9 @@ def _row_at(mv: Any, start: int, length: int, layout: RowLayout, where: _Where) 
                     f.qualname,
                     _outside_message(t, off, size, layout.fixed_size, length, element=False),
                 )
+            room -= size
+            if room < 0:
+                raise where.fail(f.qualname, _overlap_message(length - layout.fixed_size, element=False))
             append(_payload(mv, start, off, size, length, t, f.qualname, where))
     return tuple(out)
 
@@ -461,6 +465,14 @@ def _outside_message(t: TypeLayout, off: int, size: int, lo: int, hi: int, *, el
     where = "of its array" if element else "of its row"
     what = "element payload" if element else "payload"
     return f"{t.type_name} {what} at offset {off} with size {size} is outside [{lo}, {hi}) {where}"
+
+
+def _overlap_message(room: int, *, element: bool) -> str:
+    # Spark's writers append every payload after the previous one, so payloads never share bytes and
+    # their sizes add up to at most the variable-length part. Shared (overlapping) payloads would let a
+    # small row decode to gigabytes (one string referenced by every element of every nested array).
+    what = "element payloads of its array" if element else "payloads of its row"
+    return f"the {what} add up to more than the {room} bytes after the fixed part (payloads overlap)"
 
 
 def _interval_message(off: int, parent: int) -> str:
@@ -525,6 +537,7 @@ def _array_at(mv: Any, pos: int, size: int, et: TypeLayout, field: str, where: _
     else:
         words = struct.unpack_from(f"<{n}Q", mv, pos + values)
         out = []
+        room = size - header
         for i, word in enumerate(words):
             if (nulls >> i) & 1:
                 out.append(None)
@@ -536,6 +549,9 @@ def _array_at(mv: Any, pos: int, size: int, et: TypeLayout, field: str, where: _
                     f"{field}[{i}]",
                     _outside_message(et, off, esz, header, size, element=True),
                 )
+            room -= esz
+            if room < 0:
+                raise where.fail(f"{field}[{i}]", _overlap_message(size - header, element=True))
             out.append(_payload(mv, pos, off, esz, size, et, f"{field}[{i}]", where))
         return out
     if nulls:
@@ -723,6 +739,15 @@ def _columns(
         )
     u64 = b.view(_U64_DT)
     words = [u64[starts + 8 * w] for w in range(layout.bitset_bytes // 8)]
+    _check_room(
+        b,
+        [(starts + f.slot, ((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool))
+         for f in layout.fields if f.type.kind not in _FIXED_KINDS],
+        layout.fixed_size,
+        lengths,
+        rows,
+        False,
+    )
     cols: list[list[Any]] = []
     for f in layout.fields:
         isnull = ((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool)
@@ -833,6 +858,48 @@ def _values(
     return _scatter(vals, idx, n)
 
 
+def _check_room(
+    b: _Buffer,
+    slot_sets: list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]],
+    lo: np.ndarray[Any, Any] | int,
+    hi: np.ndarray[Any, Any],
+    rows: _Rows,
+    element: bool,
+    owner: np.ndarray[Any, Any] | None = None,
+    field: str = "",
+) -> None:
+    """Refuse parents whose variable-length payloads add up to more than their room (``_overlap_message``).
+
+    ``slot_sets`` are (slot positions, null mask) of the parents' variable-length values, one entry per
+    value (``owner`` maps each to its parent when there are several per parent, as for array
+    elements). Parents with a payload outside ``[lo, hi)`` are left to the range check that follows.
+    """
+    m = len(hi)
+    used = np.zeros(m, dtype=np.int64)
+    outside = np.zeros(m, dtype=bool)
+    u64 = b.view(_U64_DT)
+    for slots, isnull in slot_sets:
+        if len(slots) == 0:
+            continue
+        word = u64[slots]
+        offs = (word >> np.uint64(32)).astype(np.int64)
+        sizes = np.where(isnull, 0, (word & np.uint64(0xFFFFFFFF)).astype(np.int64))
+        low = lo if owner is None or not isinstance(lo, np.ndarray) else lo[owner]
+        high = hi if owner is None else hi[owner]
+        bad = ~isnull & ((offs < low) | (offs + sizes > high))
+        if owner is None:
+            used += sizes
+            outside |= bad
+        else:
+            used += np.bincount(owner, weights=sizes, minlength=m).astype(np.int64)
+            outside |= np.bincount(owner, weights=bad, minlength=m) > 0
+    room = hi - lo
+    i = _first((used > room) & ~outside)
+    if i is not None:
+        limit = int(room[i]) if isinstance(room, np.ndarray) else int(room)
+        raise rows.fail(i, field, _overlap_message(limit, element=element))
+
+
 def _arrays(
     b: _Buffer, pos: np.ndarray[Any, Any], size: np.ndarray[Any, Any], et: TypeLayout, rows: _Rows, field: str
 ) -> tuple[list[list[Any]], np.ndarray[Any, Any]]:
@@ -869,6 +936,8 @@ def _arrays(
     slots = (pos + values_at)[owner] + j * esize
     null_words = b.view(_U64_DT)[(pos + 8)[owner] + (j >> 6) * 8]
     isnull = ((null_words >> (j & 63).astype(np.uint64)) & _ONE).astype(bool)
+    if et.kind not in _FIXED_KINDS:
+        _check_room(b, [(slots, isnull)], header, size, rows, True, owner, field)
     flat = _values(b, slots, isnull, et, pos[owner], header[owner], size[owner], rows.take(owner), field, j)
     out = []
     start = 0

@@ -150,3 +150,27 @@ def test_short_fuzz_run_of_every_harness(tmp_path: Path) -> None:
     for r in results:
         assert r["executions"] > 100, r  # the harness really ran (not just started)
         assert r["coverage"], r
+
+
+def test_fuzz_crash_unsaferow_nested_arrays_share_one_payload() -> None:
+    """Element words that all point at the same bytes made an 18 KB row decode to 2 GB of strings.
+
+    ``array<array<string>>``: 1000 outer elements point at one inner array whose 1000 elements point at
+    one 2000-byte string (found by review, confirmed with ``ulimit -v``: a 30 KB row ran a 3 GB process
+    out of memory). Spark never shares payloads, so their sizes must add up to at most the room after
+    the fixed part; both decoders refuse the row before decoding a payload.
+    """
+    from readers.errors import SchemaMismatchError
+    from readers.unsaferow import decode_row, decode_rows
+    from tests.fuzz.targets import unsaferow_layouts
+
+    data = (REGRESSIONS / "unsaferow" / "nested-arrays-share-one-payload").read_bytes()
+    layout = unsaferow_layouts()[data[0]]
+    row = data[2:]
+    with pytest.raises(SchemaMismatchError, match="payloads overlap") as one:
+        decode_row(row, 0, len(row), layout, path="p", record=3)
+    assert one.value.context["field"] == "a[0][1]" and one.value.path == "p"
+    with pytest.raises(SchemaMismatchError, match="payloads overlap") as many:
+        decode_rows(row, [0], [len(row)], layout, path="p", records=[3])
+    assert many.value.context == {"record": 3, "field": "a"}
+    TARGETS["unsaferow"](data)
