@@ -15,16 +15,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from readers.errors import StatelensError, UsageError
 from readers.model import OperatorInfo, Progress, StoreInfo
 
 #: Callback of a :class:`SelectionState` observer: receives ``{field: new_value}`` of what changed.
 SelectionCallback = Callable[[dict[str, Any]], None]
-
-#: Rows shown at most in the state browser; more are counted but not turned into text.
-MAX_BROWSER_ROWS = 200_000
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -37,11 +34,13 @@ class SelectionState:
     batch_id, operator_id, partition_id, version : int or None
         ``partition_id`` None means every partition.
     store_name : str or None
-    key : tuple or None
-        The decoded key of the selected state row.
+    key : JsonObject or None
+        The selected key, in the JSON form of ``statelens rows`` (``readers.values.JsonObject``).
+    key_partition_id : int or None
+        The partition holding ``key`` (a key is picked in "all partitions" tables too).
     """
 
-    FIELDS = ("batch_id", "operator_id", "store_name", "partition_id", "version", "key")
+    FIELDS = ("batch_id", "operator_id", "store_name", "partition_id", "version", "key", "key_partition_id")
 
     def __init__(self) -> None:
         self.batch_id: int | None = None
@@ -49,7 +48,8 @@ class SelectionState:
         self.store_name: str | None = None
         self.partition_id: int | None = None
         self.version: int | None = None
-        self.key: tuple[Any, ...] | None = None
+        self.key: Any = None
+        self.key_partition_id: int | None = None
         self._callbacks: list[SelectionCallback] = []
 
     def connect(self, callback: SelectionCallback) -> None:
@@ -108,7 +108,7 @@ class SelectionState:
         return changed
 
     def select_batch(self, batch_id: int) -> dict[str, Any]:
-        """Select a batch and the state version it wrote (``version = batch_id + 1``).
+        """Select a batch and the state version it wrote (``version = batch_id + 1``); the key stays.
 
         Parameters
         ----------
@@ -119,7 +119,7 @@ class SelectionState:
         dict
             The fields that changed.
         """
-        return self.update(batch_id=batch_id, version=batch_id + 1, key=None)
+        return self.update(batch_id=batch_id, version=batch_id + 1)
 
     def select_store(self, operator_id: int | None, store_name: str | None) -> dict[str, Any]:
         """Select an operator's store; the key is cleared.
@@ -134,7 +134,7 @@ class SelectionState:
         dict
             The fields that changed.
         """
-        return self.update(operator_id=operator_id, store_name=store_name, key=None)
+        return self.update(operator_id=operator_id, store_name=store_name, key=None, key_partition_id=None)
 
     def snapshot(self) -> dict[str, Any]:
         """The current values of every field."""
@@ -263,26 +263,88 @@ def growth_arrays(store: Any) -> tuple[Any, Any, dict[str, Any]]:
 
 
 # -- jobs: state browser ---------------------------------------------------------------------------------
+class DisplayColumn(Sequence[str]):
+    """One display column over decoded records, formatted on demand (plain text).
+
+    A million-row store is never turned into text as a whole: the table model asks for the cells it
+    shows; sorting and filtering (in a worker) format the rest when they need it.
+
+    Parameters
+    ----------
+    records : sequence
+        The rows of the table (e.g. :class:`~readers.model.StateRow`).
+    getter : callable
+        Record to cell value.
+    formatter : callable
+        Cell value to display text.
+    """
+
+    def __init__(self, records: Sequence[Any], getter: Callable[[Any], Any], formatter: Callable[[Any], str]):
+        self._records = records
+        self._get = getter
+        self._fmt = formatter
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._fmt(self._get(r)) for r in self._records[i]]
+        return self._fmt(self._get(self._records[i]))
+
+    def __iter__(self) -> Any:
+        get, fmt = self._get, self._fmt
+        return (fmt(get(r)) for r in self._records)
+
+
+class ValueColumn(Sequence[Any]):
+    """Sort keys of a numeric column over decoded records: numbers, None for null (computed on demand)."""
+
+    def __init__(self, records: Sequence[Any], getter: Callable[[Any], Any]):
+        self._records = records
+        self._get = getter
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._get(r) for r in self._records[i]]
+        return self._get(self._records[i])
+
+    def __iter__(self) -> Any:
+        get = self._get
+        return (get(r) for r in self._records)
+
+
 @dataclass
 class StateTable:
-    """Decoded rows of one store at one version, as display columns.
+    """Decoded rows of one store at one version (or a diff of two versions), as lazy display columns.
 
     Attributes
     ----------
     headers : list of str
-        ``partition``, then ``key.<field>``..., then ``value.<field>``...
-    columns : list of list of str
-        Display text per column (plain text).
-    sort_keys : list of list
+        ``partition``, then ``key.<field>``..., then ``value.<field>``... (a diff starts with
+        ``change`` and ends with ``value before``).
+    columns : list of Sequence[str]
+        Display text per column (plain text, formatted on demand).
+    sort_keys : list of Sequence
         Per column: ints/floats (None for null) when the column is numeric, else the display text.
-    keys : list of tuple
-        The decoded key of each row (for the selection).
+    keys : Sequence
+        The key of each row in the JSON form of ``statelens rows`` (a ``JsonObject``), converted on
+        demand; it is what :class:`SelectionState` holds as ``key``.
+    records : list
+        The decoded rows (``StateRow``, or ``DiffRow`` for a diff), for typed export.
     total_rows : int
-        Rows in the state; more than ``len(keys)`` when capped at :data:`MAX_BROWSER_ROWS`.
+        Rows in the state.
     notes : list of str
-        Partitions skipped (version not readable there) and the cap, for the status line.
+        Partitions skipped (version not readable there), for the status line.
     problems : list of StatelensError
         Partitions whose files could not be read.
+    backend : str
+        Which backend answered (``native decoder``, ``Spark 4.x on local[*]``).
+    compare_version : int or None
+        For a diff: the version compared against (``version`` is the newer one).
     """
 
     operator_id: int
@@ -290,12 +352,35 @@ class StateTable:
     partition_id: int | None
     version: int
     headers: list[str]
-    columns: list[list[str]]
-    sort_keys: list[list[Any]]
-    keys: list[tuple[Any, ...]]
+    columns: list[Sequence[str]]
+    sort_keys: list[Sequence[Any]]
+    keys: Sequence[Any]
+    records: Sequence[Any] = ()
     total_rows: int = 0
     notes: list[str] = field(default_factory=list)
     problems: list[StatelensError] = field(default_factory=list)
+    backend: str = "native decoder"
+    compare_version: int | None = None
+    key_schema: Any = None
+    value_schema: Any = None
+
+    @property
+    def is_diff(self) -> bool:
+        return self.compare_version is not None
+
+
+class DiffRow(NamedTuple):
+    """One row of a diff between two versions: ``added``, ``changed`` or ``removed``.
+
+    ``value`` is the newer value (the removed value for ``removed``); ``before`` the older value of a
+    changed row.
+    """
+
+    change: str
+    partition_id: int
+    key: tuple[Any, ...]
+    value: tuple[Any, ...] | None
+    before: tuple[Any, ...] | None = None
 
 
 def _type_name(dtype: Any) -> str:
@@ -403,29 +488,145 @@ def _at(row: tuple[Any, ...] | None, path: tuple[int, ...]) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class ColumnSpec:
+    """How one display column is read from a record and shown."""
+
+    header: str
+    getter: Callable[[Any], Any]
+    formatter: Callable[[Any], str]
+    numeric: bool
+    dtype: Any = None
+
+
+def sort_getter(spec: ColumnSpec) -> Callable[[Any], Any]:
+    """Record to sort key of a numeric column: the number (decimals as floats), None for null.
+
+    Parameters
+    ----------
+    spec : ColumnSpec
+
+    Returns
+    -------
+    callable
+    """
+    get, dtype = spec.getter, spec.dtype
+    if dtype is None:
+        return get
+
+    def key(record: Any) -> Any:
+        return _sort_key(get(record), dtype)
+
+    return key
+
+
+def _cell_formatter(dtype: Any, unit: str | None) -> Callable[[Any], str]:
+    if unit is None:
+        return lambda cell: format_value(cell, dtype)
+
+    def fmt(cell: Any) -> str:
+        if isinstance(cell, int) and not isinstance(cell, bool):
+            return _format_time_number(cell, unit)
+        return format_value(cell, dtype)
+
+    return fmt
+
+
+def _getter(side: str, path: tuple[int, ...]) -> Callable[[Any], Any]:
+    if side == "key":
+        if len(path) == 1:
+            i = path[0]
+            return lambda r: r.key[i] if r.key is not None else None
+        return lambda r: _at(r.key, path)
+    if side == "before":
+        return lambda r: _at(r.before, path)
+    if len(path) == 1:
+        i = path[0]
+        return lambda r: r.value[i] if r.value is not None else None
+    return lambda r: _at(r.value, path)
+
+
+def state_columns(schema: Any, store_name: str, time_columns: Sequence[Any] = ()) -> list[ColumnSpec]:
+    """Display columns of a store's rows: ``partition``, the flattened key, then the flattened value.
+
+    Integer columns named by ``time_columns`` (event times, timeout timestamps) show as UTC times with
+    the raw number kept for sorting; ``-1`` timeouts show as ``-1 (no timeout)``.
+
+    Parameters
+    ----------
+    schema : readers.model.StoreSchema
+    store_name : str
+        Time columns of other stores are ignored.
+    time_columns : sequence of readers.model.TimeColumn
+
+    Returns
+    -------
+    list of ColumnSpec
+        Over records with ``partition_id``, ``key`` and ``value`` attributes.
+    """
+    units = {(t.side, tuple(t.path)): t.unit for t in time_columns if t.store_name == store_name}
+    specs = [ColumnSpec("partition", lambda r: r.partition_id, str, True)]
+    for side, sch in (("key", schema.key_schema), ("value", schema.value_schema)):
+        for name, dtype, path in _field_columns(side, sch):
+            numeric = _type_name(dtype) in _NUMERIC
+            get = _getter(side, path)
+            specs.append(ColumnSpec(name, get, _cell_formatter(dtype, units.get((side, path))), numeric, dtype))
+    return specs
+
+
+def _build_table(
+    records: Sequence[Any], specs: Sequence[ColumnSpec], key_schema: Any
+) -> tuple[list[str], list[Sequence[str]], list[Sequence[Any]], Sequence[Any]]:
+    columns: list[Sequence[str]] = []
+    sort_keys: list[Sequence[Any]] = []
+    for spec in specs:
+        col = DisplayColumn(records, spec.getter, spec.formatter)
+        columns.append(col)
+        if spec.numeric:
+            sort_keys.append(ValueColumn(records, sort_getter(spec)))
+        else:
+            sort_keys.append(col)
+    from app.analysis._common import row_converter
+
+    convert = row_converter(key_schema)
+    keys = ValueColumn(records, lambda r: convert(r.key))
+    return [s.header for s in specs], columns, sort_keys, keys
+
+
+def _require_schema(reader: Any) -> Any:
+    schema = reader.schema
+    if schema is None:
+        from readers.errors import SchemaMismatchError
+
+        raise SchemaMismatchError(
+            "this store has no schema file, so its rows cannot be decoded",
+            path=f"state/{reader.operator_id}",
+            operator_id=reader.operator_id,
+            store_name=reader.store_name,
+        )
+    return schema
+
+
 def iter_state_table(
     reader: Any,
     version: int,
     partition_id: int | None = None,
-    max_rows: int = MAX_BROWSER_ROWS,
+    max_rows: int | None = None,
     time_columns: Sequence[Any] = (),
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, StateTable]:
-    """Decode one store at one version into display columns.
-
-    Integer columns named by ``time_columns`` (event times, timeout timestamps) show as UTC times
-    with the raw number kept for sorting; ``-1`` timeouts show as ``-1 (no timeout)``.
+    """Decode one store at one version into lazy display columns.
 
     Parameters
     ----------
-    reader : readers.hdfs_store.HDFSStoreReader
+    reader : readers.hdfs_store.HDFSStoreReader or readers.rocksdb_store.RocksDBStoreReader
     version : int
         State version (written by batch ``version - 1``).
     partition_id : int, optional
         One partition; every partition when None (partitions where ``version`` cannot be rebuilt are
         listed in ``notes``; partitions whose files fail are listed in ``problems``).
-    max_rows : int
-        Rows turned into text at most.
+    max_rows : int, optional
+        Keep at most this many rows (all by default: the table pages through them).
     time_columns : sequence of readers.model.TimeColumn
         The operator's time columns (those of other stores are ignored).
     cancelled : callable, optional
@@ -447,32 +648,9 @@ def iter_state_table(
     StatelensError
         When the one requested partition cannot be read (bad or missing file).
     """
-    schema = reader.schema
-    if schema is None:
-        from readers.errors import SchemaMismatchError
-
-        raise SchemaMismatchError(
-            "this store has no schema file, so its rows cannot be decoded",
-            path=f"state/{reader.operator_id}",
-            operator_id=reader.operator_id,
-            store_name=reader.store_name,
-        )
-    pids = reader.partition_ids() if partition_id is None else [partition_id]
-    if partition_id is not None and partition_id not in reader.partition_ids():
-        raise UsageError(
-            f"store {reader.store_name!r} of operator {reader.operator_id} has no partition {partition_id}",
-            operator_id=reader.operator_id,
-        )
-    key_cols = _field_columns("key", schema.key_schema)
-    value_cols = _field_columns("value", schema.value_schema)
-    cols = [("partition", None), *((n, t) for n, t, _ in key_cols), *((n, t) for n, t, _ in value_cols)]
-    columns: list[list[str]] = [[] for _ in cols]
-    sort_keys: list[list[Any]] = [[] for _ in cols]
-    numeric = [True] + [_type_name(t) in _NUMERIC for _, t in cols[1:]]
-    paths = [None, *(("key", p) for _, _, p in key_cols), *(("value", p) for _, _, p in value_cols)]
-    units = {(t.side, tuple(t.path)): t.unit for t in time_columns if t.store_name == reader.store_name}
-    time_unit = [units.get(p) if p is not None else None for p in paths]
-    keys: list[tuple[Any, ...]] = []
+    schema = _require_schema(reader)
+    pids = _partitions(reader, partition_id)
+    records: list[Any] = []
     total = 0
     notes: list[str] = []
     problems: list[StatelensError] = []
@@ -493,49 +671,194 @@ def iter_state_table(
             problems.append(err)
             continue
         total += len(rows)
-        room = max_rows - len(keys)
-        for row in rows[: max(room, 0)]:
-            cells = [pid, *(_at(row.key, p) for _, _, p in key_cols), *(_at(row.value, p) for _, _, p in value_cols)]
-            for c, ((_, dtype), cell) in enumerate(zip(cols, cells, strict=True)):
-                if c == 0:
-                    text = str(cell)
-                elif (unit := time_unit[c]) is not None and isinstance(cell, int) and not isinstance(cell, bool):
-                    text = _format_time_number(cell, unit)
-                else:
-                    text = format_value(cell, dtype)
-                columns[c].append(text)
-                sort_keys[c].append(cell if c == 0 else _sort_key(cell, dtype))
-            keys.append(row.key)
-    if skipped:
-        if len(skipped) == len(pids):
-            have = reader.versions(partition_id)
-            span = f"{have[0]}–{have[-1]}" if have else "none"
-            raise UsageError(
-                f"version {version} cannot be rebuilt in {'partition ' + str(partition_id) if partition_id is not None else 'any partition'} "
-                f"of operator {reader.operator_id} store {reader.store_name!r}; readable versions: {span}",
-                operator_id=reader.operator_id,
-                store_name=reader.store_name,
-                version=version,
-            )
-        notes.append(f"version {version} not readable in partitions {_ranges(skipped)}")
-    if total > len(keys):
-        notes.append(f"showing the first {len(keys):,} of {total:,} rows")
-    for c, is_num in enumerate(numeric):
-        if not is_num:
-            sort_keys[c] = columns[c]
+        if max_rows is None or len(records) + len(rows) <= max_rows:
+            records.extend(rows)
+        else:
+            records.extend(rows[: max(max_rows - len(records), 0)])
+    _check_skipped(reader, version, partition_id, pids, skipped, notes)
+    if total > len(records):
+        notes.append(f"showing the first {len(records):,} of {total:,} rows")
     yield Progress(len(pids), len(pids), what)
+    specs = state_columns(schema, reader.store_name, time_columns)
+    headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
     return StateTable(
-        reader.operator_id,
-        reader.store_name,
-        partition_id,
-        version,
-        [name for name, _ in cols],
-        columns,
-        sort_keys,
-        keys,
-        total,
-        notes,
-        problems,
+        reader.operator_id, reader.store_name, partition_id, version, headers, columns, sort_keys, keys,
+        records, total, notes, problems, key_schema=schema.key_schema, value_schema=schema.value_schema,
+    )
+
+
+def iter_backend_table(
+    backend: Any,
+    store: StoreInfo,
+    version: int,
+    partition_id: int | None = None,
+    time_columns: Sequence[Any] = (),
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, StateTable]:
+    """Read one store at one version through a backend (``readers.backends``) into display columns.
+
+    The Spark backend answers in one job (cancelled through its job group); the table is the same
+    shape as :func:`iter_state_table`'s.
+
+    Parameters
+    ----------
+    backend : readers.backends.native.NativeBackend or readers.backends.spark.SparkBackend
+    store : readers.model.StoreInfo
+    version : int
+    partition_id : int, optional
+    time_columns : sequence of readers.model.TimeColumn
+    cancelled : callable, optional
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    StateTable
+
+    Raises
+    ------
+    StatelensError
+        As the backend's ``read_rows`` (``UsageError`` for versions Spark cannot read,
+        ``BackendUnavailableError`` without PySpark or Java).
+    """
+    if store.schema is None:
+        raise UsageError(f"store {store.store_name!r} of operator {store.operator_id} has no schema: rows cannot be decoded")
+    what = f"reading operator {store.operator_id} {store.store_name} version {version} through {backend.name}"
+    yield Progress(0, 1, what)
+    rows = backend.read_rows(store.operator_id, store.store_name, version, partition_id)
+    if cancelled is not None and cancelled():
+        rows = []
+    rows.sort(key=lambda r: r.partition_id)
+    yield Progress(1, 1, what)
+    specs = state_columns(store.schema, store.store_name, time_columns)
+    headers, columns, sort_keys, keys = _build_table(rows, specs, store.schema.key_schema)
+    return StateTable(
+        store.operator_id, store.store_name, partition_id, version, headers, columns, sort_keys, keys,
+        rows, len(rows), [], [], backend.describe(),
+        key_schema=store.schema.key_schema, value_schema=store.schema.value_schema,
+    )
+
+
+def _partitions(reader: Any, partition_id: int | None) -> list[int]:
+    if partition_id is not None and partition_id not in reader.partition_ids():
+        raise UsageError(
+            f"store {reader.store_name!r} of operator {reader.operator_id} has no partition {partition_id}",
+            operator_id=reader.operator_id,
+        )
+    return list(reader.partition_ids()) if partition_id is None else [partition_id]
+
+
+def _check_skipped(
+    reader: Any, version: int, partition_id: int | None, pids: Sequence[int], skipped: Sequence[int], notes: list[str]
+) -> None:
+    if not skipped:
+        return
+    if len(skipped) == len(pids):
+        have = reader.versions(partition_id)
+        span = f"{have[0]}–{have[-1]}" if have else "none"
+        raise UsageError(
+            f"version {version} cannot be rebuilt in {'partition ' + str(partition_id) if partition_id is not None else 'any partition'} "
+            f"of operator {reader.operator_id} store {reader.store_name!r}; readable versions: {span}",
+            operator_id=reader.operator_id,
+            store_name=reader.store_name,
+            version=version,
+        )
+    notes.append(f"version {version} not readable in partitions {_ranges(skipped)}")
+
+
+def iter_state_diff(
+    reader: Any,
+    old_version: int,
+    new_version: int,
+    partition_id: int | None = None,
+    time_columns: Sequence[Any] = (),
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, StateTable]:
+    """The rows added, changed and removed between two versions of one store.
+
+    Compares the raw key and value bytes of both versions per partition (UnsafeRow bytes of equal
+    values are equal), then decodes only the rows that differ.
+
+    Parameters
+    ----------
+    reader : store reader
+    old_version, new_version : int
+        The versions to compare (``new_version`` is shown as the table's version).
+    partition_id : int, optional
+        One partition, or every partition readable at both versions.
+    time_columns : sequence of readers.model.TimeColumn
+    cancelled : callable, optional
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    StateTable
+        Columns ``change``, ``partition``, key and value fields (the newer value; the old one for
+        removed rows) and ``value before`` for changed rows.
+
+    Raises
+    ------
+    UsageError
+        Unknown partition, or a version readable in no partition.
+    """
+    schema = _require_schema(reader)
+    pids = _partitions(reader, partition_id)
+    records: list[DiffRow] = []
+    notes: list[str] = []
+    problems: list[StatelensError] = []
+    skipped: list[int] = []
+    what = f"comparing versions {old_version} and {new_version} of operator {reader.operator_id} {reader.store_name}"
+    counts = {"added": 0, "changed": 0, "removed": 0}
+    for n, pid in enumerate(pids):
+        if cancelled is not None and cancelled():
+            break
+        yield Progress(n, len(pids), f"{what}, partition {pid}")
+        have = reader.versions(pid)
+        if any(v != 0 and v not in have for v in (old_version, new_version)):
+            skipped.append(pid)
+            continue
+        try:
+            old = reader.read_raw(pid, old_version)
+            new = reader.read_raw(pid, new_version)
+        except StatelensError as err:
+            if partition_id is not None:
+                raise
+            problems.append(err)
+            continue
+        added = [k for k in new if k not in old]
+        removed = [k for k in old if k not in new]
+        changed = [k for k, v in new.items() if k in old and old[k] != v]
+        path = f"state/{reader.operator_id}/{pid}/{new_version}"
+        dec_new = reader.decode_pairs([(k, new[k]) for k in (*added, *changed)], path)
+        dec_old = reader.decode_pairs([(k, old[k]) for k in (*removed, *changed)], path)
+        for (key, value) in dec_new[: len(added)]:
+            records.append(DiffRow("added", pid, key, value))
+        for (key, value) in dec_old[: len(removed)]:
+            records.append(DiffRow("removed", pid, key, value))
+        for (key, value), (_, before) in zip(dec_new[len(added):], dec_old[len(removed):], strict=True):
+            records.append(DiffRow("changed", pid, key, value, before))
+        counts["added"] += len(added)
+        counts["removed"] += len(removed)
+        counts["changed"] += len(changed)
+    _check_skipped(reader, new_version, partition_id, pids, skipped, notes)
+    notes.insert(0, ", ".join(f"{n:,} {c}" for c, n in counts.items()))
+    yield Progress(len(pids), len(pids), what)
+    value_fmt = _cell_formatter(schema.value_schema, None)
+    specs = [
+        ColumnSpec("change", lambda r: r.change, str, False),
+        *state_columns(schema, reader.store_name, time_columns),
+        ColumnSpec("value before", lambda r: r.before, lambda v: "" if v is None else value_fmt(v), False),
+    ]
+    headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
+    return StateTable(
+        reader.operator_id, reader.store_name, partition_id, new_version, headers, columns, sort_keys, keys,
+        records, len(records), notes, problems, compare_version=old_version,
+        key_schema=schema.key_schema, value_schema=schema.value_schema,
     )
 
 

@@ -1,7 +1,9 @@
 """State browser: pick an operator's store, a partition and a version; see its decoded rows.
 
-The rows arrive as display columns (decoding happens in the app's worker); the table is a
-:class:`~viewers.tables.ColumnTableModel` behind a :class:`~viewers.tables.ColumnFilterProxyModel`.
+The rows arrive as lazy display columns (decoding happens in the app's worker); the table is a
+paged :class:`~viewers.tables.ColumnTableModel` behind a :class:`~viewers.tables.ColumnFilterProxyModel`.
+Large tables sort and filter in a worker (:attr:`StateBrowserView.order_requested`). A second version
+can be picked to see the diff (added, changed, removed rows), and the selected key's history asked for.
 Keys and values are untrusted: the table and the detail pane show them as plain text only.
 """
 
@@ -12,24 +14,25 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QPushButton,
     QSplitter,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
 
 from readers.model import OperatorInfo, StoreInfo
-from viewers.tables import ColumnFilterProxyModel, ColumnTableModel
+from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
 #: Milliseconds between the last key press in the filter and filtering.
 FILTER_DELAY_MS = 150
+
+#: A key selected elsewhere is looked for among at most this many rows (the scan runs on the GUI thread).
+KEY_SCAN_ROWS = 300_000
 
 
 def store_label(op: OperatorInfo, store: StoreInfo) -> str:
@@ -52,20 +55,31 @@ class StateBrowserView(QWidget):
     partition_selected(object partition_id)
         An int, or None for every partition.
     version_selected(int version)
-    key_selected(object key)
-        The decoded key (a tuple) of the row the user selected.
+    key_selected(int partition_id, object key)
+        The partition and key (an opaque object from :meth:`set_table`) of the row the user selected.
+    compare_selected(object version)
+        The version to diff against (an int), or None to show plain rows.
+    history_requested()
+        The user asked for the selected key's history.
+    order_requested(int column, bool descending, str needle)
+        A large table needs sorting/filtering in a worker; answer with :meth:`apply_order`.
     """
 
     store_selected = Signal(int, str)
     partition_selected = Signal(object)
     version_selected = Signal(int)
-    key_selected = Signal(object)
+    key_selected = Signal(int, object)
+    compare_selected = Signal(object)
+    history_requested = Signal()
+    order_requested = Signal(int, bool, str)
 
     def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._stores: dict[tuple[int, str], StoreInfo] = {}
-        self._keys: list[tuple[Any, ...]] = []
+        self._keys: Sequence[Any] = []
+        self._partitions: Sequence[int] = []
         self._syncing = False
+        self._selecting_key = False
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -88,7 +102,19 @@ class StateBrowserView(QWidget):
         self.version_combo.setMinimumContentsLength(18)
         self.version_combo.activated.connect(self._on_version_combo_activated)
         pickers.addWidget(self.version_combo)
+        pickers.addSpacing(12)
+        pickers.addWidget(QLabel("Compare with:"))
+        self.compare_combo = QComboBox()
+        self.compare_combo.setMinimumContentsLength(18)
+        self.compare_combo.setToolTip("Show the rows added, changed and removed since another version")
+        self.compare_combo.activated.connect(self._on_compare_combo_activated)
+        pickers.addWidget(self.compare_combo)
         pickers.addStretch(1)
+        self.history_button = QPushButton("Key history")
+        self.history_button.setToolTip("The selected row's key across every version of its partition")
+        self.history_button.setEnabled(False)
+        self.history_button.clicked.connect(self.history_requested.emit)
+        pickers.addWidget(self.history_button)
         layout.addLayout(pickers)
 
         filters = QHBoxLayout()
@@ -108,21 +134,14 @@ class StateBrowserView(QWidget):
 
         splitter = QSplitter(Qt.Orientation.Vertical)
         self.model = ColumnTableModel()
+        self.model.order_requested.connect(self._on_model_order_requested)
         self.proxy = ColumnFilterProxyModel()
         self.proxy.setSourceModel(self.model)
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
+        self.table = DataTableView(self.proxy, "state rows")
         self.table.setSortingEnabled(True)
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setAlternatingRowColors(True)
-        self.table.setWordWrap(False)
-        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        self.table.horizontalHeader().setStretchLastSection(True)
         self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
+        self.table.clicked.connect(self._on_table_clicked)
         splitter.addWidget(self.table)
         self.detail = QPlainTextEdit()
         self.detail.setReadOnly(True)
@@ -178,6 +197,7 @@ class StateBrowserView(QWidget):
             idx = self.partition_combo.findData(-1 if partition_id is None else partition_id)
             if idx >= 0:
                 self.partition_combo.setCurrentIndex(idx)
+            self._fill_compare(version)
         finally:
             self._syncing = False
 
@@ -200,6 +220,33 @@ class StateBrowserView(QWidget):
         idx = self.version_combo.findData(version) if version is not None else 0
         self.version_combo.setCurrentIndex(max(idx, 0))
 
+    def _fill_compare(self, version: int | None) -> None:
+        current = self.compare_combo.currentData()
+        self.compare_combo.clear()
+        self.compare_combo.addItem("— (no diff)", -1)
+        others = [self.version_combo.itemData(i) for i in range(self.version_combo.count())]
+        if version not in (0, None) and 0 not in others:
+            others.append(0)
+        for v in others:
+            if v is not None and v != version:
+                self.compare_combo.addItem(f"version {v}" if v else "version 0 (empty)", v)
+        idx = self.compare_combo.findData(current) if current is not None else 0
+        self.compare_combo.setCurrentIndex(max(idx, 0))
+
+    def compare_version(self) -> int | None:
+        """The version picked to diff against, or None."""
+        v = self.compare_combo.currentData()
+        return None if v is None or v == -1 else int(v)
+
+    def set_compare_version(self, version: int | None) -> None:
+        """Pick the version to diff against (None: plain rows) and emit :attr:`compare_selected`."""
+        idx = self.compare_combo.findData(-1 if version is None else version)
+        if idx < 0:
+            self.compare_combo.addItem(f"version {version}", version)
+            idx = self.compare_combo.count() - 1
+        self.compare_combo.setCurrentIndex(idx)
+        self.compare_selected.emit(version)
+
     # -- table ---------------------------------------------------------------------------------------
     def set_loading(self, text: str) -> None:
         """Say that rows are being decoded (the old rows stay until the new ones arrive)."""
@@ -208,8 +255,10 @@ class StateBrowserView(QWidget):
     def clear_table(self, message: str) -> None:
         """Empty the table and show ``message`` (e.g. why the version cannot be read)."""
         self._keys = []
+        self._partitions = []
         self.model.clear()
         self.detail.clear()
+        self.history_button.setEnabled(False)
         self.count_label.setText("")
         self.status.setText(message)
 
@@ -218,12 +267,16 @@ class StateBrowserView(QWidget):
         headers: Sequence[str],
         columns: Sequence[Sequence[str]],
         sort_keys: Sequence[Sequence[Any]],
-        keys: Sequence[tuple[Any, ...]],
+        keys: Sequence[Any],
         status: str,
+        partitions: Sequence[int] = (),
     ) -> None:
-        """Show decoded rows (display text per column; keys for :attr:`key_selected`)."""
-        self._keys = list(keys)
+        """Show decoded rows: display text per column, and per row its key and partition (for
+        :attr:`key_selected`; sequences are read on demand, never copied)."""
+        self._keys = keys
+        self._partitions = partitions
         self.detail.clear()
+        self.history_button.setEnabled(False)
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.model.set_columns(headers, columns, sort_keys)
         self.proxy.set_filter_text(self.filter_edit.text())
@@ -237,10 +290,48 @@ class StateBrowserView(QWidget):
             header.resizeSection(col, min(max(width, 60), cap))
         self.status.setText(status)
         self._update_count()
+        if self._selection is not None and self._selection.key is not None:
+            self.select_key(self._selection.key, self._selection.key_partition_id)
+
+    def apply_order(self, column: int, descending: bool, needle: str, rows: Any) -> None:
+        """Show the rows a worker sorted/filtered (answer to :attr:`order_requested`)."""
+        self.model.set_row_order(column, descending, needle, rows)
+        self._update_count()
+
+    def select_key(self, key: Any, partition_id: int | None = None) -> bool:
+        """Select the row holding ``key`` (in ``partition_id`` when given) without emitting; True if found.
+
+        Only the first :data:`KEY_SCAN_ROWS` rows are searched (keys are compared one by one).
+        """
+        n = min(len(self._keys), KEY_SCAN_ROWS)
+        for src in range(n):
+            if (partition_id is None or not self._partitions or self._partitions[src] == partition_id) and self._keys[src] == key:
+                row = self.model.row_of_source(src)
+                if row < 0:
+                    return False
+                index = self.proxy.mapFromSource(self.model.index(row, 0))
+                self._selecting_key = True
+                try:
+                    self.table.selectRow(index.row())
+                    self.table.scrollTo(index)
+                finally:
+                    self._selecting_key = False
+                return True
+        return False
+
+    def selected_key(self) -> tuple[int, Any] | None:
+        """``(partition_id, key)`` of the current row, or None."""
+        index = self.table.currentIndex()
+        if not index.isValid():
+            return None
+        src = self.model.source_row(self.proxy.mapToSource(index).row())
+        if not 0 <= src < len(self._keys):
+            return None
+        return (int(self._partitions[src]) if self._partitions else -1), self._keys[src]
 
     def visible_rows(self) -> int:
-        """Rows that pass the filter."""
-        return self.proxy.rowCount()
+        """Rows that pass the filter (all pages)."""
+        return self.model.matching_rows()
 
     def focus_filter(self) -> None:
         """Put the cursor in the filter box (Ctrl+F)."""
@@ -254,14 +345,27 @@ class StateBrowserView(QWidget):
         self._update_count()
 
     def _update_count(self) -> None:
-        total = self.model.rowCount()
-        shown = self.proxy.rowCount()
+        total = self.model.total_rows()
+        matching = self.model.matching_rows()
         noun = "row" if total == 1 else "rows"
-        self.count_label.setText(f"{shown:,} of {total:,} {noun}" if shown != total else f"{total:,} {noun}")
+        text = f"{matching:,} of {total:,} {noun}" if matching != total else f"{total:,} {noun}"
+        if self.model.rowCount() < matching:
+            text += f" (first {self.model.rowCount():,} loaded; scroll for more)"
+        self.count_label.setText(text)
 
     # -- signals -------------------------------------------------------------------------------------
     def _on_filter_edit_text_changed(self, _text: str) -> None:
         self._filter_timer.start()
+
+    def _on_model_order_requested(self, column: int, descending: bool, needle: str) -> None:
+        what = "Filtering" if needle != self.model.filter_text() else "Sorting"
+        self.count_label.setText(f"{what} {self.model.total_rows():,} rows…")
+        self.order_requested.emit(column, descending, needle)
+
+    def _on_compare_combo_activated(self, index: int) -> None:
+        v = self.compare_combo.itemData(index)
+        if v is not None and not self._syncing:
+            self.compare_selected.emit(None if v == -1 else int(v))
 
     def _on_store_combo_activated(self, index: int) -> None:
         key = self.store_combo.itemData(index)
@@ -291,9 +395,22 @@ class StateBrowserView(QWidget):
         self.detail.setPlainText("\n".join(f"{h.ljust(width)}  {t}" for h, t in zip(self.model.headers(), texts, strict=True)))
         src = self.model.source_row(row)
         if 0 <= src < len(self._keys):
-            self.key_selected.emit(self._keys[src])
+            self.history_button.setEnabled(True)
+            if not self._selecting_key:
+                pid = int(self._partitions[src]) if self._partitions else -1
+                self.key_selected.emit(pid, self._keys[src])
+
+    def _on_table_clicked(self, index: Any) -> None:
+        # A click on the current row (selected from another view) still picks its key.
+        picked = self.selected_key() if index.isValid() else None
+        if picked is not None:
+            self.key_selected.emit(*picked)
 
     def _on_selection_changed(self, changes: dict[str, Any]) -> None:
+        if "key" in changes or "key_partition_id" in changes:
+            s = self._selection
+            if s.key is not None:
+                self.select_key(s.key, s.key_partition_id)
         if {"operator_id", "store_name", "partition_id", "version"} & set(changes):
             s = self._selection
             self.show_selection(s.operator_id, s.store_name, s.partition_id, s.version)

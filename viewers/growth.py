@@ -45,10 +45,13 @@ class StateGrowthView(QWidget):
     store_selected(int operator_id, str store_name)
     metric_selected(str metric)
         A key of :data:`METRICS`.
+    partition_selected(object partition_id)
+        The user clicked near a partition's line.
     """
 
     store_selected = Signal(int, str)
     metric_selected = Signal(str)
+    partition_selected = Signal(object)
 
     def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -134,9 +137,16 @@ class StateGrowthView(QWidget):
         for plot, line in zip((self.total_plot, self.partition_plot), self.version_lines, strict=True):
             line.setVisible(False)
             plot.addItem(line, ignoreBounds=True)
+        # The selected partition (shared selection) drawn on top, whatever its rank.
+        self.selected_curve = pg.PlotDataItem(pen=pg.mkPen(theme.SELECTED, width=3, style=Qt.PenStyle.DashLine),
+                                              connect="finite")
+        self.partition_plot.addItem(self.selected_curve)
+        self.selected_label = pg.TextItem("", color=theme.SELECTED, anchor=(0, 1))
+        self.partition_plot.addItem(self.selected_label, ignoreBounds=True)
         self.message = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
         self.partition_plot.addItem(self.message, ignoreBounds=True)
         self._apply_labels()
+        self.graphics.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
 
         self._selection = selection
         if selection is not None:
@@ -236,6 +246,8 @@ class StateGrowthView(QWidget):
                 item.setData([], [])
             for label in self.top_labels:
                 label.setText("")
+            self.selected_curve.setData([], [])
+            self.selected_label.setText("")
             if self._shown is None:
                 text = "No state store to show."
             elif data is None:
@@ -301,6 +313,46 @@ class StateGrowthView(QWidget):
             plot.setYRange(0, max(float(top_value), 1.0) * 1.08, padding=0)
         if self._selection is not None:
             self.show_version(self._selection.version)
+            self.show_partition(self._selection.partition_id)
+
+    def show_partition(self, partition_id: int | None) -> None:
+        """Draw one partition's line in the selection colour (hidden for None or unknown)."""
+        data = self._data.get(self._shown) if self._shown is not None else None
+        hits: Any = (np.nonzero(data["partition_ids"] == partition_id)[0]
+                     if data is not None and partition_id is not None else [])
+        if not len(hits):
+            self.selected_curve.setData([], [])
+            self.selected_label.setText("")
+            return
+        values = data[self._metric][hits[0]]  # type: ignore[index]
+        self.selected_curve.setData(data["versions"], values)  # type: ignore[index]
+        finite = np.nonzero(np.isfinite(values))[0]
+        self.selected_label.setText(f"selected: partition {partition_id}" if len(finite) else "")
+        if len(finite):
+            self.selected_label.setPos(float(data["versions"][finite[0]]), float(values[finite[0]]))  # type: ignore[index]
+
+    def partition_at(self, x: float, y: float) -> int | None:
+        """The partition whose line passes nearest to ``(x, y)`` (plot coordinates) at the nearest version."""
+        data = self._data.get(self._shown) if self._shown is not None else None
+        if data is None or not len(data["versions"]) or not len(data["partition_ids"]):
+            return None
+        j = int(np.argmin(np.abs(data["versions"] - x)))
+        column = data[self._metric][:, j]
+        if not np.isfinite(column).any():
+            return None
+        i = int(np.nanargmin(np.abs(column - y)))
+        return int(data["partition_ids"][i])
+
+    def _on_scene_mouse_clicked(self, event: Any) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        pos = event.scenePos()
+        if not self.partition_plot.vb.sceneBoundingRect().contains(pos):
+            return
+        point = self.partition_plot.vb.mapSceneToView(pos)
+        pid = self.partition_at(point.x(), point.y())
+        if pid is not None:
+            self.partition_selected.emit(pid)
 
     def show_version(self, version: int | None) -> None:
         """Mark a state version with a dashed line."""
@@ -327,6 +379,8 @@ class StateGrowthView(QWidget):
             self.show_store(self._selection.operator_id, self._selection.store_name)
         if "version" in changes:
             self.show_version(changes["version"])
+        if "partition_id" in changes:
+            self.show_partition(changes["partition_id"])
 
 
 def _si(value: float, unit: str) -> str:

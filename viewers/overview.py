@@ -9,20 +9,17 @@ from typing import Any
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QFormLayout,
     QGroupBox,
-    QHeaderView,
     QLabel,
     QSplitter,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
 
 from readers.model import BatchInfo, OperatorInfo
 from viewers import theme
-from viewers.tables import ColumnFilterProxyModel, ColumnTableModel
+from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
 
 def format_ms(ms: int | None) -> str:
@@ -82,9 +79,12 @@ class OverviewView(QWidget):
     -------
     batch_selected(int batch_id)
         The user picked a batch in the table.
+    store_selected(int operator_id, str store_name)
+        The user picked an operator's store in the operators table.
     """
 
     batch_selected = Signal(int)
+    store_selected = Signal(int, str)
 
     BATCH_HEADERS = ("batch", "started (UTC)", "watermark (UTC)", "interval (s)", "committed", "sources")
     OPERATOR_HEADERS = ("operator", "kind", "name", "store", "provider", "codec", "partitions", "versions",
@@ -95,6 +95,7 @@ class OverviewView(QWidget):
         super().__init__(parent)
         self._selection = selection
         self._batch_ids: list[int] = []
+        self._stores: list[tuple[int, str]] = []
         self._updating = False
 
         layout = QVBoxLayout(self)
@@ -121,18 +122,19 @@ class OverviewView(QWidget):
         self.batch_model = ColumnTableModel()
         self.batch_proxy = ColumnFilterProxyModel()
         self.batch_proxy.setSourceModel(self.batch_model)
-        self.batch_table = self._table(self.batch_proxy)
+        self.batch_table = self._table(self.batch_proxy, "batches")
         self.batch_table.horizontalHeader().setSortIndicator(0, Qt.SortOrder.AscendingOrder)
         self.batch_table.setSortingEnabled(True)
         self.batch_table.selectionModel().currentRowChanged.connect(self._on_batch_table_current_changed)
         splitter.addWidget(self._group("Batches (uncommitted batches highlighted)", self.batch_table))
 
         self.operator_model = ColumnTableModel()
-        self.operator_table = self._table(self.operator_model)
+        self.operator_table = self._table(self.operator_model, "stateful operators")
+        self.operator_table.selectionModel().currentRowChanged.connect(self._on_operator_table_current_changed)
         splitter.addWidget(self._group("Stateful operators", self.operator_table))
 
         self.problem_model = ColumnTableModel()
-        self.problem_table = self._table(self.problem_model)
+        self.problem_table = self._table(self.problem_model, "problems")
         self.problems_box = self._group("Problems while loading", self.problem_table)
         splitter.addWidget(self.problems_box)
         self.problems_box.setVisible(False)
@@ -153,18 +155,9 @@ class OverviewView(QWidget):
         return box
 
     @staticmethod
-    def _table(model: Any) -> QTableView:
-        table = QTableView()
-        table.setModel(model)
-        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        table.setAlternatingRowColors(True)
-        table.setWordWrap(False)
+    def _table(model: Any, name: str) -> DataTableView:
+        table = DataTableView(model, name)
         table.verticalHeader().setVisible(False)
-        table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 6)
-        table.horizontalHeader().setStretchLastSection(True)
-        table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         return table
 
     # -- data ----------------------------------------------------------------------------------------
@@ -264,8 +257,10 @@ class OverviewView(QWidget):
 
     def _set_operators(self, operators: Sequence[OperatorInfo]) -> None:
         rows: list[list[str]] = []
+        self._stores = []
         for op in operators:
             for s in op.stores:
+                self._stores.append((op.operator_id, s.store_name))
                 rows.append([
                     str(op.operator_id), op.kind.value, op.operator_name or "", s.store_name, s.provider, s.codec,
                     str(len(s.partitions)),
@@ -302,29 +297,54 @@ class OverviewView(QWidget):
         batch_id = self._batch_ids[self.batch_model.source_row(src.row())]
         self.batch_selected.emit(batch_id)
 
+    def _on_operator_table_current_changed(self, current: Any, _previous: Any) -> None:
+        if self._updating or not current.isValid():
+            return
+        op, store = self._stores[self.operator_model.source_row(current.row())]
+        self.store_selected.emit(op, store)
+
     def _on_selection_changed(self, changes: dict[str, Any]) -> None:
         if "batch_id" in changes:
             self.show_batch(changes["batch_id"])
+        if "operator_id" in changes or "store_name" in changes:
+            self.show_store(self._selection.operator_id, self._selection.store_name)
+
+    def show_store(self, operator_id: int | None, store_name: str | None) -> None:
+        """Highlight an operator's store row without emitting :attr:`store_selected`."""
+        key = (operator_id, store_name)
+        if key not in self._stores:
+            return
+        row = self.operator_model.row_of_source(self._stores.index(key))  # type: ignore[arg-type]
+        if row < 0:
+            return
+        self._updating = True
+        try:
+            self.operator_table.selectionModel().setCurrentIndex(
+                self.operator_model.index(row, 0),
+                QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
+            )
+        finally:
+            self._updating = False
 
     def show_batch(self, batch_id: int | None) -> None:
         """Highlight a batch's row without emitting :attr:`batch_selected`."""
         if batch_id is None or batch_id not in self._batch_ids:
             return
         src_pos = self._batch_ids.index(batch_id)
-        for row in range(self.batch_model.rowCount()):
-            if self.batch_model.source_row(row) == src_pos:
-                index = self.batch_proxy.mapFromSource(self.batch_model.index(row, 0))
-                if index.isValid():
-                    self._updating = True
-                    try:
-                        self.batch_table.selectionModel().setCurrentIndex(
-                            index,
-                            QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
-                        )
-                        self.batch_table.scrollTo(index)
-                    finally:
-                        self._updating = False
-                return
+        row = self.batch_model.row_of_source(src_pos)
+        if row < 0:
+            return
+        index = self.batch_proxy.mapFromSource(self.batch_model.index(row, 0))
+        if index.isValid():
+            self._updating = True
+            try:
+                self.batch_table.selectionModel().setCurrentIndex(
+                    index,
+                    QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
+                )
+                self.batch_table.scrollTo(index)
+            finally:
+                self._updating = False
 
 
 def _gaps(ids: Sequence[int]) -> list[int]:

@@ -1,37 +1,67 @@
-"""Qt table models over columns (STYLE §4): cells are served on demand from column lists.
+"""Qt table models over columns (STYLE §4): cells are served on demand from column sequences.
 
-:class:`ColumnTableModel` holds one list of display strings per column plus one list of sort keys;
-it sorts itself with numpy (one argsort, not a Python comparison per pair) and
-:class:`ColumnFilterProxyModel` filters rows on a case-insensitive substring of any cell. Display text
-is plain text: Qt's item views never interpret it as markup, and no tooltip (which would) is set.
+:class:`ColumnTableModel` holds one sequence of display strings per column plus one of sort keys
+(lists, or lazy columns that format a cell when asked), exposes rows a page at a time
+(``canFetchMore``/``fetchMore``), and sorts and filters with one numpy index array over all rows:
+at once for small tables, in a worker for large ones (:func:`row_order` is Qt-free). Display text is
+plain text: Qt's item views never interpret it as markup, and no tooltip (which would) is set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QBrush, QColor, QFont, QGuiApplication
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableView
 
 _Index = QModelIndex | QPersistentModelIndex
 
 
+#: Rows a table shows at first and adds per ``fetchMore`` (when scrolled to the end).
+PAGE_ROWS = 5_000
+
+#: Tables with more rows than this sort and filter in a worker (the view asks the app through
+#: :attr:`ColumnTableModel.order_requested`); smaller ones do it at once.
+SYNC_ROWS = 50_000
+
+
 class ColumnTableModel(QAbstractTableModel):
-    """A read-only table over columns of display text.
+    """A read-only table over columns of display text, paged for million-row tables.
+
+    The columns can be any sequences (lists, or lazy columns that format a cell when asked); the
+    model only reads the cells the view shows. Rows are exposed ``PAGE_ROWS`` at a time through
+    ``canFetchMore``/``fetchMore``; sorting and filtering compute an index array over all rows
+    (numpy), at once for small tables and through :attr:`order_requested` for large ones.
 
     Parameters
     ----------
     headers : sequence of str
     columns : sequence of sequence of str
-        One list of display strings per column, all of one length.
+        One sequence of display strings per column, all of one length.
     sort_keys : sequence of sequence, optional
         Per column, the values to sort by: numbers (None for null, sorted first) or strings.
         Defaults to the display text.
     row_background : sequence of QColor or None, optional
         A background per row (e.g. uncommitted batches), None for the default.
+
+    Signals
+    -------
+    order_requested(int column, bool descending, str needle)
+        A large table needs sorting/filtering: compute :func:`row_order` in a worker and give the
+        result to :meth:`set_row_order`.
     """
+
+    order_requested = Signal(int, bool, str)
 
     def __init__(
         self,
@@ -46,7 +76,11 @@ class ColumnTableModel(QAbstractTableModel):
         self._columns: list[Sequence[str]] = []
         self._sort_keys: list[Sequence[Any]] = []
         self._background: Sequence[QColor | None] | None = None
-        self._order = np.zeros(0, dtype=np.int64)
+        self._n = 0
+        self._visible = np.zeros(0, dtype=np.int64)
+        self._fetched = 0
+        self._sort: tuple[int, bool] = (-1, False)
+        self._needle = ""
         self._haystack: list[str] | None = None
         self._right: list[bool] = []
         self._bold = QFont()
@@ -61,7 +95,7 @@ class ColumnTableModel(QAbstractTableModel):
         sort_keys: Sequence[Sequence[Any]] | None = None,
         row_background: Sequence[QColor | None] | None = None,
     ) -> None:
-        """Replace the whole table."""
+        """Replace the whole table (sorting and the filter are reset to none)."""
         lengths = {len(c) for c in columns}
         if len(lengths) > 1:
             raise ValueError(f"columns differ in length: {sorted(lengths)}")
@@ -72,7 +106,11 @@ class ColumnTableModel(QAbstractTableModel):
         self._columns = list(columns)
         self._sort_keys = list(sort_keys) if sort_keys is not None else list(columns)
         self._background = row_background
-        self._order = np.arange(lengths.pop() if lengths else 0, dtype=np.int64)
+        self._n = lengths.pop() if lengths else 0
+        self._visible = np.arange(self._n, dtype=np.int64)
+        self._fetched = min(self._n, PAGE_ROWS)
+        self._sort = (-1, False)
+        self._needle = ""
         self._haystack = None
         self._right = [_is_numeric(k) for k in self._sort_keys]
         self.endResetModel()
@@ -80,28 +118,103 @@ class ColumnTableModel(QAbstractTableModel):
     def clear(self) -> None:
         self.set_columns([], [])
 
+    def total_rows(self) -> int:
+        """Rows in the table, whatever the filter and paging."""
+        return self._n
+
+    def matching_rows(self) -> int:
+        """Rows that pass the filter (shown or still to be fetched)."""
+        return len(self._visible)
+
+    def visible_source_rows(self) -> np.ndarray:
+        """Positions in the columns of every row passing the filter, in sorted order (all pages)."""
+        return self._visible.copy()
+
+    def columns(self) -> list[Sequence[str]]:
+        return list(self._columns)
+
+    def sort_keys(self) -> list[Sequence[Any]]:
+        return list(self._sort_keys)
+
     def source_row(self, row: int) -> int:
-        """The row's position in the columns given (before sorting)."""
-        return int(self._order[row])
+        """The row's position in the columns given (before sorting and filtering)."""
+        return int(self._visible[row])
+
+    def row_of_source(self, source: int) -> int:
+        """The table row showing column position ``source`` (fetching pages up to it), or -1."""
+        hits = np.nonzero(self._visible == source)[0]
+        if not len(hits):
+            return -1
+        row = int(hits[0])
+        if row >= self._fetched:
+            self._fetch_to(row + 1)
+        return row
 
     def row_texts(self, row: int) -> list[str]:
         """Display text of every cell of one (sorted) row."""
-        r = int(self._order[row])
+        r = int(self._visible[row])
         return [c[r] for c in self._columns]
 
     def headers(self) -> list[str]:
         return list(self._headers)
 
-    def haystack(self, row: int) -> str:
-        """Lower-cased text of one (sorted) row, for filtering."""
-        if self._haystack is None:
-            n = len(self._order)
-            self._haystack = ["\x1f".join(c[r] for c in self._columns).casefold() for r in range(n)]
-        return self._haystack[int(self._order[row])]
+    def filter_text(self) -> str:
+        return self._needle
+
+    def sort_state(self) -> tuple[int, bool]:
+        """``(column, descending)`` of the current order (column -1: as given)."""
+        return self._sort
+
+    # -- sorting and filtering -----------------------------------------------------------------------
+    def set_filter_text(self, text: str) -> None:
+        """Keep rows where any cell contains ``text`` (ignoring case)."""
+        needle = text.casefold()
+        if needle != self._needle:
+            self._reorder(self._sort[0], self._sort[1], needle)
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        if not 0 <= column < len(self._columns):
+            return
+        self._reorder(column, order == Qt.SortOrder.DescendingOrder, self._needle)
+
+    def _reorder(self, column: int, descending: bool, needle: str) -> None:
+        if self._n > SYNC_ROWS:
+            self.order_requested.emit(column, descending, needle)
+            return
+        if needle and self._haystack is None:
+            self._haystack = haystacks(self._columns, self._n)
+        order = row_order(self._sort_keys, self._columns, self._n, column, descending, needle, self._haystack)
+        self.set_row_order(column, descending, needle, order)
+
+    def set_row_order(self, column: int, descending: bool, needle: str, rows: np.ndarray) -> None:
+        """Show ``rows`` (positions in the columns, from :func:`row_order`) as the sorted, filtered table."""
+        self.beginResetModel()
+        self._sort = (column, descending)
+        self._needle = needle
+        self._visible = np.asarray(rows, dtype=np.int64)
+        self._fetched = min(len(self._visible), PAGE_ROWS)
+        self.endResetModel()
+
+    # -- paging --------------------------------------------------------------------------------------
+    def canFetchMore(self, parent: _Index = QModelIndex()) -> bool:  # noqa: B008
+        return not parent.isValid() and self._fetched < len(self._visible)
+
+    def fetchMore(self, parent: _Index = QModelIndex()) -> None:  # noqa: B008
+        if parent.isValid():
+            return
+        self._fetch_to(self._fetched + PAGE_ROWS)
+
+    def _fetch_to(self, count: int) -> None:
+        count = min(count, len(self._visible))
+        if count <= self._fetched:
+            return
+        self.beginInsertRows(QModelIndex(), self._fetched, count - 1)
+        self._fetched = count
+        self.endInsertRows()
 
     # -- Qt virtuals ---------------------------------------------------------------------------------
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 - Qt's default argument
-        return 0 if parent.isValid() else len(self._order)
+        return 0 if parent.isValid() else self._fetched
 
     def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._columns)
@@ -109,7 +222,7 @@ class ColumnTableModel(QAbstractTableModel):
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
-        r = int(self._order[index.row()])
+        r = int(self._visible[index.row()])
         if role == Qt.ItemDataRole.DisplayRole:
             return self._columns[index.column()][r]
         if role == Qt.ItemDataRole.TextAlignmentRole and self._right[index.column()]:
@@ -133,16 +246,62 @@ class ColumnTableModel(QAbstractTableModel):
             return Qt.ItemFlag.NoItemFlags
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
 
-    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
-        if not 0 <= column < len(self._columns):
-            return
-        self.layoutAboutToBeChanged.emit()
-        self._order = _argsort(self._sort_keys[column], descending=order == Qt.SortOrder.DescendingOrder)
-        self.layoutChanged.emit()
+
+def haystacks(columns: Sequence[Sequence[str]], n: int, cancelled: Callable[[], bool] | None = None) -> list[str]:
+    """Lower-cased text of every row (cells joined by a separator no cell holds), for filtering."""
+    out: list[str] = []
+    step = 20_000
+    for start in range(0, n, step):
+        if cancelled is not None and cancelled():
+            raise InterruptedError("filtering cancelled")
+        parts = [c[start : start + step] for c in columns]
+        out.extend("\x1f".join(cells).casefold() for cells in zip(*parts, strict=True))
+    return out
+
+
+def row_order(
+    sort_keys: Sequence[Sequence[Any]],
+    columns: Sequence[Sequence[str]],
+    n: int,
+    column: int,
+    descending: bool,
+    needle: str,
+    haystack: Sequence[str] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> np.ndarray:
+    """Positions of the rows passing ``needle``, sorted by ``column`` (Qt-free: runs in a worker too).
+
+    Parameters
+    ----------
+    sort_keys, columns : sequences of sequences
+        As given to :class:`ColumnTableModel`.
+    n : int
+        Rows.
+    column : int
+        Sort column, -1 for the order given.
+    descending : bool
+    needle : str
+        Case-folded text a row must contain ("" keeps every row).
+    haystack : sequence of str, optional
+        Precomputed :func:`haystacks`.
+    cancelled : callable, optional
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 row positions.
+    """
+    order = _argsort(sort_keys[column], descending) if 0 <= column < len(sort_keys) else np.arange(n, dtype=np.int64)
+    if not needle:
+        return order
+    hay = haystack if haystack is not None else haystacks(columns, n, cancelled)
+    mask = np.fromiter((needle in h for h in hay), dtype=bool, count=n)
+    return order[mask[order]]
 
 
 def _argsort(keys: Sequence[Any], descending: bool) -> np.ndarray:
     """Stable order of ``keys``; numbers numerically with nulls first, anything else as text."""
+    keys = list(keys)
     n = len(keys)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
@@ -165,7 +324,7 @@ def _argsort(keys: Sequence[Any], descending: bool) -> np.ndarray:
 def _is_numeric(keys: Sequence[Any]) -> bool:
     """True when the sort keys are numbers (checked on the first non-null ones)."""
     seen = 0
-    for k in keys:
+    for k in keys[:200] if hasattr(keys, "__getitem__") else keys:
         if k is None:
             continue
         if isinstance(k, bool) or not isinstance(k, (int, float)):
@@ -181,44 +340,79 @@ def _fits_int64(keys: Sequence[Any]) -> bool:
 
 
 class ColumnFilterProxyModel(QSortFilterProxyModel):
-    """Filters a :class:`ColumnTableModel` on a case-insensitive substring; sorting goes to the model."""
+    """Passes a :class:`ColumnTableModel` through; the model itself sorts, filters and pages.
+
+    Kept so views can keep using proxy indexes; :meth:`set_filter_text` and :meth:`sort` go to the
+    model (one numpy index array over all rows, not a Python comparison per pair).
+    """
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self._needle = ""
         self.setDynamicSortFilter(False)
+
+    def _model(self) -> ColumnTableModel | None:
+        model = self.sourceModel()
+        return model if isinstance(model, ColumnTableModel) else None
 
     def set_filter_text(self, text: str) -> None:
         """Keep rows where any cell contains ``text`` (ignoring case)."""
-        needle = text.casefold()
-        if needle != self._needle:
-            self._refilter(lambda: setattr(self, "_needle", needle))
-
-    def _refilter(self, change: Any) -> None:
-        """Run ``change`` inside a row-filter change (Qt 6.9+ API, older releases invalidate)."""
-        if hasattr(self, "beginFilterChange"):
-            self.beginFilterChange()
-            change()
-            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
-        else:  # pragma: no cover - PySide6 < 6.9
-            change()
-            self.invalidateRowsFilter()
+        model = self._model()
+        if model is not None:
+            model.set_filter_text(text)
 
     def filter_text(self) -> str:
-        return self._needle
-
-    def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:
-        if not self._needle:
-            return True
-        model = self.sourceModel()
-        if not isinstance(model, ColumnTableModel):
-            return True
-        return self._needle in model.haystack(source_row)
+        model = self._model()
+        return model.filter_text() if model is not None else ""
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
-        model = self.sourceModel()
-        if isinstance(model, ColumnTableModel):
-            # The model sorts its own rows (numpy argsort); the proxy keeps source order.
-            self._refilter(lambda: model.sort(column, order))
+        model = self._model()
+        if model is not None:
+            model.sort(column, order)
         else:
             super().sort(column, order)
+
+
+class DataTableView(QTableView):
+    """A read-only, row-selecting table with a context menu to copy a cell or export the table.
+
+    Parameters
+    ----------
+    model : QAbstractItemModel
+    name : str
+        What the table holds, for file names and dialog titles (``expired keys``).
+
+    Signals
+    -------
+    export_requested(str fmt)
+        ``csv`` or ``parquet``: the user asked to export this table (the app writes the file).
+    """
+
+    export_requested = Signal(str)
+
+    def __init__(self, model: Any = None, name: str = "table", parent: Any = None) -> None:
+        super().__init__(parent)
+        self.name = name
+        if model is not None:
+            self.setModel(model)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setAlternatingRowColors(True)
+        self.setWordWrap(False)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.horizontalHeader().setStretchLastSection(True)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def _on_context_menu_requested(self, pos: Any) -> None:
+        menu = QMenu(self)
+        index = self.indexAt(pos)
+        if index.isValid():
+            copy = menu.addAction("Copy cell")
+            copy.triggered.connect(lambda: QGuiApplication.clipboard().setText(str(index.data() or "")))
+            menu.addSeparator()
+        for fmt, text in (("csv", "Export table as CSV…"), ("parquet", "Export table as Parquet…")):
+            action = menu.addAction(text)
+            action.triggered.connect(lambda _checked=False, f=fmt: self.export_requested.emit(f))
+        menu.popup(self.viewport().mapToGlobal(pos))

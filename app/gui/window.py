@@ -8,13 +8,16 @@ that state. Every reader call runs through :class:`~app.gui.workers.JobRunner`.
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QUrl, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QComboBox,
     QDockWidget,
     QFileDialog,
+    QInputDialog,
     QLabel,
     QLineEdit,
     QMainWindow,
@@ -28,6 +31,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.analysis.growth import iter_growth
+from app.explore import (
+    ExpiredOverview,
+    KeyHistory,
+    conf_changes,
+    findings_table,
+    iter_expired_overview,
+    iter_key_history,
+    read_schema_history,
+)
 from app.gui import errors
 from app.gui.workers import JobRunner
 from app.session import (
@@ -35,19 +47,34 @@ from app.session import (
     SelectionState,
     StateTable,
     growth_arrays,
+    iter_backend_table,
     iter_load_checkpoint,
+    iter_state_diff,
     iter_state_table,
 )
 from readers.errors import StatelensError, UsageError
 from readers.model import Progress
 from viewers.browser import StateBrowserView, store_label
+from viewers.expired import ExpiredView
 from viewers.growth import StateGrowthView
+from viewers.history import KeyHistoryPanel
 from viewers.overview import OverviewView
+from viewers.schema import SchemaConfView
+from viewers.tables import DataTableView, row_order
 from viewers.timeline import BatchTimelineView
 
 #: View names, as accepted by ``statelens gui --view``, in tab order.
-VIEWS = ("overview", "timeline", "growth", "browser")
-VIEW_TITLES = {"overview": "Overview", "timeline": "Batch timeline", "growth": "State growth", "browser": "State browser"}
+VIEWS = ("overview", "timeline", "growth", "expired", "browser", "schema")
+VIEW_TITLES = {"overview": "Overview", "timeline": "Batch timeline", "growth": "State growth",
+               "expired": "Expired keys", "browser": "State browser", "schema": "Schema and conf"}
+
+#: Backends of the state browser (``readers.backends``), as shown in the picker.
+BACKENDS = {"native": "native decoder", "spark": "Spark", "auto": "auto (native, else Spark)"}
+SETTINGS_BACKEND = "backend"
+SETTINGS_MASTER = "spark_master"
+
+#: Runner channels of per-checkpoint jobs (cancelled when another checkpoint is shown).
+CHECKPOINT_CHANNELS = ("growth", "expired", "schema", "browser", "order", "history", "export")
 
 MAX_RECENT = 10
 SETTINGS_RECENT = "recent_checkpoints"
@@ -75,12 +102,23 @@ class MainWindow(QMainWindow):
     growth_updated(int operator_id, str store_name)
     table_updated()
         The state browser shows new rows (or a message why it cannot).
+    expired_updated()
+        The expired-keys view shows the analysis (or why it failed).
+    schema_updated()
+    history_updated()
+        The key history panel shows a key's history (or why not).
+    export_finished(str path)
+        A table, plot or report was written.
     """
 
     checkpoint_loaded = Signal(object)
     load_failed = Signal(str)
     growth_updated = Signal(int, str)
     table_updated = Signal()
+    expired_updated = Signal()
+    schema_updated = Signal()
+    history_updated = Signal()
+    export_finished = Signal(str)
 
     def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -90,6 +128,17 @@ class MainWindow(QMainWindow):
         self.loaded: LoadedCheckpoint | None = None
         self._loading_url: str | None = None
         self._readers: dict[tuple[int, str], Any] = {}
+        self._table: StateTable | None = None
+        self._expired: ExpiredOverview | None = None
+        self._history: KeyHistory | None = None
+        self._compare_version: int | None = None
+        self._chooser: Any = None
+        self._spark_session: Any = None
+        self._spark_reading: Any = None
+        self._backend_name = str(self.settings.value(SETTINGS_BACKEND, "native"))
+        if self._backend_name not in BACKENDS:
+            self._backend_name = "native"
+        self._spark_master = str(self.settings.value(SETTINGS_MASTER, "") or _default_master())
 
         self.setWindowTitle("statelens")
         self.setAcceptDrops(True)
@@ -101,7 +150,9 @@ class MainWindow(QMainWindow):
         self._build_central()
         self._build_status_bar()
         self._build_problems_dock()
+        self._build_history_dock()
         self._build_menus()
+        self._show_backend()
 
         self.selection.connect(self._on_selection_changed)
         self.runner.job_started.connect(self._on_runner_job_started)
@@ -130,8 +181,29 @@ class MainWindow(QMainWindow):
         self.quit_action = QAction("&Quit", self)
         self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         self.quit_action.triggered.connect(self.close)
+        self.export_csv_action = QAction("Export table as &CSV…", self)
+        self.export_csv_action.triggered.connect(lambda: self.export_current_table("csv"))
+        self.export_parquet_action = QAction("Export table as &Parquet…", self)
+        self.export_parquet_action.triggered.connect(lambda: self.export_current_table("parquet"))
+        self.export_png_action = QAction("Export plot as P&NG…", self)
+        self.export_png_action.triggered.connect(lambda: self.export_current_plot("png"))
+        self.export_svg_action = QAction("Export plot as S&VG…", self)
+        self.export_svg_action.triggered.connect(lambda: self.export_current_plot("svg"))
+        self.export_report_action = QAction("Export &HTML report…", self)
+        self.export_report_action.setShortcut(QKeySequence("Ctrl+E"))
+        self.export_report_action.triggered.connect(self._on_export_report_action_triggered)
+        self.backend_actions = QActionGroup(self)
+        self.backend_actions.setExclusive(True)
+        for name, text in BACKENDS.items():
+            action = QAction(f"Read state with the {text}" if name != "auto" else "Read state: auto (native, else Spark)", self)
+            action.setCheckable(True)
+            action.setData(name)
+            action.triggered.connect(lambda _checked=False, n=name: self.set_backend(n))
+            self.backend_actions.addAction(action)
+        self.master_action = QAction("Spark &master…", self)
+        self.master_action.triggered.connect(self._on_master_action_triggered)
         for action in (self.open_action, self.open_url_action, self.reload_action, self.cancel_action,
-                       self.find_action, self.quit_action):
+                       self.find_action, self.quit_action, self.export_report_action):
             self.addAction(action)
 
     def _build_toolbar(self) -> None:
@@ -149,6 +221,21 @@ class MainWindow(QMainWindow):
         self.url_button = QPushButton("Open")
         self.url_button.clicked.connect(self._on_url_edit_return_pressed)
         bar.addWidget(self.url_button)
+        bar.addSeparator()
+        bar.addWidget(QLabel(" Backend: "))
+        self.backend_combo = QComboBox()
+        for name, text in BACKENDS.items():
+            self.backend_combo.addItem(text, name)
+        self.backend_combo.setToolTip("Who decodes the state the browser shows: statelens itself, or Spark's "
+                                      "statestore data source")
+        self.backend_combo.activated.connect(self._on_backend_combo_activated)
+        bar.addWidget(self.backend_combo)
+        bar.addWidget(QLabel(" Spark master: "))
+        self.master_edit = QLineEdit()
+        self.master_edit.setMaximumWidth(200)
+        self.master_edit.setToolTip("Spark master URL used by the Spark backend (local[*], spark://host:7077, yarn...)")
+        self.master_edit.editingFinished.connect(self._on_master_edit_editing_finished)
+        bar.addWidget(self.master_edit)
         self.addToolBar(bar)
 
     def _build_central(self) -> None:
@@ -171,21 +258,36 @@ class MainWindow(QMainWindow):
         self.overview = OverviewView(self.selection)
         self.timeline = BatchTimelineView(self.selection)
         self.growth = StateGrowthView(self.selection)
+        self.expired = ExpiredView(self.selection)
         self.browser = StateBrowserView(self.selection)
+        self.schema = SchemaConfView(self.selection)
         self.views = {"overview": self.overview, "timeline": self.timeline, "growth": self.growth,
-                      "browser": self.browser}
+                      "expired": self.expired, "browser": self.browser, "schema": self.schema}
         for name in VIEWS:
             self.tabs.addTab(self.views[name], VIEW_TITLES[name])
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
         self.overview.batch_selected.connect(self._on_view_batch_selected)
+        self.overview.store_selected.connect(self._on_view_store_selected)
         self.timeline.batch_selected.connect(self._on_view_batch_selected)
         self.growth.store_selected.connect(self._on_view_store_selected)
+        self.growth.partition_selected.connect(self._on_view_partition_selected)
+        self.expired.store_selected.connect(self._on_view_store_selected)
+        self.expired.version_selected.connect(self._on_view_version_selected)
+        self.expired.partition_selected.connect(self._on_view_partition_selected)
+        self.expired.finding_selected.connect(self._on_expired_finding_selected)
         self.browser.store_selected.connect(self._on_view_store_selected)
-        self.browser.partition_selected.connect(self._on_browser_partition_selected)
-        self.browser.version_selected.connect(self._on_browser_version_selected)
+        self.browser.partition_selected.connect(self._on_view_partition_selected)
+        self.browser.version_selected.connect(self._on_view_version_selected)
         self.browser.key_selected.connect(self._on_browser_key_selected)
+        self.browser.compare_selected.connect(self._on_browser_compare_selected)
+        self.browser.history_requested.connect(self._on_browser_history_requested)
+        self.browser.order_requested.connect(self._on_browser_order_requested)
+        self.schema.batch_selected.connect(self._on_view_batch_selected)
+        self.schema.store_selected.connect(self._on_view_store_selected)
+        for table in self.findChildren(DataTableView):
+            table.export_requested.connect(lambda fmt, t=table: self.export_table_dialog(t, fmt))
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
@@ -202,6 +304,10 @@ class MainWindow(QMainWindow):
         self.cancel_button.clicked.connect(self.cancel_jobs)
         self.cancel_button.setVisible(False)
         status.addPermanentWidget(self.cancel_button)
+        self.backend_label = QLabel("")
+        self.backend_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.backend_label.setToolTip("Which backend answered the last state read")
+        status.addPermanentWidget(self.backend_label)
 
     def _build_problems_dock(self) -> None:
         self.problems = errors.ProblemsPanel()
@@ -212,6 +318,17 @@ class MainWindow(QMainWindow):
         self.problems_dock.setVisible(False)
         self.problems.problems_changed.connect(self._on_problems_problems_changed)
 
+    def _build_history_dock(self) -> None:
+        self.history = KeyHistoryPanel()
+        self.history_dock = QDockWidget("Key history", self)
+        self.history_dock.setObjectName("historyDock")
+        self.history_dock.setWidget(self.history)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.history_dock)
+        self.history_dock.setVisible(False)
+        self.history.version_selected.connect(self._on_view_version_selected)
+        self.history.refresh_requested.connect(self._on_browser_history_requested)
+        self.history.table.export_requested.connect(lambda fmt: self.export_table_dialog(self.history.table, fmt))
+
     def _build_menus(self) -> None:
         menu = self.menuBar().addMenu("&File")
         menu.addAction(self.open_action)
@@ -220,6 +337,11 @@ class MainWindow(QMainWindow):
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         menu.addMenu(self.recent_menu)
         menu.addAction(self.sample_action)
+        menu.addSeparator()
+        for action in (self.export_csv_action, self.export_parquet_action, self.export_png_action,
+                       self.export_svg_action, self.export_report_action):
+            menu.addAction(action)
+        menu.aboutToShow.connect(self._update_export_actions)
         menu.addSeparator()
         menu.addAction(self.reload_action)
         menu.addAction(self.cancel_action)
@@ -234,7 +356,13 @@ class MainWindow(QMainWindow):
             self.addAction(action)
         view_menu.addSeparator()
         view_menu.addAction(self.problems_dock.toggleViewAction())
+        view_menu.addAction(self.history_dock.toggleViewAction())
         view_menu.addAction(self.find_action)
+        backend_menu = self.menuBar().addMenu("&Backend")
+        for action in self.backend_actions.actions():
+            backend_menu.addAction(action)
+        backend_menu.addSeparator()
+        backend_menu.addAction(self.master_action)
 
     # -- opening -------------------------------------------------------------------------------------
     def open_checkpoint(self, url: str, is_sample: bool = False) -> int:
@@ -316,12 +444,18 @@ class MainWindow(QMainWindow):
 
     def _on_load_finished(self, loaded: LoadedCheckpoint) -> None:
         # Results of the previous checkpoint's jobs must not land in the new one's views.
-        self.runner.cancel("growth")
-        self.runner.cancel("browser")
+        for channel in CHECKPOINT_CHANNELS:
+            self.runner.cancel(channel)
+        self._cancel_spark_read()
         reloading = self.loaded is not None and self.loaded.url == loaded.url
         previous = self.selection.snapshot()
+        self._close_backends()
         self.loaded = loaded
         self._readers = {}
+        self._table = None
+        self._expired = None
+        self._history = None
+        self._compare_version = None
         ckpt = loaded.checkpoint
         title = f"{loaded.location} — statelens" + (" (sample checkpoint)" if loaded.is_sample else "")
         self.setWindowTitle(title)
@@ -335,9 +469,18 @@ class MainWindow(QMainWindow):
         self.overview.set_checkpoint(loaded.location, ckpt.query_id, ckpt.batches, ckpt.operators, ckpt.report.problems)
         self.timeline.set_batches(ckpt.batches)
         self.browser.set_operators(ckpt.operators)
+        self.browser.compare_combo.setCurrentIndex(0)
+        self.history.clear_history("Select a key (state browser or expired keys) to see its history across versions.")
         stores = loaded.hdfs_stores()
+        labels = [(op.operator_id, s.store_name, store_label(op, s)) for op, s in stores]
         self.growth.clear()
-        self.growth.set_stores([(op.operator_id, s.store_name, store_label(op, s)) for op, s in stores])
+        self.growth.set_stores(labels)
+        self.expired.clear()
+        self.expired.set_stores([(op.operator_id, s.store_name, store_label(op, s))
+                                 for op in ckpt.operators for s in op.stores])
+        self.schema.set_schemas([(op.operator_id, s.store_name, store_label(op, s), s.schema)
+                                 for op in ckpt.operators for s in op.stores], [])
+        self.schema.set_conf(ckpt.batches, conf_changes(ckpt.batches))
         self.status_label.setText(
             f"Opened {loaded.location}: {len(ckpt.batches):,} batches, {len(ckpt.operators)} stateful operators"
             + (f", {len(ckpt.report.problems)} file problems" if ckpt.report.problems else "")
@@ -356,7 +499,7 @@ class MainWindow(QMainWindow):
         default = loaded.default_store()
         kept = reloading and self._store_exists(previous["operator_id"], previous["store_name"])
         if kept:
-            self.selection.update(**{k: v for k, v in previous.items() if k != "key"})
+            self.selection.update(**previous)
         elif default is not None:
             versions = loaded.checkpoint.operator(default[0]).store(default[1]).versions
             self.selection.update(
@@ -366,6 +509,8 @@ class MainWindow(QMainWindow):
         else:
             self.browser.clear_table("This checkpoint has no state store the native reader can decode.")
             self.table_updated.emit()
+        self.runner.submit("schema", _iter_schema_history, ckpt, what="Reading schema files",
+                           on_result=self._on_schema_finished, on_error=self._on_schema_errored)
         if stores:
             for op, s in stores:
                 self.growth.set_store_status(op.operator_id, s.store_name, "computing…")
@@ -377,6 +522,20 @@ class MainWindow(QMainWindow):
                 on_result=self._on_growth_finished,
                 on_error=self._on_growth_errored,
             )
+        if ckpt.operators:
+            for op in ckpt.operators:
+                for s in op.stores:
+                    self.expired.set_store_status(op.operator_id, s.store_name, "Looking for expired keys…")
+            self.runner.submit(
+                "expired",
+                iter_expired_overview,
+                ckpt,
+                what="Looking for expired keys",
+                on_result=self._on_expired_finished,
+                on_error=self._on_expired_errored,
+            )
+        else:
+            self.expired_updated.emit()
 
     def _store_exists(self, operator_id: int | None, store_name: str | None) -> bool:
         if self.loaded is None or operator_id is None:
@@ -421,6 +580,72 @@ class MainWindow(QMainWindow):
         else:
             errors.show_error(err, title="Measuring state growth failed")
 
+    # -- expired keys --------------------------------------------------------------------------------
+    def _on_expired_finished(self, overview: ExpiredOverview) -> None:
+        self._expired = overview
+        self.problems.add_problems(overview.problems, where="expired keys")
+        for st in overview.stores:
+            headers, columns, sort_keys = findings_table(st.findings)
+            refs = [(f.partition, f.version, f.key) for f in st.findings]
+            self.expired.set_expiry(st.operator_id, st.store_name, st.versions, st.counts, st.partitions,
+                                    st.partition_counts, headers, columns, sort_keys, refs)
+            self.expired.set_store_status(st.operator_id, st.store_name, st.describe())
+        self.expired_updated.emit()
+
+    def _on_expired_errored(self, err: BaseException) -> None:
+        if self.loaded is not None:
+            for op in self.loaded.checkpoint.operators:
+                for s in op.stores:
+                    self.expired.set_store_status(op.operator_id, s.store_name,
+                                                  f"Could not look for expired keys: {errors.short_message(err)}")
+        self.expired_updated.emit()
+        if isinstance(err, StatelensError):
+            self.problems.add_problems([err], where="expired keys")
+        else:
+            errors.show_error(err, title="Looking for expired keys failed")
+
+    def expired_findings(self) -> list[Any]:
+        """The findings the expired view lists (latest version of each partition), every store."""
+        return list(self._expired.result.findings) if self._expired is not None else []
+
+    def _on_expired_finding_selected(self, partition_id: int, version: int, key: Any) -> None:
+        shown = self.expired.shown_store()
+        if shown is None:
+            return
+        op, store = shown
+        change: dict[str, Any] = {"key": key, "key_partition_id": partition_id}
+        if self._store_exists(op, store):
+            change.update(operator_id=op, store_name=store, partition_id=partition_id, version=version,
+                          batch_id=version - 1 if version > 0 else None)
+        was_visible = self.history_dock.isVisible()
+        changed = self.selection.update(**change)
+        if not (was_visible and {"key", "key_partition_id", "operator_id", "store_name"} & set(changed)):
+            self.show_key_history()
+
+    # -- schema and conf -----------------------------------------------------------------------------
+    def _on_schema_finished(self, result: Any) -> None:
+        versions, problems = result
+        self.problems.add_problems(problems, where="schema files")
+        if self.loaded is not None:
+            labels = {(op.operator_id, s.store_name): store_label(op, s) for op in self.loaded.checkpoint.operators
+                      for s in op.stores}
+            ckpt = self.loaded.checkpoint
+            self.schema.set_schemas(
+                [(op.operator_id, s.store_name, labels[(op.operator_id, s.store_name)], s.schema)
+                 for op in ckpt.operators for s in op.stores],
+                [(labels.get((v.operator_id, v.store_name), f"operator {v.operator_id} {v.store_name}"), v.from_batch,
+                  v.path, v.changes) for v in versions],
+            )
+            self.schema.show_store(self.selection.operator_id, self.selection.store_name)
+        self.schema_updated.emit()
+
+    def _on_schema_errored(self, err: BaseException) -> None:
+        self.schema_updated.emit()
+        if isinstance(err, StatelensError):
+            self.problems.add_problems([err], where="schema files")
+        else:
+            errors.show_error(err, title="Reading schema files failed")
+
     # -- browser -------------------------------------------------------------------------------------
     def _request_table(self) -> None:
         s = self.selection
@@ -432,36 +657,68 @@ class MainWindow(QMainWindow):
             return
         try:
             reader = self._reader(s.operator_id, s.store_name)
+            backend = self._backend_for(s.operator_id, s.store_name)
         except StatelensError as err:
             self.browser.clear_table(str(err))
             self.table_updated.emit()
             return
+        self._cancel_spark_read()
         where = "all partitions" if s.partition_id is None else f"partition {s.partition_id}"
         time_columns = self.loaded.checkpoint.operator(s.operator_id).time_columns
-        self.browser.set_loading(f"Decoding operator {s.operator_id} {s.store_name}, {where}, version {s.version}…")
+        self.runner.cancel("order")
+        compare = self._compare_version
+        if compare is not None and compare != s.version:
+            old, new = sorted((compare, s.version))
+            self.browser.set_loading(f"Comparing versions {old} and {new} of operator {s.operator_id} "
+                                     f"{s.store_name}, {where}…")
+            self.runner.submit(
+                "browser", iter_state_diff, reader, old, new, s.partition_id, time_columns=time_columns,
+                what=f"Comparing versions {old} and {new}",
+                on_result=self._on_table_finished, on_error=self._on_table_errored,
+            )
+            return
+        if backend is None or backend.name == "native":
+            self.browser.set_loading(f"Decoding operator {s.operator_id} {s.store_name}, {where}, version {s.version}…")
+            self.runner.submit(
+                "browser", iter_state_table, reader, s.version, s.partition_id, time_columns=time_columns,
+                what=f"Decoding version {s.version}",
+                on_result=self._on_table_finished, on_error=self._on_table_errored,
+            )
+            return
+        store = self.loaded.checkpoint.operator(s.operator_id).store(s.store_name)
+        self.browser.set_loading(f"Reading operator {s.operator_id} {s.store_name}, {where}, version {s.version} "
+                                 f"through Spark on {self._spark_master} (the first read starts a Spark session)…")
+        self._spark_reading = backend
         self.runner.submit(
-            "browser",
-            iter_state_table,
-            reader,
-            s.version,
-            s.partition_id,
-            time_columns=time_columns,
-            what=f"Decoding version {s.version}",
-            on_result=self._on_table_finished,
-            on_error=self._on_table_errored,
+            "browser", iter_backend_table, backend, store, s.version, s.partition_id, time_columns=time_columns,
+            what=f"Reading version {s.version} through Spark",
+            on_result=self._on_table_finished, on_error=self._on_table_errored,
         )
 
     def _on_table_finished(self, table: StateTable) -> None:
+        self._spark_reading = None
+        self._table = table
         where = "all partitions" if table.partition_id is None else f"partition {table.partition_id}"
-        parts = [f"{table.total_rows:,} row{'s' if table.total_rows != 1 else ''}", f"operator {table.operator_id} {table.store_name}", where,
-                 f"version {table.version} (state after batch {table.version - 1})", *table.notes]
+        if table.is_diff:
+            head = f"diff of versions {table.compare_version} → {table.version}"
+        else:
+            head = f"{table.total_rows:,} row{'s' if table.total_rows != 1 else ''}"
+        parts = [head, f"operator {table.operator_id} {table.store_name}", where]
+        if not table.is_diff:
+            parts.append(f"version {table.version} (state after batch {table.version - 1})")
+        parts.extend(table.notes)
+        parts.append(f"read by the {table.backend}")
         if table.problems:
             self.problems.add_problems(table.problems, where=f"decoding version {table.version}")
             parts.append(f"{len(table.problems)} partition(s) could not be read: see Problems")
-        self.browser.set_table(table.headers, table.columns, table.sort_keys, table.keys, " · ".join(parts))
+        partitions = table.sort_keys[table.headers.index("partition")]
+        self.browser.set_table(table.headers, table.columns, table.sort_keys, table.keys, " · ".join(parts), partitions)
+        self.backend_label.setText(f"State read by the {table.backend}")
         self.table_updated.emit()
 
     def _on_table_errored(self, err: BaseException) -> None:
+        self._spark_reading = None
+        self._table = None
         if isinstance(err, StatelensError):
             if not isinstance(err, UsageError):
                 self.problems.add_problems([err], where="state browser")
@@ -472,34 +729,363 @@ class MainWindow(QMainWindow):
             self.table_updated.emit()
             errors.show_error(err, title="Decoding state failed")
 
+    def state_table(self) -> StateTable | None:
+        """The rows the browser shows (None while none)."""
+        return self._table
+
+    def _on_browser_order_requested(self, column: int, descending: bool, needle: str) -> None:
+        model = self.browser.model
+        columns, sort_keys, n = model.columns(), model.sort_keys(), model.total_rows()
+        self.runner.submit(
+            "order", _iter_row_order, sort_keys, columns, n, column, descending, needle,
+            what=f"Sorting and filtering {n:,} rows",
+            on_result=lambda rows: self.browser.apply_order(column, descending, needle, rows),
+        )
+
+    def _on_browser_compare_selected(self, version: int | None) -> None:
+        self._compare_version = version
+        self._request_table()
+
+    # -- key history ---------------------------------------------------------------------------------
+    def show_key_history(self) -> int | None:
+        """Show the history dock and follow the selected key through its partition's versions.
+
+        Returns
+        -------
+        int or None
+            The job's token, None when no key (or no partition for it) is selected.
+        """
+        s = self.selection
+        self.history_dock.setVisible(True)
+        self.history_dock.raise_()
+        if self.loaded is None or s.key is None or s.operator_id is None or s.store_name is None:
+            self.history.clear_history("Select a key (state browser or expired keys) to see its history across versions.")
+            self.history_updated.emit()
+            return None
+        pid = s.key_partition_id if s.key_partition_id is not None else s.partition_id
+        if pid is None or pid < 0:
+            self.history.clear_history("The selected key's partition is not known: pick a partition in the browser.")
+            self.history_updated.emit()
+            return None
+        try:
+            reader = self._reader(s.operator_id, s.store_name)
+        except StatelensError as err:
+            self.history.clear_history(f"Cannot read this store: {err}")
+            self.history_updated.emit()
+            return None
+        from app.analysis._common import key_text
+
+        self.history.set_loading(f"Following key {key_text(s.key)} through the versions of partition {pid}…")
+        ckpt = self.loaded.checkpoint
+        time_columns = ckpt.operator(s.operator_id).time_columns
+        batch_times = {b: (e.timestamp_ms, e.watermark_ms) for b, e in ckpt.offsets.items()}
+        return self.runner.submit(
+            "history", iter_key_history, reader, pid, s.key, time_columns, batch_times,
+            what="Following the key through its versions",
+            on_result=self._on_history_finished, on_error=self._on_history_errored,
+        )
+
+    def _on_history_finished(self, history: KeyHistory) -> None:
+        self._history = history
+        self.problems.add_problems(history.problems, where="key history")
+        self.history.set_history(history.describe(), history.headers, history.columns, history.sort_keys,
+                                 history.row_versions, history.changes)
+        self.history_updated.emit()
+
+    def _on_history_errored(self, err: BaseException) -> None:
+        self._history = None
+        self.history.clear_history(f"Cannot follow this key: {errors.short_message(err)}")
+        self.history_updated.emit()
+        if not isinstance(err, StatelensError):
+            errors.show_error(err, title="Key history failed")
+
+    def key_history(self) -> KeyHistory | None:
+        return self._history
+
+    def _on_browser_history_requested(self) -> None:
+        picked = self.browser.selected_key()
+        if picked is not None:
+            pid, key = picked
+            self.selection.update(key=key, key_partition_id=pid if pid >= 0 else None)
+        self.show_key_history()
+
+    # -- backends ------------------------------------------------------------------------------------
+    def set_backend(self, name: str, master: str | None = None, spark: Any = None) -> None:
+        """Read the browser's state with ``native``, ``spark`` or ``auto`` (native where it can decode).
+
+        Parameters
+        ----------
+        name : str
+        master : str, optional
+            Spark master URL (kept when None).
+        spark : SparkSession, optional
+            Use this session instead of starting one (tests share one).
+        """
+        if name not in BACKENDS:
+            raise UsageError(f"unknown backend {name!r}; backends: {', '.join(BACKENDS)}")
+        changed = name != self._backend_name or (master is not None and master != self._spark_master) or spark is not None
+        self._backend_name = name
+        if master is not None:
+            self._spark_master = master
+        if spark is not None:
+            self._spark_session = spark
+        self.settings.setValue(SETTINGS_BACKEND, name)
+        self.settings.setValue(SETTINGS_MASTER, self._spark_master)
+        self._show_backend()
+        if changed:
+            self._close_backends()
+            self._request_table()
+
+    def backend_name(self) -> str:
+        return self._backend_name
+
+    def _show_backend(self) -> None:
+        self.backend_combo.setCurrentIndex(max(self.backend_combo.findData(self._backend_name), 0))
+        self.master_edit.setText(self._spark_master)
+        self.master_edit.setEnabled(self._backend_name != "native")
+        for action in self.backend_actions.actions():
+            action.setChecked(action.data() == self._backend_name)
+        if not self.backend_label.text() or self._table is None:
+            self.backend_label.setText(f"Backend: {BACKENDS[self._backend_name]}"
+                                       + (f" on {self._spark_master}" if self._backend_name != "native" else ""))
+
+    def _backend_for(self, operator_id: int, store_name: str) -> Any:
+        """The backend object reading this store (None: the native reader path)."""
+        if self._backend_name == "native" or self.loaded is None:
+            return None
+        if self._chooser is None:
+            from readers.backends import BackendChooser
+
+            self._chooser = BackendChooser(self.loaded.checkpoint, self._backend_name, master=self._spark_master,
+                                           spark=self._spark_session)
+        return self._chooser.for_store(operator_id, store_name)
+
+    def _cancel_spark_read(self) -> None:
+        backend, self._spark_reading = self._spark_reading, None
+        if backend is not None and hasattr(backend, "cancel"):
+            backend.cancel()
+
+    def _close_backends(self) -> None:
+        chooser, self._chooser = self._chooser, None
+        if chooser is not None:
+            self._cancel_spark_read()
+            chooser.close()
+
+    def _on_backend_combo_activated(self, index: int) -> None:
+        name = self.backend_combo.itemData(index)
+        if name:
+            self.set_backend(str(name))
+
+    def _on_master_edit_editing_finished(self) -> None:
+        text = self.master_edit.text().strip()
+        if text and text != self._spark_master:
+            self.set_backend(self._backend_name, master=text)
+
+    def _on_master_action_triggered(self) -> None:
+        text, ok = QInputDialog.getText(self, "Spark master", "Spark master URL (local[*], spark://host:7077, yarn…):",
+                                        QLineEdit.EchoMode.Normal, self._spark_master)
+        if ok and text.strip():
+            self.set_backend(self._backend_name, master=text.strip())
+
+    # -- export --------------------------------------------------------------------------------------
+    def _main_table(self, view: str | None = None) -> DataTableView | None:
+        tables = {"overview": self.overview.batch_table, "expired": self.expired.table, "browser": self.browser.table,
+                  "schema": self.schema.conf_table}
+        return tables.get(view or self.current_view())
+
+    def _main_plot(self, view: str | None = None) -> Any:
+        return {"timeline": self.timeline.graphics, "growth": self.growth.graphics,
+                "expired": self.expired.graphics}.get(view or self.current_view())
+
+    def _update_export_actions(self) -> None:
+        has_table = self._main_table() is not None
+        has_plot = self._main_plot() is not None
+        for action in (self.export_csv_action, self.export_parquet_action):
+            action.setEnabled(has_table)
+        for action in (self.export_png_action, self.export_svg_action):
+            action.setEnabled(has_plot)
+        self.export_report_action.setEnabled(self.loaded is not None)
+
+    def export_current_table(self, fmt: str) -> None:
+        table = self._main_table()
+        if table is not None:
+            self.export_table_dialog(table, fmt)
+
+    def export_current_plot(self, fmt: str) -> None:
+        graphics = self._main_plot()
+        if graphics is None:
+            return
+        name = f"{self.current_view()}.{fmt}"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export plot as {fmt.upper()}", self._export_dir(name),
+                                              f"{fmt.upper()} (*.{fmt})")
+        if path:
+            self.export_plot(self.current_view(), path)
+
+    def export_table_dialog(self, table: DataTableView, fmt: str) -> None:
+        name = f"{table.name.replace(' ', '_')}.{fmt}"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {table.name} as {fmt.upper()}", self._export_dir(name),
+                                              "CSV (*.csv)" if fmt == "csv" else "Parquet (*.parquet)")
+        if path:
+            self.export_table(table, path, fmt)
+
+    def _export_dir(self, name: str) -> str:
+        folder = str(self.settings.value("export_dir", "") or os.path.expanduser("~"))
+        return os.path.join(folder, name)
+
+    def _checked_path(self, path: str) -> str | None:
+        from app.export import check_output_path
+
+        try:
+            out = check_output_path(path, self.loaded.url if self.loaded is not None else None)
+        except UsageError as err:
+            errors.show_error(err, title="Cannot export there")
+            return None
+        self.settings.setValue("export_dir", os.path.dirname(out))
+        return out
+
+    def export_table(self, table: DataTableView, path: str, fmt: str) -> int | None:
+        """Write a table to CSV or Parquet in a worker (the state browser's rows typed, as ``statelens rows``).
+
+        Parameters
+        ----------
+        table : DataTableView
+            One of the window's tables; its filter and sort order are kept.
+        path : str
+        fmt : {"csv", "parquet"}
+
+        Returns
+        -------
+        int or None
+            The job's token (None when the path was refused).
+        """
+        from app.export import iter_export_display_table, iter_export_documents, iter_export_state_table
+
+        out = self._checked_path(path)
+        if out is None:
+            return None
+        model: Any = table.model()
+        source: Any = model.sourceModel() if hasattr(model, "sourceModel") else model
+        rows = source.visible_source_rows()
+        if table is self.browser.table and self._table is not None:
+            job: tuple[Any, ...] = (iter_export_state_table, self._table, out, fmt, rows)
+        elif table is self.expired.table and self._expired is not None:
+            shown = self.expired.shown_store()
+            st = self._expired.store(*shown) if shown is not None else None
+            findings = st.findings if st is not None else []
+            job = (iter_export_documents, [findings[i].to_json() for i in rows], out, fmt)
+        else:
+            job = (iter_export_display_table, source.headers(), source.columns(), source.sort_keys(), out, fmt, rows)
+        return self.runner.submit(
+            "export", *job, what=f"Exporting {table.name} to {os.path.basename(out)}",
+            on_result=lambda n: self._on_export_finished(out, f"{n:,} rows of {table.name}"),
+            on_error=lambda err: self._on_export_errored(err, "Export failed"),
+        )
+
+    def export_plot(self, view: str, path: str) -> str | None:
+        """Write a view's plots to PNG or SVG (by the file's extension), on the GUI thread (it is quick).
+
+        Parameters
+        ----------
+        view : str
+            ``timeline``, ``growth`` or ``expired``.
+        path : str
+
+        Returns
+        -------
+        str or None
+            The path written.
+        """
+        import pyqtgraph.exporters as exporters
+
+        graphics = self._main_plot(view)
+        if graphics is None:
+            raise UsageError(f"the {view} view has no plot; plots: timeline, growth, expired")
+        out = self._checked_path(path)
+        if out is None:
+            return None
+        scene = graphics.scene()
+        if out.lower().endswith(".svg"):
+            try:
+                exporters.SVGExporter(scene).export(out)
+            except ValueError:
+                # pyqtgraph 0.14's SVGExporter cannot parse closed paths ("... Z") that Qt 6.10+ writes
+                # (pyqtgraph#3495): render the scene with Qt's own SVG generator instead.
+                _render_svg(scene, graphics, out)
+        else:
+            exporter = exporters.ImageExporter(scene)
+            params = exporter.parameters()
+            params["width"] = int(graphics.width() * 2)
+            from viewers import theme
+
+            params["background"] = theme.background()
+            exporter.export(out)
+        self._on_export_finished(out, f"{VIEW_TITLES[view].lower()} plot")
+        return out
+
+    def export_report(self, path: str) -> int | None:
+        """Write the whole checkpoint's HTML post-mortem report in a worker."""
+        from app.export import iter_export_report
+
+        if self.loaded is None:
+            return None
+        out = self._checked_path(path)
+        if out is None:
+            return None
+        return self.runner.submit(
+            "export", iter_export_report, self.loaded.checkpoint, out, what="Writing the HTML report",
+            on_result=lambda p: self._on_export_finished(p, "HTML report"),
+            on_error=lambda err: self._on_export_errored(err, "Writing the report failed"),
+        )
+
+    def _on_export_report_action_triggered(self) -> None:
+        if self.loaded is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export HTML report", self._export_dir("statelens-report.html"),
+                                              "HTML (*.html)")
+        if path:
+            self.export_report(path)
+
+    def _on_export_errored(self, err: BaseException, title: str) -> None:
+        self.status_label.setText(f"{title}: {errors.short_message(err)}")
+        errors.show_error(err, title=title)
+
+    def _on_export_finished(self, path: str, what: str) -> None:
+        self.status_label.setText(f"Wrote {what} to {path}")
+        self.export_finished.emit(path)
+
     # -- selection wiring ----------------------------------------------------------------------------
     def _on_view_batch_selected(self, batch_id: int) -> None:
         self.selection.select_batch(batch_id)
 
     def _on_view_store_selected(self, operator_id: int, store_name: str) -> None:
+        if (operator_id, store_name) == (self.selection.operator_id, self.selection.store_name):
+            return
         version = self.selection.version
         if self.selection.batch_id is None and self.loaded is not None:
             versions = self.loaded.checkpoint.operator(operator_id).store(store_name).versions
             version = versions[-1] if versions else None
         self.selection.update(operator_id=operator_id, store_name=store_name, partition_id=None,
-                              version=version, key=None)
+                              version=version, key=None, key_partition_id=None)
 
-    def _on_browser_partition_selected(self, partition_id: int | None) -> None:
-        self.selection.update(partition_id=partition_id, key=None)
+    def _on_view_partition_selected(self, partition_id: int | None) -> None:
+        self.selection.update(partition_id=partition_id)
 
-    def _on_browser_version_selected(self, version: int) -> None:
-        self.selection.update(version=version, batch_id=version - 1 if version > 0 else None, key=None)
+    def _on_view_version_selected(self, version: int) -> None:
+        self.selection.update(version=version, batch_id=version - 1 if version > 0 else None)
 
-    def _on_browser_key_selected(self, key: Any) -> None:
-        self.selection.update(key=key)
+    def _on_browser_key_selected(self, partition_id: int, key: Any) -> None:
+        self.selection.update(key=key, key_partition_id=partition_id if partition_id >= 0 else None)
 
     def _on_selection_changed(self, changes: dict[str, Any]) -> None:
         if {"operator_id", "store_name", "partition_id", "version"} & set(changes):
             self._request_table()
+        if ({"key", "key_partition_id", "operator_id", "store_name"} & set(changes) and self.history_dock.isVisible()
+                and self.selection.key is not None):
+            self.show_key_history()
 
     # -- views ---------------------------------------------------------------------------------------
     def select_view(self, name: str) -> None:
-        """Show one view: ``overview``, ``timeline``, ``growth`` or ``browser``."""
+        """Show one view of :data:`VIEWS`."""
         if name not in self.views:
             raise UsageError(f"unknown view {name!r}; views: {', '.join(VIEWS)}")
         self.tabs.setCurrentWidget(self.views[name])
@@ -569,8 +1155,52 @@ class MainWindow(QMainWindow):
             names = ", ".join(job.what or job.channel for job in self.runner.running_jobs())
             sys.stderr.write(f"statelens: warning: jobs still running at exit: {names}\n")
         self.selection.disconnect_all()
+        self._close_backends()
         errors.set_dialog_parent(None)
         super().closeEvent(event)
+
+
+def _render_svg(scene: Any, widget: Any, path: str) -> None:
+    """Render a graphics scene to an SVG file with Qt's ``QSvgGenerator`` (vector, fonts as text)."""
+    from PySide6.QtCore import QRectF, QSize
+    from PySide6.QtGui import QPainter
+    from PySide6.QtSvg import QSvgGenerator
+
+    rect = QRectF(0, 0, widget.width(), widget.height())
+    generator = QSvgGenerator()
+    generator.setFileName(path)
+    generator.setSize(QSize(int(rect.width()), int(rect.height())))
+    generator.setViewBox(rect)
+    generator.setTitle("statelens plot")
+    painter = QPainter(generator)
+    try:
+        from viewers import theme
+
+        painter.fillRect(rect, theme.background())
+        scene.render(painter, rect, widget.mapToScene(widget.viewport().rect()).boundingRect())
+    finally:
+        painter.end()
+
+
+def _iter_schema_history(ckpt: Any) -> Generator[Progress, None, Any]:
+    """:func:`app.explore.read_schema_history` as a runner job."""
+    yield Progress(0, 1, "reading schema files")
+    return read_schema_history(ckpt)
+
+
+def _iter_row_order(
+    sort_keys: Any, columns: Any, n: int, column: int, descending: bool, needle: str,
+    cancelled: Any = None,
+) -> Generator[Progress, None, Any]:
+    """:func:`viewers.tables.row_order` of a large table as a runner job (formats cells as needed)."""
+    yield Progress(0, 1, f"{'filtering' if needle else 'sorting'} {n:,} rows")
+    return row_order(sort_keys, columns, n, column, descending, needle, cancelled=cancelled)
+
+
+def _default_master() -> str:
+    from readers.backends.spark import DEFAULT_MASTER, MASTER_ENV
+
+    return os.environ.get(MASTER_ENV) or DEFAULT_MASTER
 
 
 def _dropped_folder(mime: Any) -> str | None:

@@ -1,0 +1,597 @@
+"""Qt-free data behind the explorer views: expired keys, a key's history, schemas and the session conf.
+
+Long work is a generator yielding :class:`~readers.model.Progress` and returning its result (STYLE §5),
+run by the GUI through ``app/gui/workers.py``; everything here also runs headless (tests, scripts).
+
+* :func:`iter_expired_overview` runs :func:`app.analysis.expired.iter_expired` over every version and
+  arranges its findings for plotting: counts per category over versions and per partition, and the
+  findings at each partition's latest version (exactly what ``statelens expired --json`` lists).
+* :func:`iter_key_history` walks the versions of one partition and follows one key: when it appeared,
+  changed, was rewritten or removed, with its value (and timeout) at each version.
+* :func:`read_schema_history` lists every schema file of every store, oldest first, and what changed.
+* :func:`conf_changes` compares the session conf pinned in consecutive offsets files.
+
+Version ``v`` is the state after batch ``v-1`` (``shared/spec/checkpoint-format.md`` §1.2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import Counter
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.analysis._common import key_text, row_converter, walk_partition
+from app.analysis.expired import CATEGORIES, ExpiredFinding, ExpiredResult, OperatorExpiry, iter_expired
+from app.session import (
+    ColumnSpec,
+    DisplayColumn,
+    ValueColumn,
+    _require_schema,
+    sort_getter,
+    state_columns,
+)
+from readers.errors import StatelensError, UsageError
+from readers.model import BatchInfo, Progress, StoreSchema
+
+#: Category labels for legends and tables.
+CATEGORY_LABELS = {
+    "zombie": "zombie (timed out, still there)",
+    "overdue": "overdue (next batch would time it out)",
+    "stale": "stale (no timeout, not written for a while)",
+    "eviction_lag": "eviction lag (behind the watermark)",
+}
+
+
+def _utc_ms(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    if ms < 0:
+        return f"{ms} (none)" if ms == -1 else str(ms)
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+
+
+def format_age_ms(ms: int | None) -> str:
+    """``850 ms``, ``12.5 s``, ``3.2 min``, ``4.0 h``, ``2.1 days`` (empty for None).
+
+    Parameters
+    ----------
+    ms : int or None
+
+    Returns
+    -------
+    str
+    """
+    if ms is None:
+        return ""
+    s = ms / 1000
+    if abs(s) < 1:
+        return f"{ms} ms"
+    if abs(s) < 120:
+        return f"{s:.1f} s"
+    if abs(s) < 7200:
+        return f"{s / 60:.1f} min"
+    if abs(s) < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
+
+
+# -- expired keys --------------------------------------------------------------------------------------
+@dataclass
+class StoreExpiry:
+    """Expired-but-present keys of one store, arranged for the expired view.
+
+    Attributes
+    ----------
+    versions : list of int
+        Every version the walk read, ascending.
+    counts : dict of str to list of int
+        Per category of :data:`app.analysis.expired.CATEGORIES`: findings at each of ``versions``
+        (summed over partitions; ``overdue`` exists only at the latest version).
+    partitions : list of int
+    partition_counts : dict of str to list of int
+        Per category: findings at each partition's latest version, aligned with ``partitions``.
+    findings : list of ExpiredFinding
+        The findings at each partition's latest version (as ``statelens expired`` reports them).
+    summary : OperatorExpiry
+        What was checked and how (timeout kind and its evidence, or why the store was skipped).
+    """
+
+    operator_id: int
+    store_name: str
+    versions: list[int]
+    counts: dict[str, list[int]]
+    partitions: list[int]
+    partition_counts: dict[str, list[int]]
+    findings: list[ExpiredFinding]
+    summary: OperatorExpiry
+
+    def describe(self) -> str:
+        """One line: what was checked, the timeout kind and its evidence, or why nothing was."""
+        s = self.summary
+        if s.check == "skipped":
+            return f"not checked: {s.reason}"
+        text = f"{s.check} checked on {s.partitions} partitions, {s.versions_read} versions read"
+        tk = s.timeout_kind
+        if tk is not None:
+            text += f"; timeout kind {tk.timeout_kind or 'unknown'} ({tk.source}: {tk.evidence})"
+        return text
+
+
+@dataclass
+class ExpiredOverview:
+    """Every store's :class:`StoreExpiry`, the latest-version result and the problems met."""
+
+    stores: list[StoreExpiry]
+    result: ExpiredResult
+    problems: list[StatelensError] = field(default_factory=list)
+
+    def store(self, operator_id: int, store_name: str) -> StoreExpiry | None:
+        return next((s for s in self.stores if (s.operator_id, s.store_name) == (operator_id, store_name)), None)
+
+
+def iter_expired_overview(
+    ckpt: Any,
+    *,
+    stale_after: int | None = None,
+    timeout_kind: str | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, ExpiredOverview]:
+    """Run the expired-keys analysis over every version and arrange it per store.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+    stale_after, timeout_kind
+        As for :func:`app.analysis.expired.iter_expired` (``stale_after`` None uses its default).
+    cancelled : callable, optional
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    ExpiredOverview
+        ``result`` holds only the latest-version findings: the same list ``iter_expired`` (and
+        ``statelens expired --json``) gives without ``all_versions``.
+    """
+    kwargs: dict[str, Any] = {"all_versions": True, "timeout_kind": timeout_kind, "cancelled": cancelled}
+    if stale_after is not None:
+        kwargs["stale_after"] = stale_after
+    full = yield from iter_expired(ckpt, **kwargs)
+    latest: dict[tuple[int, str, int], int] = {}
+    stores: list[StoreExpiry] = []
+    by_store: dict[tuple[int, str], list[ExpiredFinding]] = {}
+    for f in full.findings:
+        by_store.setdefault((f.operator_id, f.store_name), []).append(f)
+    kept: list[ExpiredFinding] = []
+    for summary in full.operators:
+        key = (summary.operator_id, summary.store_name)
+        found = by_store.get(key, [])
+        st = ckpt.operator(summary.operator_id).store(summary.store_name)
+        pids = list(st.partitions)
+        if found:
+            reader = ckpt.store_reader(summary.operator_id, summary.store_name)
+            for pid in {f.partition for f in found}:
+                versions = reader.versions(pid)
+                latest[(*key, pid)] = versions[-1] if versions else -1
+        at_latest = [f for f in found if f.version == latest.get((*key, f.partition))]
+        kept.extend(at_latest)
+        versions = sorted(set(st.versions) | {f.version for f in found})
+        col = {v: i for i, v in enumerate(versions)}
+        counts = {c: [0] * len(versions) for c in CATEGORIES}
+        for f in found:
+            counts[f.category][col[f.version]] += 1
+        pcol = {p: i for i, p in enumerate(pids)}
+        pcounts = {c: [0] * len(pids) for c in CATEGORIES}
+        for f in at_latest:
+            if f.partition in pcol:
+                pcounts[f.category][pcol[f.partition]] += 1
+        summary.counts = dict(Counter(f.category for f in at_latest))
+        stores.append(StoreExpiry(summary.operator_id, summary.store_name, versions, counts, pids, pcounts,
+                                  at_latest, summary))
+    result = ExpiredResult(kept, full.operators, full.problems, full.stale_after, False)
+    return ExpiredOverview(stores, result, full.problems)
+
+
+#: Columns of the findings table: header, numeric.
+FINDING_HEADERS = (
+    "category", "partition", "key", "timeout / event time (UTC)", "stored timeout (UTC)", "threshold (UTC)",
+    "age (batches)", "age (time)", "expired in batch", "version", "note",
+)
+
+
+def findings_table(findings: Sequence[ExpiredFinding]) -> tuple[list[str], list[Sequence[str]], list[Sequence[Any]]]:
+    """Display columns of findings (plain text) and their sort keys.
+
+    Parameters
+    ----------
+    findings : sequence of ExpiredFinding
+
+    Returns
+    -------
+    headers, columns, sort_keys
+        For :class:`viewers.tables.ColumnTableModel`.
+    """
+    specs = [
+        ColumnSpec("category", lambda f: f.category, str, False),
+        ColumnSpec("partition", lambda f: f.partition, str, True),
+        ColumnSpec("key", lambda f: f.key, key_text, False),
+        ColumnSpec("timeout / event time (UTC)", lambda f: f.timeout_ms, _utc_ms, True),
+        ColumnSpec("stored timeout (UTC)", lambda f: f.stored_timeout_ms, _utc_ms, True),
+        ColumnSpec("threshold (UTC)", lambda f: f.threshold_ms, _utc_ms, True),
+        ColumnSpec("age (batches)", lambda f: f.age_batches, lambda v: "" if v is None else f"{v:,}", True),
+        ColumnSpec("age (time)", lambda f: f.age_ms, format_age_ms, True),
+        ColumnSpec("expired in batch", lambda f: f.batch_id, lambda v: "" if v is None else str(v), True),
+        ColumnSpec("version", lambda f: f.version, str, True),
+        ColumnSpec("note", lambda f: f.note, str, False),
+    ]
+    columns: list[Sequence[str]] = []
+    sort_keys: list[Sequence[Any]] = []
+    for spec in specs:
+        col = DisplayColumn(findings, spec.getter, spec.formatter)
+        columns.append(col)
+        sort_keys.append(ValueColumn(findings, spec.getter) if spec.numeric else col)
+    return [s.header for s in specs], columns, sort_keys
+
+
+# -- a key's history -----------------------------------------------------------------------------------
+@dataclass
+class KeyHistory:
+    """One key of one store partition across its versions.
+
+    Attributes
+    ----------
+    key : JsonObject
+        The key in the JSON form of ``statelens rows``.
+    headers, columns, sort_keys
+        The table: ``version``, ``batch``, ``change``, then the value's fields.
+    versions : list of int
+        Versions at which the key is in the state.
+    changes : list of str
+        Per table row (``row_versions`` gives its version): ``added``, ``updated``, ``rewritten (same value)``, ``unchanged``, ``removed``,
+        or ``present (state rebuilt)`` after a snapshot-only or unreadable step.
+    versions_read : int
+    problems : list of StatelensError
+    """
+
+    operator_id: int
+    store_name: str
+    partition_id: int
+    key: Any
+    headers: list[str]
+    columns: list[Sequence[str]]
+    sort_keys: list[Sequence[Any]]
+    versions: list[int]
+    changes: list[str]
+    row_versions: list[int] = field(default_factory=list)
+    versions_read: int = 0
+    problems: list[StatelensError] = field(default_factory=list)
+
+    @property
+    def key_text(self) -> str:
+        return key_text(self.key)
+
+    def describe(self) -> str:
+        """One line for the status: where the key was seen."""
+        where = f"operator {self.operator_id} {self.store_name}, partition {self.partition_id}"
+        if not self.versions:
+            return f"key {self.key_text} not found in {where} ({self.versions_read} versions read)"
+        n = Counter(self.changes)
+        parts = [f"{n[c]} {c}" for c in ("added", "updated", "rewritten (same value)", "removed") if n.get(c)]
+        return (f"key {self.key_text} in {where}: present in {len(self.versions)} of {self.versions_read} versions "
+                f"({self.versions[0]}–{self.versions[-1]})" + (f"; {', '.join(parts)}" if parts else ""))
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _value_text(spec: ColumnSpec) -> Callable[[Any], str]:
+    """Display text of a value field; a removed row has no value: empty, not "null"."""
+    get, fmt = spec.getter, spec.formatter
+
+    def text(record: Any) -> str:
+        return "" if record.value is None else fmt(get(record))
+
+    return text
+
+
+class _HistoryRow:
+    __slots__ = ("version", "change", "partition_id", "key", "value")
+
+    def __init__(self, version: int, change: str, partition_id: int, key: Any, value: Any):
+        self.version = version
+        self.change = change
+        self.partition_id = partition_id
+        self.key = key
+        self.value = value
+
+
+def iter_key_history(
+    reader: Any,
+    partition_id: int,
+    key: Any,
+    time_columns: Sequence[Any] = (),
+    batch_times: dict[int, tuple[int | None, int | None]] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, KeyHistory]:
+    """Follow one key through every readable version of one store partition.
+
+    Keys are matched on their raw UnsafeRow bytes once found: each distinct key of the partition is
+    decoded at most once (until the key is found), and its value only when its bytes change.
+
+    Parameters
+    ----------
+    reader : store reader (HDFS or RocksDB)
+    partition_id : int
+    key : tuple or JsonObject
+        The decoded key (positional tuple) or its JSON form.
+    time_columns : sequence of readers.model.TimeColumn
+        Value time columns (timeouts) show as UTC times.
+    batch_times : dict, optional
+        ``batch_id -> (timestamp_ms, watermark_ms)`` from the offsets log: adds the start and the
+        watermark of the batch that wrote each version (to read timeouts against).
+    cancelled : callable, optional
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    KeyHistory
+
+    Raises
+    ------
+    UsageError
+        Unknown partition.
+    SchemaMismatchError
+        The store has no schema.
+    """
+    schema = _require_schema(reader)
+    if partition_id not in reader.partition_ids():
+        raise UsageError(f"store {reader.store_name!r} of operator {reader.operator_id} has no partition {partition_id}")
+    convert = row_converter(schema.key_schema)
+    target = convert(key) if isinstance(key, tuple) else key
+    path = f"state/{reader.operator_id}/{partition_id}"
+    problems: list[StatelensError] = []
+    checked: set[bytes] = set()
+    raw_key: bytes | None = None
+    decoded_key: Any = None
+    prev_value: bytes | None = None
+    prev_decoded: Any = None
+    rows: list[_HistoryRow] = []
+    total = len(reader.versions(partition_id))
+    last_tick = time.monotonic()
+    read = 0
+    for n, (v, state, changes) in enumerate(walk_partition(reader, partition_id, problems, cancelled)):
+        read += 1
+        if time.monotonic() - last_tick > 0.1:
+            last_tick = time.monotonic()
+            yield Progress(n, total, f"following the key through version {v}")
+        if raw_key is None:
+            cands = [k for k, val in (changes if changes is not None else state.items())
+                     if val is not None and k not in checked and k in state]
+            checked.update(cands)
+            for start in range(0, len(cands), 10_000):
+                chunk = cands[start:start + 10_000]
+                for raw, (dk, _) in zip(chunk, reader.decode_pairs([(k, None) for k in chunk], path), strict=True):
+                    if convert(dk) == target:
+                        raw_key, decoded_key = raw, dk
+                        break
+                if raw_key is not None:
+                    break
+            if raw_key is None:
+                continue
+            checked.clear()
+        value = state.get(raw_key)
+        if value is None:
+            if prev_value is not None:
+                rows.append(_HistoryRow(v, "removed", partition_id, decoded_key, None))
+            prev_value, prev_decoded = None, None
+            continue
+        written = changes is not None and any(k == raw_key for k, _ in changes)
+        if prev_value is None:
+            change = "added" if changes is not None or not rows else "present (state rebuilt)"
+        elif changes is None:
+            change = "present (state rebuilt)"
+        elif written:
+            change = "updated" if value != prev_value else "rewritten (same value)"
+        else:
+            change = "unchanged"
+        if value != prev_value or prev_decoded is None:
+            prev_decoded = reader.decode_pairs([(raw_key, value)], f"{path}/{v}")[0][1]
+        prev_value = value
+        rows.append(_HistoryRow(v, change, partition_id, decoded_key, prev_decoded))
+    yield Progress(total, total, "key history")
+    value_specs = [s for s in state_columns(schema, reader.store_name, time_columns) if s.header.startswith("value.")]
+    specs = [
+        ColumnSpec("version", lambda r: r.version, str, True),
+        ColumnSpec("batch", lambda r: r.version - 1, str, True),
+    ]
+    if batch_times:
+        times = batch_times
+        specs += [
+            ColumnSpec("batch start (UTC)", lambda r: times.get(r.version - 1, (None, None))[0], _utc_ms, True),
+            ColumnSpec("batch watermark (UTC)", lambda r: times.get(r.version - 1, (None, None))[1],
+                       lambda ms: "0 (none yet)" if ms == 0 else _utc_ms(ms), True),
+        ]
+    specs += [ColumnSpec("change", lambda r: r.change, str, False), *value_specs]
+    columns: list[Sequence[str]] = []
+    sort_keys: list[Sequence[Any]] = []
+    for spec in specs:
+        if spec.header.startswith("value."):
+            col = DisplayColumn(rows, _identity, _value_text(spec))
+        else:
+            col = DisplayColumn(rows, spec.getter, spec.formatter)
+        columns.append(col)
+        sort_keys.append(ValueColumn(rows, sort_getter(spec)) if spec.numeric else col)
+    return KeyHistory(
+        reader.operator_id, reader.store_name, partition_id, target, [s.header for s in specs], columns, sort_keys,
+        [r.version for r in rows if r.change != "removed"], [r.change for r in rows], [r.version for r in rows],
+        read, problems,
+    )
+
+
+# -- schemas -------------------------------------------------------------------------------------------
+@dataclass
+class SchemaVersion:
+    """One schema file of one store and what changed from the previous one.
+
+    Attributes
+    ----------
+    from_batch : int or None
+        The batch that wrote it (v3 files are named ``<batch>_<uuid>``); None for v1/v2 files.
+    changes : list of str
+        ``key: added field x long``... compared with the previous file (empty for the first).
+    """
+
+    operator_id: int
+    store_name: str
+    path: str
+    from_batch: int | None
+    schema: StoreSchema
+    changes: list[str] = field(default_factory=list)
+
+
+def _leaves(struct: Any, prefix: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for f in list(getattr(struct, "fields", None) or []):
+        name = f"{prefix}.{f.name}"
+        if getattr(f.dataType, "fields", None) is not None:
+            out.extend(_leaves(f.dataType, name))
+        else:
+            out.append((name, f.dataType.simpleString()))
+    return out
+
+
+def schema_changes(old: StoreSchema, new: StoreSchema) -> list[str]:
+    """What changed between two schemas of one store, one line per field (repeated names kept apart).
+
+    Parameters
+    ----------
+    old, new : readers.model.StoreSchema
+
+    Returns
+    -------
+    list of str
+    """
+    out: list[str] = []
+    for side in ("key", "value"):
+        a = _leaves(getattr(old, f"{side}_schema"), side)
+        b = _leaves(getattr(new, f"{side}_schema"), side)
+        if a == b:
+            continue
+        # Compare by position among fields of the same name: aggregation buffers repeat names.
+        def keyed(items: list[tuple[str, str]]) -> dict[tuple[str, int], str]:
+            seen: Counter[str] = Counter()
+            out_: dict[tuple[str, int], str] = {}
+            for name, t in items:
+                out_[(name, seen[name])] = t
+                seen[name] += 1
+            return out_
+
+        ka, kb = keyed(a), keyed(b)
+        for k in kb:
+            if k not in ka:
+                out.append(f"added {k[0]} {kb[k]}")
+            elif ka[k] != kb[k]:
+                out.append(f"changed {k[0]} {ka[k]} -> {kb[k]}")
+        for k in ka:
+            if k not in kb:
+                out.append(f"removed {k[0]} {ka[k]}")
+        if not out or [n for n, _ in a] != [n for n, _ in b] and sorted(a) == sorted(b):
+            out.append(f"{side} fields reordered")
+    return out
+
+
+def read_schema_history(ckpt: Any) -> tuple[list[SchemaVersion], list[StatelensError]]:
+    """Every schema file of every store, oldest first, each with its changes from the previous one.
+
+    v1/v2 stores keep one ``_metadata/schema`` per store; v3 (``_stateSchema/<store>/<batch>_<uuid>``)
+    writes a new file when the query restarts with another schema.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+
+    Returns
+    -------
+    versions : list of SchemaVersion
+    problems : list of StatelensError
+        Schema files that could not be read.
+    """
+    from readers import schemas
+
+    out: list[SchemaVersion] = []
+    problems: list[StatelensError] = []
+    for op in ckpt.operators:
+        for st in op.stores:
+            sub = "" if st.store_name == "default" else f"/{st.store_name}"
+            found: list[tuple[int | None, str, StoreSchema]] = []
+            legacy = f"state/{op.operator_id}/0{sub}/_metadata/schema"
+            try:
+                if ckpt.fs.exists(legacy):
+                    found.append((None, legacy, schemas.parse_schema_file(ckpt.fs.read_bytes(legacy), legacy)))
+                v3_dir = f"state/{op.operator_id}/_stateSchema/{st.store_name}"
+                files = [e for e in ckpt.fs.list_dir(v3_dir) if not e.is_dir and not e.name.startswith(".")]
+            except StatelensError as err:
+                problems.append(err)
+                files = []
+            for e in sorted(files, key=lambda e: (_batch_of(e.name) is None, _batch_of(e.name) or 0, e.name)):
+                try:
+                    families = schemas.parse_schema_v3(ckpt.fs.read_bytes(e.path), e.path)
+                except StatelensError as err:
+                    problems.append(err)
+                    continue
+                sch = families.get("default") or next(iter(families.values()), None)
+                if sch is not None:
+                    found.append((_batch_of(e.name), e.path, sch))
+            if not found and st.schema is not None:
+                found.append((None, st.schema.path, st.schema))
+            prev: StoreSchema | None = None
+            for batch, path, sch in found:
+                changes = schema_changes(prev, sch) if prev is not None else []
+                out.append(SchemaVersion(op.operator_id, st.store_name, path, batch, sch, changes))
+                prev = sch
+    return out, problems
+
+
+def _batch_of(name: str) -> int | None:
+    head = name.split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+# -- conf ----------------------------------------------------------------------------------------------
+def conf_changes(batches: Sequence[BatchInfo]) -> dict[int, dict[str, tuple[str | None, str | None]]]:
+    """Conf keys whose value differs from the previous batch's offsets file, per batch.
+
+    Parameters
+    ----------
+    batches : sequence of readers.model.BatchInfo
+
+    Returns
+    -------
+    dict
+        ``batch_id -> {key: (before, after)}`` for batches whose conf differs from the last batch
+        before them that had one (batches without an offsets file are skipped).
+    """
+    out: dict[int, dict[str, tuple[str | None, str | None]]] = {}
+    prev: dict[str, str] | None = None
+    for b in batches:
+        conf = b.offsets.conf if b.offsets is not None else None
+        if not conf:
+            continue
+        if prev is not None:
+            diff = {k: (prev.get(k), conf.get(k)) for k in sorted(set(prev) | set(conf)) if prev.get(k) != conf.get(k)}
+            if diff:
+                out[b.batch_id] = diff
+        prev = conf
+    return out

@@ -1,0 +1,307 @@
+"""Qt-free writers behind the desktop app's Export actions: tables to CSV or Parquet, the HTML report.
+
+The GUI runs these generators in its worker (they yield :class:`~readers.model.Progress` about every
+20,000 rows and stop when cancelled, leaving no half-written file behind). Everything goes through
+:mod:`readers.values`, so exported files match ``statelens rows``:
+
+* decoded state rows (:func:`iter_export_state_table`): typed, as ``statelens rows --format csv|parquet``
+  (``partition, key.*, value.*``; a diff adds ``change`` and the version; Parquet keeps Spark's types);
+* JSON documents (:func:`iter_export_documents`, e.g. expired-key findings): flattened to CSV columns,
+  Parquet typed from the JSON form;
+* any display table (:func:`iter_export_display_table`): the text shown, numbers as numbers.
+
+Files are written to ``<path>.partial`` first and renamed when complete. Nothing here ever writes
+inside a checkpoint (the caller picks the path; :func:`check_output_path` refuses one inside it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any
+
+from readers.errors import UsageError
+from readers.model import Progress
+
+FORMATS = ("csv", "parquet")
+_STEP = 20_000
+
+
+def check_output_path(path: str, checkpoint_location: str | None = None) -> str:
+    """Refuse output paths inside the checkpoint (statelens never writes to one).
+
+    Parameters
+    ----------
+    path : str
+        The file to write.
+    checkpoint_location : str, optional
+        A local checkpoint folder.
+
+    Returns
+    -------
+    str
+        The absolute path.
+
+    Raises
+    ------
+    UsageError
+        When ``path`` is inside the checkpoint.
+    """
+    out = os.path.abspath(path)
+    if checkpoint_location and "://" not in checkpoint_location:
+        root = os.path.abspath(checkpoint_location)
+        if os.path.commonpath([out, root]) == root:
+            raise UsageError(f"{out} is inside the checkpoint {root}: statelens never writes there; pick another folder")
+    return out
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown export format {fmt!r}; formats: {', '.join(FORMATS)}")
+
+
+class _Partial:
+    """Writes go to ``<path>.partial``; renamed over ``path`` on success, removed otherwise."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.tmp = path + ".partial"
+
+    def __enter__(self) -> str:
+        return self.tmp
+
+    def __exit__(self, kind: Any, err: Any, tb: Any) -> None:
+        if kind is None:
+            os.replace(self.tmp, self.path)
+        elif os.path.exists(self.tmp):
+            os.remove(self.tmp)
+
+
+def _stopped(cancelled: Callable[[], bool] | None) -> None:
+    if cancelled is not None and cancelled():
+        raise InterruptedError("export cancelled")
+
+
+def _write_csv_rows(tmp: str, header: Sequence[str], rows: Iterable[Sequence[str]], n: int, what: str,
+                    cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
+    import csv
+
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        for i, row in enumerate(rows):
+            if i % _STEP == 0:
+                _stopped(cancelled)
+                yield Progress(i, n, what)
+            writer.writerow(row)
+
+
+def iter_export_state_table(
+    table: Any, path: str, fmt: str, rows: Sequence[int] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, int]:
+    """Write decoded state rows (an :class:`app.session.StateTable`) as ``statelens rows`` does.
+
+    Parameters
+    ----------
+    table : app.session.StateTable
+        Rows (``StateRow``) or a diff (``DiffRow``: written as a change feed, ``version, partition,
+        change, key, value``, with ``value`` the old value of removed rows).
+    path : str
+    fmt : {"csv", "parquet"}
+    rows : sequence of int, optional
+        Positions of the records to write, in order (the table's filtered, sorted rows); all when None.
+    cancelled : callable, optional
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    int
+        Rows written.
+    """
+    from readers.values import (
+        csv_cell,
+        flat_columns,
+        flatten_row,
+        row_to_json,
+        state_row_schema,
+        write_parquet,
+    )
+
+    _check_format(fmt)
+    records = table.records
+    order = range(len(records)) if rows is None else rows
+    n = len(order)
+    diff = table.is_diff
+    schema = state_row_schema(table.key_schema, table.value_schema, changes=diff)
+
+    def tuples() -> Iterable[tuple[Any, ...]]:
+        for i in order:
+            r = records[i]
+            if diff:
+                yield (table.version, r.partition_id, r.change, r.key, r.value)
+            else:
+                yield (r.partition_id, r.key, r.value)
+
+    what = f"writing {n:,} rows to {os.path.basename(path)}"
+    with _Partial(path) as tmp:
+        if fmt == "parquet":
+            yield Progress(0, n, what)
+            data = []
+            for j, t in enumerate(tuples()):
+                if j % _STEP == 0:
+                    _stopped(cancelled)
+                data.append(t)
+            write_parquet(data, tmp, schema)
+        else:
+            cells = ([csv_cell(v) for _, v in flatten_row(row_to_json(t, schema), "", schema)] for t in tuples())
+            yield from _write_csv_rows(tmp, flat_columns(schema), cells, n, what, cancelled)
+    yield Progress(n, n, what)
+    return n
+
+
+def iter_export_documents(
+    docs: Sequence[Any], path: str, fmt: str, cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, int]:
+    """Write JSON documents (``JsonObject``/dicts, e.g. ``ExpiredFinding.to_json()``).
+
+    CSV columns are the flattened names of every document (``key.user``...), in first-seen order;
+    Parquet types come from the JSON form (:func:`readers.values.write_parquet` without a schema).
+
+    Parameters
+    ----------
+    docs : sequence
+    path : str
+    fmt : {"csv", "parquet"}
+    cancelled : callable, optional
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    int
+        Documents written.
+    """
+    from readers.values import JsonObject, csv_cell, flatten_row, write_parquet
+
+    _check_format(fmt)
+    docs = [d if isinstance(d, JsonObject) else JsonObject(d.items()) if isinstance(d, dict) else d for d in docs]
+    n = len(docs)
+    what = f"writing {n:,} rows to {os.path.basename(path)}"
+    with _Partial(path) as tmp:
+        if fmt == "parquet":
+            yield Progress(0, n, what)
+            _stopped(cancelled)
+            write_parquet(docs, tmp)
+        else:
+            flat = [flatten_row(d) for d in docs]
+            names: dict[str, None] = {}
+            for cells in flat:
+                names.update(dict.fromkeys(name for name, _ in cells))
+            header = list(names)
+
+            def rows() -> Iterable[list[str]]:
+                for cells in flat:
+                    by_name = dict(cells)
+                    yield [csv_cell(by_name.get(name)) for name in header]
+
+            yield from _write_csv_rows(tmp, header, rows(), n, what, cancelled)
+    yield Progress(n, n, what)
+    return n
+
+
+def iter_export_display_table(
+    headers: Sequence[str],
+    columns: Sequence[Sequence[str]],
+    sort_keys: Sequence[Sequence[Any]] | None,
+    path: str,
+    fmt: str,
+    rows: Sequence[int] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, int]:
+    """Write a table as shown: display text, except numeric columns, written as numbers.
+
+    Parameters
+    ----------
+    headers : sequence of str
+    columns : sequence of sequence of str
+        Display text per column.
+    sort_keys : sequence of sequence, optional
+        Per column, numbers (None for null) for numeric columns; other columns are written as text.
+    path : str
+    fmt : {"csv", "parquet"}
+    rows : sequence of int, optional
+        Row positions to write, in order; all when None.
+    cancelled : callable, optional
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    int
+        Rows written.
+    """
+    from readers.values import JsonObject
+
+    _check_format(fmt)
+    n_all = len(columns[0]) if columns else 0
+    order = list(range(n_all)) if rows is None else list(rows)
+    numeric = [_numeric(sort_keys[c]) if sort_keys is not None else False for c in range(len(columns))]
+
+    def cell(c: int, i: int) -> Any:
+        if numeric[c]:
+            return sort_keys[c][i]  # type: ignore[index]
+        return columns[c][i]
+
+    docs = []
+    for j, i in enumerate(order):
+        if j % _STEP == 0:
+            _stopped(cancelled)
+            yield Progress(j, len(order), f"collecting {len(order):,} rows")
+        docs.append(JsonObject((h, cell(c, i)) for c, h in enumerate(headers)))
+    return (yield from iter_export_documents(docs, path, fmt, cancelled))
+
+
+def _numeric(keys: Sequence[Any]) -> bool:
+    seen = 0
+    for k in keys[:200]:
+        if k is None:
+            continue
+        if isinstance(k, bool) or not isinstance(k, (int, float)):
+            return False
+        seen += 1
+    return seen > 0
+
+
+def iter_export_report(ckpt: Any, path: str, cancelled: Callable[[], bool] | None = None) -> Generator[Progress, None, str]:
+    """Write the HTML post-mortem report (:func:`app.analysis.report.iter_report`) to ``path``.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+    path : str
+    cancelled : callable, optional
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    str
+        The path written.
+    """
+    from app.analysis.report import iter_report
+
+    result = yield from iter_report(ckpt, cancelled=cancelled)
+    _stopped(cancelled)
+    with _Partial(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(result.html)
+    return path

@@ -1,0 +1,520 @@
+"""Desktop app, round 2 of issue 4: expired keys, key history, schema and conf, diff, paging, export,
+the backend switch and linked selection — driven through the real widgets.
+
+Checkpoints: the bundled sample (``resources/sample_checkpoint``, the ``pandas_state_event`` scenario)
+and real ones written by PySpark (``checkpoint`` fixture, marked ``spark``). Waits use
+``qtbot.waitSignal``/``waitUntil``, never sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import argparse
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("PySide6")
+pytest.importorskip("pyqtgraph")
+
+from PySide6.QtCore import QSettings, Qt, QThreadPool  # noqa: E402
+from PySide6.QtGui import QImage  # noqa: E402
+
+import app.gui  # noqa: E402,F401
+from app.analysis._common import key_text  # noqa: E402
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+REPO = Path(__file__).resolve().parent.parent
+LOAD_TIMEOUT_MS = 60_000
+
+
+# -- fixtures and helpers ------------------------------------------------------------------------------
+@pytest.fixture
+def raise_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATELENS_RAISE", "1")
+
+
+@pytest.fixture
+def window(qtbot, tmp_path: Path, raise_errors):  # type: ignore[no-untyped-def]
+    from app.gui.window import MainWindow
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    yield win
+    win.close()
+    assert win.runner.idle or QThreadPool.globalInstance().waitForDone(5000)
+
+
+def _open(qtbot, win, path: str | Path):  # type: ignore[no-untyped-def]
+    """Open a checkpoint and wait for it and every follow-up job (growth, expired, schema, browser)."""
+    with qtbot.waitSignal(win.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
+        win.open_checkpoint(str(path))
+    qtbot.waitUntil(lambda: win.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    return win.loaded
+
+
+def _sample() -> Path:
+    from app.cli import sample_checkpoint_path
+
+    path = sample_checkpoint_path()
+    if not path.is_dir():
+        pytest.skip(f"no bundled sample checkpoint at {path}")
+    return path
+
+
+def _cli_expired(path: Path) -> list[dict[str, Any]]:
+    """What ``statelens expired --json`` prints (this checkout's code, in a subprocess)."""
+    out = subprocess.run([sys.executable, "-m", "app.launcher", "expired", str(path), "--json"], cwd=REPO,
+                         capture_output=True, text=True, check=False, timeout=300)
+    assert out.returncode in (0, 1), out.stderr
+    return json.loads(out.stdout)
+
+
+def _kt(key: Any) -> str:
+    """Key text of an encoded key, from the window (JsonObject) or from parsed CLI JSON (dict)."""
+    from readers.values import JsonObject
+
+    return key_text(JsonObject(key.items()) if isinstance(key, dict) else key)
+
+
+def _finding_rows(win) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
+    return sorted((pid, key_text(key)) for pid, _v, key in (win.expired.row_ref(r) for r in range(win.expired.visible_rows())))
+
+
+def _click_row(qtbot, table, row: int) -> None:  # type: ignore[no-untyped-def]
+    index = table.model().index(row, 0)
+    table.scrollTo(index)
+    rect = table.visualRect(index)
+    qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+
+
+# -- expired keys and key history ----------------------------------------------------------------------
+def test_expired_view_lists_the_cli_zombies_of_the_sample(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    path = _sample()
+    with qtbot.waitSignal(window.expired_updated, timeout=LOAD_TIMEOUT_MS):
+        _open(qtbot, window, path)
+    window.select_view("expired")
+    cli = _cli_expired(path)
+    zombies = sorted((f["partition"], _kt(f["key"])) for f in cli if f["category"] == "zombie")
+    assert zombies, "the sample checkpoint has zombie keys"
+    assert _finding_rows(window) == sorted((f["partition"], _kt(f["key"])) for f in cli)
+    shown = [window.expired.model.index(r, 0).data() for r in range(window.expired.visible_rows())]
+    assert sorted(p for p, _ in zombies) == sorted(
+        window.expired.row_ref(r)[0] for r in range(window.expired.visible_rows()) if shown[r] == "zombie")
+    # Counts: the latest version's bar holds every finding; per partition they add up.
+    data = window.expired._data[window.expired.shown_store()]
+    assert data["counts"]["zombie"][-1] == len(zombies)
+    assert data["partition_counts"]["zombie"].sum() == len(zombies)
+    assert "zombie: " + str(len(zombies)) in window.expired.counts_label.text()
+    assert "event_time" in window.expired.status.text()
+
+
+def test_clicking_a_zombie_opens_its_history_and_selects_it_everywhere(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    loaded = _open(qtbot, window, _sample())
+    window.select_view("expired")
+    row = next(r for r in range(window.expired.visible_rows()) if key_text(window.expired.row_ref(r)[2]) == "leak1")
+    pid, version, key = window.expired.row_ref(row)
+    with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
+        _click_row(qtbot, window.expired.table, row)
+    assert window.history_dock.isVisible()
+    history = window.key_history()
+    assert history is not None and key_text(history.key) == "leak1"
+    # leak1 was written by batch 0 and never touched again: in every version of its partition.
+    reader = loaded.checkpoint.store_reader(0, "default")
+    expected = [v for v in reader.versions(pid)
+                if any(key_text(k) == "leak1" for k in _keys_at(reader, pid, v))]
+    assert history.versions == expected
+    assert history.changes[0] == "added" and set(history.changes[1:]) == {"unchanged"}
+    assert window.history.rows() == len(expected)
+    assert "present in" in window.history.title.text()
+    # The shared selection moved: the browser shows that partition and version with the key selected.
+    s = window.selection
+    assert (s.partition_id, s.version, s.key, s.key_partition_id) == (pid, version, key, pid)
+    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    assert window.browser.version_combo.currentData() == version
+    assert window.browser.partition_combo.currentData() == pid
+    assert window.browser.selected_key() == (pid, key)
+    # A history row selects its version in every view.
+    window.history.table.setCurrentIndex(window.history.proxy.index(2, 0))
+    assert window.selection.version == expected[2]
+    assert window.selection.key == key
+
+
+def _keys_at(reader, pid: int, version: int) -> list[Any]:  # type: ignore[no-untyped-def]
+    from app.analysis._common import row_converter
+
+    convert = row_converter(reader.schema.key_schema)
+    return [convert(r.key) for r in reader.read_rows(pid, version)]
+
+
+@pytest.mark.spark
+def test_expired_view_on_generated_pandas_state_checkpoint(qtbot, window, checkpoint) -> None:  # type: ignore[no-untyped-def]
+    path = checkpoint("pandas_state_event") / "checkpoint"
+    _open(qtbot, window, path)
+    cli = _cli_expired(path)
+    assert any(f["category"] == "zombie" for f in cli)
+    assert _finding_rows(window) == sorted((f["partition"], _kt(f["key"])) for f in cli)
+    # The same list the analysis gives without all_versions (what the CLI runs).
+    from app.analysis._common import run_to_end
+    from app.analysis.expired import iter_expired
+
+    direct = run_to_end(iter_expired(window.loaded.checkpoint))
+    assert [f.to_json() for f in sorted(direct.findings, key=_fkey)] == [
+        f.to_json() for f in sorted(window.expired_findings(), key=_fkey)]
+
+
+def _fkey(f: Any) -> tuple[Any, ...]:
+    return (f.operator_id, f.store_name, f.partition, f.category, key_text(f.key))
+
+
+@pytest.mark.spark
+def test_key_history_from_the_browser_row(qtbot, window, checkpoint) -> None:  # type: ignore[no-untyped-def]
+    loaded = _open(qtbot, window, checkpoint("pandas_state_event") / "checkpoint")
+    window.select_view("browser")
+    browser = window.browser
+    row = next(r for r in range(browser.visible_rows()) if "live1" in browser.model.row_texts(r))
+    _click_row(qtbot, browser.table, row)
+    assert browser.history_button.isEnabled()
+    pid, key = browser.selected_key()
+    assert key_text(key) == "live1" and window.selection.key == key
+    with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
+        qtbot.mouseClick(browser.history_button, Qt.MouseButton.LeftButton)
+    history = window.key_history()
+    reader = loaded.checkpoint.store_reader(0, "default")
+    expected = [v for v in reader.versions(pid) if any(key_text(k) == "live1" for k in _keys_at(reader, pid, v))]
+    assert history.versions == expected
+    # live1 gets an event in every batch: updated, not merely unchanged.
+    assert "updated" in history.changes
+    # While the history is shown, selecting another key follows it.
+    other = next(r for r in range(browser.visible_rows())
+                 if "live1" not in browser.model.row_texts(r) and int(browser.model.row_texts(r)[0]) == pid)
+    with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
+        _click_row(qtbot, browser.table, other)
+    assert window.key_history().key == browser.selected_key()[1]
+
+
+# -- state browser: diff and paging --------------------------------------------------------------------
+@pytest.mark.spark
+def test_diff_shows_added_changed_removed(qtbot, window, checkpoint) -> None:  # type: ignore[no-untyped-def]
+    loaded = _open(qtbot, window, checkpoint("pandas_state_event") / "checkpoint")
+    ckpt = loaded.checkpoint
+    reader = ckpt.store_reader(0, "default")
+    versions = reader.versions()
+    old, new = versions[0], versions[-1]
+    window.select_view("browser")
+    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+        window.browser.set_compare_version(old)
+    table = window.state_table()
+    assert table.is_diff and (table.compare_version, table.version) == (old, new)
+    assert window.browser.model.headers()[0] == "change"
+    # The oracle: decoded rows of both versions.
+    def rows(v: int) -> dict[tuple[int, str], Any]:
+        return {(r.partition_id, key_text(_json_key(reader, r.key))): r.value for p in reader.partition_ids()
+                for r in reader.read_rows(p, v)}
+    a, b = rows(old), rows(new)
+    expected = {("added", k) for k in b.keys() - a.keys()} | {("removed", k) for k in a.keys() - b.keys()} | {
+        ("changed", k) for k in a.keys() & b.keys() if a[k] != b[k]}
+    got = {(r.change, (r.partition_id, key_text(_json_key(reader, r.key)))) for r in table.records}
+    assert got == expected
+    assert {c for c, _ in got} >= {"added", "removed"}
+    assert f"diff of versions {old} → {new}" in window.browser.status.text()
+    # Back to plain rows.
+    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+        window.browser.set_compare_version(None)
+    assert not window.state_table().is_diff
+    assert window.browser.visible_rows() == len(b)
+
+
+def _json_key(reader: Any, key: tuple[Any, ...]) -> Any:
+    from app.analysis._common import row_converter
+
+    return row_converter(reader.schema.key_schema)(key)
+
+
+def test_table_model_pages_and_sorts_large_tables_in_a_worker(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from viewers.browser import StateBrowserView
+    from viewers.tables import PAGE_ROWS, SYNC_ROWS, row_order
+
+    n = SYNC_ROWS + 7_001
+    ids = list(range(n))
+    texts = [f"key-{(i * 7919) % n:07d}" for i in ids]
+    view = StateBrowserView()
+    qtbot.addWidget(view)
+    view.resize(900, 600)
+    view.show()
+    view.set_table(["partition", "key.k"], [[str(i % 4) for i in ids], texts], [[i % 4 for i in ids], texts],
+                   texts, "big", [i % 4 for i in ids])
+    model = view.model
+    assert model.rowCount() == PAGE_ROWS and model.total_rows() == n
+    assert model.canFetchMore()
+    model.fetchMore()
+    assert model.rowCount() == 2 * PAGE_ROWS
+    assert "scroll for more" in view.count_label.text()
+    # Large: sorting asks for a worker; the answer is applied as one index array.
+    with qtbot.waitSignal(view.order_requested) as blocker:
+        view.proxy.sort(1, Qt.SortOrder.DescendingOrder)
+    column, descending, needle = blocker.args
+    rows = row_order(model.sort_keys(), model.columns(), n, column, descending, needle)
+    view.apply_order(column, descending, needle, rows)
+    assert model.index(0, 1).data() == max(texts)
+    with qtbot.waitSignal(view.order_requested) as blocker:
+        view.filter_edit.setText("key-00000")
+        view.apply_filter()
+    column, descending, needle = blocker.args
+    view.apply_order(column, descending, needle, row_order(model.sort_keys(), model.columns(), n, column, descending, needle))
+    matching = [t for t in texts if "key-00000" in t]
+    assert view.visible_rows() == len(matching)
+    assert [model.index(r, 1).data() for r in range(model.rowCount())] == sorted(matching, reverse=True)
+    # A key chosen elsewhere is found and its page fetched.
+    view.filter_edit.clear()
+    with qtbot.waitSignal(view.order_requested) as blocker:
+        view.apply_filter()
+    view.apply_order(*blocker.args, row_order(model.sort_keys(), model.columns(), n, *blocker.args))
+    target = texts[n - 3]
+    assert view.select_key(target, (n - 3) % 4)
+    assert view.selected_key() == ((n - 3) % 4, target)
+
+
+@pytest.mark.spark
+def test_window_sorts_a_large_table_in_the_worker(qtbot, window, checkpoint, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import viewers.tables as tables
+
+    monkeypatch.setattr(tables, "SYNC_ROWS", 2)
+    _open(qtbot, window, checkpoint("agg_count") / "checkpoint")
+    browser = window.browser
+    total = browser.visible_rows()
+    assert total > 2
+    value_col = browser.model.headers().index("value.count") if "value.count" in browser.model.headers() else 0
+    browser.proxy.sort(value_col, Qt.SortOrder.DescendingOrder)
+    qtbot.waitUntil(lambda: browser.model.sort_state() == (value_col, True), timeout=LOAD_TIMEOUT_MS)
+    keys = browser.model.sort_keys()[value_col]
+    shown = [keys[browser.model.source_row(r)] for r in range(browser.model.rowCount())]
+    assert shown == sorted(shown, key=lambda v: (v is not None, v), reverse=True)
+
+
+# -- export --------------------------------------------------------------------------------------------
+def test_export_tables_plots_and_report(qtbot, window, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow.parquet as pq
+
+    loaded = _open(qtbot, window, _sample())
+    browser_rows = window.browser.visible_rows()
+    # State rows, typed like `statelens rows`.
+    for fmt in ("csv", "parquet"):
+        out = tmp_path / f"rows.{fmt}"
+        with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
+            window.export_table(window.browser.table, str(out), fmt)
+        assert out.exists() and not Path(str(out) + ".partial").exists()
+    with open(tmp_path / "rows.csv", newline="", encoding="utf-8") as f:
+        records = list(csv.DictReader(f))
+    assert len(records) == browser_rows
+    assert {"partition", "key.key", "value.timeoutTimestamp"} <= set(records[0])
+    assert {r["key.key"] for r in records} >= {"leak1", "live1"}
+    table = pq.read_table(tmp_path / "rows.parquet")
+    assert table.num_rows == browser_rows
+    assert table.column_names == ["partition", "key", "value"]
+    assert {k["key"] for k in table.column("key").to_pylist()} == {r["key.key"] for r in records}
+    # The filter is kept: only matching rows are written.
+    window.browser.filter_edit.setText("leak")
+    window.browser.apply_filter()
+    with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
+        window.export_table(window.browser.table, str(tmp_path / "leaks.csv"), "csv")
+    with open(tmp_path / "leaks.csv", newline="", encoding="utf-8") as f:
+        assert {r["key.key"] for r in csv.DictReader(f)} == {"leak1", "leak2", "leak3", "leak4"}
+    # Expired findings: JSON documents.
+    for fmt in ("csv", "parquet"):
+        with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
+            window.export_table(window.expired.table, str(tmp_path / f"expired.{fmt}"), fmt)
+    with open(tmp_path / "expired.csv", newline="", encoding="utf-8") as f:
+        found = list(csv.DictReader(f))
+    assert sorted(r["key.key"] for r in found) == sorted(key_text(f.key) for f in window.expired_findings())
+    assert {r["category"] for r in found} == {"zombie"}
+    assert pq.read_table(tmp_path / "expired.parquet").num_rows == len(found)
+    # Any other table: as shown, numbers as numbers.
+    with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
+        window.export_table(window.overview.batch_table, str(tmp_path / "batches.parquet"), "parquet")
+    batches = pq.read_table(tmp_path / "batches.parquet").to_pylist()
+    assert [b["batch"] for b in batches] == [b.batch_id for b in loaded.checkpoint.batches]
+    # Plots.
+    for view in ("timeline", "growth", "expired"):
+        png, svg = tmp_path / f"{view}.png", tmp_path / f"{view}.svg"
+        window.select_view(view)
+        assert window.export_plot(view, str(png)) == str(png)
+        assert window.export_plot(view, str(svg)) == str(svg)
+        assert QImage(str(png)).width() > 1000
+        assert svg.read_text(encoding="utf-8").lstrip().startswith("<?xml")
+    # The whole checkpoint as the HTML report.
+    report = tmp_path / "report.html"
+    with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
+        window.export_report(str(report))
+    text = report.read_text(encoding="utf-8")
+    assert "<html" in text.lower() and "leak1" in text
+
+
+def test_export_refuses_to_write_inside_the_checkpoint(qtbot, window, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    src = _sample()
+    copy = tmp_path / "ckpt"
+    shutil.copytree(src, copy)
+    _open(qtbot, window, copy)
+    monkeypatch.delenv("STATELENS_RAISE")
+    from app.gui import errors
+
+    assert window.export_table(window.browser.table, str(copy / "rows.csv"), "csv") is None
+    assert not (copy / "rows.csv").exists()
+    qtbot.waitUntil(lambda: bool(errors.open_dialogs()), timeout=2000)
+    assert "never writes there" in errors.open_dialogs()[-1].text()
+    for box in errors.open_dialogs():
+        box.close()
+
+
+# -- schema and conf -----------------------------------------------------------------------------------
+def test_schema_view_shows_fields_and_conf_changes(qtbot, window, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    copy = tmp_path / "ckpt"
+    shutil.copytree(_sample(), copy)
+    # Batch 3 ran with another shuffle-partition count (as after a conf change and restart).
+    offsets = copy / "offsets" / "3"
+    lines = offsets.read_text(encoding="utf-8").split("\n")
+    meta = json.loads(lines[1])
+    meta["conf"]["spark.sql.shuffle.partitions"] = "8"
+    lines[1] = json.dumps(meta)
+    offsets.write_text("\n".join(lines), encoding="utf-8")
+    with qtbot.waitSignal(window.schema_updated, timeout=LOAD_TIMEOUT_MS):
+        _open(qtbot, window, copy)
+    view = window.schema
+    window.select_view("schema")
+    top = view.store_items()[(0, "default")]
+    texts = _tree_texts(top)
+    assert ("key", "struct (1 field)") in texts
+    assert ("timeoutTimestamp", "bigint") in texts
+    assert ("groupState", "struct (4 fields)") in texts
+    # Batches 3 and 4 changed the conf (to 8, then back to 2); highlighted, "before" shown.
+    changed = [view.batch_model.index(r, 0).data() for r in range(view.batch_model.rowCount())
+               if view.batch_model.data(view.batch_model.index(r, 0), Qt.ItemDataRole.BackgroundRole) is not None]
+    assert changed == ["3", "4"]
+    window.timeline.batch_selected.emit(3)
+    assert "batch 3" in view.conf_box.title() and "1 key changed" in view.conf_box.title()
+    row = next(r for r in range(view.conf_model.rowCount())
+               if view.conf_model.index(r, 0).data() == "spark.sql.shuffle.partitions")
+    assert [view.conf_model.index(row, c).data() for c in range(3)] == ["spark.sql.shuffle.partitions", "8", "2"]
+    assert view.file_model.rowCount() == 1
+
+
+def _tree_texts(item: Any) -> list[tuple[str, str]]:
+    out = [(item.text(0), item.text(1))]
+    for i in range(item.childCount()):
+        out.extend(_tree_texts(item.child(i)))
+    return out
+
+
+def test_schema_changes_between_files() -> None:
+    from pyspark.sql import types as T
+
+    from app.explore import schema_changes
+    from readers.model import StoreSchema
+
+    key = T.StructType([T.StructField("user", T.StringType())])
+    old = StoreSchema(key, T.StructType([T.StructField("sum", T.LongType()), T.StructField("sum", T.LongType()),
+                                         T.StructField("count", T.LongType())]), 3, "a")
+    new = StoreSchema(key, T.StructType([T.StructField("sum", T.LongType()), T.StructField("sum", T.DoubleType()),
+                                         T.StructField("last", T.StringType())]), 3, "b")
+    assert schema_changes(old, new) == ["changed value.sum bigint -> double", "added value.last string",
+                                        "removed value.count bigint"]
+    assert schema_changes(old, old) == []
+
+
+@pytest.mark.spark
+def test_schema_history_of_a_v3_schema_file(checkpoint) -> None:  # type: ignore[no-untyped-def]
+    from app.explore import read_schema_history
+    from readers.checkpoint import open_checkpoint
+
+    ckpt = open_checkpoint(str(checkpoint("rocks_tws") / "checkpoint"))
+    versions, problems = read_schema_history(ckpt)
+    assert not problems
+    assert any("_stateSchema" in v.path and v.from_batch == 0 for v in versions)
+
+
+# -- backend switch ------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_backend_switch_to_spark_reads_the_same_rows(qtbot, window, checkpoint, spark) -> None:  # type: ignore[no-untyped-def]
+    _open(qtbot, window, checkpoint("pandas_state_event") / "checkpoint")
+    native = window.state_table()
+    native_rows = sorted(key_text(native.keys[i]) + "|" + "|".join(c[i] for c in native.columns)
+                         for i in range(len(native.records)))
+    assert "native decoder" in window.backend_label.text()
+    with qtbot.waitSignal(window.table_updated, timeout=300_000):
+        window.set_backend("spark", spark=spark)
+    assert window.backend_combo.currentData() == "spark"
+    assert window.master_edit.isEnabled()
+    table = window.state_table()
+    assert table is not None and table.backend.startswith("Spark")
+    spark_rows = sorted(key_text(table.keys[i]) + "|" + "|".join(c[i] for c in table.columns)
+                        for i in range(len(table.records)))
+    assert spark_rows == native_rows
+    assert "Spark" in window.backend_label.text()
+    assert "read by the Spark" in window.browser.status.text()
+    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+        window.set_backend("native")
+    assert window.state_table().backend == "native decoder"
+    assert not window.master_edit.isEnabled()
+
+
+# -- linked selection ----------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_selection_links_every_view(qtbot, window, checkpoint) -> None:  # type: ignore[no-untyped-def]
+    loaded = _open(qtbot, window, checkpoint("pandas_state_event") / "checkpoint")
+    ckpt = loaded.checkpoint
+    batch = ckpt.batches[2].batch_id
+    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+        window.schema.batch_table.setCurrentIndex(window.schema.batch_proxy.index(2, 0))
+    # batch -> version everywhere
+    assert window.selection.batch_id == batch
+    assert window.timeline.selected_lines[0].isVisible()
+    assert window.growth.version_lines[0].value() == batch + 1
+    assert window.expired.version_line.isVisible() and window.expired.version_line.value() == batch + 1
+    assert window.browser.version_combo.currentData() == batch + 1
+    assert window.overview.batch_table.currentIndex().data() == str(batch)
+    # partition: growth click -> browser partition, expired marker
+    pid = ckpt.operators[0].stores[0].partitions[-1]
+    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+        window.growth.partition_selected.emit(pid)
+    assert window.browser.partition_combo.currentData() == pid
+    assert window.expired.partition_line.isVisible() and window.expired.partition_line.value() == pid
+    assert window.growth.selected_curve.xData is not None and len(window.growth.selected_curve.xData)
+    # store: picked in the overview's operators table -> every view shows it
+    window.overview.operator_table.setCurrentIndex(window.overview.operator_model.index(0, 0))
+    assert (window.selection.operator_id, window.selection.store_name) == (0, "default")
+    assert window.schema.tree.currentItem() is window.schema.store_items()[(0, "default")]
+    assert window.expired.shown_store() == (0, "default")
+    # key: picked in the browser -> expired table follows when it lists it
+    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    zombie = window.expired_findings()[0]
+    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+        window.selection.update(partition_id=zombie.partition, version=zombie.version)
+    assert window.browser.select_key(zombie.key, zombie.partition) is True
+    _click_row(qtbot, window.browser.table, window.browser.table.currentIndex().row())
+    assert window.selection.key == zombie.key
+    current = window.expired.table.currentIndex()
+    assert current.isValid() and key_text(window.expired.row_ref(current.row())[2]) == key_text(zombie.key)
+
+
+# -- screenshots ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("view", ["expired", "schema"])
+def test_screenshot_of_new_views(qapp, tmp_path, view, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    from app.gui.main import run_gui
+
+    out = tmp_path / f"{view}.png"
+    args = argparse.Namespace(checkpoint=str(_sample()), screenshot=str(out), view=view)
+    assert run_gui(args) == 0
+    assert QImage(str(out)).size().toTuple() == (1400, 900)

@@ -1,0 +1,403 @@
+"""Expired-but-unremoved keys: counts over versions and per partition, and the table of keys.
+
+Takes plain arrays and display columns per store (the app runs the analysis in a worker). Two
+stacked-bar plots, one bar item per category built once and updated with ``setOpts``: the left one
+over state versions, the right one per partition at each partition's latest version. Below, the keys
+with their timeout, threshold, age and the batch where they expired. Clicking a key selects it (and
+the app opens its history); clicking a bar selects that version or partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from viewers import theme
+from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
+
+#: Category -> (legend text, colour). Same order as the analysis' categories.
+CATEGORIES = {
+    "zombie": ("zombie: timed out, still in the state", "#ef4444"),
+    "overdue": ("overdue: the next batch would time it out", "#f59e0b"),
+    "stale": ("stale: no timeout, not written for a while", "#14b8a6"),
+    "eviction_lag": ("eviction lag: behind the watermark", "#3b82f6"),
+}
+LEFT_AXIS_WIDTH = 60
+FILTER_DELAY_MS = 150
+
+
+class ExpiredView(QWidget):
+    """Zombie, overdue, stale and eviction-lag keys of one store at a time.
+
+    Parameters
+    ----------
+    selection : object, optional
+        The shared selection; its store picks the store shown, its version and partition are
+        marked, its key is selected in the table.
+
+    Signals
+    -------
+    store_selected(int operator_id, str store_name)
+    version_selected(int version)
+        A bar of the versions plot was clicked.
+    partition_selected(object partition_id)
+        A bar of the partitions plot was clicked.
+    finding_selected(int partition_id, int version, object key)
+        A key of the table was clicked.
+    """
+
+    store_selected = Signal(int, str)
+    version_selected = Signal(int)
+    partition_selected = Signal(object)
+    finding_selected = Signal(int, int, object)
+
+    def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._stores: list[tuple[int, str]] = []
+        self._data: dict[tuple[int, str], dict[str, Any]] = {}
+        self._status: dict[tuple[int, str], str] = {}
+        self._shown: tuple[int, str] | None = None
+        self._refs: Sequence[tuple[int, int, Any]] = []
+        self._syncing = False
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Store:"))
+        self.store_combo = QComboBox()
+        self.store_combo.setMinimumContentsLength(30)
+        self.store_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.store_combo.activated.connect(self._on_store_combo_activated)
+        bar.addWidget(self.store_combo)
+        bar.addSpacing(12)
+        self.counts_label = QLabel("")
+        self.counts_label.setTextFormat(Qt.TextFormat.PlainText)
+        bar.addWidget(self.counts_label, 1)
+        layout.addLayout(bar)
+        self.status = QLabel("")
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
+        self.status.setWordWrap(True)
+        layout.addWidget(self.status)
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setBackground(theme.background())
+        splitter.addWidget(self.graphics)
+
+        self.version_plot = self.graphics.addPlot(
+            row=0, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom"),
+                                     "left": theme.IntegerAxisItem(orientation="left")})
+        theme.style_plot(self.version_plot, "Expired keys still in the state, per version")
+        theme.set_axis_label(self.version_plot, "bottom", "state version (written by batch version − 1)")
+        theme.set_axis_label(self.version_plot, "left", "keys")
+        self.partition_plot = self.graphics.addPlot(
+            row=0, col=1, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom"),
+                                     "left": theme.IntegerAxisItem(orientation="left")})
+        theme.style_plot(self.partition_plot, "Per partition, at its latest version")
+        theme.set_axis_label(self.partition_plot, "bottom", "partition")
+        theme.set_axis_label(self.partition_plot, "left", "keys")
+        for plot in (self.version_plot, self.partition_plot):
+            plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
+            plot.setMouseEnabled(x=True, y=False)
+        self.graphics.ci.layout.setColumnStretchFactor(0, 3)
+        self.graphics.ci.layout.setColumnStretchFactor(1, 2)
+        self.legend = self.version_plot.addLegend(offset=(10, 10))
+        theme.style_legend(self.legend)
+
+        self.version_bars: dict[str, pg.BarGraphItem] = {}
+        self.partition_bars: dict[str, pg.BarGraphItem] = {}
+        for name, (_label, color) in CATEGORIES.items():
+            for plot, store in ((self.version_plot, self.version_bars), (self.partition_plot, self.partition_bars)):
+                item = pg.BarGraphItem(x=[], height=[], width=0.7, brush=pg.mkBrush(color + "cc"), pen=pg.mkPen(color))
+                plot.addItem(item)
+                store[name] = item
+        selected_pen = pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine)
+        self.version_line = pg.InfiniteLine(angle=90, movable=False, pen=selected_pen)
+        self.version_line.setVisible(False)
+        self.version_plot.addItem(self.version_line, ignoreBounds=True)
+        self.partition_line = pg.InfiniteLine(angle=90, movable=False, pen=selected_pen)
+        self.partition_line.setVisible(False)
+        self.partition_plot.addItem(self.partition_line, ignoreBounds=True)
+        self.message = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
+        self.version_plot.addItem(self.message, ignoreBounds=True)
+        self.graphics.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
+
+        table_box = QWidget()
+        table_layout = QVBoxLayout(table_box)
+        table_layout.setContentsMargins(0, 0, 0, 0)
+        filters = QHBoxLayout()
+        self.filter_edit = QLineEdit()
+        self.filter_edit.setPlaceholderText("Filter keys: text in any column")
+        self.filter_edit.setClearButtonEnabled(True)
+        self._filter_timer = QTimer(self)
+        self._filter_timer.setSingleShot(True)
+        self._filter_timer.setInterval(FILTER_DELAY_MS)
+        self._filter_timer.timeout.connect(self.apply_filter)
+        self.filter_edit.textChanged.connect(lambda _t: self._filter_timer.start())
+        filters.addWidget(self.filter_edit, 1)
+        self.count_label = QLabel("")
+        self.count_label.setTextFormat(Qt.TextFormat.PlainText)
+        filters.addWidget(self.count_label)
+        table_layout.addLayout(filters)
+        self.model = ColumnTableModel()
+        self.proxy = ColumnFilterProxyModel()
+        self.proxy.setSourceModel(self.model)
+        self.table = DataTableView(self.proxy, "expired keys")
+        self.table.setSortingEnabled(True)
+        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
+        self.table.clicked.connect(self._on_table_clicked)
+        table_layout.addWidget(self.table, 1)
+        hint = QLabel("Click a key to select it in every view and see its history across versions.")
+        hint.setTextFormat(Qt.TextFormat.PlainText)
+        table_layout.addWidget(hint)
+        splitter.addWidget(table_box)
+        splitter.setSizes([360, 420])
+        layout.addWidget(splitter, 1)
+        self._redraw()
+
+        self._selection = selection
+        if selection is not None:
+            selection.connect(self._on_selection_changed)
+            cb = self._on_selection_changed
+            self.destroyed.connect(lambda *_: selection.disconnect(cb))
+
+    # -- data ----------------------------------------------------------------------------------------
+    def clear(self) -> None:
+        self._data.clear()
+        self._status.clear()
+        self.set_stores([])
+
+    def set_stores(self, stores: Sequence[tuple[int, str, str]]) -> None:
+        """The stores to pick from: ``(operator_id, store_name, label)``."""
+        self._stores = [(op, name) for op, name, _ in stores]
+        self.store_combo.blockSignals(True)
+        self.store_combo.clear()
+        for op, name, label in stores:
+            self.store_combo.addItem(label, (op, name))
+        self.store_combo.blockSignals(False)
+        self._shown = self._stores[0] if self._stores else None
+        self._redraw()
+
+    def set_store_status(self, operator_id: int, store_name: str, text: str) -> None:
+        """A note for one store (``computing…``, what was checked, why not); shown with it."""
+        self._status[(operator_id, store_name)] = text
+        if self._shown == (operator_id, store_name):
+            self.status.setText(text)
+
+    def set_expiry(
+        self,
+        operator_id: int,
+        store_name: str,
+        versions: Sequence[int],
+        counts: Mapping[str, Sequence[int]],
+        partitions: Sequence[int],
+        partition_counts: Mapping[str, Sequence[int]],
+        headers: Sequence[str],
+        columns: Sequence[Sequence[str]],
+        sort_keys: Sequence[Sequence[Any]],
+        refs: Sequence[tuple[int, int, Any]],
+    ) -> None:
+        """One store's counts (per category over ``versions`` and over ``partitions``) and its keys.
+
+        ``refs[i]`` is ``(partition_id, version, key)`` of table row ``i`` (emitted when clicked).
+        """
+        self._data[(operator_id, store_name)] = {
+            "versions": np.asarray(versions, dtype=np.float64),
+            "counts": {c: np.asarray(counts.get(c, [0] * len(versions)), dtype=np.float64) for c in CATEGORIES},
+            "partitions": np.asarray(partitions, dtype=np.float64),
+            "partition_counts": {c: np.asarray(partition_counts.get(c, [0] * len(partitions)), dtype=np.float64)
+                                 for c in CATEGORIES},
+            "table": (list(headers), list(columns), list(sort_keys)),
+            "refs": list(refs),
+        }
+        if self._shown == (operator_id, store_name):
+            self._redraw()
+
+    def has_expiry(self, operator_id: int, store_name: str) -> bool:
+        return (operator_id, store_name) in self._data
+
+    def show_store(self, operator_id: int | None, store_name: str | None) -> None:
+        """Show one store (ignored when unknown)."""
+        key = (operator_id, store_name)
+        if key not in self._stores or key == self._shown:
+            return
+        self._shown = key  # type: ignore[assignment]
+        self.store_combo.setCurrentIndex(self._stores.index(key))  # type: ignore[arg-type]
+        self._redraw()
+
+    def shown_store(self) -> tuple[int, str] | None:
+        return self._shown
+
+    def visible_rows(self) -> int:
+        return self.proxy.rowCount()
+
+    def row_ref(self, row: int) -> tuple[int, int, Any]:
+        """``(partition_id, version, key)`` of a table row (in the sorted, filtered order)."""
+        return self._refs[self.model.source_row(row)]
+
+    def apply_filter(self) -> None:
+        self._filter_timer.stop()
+        self.proxy.set_filter_text(self.filter_edit.text())
+        self._update_count()
+
+    # -- drawing -------------------------------------------------------------------------------------
+    def _redraw(self) -> None:
+        data = self._data.get(self._shown) if self._shown is not None else None
+        self.status.setText(self._status.get(self._shown, "") if self._shown is not None else "")
+        self.legend.clear()
+        if data is None:
+            for item in (*self.version_bars.values(), *self.partition_bars.values()):
+                item.setOpts(x=[], height=[], y0=[])
+            self.message.setText("No state store to check." if self._shown is None else "Looking for expired keys…")
+            self.message.setPos(0.5, 0.5)
+            self.version_plot.setRange(xRange=(0, 1), yRange=(0, 1))
+            self._refs = []
+            self.model.clear()
+            self.counts_label.setText("")
+            self._update_count()
+            return
+        x = data["versions"]
+        base = np.zeros(len(x))
+        totals: dict[str, int] = {}
+        for name, item in self.version_bars.items():
+            h = data["counts"][name]
+            nz = h > 0  # zero-height bars would still draw their outline
+            item.setOpts(x=x[nz], height=h[nz], y0=base[nz], width=0.7)
+            base = base + h
+            if h.any():
+                self.legend.addItem(item, CATEGORIES[name][0])
+        px = data["partitions"]
+        pbase = np.zeros(len(px))
+        for name, item in self.partition_bars.items():
+            h = data["partition_counts"][name]
+            nz = h > 0
+            item.setOpts(x=px[nz], height=h[nz], y0=pbase[nz], width=0.7)
+            pbase = pbase + h
+            totals[name] = int(h.sum())
+        if len(x):
+            self.version_plot.setXRange(float(x.min()) - 0.6, float(x.max()) + 0.6, padding=0)
+            self.version_plot.setYRange(0, max(float(base.max(initial=0.0)), 1.0) * 1.15, padding=0)
+        if len(px):
+            self.partition_plot.setXRange(float(px.min()) - 0.6, float(px.max()) + 0.6, padding=0)
+            self.partition_plot.setYRange(0, max(float(pbase.max(initial=0.0)), 1.0) * 1.15, padding=0)
+        if not base.any():
+            self.message.setText("No expired key still in the state.")
+            self.message.setPos(float(x.mean()) if len(x) else 0.5, 0.5)
+        else:
+            self.message.setText("")
+        found = [f"{c.replace('_', ' ')}: {n:,}" for c, n in totals.items() if n]
+        self.counts_label.setText("Keys at each partition's latest version: "
+                                  + (", ".join(found) if found else "nothing expired"))
+        headers, columns, sort_keys = data["table"]
+        self._refs = data["refs"]
+        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.model.set_columns(headers, columns, sort_keys)
+        self.proxy.set_filter_text(self.filter_edit.text())
+        self.table.resizeColumnsToContents()
+        header = self.table.horizontalHeader()
+        for col in range(len(headers)):
+            header.resizeSection(col, min(header.sectionSize(col), 320))
+        self._update_count()
+        if self._selection is not None:
+            s = self._selection
+            self.show_version(s.version)
+            self.show_partition(s.partition_id)
+            self.show_key(s.partition_id, s.key)
+
+    def _update_count(self) -> None:
+        total = self.model.total_rows()
+        shown = self.model.matching_rows()
+        noun = "key" if total == 1 else "keys"
+        self.count_label.setText(f"{shown:,} of {total:,} {noun}" if shown != total else f"{total:,} {noun}")
+
+    def show_version(self, version: int | None) -> None:
+        self.version_line.setVisible(version is not None)
+        if version is not None:
+            self.version_line.setPos(version)
+
+    def show_partition(self, partition_id: int | None) -> None:
+        self.partition_line.setVisible(partition_id is not None)
+        if partition_id is not None:
+            self.partition_line.setPos(partition_id)
+
+    def show_key(self, partition_id: int | None, key: Any) -> None:
+        """Select the table row of ``key`` (in ``partition_id`` when given) without emitting."""
+        if key is None:
+            return
+        for src, (pid, _v, k) in enumerate(self._refs):
+            if k == key and (partition_id is None or pid == partition_id):
+                row = self.model.row_of_source(src)
+                if row < 0:
+                    return
+                index = self.proxy.mapFromSource(self.model.index(row, 0))
+                self._syncing = True
+                try:
+                    self.table.selectRow(index.row())
+                    self.table.scrollTo(index)
+                finally:
+                    self._syncing = False
+                return
+
+    # -- signals -------------------------------------------------------------------------------------
+    def _on_store_combo_activated(self, index: int) -> None:
+        key = self.store_combo.itemData(index)
+        if key is not None:
+            self._shown = tuple(key)  # type: ignore[assignment]
+            self._redraw()
+            self.store_selected.emit(int(key[0]), str(key[1]))
+
+    def _on_table_current_changed(self, current: Any, _previous: Any) -> None:
+        if self._syncing or not current.isValid():
+            return
+        self._emit_row(current)
+
+    def _on_table_clicked(self, index: Any) -> None:
+        # A click on the row already current still means "show me this key" (e.g. history closed).
+        if index.isValid() and not self._syncing:
+            self._emit_row(index)
+
+    def _emit_row(self, index: Any) -> None:
+        row = self.proxy.mapToSource(index).row()
+        pid, version, key = self.row_ref(row)
+        self.finding_selected.emit(pid, version, key)
+
+    def _on_scene_mouse_clicked(self, event: Any) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        pos = event.scenePos()
+        data = self._data.get(self._shown) if self._shown is not None else None
+        if data is None:
+            return
+        for plot, xs, signal in ((self.version_plot, data["versions"], self.version_selected),
+                                 (self.partition_plot, data["partitions"], self.partition_selected)):
+            if plot.vb.sceneBoundingRect().contains(pos) and len(xs):
+                x = plot.vb.mapSceneToView(pos).x()
+                i = int(np.argmin(np.abs(xs - x)))
+                if abs(xs[i] - x) <= 0.5:
+                    signal.emit(int(xs[i]))
+                return
+
+    def _on_selection_changed(self, changes: dict[str, Any]) -> None:
+        s = self._selection
+        if "operator_id" in changes or "store_name" in changes:
+            self.show_store(s.operator_id, s.store_name)
+        if "version" in changes:
+            self.show_version(s.version)
+        if "partition_id" in changes:
+            self.show_partition(s.partition_id)
+        if "key" in changes:
+            self.show_key(s.partition_id, s.key)
