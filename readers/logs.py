@@ -142,6 +142,8 @@ def _loads(text: str, path: str, offset: int, what: str) -> Any:
         raise CorruptFileError(f"bad JSON in {what}: {err.msg}", path, offset=where) from err
     except RecursionError as err:
         raise CorruptFileError(f"JSON in {what} is nested too deeply", path, offset=offset) from err
+    except ValueError as err:  # e.g. an integer of more than 4300 digits (sys.get_int_max_str_digits)
+        raise CorruptFileError(f"bad JSON in {what}: {err}", path, offset=offset) from err
 
 
 def _json_object(text: str, path: str, offset: int, what: str) -> dict[str, Any]:

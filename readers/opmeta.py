@@ -162,6 +162,8 @@ def _parse_v2(meta: dict[str, Any], path: str, offset: int) -> OperatorMetadata:
                 ) from err
             except RecursionError as err:
                 raise CorruptFileError("'operatorPropertiesJson' is nested too deeply", path, offset) from err
+            except ValueError as err:  # e.g. an integer of more than 4300 digits
+                raise CorruptFileError(f"bad JSON inside 'operatorPropertiesJson': {err}", path, offset) from err
             if not isinstance(properties, dict):
                 raise CorruptFileError("'operatorPropertiesJson' is not a JSON object", path, offset)
     extra = {
@@ -237,6 +239,8 @@ def parse_operator_metadata(data: bytes, path: str) -> OperatorMetadata:
         raise CorruptFileError(f"bad JSON in operator metadata: {err.msg}", path, where) from err
     except RecursionError as err:
         raise CorruptFileError("operator metadata JSON is nested too deeply", path, offset) from err
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        raise CorruptFileError(f"bad JSON in operator metadata: {err}", path, offset) from err
     if not isinstance(meta, dict):
         raise CorruptFileError("operator metadata is not a JSON object", path, offset)
     return parser(meta, path, offset)

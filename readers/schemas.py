@@ -247,6 +247,8 @@ def struct_type_from_json(text: str, path: str | None = None, offset: int | None
         raise CorruptFileError(f"bad schema JSON: {err.msg} (at character {err.pos})", path, offset) from err
     except RecursionError as err:
         raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        raise CorruptFileError(f"bad schema JSON: {err}", path, offset) from err
     if (
         not isinstance(value, dict)
         or value.get("type") != "struct"
@@ -328,6 +330,8 @@ def _read_v3_family(cur: _Cursor, with_ids: bool) -> ColumnFamilySchema:
         spec = json.loads(spec_json)
     except json.JSONDecodeError as err:
         raise CorruptFileError(f"bad key encoder spec JSON of {what}: {err.msg}", cur.path, spec_off) from err
+    except (RecursionError, ValueError) as err:  # nested too deeply, a 4300-digit integer
+        raise CorruptFileError(f"bad key encoder spec JSON of {what}: {err}", cur.path, spec_off) from err
     if not isinstance(spec, dict) or not isinstance(spec.get("keyStateEncoderType"), str):
         raise CorruptFileError(f"key encoder spec of {what} has no 'keyStateEncoderType'", cur.path, spec_off)
     # Spark reads the user key schema with Try(StructType.fromString(..)).toOption: "{    }" means none.
@@ -336,6 +340,8 @@ def _read_v3_family(cur: _Cursor, with_ids: bool) -> ColumnFamilySchema:
         user_value = json.loads(user_json)
     except json.JSONDecodeError as err:
         raise CorruptFileError(f"bad user key schema JSON of {what}: {err.msg}", cur.path, user_off) from err
+    except (RecursionError, ValueError) as err:  # nested too deeply, a 4300-digit integer
+        raise CorruptFileError(f"bad user key schema JSON of {what}: {err}", cur.path, user_off) from err
     if isinstance(user_value, dict) and user_value.get("type") == "struct":
         user_key_schema = struct_type_from_json(user_json, cur.path, user_off)
     schema = StoreSchema(

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from readers import logs, schemas
+from readers import logs, opmeta, schemas
 from readers.errors import CorruptFileError, StatelensError, UsageError
 from tests.fuzz.targets import CORPUS, REGRESSIONS, TARGETS
 
@@ -174,3 +174,40 @@ def test_fuzz_crash_unsaferow_nested_arrays_share_one_payload() -> None:
         decode_rows(row, [0], [len(row)], layout, path="p", records=[3])
     assert many.value.context == {"record": 3, "field": "a"}
     TARGETS["unsaferow"](data)
+
+
+@pytest.mark.parametrize(
+    ("target", "name"),
+    [
+        ("logs", "offsets-json-integer-of-4301-digits"),
+        ("logs", "commit-json-integer-of-4301-digits"),
+        ("opmeta", "json-integer-of-4301-digits"),
+        ("opmeta", "properties-json-integer-of-4301-digits"),
+        ("schemas", "v2-schema-json-integer-of-4301-digits"),
+        ("schemas", "v3-user-key-schema-integer-of-4301-digits"),
+    ],
+)
+def test_fuzz_crash_json_integer_of_4301_digits(target: str, name: str) -> None:
+    """``json.loads`` raises a plain ``ValueError`` (not ``JSONDecodeError``) for an integer longer than
+    ``sys.get_int_max_str_digits()`` (4300); every JSON reader let it through."""
+    data = (REGRESSIONS / target / name).read_bytes()
+    TARGETS[target](data)
+    body = data[1:] if target == "logs" else data
+    parse = {
+        "logs": (lambda: logs.parse_offsets(body, "offsets/0", 0))
+        if name.startswith("offsets")
+        else (lambda: logs.parse_commit(body, "commits/0", 0)),
+        "opmeta": lambda: opmeta.parse_operator_metadata(body, "state/0/_metadata/metadata"),
+        "schemas": lambda: schemas.parse_schema_v3(body, "state/0/_stateSchema/default/0_x"),
+    }[target]
+    with pytest.raises(CorruptFileError, match="4300 digits"):
+        parse()
+
+
+def test_fuzz_crash_schemas_key_encoder_spec_nested_too_deeply() -> None:
+    """A key encoder spec of 3000 nested arrays raised ``RecursionError`` from ``json.loads``."""
+    data = (REGRESSIONS / "schemas" / "v3-key-encoder-spec-nested-too-deeply").read_bytes()
+    TARGETS["schemas"](data)
+    with pytest.raises(CorruptFileError, match="key encoder spec JSON of column family") as info:
+        schemas.parse_schema_v3(data, "state/0/_stateSchema/default/0_x")
+    assert info.value.path == "state/0/_stateSchema/default/0_x" and info.value.offset
