@@ -11,19 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from readers.codecs import decompress
-from readers.errors import MissingFileError, StatelensError, UsageError
+from readers.errors import MissingFileError, StatelensError
 from readers.fs import CheckpointFS
-from readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
+from readers.model import PartitionVersionStats, StateFile
 from readers.records import RecordIndex, scan_records
-from readers.unsaferow import compile_layout, decode_rows
+from readers.store_base import RawState, StoreReaderBase
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
-#: Raw state of one partition at one version: key bytes -> value bytes.
-RawState = dict[bytes, bytes]
 
 
 def sniff_state_file_name(name: str) -> tuple[int, str] | None:
@@ -80,64 +77,11 @@ def list_partition_files(fs: CheckpointFS, directory: str, partition_id: int) ->
     return pf
 
 
-class HDFSStoreReader:
-    """Reads every partition of one HDFS-backed store.
-
-    Parameters
-    ----------
-    fs : CheckpointFS
-        The checkpoint.
-    operator_id, store_name : int, str
-        Which store (for messages and results).
-    partitions : dict[int, PartitionFiles]
-        Files per partition id.
-    schema : StoreSchema or None
-        Key/value schema; without it rows cannot be decoded (raw reads still work).
-    codec : str
-        The codec recorded in the offsets conf (a hint; the magic bytes decide).
-    long_value_fields : frozenset of int
-        Value field positions stored as int64 whatever their declared type (FMGWS v1 timeout).
-    """
+class HDFSStoreReader(StoreReaderBase):
+    """Reads every partition of one HDFS-backed store (see :class:`readers.store_base.StoreReaderBase`)."""
 
     provider = "hdfs"
-
-    def __init__(
-        self,
-        fs: CheckpointFS,
-        operator_id: int,
-        store_name: str,
-        partitions: dict[int, PartitionFiles],
-        schema: StoreSchema | None,
-        codec: str,
-        long_value_fields: frozenset[int] = frozenset(),
-    ):
-        self.fs = fs
-        self.operator_id = operator_id
-        self.store_name = store_name
-        self.partitions = partitions
-        self.schema = schema
-        self.codec = codec
-        self.long_value_fields = long_value_fields
-
-    # -- inventory -----------------------------------------------------------------------------------
-    def partition_ids(self) -> list[int]:
-        return sorted(self.partitions)
-
-    def versions(self, partition_id: int | None = None) -> list[int]:
-        """Readable versions of one partition, or of any partition when ``partition_id`` is None."""
-        if partition_id is not None:
-            return self._partition(partition_id).readable_versions()
-        out: set[int] = set()
-        for pf in self.partitions.values():
-            out.update(pf.readable_versions())
-        return sorted(out)
-
-    def latest_version(self) -> int:
-        return max((pf.latest_version() for pf in self.partitions.values()), default=0)
-
-    def delta_versions(self, partition_id: int) -> list[int]:
-        """Versions of one partition that have a delta file (their changes can be read)."""
-        return sorted(self._partition(partition_id).deltas)
+    floor_values_to_8 = True
 
     def files(self) -> list[StateFile]:
         out: list[StateFile] = []
@@ -146,24 +90,6 @@ class HDFSStoreReader:
             out.extend(pf.deltas[v] for v in sorted(pf.deltas))
             out.extend(pf.snapshots[v] for v in sorted(pf.snapshots))
         return out
-
-    def _partition(self, partition_id: int) -> PartitionFiles:
-        try:
-            return self.partitions[partition_id]
-        except KeyError:
-            have = ", ".join(map(str, self.partition_ids()))
-            raise UsageError(
-                f"store {self.store_name!r} of operator {self.operator_id} has no partition {partition_id}; "
-                f"partitions: {have}"
-            ) from None
-
-    def _ctx(self, partition_id: int, version: int) -> dict[str, Any]:
-        return {
-            "operator_id": self.operator_id,
-            "store_name": self.store_name,
-            "partition_id": partition_id,
-            "version": version,
-        }
 
     # -- raw records ---------------------------------------------------------------------------------
     def _index(self, sf: StateFile) -> tuple[bytes, RecordIndex]:
@@ -262,63 +188,7 @@ class HDFSStoreReader:
             else:
                 state = self.read_raw(partition_id, v)
             current = v
-            on_disk = sum(f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None)
-            yield v, state, on_disk
-
-    # -- decoded rows --------------------------------------------------------------------------------
-    def _layouts(self):  # type: ignore[no-untyped-def]
-        if self.schema is None:
-            from readers.errors import SchemaMismatchError
-
-            raise SchemaMismatchError(
-                "no schema file for this store; rows cannot be decoded",
-                path=f"state/{self.operator_id}",
-                operator_id=self.operator_id,
-                store_name=self.store_name,
-            )
-        return (
-            compile_layout(self.schema.key_schema),
-            compile_layout(self.schema.value_schema, long_fields=self.long_value_fields),
-        )
-
-    def decode_pairs(
-        self, pairs: list[tuple[bytes, bytes | None]], path: str
-    ) -> list[tuple[tuple, tuple | None]]:
-        """Decode raw (key, value) pairs; values are cut to a multiple of 8 bytes as Spark does."""
-        import numpy as np
-
-        key_layout, value_layout = self._layouts()
-        keys = [k for k, _ in pairs]
-        kbuf = b"".join(keys)
-        klen = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
-        kstart = np.concatenate(([0], np.cumsum(klen)[:-1])) if len(keys) else klen
-        dkeys = decode_rows(kbuf, kstart, klen, key_layout, path=path)
-        present = [i for i, (_, v) in enumerate(pairs) if v is not None]
-        vals = [pairs[i][1] for i in present]
-        vbuf = b"".join(vals)  # type: ignore[arg-type]
-        vraw = np.fromiter((len(v) for v in vals), dtype=np.int64, count=len(vals))  # type: ignore[arg-type]
-        vstart = np.concatenate(([0], np.cumsum(vraw)[:-1])) if len(vals) else vraw
-        dvals = decode_rows(vbuf, vstart, (vraw // 8) * 8, value_layout, path=path)
-        out: list[tuple[tuple, tuple | None]] = [(k, None) for k in dkeys]
-        for i, dv in zip(present, dvals, strict=True):
-            out[i] = (dkeys[i], dv)
-        return out
-
-    def read_rows(self, partition_id: int, version: int) -> list[StateRow]:
-        """Decoded state of one partition at one version."""
-        raw = self.read_raw(partition_id, version)
-        path = f"{self._partition(partition_id).directory}/{version}"
-        decoded = self.decode_pairs(list(raw.items()), path)
-        return [StateRow(partition_id, k, v) for k, v in decoded]
-
-    def read_changes(self, partition_id: int, version: int) -> list[StateChange]:
-        """Decoded put/remove records of one version (the delta written by batch ``version-1``)."""
-        pairs = list(self.iter_raw_changes(partition_id, version))
-        decoded = self.decode_pairs(pairs, self._partition(partition_id).deltas[version].path)
-        return [
-            StateChange(version, partition_id, "put" if v is not None else "remove", k, v)
-            for k, v in decoded
-        ]
+            yield v, state, self._on_disk(pf, v)
 
     def _apply_keys(self, live: set[bytes], sf: StateFile) -> None:
         """Apply one file to a set of live keys (values are not sliced: growth needs counts only)."""
@@ -335,27 +205,6 @@ class HDFSStoreReader:
             else:
                 live.add(key)
 
-    def iter_stats(
-        self,
-        cancelled: Callable[[], bool] | None = None,
-        on_error: Callable[[StatelensError], None] | None = None,
-    ) -> Iterator[PartitionVersionStats]:
-        """Rows and on-disk bytes of every partition at every readable version (streams versions).
-
-        Walks each partition's delta chain once, keeping only the set of live keys in memory. With
-        ``on_error``, a file that cannot be decoded ends that partition's walk (the error is passed on)
-        and the other partitions are still walked; without it the error is raised.
-        """
-        for pid in self.partition_ids():
-            try:
-                yield from self._iter_partition_stats(pid, cancelled)
-            except StatelensError as err:
-                if on_error is None:
-                    raise
-                on_error(err)
-            if cancelled is not None and cancelled():
-                return
-
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None
     ) -> Iterator[PartitionVersionStats]:
@@ -370,5 +219,4 @@ class HDFSStoreReader:
             else:
                 live = set(self.read_raw(pid, v))
             current = v
-            on_disk = sum(f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None)
-            yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(live), on_disk)
+            yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v))

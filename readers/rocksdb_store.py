@@ -52,8 +52,9 @@ from readers.errors import (
     UsageError,
 )
 from readers.fs import CheckpointFS
-from readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
+from readers.model import PartitionVersionStats, StateFile, StoreSchema
 from readers.records import KIND_MERGE, scan_changelog
+from readers.store_base import RawState, StoreReaderBase
 from readers.unsaferow import compile_layout, decode_rows
 
 __all__ = [
@@ -76,8 +77,6 @@ _ROCKS_FILE_RE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]{1,64}))?\.(zip|changelog)$
 _FLAT_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
 _LOCAL_SST_RE = re.compile(r"^\d+\.(sst|log)$")
 
-#: Raw state of one partition at one version: key UnsafeRow bytes -> value UnsafeRow bytes.
-RawState = dict[bytes, bytes]
 
 #: Spark's ``STATE_ENCODING_VERSION`` byte in front of every key and value row (spec §4.3).
 STATE_ENCODING_VERSION = 0
@@ -403,7 +402,7 @@ class _Workspace:
 
 
 # -- the reader ----------------------------------------------------------------------------------------
-class RocksDBStoreReader:
+class RocksDBStoreReader(StoreReaderBase):
     """Reads every partition of one RocksDB store without virtual column families.
 
     Same interface as :class:`readers.hdfs_store.HDFSStoreReader`: raw states and changes are keyed by
@@ -446,36 +445,10 @@ class RocksDBStoreReader:
         limits: ZipLimits | None = None,
         temp_dir: str | None = None,
     ):
-        self.fs = fs
-        self.operator_id = operator_id
-        self.store_name = store_name
-        self.partitions = partitions
-        self.schema = schema
-        self.codec = codec
-        self.long_value_fields = long_value_fields
+        super().__init__(fs, operator_id, store_name, partitions, schema, codec, long_value_fields)
         self.value_skip = 9 if row_checksum else 1
         self.limits = limits or ZipLimits()
         self.temp_dir = temp_dir
-
-    # -- inventory -----------------------------------------------------------------------------------
-    def partition_ids(self) -> list[int]:
-        return sorted(self.partitions)
-
-    def versions(self, partition_id: int | None = None) -> list[int]:
-        """Readable versions of one partition, or of any partition when ``partition_id`` is None."""
-        if partition_id is not None:
-            return self._partition(partition_id).readable_versions()
-        out: set[int] = set()
-        for pf in self.partitions.values():
-            out.update(pf.readable_versions())
-        return sorted(out)
-
-    def latest_version(self) -> int:
-        return max((pf.latest_version() for pf in self.partitions.values()), default=0)
-
-    def delta_versions(self, partition_id: int) -> list[int]:
-        """Versions of one partition that have a changelog (their changes can be read)."""
-        return sorted(self._partition(partition_id).deltas)
 
     def files(self) -> list[StateFile]:
         out: list[StateFile] = []
@@ -486,24 +459,6 @@ class RocksDBStoreReader:
     def ignored_files(self) -> list[StateFile]:
         """Files of a version with a unique id other than the committed one (retries; checkpoint v2)."""
         return [f for pid in self.partition_ids() for f in self.partitions[pid].ignored]
-
-    def _partition(self, partition_id: int) -> RocksDBPartitionFiles:
-        try:
-            return self.partitions[partition_id]
-        except KeyError:
-            have = ", ".join(map(str, self.partition_ids()))
-            raise UsageError(
-                f"store {self.store_name!r} of operator {self.operator_id} has no partition {partition_id}; "
-                f"partitions: {have}"
-            ) from None
-
-    def _ctx(self, partition_id: int, version: int) -> dict[str, Any]:
-        return {
-            "operator_id": self.operator_id,
-            "store_name": self.store_name,
-            "partition_id": partition_id,
-            "version": version,
-        }
 
     @contextmanager
     def _located(self, partition_id: int, version: int) -> Iterator[None]:
@@ -774,9 +729,6 @@ class RocksDBStoreReader:
         keys, values = self._changelog_pairs(pf.deltas[version])
         yield from zip(keys, values, strict=True)
 
-    def _on_disk(self, pf: RocksDBPartitionFiles, v: int) -> int:
-        return sum(f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None)
-
     def iter_versions_raw(
         self, partition_id: int, cancelled: Callable[[], bool] | None = None
     ) -> Iterator[tuple[int, RawState, int]]:
@@ -801,80 +753,7 @@ class RocksDBStoreReader:
                 current = v
                 yield v, state, self._on_disk(pf, v)
 
-    # -- decoded rows --------------------------------------------------------------------------------
-    def _layouts(self):  # type: ignore[no-untyped-def]
-        if self.schema is None:
-            from readers.errors import SchemaMismatchError
-
-            raise SchemaMismatchError(
-                "no schema file for this store; rows cannot be decoded",
-                path=f"state/{self.operator_id}",
-                operator_id=self.operator_id,
-                store_name=self.store_name,
-            )
-        return (
-            compile_layout(self.schema.key_schema),
-            compile_layout(self.schema.value_schema, long_fields=self.long_value_fields),
-        )
-
-    def decode_pairs(
-        self, pairs: list[tuple[bytes, bytes | None]], path: str
-    ) -> list[tuple[tuple, tuple | None]]:
-        """Decode raw (key, value) pairs (UnsafeRow bytes, as :meth:`read_raw` returns them)."""
-        import numpy as np
-
-        key_layout, value_layout = self._layouts()
-        keys = [k for k, _ in pairs]
-        klen = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
-        kstart = np.concatenate(([0], np.cumsum(klen)[:-1])) if len(keys) else klen
-        dkeys = decode_rows(b"".join(keys), kstart, klen, key_layout, path=path)
-        present = [i for i, (_, v) in enumerate(pairs) if v is not None]
-        vals = [pairs[i][1] for i in present]
-        vlen = np.fromiter((len(v) for v in vals), dtype=np.int64, count=len(vals))  # type: ignore[arg-type]
-        vstart = np.concatenate(([0], np.cumsum(vlen)[:-1])) if len(vals) else vlen
-        dvals = decode_rows(b"".join(vals), vstart, vlen, value_layout, path=path)  # type: ignore[arg-type]
-        out: list[tuple[tuple, tuple | None]] = [(k, None) for k in dkeys]
-        for i, dv in zip(present, dvals, strict=True):
-            out[i] = (dkeys[i], dv)
-        return out
-
-    def read_rows(self, partition_id: int, version: int) -> list[StateRow]:
-        """Decoded state of one partition at one version."""
-        raw = self.read_raw(partition_id, version)
-        path = f"{self._partition(partition_id).directory}/{version}"
-        decoded = self.decode_pairs(list(raw.items()), path)
-        return [StateRow(partition_id, k, v) for k, v in decoded]
-
-    def read_changes(self, partition_id: int, version: int) -> list[StateChange]:
-        """Decoded put/delete records of one version's changelog (written by batch ``version-1``)."""
-        pairs = list(self.iter_raw_changes(partition_id, version))
-        decoded = self.decode_pairs(pairs, self._partition(partition_id).deltas[version].path)
-        return [
-            StateChange(version, partition_id, "put" if v is not None else "remove", k, v) for k, v in decoded
-        ]
-
     # -- statistics ----------------------------------------------------------------------------------
-    def iter_stats(
-        self,
-        cancelled: Callable[[], bool] | None = None,
-        on_error: Callable[[StatelensError], None] | None = None,
-    ) -> Iterator[PartitionVersionStats]:
-        """Rows and on-disk bytes (zip + changelog) of every partition at every readable version.
-
-        Keeps only the set of live keys; opens a zip only where no changelog continues the walk. With
-        ``on_error``, a file that cannot be read ends that partition's walk (the error is passed on) and
-        the other partitions are still walked; without it the error is raised.
-        """
-        for pid in self.partition_ids():
-            try:
-                yield from self._iter_partition_stats(pid, cancelled)
-            except StatelensError as err:
-                if on_error is None:
-                    raise
-                on_error(err)
-            if cancelled is not None and cancelled():
-                return
-
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None
     ) -> Iterator[PartitionVersionStats]:

@@ -1,0 +1,204 @@
+"""What every state store reader shares, whatever the provider (HDFS-backed or RocksDB).
+
+A reader covers all partitions of one store. Subclasses know their files: they rebuild the raw state of
+a partition at a version (:meth:`StoreReaderBase.read_raw`), list one version's changes
+(:meth:`StoreReaderBase.iter_raw_changes`) and walk versions for statistics. The inventory, the
+decoding of raw UnsafeRow pairs into rows and changes, and the error-tolerant statistics loop are here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from readers.errors import SchemaMismatchError, StatelensError, UsageError
+from readers.fs import CheckpointFS
+from readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
+from readers.unsaferow import RowLayout, compile_layout, decode_rows
+
+#: Raw state of one partition at one version: key bytes -> value bytes.
+RawState = dict[bytes, bytes]
+
+
+class PartitionInventory(Protocol):
+    """The files of one store partition by version (``deltas`` hold changes, ``snapshots`` full states)."""
+
+    partition_id: int
+    directory: str
+    deltas: dict[int, StateFile]
+    snapshots: dict[int, StateFile]
+
+    def readable_versions(self) -> list[int]: ...
+
+    def latest_version(self) -> int: ...
+
+
+class StoreReaderBase:
+    """Inventory, decoding and statistics common to the store readers.
+
+    Parameters
+    ----------
+    fs : CheckpointFS
+        The checkpoint.
+    operator_id, store_name : int, str
+        Which store (for messages and results).
+    partitions : dict
+        Files per partition id.
+    schema : StoreSchema or None
+        Key/value schema; without it rows cannot be decoded (raw reads still work).
+    codec : str
+        The codec recorded in the offsets conf (a hint; the magic bytes decide).
+    long_value_fields : frozenset of int
+        Value field positions stored as int64 whatever their declared type (FMGWS v1 timeout).
+    """
+
+    provider = ""
+    #: Decode only ``floor(len / 8) * 8`` value bytes (HDFS: Spark < 2.3 appended 4 stray bytes, §3.3).
+    floor_values_to_8 = False
+
+    def __init__(
+        self,
+        fs: CheckpointFS,
+        operator_id: int,
+        store_name: str,
+        partitions: dict[int, Any],
+        schema: StoreSchema | None,
+        codec: str,
+        long_value_fields: frozenset[int] = frozenset(),
+    ):
+        self.fs = fs
+        self.operator_id = operator_id
+        self.store_name = store_name
+        self.partitions = partitions
+        self.schema = schema
+        self.codec = codec
+        self.long_value_fields = long_value_fields
+
+    # -- inventory -----------------------------------------------------------------------------------
+    def partition_ids(self) -> list[int]:
+        return sorted(self.partitions)
+
+    def versions(self, partition_id: int | None = None) -> list[int]:
+        """Readable versions of one partition, or of any partition when ``partition_id`` is None."""
+        if partition_id is not None:
+            return self._partition(partition_id).readable_versions()
+        out: set[int] = set()
+        for pf in self.partitions.values():
+            out.update(pf.readable_versions())
+        return sorted(out)
+
+    def latest_version(self) -> int:
+        return max((pf.latest_version() for pf in self.partitions.values()), default=0)
+
+    def delta_versions(self, partition_id: int) -> list[int]:
+        """Versions of one partition whose changes are on disk (a delta or a changelog)."""
+        return sorted(self._partition(partition_id).deltas)
+
+    def _partition(self, partition_id: int) -> Any:
+        try:
+            return self.partitions[partition_id]
+        except KeyError:
+            have = ", ".join(map(str, self.partition_ids()))
+            raise UsageError(
+                f"store {self.store_name!r} of operator {self.operator_id} has no partition {partition_id}; "
+                f"partitions: {have}"
+            ) from None
+
+    def _ctx(self, partition_id: int, version: int) -> dict[str, Any]:
+        return {
+            "operator_id": self.operator_id,
+            "store_name": self.store_name,
+            "partition_id": partition_id,
+            "version": version,
+        }
+
+    # -- what subclasses provide ---------------------------------------------------------------------
+    def read_raw(self, partition_id: int, version: int) -> RawState:
+        """The raw key/value UnsafeRow bytes of one partition at one version."""
+        raise NotImplementedError
+
+    def iter_raw_changes(self, partition_id: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
+        """One version's records in file order (``None`` value = remove)."""
+        raise NotImplementedError
+
+    def _iter_partition_stats(
+        self, pid: int, cancelled: Callable[[], bool] | None
+    ) -> Iterator[PartitionVersionStats]:
+        raise NotImplementedError
+
+    # -- decoded rows --------------------------------------------------------------------------------
+    def _layouts(self) -> tuple[RowLayout, RowLayout]:
+        if self.schema is None:
+            raise SchemaMismatchError(
+                "no schema file for this store; rows cannot be decoded",
+                path=f"state/{self.operator_id}",
+                operator_id=self.operator_id,
+                store_name=self.store_name,
+            )
+        return (
+            compile_layout(self.schema.key_schema),
+            compile_layout(self.schema.value_schema, long_fields=self.long_value_fields),
+        )
+
+    def decode_pairs(
+        self, pairs: list[tuple[bytes, bytes | None]], path: str
+    ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:
+        """Decode raw (key, value) UnsafeRow pairs; a ``None`` value (a remove) stays ``None``."""
+        import numpy as np
+
+        key_layout, value_layout = self._layouts()
+        keys = [k for k, _ in pairs]
+        klen = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
+        kstart = np.concatenate(([0], np.cumsum(klen)[:-1])) if len(keys) else klen
+        dkeys = decode_rows(b"".join(keys), kstart, klen, key_layout, path=path)
+        present = [i for i, (_, v) in enumerate(pairs) if v is not None]
+        vals: list[bytes] = [pairs[i][1] for i in present]  # type: ignore[misc]
+        vlen = np.fromiter((len(v) for v in vals), dtype=np.int64, count=len(vals))
+        vstart = np.concatenate(([0], np.cumsum(vlen)[:-1])) if len(vals) else vlen
+        decoded_len = (vlen // 8) * 8 if self.floor_values_to_8 else vlen
+        dvals = decode_rows(b"".join(vals), vstart, decoded_len, value_layout, path=path)
+        out: list[tuple[tuple[Any, ...], tuple[Any, ...] | None]] = [(k, None) for k in dkeys]
+        for i, dv in zip(present, dvals, strict=True):
+            out[i] = (dkeys[i], dv)
+        return out
+
+    def read_rows(self, partition_id: int, version: int) -> list[StateRow]:
+        """Decoded state of one partition at one version."""
+        raw = self.read_raw(partition_id, version)
+        path = f"{self._partition(partition_id).directory}/{version}"
+        decoded = self.decode_pairs(list(raw.items()), path)
+        return [StateRow(partition_id, k, v) for k, v in decoded]
+
+    def read_changes(self, partition_id: int, version: int) -> list[StateChange]:
+        """Decoded put/remove records of one version (written by batch ``version-1``)."""
+        pairs = list(self.iter_raw_changes(partition_id, version))
+        decoded = self.decode_pairs(pairs, self._partition(partition_id).deltas[version].path)
+        return [
+            StateChange(version, partition_id, "put" if v is not None else "remove", k, v) for k, v in decoded
+        ]
+
+    # -- statistics ----------------------------------------------------------------------------------
+    def iter_stats(
+        self,
+        cancelled: Callable[[], bool] | None = None,
+        on_error: Callable[[StatelensError], None] | None = None,
+    ) -> Iterator[PartitionVersionStats]:
+        """Rows and on-disk bytes of every partition at every readable version (streams versions).
+
+        With ``on_error``, a file that cannot be read ends that partition's walk (the error is passed
+        on) and the other partitions are still walked; without it the error is raised.
+        """
+        for pid in self.partition_ids():
+            try:
+                yield from self._iter_partition_stats(pid, cancelled)
+            except StatelensError as err:
+                if on_error is None:
+                    raise
+                on_error(err)
+            if cancelled is not None and cancelled():
+                return
+
+    @staticmethod
+    def _on_disk(pf: PartitionInventory, version: int) -> int:
+        """Bytes of the files written for one version (delta/changelog and snapshot/zip)."""
+        return sum(f.size_bytes for f in (pf.deltas.get(version), pf.snapshots.get(version)) if f is not None)
