@@ -33,18 +33,6 @@ SCENARIOS = [
     "rocks_join",
 ]
 
-_FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"
-
-
-@pytest.fixture(autouse=True)
-def _restore_checkpoint_format(request: pytest.FixtureRequest) -> Any:
-    """SparkBackend sets checkpointFormatVersion=2 on its session for v2 checkpoints and leaves it set;
-    on the shared test session that would break later HDFS reads (STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED)."""
-    yield
-    if "spark" in request.fixturenames:
-        request.getfixturevalue("spark").conf.unset(_FORMAT_VERSION)
-
-
 def _rows(backend: Any, op: int, store: str, version: int, schema: Any) -> Counter:
     return Counter(
         (r.partition_id, repr(canonical(r.key, schema.key_schema)), repr(canonical(r.value, schema.value_schema)))

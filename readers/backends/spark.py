@@ -133,10 +133,14 @@ class SparkBackend:
                 except Exception as err:  # noqa: BLE001 - py4j/JVM start-up errors have no common type
                     raise BackendUnavailableError(f"Spark could not start on master {self.master}: {err}") from err
                 self.start_seconds = time.monotonic() - t
-        if self.ckpt.commits and any(c.format_version >= 2 for c in self.ckpt.commits.values()):
-            # Checkpoint format v2 (unique-id file names) is not recorded in offsets conf: the reading
-            # session must be told (spec §10.4).
-            self._spark.conf.set("spark.sql.streaming.stateStore.checkpointFormatVersion", "2")
+        # Checkpoint format v2 (unique-id file names) is not recorded in the offsets conf: the reading
+        # session must be told (spec §10.4), and told again for every read, since a shared session may
+        # have read a v1 checkpoint (which then fails) in between.
+        key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+        if any(c.format_version >= 2 for c in self.ckpt.commits.values()):
+            self._spark.conf.set(key, "2")
+        else:
+            self._spark.conf.unset(key)
         return self._spark
 
     def describe(self) -> str:
