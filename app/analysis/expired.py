@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.analysis._common import BatchClock, int_reader, row_converter, to_ms, walk_partition
-from readers.errors import StatelensError, UsageError
+from readers.errors import BackendUnavailableError, StatelensError, UsageError
 from readers.model import OperatorKind, Progress
 
 CATEGORIES = ("zombie", "overdue", "stale", "eviction_lag")
@@ -352,13 +352,14 @@ def iter_expired(
         summary = OperatorExpiry(op.operator_id, op.kind.value, st.store_name, "skipped")
         summaries.append(summary)
         yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}")
-        if st.provider != "hdfs":
-            summary.reason = "RocksDB store: not read by the native decoder yet"
-            continue
         if st.schema is None:
             summary.reason = "no schema file: rows cannot be decoded"
             continue
-        reader = ckpt.store_reader(op.operator_id, st.store_name)
+        try:
+            reader = ckpt.store_reader(op.operator_id, st.store_name)
+        except BackendUnavailableError as unreadable:  # e.g. RocksDB column families (transformWithState)
+            summary.reason = unreadable.message
+            continue
         if op.kind in _TIMEOUT_OPERATORS:
             summary.check = "timeouts"
             yield from _check_timeouts(

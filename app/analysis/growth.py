@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.analysis._common import BatchClock, finite, walk_partition
-from readers.errors import StatelensError
+from readers.errors import BackendUnavailableError, StatelensError
 from readers.model import Progress
 
 #: Files below this size count as small (object stores and HDFS pay per file, not per byte).
@@ -295,10 +295,11 @@ def iter_growth(
         yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}")
         g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), list(st.versions))
         stores.append(g)
-        if st.provider != "hdfs":
-            g.skipped = "RocksDB store: not read by the native decoder yet"
+        try:
+            reader = ckpt.store_reader(op.operator_id, st.store_name)
+        except BackendUnavailableError as err:  # e.g. RocksDB column families (transformWithState)
+            g.skipped = err.message
             continue
-        reader = ckpt.store_reader(op.operator_id, st.store_name)
         for pid in reader.partition_ids():
             pf = reader.partitions[pid]
             rows = g.rows.setdefault(pid, {})
