@@ -173,6 +173,88 @@ def build_scaled_checkpoint(base: Path, scale: int, keys: int, partitions: int, 
     return ckpt
 
 
+def _window_records(key_ids: np.ndarray, start_us: int, end_us: int, removes: bool) -> bytes:
+    """Puts (or removes) of ``struct<window:struct<start,end>,key:string>`` keys with 5-field values.
+
+    Key row (64 bytes): bitset, ``window`` slot ``24 << 32 | 24``, ``key`` slot ``48 << 32 | 13``, the
+    window row (bitset, start and end in microseconds), 13 key characters padded to 16. Value row
+    (48 bytes): ``count, sum, sum, count, max`` as Spark's windowed count/sum/avg/max buffer stores them.
+    """
+    n = len(key_ids)
+    width = 72 if removes else 120
+    rec = np.zeros((n, width), dtype=np.uint8)
+    rec[:, 0:4] = np.frombuffer((64).to_bytes(4, "big"), np.uint8)
+    rec[:, 12:20] = np.frombuffer(((24 << 32) | 24).to_bytes(8, "little"), np.uint8)
+    rec[:, 20:28] = np.frombuffer(((48 << 32) | 13).to_bytes(8, "little"), np.uint8)
+    rec[:, 36:44] = np.frombuffer(start_us.to_bytes(8, "little", signed=True), np.uint8)
+    rec[:, 44:52] = np.frombuffer(end_us.to_bytes(8, "little", signed=True), np.uint8)
+    rec[:, 52:56] = np.frombuffer(b"key-", np.uint8)
+    for d in range(9):
+        rec[:, 56 + d] = (key_ids // 10 ** (8 - d)) % 10 + 48
+    if removes:
+        rec[:, 68:72] = 0xFF
+    else:
+        rec[:, 68:72] = np.frombuffer((48).to_bytes(4, "big"), np.uint8)
+        ones = np.ones(n, dtype="<i8").view(np.uint8).reshape(n, 8)
+        rec[:, 80:88] = ones  # count
+        rec[:, 104:112] = ones  # count (avg buffer)
+    return rec.tobytes()
+
+
+def build_windowed_checkpoint(partitions: int, batches: int, keys: int, zombie_every: int = 100) -> Path:
+    """A windowed count/sum/avg/max with a 10 s watermark, ``keys`` (window, key) rows over ``batches``.
+
+    Logs, schema and operator metadata follow the ``window_agg_watermark`` test checkpoint (PySpark
+    4.3); batch ``b`` adds the 10-second window starting at ``b * 10 s`` for its keys and removes the
+    windows Spark evicts (end <= the batch's watermark), except every ``zombie_every``-th key: those
+    stay behind the watermark, which ``statelens expired`` reports as eviction lag.
+    """
+    from tests.spark_checkpoints import get_checkpoint
+
+    root = REPO / ".cache" / "bench" / f"window-p{partitions}-b{batches}-k{keys}-synthetic"
+    ckpt = root / "checkpoint"
+    if (root / "done").exists():
+        return ckpt
+    template = get_checkpoint("window_agg_watermark") / "checkpoint"
+    shutil.rmtree(root, ignore_errors=True)
+    (ckpt / "offsets").mkdir(parents=True)
+    (ckpt / "commits").mkdir()
+    shutil.copy(template / "metadata", ckpt / "metadata")
+    meta_line = (template / "offsets" / "0").read_text().splitlines()[1]
+    meta = json.loads(meta_line)
+    meta["conf"]["spark.sql.shuffle.partitions"] = str(partitions)
+    t0_ms = 1_704_067_200_000  # 2024-01-01
+    watermark = [max(0, t0_ms + (b - 1) * 10_000) if b >= 2 else 0 for b in range(batches + 1)]
+    for b in range(batches):
+        meta.update(batchWatermarkMs=watermark[b], batchTimestampMs=t0_ms + b * 10_000 + 5_000)
+        (ckpt / "offsets" / str(b)).write_text(f"v1\n{json.dumps(meta, separators=(',', ':'))}\n{{\"logOffset\":{b}}}")
+        (ckpt / "commits" / str(b)).write_text(f'v1\n{{"nextBatchWatermarkMs":{watermark[b + 1]}}}')
+    op_dir = ckpt / "state" / "0"
+    (op_dir / "_metadata").mkdir(parents=True)
+    (op_dir / "_metadata" / "metadata").write_text(
+        'v1\n{"operatorInfo":{"operatorId":0,"operatorName":"stateStoreSave"},"stateStoreInfo":'
+        f'[{{"storeName":"default","numColsPrefixKey":0,"numPartitions":{partitions}}}]}}'
+    )
+    per = max(1, keys // batches // partitions)
+    for p in range(partitions):
+        folder = op_dir / str(p)
+        (folder / "_metadata").mkdir(parents=True)
+        shutil.copy(template / "state" / "0" / "0" / "_metadata" / "schema", folder / "_metadata" / "schema")
+        for b in range(batches):
+            ids = (np.arange(per, dtype=np.int64) + b * per) * partitions + p
+            start_us = (t0_ms + b * 10_000) * 1000
+            raw = _window_records(ids, start_us, start_us + 10_000_000, removes=False)
+            evicted = b - 2  # window end (b - 1) * 10 s <= watermark (b - 1) * 10 s
+            if evicted >= 0:
+                old = (np.arange(per, dtype=np.int64) + evicted * per) * partitions + p
+                old = old[(old // partitions) % zombie_every != 0]
+                ev_start = (t0_ms + evicted * 10_000) * 1000
+                raw += _window_records(old, ev_start, ev_start + 10_000_000, removes=True)
+            (folder / f"{b + 1}.delta").write_bytes(_lz4_block_stream(raw + b"\xff\xff\xff\xff"))
+    (root / "done").write_text(f"{per} windows per partition and batch, 1 in {zombie_every} never evicted\n")
+    return ckpt
+
+
 # --------------------------------------------------------------------------------------------------
 
 
@@ -182,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, default=32)
     ap.add_argument("--keys", type=int, default=2_000_000)
     ap.add_argument("--scale", type=int, default=10, help="size of the synthetic checkpoint (0: skip it)")
+    ap.add_argument("--windowed", action="store_true",
+                    help="also a synthetic windowed aggregation with a watermark (expired has work there)")
     ap.add_argument("--commands", default=",".join(COMMANDS), help="comma-separated: " + ", ".join(COMMANDS))
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
@@ -195,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
         scaled = build_scaled_checkpoint(base, args.scale, args.keys, args.partitions, args.batches)
         result["synthetic_build_seconds"] = round(time.monotonic() - t, 1)
         targets.append((f"synthetic x{args.scale}", scaled))
+    if args.windowed:
+        for factor in (1, args.scale or 1):
+            t = time.monotonic()
+            win = build_windowed_checkpoint(args.partitions, args.batches, args.keys * factor)
+            result[f"windowed_x{factor}_build_seconds"] = round(time.monotonic() - t, 1)
+            targets.append((f"windowed synthetic x{factor}", win))
     for label, ckpt in targets:
         size = sum(p.stat().st_size for p in ckpt.rglob("*") if p.is_file())
         print(f"== {label}: {ckpt} ({size / 2**20:.0f} MiB on disk)", flush=True)
