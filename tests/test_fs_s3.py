@@ -562,3 +562,20 @@ def test_credentials_never_appear_in_errors_logs_or_output(uploaded: str, proxy:
     texts += [out, err]
     assert any("Credential=***" in r.getMessage() for r in all_logs.records)  # botocore's dump, redacted
     assert_no_credentials(*texts, all_logs.text, *(r.getMessage() for r in all_logs.records))
+
+
+def test_transient_errors_are_told_apart() -> None:
+    import errno
+
+    from readers.fs import is_transient
+
+    assert is_transient(TimeoutError("read timed out"))
+    assert is_transient(ConnectionResetError())
+    assert is_transient(OSError(errno.EBUSY, "Please reduce your request rate."))  # s3fs: 503 SlowDown
+    assert is_transient(OSError(errno.EREMOTEIO, "We encountered an internal error."))  # s3fs: 500
+    assert not is_transient(FileNotFoundError("NoSuchKey"))
+    assert not is_transient(PermissionError("Access Denied"))
+    assert not is_transient(OSError(errno.EINVAL, "InvalidRange"))
+    assert not is_transient(ValueError("bad argument"))
+    policy = RetryPolicy(first_delay_s=0.2, max_delay_s=1.0, jitter=0)
+    assert [policy.delay_s(n) for n in range(1, 6)] == [0.2, 0.4, 0.8, 1.0, 1.0]
