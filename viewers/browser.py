@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFontDatabase
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -33,6 +34,26 @@ FILTER_DELAY_MS = 150
 
 #: A key selected elsewhere is looked for among at most this many rows (the scan runs on the GUI thread).
 KEY_SCAN_ROWS = 300_000
+
+
+#: Diff row backgrounds (translucent: readable on light and dark palettes).
+CHANGE_COLORS = {"added": QColor(16, 185, 129, 60), "changed": QColor(59, 130, 246, 50),
+                 "removed": QColor(239, 68, 68, 60)}
+
+
+class _ChangeColors(Sequence[QColor | None]):
+    """Row backgrounds of a diff, looked up from its ``change`` column when a row is drawn."""
+
+    def __init__(self, changes: Sequence[str]):
+        self._changes = changes
+
+    def __len__(self) -> int:
+        return len(self._changes)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [CHANGE_COLORS.get(c) for c in self._changes[i]]
+        return CHANGE_COLORS.get(self._changes[i])
 
 
 def store_label(op: OperatorInfo, store: StoreInfo) -> str:
@@ -134,6 +155,7 @@ class StateBrowserView(QWidget):
 
         splitter = QSplitter(Qt.Orientation.Vertical)
         self.model = ColumnTableModel()
+        self.model.bold_highlights = False
         self.model.order_requested.connect(self._on_model_order_requested)
         self.proxy = ColumnFilterProxyModel()
         self.proxy.setSourceModel(self.model)
@@ -145,6 +167,7 @@ class StateBrowserView(QWidget):
         splitter.addWidget(self.table)
         self.detail = QPlainTextEdit()
         self.detail.setReadOnly(True)
+        self.detail.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.detail.setPlaceholderText("Select a row to see its full key and value.")
         splitter.addWidget(self.detail)
         splitter.setSizes([600, 140])
@@ -278,7 +301,9 @@ class StateBrowserView(QWidget):
         self.detail.clear()
         self.history_button.setEnabled(False)
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
-        self.model.set_columns(headers, columns, sort_keys)
+        # A diff (first column "change") gets a background per kind of change.
+        background = _ChangeColors(columns[0]) if headers and headers[0] == "change" else None
+        self.model.set_columns(headers, columns, sort_keys, background)
         self.proxy.set_filter_text(self.filter_edit.text())
         self.proxy.invalidate()
         header = self.table.horizontalHeader()

@@ -307,10 +307,7 @@ class ExpiredView(QWidget):
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.model.set_columns(headers, columns, sort_keys)
         self.proxy.set_filter_text(self.filter_edit.text())
-        self.table.resizeColumnsToContents()
-        header = self.table.horizontalHeader()
-        for col in range(len(headers)):
-            header.resizeSection(col, min(header.sectionSize(col), 320))
+        self.table.fit_columns()
         self._update_count()
         if self._selection is not None:
             s = self._selection

@@ -81,10 +81,7 @@ class KeyHistoryPanel(QWidget):
         background = [CHANGE_COLORS.get(c) for c in changes]
         self.model.set_columns(headers, columns, sort_keys, background)
         self.title.setText(title)
-        self.table.resizeColumnsToContents()
-        header = self.table.horizontalHeader()
-        for col in range(len(headers)):
-            header.resizeSection(col, min(header.sectionSize(col), 300))
+        self.table.fit_columns(300)
 
     def rows(self) -> int:
         return self.model.total_rows()

@@ -122,7 +122,7 @@ class SchemaConfView(QWidget):
         right.addWidget(self.conf_box)
         right.setSizes([260, 460])
         splitter.addWidget(right)
-        splitter.setSizes([640, 740])
+        splitter.setSizes([690, 690])
         layout.addWidget(splitter, 1)
 
         self._selection = selection
@@ -152,6 +152,7 @@ class SchemaConfView(QWidget):
             font.setBold(True)
             top.setFont(0, font)
             self.tree.addTopLevelItem(top)
+            top.setFirstColumnSpanned(True)  # long store labels read in full
             self._store_items[(op, name)] = top
             if schema is None:
                 top.addChild(QTreeWidgetItem(["(no schema file: rows cannot be decoded)", "", ""]))
@@ -162,11 +163,11 @@ class SchemaConfView(QWidget):
                 _add_fields(node, struct)
             if schema.key_encoder:
                 top.addChild(QTreeWidgetItem(["key encoder", str(schema.key_encoder), ""]))
-            top.addChild(QTreeWidgetItem(["schema file", f"{schema.path} (format v{schema.schema_version})", ""]))
+            top.setText(0, f"{label}  (schema format v{schema.schema_version})")
         self.tree.expandAll()
         self.tree.resizeColumnToContents(0)
-        self.tree.setColumnWidth(0, min(max(self.tree.columnWidth(0), 220), 380))
-        self.tree.setColumnWidth(1, 220)
+        self.tree.setColumnWidth(0, min(max(self.tree.columnWidth(0), 220), 300))
+        self.tree.setColumnWidth(1, 200)
 
         cols: list[list[str]] = [[], [], [], []]
         background: list[QColor | None] = []
@@ -174,12 +175,13 @@ class SchemaConfView(QWidget):
             cols[0].append(label)
             cols[1].append("" if batch is None else str(batch))
             cols[2].append(path)
-            cols[3].append("; ".join(changes) if changes else "(first)" if batch is not None else "")
+            cols[3].append("; ".join(changes) if changes else "(first file)" if batch is not None
+                           else "one file for every version (format v1/v2 files are never rewritten)")
             background.append(CHANGED_ROW if changes else None)
         self.file_model.set_columns(self.FILE_HEADERS, cols, None, background)
         self.file_table.resizeColumnsToContents()
         header = self.file_table.horizontalHeader()
-        for col, cap in enumerate((230, 80, 280)):
+        for col, cap in enumerate((150, 70, 200)):
             header.resizeSection(col, min(header.sectionSize(col), cap))
 
     def store_items(self) -> dict[tuple[int, str], QTreeWidgetItem]:
@@ -228,9 +230,13 @@ class SchemaConfView(QWidget):
         self.conf_model.set_columns(headers, cols, None, background)
         self.conf_table.resizeColumnsToContents()
         header = self.conf_table.horizontalHeader()
-        header.resizeSection(0, min(header.sectionSize(0), 420))
+        header.resizeSection(0, min(header.sectionSize(0), 430))
+        room = max(self.conf_table.viewport().width() - header.sectionSize(0), 160)
         if diff:
-            header.resizeSection(1, min(header.sectionSize(1), 220))
+            header.resizeSection(1, min(header.sectionSize(1), room // 2))
+            header.resizeSection(2, min(header.sectionSize(2), room - header.sectionSize(1)))
+        else:
+            header.resizeSection(1, min(header.sectionSize(1), room))
         self.conf_box.setTitle(
             f"Session conf of batch {batch_id} ({b.offsets.path})"
             + (f": {len(diff)} key{'s' if len(diff) != 1 else ''} changed" if diff else "")

@@ -85,6 +85,8 @@ class ColumnTableModel(QAbstractTableModel):
         self._right: list[bool] = []
         self._bold = QFont()
         self._bold.setBold(True)
+        #: Highlighted rows (with a background) are also bold; off where every row is highlighted.
+        self.bold_highlights = True
         self.set_columns(headers, columns, sort_keys, row_background)
 
     # -- data ----------------------------------------------------------------------------------------
@@ -230,7 +232,8 @@ class ColumnTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.BackgroundRole and self._background is not None:
             color = self._background[r]
             return QBrush(color) if color is not None else None
-        if role == Qt.ItemDataRole.FontRole and self._background is not None and self._background[r] is not None:
+        if (role == Qt.ItemDataRole.FontRole and self.bold_highlights and self._background is not None
+                and self._background[r] is not None):
             return self._bold
         return None
 
@@ -402,8 +405,31 @@ class DataTableView(QTableView):
         self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.horizontalHeader().setStretchLastSection(True)
+        # Dotted column names (value.groupState.info.first_ts_ms) keep their last, most specific part.
+        self.horizontalHeader().setTextElideMode(Qt.TextElideMode.ElideLeft)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu_requested)
+
+    def fit_columns(self, max_width: int = 320, sample_rows: int = 200) -> None:
+        """Size columns to their header and first rows (at most ``max_width`` each); the last one gets
+        what is left of the viewport so the table does not scroll sideways when it can be avoided."""
+        model = self.model()
+        if model is None:
+            return
+        header = self.horizontalHeader()
+        metrics = self.fontMetrics()
+        n = model.columnCount()
+        rows = min(model.rowCount(), sample_rows)
+        for col in range(n):
+            texts = [str(model.headerData(col, Qt.Orientation.Horizontal) or "")]
+            texts += [str(model.index(r, col).data() or "") for r in range(rows)]
+            width = max(metrics.horizontalAdvance(t) for t in texts) + 24
+            header.resizeSection(col, min(max(width, 48), max_width))
+        if n:
+            used = sum(header.sectionSize(c) for c in range(n - 1))
+            room = self.viewport().width() - used
+            if room > 120:
+                header.resizeSection(n - 1, room)
 
     def _on_context_menu_requested(self, pos: Any) -> None:
         menu = QMenu(self)

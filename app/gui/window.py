@@ -417,6 +417,7 @@ class MainWindow(QMainWindow):
         if self.runner.idle:
             return
         loading = self.runner.current("load") is not None
+        self._cancel_spark_read()  # a Spark job does not yield: cancel its job group
         self.runner.cancel()
         self.status_label.setText(f"Cancelled opening {_short(self._loading_url or '')}" if loading else "Cancelled")
 
@@ -1014,7 +1015,7 @@ class MainWindow(QMainWindow):
         else:
             exporter = exporters.ImageExporter(scene)
             params = exporter.parameters()
-            params["width"] = int(graphics.width() * 2)
+            # Native size: scaling up leaves legend text at its screen size (tiny next to the axes).
             from viewers import theme
 
             params["background"] = theme.background()
@@ -1171,6 +1172,8 @@ def _render_svg(scene: Any, widget: Any, path: str) -> None:
     generator.setFileName(path)
     generator.setSize(QSize(int(rect.width()), int(rect.height())))
     generator.setViewBox(rect)
+    # Same resolution as the screen the scene was laid out for, or curves and axes scale apart.
+    generator.setResolution(widget.logicalDpiX())
     generator.setTitle("statelens plot")
     painter = QPainter(generator)
     try:
