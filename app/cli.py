@@ -148,6 +148,19 @@ def info_json(ckpt: Any) -> dict[str, Any]:
                     "value_schema": json.loads(s.value_schema.json()) if s.value_schema is not None else None,
                 }
             )
+        variables = [
+            {
+                "name": v["name"],
+                "store_name": v["store_name"],
+                "variable_type": v["variable_type"],
+                "ttl": v["ttl"],
+                "key_encoder": v["key_encoder"],
+                "key_schema": json.loads(v["key_schema"].json()),
+                "value_schema": json.loads(v["value_schema"].json()),
+                "user_key_schema": json.loads(v["user_key_schema"].json()) if v["user_key_schema"] else None,
+            }
+            for v in ckpt.state_variables(op.operator_id)
+        ]
         operators.append(
             {
                 "operator_id": op.operator_id,
@@ -159,6 +172,7 @@ def info_json(ckpt: Any) -> dict[str, Any]:
                     for t in op.time_columns
                 ],
                 "stores": stores,
+                "state_variables": variables,
             }
         )
     return {
@@ -207,6 +221,14 @@ def _print_info(doc: dict[str, Any], out: IO[str]) -> None:
         w(format_table(["op", "kind", "store", "provider", "codec", "parts", "versions", "key", "value"], rows) + "\n")
     else:
         w("No stateful operators (no state/ folder).\n")
+    rows = [
+        [op["operator_id"], v["name"], v["variable_type"] or "(internal)", "yes" if v["ttl"] else "",
+         _schema_str(v["key_schema"]), _schema_str(v["value_schema"])]
+        for op in doc["operators"] for v in op["state_variables"]
+    ]
+    if rows:
+        w("\nState variables (transformWithState; read one with rows --state-var NAME)\n")
+        w(format_table(["op", "variable", "type", "ttl", "key", "value"], rows) + "\n")
     keys = ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass",
             "spark.sql.streaming.stateStore.compression.codec")
     w("\n" + "\n".join(f"{k} = {doc['conf'].get(k)}" for k in keys if k in doc["conf"]) + "\n")
@@ -299,10 +321,61 @@ def _partition_tuples(args: argparse.Namespace, backend: Any, store: str, pid: i
         yield (row.partition_id, row.key, row.value)
 
 
+def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iterable[tuple[Any, ...]], Any]:
+    """``(row_schema, rows, chooser)`` for ``rows --state-var NAME`` (transformWithState state)."""
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    variables = {v["name"]: v for v in ckpt.state_variables(args.operator)}
+    var = variables.get(args.state_var)
+    if var is None:
+        have = ", ".join(variables) or "none (not a transformWithState operator)"
+        from readers.errors import UsageError
+
+        raise UsageError(f"operator {args.operator} has no state variable {args.state_var!r}; it has: {have}")
+    if args.changes:
+        raise _usage("--changes is not available with --state-var yet")
+    key_schema, user_key_schema = var["key_schema"], None
+    if var["variable_type"] == "MapState":
+        key_schema, user_key_schema = key_schema.fields[0].dataType, key_schema.fields[1].dataType
+    fields = [StructField("partition", IntegerType()), StructField("key", key_schema)]
+    if user_key_schema is not None:
+        fields.append(StructField("user_key", user_key_schema))
+    fields.append(StructField("value", var["value_schema"]))
+    chooser = _backends(args, ckpt)
+    backend = chooser.native
+    if args.backend == "spark":
+        backend = chooser.spark
+    elif args.backend == "auto":
+        try:
+            ckpt.column_family_reader(args.operator)
+        except StatelensError:
+            backend = chooser.spark
+    chooser.used.add(backend.name)
+    if args.version is not None:
+        version = args.version
+    elif backend.name == "spark":
+        version = backend.latest_version(args.operator)
+    else:
+        version = max(s.versions[-1] for s in ckpt.operator(args.operator).stores if s.versions)
+    entries = backend.read_state_variable(args.operator, args.state_var, version, args.partition)
+    if user_key_schema is None:
+        rows: Iterable[tuple[Any, ...]] = ((p, k, v) for p, k, v, _ in entries)
+    else:
+        rows = ((p, k, u, v) for p, k, v, u in entries)
+    return StructType(fields), rows, chooser
+
+
 def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
-    from readers.values import row_to_json, state_row_schema
+    from readers.values import state_row_schema
 
     ckpt = _open(args)
+    if args.state_var is not None:
+        row_schema, rows, chooser = _state_variable_rows(args, ckpt)
+        try:
+            return _write_rows(args, ckpt, row_schema, rows, out)
+        finally:
+            _say_backend(args, chooser)
+            chooser.close()
     op = ckpt.operator(args.operator)
     if args.store is None and len(op.stores) != 1:
         names = ", ".join(s.store_name for s in op.stores)
@@ -320,30 +393,37 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
     row_schema = state_row_schema(store.key_schema, store.value_schema, changes=args.changes)
     rows = _iter_state_tuples(args, ckpt, backend, store.store_name)
     try:
-        if args.format == "parquet":
-            if not args.output:
-                raise _usage("--format parquet needs -o FILE")
-            from readers.values import write_parquet
-
-            write_parquet(list(rows), args.output, row_schema)
-            return _report_problems(ckpt)
-        docs = (row_to_json(t, row_schema) for t in rows)
-        target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
-        try:
-            if args.format == "jsonl":
-                from readers.values import dumps_jsonl
-
-                for doc in docs:
-                    target.write(dumps_jsonl(doc) + "\n")
-            else:
-                _write_csv(docs, row_schema, target)
-        finally:
-            if args.output:
-                target.close()
-        return _report_problems(ckpt)
+        return _write_rows(args, ckpt, row_schema, rows, out)
     finally:
         _say_backend(args, chooser)
         chooser.close()
+
+
+def _write_rows(args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iterable[tuple[Any, ...]], out: IO[str]) -> int:
+    """Write decoded rows (positional, in ``row_schema``'s field order) as JSON lines, CSV or Parquet."""
+    from readers.values import row_to_json
+
+    if args.format == "parquet":
+        if not args.output:
+            raise _usage("--format parquet needs -o FILE")
+        from readers.values import write_parquet
+
+        write_parquet(list(rows), args.output, row_schema)
+        return _report_problems(ckpt)
+    docs = (row_to_json(t, row_schema) for t in rows)
+    target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
+    try:
+        if args.format == "jsonl":
+            from readers.values import dumps_jsonl
+
+            for doc in docs:
+                target.write(dumps_jsonl(doc) + "\n")
+        else:
+            _write_csv(docs, row_schema, target)
+    finally:
+        if args.output:
+            target.close()
+    return _report_problems(ckpt)
 
 
 def _write_csv(docs: Iterable[Any], row_schema: Any, target: IO[str]) -> None:
@@ -478,6 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="state version (written by batch V-1); default: the latest readable")
     p.add_argument("--partition", type=int, metavar="P", help="one partition only")
     p.add_argument("--changes", action="store_true", help="the put/remove records of each version instead")
+    p.add_argument("--state-var", metavar="NAME",
+                   help="transformWithState: read this state variable (see 'info' for the names)")
     p.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     add_backend_options(p)

@@ -188,6 +188,33 @@ class Checkpoint:
         }
         return RocksDBColumnFamilyReader(files, families, types)
 
+    def state_variables(self, operator_id: int) -> list[dict[str, Any]]:
+        """The state variables (column families) of a transformWithState operator, with their schemas.
+
+        One dict per column family: ``name``, ``variable_type`` (``ValueState``/``ListState``/
+        ``MapState``/``TimerState``, ``None`` for Spark's internal families), ``ttl``, ``key_encoder``,
+        ``key_schema``, ``value_schema``, ``user_key_schema``. Empty for operators without column families.
+        """
+        op = self.operator(operator_id)
+        declared = {
+            str(v.get("stateName")): v for v in op.properties.get("stateVariables", []) or [] if isinstance(v, dict)
+        }
+        out: list[dict[str, Any]] = []
+        for store in op.stores:
+            for name, schema in (self._store_families.get((operator_id, store.store_name)) or {}).items():
+                meta = declared.get(name, {})
+                out.append({
+                    "name": name,
+                    "store_name": store.store_name,
+                    "variable_type": meta.get("stateVariableType"),
+                    "ttl": bool(meta.get("ttlEnabled", False)),
+                    "key_encoder": schema.key_encoder,
+                    "key_schema": schema.key_schema,
+                    "value_schema": schema.value_schema,
+                    "user_key_schema": schema.user_key_schema,
+                })
+        return out
+
     def _rocksdb_reader(self, op: OperatorInfo, store: StoreInfo) -> RocksDBStoreReader:
         key = (op.operator_id, store.store_name)
         families = self._store_families.get(key)

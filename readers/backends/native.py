@@ -7,7 +7,7 @@ as :mod:`readers.model` types, state versions numbered as Spark does (version ``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from readers.errors import StatelensError
 from readers.model import PartitionVersionStats, StateChange, StateRow
@@ -53,6 +53,17 @@ class NativeBackend:
         out: list[StateRow] = []
         for pid in pids:
             out.extend(reader.read_rows(pid, version))
+        return out
+
+    def read_state_variable(
+        self, operator_id: int, name: str, version: int, partition_id: int | None = None
+    ) -> list[tuple[int, Any, Any, Any]]:
+        """Entries of one transformWithState variable: ``(partition, key, value, user_key)``."""
+        cf = self.ckpt.column_family_reader(operator_id)
+        pids = [partition_id] if partition_id is not None else cf.partition_ids()
+        out: list[tuple[int, Any, Any, Any]] = []
+        for pid in pids:
+            out.extend((r.partition_id, r.key, r.value, r.user_key) for r in cf.read_variable(pid, version, name))
         return out
 
     def read_changes(

@@ -125,6 +125,7 @@ class SparkBackend:
                     .appName("statelens")
                     .config("spark.ui.enabled", "false")
                     .config("spark.sql.session.timeZone", "UTC")
+                    .config("spark.ui.showConsoleProgress", "false")
                 )
                 for k, v in self.conf.items():
                     builder = builder.config(k, v)
@@ -133,6 +134,7 @@ class SparkBackend:
                 except Exception as err:  # noqa: BLE001 - py4j/JVM start-up errors have no common type
                     raise BackendUnavailableError(f"Spark could not start on master {self.master}: {err}") from err
                 self.start_seconds = time.monotonic() - t
+                self._spark.sparkContext.setLogLevel("ERROR")  # our own errors say what failed
         # Checkpoint format v2 (unique-id file names) is not recorded in the offsets conf: the reading
         # session must be told (spec §10.4), and told again for every read, since a shared session may
         # have read a v1 checkpoint (which then fails) in between.
@@ -327,6 +329,33 @@ class SparkBackend:
             for pid in pids:
                 out[(pid, b + 1)] = int(counts.get(pid, 0))
         return out
+
+    def read_state_variable(
+        self, operator_id: int, name: str, version: int, partition_id: int | None = None
+    ) -> list[tuple[int, Any, Any, Any]]:
+        """Entries of one transformWithState variable (``stateVarName``): ``(partition, key, value, user_key)``.
+
+        List state comes back one row per element (``list_element``), map state one row per entry
+        (``user_map_key``, ``user_map_value``), as Spark's reader flattens them by default.
+        """
+        from pyspark.sql import functions as F
+
+        self._check_version(version)
+        with self._job(f"state variable {name} of operator {operator_id} version {version}") as spark:
+            df = (
+                spark.read.format("statestore").option("operatorId", str(operator_id))
+                .option("stateVarName", name).option("batchId", str(version - 1)).load(self.path)
+            )
+            if partition_id is not None:
+                df = df.where(F.col("partition_id") == partition_id)
+            cols = set(df.columns)
+            if "user_map_key" in cols:
+                rows = collect_converted(df, ["partition_id", "key", "user_map_value", "user_map_key"])
+            elif "list_element" in cols:
+                rows = [(*r, None) for r in collect_converted(df, ["partition_id", "key", "list_element"])]
+            else:
+                rows = [(*r, None) for r in collect_converted(df, ["partition_id", "key", "value"])]
+        return [(int(p), k, v, u) for p, k, v, u in rows]
 
     def state_metadata(self) -> list[dict[str, Any]]:
         """Rows of Spark's ``state-metadata`` source, including the hidden ``_numColsPrefixKey``."""
