@@ -412,6 +412,8 @@ def iter_key_history(
         rows.append(_HistoryRow(v, change, partition_id, decoded_key, prev_decoded))
     yield Progress(total, total, "key history")
     value_specs = [s for s in state_columns(schema, reader.store_name, time_columns) if s.header.startswith("value.")]
+    # Time columns (the timeout) first: they are what a history is read for, next to the watermark.
+    value_specs.sort(key=lambda spec: spec.unit is None)
     specs = [
         ColumnSpec("version", lambda r: r.version, str, True),
         ColumnSpec("batch", lambda r: r.version - 1, str, True),

@@ -497,6 +497,7 @@ class ColumnSpec:
     formatter: Callable[[Any], str]
     numeric: bool
     dtype: Any = None
+    unit: str | None = None  # "ms"/"us" for integer time columns (event times, timeouts)
 
 
 def sort_getter(spec: ColumnSpec) -> Callable[[Any], Any]:
@@ -570,7 +571,8 @@ def state_columns(schema: Any, store_name: str, time_columns: Sequence[Any] = ()
         for name, dtype, path in _field_columns(side, sch):
             numeric = _type_name(dtype) in _NUMERIC
             get = _getter(side, path)
-            specs.append(ColumnSpec(name, get, _cell_formatter(dtype, units.get((side, path))), numeric, dtype))
+            unit = units.get((side, path))
+            specs.append(ColumnSpec(name, get, _cell_formatter(dtype, unit), numeric, dtype, unit))
     return specs
 
 
@@ -726,7 +728,7 @@ def iter_backend_table(
     if store.schema is None:
         raise UsageError(f"store {store.store_name!r} of operator {store.operator_id} has no schema: rows cannot be decoded")
     what = f"reading operator {store.operator_id} {store.store_name} version {version} through {backend.name}"
-    yield Progress(0, 1, what)
+    yield Progress(0, 0, what)  # one job with no steps to count: a busy indicator
     rows = backend.read_rows(store.operator_id, store.store_name, version, partition_id)
     if cancelled is not None and cancelled():
         rows = []

@@ -463,7 +463,7 @@ def test_backend_switch_to_spark_reads_the_same_rows(qtbot, window, checkpoint, 
                         for i in range(len(table.records)))
     assert spark_rows == native_rows
     assert "Spark" in window.backend_label.text()
-    assert "read by the Spark" in window.browser.status.text()
+    assert "read by Spark" in window.browser.status.text()
     with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
         window.set_backend("native")
     assert window.state_table().backend == "native decoder"

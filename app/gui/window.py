@@ -708,13 +708,13 @@ class MainWindow(QMainWindow):
         if not table.is_diff:
             parts.append(f"version {table.version} (state after batch {table.version - 1})")
         parts.extend(table.notes)
-        parts.append(f"read by the {table.backend}")
+        parts.append(f"read by {_backend_text(table.backend)}")
         if table.problems:
             self.problems.add_problems(table.problems, where=f"decoding version {table.version}")
             parts.append(f"{len(table.problems)} partition(s) could not be read: see Problems")
         partitions = table.sort_keys[table.headers.index("partition")]
         self.browser.set_table(table.headers, table.columns, table.sort_keys, table.keys, " · ".join(parts), partitions)
-        self.backend_label.setText(f"State read by the {table.backend}")
+        self.backend_label.setText(f"State read by {_backend_text(table.backend)}")
         self.table_updated.emit()
 
     def _on_table_errored(self, err: BaseException) -> None:
@@ -1198,6 +1198,11 @@ def _iter_row_order(
     """:func:`viewers.tables.row_order` of a large table as a runner job (formats cells as needed)."""
     yield Progress(0, 1, f"{'filtering' if needle else 'sorting'} {n:,} rows")
     return row_order(sort_keys, columns, n, column, descending, needle, cancelled=cancelled)
+
+
+def _backend_text(description: str) -> str:
+    """``the native decoder`` / ``Spark 4.x on local[*]`` after "read by"."""
+    return f"the {description}" if description == "native decoder" else description
 
 
 def _default_master() -> str:
