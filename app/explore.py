@@ -142,7 +142,7 @@ def iter_expired_overview(
     timeout_kind: str | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, ExpiredOverview]:
-    """Run the expired-keys analysis over every version and arrange it per store.
+    """Run the expired-keys analysis and arrange it per store: counts over versions, keys at the latest.
 
     Parameters
     ----------
@@ -158,46 +158,40 @@ def iter_expired_overview(
     Returns
     -------
     ExpiredOverview
-        ``result`` holds only the latest-version findings: the same list ``iter_expired`` (and
-        ``statelens expired --json``) gives without ``all_versions``.
+        ``result`` is what ``iter_expired`` (and ``statelens expired --json``) gives: the findings at
+        each partition's latest version; earlier versions are counted, not listed.
     """
-    kwargs: dict[str, Any] = {"all_versions": True, "timeout_kind": timeout_kind, "cancelled": cancelled}
+    kwargs: dict[str, Any] = {"timeout_kind": timeout_kind, "cancelled": cancelled}
     if stale_after is not None:
         kwargs["stale_after"] = stale_after
-    full = yield from iter_expired(ckpt, **kwargs)
-    latest: dict[tuple[int, str, int], int] = {}
-    stores: list[StoreExpiry] = []
+    # Earlier versions are only counted (no keys decoded, no findings kept): bounded memory.
+    earlier: Counter[tuple[int, str, int, str]] = Counter()
+    result = yield from iter_expired(ckpt, version_counts=earlier, **kwargs)
     by_store: dict[tuple[int, str], list[ExpiredFinding]] = {}
-    for f in full.findings:
+    for f in result.findings:
         by_store.setdefault((f.operator_id, f.store_name), []).append(f)
-    kept: list[ExpiredFinding] = []
-    for summary in full.operators:
+    stores: list[StoreExpiry] = []
+    for summary in result.operators:
         key = (summary.operator_id, summary.store_name)
         found = by_store.get(key, [])
         st = ckpt.operator(summary.operator_id).store(summary.store_name)
         pids = list(st.partitions)
-        if found:
-            reader = ckpt.store_reader(summary.operator_id, summary.store_name)
-            for pid in {f.partition for f in found}:
-                versions = reader.versions(pid)
-                latest[(*key, pid)] = versions[-1] if versions else -1
-        at_latest = [f for f in found if f.version == latest.get((*key, f.partition))]
-        kept.extend(at_latest)
-        versions = sorted(set(st.versions) | {f.version for f in found})
+        counted = {(v, c): n for (op, name, v, c), n in earlier.items() if (op, name) == key}
+        versions = sorted(set(st.versions) | {f.version for f in found} | {v for v, _ in counted})
         col = {v: i for i, v in enumerate(versions)}
         counts = {c: [0] * len(versions) for c in CATEGORIES}
+        for (v, c), n in counted.items():
+            counts[c][col[v]] += n
         for f in found:
             counts[f.category][col[f.version]] += 1
         pcol = {p: i for i, p in enumerate(pids)}
         pcounts = {c: [0] * len(pids) for c in CATEGORIES}
-        for f in at_latest:
+        for f in found:
             if f.partition in pcol:
                 pcounts[f.category][pcol[f.partition]] += 1
-        summary.counts = dict(Counter(f.category for f in at_latest))
         stores.append(StoreExpiry(summary.operator_id, summary.store_name, versions, counts, pids, pcounts,
-                                  at_latest, summary))
-    result = ExpiredResult(kept, full.operators, full.problems, full.stale_after, False)
-    return ExpiredOverview(stores, result, full.problems)
+                                  found, summary))
+    return ExpiredOverview(stores, result, result.problems)
 
 
 #: Columns of the findings table: header, numeric.

@@ -174,12 +174,27 @@ class LoadedCheckpoint:
         return str(self.checkpoint.location)
 
     def hdfs_stores(self) -> list[tuple[OperatorInfo, StoreInfo]]:
-        """Every ``(operator, store)`` the native reader can decode."""
+        """Every ``(operator, store)`` of the HDFS-backed provider."""
         return [(op, s) for op in self.checkpoint.operators for s in op.stores if s.provider == "hdfs"]
+
+    def decodable_stores(self) -> list[tuple[OperatorInfo, StoreInfo]]:
+        """Every ``(operator, store)`` with a schema whose files the native readers can open (HDFS and
+        RocksDB stores; RocksDB column families, which only Spark reads, are left out)."""
+        out = []
+        for op in self.checkpoint.operators:
+            for s in op.stores:
+                if s.schema is None:
+                    continue
+                try:
+                    self.checkpoint.store_reader(op.operator_id, s.store_name)
+                except StatelensError:
+                    continue
+                out.append((op, s))
+        return out
 
     def default_store(self) -> tuple[int, str] | None:
         """The first decodable store, as ``(operator_id, store_name)``."""
-        stores = self.hdfs_stores()
+        stores = self.decodable_stores()
         return (stores[0][0].operator_id, stores[0][1].store_name) if stores else None
 
 

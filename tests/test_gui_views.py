@@ -518,3 +518,25 @@ def test_screenshot_of_new_views(qapp, tmp_path, view, raise_errors) -> None:  #
     args = argparse.Namespace(checkpoint=str(_sample()), screenshot=str(out), view=view)
     assert run_gui(args) == 0
     assert QImage(str(out)).size().toTuple() == (1400, 900)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", ["pandas_state_event", "pandas_state_processing", "rocks_pandas_state"])
+def test_expired_counts_over_versions_match_all_versions(checkpoint, name) -> None:  # type: ignore[no-untyped-def]
+    """The view counts earlier versions without keeping findings; the counts are all_versions' counts."""
+    from collections import Counter
+
+    from app.analysis._common import run_to_end
+    from app.analysis.expired import iter_expired
+    from app.explore import iter_expired_overview
+    from readers.checkpoint import open_checkpoint
+
+    ckpt = open_checkpoint(str(checkpoint(name) / "checkpoint"))
+    full = run_to_end(iter_expired(ckpt, all_versions=True))
+    want = Counter((f.operator_id, f.store_name, f.version, f.category) for f in full.findings)
+    overview = run_to_end(iter_expired_overview(ckpt))
+    got = Counter({(st.operator_id, st.store_name, v, c): n for st in overview.stores
+                   for c, per in st.counts.items() for v, n in zip(st.versions, per, strict=True) if n})
+    assert got == want
+    latest = run_to_end(iter_expired(ckpt))
+    assert [f.to_json() for f in overview.result.findings] == [f.to_json() for f in latest.findings]

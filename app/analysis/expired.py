@@ -308,6 +308,7 @@ def iter_expired(
     stale_after: int | None = DEFAULT_STALE_AFTER,
     timeout_kind: str | None = None,
     cancelled: Callable[[], bool] | None = None,
+    version_counts: Counter[tuple[int, str, int, str]] | None = None,
 ) -> Generator[Progress, None, ExpiredResult]:
     """Find expired-but-unremoved keys in every (or one) stateful operator.
 
@@ -326,6 +327,11 @@ def iter_expired(
         Override the inferred timeout kind of (flat)MapGroupsWithState / applyInPandasWithState.
     cancelled : callable, optional
         Polled between versions; when it returns True the walk stops early.
+    version_counts : Counter, optional
+        Without ``all_versions``: also count what would be reported at every earlier version, into
+        ``version_counts[(operator_id, store_name, version, category)]``, without decoding those keys
+        or keeping findings for them (the over-time view of a large store in bounded memory). The
+        latest versions are not counted there: their findings are in the result.
 
     Yields
     ------
@@ -363,7 +369,8 @@ def iter_expired(
         if op.kind in _TIMEOUT_OPERATORS:
             summary.check = "timeouts"
             yield from _check_timeouts(
-                op, reader, clock, summary, findings, problems, all_versions, stale_after, timeout_kind, cancelled
+                op, reader, clock, summary, findings, problems, all_versions, stale_after, timeout_kind, cancelled,
+                version_counts,
             )
         elif op.kind in _EVICTING_OPERATORS:
             col = _eviction_column(op, st)
@@ -377,7 +384,8 @@ def iter_expired(
                 )
                 continue
             summary.check = "eviction"
-            yield from _check_eviction(op, reader, clock, col, summary, findings, problems, all_versions, cancelled)
+            yield from _check_eviction(op, reader, clock, col, summary, findings, problems, all_versions, cancelled,
+                                       version_counts)
         else:
             summary.reason = f"{op.kind.value}: no timeout or eviction rule known"
     yield Progress(len(jobs), len(jobs), "expired keys")
@@ -453,6 +461,7 @@ def _check_timeouts(
     stale_after: int | None,
     override: str | None,
     cancelled: Callable[[], bool] | None,
+    version_counts: Counter[tuple[int, str, int, str]] | None = None,
 ) -> Generator[Progress, None, None]:
     path = _timeout_column(op, reader.store_name)
     if path is None:
@@ -544,6 +553,8 @@ def _check_timeouts(
                     op, reader, clock, kind, ev_text, pid, v, thr, timeouts, last_write, zombies, keys,
                     stale_after, v == last_version, findings, summary,
                 )
+            elif version_counts is not None:
+                _count_timeout_findings(op, reader, v, timeouts, last_write, zombies, stale_after, version_counts)
             if time.monotonic() - last_tick > 0.1:
                 last_tick = time.monotonic()
                 yield Progress(n, len(pids), f"operator {op.operator_id}: partition {pid}, version {v}")
@@ -616,6 +627,27 @@ def _emit_timeout_findings(
         summary.counts[fields["category"]] = summary.counts.get(fields["category"], 0) + 1
 
 
+def _count_timeout_findings(
+    op: Any,
+    reader: Any,
+    v: int,
+    timeouts: dict[bytes, int],
+    last_write: dict[bytes, int],
+    zombies: dict[bytes, tuple[int | None, int, int | None]],
+    stale_after: int | None,
+    counts: Counter[tuple[int, str, int, str]],
+) -> None:
+    """What :func:`_emit_timeout_findings` would report at a non-latest version, counted, keys not decoded."""
+    where = (op.operator_id, reader.store_name, v)
+    if zombies:
+        counts[(*where, "zombie")] += len(zombies)
+    if stale_after:
+        n = sum(1 for k, t in timeouts.items()
+                if t == NO_TIMESTAMP and k not in zombies and v - last_write.get(k, v) >= stale_after)
+        if n:
+            counts[(*where, "stale")] += n
+
+
 def _check_eviction(
     op: Any,
     reader: Any,
@@ -626,6 +658,7 @@ def _check_eviction(
     problems: list[StatelensError],
     all_versions: bool,
     cancelled: Callable[[], bool] | None,
+    version_counts: Counter[tuple[int, str, int, str]] | None = None,
 ) -> Generator[Progress, None, None]:
     side, path, unit, name = col
     read = int_reader(_key_layout(reader) if side == "key" else _value_layout(reader), path)
@@ -648,7 +681,8 @@ def _check_eviction(
             summary.versions_read += 1
             if v == last_version:
                 summary.keys_at_latest += len(state)
-            if not (all_versions or v == last_version):
+            count_only = not (all_versions or v == last_version)
+            if count_only and version_counts is None:
                 continue
             b = v - 1
             wm = clock.watermark_ms.get(b)
@@ -660,6 +694,9 @@ def _check_eviction(
                 if t is not None and t < wm:
                     out.append((k, t))
             if not out:
+                continue
+            if count_only:
+                version_counts[(op.operator_id, reader.store_name, v, "eviction_lag")] += len(out)  # type: ignore[index]
                 continue
             keys.decode([k for k, _ in out])
             for k, t in out:

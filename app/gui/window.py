@@ -472,7 +472,7 @@ class MainWindow(QMainWindow):
         self.browser.set_operators(ckpt.operators)
         self.browser.compare_combo.setCurrentIndex(0)
         self.history.clear_history("Select a key (state browser or expired keys) to see its history across versions.")
-        stores = loaded.hdfs_stores()
+        stores = loaded.decodable_stores()
         labels = [(op.operator_id, s.store_name, store_label(op, s)) for op, s in stores]
         self.growth.clear()
         self.growth.set_stores(labels)
@@ -542,7 +542,7 @@ class MainWindow(QMainWindow):
         if self.loaded is None or operator_id is None:
             return False
         return any(op.operator_id == operator_id and s.store_name == store_name
-                   for op, s in self.loaded.hdfs_stores())
+                   for op, s in self.loaded.decodable_stores())
 
     def _on_load_errored(self, err: BaseException) -> None:
         message = errors.short_message(err)
