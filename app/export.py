@@ -164,7 +164,7 @@ def iter_export_state_table(
 
 
 def iter_export_documents(
-    docs: Sequence[Any], path: str, fmt: str, cancelled: Callable[[], bool] | None = None,
+    docs: Iterable[Any], path: str, fmt: str, cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, int]:
     """Write JSON documents (``JsonObject``/dicts, e.g. ``ExpiredFinding.to_json()``).
 
@@ -173,7 +173,8 @@ def iter_export_documents(
 
     Parameters
     ----------
-    docs : sequence
+    docs : iterable
+        Consumed here (in the worker), so a generator defers building them.
     path : str
     fmt : {"csv", "parquet"}
     cancelled : callable, optional

@@ -656,19 +656,23 @@ class MainWindow(QMainWindow):
             self.browser.clear_table("This store has no readable version.")
             self.table_updated.emit()
             return
+        compare = self._compare_version
+        diff = compare is not None and compare != s.version
         try:
-            reader = self._reader(s.operator_id, s.store_name)
             backend = self._backend_for(s.operator_id, s.store_name)
+            # Spark reads stores the native readers cannot open (column families); diffs are native.
+            native = diff or backend is None or backend.name == "native"
+            reader = self._reader(s.operator_id, s.store_name) if native else None
         except StatelensError as err:
-            self.browser.clear_table(str(err))
+            self.browser.clear_table(f"Cannot read this store: {err}")
             self.table_updated.emit()
             return
         self._cancel_spark_read()
         where = "all partitions" if s.partition_id is None else f"partition {s.partition_id}"
         time_columns = self.loaded.checkpoint.operator(s.operator_id).time_columns
         self.runner.cancel("order")
-        compare = self._compare_version
-        if compare is not None and compare != s.version:
+        if diff:
+            assert compare is not None
             old, new = sorted((compare, s.version))
             self.browser.set_loading(f"Comparing versions {old} and {new} of operator {s.operator_id} "
                                      f"{s.store_name}, {where}…")
@@ -973,7 +977,7 @@ class MainWindow(QMainWindow):
             shown = self.expired.shown_store()
             st = self._expired.store(*shown) if shown is not None else None
             findings = st.findings if st is not None else []
-            job = (iter_export_documents, [findings[i].to_json() for i in rows], out, fmt)
+            job = (iter_export_documents, (findings[i].to_json() for i in rows), out, fmt)  # built in the worker
         else:
             job = (iter_export_display_table, source.headers(), source.columns(), source.sort_keys(), out, fmt, rows)
         return self.runner.submit(
