@@ -540,3 +540,30 @@ def test_expired_counts_over_versions_match_all_versions(checkpoint, name) -> No
     assert got == want
     latest = run_to_end(iter_expired(ckpt))
     assert [f.to_json() for f in overview.result.findings] == [f.to_json() for f in latest.findings]
+
+
+def test_key_history_follows_removal_and_return() -> None:
+    """ok1 times out and is removed, comes back with a new event, and is removed again."""
+    from app.analysis._common import run_to_end
+    from app.explore import iter_key_history
+    from readers.checkpoint import open_checkpoint
+    from readers.values import JsonObject
+
+    ckpt = open_checkpoint(str(_sample()))
+    reader = ckpt.store_reader(0, "default")
+    key = JsonObject([("key", "ok1")])
+    pid = next(p for p in reader.partition_ids() if any(_kt(k) == "ok1" for v in reader.versions(p)
+                                                        for k in _keys_at(reader, p, v)))
+    present = [v for v in reader.versions(pid) if any(_kt(k) == "ok1" for k in _keys_at(reader, pid, v))]
+    times = {b: (e.timestamp_ms, e.watermark_ms) for b, e in ckpt.offsets.items()}
+    history = run_to_end(iter_key_history(reader, pid, key, ckpt.operator(0).time_columns, times))
+    assert history.versions == present
+    assert history.changes.count("removed") == 2 and history.changes.count("added") == 2
+    removed_at = [v for v, c in zip(history.row_versions, history.changes, strict=True) if c == "removed"]
+    assert all(v not in present and v - 1 in present for v in removed_at)
+    assert "batch watermark (UTC)" in history.headers
+    assert history.headers.index("value.timeoutTimestamp") < history.headers.index("value.groupState.cnt")
+    # A key that was never in the partition: an empty history, said so.
+    other = 1 - pid if len(reader.partition_ids()) == 2 else pid
+    empty = run_to_end(iter_key_history(reader, other, key))
+    assert empty.versions == [] and "not found" in empty.describe()

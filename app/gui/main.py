@@ -62,6 +62,7 @@ def run_gui(args: argparse.Namespace) -> int:
     is_sample = not checkpoint
     if screenshot:
         window = MainWindow()
+        window.set_backend("native", remember=False)  # reproducible images, whatever the user last chose
         try:
             return take_screenshot(window, url, screenshot, view, is_sample=is_sample)
         finally:

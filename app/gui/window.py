@@ -815,7 +815,7 @@ class MainWindow(QMainWindow):
         self.show_key_history()
 
     # -- backends ------------------------------------------------------------------------------------
-    def set_backend(self, name: str, master: str | None = None, spark: Any = None) -> None:
+    def set_backend(self, name: str, master: str | None = None, spark: Any = None, remember: bool = True) -> None:
         """Read the browser's state with ``native``, ``spark`` or ``auto`` (native where it can decode).
 
         Parameters
@@ -825,6 +825,8 @@ class MainWindow(QMainWindow):
             Spark master URL (kept when None).
         spark : SparkSession, optional
             Use this session instead of starting one (tests share one).
+        remember : bool
+            Keep the choice for the next start (the settings).
         """
         if name not in BACKENDS:
             raise UsageError(f"unknown backend {name!r}; backends: {', '.join(BACKENDS)}")
@@ -834,8 +836,9 @@ class MainWindow(QMainWindow):
             self._spark_master = master
         if spark is not None:
             self._spark_session = spark
-        self.settings.setValue(SETTINGS_BACKEND, name)
-        self.settings.setValue(SETTINGS_MASTER, self._spark_master)
+        if remember:
+            self.settings.setValue(SETTINGS_BACKEND, name)
+            self.settings.setValue(SETTINGS_MASTER, self._spark_master)
         self._show_backend()
         if changed:
             self._close_backends()
