@@ -194,19 +194,28 @@ def iter_expired_overview(
     return ExpiredOverview(stores, result, result.problems)
 
 
-#: Columns of the findings table: header, numeric.
+#: Columns of the findings table (in UTC; :func:`findings_table` names the zone it is given).
 FINDING_HEADERS = (
     "category", "partition", "key", "timeout / event time (UTC)", "stored timeout (UTC)", "threshold (UTC)",
     "age (batches)", "age (time)", "expired in batch", "version", "note",
 )
 
 
-def findings_table(findings: Sequence[ExpiredFinding]) -> tuple[list[str], list[Sequence[str]], list[Sequence[Any]]]:
+def findings_table(
+    findings: Sequence[ExpiredFinding],
+    time_text: Callable[[int | None], str] = _utc_ms,
+    zone: str = "UTC",
+) -> tuple[list[str], list[Sequence[str]], list[Sequence[Any]]]:
     """Display columns of findings (plain text) and their sort keys.
 
     Parameters
     ----------
     findings : sequence of ExpiredFinding
+    time_text : callable, optional
+        Epoch milliseconds to text for the timeout and threshold columns (UTC by default; the GUI
+        passes its local-or-UTC setting).
+    zone : str
+        The zone ``time_text`` shows, for the headers (``UTC``, ``local, UTC+01:00``).
 
     Returns
     -------
@@ -217,9 +226,9 @@ def findings_table(findings: Sequence[ExpiredFinding]) -> tuple[list[str], list[
         ColumnSpec("category", lambda f: f.category, str, False),
         ColumnSpec("partition", lambda f: f.partition, str, True),
         ColumnSpec("key", lambda f: f.key, key_text, False),
-        ColumnSpec("timeout / event time (UTC)", lambda f: f.timeout_ms, _utc_ms, True),
-        ColumnSpec("stored timeout (UTC)", lambda f: f.stored_timeout_ms, _utc_ms, True),
-        ColumnSpec("threshold (UTC)", lambda f: f.threshold_ms, _utc_ms, True),
+        ColumnSpec(f"timeout / event time ({zone})", lambda f: f.timeout_ms, time_text, True),
+        ColumnSpec(f"stored timeout ({zone})", lambda f: f.stored_timeout_ms, time_text, True),
+        ColumnSpec(f"threshold ({zone})", lambda f: f.threshold_ms, time_text, True),
         ColumnSpec("age (batches)", lambda f: f.age_batches, lambda v: "" if v is None else f"{v:,}", True),
         ColumnSpec("age (time)", lambda f: f.age_ms, format_age_ms, True),
         ColumnSpec("expired in batch", lambda f: f.batch_id, lambda v: "" if v is None else str(v), True),
@@ -315,6 +324,8 @@ def iter_key_history(
     time_columns: Sequence[Any] = (),
     batch_times: dict[int, tuple[int | None, int | None]] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    time_text: Callable[[int | None], str] = _utc_ms,
+    zone: str = "UTC",
 ) -> Generator[Progress, None, KeyHistory]:
     """Follow one key through every readable version of one store partition.
 
@@ -333,6 +344,11 @@ def iter_key_history(
         ``batch_id -> (timestamp_ms, watermark_ms)`` from the offsets log: adds the start and the
         watermark of the batch that wrote each version (to read timeouts against).
     cancelled : callable, optional
+    time_text : callable, optional
+        Epoch milliseconds to text for the batch start and watermark columns (UTC by default).
+        Values decoded from the state (timeouts included) stay in UTC.
+    zone : str
+        The zone ``time_text`` shows, for the headers.
 
     Yields
     ------
@@ -415,9 +431,9 @@ def iter_key_history(
     if batch_times:
         times = batch_times
         specs += [
-            ColumnSpec("batch start (UTC)", lambda r: times.get(r.version - 1, (None, None))[0], _utc_ms, True),
-            ColumnSpec("batch watermark (UTC)", lambda r: times.get(r.version - 1, (None, None))[1],
-                       lambda ms: "0 (none yet)" if ms == 0 else _utc_ms(ms), True),
+            ColumnSpec(f"batch start ({zone})", lambda r: times.get(r.version - 1, (None, None))[0], time_text, True),
+            ColumnSpec(f"batch watermark ({zone})", lambda r: times.get(r.version - 1, (None, None))[1],
+                       lambda ms: "0 (none yet)" if ms == 0 else time_text(ms), True),
         ]
     specs += [ColumnSpec("change", lambda r: r.change, str, False), *value_specs]
     columns: list[Sequence[str]] = []

@@ -567,3 +567,117 @@ def test_key_history_follows_removal_and_return() -> None:
     other = 1 - pid if len(reader.partition_ids()) == 2 else pid
     empty = run_to_end(iter_key_history(reader, other, key))
     assert empty.versions == [] and "not found" in empty.describe()
+
+
+# -- local time or UTC ---------------------------------------------------------------------------------
+@pytest.fixture
+def paris_time() -> Any:
+    """The process in Europe/Paris (UTC+01:00 in winter) for one test; the suite runs in UTC."""
+    import time
+
+    if not hasattr(time, "tzset"):
+        pytest.skip("time.tzset is not available on this platform")
+    previous = os.environ.get("TZ")
+    os.environ["TZ"] = "Europe/Paris"
+    time.tzset()
+    yield
+    if previous is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = previous
+    time.tzset()
+
+
+def test_time_format_helper_local_and_utc(paris_time) -> None:  # type: ignore[no-untyped-def]
+    from viewers.timefmt import TimeZoneState, format_ms, offset_text, zone_label
+
+    jan, jul = 1_704_067_200_000, 1_719_792_000_000  # 2024-01-01 and 2024-07-01, 00:00 UTC
+    assert format_ms(jan, utc=True) == "2024-01-01 00:00:00.000Z"
+    assert format_ms(jan) == "2024-01-01 01:00:00.000"
+    assert format_ms(jul) == "2024-07-01 02:00:00.000"  # summer time
+    assert format_ms(-1) == "-1 (none)" and format_ms(None) == ""
+    assert zone_label(False, jan / 1000) == "local, UTC+01:00" and zone_label(False, jul / 1000) == "local, UTC+02:00"
+    assert zone_label(True) == "UTC" and offset_text(-19_800) == "UTC-05:30"
+    state, seen = TimeZoneState(), []
+    state.connect(seen.append)
+    state.set_utc(True)
+    state.set_utc(True)  # no change, no call
+    assert seen == [True] and state.format_ms(jan).endswith("Z") and state.axis_offset_s(jan / 1000) == 0
+    state.set_utc(False)
+    assert seen == [True, False] and state.axis_offset_s(jan / 1000) == 3600
+
+
+def test_utc_setting_switches_overview_and_timeline(qtbot, window, paris_time) -> None:  # type: ignore[no-untyped-def]
+    from viewers.timefmt import format_ms
+
+    loaded = _open(qtbot, window, _sample())
+    first = min(b.timestamp_ms for b in loaded.checkpoint.batches if b.timestamp_ms is not None)
+    model = window.overview.batch_model
+    started_col = 1
+
+    def started() -> tuple[str, str]:
+        header = model.headerData(started_col, Qt.Orientation.Horizontal, Qt.ItemDataRole.DisplayRole)
+        return header, model.index(0, started_col).data()
+
+    def bottom_label() -> str:
+        return window.timeline.batch_plot.getAxis("bottom").labelText
+
+    # Local time is the default: Paris in the sample's (winter or summer) offset.
+    assert not window.time_zone.utc and not window.utc_action.isChecked()
+    local_zone = window.time_zone.label(first / 1000)
+    assert local_zone.startswith("local, UTC+0")
+    assert started() == (f"started ({local_zone})", format_ms(first))
+    assert not started()[1].endswith("Z")
+    assert bottom_label().startswith(f"batch start time ({local_zone}, ")
+    assert window.timeline.batch_plot.getAxis("bottom").utcOffset == -window.time_zone.axis_offset_s(first / 1000)
+    assert f"({local_zone})" in window.timeline.describe(0)
+    assert "UTC)" not in " ".join(window.expired.model.headerData(c, Qt.Orientation.Horizontal,
+                                                                  Qt.ItemDataRole.DisplayRole)
+                                  for c in range(window.expired.model.columnCount()))
+
+    window.utc_action.trigger()  # View > Show times in UTC
+    assert window.time_zone.utc and window.settings.value("times_in_utc") in (True, "true")
+    assert started() == ("started (UTC)", format_ms(first, utc=True))
+    assert bottom_label().startswith("batch start time (UTC, ")
+    assert window.timeline.batch_plot.getAxis("bottom").utcOffset == 0
+    assert window.timeline.describe(0).count("Z") >= 1 and "(UTC)" in window.timeline.describe(0)
+    assert "threshold (UTC)" in [window.expired.model.headerData(c, Qt.Orientation.Horizontal,
+                                                                 Qt.ItemDataRole.DisplayRole)
+                                 for c in range(window.expired.model.columnCount())]
+
+    window.utc_action.trigger()
+    assert started() == (f"started ({local_zone})", format_ms(first))
+    assert bottom_label().startswith(f"batch start time ({local_zone}, ")
+
+
+def test_utc_setting_is_remembered(qtbot, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    from app.gui.window import MainWindow
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    first = MainWindow(settings=settings)
+    qtbot.addWidget(first)
+    first.set_times_in_utc(True)
+    settings.sync()
+    again = MainWindow(settings=QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat))
+    qtbot.addWidget(again)
+    assert again.time_zone.utc and again.utc_action.isChecked()
+
+
+def test_short_spans_read_as_clock_times(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from viewers import theme
+
+    axis = theme.TimeAxisItem(utc_offset_s=3600)
+    t0 = 1_704_067_200.0  # 2024-01-01 00:00:00 UTC, 01:00:00 at UTC+01:00
+    assert axis.tickStrings([t0 + 0.5, t0 + 1.0, t0 + 1.5], 1, 0.001) == ["01:00:00.5", "01:00:01.0", "01:00:01.5"]
+    assert axis.tickStrings([t0 + 1, t0 + 2], 1, 0.001) == ["01:00:01", "01:00:02"]
+    axis.set_utc_offset_s(0)
+    assert axis.tickStrings([t0 + 0.25], 1, 0.001) == ["00:00:00.25"]
+
+
+def test_screenshot_of_the_timeline_in_local_time(qapp, tmp_path, raise_errors, paris_time) -> None:  # type: ignore[no-untyped-def]
+    from app.gui.main import run_gui
+
+    out = tmp_path / "timeline.png"
+    args = argparse.Namespace(checkpoint=str(_sample()), screenshot=str(out), view="timeline")
+    assert run_gui(args) == 0
+    assert QImage(str(out)).size().toTuple() == (1400, 900)

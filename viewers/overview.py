@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,16 +19,7 @@ from PySide6.QtWidgets import (
 from readers.model import BatchInfo, OperatorInfo
 from viewers import theme
 from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
-
-
-def format_ms(ms: int | None) -> str:
-    """``2024-01-02 03:04:05.678Z`` for epoch milliseconds (empty for None)."""
-    if ms is None:
-        return ""
-    try:
-        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-    except (OverflowError, OSError, ValueError):
-        return f"{ms} ms"
+from viewers.timefmt import TimeZoneState
 
 
 def format_duration_s(seconds: float) -> str:
@@ -74,6 +64,9 @@ class OverviewView(QWidget):
     selection : object, optional
         The shared selection state (``connect``/``disconnect`` of callbacks, ``batch_id``); the
         selected batch is highlighted in the batch table.
+    time_zone : TimeZoneState, optional
+        Local time or UTC for batch start times and watermarks (local time when not given); the
+        view re-renders when it changes.
 
     Signals
     -------
@@ -86,14 +79,17 @@ class OverviewView(QWidget):
     batch_selected = Signal(int)
     store_selected = Signal(int, str)
 
-    BATCH_HEADERS = ("batch", "started (UTC)", "watermark (UTC)", "interval (s)", "committed", "sources")
+    BATCH_HEADERS = ("batch", "started ({zone})", "watermark ({zone})", "interval (s)", "committed", "sources")
     OPERATOR_HEADERS = ("operator", "kind", "name", "store", "provider", "codec", "partitions", "versions",
                         "key schema", "value schema")
     PROBLEM_HEADERS = ("problem", "file", "offset", "message")
 
-    def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
+    def __init__(self, selection: Any = None, time_zone: TimeZoneState | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._selection = selection
+        self.time_zone = time_zone if time_zone is not None else TimeZoneState()
+        self._batches: Sequence[BatchInfo] = []
         self._batch_ids: list[int] = []
         self._stores: list[tuple[int, str]] = []
         self._updating = False
@@ -145,6 +141,9 @@ class OverviewView(QWidget):
             selection.connect(self._on_selection_changed)
             cb = self._on_selection_changed
             self.destroyed.connect(lambda *_: selection.disconnect(cb))
+        zone, zone_cb = self.time_zone, self._on_time_zone_changed
+        zone.connect(zone_cb)
+        self.destroyed.connect(lambda *_: zone.disconnect(zone_cb))
 
     @staticmethod
     def _group(title: str, widget: QWidget) -> QGroupBox:
@@ -169,6 +168,7 @@ class OverviewView(QWidget):
         self.operator_model.clear()
         self.problem_model.clear()
         self._batch_ids = []
+        self._batches = []
 
     def set_checkpoint(
         self,
@@ -189,12 +189,6 @@ class OverviewView(QWidget):
             )
         else:
             self.batches_label.setText("no batches (no offsets or commits files)")
-        times = [b.timestamp_ms for b in batches if b.timestamp_ms is not None]
-        if times:
-            span = (max(times) - min(times)) / 1000
-            self.time_label.setText(f"{format_ms(min(times))} to {format_ms(max(times))} ({format_duration_s(span)})")
-        else:
-            self.time_label.setText("no batch timestamps")
         if uncommitted:
             self.commit_label.setText(
                 f"UNCOMMITTED: batch{'es' if len(uncommitted) > 1 else ''} {ranges(uncommitted)} "
@@ -215,7 +209,22 @@ class OverviewView(QWidget):
         self._set_operators(operators)
         self._set_problems(problems)
 
+    def _on_time_zone_changed(self, _utc: bool) -> None:
+        if self._batches:
+            self._set_batches(self._batches)
+            if self._selection is not None:
+                self.show_batch(self._selection.batch_id)
+
     def _set_batches(self, batches: Sequence[BatchInfo]) -> None:
+        self._batches = list(batches)
+        fmt = self.time_zone.format_ms
+        times = [b.timestamp_ms for b in batches if b.timestamp_ms is not None]
+        if times:
+            span = (max(times) - min(times)) / 1000
+            zone = self.time_zone.label(min(times) / 1000)
+            self.time_label.setText(f"{fmt(min(times))} to {fmt(max(times))} ({format_duration_s(span)}; {zone})")
+        else:
+            self.time_label.setText("no batch timestamps")
         ids, started, watermark, interval, committed, sources = [], [], [], [], [], []
         k_ids: list[int] = []
         k_started: list[int | None] = []
@@ -226,10 +235,10 @@ class OverviewView(QWidget):
         for b in batches:
             ids.append(str(b.batch_id))
             k_ids.append(b.batch_id)
-            started.append(format_ms(b.timestamp_ms))
+            started.append(fmt(b.timestamp_ms))
             k_started.append(b.timestamp_ms)
             wm = b.watermark_ms
-            watermark.append(format_ms(wm) if wm else ("0 (none yet)" if wm == 0 else ""))
+            watermark.append(fmt(wm) if wm else ("0 (none yet)" if wm == 0 else ""))
             k_wm.append(wm)
             if b.timestamp_ms is not None and prev is not None:
                 gap = (b.timestamp_ms - prev) / 1000
@@ -244,8 +253,9 @@ class OverviewView(QWidget):
             sources.append("; ".join(_source_text(s) for s in (b.offsets.sources if b.offsets else ())))
             background.append(None if b.committed else theme.UNCOMMITTED_ROW)
         self._batch_ids = k_ids
+        zone = self.time_zone.label(times[0] / 1000 if times else None)
         self.batch_model.set_columns(
-            self.BATCH_HEADERS,
+            [h.format(zone=zone) for h in self.BATCH_HEADERS],
             [ids, started, watermark, interval, committed, sources],
             [k_ids, k_started, k_wm, k_interval, committed, sources],
             background,

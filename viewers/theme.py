@@ -6,7 +6,11 @@ Series colours are mid-luminance so they read on white and on near-black backgro
 
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 import pyqtgraph as pg
+from pyqtgraph.graphicsItems.DateAxisItem import MS_SPACING, TickSpec, ZoomLevel, makeMSStepper, makeSStepper
 from PySide6.QtGui import QColor, QFont, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -93,3 +97,52 @@ class IntegerAxisItem(pg.AxisItem):
         if spacing * scale >= 1:
             return [f"{int(round(v * scale)):,}" for v in values]
         return super().tickStrings(values, scale, spacing)
+
+
+#: pyqtgraph's sub-second zoom level with room for ``hh:mm:ss.f`` labels (its example text is ``99:99:99``).
+MS_ZOOM_LEVEL = ZoomLevel(
+    [
+        TickSpec(60, makeSStepper(60), "%H:%M:%S"),
+        TickSpec(MS_SPACING, makeMSStepper(MS_SPACING), "%S.%f", autoSkip=[1, 5, 10, 25]),
+    ],
+    # Wider than the labels: pyqtgraph drops a level whose labels fill more than 80 % of the axis.
+    "99:99:99.999",
+)
+
+
+class TimeAxisItem(pg.DateAxisItem):
+    """A ``DateAxisItem`` whose sub-second ticks read as clock times (``21:57:33.5``, not ``33.500``).
+
+    On spans of a few seconds the ticks show the time of day to the second (or tenth); the date goes in
+    the axis label.
+
+    ``utc_offset_s`` is the shown zone's offset east of UTC (pyqtgraph's ``utcOffset`` counts west).
+    """
+
+    def __init__(self, orientation: str = "bottom", utc_offset_s: int = 0, **kwargs: Any) -> None:
+        super().__init__(orientation=orientation, utcOffset=-utc_offset_s, **kwargs)
+        # Sub-second ticks are wider than pyqtgraph's "99:99:99" example: space them for hh:mm:ss.f.
+        self.zoomLevels[1] = MS_ZOOM_LEVEL
+
+    def set_utc_offset_s(self, utc_offset_s: int) -> None:
+        """Show times at this offset east of UTC."""
+        self.utcOffset = -utc_offset_s
+        self.picture = None
+        self.update()
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        if spacing >= 1:
+            return list(super().tickStrings(values, scale, spacing))
+        # Sub-second level: as many decimals as the ticks need (whole seconds: none, 0.5 s steps: one).
+        millis = [int(round(v * 1000)) % 1000 for v in values]
+        decimals = next(d for d, unit in ((0, 1000), (1, 100), (2, 10), (3, 1)) if all(m % unit == 0 for m in millis))
+        out = []
+        for v in values:
+            try:
+                when = dt.datetime.fromtimestamp(round(v - (self.utcOffset or 0), 3), tz=dt.timezone.utc)
+            except (OverflowError, OSError, ValueError):
+                out.append("")
+                continue
+            out.append(when.strftime("%H:%M:%S.%f")[: 9 + decimals] if decimals else when.strftime("%H:%M:%S"))
+        return out
+

@@ -1,7 +1,7 @@
 """Batch timeline: batches on a wall-clock axis with the watermark, and the interval between batches.
 
-Two stacked pyqtgraph plots with linked x axes (``DateAxisItem``, UTC). The top plot shows batch ids
-(committed and uncommitted in distinct colours and symbols) and, on a right-hand event-time axis, the
+Two stacked pyqtgraph plots with linked x axes (``DateAxisItem``, local time or UTC). The top plot shows
+batch ids (committed and uncommitted in distinct colours and symbols) and, on a right-hand event-time axis, the
 watermark each batch ran with; the bottom plot shows the seconds since the previous batch started.
 A vertical cursor follows the mouse (rate-limited through ``SignalProxy``) with a plain-text
 read-out; a click selects the nearest batch. Items are built once and updated with ``setData``.
@@ -19,31 +19,43 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from readers.model import BatchInfo
 from viewers import theme
-from viewers.overview import format_duration_s, format_ms
+from viewers.overview import format_duration_s
+from viewers.timefmt import TimeZoneState
 
 LEFT_AXIS_WIDTH = 70
 RIGHT_AXIS_WIDTH = 100
 
 
-def _day_span(seconds: np.ndarray) -> str:
-    """``2024-01-01`` or ``2024-01-01 to 2024-01-03`` for epoch seconds (UTC)."""
+def _day_span(seconds: np.ndarray, time_zone: TimeZoneState, short: bool = False) -> str:
+    """``2024-01-01``, or ``2024-01-01 to 2024-01-03`` (``from 2024-01-01`` when ``short``): the days
+    epoch seconds span in the shown zone.
+
+    The tick labels carry the time of day (down to tenths of a second on short spans); this is
+    what they leave out.
+    """
     finite = seconds[np.isfinite(seconds)]
     if not len(finite):
         return ""
-    first, last = format_ms(int(finite.min() * 1000))[:10], format_ms(int(finite.max() * 1000))[:10]
-    return first if first == last else f"{first} to {last}"
+    first = time_zone.format_ms(int(finite.min() * 1000))[:10]
+    last = time_zone.format_ms(int(finite.max() * 1000))[:10]
+    if first == last:
+        return first
+    return f"from {first}" if short else f"{first} to {last}"
 
 
-def _time_axis_context(seconds: np.ndarray) -> str:
-    """What the time axis ticks leave out: the day, or day and minute when ticks show only seconds."""
+def _axis_label(what: str, seconds: np.ndarray, time_zone: TimeZoneState, short: bool = False) -> str:
+    """``batch start time (local, UTC+01:00, 2024-01-01)``: the zone (offset mid-span) and the days.
+
+    ``short`` for vertical axes, whose label must fit the plot's height: ``(UTC+01:00, from 2024-01-01)``
+    (the offset without the word "local").
+    """
     finite = seconds[np.isfinite(seconds)]
-    if not len(finite):
-        return ""
-    first = format_ms(int(finite.min() * 1000))
-    span = float(finite.max() - finite.min())
-    if span < 60 and first[:16] == format_ms(int(finite.max() * 1000))[:16]:
-        return f"{first[:16]}:ss"
-    return _day_span(seconds)
+    middle = float((finite.min() + finite.max()) / 2) if len(finite) else None
+    zone = time_zone.label(middle)
+    if short:
+        zone = zone.removeprefix("local, ")
+    days = _day_span(seconds, time_zone, short)
+    return f"{what} ({zone}, {days})" if days else f"{what} ({zone})"
 
 
 class BatchTimelineView(QWidget):
@@ -53,6 +65,9 @@ class BatchTimelineView(QWidget):
     ----------
     selection : object, optional
         The shared selection state; its ``batch_id`` is marked with a dashed line.
+    time_zone : TimeZoneState, optional
+        Local time or UTC for the time axes and read-outs (local time when not given); the view
+        re-renders when it changes.
 
     Signals
     -------
@@ -62,8 +77,10 @@ class BatchTimelineView(QWidget):
 
     batch_selected = Signal(int)
 
-    def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
+    def __init__(self, selection: Any = None, time_zone: TimeZoneState | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.time_zone = time_zone if time_zone is not None else TimeZoneState()
         self._ids = np.zeros(0, dtype=np.int64)
         self._t = np.zeros(0)  # batch start, seconds since the epoch
         self._wm = np.zeros(0)  # watermark, seconds (NaN when none)
@@ -84,15 +101,15 @@ class BatchTimelineView(QWidget):
         self.batch_plot = self.graphics.addPlot(
             row=0, col=0,
             axisItems={
-                "bottom": pg.DateAxisItem(utcOffset=0),
-                "right": pg.DateAxisItem(orientation="right", utcOffset=0),
+                "bottom": theme.TimeAxisItem(),
+                "right": theme.TimeAxisItem(orientation="right"),
                 "left": theme.IntegerAxisItem(orientation="left"),
             },
         )
         theme.style_plot(self.batch_plot, "Batches over time")
         theme.set_axis_label(self.batch_plot, "left", "batch id")
-        theme.set_axis_label(self.batch_plot, "right", "watermark, event time (UTC)")
-        theme.set_axis_label(self.batch_plot, "bottom", "batch start time (UTC)")
+        theme.set_axis_label(self.batch_plot, "right", _axis_label("watermark, event time", self._wm, self.time_zone, short=True))
+        theme.set_axis_label(self.batch_plot, "bottom", _axis_label("batch start time", self._t, self.time_zone))
         self.batch_plot.showAxis("right")
         self.batch_plot.setMouseEnabled(x=True, y=False)
 
@@ -123,10 +140,10 @@ class BatchTimelineView(QWidget):
         self.legend.addItem(self.watermark_curve, "watermark (right axis)")
 
         # -- bottom: interval between batches ----------------------------------------------------------
-        self.interval_plot = self.graphics.addPlot(row=1, col=0, axisItems={"bottom": pg.DateAxisItem(utcOffset=0)})
+        self.interval_plot = self.graphics.addPlot(row=1, col=0, axisItems={"bottom": theme.TimeAxisItem()})
         theme.style_plot(self.interval_plot, "Interval between batch starts")
         theme.set_axis_label(self.interval_plot, "left", "interval", units="s")
-        theme.set_axis_label(self.interval_plot, "bottom", "batch start time (UTC)")
+        theme.set_axis_label(self.interval_plot, "bottom", _axis_label("batch start time", self._t, self.time_zone))
         self.interval_plot.setXLink(self.batch_plot)
         self.interval_plot.setMouseEnabled(x=True, y=False)
         # Same axis widths in both plots so their time axes line up pixel for pixel.
@@ -161,6 +178,9 @@ class BatchTimelineView(QWidget):
             selection.connect(self._on_selection_changed)
             cb = self._on_selection_changed
             self.destroyed.connect(lambda *_: selection.disconnect(cb))
+        zone, zone_cb = self.time_zone, self._on_time_zone_changed
+        zone.connect(zone_cb)
+        self.destroyed.connect(lambda *_: zone.disconnect(zone_cb))
 
     # -- data ----------------------------------------------------------------------------------------
     def clear(self) -> None:
@@ -192,13 +212,7 @@ class BatchTimelineView(QWidget):
             self.watermark_curve.setData([], [])
         has_wm = bool(np.isfinite(self._wm).any())
         self.batch_plot.getAxis("right").setStyle(showValues=has_wm)
-        theme.set_axis_label(
-            self.batch_plot, "right",
-            f"watermark (UTC, {_time_axis_context(self._wm)})" if has_wm else "watermark: none in this query",
-        )
-        when = _time_axis_context(self._t)
-        for plot in (self.batch_plot, self.interval_plot):
-            theme.set_axis_label(plot, "bottom", f"batch start time (UTC, {when})" if when else "batch start time (UTC)")
+        self._set_time_axes(has_wm)
         # Legend entries only for what is drawn.
         self.legend.clear()
         if self._committed.any():
@@ -232,6 +246,30 @@ class BatchTimelineView(QWidget):
         for line in self.cursors:
             line.setVisible(False)
         self._on_batch_plot_resized()
+        if self._selection is not None:
+            self.show_batch(self._selection.batch_id)
+
+    def _set_time_axes(self, has_wm: bool) -> None:
+        """Axis zones (offset at the middle of the data) and labels for the current time zone."""
+        finite = self._t[np.isfinite(self._t)]
+        middle = float((finite.min() + finite.max()) / 2) if len(finite) else None
+        offset = self.time_zone.axis_offset_s(middle)
+        for axis in (self.batch_plot.getAxis("bottom"), self.interval_plot.getAxis("bottom")):
+            axis.set_utc_offset_s(offset)
+        wm = self._wm[np.isfinite(self._wm)]
+        self.batch_plot.getAxis("right").set_utc_offset_s(
+            self.time_zone.axis_offset_s(float((wm.min() + wm.max()) / 2) if len(wm) else middle))
+        theme.set_axis_label(
+            self.batch_plot, "right",
+            _axis_label("watermark", self._wm, self.time_zone, short=True) if has_wm else "watermark: none in this query",
+        )
+        for plot in (self.batch_plot, self.interval_plot):
+            theme.set_axis_label(plot, "bottom", _axis_label("batch start time", self._t, self.time_zone))
+
+    def _on_time_zone_changed(self, _utc: bool) -> None:
+        self._set_time_axes(bool(np.isfinite(self._wm).any()))
+        if self._hover_index is not None and self._hover_index < len(self._t):
+            self.readout.setText(self.describe(self._hover_index))
         if self._selection is not None:
             self.show_batch(self._selection.batch_id)
 
@@ -278,9 +316,11 @@ class BatchTimelineView(QWidget):
 
     def describe(self, i: int) -> str:
         """Plain-text read-out of the i-th timed batch."""
-        parts = [f"batch {int(self._ids[i])}", f"started {format_ms(int(round(self._t[i] * 1000)))}"]
+        fmt = self.time_zone.format_ms
+        started = fmt(int(round(self._t[i] * 1000)))
+        parts = [f"batch {int(self._ids[i])}", f"started {started} ({self.time_zone.label(float(self._t[i]))})"]
         wm = self._wm[i]
-        parts.append(f"watermark {format_ms(int(round(wm * 1000)))}" if np.isfinite(wm) else "no watermark")
+        parts.append(f"watermark {fmt(int(round(wm * 1000)))}" if np.isfinite(wm) else "no watermark")
         if i > 0:
             parts.append(f"{format_duration_s(self._t[i] - self._t[i - 1])} after batch {int(self._ids[i - 1])}")
         parts.append("committed" if self._committed[i] else "NOT committed")

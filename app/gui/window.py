@@ -61,6 +61,7 @@ from viewers.history import KeyHistoryPanel
 from viewers.overview import OverviewView
 from viewers.schema import SchemaConfView
 from viewers.tables import DataTableView, row_order
+from viewers.timefmt import TimeZoneState
 from viewers.timeline import BatchTimelineView
 
 #: View names, as accepted by ``statelens gui --view``, in tab order.
@@ -72,6 +73,7 @@ VIEW_TITLES = {"overview": "Overview", "timeline": "Batch timeline", "growth": "
 BACKENDS = {"native": "native decoder", "spark": "Spark", "auto": "auto (native, else Spark)"}
 SETTINGS_BACKEND = "backend"
 SETTINGS_MASTER = "spark_master"
+SETTINGS_UTC = "times_in_utc"
 
 #: Runner channels of per-checkpoint jobs (cancelled when another checkpoint is shown).
 CHECKPOINT_CHANNELS = ("growth", "expired", "schema", "browser", "order", "history", "export")
@@ -139,6 +141,9 @@ class MainWindow(QMainWindow):
         if self._backend_name not in BACKENDS:
             self._backend_name = "native"
         self._spark_master = str(self.settings.value(SETTINGS_MASTER, "") or _default_master())
+        #: Local time (the default) or UTC for the checkpoint's own times, in every view.
+        self.time_zone = TimeZoneState(_setting_bool(self.settings.value(SETTINGS_UTC, False)))
+        self._history_request: tuple[Any, ...] | None = None
 
         self.setWindowTitle("statelens")
         self.setAcceptDrops(True)
@@ -200,6 +205,12 @@ class MainWindow(QMainWindow):
             action.setData(name)
             action.triggered.connect(lambda _checked=False, n=name: self.set_backend(n))
             self.backend_actions.addAction(action)
+        self.utc_action = QAction("Show times in &UTC", self)
+        self.utc_action.setCheckable(True)
+        self.utc_action.setChecked(self.time_zone.utc)
+        self.utc_action.setToolTip("Batch starts, watermarks, timeouts and thresholds in UTC instead of local time "
+                                   "(times inside state values are always UTC)")
+        self.utc_action.toggled.connect(self._on_utc_action_toggled)
         self.master_action = QAction("Spark &master…", self)
         self.master_action.triggered.connect(self._on_master_action_triggered)
         for action in (self.open_action, self.open_url_action, self.reload_action, self.cancel_action,
@@ -255,8 +266,8 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.banner)
 
         self.tabs = QTabWidget()
-        self.overview = OverviewView(self.selection)
-        self.timeline = BatchTimelineView(self.selection)
+        self.overview = OverviewView(self.selection, self.time_zone)
+        self.timeline = BatchTimelineView(self.selection, self.time_zone)
         self.growth = StateGrowthView(self.selection)
         self.expired = ExpiredView(self.selection)
         self.browser = StateBrowserView(self.selection)
@@ -358,6 +369,8 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.problems_dock.toggleViewAction())
         view_menu.addAction(self.history_dock.toggleViewAction())
         view_menu.addAction(self.find_action)
+        view_menu.addSeparator()
+        view_menu.addAction(self.utc_action)
         backend_menu = self.menuBar().addMenu("&Backend")
         for action in self.backend_actions.actions():
             backend_menu.addAction(action)
@@ -456,6 +469,7 @@ class MainWindow(QMainWindow):
         self._table = None
         self._expired = None
         self._history = None
+        self._history_request = None
         self._compare_version = None
         ckpt = loaded.checkpoint
         title = f"{loaded.location} — statelens" + (" (sample checkpoint)" if loaded.is_sample else "")
@@ -585,13 +599,20 @@ class MainWindow(QMainWindow):
     def _on_expired_finished(self, overview: ExpiredOverview) -> None:
         self._expired = overview
         self.problems.add_problems(overview.problems, where="expired keys")
+        self._show_expired_tables(overview)
         for st in overview.stores:
-            headers, columns, sort_keys = findings_table(st.findings)
+            self.expired.set_store_status(st.operator_id, st.store_name, st.describe())
+        self.expired_updated.emit()
+
+    def _show_expired_tables(self, overview: ExpiredOverview) -> None:
+        zone = self.time_zone
+        for st in overview.stores:
+            times = [ms for f in st.findings for ms in (f.timeout_ms, f.threshold_ms) if ms is not None and ms >= 0]
+            headers, columns, sort_keys = findings_table(
+                st.findings, zone.format_ms, zone.label(min(times) / 1000 if times else None))
             refs = [(f.partition, f.version, f.key) for f in st.findings]
             self.expired.set_expiry(st.operator_id, st.store_name, st.versions, st.counts, st.partitions,
                                     st.partition_counts, headers, columns, sort_keys, refs)
-            self.expired.set_store_status(st.operator_id, st.store_name, st.describe())
-        self.expired_updated.emit()
 
     def _on_expired_errored(self, err: BaseException) -> None:
         if self.loaded is not None:
@@ -784,11 +805,48 @@ class MainWindow(QMainWindow):
         ckpt = self.loaded.checkpoint
         time_columns = ckpt.operator(s.operator_id).time_columns
         batch_times = {b: (e.timestamp_ms, e.watermark_ms) for b, e in ckpt.offsets.items()}
+        self._history_request = (reader, pid, s.key, time_columns, batch_times)
+        return self._submit_history()
+
+    def _submit_history(self) -> int | None:
+        if self._history_request is None:
+            return None
+        reader, pid, key, time_columns, batch_times = self._history_request
+        starts = [t for t, _wm in batch_times.values() if t is not None]
+        zone = self.time_zone
         return self.runner.submit(
-            "history", iter_key_history, reader, pid, s.key, time_columns, batch_times,
+            "history", iter_key_history, reader, pid, key, time_columns, batch_times,
+            time_text=zone.format_ms, zone=zone.label(min(starts) / 1000 if starts else None),
             what="Following the key through its versions",
             on_result=self._on_history_finished, on_error=self._on_history_errored,
         )
+
+    def _on_utc_action_toggled(self, checked: bool) -> None:
+        self.set_times_in_utc(checked)
+
+    def set_times_in_utc(self, utc: bool, remember: bool = True) -> None:
+        """Show the checkpoint's times in UTC (True) or local time; views re-render through the state.
+
+        Parameters
+        ----------
+        utc : bool
+        remember : bool
+            Keep the choice for the next start (the settings).
+        """
+        blocked = self.utc_action.blockSignals(True)
+        self.utc_action.setChecked(utc)
+        self.utc_action.blockSignals(blocked)
+        if remember:
+            self.settings.setValue(SETTINGS_UTC, utc)
+        if utc == self.time_zone.utc:
+            return
+        self.time_zone.set_utc(utc)
+        # Tables the app builds from analysis results are rebuilt in the new zone (no re-analysis).
+        if self._expired is not None:
+            self._show_expired_tables(self._expired)
+            self.expired_updated.emit()
+        if self._history is not None:
+            self._submit_history()
 
     def _on_history_finished(self, history: KeyHistory) -> None:
         self._history = history
@@ -1210,6 +1268,13 @@ def _iter_row_order(
 def _backend_text(description: str) -> str:
     """``the native decoder`` / ``Spark 4.x on local[*]`` after "read by"."""
     return f"the {description}" if description == "native decoder" else description
+
+
+def _setting_bool(value: Any) -> bool:
+    """A QSettings boolean (INI files hand back ``"true"``/``"false"``)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
 
 
 def _default_master() -> str:
