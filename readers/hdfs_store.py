@@ -147,15 +147,7 @@ class HDFSStoreReader(StoreReaderBase):
         return state
 
     def _apply(self, state: RawState, sf: StateFile) -> None:
-        keys, values = self._pairs(sf)
-        if None not in values:
-            state.update(zip(keys, values, strict=True))  # type: ignore[arg-type]  # puts only: C-speed upsert
-            return
-        for key, value in zip(keys, values, strict=True):
-            if value is None:
-                state.pop(key, None)
-            else:
-                state[key] = value
+        self.apply_records(state, *self._pairs(sf))
 
     def iter_raw_changes(self, partition_id: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
         """The records of ``<version>.delta`` in file order (``None`` value = remove)."""

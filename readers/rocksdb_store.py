@@ -513,15 +513,7 @@ class RocksDBStoreReader(StoreReaderBase):
             )
 
     def _apply_changelog(self, state: RawState, sf: StateFile) -> None:
-        keys, values = self._changelog_pairs(sf)
-        if None not in values:
-            state.update(zip(keys, values, strict=True))  # type: ignore[arg-type]  # puts only: C-speed upsert
-            return
-        for key, value in zip(keys, values, strict=True):
-            if value is None:
-                state.pop(key, None)
-            else:
-                state[key] = value
+        self.apply_records(state, *self._changelog_pairs(sf))
 
     def _apply_changelog_keys(self, live: set[bytes], sf: StateFile) -> None:
         keys, values = self._changelog_pairs(sf)

@@ -126,6 +126,18 @@ class StoreReaderBase:
     ) -> Iterator[PartitionVersionStats]:
         raise NotImplementedError
 
+    @staticmethod
+    def apply_records(state: RawState, keys: list[bytes], values: list[bytes | None]) -> None:
+        """Replay one file's records onto a raw state, in file order (``None`` value = remove)."""
+        if None not in values:
+            state.update(zip(keys, values, strict=True))  # type: ignore[arg-type]  # puts only: C-speed upsert
+            return
+        for key, value in zip(keys, values, strict=True):
+            if value is None:
+                state.pop(key, None)
+            else:
+                state[key] = value
+
     # -- decoded rows --------------------------------------------------------------------------------
     def _layouts(self) -> tuple[RowLayout, RowLayout]:
         if self.schema is None:
