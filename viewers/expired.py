@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from viewers import theme
+from viewers.stores import StorePickerMixin
 from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
 #: Category -> (legend text, colour). Same order as the analysis' categories.
@@ -39,7 +40,7 @@ LEFT_AXIS_WIDTH = 60
 FILTER_DELAY_MS = 150
 
 
-class ExpiredView(QWidget):
+class ExpiredView(StorePickerMixin, QWidget):
     """Zombie, overdue, stale and eviction-lag keys of one store at a time.
 
     Parameters
@@ -169,35 +170,9 @@ class ExpiredView(QWidget):
         layout.addWidget(splitter, 1)
         self._redraw()
 
-        self._selection = selection
-        if selection is not None:
-            selection.connect(self._on_selection_changed)
-            cb = self._on_selection_changed
-            self.destroyed.connect(lambda *_: selection.disconnect(cb))
+        self._observe(selection, self._on_selection_changed)
 
     # -- data ----------------------------------------------------------------------------------------
-    def clear(self) -> None:
-        self._data.clear()
-        self._status.clear()
-        self.set_stores([])
-
-    def set_stores(self, stores: Sequence[tuple[int, str, str]]) -> None:
-        """The stores to pick from: ``(operator_id, store_name, label)``."""
-        self._stores = [(op, name) for op, name, _ in stores]
-        self.store_combo.blockSignals(True)
-        self.store_combo.clear()
-        for op, name, label in stores:
-            self.store_combo.addItem(label, (op, name))
-        self.store_combo.blockSignals(False)
-        self._shown = self._stores[0] if self._stores else None
-        self._redraw()
-
-    def set_store_status(self, operator_id: int, store_name: str, text: str) -> None:
-        """A note for one store (``computing…``, what was checked, why not); shown with it."""
-        self._status[(operator_id, store_name)] = text
-        if self._shown == (operator_id, store_name):
-            self.status.setText(text)
-
     def set_expiry(
         self,
         operator_id: int,

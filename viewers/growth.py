@@ -17,6 +17,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from viewers import theme
+from viewers.stores import StorePickerMixin
 
 LEFT_AXIS_WIDTH = 80
 
@@ -31,7 +32,7 @@ METRICS = {
 }
 
 
-class StateGrowthView(QWidget):
+class StateGrowthView(StorePickerMixin, QWidget):
     """Rows or bytes per state version, for one store at a time.
 
     Parameters
@@ -148,35 +149,9 @@ class StateGrowthView(QWidget):
         self._apply_labels()
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
 
-        self._selection = selection
-        if selection is not None:
-            selection.connect(self._on_selection_changed)
-            cb = self._on_selection_changed
-            self.destroyed.connect(lambda *_: selection.disconnect(cb))
+        self._observe(selection, self._on_selection_changed)
 
     # -- data ----------------------------------------------------------------------------------------
-    def clear(self) -> None:
-        self._data.clear()
-        self._status.clear()
-        self.set_stores([])
-
-    def set_stores(self, stores: Sequence[tuple[int, str, str]]) -> None:
-        """The stores to pick from: ``(operator_id, store_name, label)``."""
-        self._stores = [(op, name) for op, name, _ in stores]
-        self.store_combo.blockSignals(True)
-        self.store_combo.clear()
-        for op, name, label in stores:
-            self.store_combo.addItem(label, (op, name))
-        self.store_combo.blockSignals(False)
-        self._shown = self._stores[0] if self._stores else None
-        self._redraw()
-
-    def set_store_status(self, operator_id: int, store_name: str, text: str) -> None:
-        """A note for one store (``computing…``, a failure); shown when that store is."""
-        self._status[(operator_id, store_name)] = text
-        if self._shown == (operator_id, store_name):
-            self.status.setText(text)
-
     def set_growth(
         self,
         operator_id: int,
