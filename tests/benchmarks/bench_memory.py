@@ -2,7 +2,7 @@
 
 Run on demand (not collected by pytest)::
 
-    python -m tests.benchmarks.bench_memory [--scale 10] [--json OUT]
+    python -m tests.benchmarks.bench_memory [--scale 10] [--checkpoints benchmark,scaled,windowed,windowed_scaled]
 
 Each command runs in a fresh process (``python -m app.cli ...``, output to ``/dev/null``); its peak
 resident memory comes from the kernel (``os.wait4`` resource usage, ``ru_maxrss``), and a sampler
@@ -263,29 +263,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=200)
     ap.add_argument("--batches", type=int, default=32)
     ap.add_argument("--keys", type=int, default=2_000_000)
-    ap.add_argument("--scale", type=int, default=10, help="size of the synthetic checkpoint (0: skip it)")
-    ap.add_argument("--windowed", action="store_true",
-                    help="also a synthetic windowed aggregation with a watermark (expired has work there)")
+    ap.add_argument("--scale", type=int, default=10, help="size factor of the synthetic checkpoints")
+    ap.add_argument(
+        "--checkpoints",
+        default="benchmark,scaled",
+        help="comma-separated: benchmark (PySpark), scaled (synthetic, --scale times the keys), windowed "
+        "and windowed_scaled (synthetic windowed aggregation with a watermark and never-evicted windows, "
+        "so expired has work)",
+    )
     ap.add_argument("--commands", default=",".join(COMMANDS), help="comma-separated: " + ", ".join(COMMANDS))
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
     from tests.benchmarks.bench_growth import build_checkpoint
 
-    base = build_checkpoint(args.partitions, args.batches, args.keys)
-    targets = [("benchmark", base)]
-    result: dict[str, Any] = {"runs": []}
-    if args.scale:
+    builders = {
+        "benchmark": lambda: build_checkpoint(args.partitions, args.batches, args.keys),
+        "scaled": lambda: build_scaled_checkpoint(
+            build_checkpoint(args.partitions, args.batches, args.keys), args.scale, args.keys,
+            args.partitions, args.batches,
+        ),
+        "windowed": lambda: build_windowed_checkpoint(args.partitions, args.batches, args.keys),
+        "windowed_scaled": lambda: build_windowed_checkpoint(args.partitions, args.batches, args.keys * args.scale),
+    }
+    result: dict[str, Any] = {"runs": [], "build_seconds": {}}
+    for label in args.checkpoints.split(","):
         t = time.monotonic()
-        scaled = build_scaled_checkpoint(base, args.scale, args.keys, args.partitions, args.batches)
-        result["synthetic_build_seconds"] = round(time.monotonic() - t, 1)
-        targets.append((f"synthetic x{args.scale}", scaled))
-    if args.windowed:
-        for factor in (1, args.scale or 1):
-            t = time.monotonic()
-            win = build_windowed_checkpoint(args.partitions, args.batches, args.keys * factor)
-            result[f"windowed_x{factor}_build_seconds"] = round(time.monotonic() - t, 1)
-            targets.append((f"windowed synthetic x{factor}", win))
-    for label, ckpt in targets:
+        ckpt = builders[label]()
+        result["build_seconds"][label] = round(time.monotonic() - t, 1)
         size = sum(p.stat().st_size for p in ckpt.rglob("*") if p.is_file())
         print(f"== {label}: {ckpt} ({size / 2**20:.0f} MiB on disk)", flush=True)
         for name in args.commands.split(","):
