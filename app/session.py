@@ -199,7 +199,9 @@ class LoadedCheckpoint:
 
 
 # -- jobs: opening ---------------------------------------------------------------------------------------
-def iter_load_checkpoint(url: str, is_sample: bool = False) -> Generator[Progress, None, LoadedCheckpoint]:
+def iter_load_checkpoint(
+    url: str, is_sample: bool = False, cancelled: Callable[[], bool] | None = None
+) -> Generator[Progress, None, LoadedCheckpoint]:
     """Open a checkpoint, yielding progress, and return it.
 
     Parameters
@@ -208,6 +210,8 @@ def iter_load_checkpoint(url: str, is_sample: bool = False) -> Generator[Progres
         Local path or fsspec URL.
     is_sample : bool
         Whether this is the bundled sample.
+    cancelled : callable, optional
+        Polled by the storage layer; the job runner passes its worker's quit flag.
 
     Yields
     ------
@@ -225,7 +229,8 @@ def iter_load_checkpoint(url: str, is_sample: bool = False) -> Generator[Progres
     from readers.checkpoint import Checkpoint, iter_open_checkpoint
 
     yield Progress(0, 0, f"listing {url}")
-    gen = cast("Generator[Progress | Checkpoint, None, None]", iter_open_checkpoint(url))
+    # ``cancelled`` reaches the storage layer, so a stalled listing or read (S3) stops within a second.
+    gen = cast("Generator[Progress | Checkpoint, None, None]", iter_open_checkpoint(url, cancelled=cancelled))
     try:
         for item in gen:
             if isinstance(item, Checkpoint):

@@ -429,7 +429,9 @@ def _looks_like_checkpoint(fs: CheckpointFS) -> bool:
 
 
 def iter_open_checkpoint(
-    url: str, storage_options: dict[str, Any] | None = None
+    url: str,
+    storage_options: dict[str, Any] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Iterator[Progress | Checkpoint]:
     """Open a checkpoint, yielding :class:`Progress` records, then the :class:`Checkpoint` last.
 
@@ -440,7 +442,7 @@ def iter_open_checkpoint(
     StorageError
         When the storage cannot be listed.
     """
-    fs = CheckpointFS(url, storage_options)
+    fs = CheckpointFS(url, storage_options, cancelled=cancelled)
     if not _looks_like_checkpoint(fs):
         raise NotACheckpointError(
             "not a Structured Streaming checkpoint: no metadata, offsets/, commits/ or state/ inside",
@@ -457,9 +459,14 @@ def open_checkpoint(
     url: str,
     storage_options: dict[str, Any] | None = None,
     progress: Callable[[Progress], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Checkpoint:
-    """Open a checkpoint and return it (see :func:`iter_open_checkpoint`)."""
-    for item in iter_open_checkpoint(url, storage_options):
+    """Open a checkpoint and return it (see :func:`iter_open_checkpoint`).
+
+    ``cancelled`` is polled by the storage layer (listing, reads, retry waits): when it returns true
+    the open stops within about a second with :class:`readers.errors.ReadCancelledError`.
+    """
+    for item in iter_open_checkpoint(url, storage_options, cancelled):
         if isinstance(item, Checkpoint):
             return item
         if progress is not None:

@@ -125,6 +125,10 @@ class StorageError(StatelensError):
     """The storage (local disk, S3, ...) could not list or read a path."""
 
 
+class ReadCancelledError(StorageError):
+    """A read or listing stopped because the caller cancelled it (not a problem of the file)."""
+
+
 class BackendUnavailableError(StatelensError):
     """An optional backend or library is missing (Java, PySpark, rocksdict...)."""
 

@@ -40,7 +40,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from readers.errors import MissingFileError, NotACheckpointError, StatelensError, StorageError, redact
+from readers.errors import (
+    MissingFileError,
+    NotACheckpointError,
+    ReadCancelledError,
+    StatelensError,
+    StorageError,
+    redact,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +72,6 @@ _TRANSIENT_NAME_PARTS = ("Timeout", "Connection", "Connect", "IncompleteRead", "
 _CLIENT_MODULES = ("botocore", "aiobotocore", "aiohttp", "urllib3", "requests", "http.client", "fsspec")
 #: fsspec protocols whose own retry layers are switched off (see the module docstring).
 _S3_PROTOCOLS = ("s3", "s3a")
-
-
-class ReadCancelledError(StorageError):
-    """A read or listing stopped because the caller cancelled it (not a problem of the file)."""
 
 
 @dataclass(frozen=True)

@@ -405,6 +405,10 @@ def test_sample_opens_with_banner(qtbot, window, raise_errors) -> None:  # type:
     qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
     assert not window.banner.isVisible()
     assert window.recent_checkpoints() == [str(path)]
+    # Credentials typed into a URL are never kept in the settings (they come from the environment).
+    window._remember("s3://AKIAFAKEKEY:fakeSecret123@bucket/ckpt")
+    assert window.recent_checkpoints()[0] == "s3://bucket/ckpt"
+    assert not any("fakeSecret123" in u or "AKIAFAKEKEY" in u for u in window.recent_checkpoints())
 
 
 # -- screenshot mode -----------------------------------------------------------------------------------

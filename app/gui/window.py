@@ -441,6 +441,9 @@ class MainWindow(QMainWindow):
         return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
 
     def _remember(self, url: str) -> None:
+        from readers.errors import redact
+
+        url = _without_userinfo(redact(url))  # never keep credentials in settings; they come from the environment
         recent = [url] + [u for u in self.recent_checkpoints() if u != url]
         self.settings.setValue(SETTINGS_RECENT, recent[:MAX_RECENT])
         self.settings.sync()
@@ -1294,3 +1297,10 @@ def _dropped_folder(mime: Any) -> str | None:
 
 def _short(url: str, limit: int = 80) -> str:
     return url if len(url) <= limit else "…" + url[-(limit - 1):]
+
+
+def _without_userinfo(url: str) -> str:
+    """``s3://***@bucket/p`` (a redacted URL) becomes ``s3://bucket/p``."""
+    import re
+
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@", r"\1", url)
