@@ -135,14 +135,6 @@ class SparkBackend:
                     raise BackendUnavailableError(f"Spark could not start on master {self.master}: {err}") from err
                 self.start_seconds = time.monotonic() - t
                 self._spark.sparkContext.setLogLevel("ERROR")  # our own errors say what failed
-        # Checkpoint format v2 (unique-id file names) is not recorded in the offsets conf: the reading
-        # session must be told (spec §10.4), and told again for every read, since a shared session may
-        # have read a v1 checkpoint (which then fails) in between.
-        key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
-        if any(c.format_version >= 2 for c in self.ckpt.commits.values()):
-            self._spark.conf.set(key, "2")
-        else:
-            self._spark.conf.unset(key)
         return self._spark
 
     def describe(self) -> str:
@@ -167,12 +159,26 @@ class SparkBackend:
     def _job(self, what: str) -> Iterator[Any]:
         spark = self.session()
         spark.sparkContext.setJobGroup(self._group, f"statelens: {what}", interruptOnCancel=True)
+        # Checkpoint format v2 (unique-id file names) is not recorded in the offsets conf: the reading
+        # session must be told (spec §10.4). The session may be shared (tests, a user's own), so the
+        # previous value is put back afterwards: a leftover "2" breaks HDFS-backed queries and reads.
+        key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+        before = spark.conf.get(key, None)
+        if any(c.format_version >= 2 for c in self.ckpt.commits.values()):
+            spark.conf.set(key, "2")
+        else:
+            spark.conf.unset(key)
         try:
             yield spark
         except StatelensError:
             raise
         except Exception as err:  # noqa: BLE001 - AnalysisException, Py4JJavaError, ...
             raise _spark_error(err, what) from err
+        finally:
+            if before is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before)
 
     # -- reads -----------------------------------------------------------------------------------------
     def _reader(self, spark: Any, operator_id: int, store_name: str | None) -> Any:
