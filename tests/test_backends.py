@@ -158,3 +158,16 @@ def test_spark_backend_leaves_the_checkpoint_untouched(checkpoint: Any, spark: A
         list(sparkb.iter_stats(0, store.store_name))
     sparkb.state_metadata()
     assert tree_digest(root) == before
+
+
+@pytest.mark.spark
+def test_reading_a_v2_checkpoint_leaves_the_shared_session_as_it_was(checkpoint: Any, spark: Any) -> None:
+    """Regression: a leaked checkpointFormatVersion=2 made later HDFS queries and reads fail
+    (STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED) on a session shared with the backend."""
+    key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+    assert spark.conf.get(key, None) is None
+    v2 = open_checkpoint(str(checkpoint("rocks_ckpt_v2") / "checkpoint"))
+    SparkBackend(v2, spark=spark).read_rows(0, "default", SparkBackend(v2, spark=spark).latest_version(0))
+    assert spark.conf.get(key, None) is None
+    v1 = open_checkpoint(str(checkpoint("agg_count") / "checkpoint"))
+    assert SparkBackend(v1, spark=spark).read_rows(0, "default", 1)
