@@ -23,7 +23,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.analysis._common import key_text, row_converter, walk_partition
+from app.analysis._common import format_duration_ms, key_text, row_converter, walk_partition
 from app.analysis.expired import CATEGORIES, ExpiredFinding, ExpiredResult, OperatorExpiry, iter_expired
 from app.session import (
     ColumnSpec,
@@ -54,31 +54,6 @@ def _utc_ms(ms: int | None) -> str:
         return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
     except (OverflowError, OSError, ValueError):
         return f"{ms} ms"
-
-
-def format_age_ms(ms: int | None) -> str:
-    """``850 ms``, ``12.5 s``, ``3.2 min``, ``4.0 h``, ``2.1 days`` (empty for None).
-
-    Parameters
-    ----------
-    ms : int or None
-
-    Returns
-    -------
-    str
-    """
-    if ms is None:
-        return ""
-    s = ms / 1000
-    if abs(s) < 1:
-        return f"{ms} ms"
-    if abs(s) < 120:
-        return f"{s:.1f} s"
-    if abs(s) < 7200:
-        return f"{s / 60:.1f} min"
-    if abs(s) < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} days"
 
 
 # -- expired keys --------------------------------------------------------------------------------------
@@ -230,7 +205,7 @@ def findings_table(
         ColumnSpec(f"stored timeout ({zone})", lambda f: f.stored_timeout_ms, time_text, True),
         ColumnSpec(f"threshold ({zone})", lambda f: f.threshold_ms, time_text, True),
         ColumnSpec("age (batches)", lambda f: f.age_batches, lambda v: "" if v is None else f"{v:,}", True),
-        ColumnSpec("age (time)", lambda f: f.age_ms, format_age_ms, True),
+        ColumnSpec("age (time)", lambda f: f.age_ms, format_duration_ms, True),
         ColumnSpec("expired in batch", lambda f: f.batch_id, lambda v: "" if v is None else str(v), True),
         ColumnSpec("version", lambda f: f.version, str, True),
         ColumnSpec("note", lambda f: f.note, str, False),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.analysis import svg
+from app.analysis._common import format_duration_ms as _dur
 from app.analysis._common import key_text, run_to_end
 from app.analysis.doctor import DoctorResult, iter_doctor
 from app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, ExpiredResult, iter_expired
@@ -51,21 +52,6 @@ def _utc(ms: int | None) -> str:
     if ms is None or ms <= 0:
         return "" if ms is None else str(ms)
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-
-
-def _dur(ms: float | None) -> str:
-    if ms is None:
-        return ""
-    s = ms / 1000
-    if abs(s) < 1:
-        return f"{ms:.0f} ms"
-    if abs(s) < 120:
-        return f"{s:.1f} s"
-    if abs(s) < 7200:
-        return f"{s / 60:.1f} min"
-    if abs(s) < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} days"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
