@@ -205,15 +205,6 @@ class ExpiredView(StorePickerMixin, QWidget):
     def has_expiry(self, operator_id: int, store_name: str) -> bool:
         return (operator_id, store_name) in self._data
 
-    def show_store(self, operator_id: int | None, store_name: str | None) -> None:
-        """Show one store (ignored when unknown)."""
-        key = (operator_id, store_name)
-        if key not in self._stores or key == self._shown:
-            return
-        self._shown = key  # type: ignore[assignment]
-        self.store_combo.setCurrentIndex(self._stores.index(key))  # type: ignore[arg-type]
-        self._redraw()
-
     def shown_store(self) -> tuple[int, str] | None:
         return self._shown
 

@@ -179,17 +179,6 @@ class StateGrowthView(StorePickerMixin, QWidget):
     def has_growth(self, operator_id: int, store_name: str) -> bool:
         return (operator_id, store_name) in self._data
 
-    def show_store(self, operator_id: int | None, store_name: str | None) -> None:
-        """Show one store (ignored when unknown)."""
-        key = (operator_id, store_name)
-        if key not in self._stores or key == self._shown:
-            return
-        self._shown = key  # type: ignore[assignment]
-        self.store_combo.blockSignals(True)
-        self.store_combo.setCurrentIndex(self._stores.index(key))  # type: ignore[arg-type]
-        self.store_combo.blockSignals(False)
-        self._redraw()
-
     def set_metric(self, metric: str) -> None:
         """A key of :data:`METRICS`."""
         if metric not in METRICS or metric == self._metric:

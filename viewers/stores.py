@@ -55,3 +55,14 @@ class StorePickerMixin:
         self._status[(operator_id, store_name)] = text
         if self._shown == (operator_id, store_name):
             self.status.setText(text)
+
+    def show_store(self, operator_id: int | None, store_name: str | None) -> None:
+        """Show one store (ignored when unknown)."""
+        key = (operator_id, store_name)
+        if key not in self._stores or key == self._shown:
+            return
+        self._shown = key  # type: ignore[assignment]
+        self.store_combo.blockSignals(True)
+        self.store_combo.setCurrentIndex(self._stores.index(key))  # type: ignore[arg-type]
+        self.store_combo.blockSignals(False)
+        self._redraw()
