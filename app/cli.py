@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -61,9 +62,89 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     bar = _Progress()
     try:
-        return open_checkpoint(args.checkpoint, progress=bar)
+        return open_checkpoint(args.checkpoint, storage_options=getattr(args, "storage_options", None), progress=bar)
     finally:
         bar.close()
+
+
+# -- storage options -----------------------------------------------------------------------------------
+#: Option names whose values are credentials: never shown, not even in an error about the option.
+_SECRET_KEY_RE = re.compile(r"(?i)key|secret|token|password|passwd|credential|session|auth|user|profile")
+_OPTION_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$")
+_INT_RE = re.compile(r"^[+-]?\d{1,18}$")
+_FLOAT_RE = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)$")
+
+
+def storage_option_value(text: str) -> Any:
+    """One ``--storage-option`` value: ``true``/``false``, ``none``/``null``, an int, a float, a JSON
+    object or array, or else the text itself (quote it, ``'"123"'``, to keep digits a string)."""
+    import json
+
+    low = text.strip().lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    if low in ("none", "null"):
+        return None
+    if _INT_RE.match(text.strip()):
+        return int(text)
+    if _FLOAT_RE.match(text.strip()):
+        return float(text)
+    if text[:1] in "{[\"" and text:
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (``--storage-option``, repeatable) as fsspec ``storage_options``.
+
+    ``client_kwargs.region_name=eu-west-1`` nests (``{"client_kwargs": {"region_name": ...}}``); a key
+    given twice keeps its last value. Values are parsed by :func:`storage_option_value`, except those of
+    credential-looking keys (``key``, ``secret``, ``token``...), which stay strings.
+
+    Parameters
+    ----------
+    items : sequence of str, optional
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    UsageError
+        An item without ``=`` or with a malformed key, or a key used both as a value and as a group.
+        Messages name the key (when it is not secret-looking) but never a value.
+    """
+    from readers.errors import UsageError
+
+    out: dict[str, Any] = {}
+    for n, item in enumerate(items or (), start=1):
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        hint = "e.g. endpoint_url=http://localhost:9000 or client_kwargs.region_name=eu-west-1"
+        if not sep:  # perhaps a mistyped secret: described, never shown
+            raise UsageError(f"--storage-option #{n} has no '=': expected KEY=VALUE ({hint})")
+        if not _OPTION_KEY_RE.match(key):
+            shown = "" if _SECRET_KEY_RE.search(key) else f" {key[:40]!r}"
+            raise UsageError(f"--storage-option #{n}: key{shown} is not letters, digits, '_' or '-' "
+                             f"(dotted to nest; {hint})")
+        *parents, leaf = key.split(".")
+        node = out
+        for depth, part in enumerate(parents):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise UsageError(f"--storage-option {'.'.join(parents[:depth + 1])} is given a value and also "
+                                 f"used as a group ({key})")
+            node = child
+        if isinstance(node.get(leaf), dict):
+            raise UsageError(f"--storage-option {key} is used as a group and also given a value")
+        node[leaf] = raw if _SECRET_KEY_RE.search(leaf) else storage_option_value(raw)
+    return out
 
 
 def _report_problems(ckpt: Any, stream: IO[str] | None = None) -> int:
@@ -534,6 +615,16 @@ def _add_analysis_commands(sub: Any) -> None:
     add_commands(sub)
 
 
+STORAGE_OPTION_HELP = (
+    "fsspec storage option for opening the checkpoint, repeatable: endpoint_url=http://localhost:9000, anon=true, "
+    "client_kwargs.region_name=eu-west-1 (dots nest; true/false, null, numbers and JSON are parsed; values of "
+    "key/secret/token options stay strings and are never shown)"
+)
+
+#: Options whose value is the next argument (not a checkpoint path) when looking for the first path.
+_OPTIONS_WITH_VALUES = ("--screenshot", "--view", "--storage-option")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (``statelens --help``)."""
     parser = argparse.ArgumentParser(
@@ -543,6 +634,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 finished but some files could not be read, 2 error.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE", dest="storage_option",
+                        default=[], help=STORAGE_OPTION_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("info", help="query id, batches, conf, operators and stores")
@@ -578,6 +671,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--screenshot", metavar="PNG", help="render offscreen, save a PNG and exit")
     p.add_argument("--view", default="overview", help="view to show or screenshot")
     p.set_defaults(func=cmd_gui)
+    # Also after the command (``statelens info s3://b/p --storage-option anon=true``); kept apart from
+    # the ones given before it, then both are used.
+    for command in sub.choices.values():
+        command.add_argument("--storage-option", action="append", metavar="KEY=VALUE", dest="storage_option_after",
+                             default=[], help=STORAGE_OPTION_HELP)
     return parser
 
 
@@ -586,23 +684,34 @@ def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | N
     argv = list(sys.argv[1:] if argv is None else argv)
     # No command, or a bare path: the desktop app. Values of the app's own options are not paths.
     first = None
-    skip = False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in ("--screenshot", "--view"):
-            skip = True
-        elif not a.startswith("-"):
-            first = a
+    i = 0
+    while i < len(argv):
+        if argv[i] in _OPTIONS_WITH_VALUES:
+            i += 2
+        elif argv[i].startswith("-"):
+            i += 1
+        else:
+            first = i
+            break
+    lead = 0  # where "gui" goes when no command is given: after the top-level options
+    while lead < len(argv):
+        if argv[lead] == "--debug" or argv[lead].startswith("--storage-option="):
+            lead += 1
+        elif argv[lead] == "--storage-option":
+            lead += 2
+        else:
             break
     if first is None and not any(a in ("-h", "--help") for a in argv):
-        lead = 1 if argv[:1] == ["--debug"] else 0  # the only top-level option
-        argv.insert(lead, "gui")
-    elif first is not None and first not in SUBCOMMANDS:
-        argv.insert(argv.index(first), "gui")
+        argv.insert(min(lead, len(argv)), "gui")
+    elif first is not None and argv[first] not in SUBCOMMANDS:
+        argv.insert(first, "gui")
     parser = build_parser()
     args = parser.parse_args(argv)
     args.gui_runner = gui_runner
+    try:
+        args.storage_options = parse_storage_options([*args.storage_option, *getattr(args, "storage_option_after", [])])
+    except StatelensError as err:
+        parser.error(str(err))
     debug = args.debug or os.environ.get("STATELENS_RAISE") == "1"
     try:
         return int(args.func(args, sys.stdout))

@@ -200,7 +200,10 @@ class LoadedCheckpoint:
 
 # -- jobs: opening ---------------------------------------------------------------------------------------
 def iter_load_checkpoint(
-    url: str, is_sample: bool = False, cancelled: Callable[[], bool] | None = None
+    url: str,
+    is_sample: bool = False,
+    cancelled: Callable[[], bool] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Generator[Progress, None, LoadedCheckpoint]:
     """Open a checkpoint, yielding progress, and return it.
 
@@ -212,6 +215,8 @@ def iter_load_checkpoint(
         Whether this is the bundled sample.
     cancelled : callable, optional
         Polled by the storage layer; the job runner passes its worker's quit flag.
+    storage_options : dict, optional
+        fsspec storage options (``--storage-option``), e.g. an S3 endpoint.
 
     Yields
     ------
@@ -230,7 +235,8 @@ def iter_load_checkpoint(
 
     yield Progress(0, 0, f"listing {url}")
     # ``cancelled`` reaches the storage layer, so a stalled listing or read (S3) stops within a second.
-    gen = cast("Generator[Progress | Checkpoint, None, None]", iter_open_checkpoint(url, cancelled=cancelled))
+    gen = cast("Generator[Progress | Checkpoint, None, None]",
+               iter_open_checkpoint(url, storage_options, cancelled=cancelled))
     try:
         for item in gen:
             if isinstance(item, Checkpoint):

@@ -269,3 +269,82 @@ def test_info_and_rows_of_transform_with_state_variables(
         assert sorted(map(repr, entries)) == sorted(map(repr, ours)), name
     code, _, err = run(capsys, "rows", str(root), "--operator", "0", "--state-var", "nope")
     assert code == 2 and "no state variable 'nope'" in err
+
+
+# -- --storage-option ------------------------------------------------------------------------------------
+def test_storage_options_are_parsed_and_nested() -> None:
+    from app.cli import parse_storage_options
+
+    got = parse_storage_options([
+        "endpoint_url=http://localhost:9000", "anon=true", "use_ssl=False", "client_kwargs.region_name=eu-west-1",
+        "client_kwargs.verify=false", "default_block_size=5242880", "timeout=2.5", "requester_pays=null",
+        'config_kwargs={"connect_timeout": 5}', 'version_id="123"', "secret=12345", "token=true", "anon=false",
+    ])
+    assert got == {
+        "endpoint_url": "http://localhost:9000", "anon": False, "use_ssl": False,
+        "client_kwargs": {"region_name": "eu-west-1", "verify": False}, "default_block_size": 5242880,
+        "timeout": 2.5, "requester_pays": None, "config_kwargs": {"connect_timeout": 5}, "version_id": "123",
+        "secret": "12345", "token": "true",  # credentials stay strings, whatever they look like
+    }
+    assert parse_storage_options(None) == {} == parse_storage_options([])
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (["sEcReTvAlUe"], "#1 has no '='"),
+        (["anon=true", "secret key=sEcReTvAlUe"], "#2: key is not"),
+        (["we ird=sEcReTvAlUe"], "key 'we ird' is not"),
+        (["client_kwargs=sEcReTvAlUe", "client_kwargs.region_name=x"], "client_kwargs is given a value and also used"),
+        (["a.b=1", "a=sEcReTvAlUe"], "a is used as a group"),
+    ],
+)
+def test_bad_storage_options_are_refused_without_showing_values(
+    items: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.cli import parse_storage_options
+    from readers.errors import UsageError
+
+    with pytest.raises(UsageError, match=message) as info:
+        parse_storage_options(items)
+    assert "sEcReTvAlUe" not in str(info.value)
+    argv = [a for item in items for a in ("--storage-option", item)]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "info", "/nowhere"])
+    assert exit_info.value.code == 2
+    _, err = capsys.readouterr()
+    assert message in err and "sEcReTvAlUe" not in err
+
+
+def test_storage_options_before_or_after_the_command_and_for_the_app(capsys: pytest.CaptureFixture[str]) -> None:
+    seen: list[Any] = []
+
+    def gui(args: Any) -> int:
+        seen.append((args.checkpoint, args.storage_options))
+        return 0
+
+    opts = ["--storage-option", "endpoint_url=http://127.0.0.1:9", "--storage-option=anon=true"]
+    expected = {"endpoint_url": "http://127.0.0.1:9", "anon": True}
+    assert main([*opts, "s3://b/ckpt"], gui_runner=gui) == 0  # a bare path: the app
+    assert main(["--debug", *opts], gui_runner=gui) == 0  # no path: the app on the sample
+    assert main(["gui", "s3://b/ckpt", *opts], gui_runner=gui) == 0
+    assert main([opts[0], "anon=true", "gui", "s3://b/ckpt", opts[0], "endpoint_url=http://127.0.0.1:9"],
+                gui_runner=gui) == 0
+    assert seen == [("s3://b/ckpt", expected), (None, expected), ("s3://b/ckpt", expected), ("s3://b/ckpt", expected)]
+
+
+def test_storage_options_reach_the_filesystem(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import readers.checkpoint
+    from app.cli import sample_checkpoint_path
+
+    got: list[Any] = []
+    real = readers.checkpoint.open_checkpoint
+
+    def spy(url: str, storage_options: Any = None, **kwargs: Any) -> Any:
+        got.append(storage_options)
+        return real(url, **kwargs)
+
+    monkeypatch.setattr(readers.checkpoint, "open_checkpoint", spy)
+    code, out, _ = run(capsys, "info", str(sample_checkpoint_path()), "--storage-option", "client_kwargs.region_name=x")
+    assert code == 0 and "Query id" in out
+    assert got == [{"client_kwargs": {"region_name": "x"}}]

@@ -579,3 +579,90 @@ def test_transient_errors_are_told_apart() -> None:
     assert not is_transient(ValueError("bad argument"))
     policy = RetryPolicy(first_delay_s=0.2, max_delay_s=1.0, jitter=0)
     assert [policy.delay_s(n) for n in range(1, 6)] == [0.2, 0.4, 0.8, 1.0, 1.0]
+
+
+# --------------------------------------------------------------------------------------------------
+# --storage-option: the endpoint and keys on the command line, no AWS variables
+
+
+def _no_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import s3fs
+
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def _public_copy(endpoint: str, local: Path) -> str:
+    """The checkpoint in a second bucket, every object readable by anyone (``public-read``)."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
+                          aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
+    client.create_bucket(Bucket="statelens-public")
+    for p in sorted(local.rglob("*")):
+        if p.is_file():
+            client.put_object(Bucket="statelens-public", Key=f"team/{p.relative_to(local).as_posix()}",
+                              Body=p.read_bytes(), ACL="public-read")
+    return "s3://statelens-public/team"
+
+
+def _storage_args(endpoint: str) -> list[str]:
+    return ["--storage-option", f"endpoint_url={endpoint}", "--storage-option", f"key={ACCESS_KEY}",
+            "--storage-option", f"secret={SECRET_KEY}", "--storage-option", "client_kwargs.region_name=us-east-1"]
+
+
+def test_cli_storage_options_give_the_endpoint_and_keys(uploaded: str, proxy: FaultProxy, local_checkpoint: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        all_logs: pytest.LogCaptureFixture) -> None:
+    _no_aws_env(monkeypatch)
+    opts = _storage_args(proxy.url)
+    code, out, err = _cli(capsys, *opts, "info", "--json", uploaded)  # before the command
+    assert code == 0, err
+    local = json.loads(_cli(capsys, "info", "--json", str(local_checkpoint))[1])
+    remote = json.loads(out.replace(uploaded, str(local_checkpoint)).replace(f"{BUCKET}/{PREFIX}", str(local_checkpoint)))
+    remote.pop("checkpoint"), local.pop("checkpoint")
+    assert remote == local
+    code, rows, err = _cli(capsys, "rows", uploaded, "--operator", "0", *opts)  # after it
+    assert code == 0, err
+    assert rows == _cli(capsys, "rows", str(local_checkpoint), "--operator", "0")[1]
+    assert proxy.count(f"{PREFIX}/offsets/0") >= 2  # both commands read through the endpoint given
+    # anonymous access to a public copy: nothing but the endpoint and anon=true
+    public = _public_copy(proxy.url, local_checkpoint)
+    code, out, err = _cli(capsys, "--storage-option", f"endpoint_url={proxy.url}", "--storage-option", "anon=true",
+                          "info", public)
+    assert code == 0, err
+    assert "Query id" in out and proxy.count("statelens-public/team/offsets/0") >= 1
+    # an endpoint that refuses: one line, exit 2, and the secret given on the command line is not shown
+    proxy.inject(Fault(f"/{BUCKET}", "403", times=-1))
+    code, out, err = _cli(capsys, *opts, "info", uploaded)
+    assert code == 2 and err.startswith("statelens: error:") and len(err.strip().splitlines()) == 1, err
+    assert_no_credentials(out, err, all_logs.text, *(r.getMessage() for r in all_logs.records))
+
+
+def test_app_opens_s3_with_storage_options(uploaded: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch,
+                                           qtbot: Any, tmp_path: Path) -> None:
+    pytest.importorskip("PySide6")
+    from PySide6.QtCore import QSettings
+
+    from app.cli import parse_storage_options
+    from app.gui.window import MainWindow
+
+    _no_aws_env(monkeypatch)
+    monkeypatch.setenv("STATELENS_RAISE", "1")
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings=settings, storage_options=parse_storage_options(_storage_args(proxy.url)[1::2]))
+    qtbot.addWidget(win)
+    with qtbot.waitSignal(win.checkpoint_loaded, timeout=60_000):
+        win.open_checkpoint(uploaded)
+    qtbot.waitUntil(lambda: win.runner.idle, timeout=60_000)
+    assert win.loaded is not None and win.loaded.url == uploaded
+    assert proxy.count(f"{PREFIX}/offsets/0") >= 1
+    settings.sync()
+    saved = (tmp_path / "settings.ini").read_text()
+    assert proxy.url not in saved  # storage options are never remembered
+    assert_no_credentials(saved)
+    win.close()

@@ -30,7 +30,8 @@ def run_gui(args: argparse.Namespace) -> int:
     Parameters
     ----------
     args : argparse.Namespace
-        ``checkpoint`` (path or URL, or None), ``screenshot`` (PNG path or None), ``view``.
+        ``checkpoint`` (path or URL, or None), ``screenshot`` (PNG path or None), ``view``,
+        ``storage_options`` (fsspec options from ``--storage-option``, or None).
 
     Returns
     -------
@@ -60,8 +61,9 @@ def run_gui(args: argparse.Namespace) -> int:
     checkpoint = getattr(args, "checkpoint", None)
     url = checkpoint if checkpoint else str(sample_checkpoint_path())
     is_sample = not checkpoint
+    storage_options = getattr(args, "storage_options", None)
     if screenshot:
-        window = MainWindow()
+        window = MainWindow(storage_options=storage_options)
         window.set_backend("native", remember=False)  # reproducible images, whatever the user last chose
         try:
             return take_screenshot(window, url, screenshot, view, is_sample=is_sample)
@@ -72,7 +74,7 @@ def run_gui(args: argparse.Namespace) -> int:
     from app.gui import errors
 
     errors.install_excepthooks()
-    window = MainWindow()
+    window = MainWindow(storage_options=storage_options)
     window.select_view(view)
     window.show()
     window.open_checkpoint(url, is_sample=is_sample)

@@ -94,6 +94,9 @@ class MainWindow(QMainWindow):
     ----------
     settings : QSettings, optional
         Where the recent checkpoints are kept (tests pass a temporary one).
+    storage_options : dict, optional
+        fsspec storage options (``--storage-option``) for every checkpoint opened but the bundled
+        sample; never written to the settings.
 
     Signals
     -------
@@ -122,9 +125,13 @@ class MainWindow(QMainWindow):
     history_updated = Signal()
     export_finished = Signal(str)
 
-    def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, settings: QSettings | None = None, parent: QWidget | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(parent)
         self.settings = settings if settings is not None else QSettings("statelens", "statelens")
+        self.storage_options = dict(storage_options or {})
         self.selection = SelectionState()
         self.runner = JobRunner(self)
         self.loaded: LoadedCheckpoint | None = None
@@ -400,6 +407,7 @@ class MainWindow(QMainWindow):
             iter_load_checkpoint,
             url,
             is_sample,
+            storage_options=None if is_sample else self.storage_options,
             what=f"Opening {_short(url)}",
             on_result=self._on_load_finished,
             on_error=self._on_load_errored,
