@@ -72,9 +72,12 @@ class StoreExpiry:
     partition_counts : dict of str to list of int
         Per category: findings at each partition's latest version, aligned with ``partitions``.
     findings : list of ExpiredFinding
-        The findings at each partition's latest version (as ``statelens expired`` reports them).
+        The findings at each partition's latest version (as ``statelens expired`` reports them), at
+        most ``max_examples`` per category: the most overdue.
     summary : OperatorExpiry
         What was checked and how (timeout kind and its evidence, or why the store was skipped).
+    total_findings : int
+        Findings at each partition's latest version (exact; ``findings`` may list fewer).
     """
 
     operator_id: int
@@ -85,6 +88,7 @@ class StoreExpiry:
     partition_counts: dict[str, list[int]]
     findings: list[ExpiredFinding]
     summary: OperatorExpiry
+    total_findings: int = 0
 
     def describe(self) -> str:
         """One line: what was checked, the timeout kind and its evidence, or why nothing was."""
@@ -92,9 +96,14 @@ class StoreExpiry:
         if s.check == "skipped":
             return f"not checked: {s.reason}"
         text = f"{s.check} checked on {s.partitions} partitions, {s.versions_read} versions read"
+        if s.backend != "native":
+            text += f" (read by {s.backend})"
         tk = s.timeout_kind
         if tk is not None:
             text += f"; timeout kind {tk.timeout_kind or 'unknown'} ({tk.source}: {tk.evidence})"
+        if len(self.findings) < self.total_findings:
+            text += (f"; listing the {len(self.findings):,} most overdue of {self.total_findings:,} keys "
+                     "(statelens expired lists them all)")
         return text
 
 
@@ -116,14 +125,16 @@ def iter_expired_overview(
     stale_after: int | None = None,
     timeout_kind: str | None = None,
     cancelled: Callable[[], bool] | None = None,
+    max_examples: int | None = None,
+    backends: Any = None,
 ) -> Generator[Progress, None, ExpiredOverview]:
     """Run the expired-keys analysis and arrange it per store: counts over versions, keys at the latest.
 
     Parameters
     ----------
     ckpt : readers.checkpoint.Checkpoint
-    stale_after, timeout_kind
-        As for :func:`app.analysis.expired.iter_expired` (``stale_after`` None uses its default).
+    stale_after, timeout_kind, max_examples, backends
+        As for :func:`app.analysis.expired.iter_expired` (None uses its default).
     cancelled : callable, optional
 
     Yields
@@ -133,39 +144,42 @@ def iter_expired_overview(
     Returns
     -------
     ExpiredOverview
-        ``result`` is what ``iter_expired`` (and ``statelens expired --json``) gives: the findings at
-        each partition's latest version; earlier versions are counted, not listed.
+        ``result`` is what ``iter_expired`` gives without ``all_versions``: exact counts at each
+        partition's latest version and the most overdue findings there as examples (all of them up to
+        ``max_examples`` per store and category); earlier versions are counted, not listed.
     """
-    kwargs: dict[str, Any] = {"timeout_kind": timeout_kind, "cancelled": cancelled}
+    kwargs: dict[str, Any] = {"timeout_kind": timeout_kind, "cancelled": cancelled, "backends": backends}
     if stale_after is not None:
         kwargs["stale_after"] = stale_after
-    # Earlier versions are only counted (no keys decoded, no findings kept): bounded memory.
+    if max_examples is not None:
+        kwargs["max_examples"] = max_examples
+    # Earlier versions are only counted (no keys decoded, no findings kept), the latest ones counted
+    # exactly with a capped list of examples: memory does not grow with the number of findings.
     earlier: Counter[tuple[int, str, int, str]] = Counter()
     result = yield from iter_expired(ckpt, version_counts=earlier, **kwargs)
     by_store: dict[tuple[int, str], list[ExpiredFinding]] = {}
-    for f in result.findings:
+    for f in result.examples:
         by_store.setdefault((f.operator_id, f.store_name), []).append(f)
     stores: list[StoreExpiry] = []
     for summary in result.operators:
         key = (summary.operator_id, summary.store_name)
-        found = by_store.get(key, [])
+        tally = result.store_tally(*key)
         st = ckpt.operator(summary.operator_id).store(summary.store_name)
         pids = list(st.partitions)
         counted = {(v, c): n for (op, name, v, c), n in earlier.items() if (op, name) == key}
-        versions = sorted(set(st.versions) | {f.version for f in found} | {v for v, _ in counted})
+        versions = sorted(set(st.versions) | {v for _, v, _ in tally} | {v for v, _ in counted})
         col = {v: i for i, v in enumerate(versions)}
         counts = {c: [0] * len(versions) for c in CATEGORIES}
         for (v, c), n in counted.items():
             counts[c][col[v]] += n
-        for f in found:
-            counts[f.category][col[f.version]] += 1
         pcol = {p: i for i, p in enumerate(pids)}
         pcounts = {c: [0] * len(pids) for c in CATEGORIES}
-        for f in found:
-            if f.partition in pcol:
-                pcounts[f.category][pcol[f.partition]] += 1
+        for (pid, v, c), n in tally.items():
+            counts[c][col[v]] += n
+            if pid in pcol:
+                pcounts[c][pcol[pid]] += n
         stores.append(StoreExpiry(summary.operator_id, summary.store_name, versions, counts, pids, pcounts,
-                                  found, summary))
+                                  by_store.get(key, []), summary, sum(tally.values())))
     return ExpiredOverview(stores, result, result.problems)
 
 

@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.analysis._common import key_fields, run_to_end
-from app.analysis.expired import iter_expired
+from app.analysis.expired import ExpiredFinding, ExpiredResult, iter_expired
 from app.cli import main
 from readers.checkpoint import open_checkpoint
+from readers.values import dumps_jsonl
 
 UNHANDLED = ("ignore", "update_no_timeout")
 
@@ -42,8 +44,26 @@ def _expected_zombies(expected: dict[str, Any], version: int) -> dict[str, int]:
     return out
 
 
-def _findings(path: Path, **kw: Any) -> Any:
-    return run_to_end(iter_expired(open_checkpoint(str(path)), **kw))
+class _Run:
+    """An ``iter_expired`` run: its result and every finding its sink received, in order."""
+
+    def __init__(self, result: ExpiredResult, findings: list[ExpiredFinding]):
+        self.result = result
+        self.findings = findings
+        self.operators = result.operators
+        self.problems = result.problems
+
+
+def _findings(path: Path, **kw: Any) -> _Run:
+    found: list[ExpiredFinding] = []
+    result = run_to_end(iter_expired(open_checkpoint(str(path)), sink=found.append, **kw))
+    # The result counts exactly what was streamed, and its examples are some of those findings.
+    assert result.tally == Counter(
+        (f.operator_id, f.store_name, f.partition, f.version, f.category) for f in found
+    )
+    assert result.total() == len(found)
+    assert all(f in found for f in result.examples)
+    return _Run(result, found)
 
 
 @pytest.mark.parametrize(
@@ -232,3 +252,138 @@ def test_timeout_kind_decision(samples, watermarks, kind, words):
     assert ev.source == "inferred"
     assert words in ev.evidence
     assert ev.samples == len(samples)
+
+
+# -- bounded memory (issue 6 §4): findings stream, the result keeps counts and capped examples ---------
+_WALK_ORDER = ("zombie", "overdue", "stale", "eviction_lag")
+
+
+def _walk_key(f: ExpiredFinding) -> tuple[Any, ...]:
+    return (f.operator_id, f.store_name, f.partition, f.version, _WALK_ORDER.index(f.category))
+
+
+def _lagging_window_checkpoint(folder: Path, tmp_path: Path) -> Path:
+    """``window_agg_watermark`` with its last batch's watermark past every window: all windows lag."""
+    ckpt = tmp_path / "lagging"
+    shutil.copytree(folder / "checkpoint", ckpt)
+    last = max(int(p.name) for p in (ckpt / "offsets").iterdir() if re.fullmatch(r"\d+", p.name))
+    _set_log_json(ckpt / "offsets" / str(last), batchWatermarkMs=10**13)
+    return ckpt
+
+
+@pytest.mark.spark
+def test_streamed_findings_come_in_walk_order_and_equal_the_cli_output(checkpoint, tmp_path, capsys):
+    """The sink gets every finding sorted as the full list always was (operator, store, partition,
+    version, category; stable within), and --json / --jsonl / text print exactly that stream."""
+    folder = checkpoint("pandas_state_event")
+    run = _findings(folder / "checkpoint", all_versions=True, stale_after=1)
+    assert len({f.version for f in run.findings}) > 1
+    assert len({f.partition for f in run.findings}) > 1
+    assert run.findings == sorted(run.findings, key=_walk_key)
+    want = [dumps_jsonl(f.to_json()) for f in run.findings]
+    args = ["expired", str(folder / "checkpoint"), "--all-versions", "--stale-after", "1"]
+    assert main([*args, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out, object_pairs_hook=list) == [json.loads(w, object_pairs_hook=list) for w in want]
+    assert out == "[\n" + ",\n".join(want) + "\n]\n"
+    assert main([*args, "--jsonl"]) == 0
+    assert capsys.readouterr().out.splitlines() == want
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    rows = [line for line in text.splitlines() if re.match(r"^0\s+\d+\s+\d+\s+(zombie|stale)\s", line)]
+    assert len(rows) == len(want)
+    assert f"{len(want)} findings: " in text
+    # Eviction lag streams the same way.
+    lag = _findings(_lagging_window_checkpoint(checkpoint("window_agg_watermark"), tmp_path))
+    assert lag.findings
+    assert lag.findings == sorted(lag.findings, key=_walk_key)
+
+
+@pytest.mark.spark
+def test_examples_are_capped_and_counts_exact(checkpoint, tmp_path):
+    """max_examples findings per store and category are kept (the most overdue); counts stay exact,
+    with or without a sink (without one, only the kept keys are decoded)."""
+    folder = checkpoint("pandas_state_event")
+    full = _findings(folder / "checkpoint", all_versions=True, stale_after=1)
+    per_category = Counter(f.category for f in full.findings)
+    assert max(per_category.values()) > 3
+    for sink in (True, False):
+        found: list[ExpiredFinding] = []
+        result = run_to_end(iter_expired(
+            open_checkpoint(str(folder / "checkpoint")), all_versions=True, stale_after=1, max_examples=3,
+            sink=found.append if sink else None,
+        ))
+        assert result.tally == full.result.tally
+        assert result.counts() == {c: per_category.get(c, 0) for c in _WALK_ORDER}
+        assert result.ages == full.result.ages
+        assert result.truncated()
+        kept = Counter(f.category for f in result.examples)
+        assert kept == {c: min(3, n) for c, n in per_category.items()}
+        for category in per_category:
+            ranked = sorted((f for f in full.findings if f.category == category), key=lambda f: -(f.age_ms or 0))
+            got = [f for f in result.examples if f.category == category]
+            assert sorted(f.age_ms or 0 for f in got) == sorted(f.age_ms or 0 for f in ranked[:3])
+            assert all(f in full.findings for f in got)
+        assert result.examples == sorted(result.examples, key=_walk_key)
+        assert found == (full.findings if sink else [])
+    # The per-store summaries count everything too.
+    assert full.operators[0].counts == dict(per_category)
+
+
+@pytest.mark.spark
+def test_findings_are_not_retained_while_streaming(checkpoint, monkeypatch):
+    """Regression (issue 6 §4): at no point are more findings alive than the examples plus one chunk."""
+    import weakref
+
+    import app.analysis.expired as expired
+
+    monkeypatch.setattr(expired, "_CHUNK", 2)
+    folder = checkpoint("pandas_state_event")
+    alive = 0
+    most = 0
+    total = 0
+
+    def gone() -> None:
+        nonlocal alive
+        alive -= 1
+
+    def sink(f: ExpiredFinding) -> None:
+        nonlocal alive, most, total
+        weakref.finalize(f, gone)
+        alive += 1
+        total += 1
+        most = max(most, alive)
+
+    result = run_to_end(iter_expired(open_checkpoint(str(folder / "checkpoint")), all_versions=True,
+                                     stale_after=1, max_examples=1, sink=sink))
+    groups = len({(op, store, c) for op, store, _, _, c in result.tally})
+    assert total == result.total() > groups + 2 + 5
+    assert most <= groups + 2  # one example per store and category, plus the chunk being handed over
+    del result
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_memory_does_not_grow_with_the_number_of_findings(checkpoint):
+    """All versions of a windowed store with never-evicted windows: ~30x the findings of the latest
+    version, same state; the traced peak stays about the same (it held every finding before)."""
+    import tracemalloc
+
+    from tests.benchmarks.bench_memory import build_windowed_checkpoint
+
+    checkpoint("window_agg_watermark")  # the template the synthetic checkpoint copies its logs from
+    path = build_windowed_checkpoint(partitions=2, batches=32, keys=64_000, zombie_every=4)
+
+    def peak(**kw: Any) -> tuple[int, int]:
+        ckpt = open_checkpoint(str(path))
+        tracemalloc.start()
+        try:
+            result = run_to_end(iter_expired(ckpt, sink=lambda f: None, **kw))
+            return tracemalloc.get_traced_memory()[1], result.total()
+        finally:
+            tracemalloc.stop()
+
+    latest_peak, latest_findings = peak()
+    all_peak, all_findings = peak(all_versions=True)
+    assert all_findings > 10 * latest_findings > 10_000
+    assert all_peak < 1.5 * latest_peak, (all_peak, latest_peak)

@@ -82,7 +82,7 @@ def test_zombie_share(checkpoint):
     folder = checkpoint("pandas_state_event")
     ckpt = open_checkpoint(str(folder / "checkpoint"))
     exp = run_to_end(iter_expired(ckpt, stale_after=0))
-    zombies = {(0, "default"): sum(1 for f in exp.findings if f.category == "zombie")}
+    zombies = {(0, "default"): exp.counts()["zombie"]}
     (g,) = run_to_end(iter_growth(ckpt, zombies)).stores
     expected = json.loads((folder / "expected.json").read_text())
     assert sum(g.latest_rows().values()) == len(expected["final_keys"])

@@ -75,7 +75,7 @@ def test_untrusted_text_is_escaped(checkpoint, tmp_path):
     growth = run_to_end(iter_growth(ckpt))
     doctor = run_to_end(iter_doctor(ckpt, decode_files=False))
     # A key holding markup, as a decoded key would arrive from a state file.
-    expired.findings.insert(0, ExpiredFinding(
+    expired.add(ExpiredFinding(
         0, "default", 0, 7, 2, "zombie", JsonObject([("key", EVIL)]), 1, 2, "event_time", 1, 1, 1, EVIL,
     ))
     text = render_html(ckpt, timeline, growth, expired, doctor, target_rows=100)

@@ -171,8 +171,10 @@ def test_expired_view_on_generated_pandas_state_checkpoint(qtbot, window, checkp
     from app.analysis._common import run_to_end
     from app.analysis.expired import iter_expired
 
-    direct = run_to_end(iter_expired(window.loaded.checkpoint))
-    assert [f.to_json() for f in sorted(direct.findings, key=_fkey)] == [
+    streamed: list[Any] = []
+    direct = run_to_end(iter_expired(window.loaded.checkpoint, sink=streamed.append))
+    assert not direct.truncated()  # a small checkpoint: the view lists every finding
+    assert [f.to_json() for f in sorted(streamed, key=_fkey)] == [
         f.to_json() for f in sorted(window.expired_findings(), key=_fkey)]
 
 
@@ -532,14 +534,42 @@ def test_expired_counts_over_versions_match_all_versions(checkpoint, name) -> No
     from readers.checkpoint import open_checkpoint
 
     ckpt = open_checkpoint(str(checkpoint(name) / "checkpoint"))
-    full = run_to_end(iter_expired(ckpt, all_versions=True))
-    want = Counter((f.operator_id, f.store_name, f.version, f.category) for f in full.findings)
+    every: list[Any] = []
+    run_to_end(iter_expired(ckpt, all_versions=True, sink=every.append))
+    want = Counter((f.operator_id, f.store_name, f.version, f.category) for f in every)
     overview = run_to_end(iter_expired_overview(ckpt))
     got = Counter({(st.operator_id, st.store_name, v, c): n for st in overview.stores
                    for c, per in st.counts.items() for v, n in zip(st.versions, per, strict=True) if n})
     assert got == want
-    latest = run_to_end(iter_expired(ckpt))
-    assert [f.to_json() for f in overview.result.findings] == [f.to_json() for f in latest.findings]
+    latest: list[Any] = []
+    run_to_end(iter_expired(ckpt, sink=latest.append))
+    assert [f.to_json() for f in overview.result.findings] == [f.to_json() for f in latest]
+    assert sum(st.total_findings for st in overview.stores) == len(latest)
+    # Per partition at the latest version, exact.
+    for st in overview.stores:
+        per_partition = Counter((f.partition, f.category) for f in latest
+                                if (f.operator_id, f.store_name) == (st.operator_id, st.store_name))
+        assert {(p, c): n for c, per in st.partition_counts.items() for p, n in zip(st.partitions, per, strict=True)
+                if n} == dict(per_partition)
+
+
+@pytest.mark.spark
+def test_expired_overview_caps_the_listed_keys_and_says_so(checkpoint) -> None:  # type: ignore[no-untyped-def]
+    """Issue 6 §4: the view lists at most max_examples keys per category (the most overdue), counts stay exact."""
+    from app.analysis._common import run_to_end
+    from app.explore import iter_expired_overview
+    from readers.checkpoint import open_checkpoint
+
+    ckpt = open_checkpoint(str(checkpoint("pandas_state_event") / "checkpoint"))
+    full = run_to_end(iter_expired_overview(ckpt, stale_after=1))
+    capped = run_to_end(iter_expired_overview(ckpt, stale_after=1, max_examples=1))
+    for a, b in zip(full.stores, capped.stores, strict=True):
+        assert (a.versions, a.counts, a.partition_counts, a.total_findings) == (
+            b.versions, b.counts, b.partition_counts, b.total_findings)
+        assert len(b.findings) == len({f.category for f in a.findings})
+        if len(a.findings) > len(b.findings):
+            assert "most overdue of" in b.describe()
+            assert "most overdue of" not in a.describe()
 
 
 def test_key_history_follows_removal_and_return() -> None:

@@ -111,6 +111,31 @@ def write_json(obj: Any, out: Any) -> None:
         out.write(dumps_jsonl(obj) + "\n")
 
 
+class JsonArrayWriter:
+    """Writes a JSON list one item at a time, in the layout of :func:`write_json` (one item per line).
+
+    Parameters
+    ----------
+    out : text stream
+        Where the list goes; nothing is written before the first item or :meth:`close`.
+    """
+
+    def __init__(self, out: Any):
+        self.out = out
+        self.items = 0
+
+    def write(self, obj: Any) -> None:
+        """Append one item."""
+        from readers.values import dumps_jsonl
+
+        self.out.write(("[\n" if self.items == 0 else ",\n") + dumps_jsonl(obj))
+        self.items += 1
+
+    def close(self) -> None:
+        """End the list (``[]`` when nothing was written)."""
+        self.out.write("[]\n" if self.items == 0 else "\n]\n")
+
+
 def _is_json_object(obj: Any) -> bool:
     from readers.values import JsonObject
 

@@ -64,24 +64,141 @@ def _dur(ms: int | None) -> str:
 
 
 # -- expired -------------------------------------------------------------------------------------------
+EXPIRED_HEADERS = (
+    "op", "part", "version", "category", "key", "batch", "timeout/event time (UTC)", "threshold (UTC)",
+    "age_batches", "age", "stored_timeout_ms",
+)
+
+
+class _StreamingTable:
+    """A text table written as rows arrive: column widths from the first :attr:`LEAD` rows.
+
+    Later rows keep those widths (a wider cell pushes the rest of its line), so memory does not grow
+    with the number of rows.
+    """
+
+    LEAD = 500
+
+    def __init__(self, out: IO[str], headers: tuple[str, ...], before_write: Any = None):
+        self.out = out
+        self.headers = headers
+        self.before_write = before_write
+        self.lead: list[list[str]] = []
+        self.widths: list[int] | None = None
+        self.rows = 0
+
+    def add(self, row: list[Any]) -> None:
+        cells = ["" if c is None else str(c) for c in row]
+        self.rows += 1
+        if self.widths is None:
+            self.lead.append(cells)
+            if len(self.lead) >= self.LEAD:
+                self._flush_lead()
+            return
+        self._write([cells])
+
+    def close(self) -> None:
+        """Write what is still held (a table shorter than :attr:`LEAD` rows)."""
+        if self.widths is None and self.lead:
+            self._flush_lead()
+
+    def _flush_lead(self) -> None:
+        widths = [len(h) for h in self.headers]
+        for cells in self.lead:
+            widths = [max(w, len(c)) for w, c in zip(widths, cells, strict=True)]
+        self.widths = widths
+        lines = ["  ".join(h.ljust(w) for h, w in zip(self.headers, widths, strict=True)).rstrip(),
+                 "  ".join("-" * w for w in widths)]
+        if self.before_write is not None:
+            self.before_write()
+        self.out.write("\n".join(lines) + "\n")
+        lead, self.lead = self.lead, []
+        self._write(lead)
+
+    def _write(self, rows: list[list[str]]) -> None:
+        if self.before_write is not None:
+            self.before_write()
+        widths = self.widths or []
+        self.out.write("".join(
+            "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() + "\n" for cells in rows
+        ))
+
+
+def _expired_row(f: Any) -> list[Any]:
+    return [
+        f.operator_id, f.partition, f.version, f.category, key_text(f.key), f.batch_id,
+        _fmt_ms(f.timeout_ms), _fmt_ms(f.threshold_ms), f.age_batches, _dur(f.age_ms),
+        "" if f.stored_timeout_ms is None else f.stored_timeout_ms,
+    ]
+
+
+def _backend_chooser(args: argparse.Namespace, ckpt: Any) -> Any:
+    from app.cli import _backends
+
+    return _backends(args, ckpt)
+
+
+def _close_backends(args: argparse.Namespace, chooser: Any) -> None:
+    from app.cli import _say_backend
+
+    _say_backend(args, chooser)
+    chooser.close()
+
+
 def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
-    from app.analysis.expired import expired_json, iter_expired
-    from app.cli import _open, format_table
+    """Stream every finding as it is found (text rows, a JSON list or JSON lines); keep only counts."""
+    from app.analysis._common import JsonArrayWriter
+    from app.analysis.expired import iter_expired
+    from app.cli import _open, _Progress
+    from readers.values import dumps_jsonl
 
     ckpt = _open(args)
-    result = _drive(
-        iter_expired(
-            ckpt,
-            args.operator,
-            all_versions=args.all_versions,
-            stale_after=args.stale_after,
-            timeout_kind=args.timeout_kind,
-        )
-    )
+    bar = _Progress()
+    # Rows and the progress bar may share one terminal: clear the bar's line before writing rows.
+    clear = bar.close if out.isatty() else None
+    sink: Any
     if args.json:
-        write_json(expired_json(result), out)
+        array = JsonArrayWriter(out)
+
+        def sink(f: Any) -> None:
+            if clear is not None:
+                clear()
+            array.write(f.to_json())
+    elif args.jsonl:
+        def sink(f: Any) -> None:
+            if clear is not None:
+                clear()
+            out.write(dumps_jsonl(f.to_json()) + "\n")
+    else:
+        table = _StreamingTable(out, EXPIRED_HEADERS, clear)
+        sink = lambda f: table.add(_expired_row(f))  # noqa: E731
+    chooser = _backend_chooser(args, ckpt)
+    try:
+        result = run_to_end(
+            iter_expired(
+                ckpt,
+                args.operator,
+                all_versions=args.all_versions,
+                stale_after=args.stale_after,
+                timeout_kind=args.timeout_kind,
+                sink=sink,
+                backends=chooser,
+            ),
+            bar,
+        )
+    finally:
+        bar.close()
+        _close_backends(args, chooser)
+    if args.json:
+        array.close()
+    if args.json or args.jsonl:
         return _exit_for(ckpt, result.problems)
+    table.close()
     w = out.write
+    if table.rows:
+        w("\n")
+    else:
+        w("No expired-but-present keys found.\n\n")
     for op in result.operators:
         tk = op.timeout_kind
         line = f"operator {op.operator_id} ({op.kind}) store {op.store_name}: "
@@ -89,28 +206,16 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
             line += f"not checked: {op.reason}"
         else:
             line += f"{op.check} checked on {op.partitions} partitions, {op.versions_read} versions read"
+            if op.backend != "native":
+                line += f" (read by {op.backend})"
             if tk is not None:
                 line += f"; timeout kind {tk.timeout_kind or 'unknown'} ({tk.source}: {tk.evidence})"
+            if op.reason:
+                line += f"; {op.reason}"
         w(line + "\n")
-    w("\n")
-    if not result.findings:
-        w("No expired-but-present keys found.\n")
-    else:
-        rows = [
-            [
-                f.operator_id, f.partition, f.version, f.category, key_text(f.key), f.batch_id,
-                _fmt_ms(f.timeout_ms), _fmt_ms(f.threshold_ms), f.age_batches, _dur(f.age_ms),
-                "" if f.stored_timeout_ms is None else f.stored_timeout_ms,
-            ]
-            for f in result.findings
-        ]
-        w(format_table(
-            ["op", "part", "version", "category", "key", "batch", "timeout/event time (UTC)", "threshold (UTC)",
-             "age_batches", "age", "stored_timeout_ms"],
-            rows,
-        ) + "\n")
+    if table.rows:
         counts = ", ".join(f"{n} {c}" for c, n in result.counts().items() if n)
-        w(f"\n{len(result.findings)} findings: {counts}\n")
+        w(f"\n{result.total()} findings: {counts}\n")
     return _exit_for(ckpt, result.problems)
 
 
@@ -201,6 +306,7 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
 def add_commands(sub: Any) -> None:
     """Add ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
     from app.analysis.expired import DEFAULT_STALE_AFTER, TIMEOUT_KINDS
+    from app.cli import add_backend_options
 
     p = sub.add_parser(
         "expired",
@@ -213,7 +319,10 @@ def add_commands(sub: Any) -> None:
                    help=f"a key without timeout unwritten for K versions is stale (default {DEFAULT_STALE_AFTER}; 0 = off)")
     p.add_argument("--timeout-kind", choices=TIMEOUT_KINDS,
                    help="override the inferred timeout kind of (flat)MapGroupsWithState/applyInPandasWithState")
-    p.add_argument("--json", action="store_true", help="print a JSON list of findings")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print a JSON list of findings (written as they are found)")
+    fmt.add_argument("--jsonl", action="store_true", help="print one JSON object per finding and line")
+    add_backend_options(p)
     p.set_defaults(func=cmd_expired)
 
     from app.analysis.doctor import DEFAULT_MIN_BATCHES_TO_RETAIN

@@ -32,17 +32,22 @@ The checkpoint does not record whether timeouts are event- or processing-time: i
 timeouts freshly set in the deltas (:func:`infer_timeout_kind`), or given with ``timeout_kind``.
 
 Versions are streamed per partition (:func:`app.analysis._common.walk_partition`); only the timeout
-slot of changed values is read, and only reported keys are decoded.
+slot of changed values is read, and only reported keys are decoded. Findings are handed to a sink as
+they are found, in walk order (operator, store, partition, version, category); the result keeps exact
+counts per partition, version and category and a capped number of examples, so memory does not grow
+with the number of findings. With a Spark backend the same checks run on the rows Spark's
+``statestore`` source returns (:class:`SparkSource`).
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 from collections import Counter
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from app.analysis._common import BatchClock, int_reader, row_converter, to_ms, walk_partition
 from readers.errors import BackendUnavailableError, StatelensError, UsageError
@@ -52,6 +57,7 @@ CATEGORIES = ("zombie", "overdue", "stale", "eviction_lag")
 TIMEOUT_KINDS = ("event_time", "processing_time")
 DEFAULT_STALE_AFTER = 10
 NO_TIMESTAMP = -1
+T = TypeVar("T")
 
 _TIMEOUT_OPERATORS = (OperatorKind.FLAT_MAP_GROUPS_WITH_STATE, OperatorKind.APPLY_IN_PANDAS_WITH_STATE)
 _EVICTING_OPERATORS = (
@@ -61,6 +67,12 @@ _EVICTING_OPERATORS = (
     OperatorKind.JOIN,
     OperatorKind.SESSION_WINDOW,
 )
+#: Findings kept as examples per operator, store and category (the most overdue).
+DEFAULT_MAX_EXAMPLES = 1000
+#: Findings of one partition and version decoded and handed over at a time.
+_CHUNK = 4096
+#: Decoded keys cached per partition (zombies repeat at every version with --all-versions).
+_KEY_CACHE = 65536
 #: Fresh timeout samples after which the timeout-kind inference stops reading.
 _INFERENCE_SAMPLES = 500
 _JOIN_NOTE = (
@@ -141,6 +153,7 @@ class OperatorExpiry:
     versions_read: int = 0
     keys_at_latest: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    backend: str = "native"  # what read the rows: "native" decoders or "spark"
 
     def to_json(self) -> dict[str, Any]:
         tk = self.timeout_kind
@@ -157,29 +170,124 @@ class OperatorExpiry:
             "versions_read": self.versions_read,
             "keys_at_latest": self.keys_at_latest,
             "counts": dict(self.counts),
+            "backend": self.backend,
         }
 
 
 @dataclass
 class ExpiredResult:
-    """Everything ``statelens expired`` found."""
+    """What ``statelens expired`` found, in memory independent of the number of findings.
 
-    findings: list[ExpiredFinding]
+    Every finding is handed to the ``sink`` given to :func:`iter_expired` as soon as it is found; the
+    result keeps exact counts and only a capped number of examples.
+
+    Attributes
+    ----------
+    operators : list of OperatorExpiry
+        What was checked per store, and how.
+    problems : list of StatelensError
+        Files (or Spark reads) that failed; the rest was still checked.
+    tally : Counter
+        Exact number of findings per ``(operator_id, store_name, partition, version, category)``.
+    ages : Counter
+        Exact number of findings per ``(operator_id, store_name, category, age_batches)``.
+    max_examples : int
+        Findings kept per ``(operator_id, store_name, category)`` in :attr:`examples`.
+    """
+
     operators: list[OperatorExpiry]
     problems: list[StatelensError]
     stale_after: int | None
     all_versions: bool
+    max_examples: int = DEFAULT_MAX_EXAMPLES
+    tally: Counter[tuple[int, str, int, int, str]] = field(default_factory=Counter)
+    ages: Counter[tuple[int, str, str, int | None]] = field(default_factory=Counter)
+    # (operator_id, store_name, category) -> min-heap of (rank, -sequence, finding): the worst kept on top
+    _kept: dict[tuple[int, str, str], list[tuple[int, int, ExpiredFinding]]] = field(
+        default_factory=dict, repr=False
+    )
+    _seq: int = field(default=0, repr=False)
+
+    # -- filling -------------------------------------------------------------------------------------
+    def count(self, where: tuple[int, str, int, int, str], age_batches: int | None) -> None:
+        """Count one finding at ``(operator_id, store_name, partition, version, category)``."""
+        self.tally[where] += 1
+        self.ages[(where[0], where[1], where[4], age_batches)] += 1
+
+    def wants(self, operator_id: int, store_name: str, category: str, age_ms: int | None) -> bool:
+        """Whether a finding with this age would be kept as an example now (decode its key only then)."""
+        heap = self._kept.get((operator_id, store_name, category))
+        if heap is None or len(heap) < self.max_examples:
+            return self.max_examples > 0
+        return (age_ms or 0) > heap[0][0]
+
+    def keep(self, finding: ExpiredFinding) -> None:
+        """Offer a (counted) finding as an example: kept if among the ``max_examples`` most overdue."""
+        self._seq += 1
+        if self.max_examples <= 0:
+            return
+        heap = self._kept.setdefault((finding.operator_id, finding.store_name, finding.category), [])
+        # Most overdue first (largest age_ms, None as 0, as the report ranks); among equals the first found.
+        item = (finding.age_ms or 0, -self._seq, finding)
+        if len(heap) < self.max_examples:
+            heapq.heappush(heap, item)
+        elif item[:2] > heap[0][:2]:
+            heapq.heapreplace(heap, item)
+
+    def add(self, finding: ExpiredFinding) -> None:
+        """Count a finding and offer it as an example."""
+        self.count(
+            (finding.operator_id, finding.store_name, finding.partition, finding.version, finding.category),
+            finding.age_batches,
+        )
+        self.keep(finding)
+
+    # -- reading -------------------------------------------------------------------------------------
+    @property
+    def examples(self) -> list[ExpiredFinding]:
+        """The kept findings in walk order (operator, store, partition, version, category, as found).
+
+        At most :attr:`max_examples` per ``(operator_id, store_name, category)``: the most overdue
+        (largest ``age_ms``; the first found among equals). All findings when there are no more.
+        """
+        kept = [item for heap in self._kept.values() for item in heap]
+        kept.sort(key=lambda item: -item[1])
+        return [f for _, _, f in kept]
+
+    @property
+    def findings(self) -> list[ExpiredFinding]:
+        """Same as :attr:`examples` (what the expired view lists); every finding went to the sink."""
+        return self.examples
+
+    def total(self) -> int:
+        """Number of findings (exact)."""
+        return sum(self.tally.values())
 
     def counts(self) -> dict[str, int]:
-        c = Counter(f.category for f in self.findings)
+        """Findings per category (exact), every category present."""
+        c: Counter[str] = Counter()
+        for where, n in self.tally.items():
+            c[where[4]] += n
         return {k: c.get(k, 0) for k in CATEGORIES}
+
+    def store_tally(self, operator_id: int, store_name: str) -> Counter[tuple[int, int, str]]:
+        """Findings of one store per ``(partition, version, category)`` (exact)."""
+        out: Counter[tuple[int, int, str]] = Counter()
+        for (op, store, pid, v, c), n in self.tally.items():
+            if op == operator_id and store == store_name:
+                out[(pid, v, c)] += n
+        return out
+
+    def truncated(self) -> bool:
+        """True when some findings are counted but not kept as examples."""
+        return sum(len(h) for h in self._kept.values()) < self.total()
 
 
 # -- timeout kind --------------------------------------------------------------------------------------
 def infer_timeout_kind(
     reader: Any,
     clock: BatchClock,
-    read_timeout: Callable[[bytes], int | None],
+    read_timeout: Callable[[Any], int | None],
     problems: list[StatelensError],
     max_samples: int = _INFERENCE_SAMPLES,
 ) -> TimeoutKindEvidence:
@@ -194,12 +302,13 @@ def infer_timeout_kind(
 
     Parameters
     ----------
-    reader : HDFSStoreReader
-        The operator's store.
+    reader : store reader or state source
+        The operator's store: a native store reader (``HDFSStoreReader``...) or a source from
+        :func:`state_source` (native or Spark).
     clock : BatchClock
         Batch timestamps and watermarks.
     read_timeout : callable
-        Reads ``timeoutTimestamp`` from raw value bytes.
+        Reads ``timeoutTimestamp`` from a stored value (raw bytes, or a decoded row for Spark).
     problems : list
         Unreadable files are appended here.
     max_samples : int
@@ -209,13 +318,18 @@ def infer_timeout_kind(
     -------
     TimeoutKindEvidence
     """
+    source = reader if isinstance(reader, (NativeSource, SparkSource)) else NativeSource(reader)
     samples: list[tuple[int, int | None, int]] = []  # (timeout, batch timestamp, batch watermark)
-    for pid in reader.partition_ids():
-        prev: dict[bytes, int] = {}
-        for v, state, changes in walk_partition(reader, pid, problems):
+    prev_by_pid: dict[int, dict[Any, int]] = {}
+    walk = source.walk(problems, need_state=False)
+    try:
+        for pid, v, state, changes in walk:
+            if source.partition_major and pid not in prev_by_pid:
+                prev_by_pid.clear()  # a finished partition is not seen again
+            prev = prev_by_pid.setdefault(pid, {})
             b = v - 1
             items = changes if changes is not None else list(state.items())
-            seen: dict[bytes, int] = {}
+            seen: dict[Any, int] = {}
             for k, val in items:
                 if val is None:
                     prev.pop(k, None)
@@ -226,13 +340,13 @@ def infer_timeout_kind(
                     samples.append((t, clock.timestamp_ms.get(b), clock.watermark_ms.get(b, 0)))
                 seen[k] = t
             if changes is None:
-                prev = seen
+                prev_by_pid[pid] = seen
             else:
                 prev.update(seen)
             if len(samples) >= max_samples:
                 break
-        if len(samples) >= max_samples:
-            break
+    finally:
+        walk.close()
     return _decide_timeout_kind(samples, clock)
 
 
@@ -299,6 +413,239 @@ def _decide_timeout_kind(samples: list[tuple[int, int | None, int]], clock: Any)
     )
 
 
+
+# -- where the state comes from ------------------------------------------------------------------------
+StateWalk = Generator[tuple[int, int, Mapping[Any, Any], "list[tuple[Any, Any]] | None"], None, None]
+
+
+class NativeSource:
+    """One store read by the native decoders: raw key bytes identify keys, raw value bytes are values.
+
+    Walks partition by partition (:func:`app.analysis._common.walk_partition`), so only one
+    partition's state is in memory at a time.
+    """
+
+    name = "native"
+    partition_major = True
+
+    def __init__(self, reader: Any):
+        self.reader = reader
+        self.operator_id = reader.operator_id
+        self.store_name = reader.store_name
+
+    def partition_ids(self) -> list[int]:
+        return list(self.reader.partition_ids())
+
+    def last_version(self, partition_id: int) -> int | None:
+        versions = self.reader.versions(partition_id)
+        return versions[-1] if versions else None
+
+    def walk(
+        self, problems: list[StatelensError], cancelled: Callable[[], bool] | None = None, *,
+        need_state: bool = True, only_last: bool = False,
+    ) -> StateWalk:
+        """``(partition, version, state, changes)`` as :func:`walk_partition` yields them, partition by partition.
+
+        Every version is read (the delta chain must be replayed), whatever ``only_last`` says.
+        """
+        for pid in self.partition_ids():
+            for v, state, changes in walk_partition(self.reader, pid, problems, cancelled):
+                yield pid, v, state, changes
+
+    def value_reader(self, path: tuple[int, ...]) -> Callable[[Any], int | None]:
+        return int_reader(_value_layout(self.reader), path)
+
+    def key_reader(self, path: tuple[int, ...]) -> Callable[[Any], int | None]:
+        return int_reader(_key_layout(self.reader), path)
+
+    def key_decoder(self, partition_id: int) -> Any:
+        return _KeyDecoder(self.reader, partition_id)
+
+    @staticmethod
+    def tiebreak(key: Any) -> Any:
+        return key  # raw bytes: equal timeouts pop in key-byte order
+
+
+class SparkSource:
+    """One store read through Spark's ``statestore`` source (:class:`readers.backends.spark.SparkBackend`).
+
+    Keys are identified by their decoded key tuple, values are decoded rows. Spark answers for every
+    partition of a version in one job, so the walk goes version by version (then partition): the
+    first version, and any version after a failed read, is read whole (``read_rows``); the others
+    through Spark's change feed for that one batch (``read_changes``), or whole again when the feed
+    is unavailable (RocksDB without changelog checkpointing). Only committed versions are read.
+    """
+
+    name = "spark"
+    partition_major = False
+
+    def __init__(self, backend: Any, ckpt: Any, store: Any):
+        from readers.values import json_converter
+
+        self.backend = backend
+        self.operator_id = store.operator_id
+        self.store_name = store.store_name
+        self.schema = store.schema
+        self.pids = sorted(store.partitions)
+        self.versions = [v for v in store.versions if v - 1 in ckpt.commits]
+        self._convert = json_converter(store.schema.key_schema)
+        self._ties = itertools.count()
+        self.feed_note = ""
+
+    def partition_ids(self) -> list[int]:
+        return list(self.pids)
+
+    def last_version(self, partition_id: int) -> int | None:
+        return self.versions[-1] if self.versions else None
+
+    def walk(
+        self, problems: list[StatelensError], cancelled: Callable[[], bool] | None = None, *,
+        need_state: bool = True, only_last: bool = False,
+    ) -> StateWalk:
+        """``(partition, version, state, changes)``, version by version, every partition at each.
+
+        ``state`` is the whole partition when ``changes`` is None, else empty (the changes were read,
+        not the state). ``need_state`` reads every version whole; ``only_last`` reads the last only.
+        """
+        op, store = self.operator_id, self.store_name
+        use_feed = not need_state
+        previous: int | None = None
+        for v in self.versions[-1:] if only_last else self.versions:
+            if cancelled is not None and cancelled():
+                return
+            if use_feed and previous == v - 1:
+                try:
+                    records = self.backend.read_changes(op, store, v, v)
+                except StatelensError as err:
+                    use_feed = False
+                    self.feed_note = f"Spark's change feed is unavailable ({err}): every version read whole"
+                else:
+                    changes: dict[int, list[tuple[Any, Any]]] = {}
+                    for ch in records:
+                        changes.setdefault(ch.partition_id, []).append((_identity(ch.key), ch.value))
+                    previous = v
+                    for pid in sorted(set(self.pids) | set(changes)):
+                        yield pid, v, {}, changes.pop(pid, [])
+                    continue
+            try:
+                rows = self.backend.read_rows(op, store, v)
+            except StatelensError as err:
+                problems.append(err)
+                previous = None
+                continue
+            states: dict[int, dict[Any, Any]] = {}
+            for r in rows:
+                states.setdefault(r.partition_id, {})[_identity(r.key)] = r.value
+            del rows
+            previous = v
+            for pid in sorted(set(self.pids) | set(states)):
+                yield pid, v, states.pop(pid, {}), None
+
+    def value_reader(self, path: tuple[int, ...]) -> Callable[[Any], int | None]:
+        return _tuple_reader(path)
+
+    def key_reader(self, path: tuple[int, ...]) -> Callable[[Any], int | None]:
+        read = _tuple_reader(path)
+        return lambda key: read(key.key if isinstance(key, _FrozenKey) else key)
+
+    def key_decoder(self, partition_id: int) -> Any:
+        return _DecodedKeys(self._convert)
+
+    def tiebreak(self, key: Any) -> Any:
+        return next(self._ties)  # decoded keys may not be comparable (None, mixed types)
+
+
+def state_source(ckpt: Any, store: Any, backends: Any = None) -> NativeSource | SparkSource:
+    """The source :func:`iter_expired` reads one store from.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+    store : readers.model.StoreInfo
+    backends : readers.backends.BackendChooser, optional
+        Picks native or Spark per store (``auto``: native where it can decode); default native.
+
+    Returns
+    -------
+    NativeSource or SparkSource
+
+    Raises
+    ------
+    BackendUnavailableError
+        The native decoders cannot read this store (and the native backend was asked for).
+    """
+    if backends is not None and backends.for_store(store.operator_id, store.store_name).name == "spark":
+        return SparkSource(backends.spark, ckpt, store)
+    return NativeSource(ckpt.store_reader(store.operator_id, store.store_name))
+
+
+class _FrozenKey:
+    """A decoded key that is not hashable as it is (arrays, maps) or holds NaN: compared by value."""
+
+    __slots__ = ("_id", "key")
+
+    def __init__(self, key: Any):
+        self.key = key
+        self._id = _freeze(key)
+
+    def __hash__(self) -> int:
+        return hash(self._id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _FrozenKey) and self._id == other._id
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, float) and value != value:
+        return ("NaN",)  # NaN != NaN: the same key must still find itself
+    return value
+
+
+def _has_nan(value: Any) -> bool:
+    if isinstance(value, float):
+        return value != value
+    if isinstance(value, (tuple, list)):
+        return any(_has_nan(v) for v in value)
+    return False
+
+
+def _identity(key: Any) -> Any:
+    """A dict key for a decoded key tuple (the tuple itself when it is hashable and NaN-free)."""
+    try:
+        hash(key)
+    except TypeError:
+        return _FrozenKey(key)
+    return _FrozenKey(key) if _has_nan(key) else key
+
+
+def _tuple_reader(path: tuple[int, ...]) -> Callable[[Any], int | None]:
+    """Reads an integer field of a decoded row by positional path (``None`` when null or not an int)."""
+
+    def read(row: Any) -> int | None:
+        for index in path:
+            if row is None or index >= len(row):
+                return None
+            row = row[index]
+        return row if isinstance(row, int) and not isinstance(row, bool) else None
+
+    return read
+
+
+class _DecodedKeys:
+    """The JSON form of decoded keys (Spark): nothing to decode, only to convert."""
+
+    def __init__(self, convert: Callable[[Any], Any]):
+        self.convert = convert
+
+    def decode(self, keys: list[Any]) -> None:
+        """Nothing to do: Spark decoded them."""
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.convert(key.key if isinstance(key, _FrozenKey) else key)
+
+
 # -- the analysis --------------------------------------------------------------------------------------
 def iter_expired(
     ckpt: Any,
@@ -309,8 +656,18 @@ def iter_expired(
     timeout_kind: str | None = None,
     cancelled: Callable[[], bool] | None = None,
     version_counts: Counter[tuple[int, str, int, str]] | None = None,
+    sink: Callable[[ExpiredFinding], None] | None = None,
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
+    backends: Any = None,
 ) -> Generator[Progress, None, ExpiredResult]:
-    """Find expired-but-unremoved keys in every (or one) stateful operator.
+    """Find expired-but-unremoved keys in every (or one) stateful operator, in bounded memory.
+
+    Findings are handed to ``sink`` one by one as they are found, in walk order: operator id, store
+    name, partition, version (ascending), then category (``zombie``, ``overdue``, ``stale``,
+    ``eviction_lag``); within one of those, in the order the state holds the keys. (Through Spark the
+    walk goes version by version, so with ``all_versions`` version comes before partition.) Nothing
+    holds them all: the result has exact counts and at most ``max_examples`` findings per operator,
+    store and category.
 
     Parameters
     ----------
@@ -332,6 +689,15 @@ def iter_expired(
         ``version_counts[(operator_id, store_name, version, category)]``, without decoding those keys
         or keeping findings for them (the over-time view of a large store in bounded memory). The
         latest versions are not counted there: their findings are in the result.
+    sink : callable, optional
+        Called with every :class:`ExpiredFinding` as it is found (print it, write it, collect it).
+        Without a sink only the keys of kept examples are decoded.
+    max_examples : int
+        Findings kept in :attr:`ExpiredResult.examples` per operator, store and category: the most
+        overdue (largest ``age_ms``).
+    backends : readers.backends.BackendChooser, optional
+        Where state rows come from (``native``, ``spark`` or ``auto``); default the native decoders.
+        Through Spark the same checks run on decoded rows, keys identified by their decoded tuple.
 
     Yields
     ------
@@ -350,28 +716,21 @@ def iter_expired(
         raise UsageError(f"unknown timeout kind {timeout_kind!r}; use one of: {', '.join(TIMEOUT_KINDS)}")
     operators = [ckpt.operator(operator_id)] if operator_id is not None else list(ckpt.operators)
     clock = BatchClock(ckpt)
-    findings: list[ExpiredFinding] = []
-    summaries: list[OperatorExpiry] = []
+    result = ExpiredResult([], [], stale_after or None, all_versions, max_examples)
     problems: list[StatelensError] = []
-    jobs = [(op, st) for op in operators for st in op.stores]
+    out = _Emitter(result, sink)
+    # Walk order: operator id, then store name (the order the findings were always sorted in).
+    jobs = sorted(((op, st) for op in operators for st in op.stores), key=lambda j: (j[0].operator_id, j[1].store_name))
     for n, (op, st) in enumerate(jobs):
         summary = OperatorExpiry(op.operator_id, op.kind.value, st.store_name, "skipped")
-        summaries.append(summary)
+        result.operators.append(summary)
         yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}")
         if st.schema is None:
             summary.reason = "no schema file: rows cannot be decoded"
             continue
-        try:
-            reader = ckpt.store_reader(op.operator_id, st.store_name)
-        except BackendUnavailableError as unreadable:  # e.g. RocksDB column families (transformWithState)
-            summary.reason = unreadable.message
-            continue
+        col: tuple[str, tuple[int, ...], str, str] | None = None
         if op.kind in _TIMEOUT_OPERATORS:
-            summary.check = "timeouts"
-            yield from _check_timeouts(
-                op, reader, clock, summary, findings, problems, all_versions, stale_after, timeout_kind, cancelled,
-                version_counts,
-            )
+            check = "timeouts"
         elif op.kind in _EVICTING_OPERATORS:
             col = _eviction_column(op, st)
             if col is None and op.kind == OperatorKind.JOIN:
@@ -383,17 +742,83 @@ def iter_expired(
                     "state, see growth"
                 )
                 continue
-            summary.check = "eviction"
-            yield from _check_eviction(op, reader, clock, col, summary, findings, problems, all_versions, cancelled,
-                                       version_counts)
+            check = "eviction"
         else:
             summary.reason = f"{op.kind.value}: no timeout or eviction rule known"
+            continue
+        try:
+            source = state_source(ckpt, st, backends)
+        except BackendUnavailableError as unreadable:  # e.g. RocksDB column families (transformWithState)
+            summary.reason = unreadable.message
+            continue
+        summary.backend = source.name
+        summary.check = check
+        if col is None:
+            yield from _check_timeouts(
+                op, source, clock, summary, out, problems, all_versions, stale_after, timeout_kind, cancelled,
+                version_counts,
+            )
+        else:
+            yield from _check_eviction(op, source, clock, col, summary, out, problems, all_versions, cancelled,
+                                       version_counts)
+        if isinstance(source, SparkSource) and source.feed_note:
+            summary.reason = source.feed_note
     yield Progress(len(jobs), len(jobs), "expired keys")
-    findings.sort(key=lambda f: (f.operator_id, f.store_name, f.partition, f.version, CATEGORIES.index(f.category)))
     unique: dict[str, StatelensError] = {}
     for err in problems:  # the inference pass and the main pass meet the same bad files
         unique.setdefault(str(err), err)
-    return ExpiredResult(findings, summaries, list(unique.values()), stale_after or None, all_versions)
+    result.problems = list(unique.values())
+    return result
+
+
+def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    chunk: list[T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class _Emitter:
+    """Counts findings, decodes the keys of the ones anybody will see, hands them to the sink.
+
+    Works through a version's findings :data:`_CHUNK` at a time, so memory does not grow with them.
+    """
+
+    def __init__(self, result: ExpiredResult, sink: Callable[[ExpiredFinding], None] | None):
+        self.result = result
+        self.sink = sink
+
+    def emit(
+        self,
+        summary: OperatorExpiry,
+        partition_id: int,
+        version: int,
+        candidates: Iterable[tuple[Any, dict[str, Any]]],
+        keys: Any,
+    ) -> None:
+        """Report ``(raw key, ExpiredFinding fields)`` pairs found at one partition and version."""
+        result, sink = self.result, self.sink
+        op_id, store = summary.operator_id, summary.store_name
+        for chunk in _chunks(candidates, _CHUNK):
+            todo = []
+            for k, fields in chunk:
+                category = fields["category"]
+                result.count((op_id, store, partition_id, version, category), fields["age_batches"])
+                summary.counts[category] = summary.counts.get(category, 0) + 1
+                if sink is not None or result.wants(op_id, store, category, fields["age_ms"]):
+                    todo.append((k, fields))
+            if not todo:
+                continue
+            keys.decode([k for k, _ in todo])
+            for k, fields in todo:
+                finding = ExpiredFinding(op_id, store, partition_id, version, key=keys[k], **fields)
+                result.keep(finding)
+                if sink is not None:
+                    sink(finding)
 
 
 def _eviction_column(op: Any, st: Any) -> tuple[str, tuple[int, ...], str, str] | None:
@@ -416,7 +841,7 @@ def _timeout_column(op: Any, store_name: str) -> tuple[int, ...] | None:
 
 
 class _KeyDecoder:
-    """Decodes reported raw keys of one partition in batches, caching the JSON form."""
+    """Decodes reported raw keys of one partition, caching the JSON form of up to :data:`_KEY_CACHE`."""
 
     def __init__(self, reader: Any, partition_id: int):
         self.reader = reader
@@ -428,6 +853,9 @@ class _KeyDecoder:
         todo = [k for k in keys if k not in self.cache]
         if not todo:
             return
+        if len(self.cache) + len(todo) > _KEY_CACHE:
+            # Keeps --all-versions from re-decoding the same zombies at every version, in bounded memory.
+            self.cache = {k: self.cache[k] for k in keys if k in self.cache}
         path = f"state/{self.reader.operator_id}/{self.partition_id}"
         decoded = self.reader.decode_pairs([(k, None) for k in todo], path)
         convert = self.convert
@@ -450,12 +878,90 @@ def _key_layout(reader: Any) -> Any:
     return compile_layout(reader.schema.key_schema)
 
 
+class _TimeoutState:
+    """Timeouts, last writes and zombies of one store partition, advanced version by version.
+
+    Keys are whatever the source identifies them by (raw bytes natively, decoded tuples through Spark).
+    """
+
+    def __init__(self, read_timeout: Callable[[Any], int | None], clock: BatchClock, kind: str | None,
+                 tiebreak: Callable[[Any], Any]):
+        self.read_timeout = read_timeout
+        self.clock = clock
+        self.kind = kind
+        self.tiebreak = tiebreak
+        self.timeouts: dict[Any, int] = {}
+        self.last_write: dict[Any, int] = {}
+        self.zombies: dict[Any, tuple[int | None, int, int | None]] = {}  # key -> (fired batch, timeout, threshold)
+        self.heap: list[tuple[int, Any, Any]] = []  # (timeout, tie, key) of armed timeouts
+
+    def step(self, v: int, state: Mapping[Any, Any], changes: list[tuple[Any, Any]] | None) -> int | None:
+        """Apply version ``v`` (its whole ``state`` when ``changes`` is None); return its threshold."""
+        clock, kind, read_timeout, tie = self.clock, self.kind, self.read_timeout, self.tiebreak
+        b = v - 1
+        thr = clock.threshold(b, kind) if kind else None
+        if changes is None:
+            timeouts: dict[Any, int] = {}
+            for k, val in state.items():
+                t = read_timeout(val)
+                timeouts[k] = NO_TIMESTAMP if t is None else t
+            self.timeouts = timeouts
+            self.last_write = dict.fromkeys(state, v)  # unknown history: at least this recent
+            self.zombies = zombies = {}
+            self.heap = [(t, tie(k), k) for k, t in timeouts.items() if t != NO_TIMESTAMP]
+            heapq.heapify(self.heap)
+            if thr is not None:
+                # Still holding a timeout below the threshold of the batch that wrote this version:
+                # it fired then (or earlier) and was left in place (the PySpark leak shape).
+                for k, t in timeouts.items():
+                    if t != NO_TIMESTAMP and t < thr:
+                        b0 = clock.first_batch_over(t, kind, b)  # type: ignore[arg-type]
+                        zombies[k] = (b0, t, clock.threshold(b0, kind) if b0 is not None else None)  # type: ignore[arg-type]
+            return thr
+        timeouts, last_write, zombies, heap = self.timeouts, self.last_write, self.zombies, self.heap
+        fired: dict[Any, int] = {}
+        if thr is not None:
+            while heap and heap[0][0] < thr:
+                t, _, k = heapq.heappop(heap)
+                if timeouts.get(k) == t and k not in zombies:
+                    fired[k] = t
+        for k, new_val in changes:
+            if new_val is None:
+                timeouts.pop(k, None)
+                last_write.pop(k, None)
+                zombies.pop(k, None)
+                continue
+            t2 = read_timeout(new_val)
+            t2 = NO_TIMESTAMP if t2 is None else t2
+            old = timeouts.get(k)
+            timeouts[k] = t2
+            last_write[k] = v
+            if k in zombies and t2 != NO_TIMESTAMP:
+                rearmed = t2 >= thr if thr is not None else t2 != old
+                if rearmed:
+                    del zombies[k]
+            if t2 != NO_TIMESTAMP and k not in zombies and k not in fired:
+                heapq.heappush(heap, (t2, tie(k), k))
+        for k, t in fired.items():
+            t2 = timeouts.get(k)
+            if t2 is None:
+                continue  # removed: the function cleaned up
+            if t2 == NO_TIMESTAMP or t2 < thr:  # type: ignore[operator]
+                zombies[k] = (b, t, thr)
+            else:
+                heapq.heappush(heap, (t2, tie(k), k))
+        if len(heap) > 2 * len(timeouts) + 1024:
+            self.heap = [(t, tie(k), k) for k, t in timeouts.items() if t != NO_TIMESTAMP and k not in zombies]
+            heapq.heapify(self.heap)
+        return thr
+
+
 def _check_timeouts(
     op: Any,
-    reader: Any,
+    source: NativeSource | SparkSource,
     clock: BatchClock,
     summary: OperatorExpiry,
-    findings: list[ExpiredFinding],
+    out: _Emitter,
     problems: list[StatelensError],
     all_versions: bool,
     stale_after: int | None,
@@ -463,124 +969,70 @@ def _check_timeouts(
     cancelled: Callable[[], bool] | None,
     version_counts: Counter[tuple[int, str, int, str]] | None = None,
 ) -> Generator[Progress, None, None]:
-    path = _timeout_column(op, reader.store_name)
+    path = _timeout_column(op, source.store_name)
     if path is None:
-        read_timeout: Callable[[bytes], int | None] = lambda _v: NO_TIMESTAMP  # noqa: E731
+        read_timeout: Callable[[Any], int | None] = lambda _v: NO_TIMESTAMP  # noqa: E731
         evidence = TimeoutKindEvidence("none", "schema", "no timeoutTimestamp column: timeouts are not configured")
     else:
-        read_timeout = int_reader(_value_layout(reader), path)
+        read_timeout = source.value_reader(path)
         if override is not None:
             evidence = TimeoutKindEvidence(override, "override", "given with --timeout-kind")
         else:
             yield Progress(0, 1, f"operator {op.operator_id}: inferring the timeout kind")
-            evidence = infer_timeout_kind(reader, clock, read_timeout, problems)
+            evidence = infer_timeout_kind(source, clock, read_timeout, problems)
     summary.timeout_kind = evidence
     kind = evidence.timeout_kind if evidence.timeout_kind in TIMEOUT_KINDS else None
     ev_text = f"{evidence.source}: {evidence.evidence}"
-    pids = reader.partition_ids()
+    pids = source.partition_ids()
     summary.partitions = len(pids)
+    last_versions = {pid: source.last_version(pid) for pid in pids}
+    states: dict[int, tuple[_TimeoutState, Any]] = {}
     last_tick = time.monotonic()
-    for n, pid in enumerate(pids):
-        yield Progress(n, len(pids), f"operator {op.operator_id}: partition {pid}")
-        versions = reader.versions(pid)
-        if not versions:
-            continue
-        last_version = versions[-1]
-        keys = _KeyDecoder(reader, pid)
-        timeouts: dict[bytes, int] = {}
-        last_write: dict[bytes, int] = {}
-        zombies: dict[bytes, tuple[int | None, int, int | None]] = {}  # key -> (fired batch, timeout, threshold)
-        heap: list[tuple[int, bytes]] = []
-        for v, state, changes in walk_partition(reader, pid, problems, cancelled):
+    current: int | None = None
+    walk = source.walk(problems, cancelled, need_state=False)
+    try:
+        for pid, v, state, changes in walk:
+            if pid != current:
+                current = pid
+                if source.partition_major:
+                    states.clear()  # a finished partition is not seen again
+                    yield Progress(pids.index(pid) if pid in pids else 0, len(pids),
+                                   f"operator {op.operator_id}: partition {pid}")
+            if pid not in states:
+                states[pid] = (_TimeoutState(read_timeout, clock, kind, source.tiebreak), source.key_decoder(pid))
+            ts, keys = states[pid]
             summary.versions_read += 1
-            b = v - 1
-            thr = clock.threshold(b, kind) if kind else None
-            if changes is None:
-                timeouts = {}
-                for k, val in state.items():
-                    t = read_timeout(val)
-                    timeouts[k] = NO_TIMESTAMP if t is None else t
-                last_write = dict.fromkeys(state, v)  # unknown history: at least this recent
-                zombies = {}
-                heap = [(t, k) for k, t in timeouts.items() if t != NO_TIMESTAMP]
-                heapq.heapify(heap)
-                if thr is not None:
-                    # Still holding a timeout below the threshold of the batch that wrote this version:
-                    # it fired then (or earlier) and was left in place (the PySpark leak shape).
-                    for k, t in timeouts.items():
-                        if t != NO_TIMESTAMP and t < thr:
-                            b0 = clock.first_batch_over(t, kind, b)  # type: ignore[arg-type]
-                            zombies[k] = (b0, t, clock.threshold(b0, kind) if b0 is not None else None)  # type: ignore[arg-type]
-            else:
-                fired: dict[bytes, int] = {}
-                if thr is not None:
-                    while heap and heap[0][0] < thr:
-                        t, k = heapq.heappop(heap)
-                        if timeouts.get(k) == t and k not in zombies:
-                            fired[k] = t
-                for k, new_val in changes:
-                    if new_val is None:
-                        timeouts.pop(k, None)
-                        last_write.pop(k, None)
-                        zombies.pop(k, None)
-                        continue
-                    t2 = read_timeout(new_val)
-                    t2 = NO_TIMESTAMP if t2 is None else t2
-                    old = timeouts.get(k)
-                    timeouts[k] = t2
-                    last_write[k] = v
-                    if k in zombies and t2 != NO_TIMESTAMP:
-                        rearmed = t2 >= thr if thr is not None else t2 != old
-                        if rearmed:
-                            del zombies[k]
-                    if t2 != NO_TIMESTAMP and k not in zombies and k not in fired:
-                        heapq.heappush(heap, (t2, k))
-                for k, t in fired.items():
-                    t2 = timeouts.get(k)
-                    if t2 is None:
-                        continue  # removed: the function cleaned up
-                    if t2 == NO_TIMESTAMP or t2 < thr:  # type: ignore[operator]
-                        zombies[k] = (b, t, thr)
-                    else:
-                        heapq.heappush(heap, (t2, k))
-                if len(heap) > 2 * len(timeouts) + 1024:
-                    heap = [(t, k) for k, t in timeouts.items() if t != NO_TIMESTAMP and k not in zombies]
-                    heapq.heapify(heap)
-            if v == last_version:
-                summary.keys_at_latest += len(state)
-            if all_versions or v == last_version:
-                _emit_timeout_findings(
-                    op, reader, clock, kind, ev_text, pid, v, thr, timeouts, last_write, zombies, keys,
-                    stale_after, v == last_version, findings, summary,
-                )
+            thr = ts.step(v, state, changes)
+            last = last_versions.get(pid)
+            if v == last:
+                summary.keys_at_latest += len(ts.timeouts)
+            if all_versions or v == last:
+                out.emit(summary, pid, v, _timeout_candidates(ts, clock, kind, ev_text, v, thr, stale_after, v == last),
+                         keys)
             elif version_counts is not None:
-                _count_timeout_findings(op, reader, v, timeouts, last_write, zombies, stale_after, version_counts)
+                _count_timeout_findings(op, source, v, ts, stale_after, version_counts)
             if time.monotonic() - last_tick > 0.1:
                 last_tick = time.monotonic()
-                yield Progress(n, len(pids), f"operator {op.operator_id}: partition {pid}, version {v}")
+                yield Progress(pids.index(pid) if pid in pids else 0, len(pids),
+                               f"operator {op.operator_id}: partition {pid}, version {v}")
+    finally:
+        walk.close()
 
 
-def _emit_timeout_findings(
-    op: Any,
-    reader: Any,
+def _timeout_candidates(
+    ts: _TimeoutState,
     clock: BatchClock,
     kind: str | None,
     evidence: str,
-    pid: int,
     v: int,
     thr: int | None,
-    timeouts: dict[bytes, int],
-    last_write: dict[bytes, int],
-    zombies: dict[bytes, tuple[int | None, int, int | None]],
-    keys: _KeyDecoder,
     stale_after: int | None,
     is_latest: bool,
-    findings: list[ExpiredFinding],
-    summary: OperatorExpiry,
-) -> None:
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """``(key, finding fields)`` of what one partition holds at version ``v``: zombies, overdue, stale."""
     b = v - 1
     kind_label = kind or "none"
-    out: list[tuple[bytes, dict[str, Any]]] = []
+    timeouts, zombies, last_write = ts.timeouts, ts.zombies, ts.last_write
     for k, (b0, t0, thr0) in zombies.items():
         stored = timeouts.get(k)
         note = (
@@ -588,21 +1040,22 @@ def _emit_timeout_findings(
             if stored == t0
             else "stored again without a timeout (-1): never fires again"
         )
-        out.append((k, dict(
+        yield k, dict(
             category="zombie", batch_id=b0, timeout_ms=t0, threshold_ms=thr0, timeout_kind=kind_label,
             age_batches=(b - b0 + 1) if b0 is not None else None,
             age_ms=(thr - t0) if thr is not None else None, stored_timeout_ms=stored, note=note,
-        )))
+            evidence=evidence,
+        )
     if is_latest and kind is not None:
         nthr, source = clock.next_threshold(b, kind)
         if nthr is not None:
             for k, t in timeouts.items():
                 if t != NO_TIMESTAMP and t < nthr and k not in zombies:
-                    out.append((k, dict(
+                    yield k, dict(
                         category="overdue", batch_id=v, timeout_ms=t, threshold_ms=nthr, timeout_kind=kind_label,
                         age_batches=0, age_ms=nthr - t, stored_timeout_ms=t,
-                        note=f"no batch processed it; next threshold from {source}",
-                    )))
+                        note=f"no batch processed it; next threshold from {source}", evidence=evidence,
+                    )
     if stale_after:
         ts_now = clock.timestamp_ms.get(b)
         for k, t in timeouts.items():
@@ -611,38 +1064,31 @@ def _emit_timeout_findings(
             written = last_write.get(k, v)
             if v - written >= stale_after:
                 ts_then = clock.timestamp_ms.get(written - 1)
-                out.append((k, dict(
+                yield k, dict(
                     category="stale", batch_id=written - 1, timeout_ms=NO_TIMESTAMP, threshold_ms=None,
                     timeout_kind="none", age_batches=v - written,
                     age_ms=(ts_now - ts_then) if ts_now is not None and ts_then is not None else None,
                     stored_timeout_ms=NO_TIMESTAMP,
                     note="no timeout and not written since" + (" (at least)" if written == v else ""),
-                )))
-    if not out:
-        return
-    keys.decode([k for k, _ in out])
-    for k, fields in out:
-        ev = evidence if fields["category"] != "stale" else "no timeout set on the key"
-        findings.append(ExpiredFinding(op.operator_id, reader.store_name, pid, v, key=keys[k], evidence=ev, **fields))
-        summary.counts[fields["category"]] = summary.counts.get(fields["category"], 0) + 1
+                    evidence="no timeout set on the key",
+                )
 
 
 def _count_timeout_findings(
     op: Any,
-    reader: Any,
+    source: NativeSource | SparkSource,
     v: int,
-    timeouts: dict[bytes, int],
-    last_write: dict[bytes, int],
-    zombies: dict[bytes, tuple[int | None, int, int | None]],
+    ts: _TimeoutState,
     stale_after: int | None,
     counts: Counter[tuple[int, str, int, str]],
 ) -> None:
-    """What :func:`_emit_timeout_findings` would report at a non-latest version, counted, keys not decoded."""
-    where = (op.operator_id, reader.store_name, v)
-    if zombies:
-        counts[(*where, "zombie")] += len(zombies)
+    """What :func:`_timeout_candidates` would report at a non-latest version, counted, keys not decoded."""
+    where = (op.operator_id, source.store_name, v)
+    if ts.zombies:
+        counts[(*where, "zombie")] += len(ts.zombies)
     if stale_after:
-        n = sum(1 for k, t in timeouts.items()
+        zombies, last_write = ts.zombies, ts.last_write
+        n = sum(1 for k, t in ts.timeouts.items()
                 if t == NO_TIMESTAMP and k not in zombies and v - last_write.get(k, v) >= stale_after)
         if n:
             counts[(*where, "stale")] += n
@@ -650,67 +1096,79 @@ def _count_timeout_findings(
 
 def _check_eviction(
     op: Any,
-    reader: Any,
+    source: NativeSource | SparkSource,
     clock: BatchClock,
     col: tuple[str, tuple[int, ...], str, str],
     summary: OperatorExpiry,
-    findings: list[ExpiredFinding],
+    out: _Emitter,
     problems: list[StatelensError],
     all_versions: bool,
     cancelled: Callable[[], bool] | None,
     version_counts: Counter[tuple[int, str, int, str]] | None = None,
 ) -> Generator[Progress, None, None]:
     side, path, unit, name = col
-    read = int_reader(_key_layout(reader) if side == "key" else _value_layout(reader), path)
+    read = source.key_reader(path) if side == "key" else source.value_reader(path)
     summary.timeout_kind = TimeoutKindEvidence(
         "event_time", "schema", f"Spark evicts rows whose {side} field {name} is behind the watermark"
     )
     note = _JOIN_NOTE if op.kind == OperatorKind.JOIN else ""
     ev_text = f"schema: {summary.timeout_kind.evidence}"
-    pids = reader.partition_ids()
+    pids = source.partition_ids()
     summary.partitions = len(pids)
+    last_versions = {pid: source.last_version(pid) for pid in pids}
     last_tick = time.monotonic()
-    for n, pid in enumerate(pids):
-        yield Progress(n, len(pids), f"operator {op.operator_id} {reader.store_name}: partition {pid}")
-        versions = reader.versions(pid)
-        if not versions:
-            continue
-        last_version = versions[-1]
-        keys = _KeyDecoder(reader, pid)
-        for v, state, _changes in walk_partition(reader, pid, problems, cancelled):
+    current: int | None = None
+    keys: Any = None
+    walk = source.walk(problems, cancelled, need_state=True, only_last=not all_versions and version_counts is None)
+    try:
+        for pid, v, state, _changes in walk:
+            if pid != current:
+                current = pid
+                keys = source.key_decoder(pid)
+                yield Progress(pids.index(pid) if pid in pids else 0, len(pids),
+                               f"operator {op.operator_id} {source.store_name}: partition {pid}")
             summary.versions_read += 1
-            if v == last_version:
+            last = last_versions.get(pid)
+            if v == last:
                 summary.keys_at_latest += len(state)
-            count_only = not (all_versions or v == last_version)
+            count_only = not (all_versions or v == last)
             if count_only and version_counts is None:
                 continue
             b = v - 1
             wm = clock.watermark_ms.get(b)
             if not wm:
                 continue
-            out: list[tuple[bytes, int]] = []
-            for k, val in state.items():
-                t = to_ms(read(k if side == "key" else val), unit)
-                if t is not None and t < wm:
-                    out.append((k, t))
-            if not out:
-                continue
+            behind = (
+                (k, t) for k, t in (
+                    (k, to_ms(read(k if side == "key" else val), unit)) for k, val in state.items()
+                ) if t is not None and t < wm
+            )
             if count_only:
-                version_counts[(op.operator_id, reader.store_name, v, "eviction_lag")] += len(out)  # type: ignore[index]
+                n = sum(1 for _ in behind)
+                if n:
+                    version_counts[(op.operator_id, source.store_name, v, "eviction_lag")] += n  # type: ignore[index]
                 continue
-            keys.decode([k for k, _ in out])
-            for k, t in out:
-                b0 = clock.first_batch_over(t, "event_time", b)
-                findings.append(ExpiredFinding(
-                    op.operator_id, reader.store_name, pid, v, b0, "eviction_lag", keys[k], t, wm, "event_time",
-                    (b - b0 + 1) if b0 is not None else None, wm - t, None, note, ev_text,
-                ))
-            summary.counts["eviction_lag"] = summary.counts.get("eviction_lag", 0) + len(out)
+            out.emit(summary, pid, v, _eviction_candidates(behind, clock, b, wm, note, ev_text), keys)
             if time.monotonic() - last_tick > 0.1:
                 last_tick = time.monotonic()
-                yield Progress(n, len(pids), f"operator {op.operator_id}: partition {pid}, version {v}")
+                yield Progress(pids.index(pid) if pid in pids else 0, len(pids),
+                               f"operator {op.operator_id}: partition {pid}, version {v}")
+    finally:
+        walk.close()
+
+
+def _eviction_candidates(
+    behind: Iterable[tuple[Any, int]], clock: BatchClock, b: int, wm: int, note: str, evidence: str
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    for k, t in behind:
+        b0 = clock.first_batch_over(t, "event_time", b)
+        yield k, dict(
+            batch_id=b0, category="eviction_lag", timeout_ms=t, threshold_ms=wm, timeout_kind="event_time",
+            age_batches=(b - b0 + 1) if b0 is not None else None, age_ms=wm - t, stored_timeout_ms=None,
+            note=note, evidence=evidence,
+        )
 
 
 def expired_json(result: ExpiredResult) -> list[dict[str, Any]]:
-    """The ``statelens expired --json`` list."""
-    return [f.to_json() for f in result.findings]
+    """The kept examples as ``statelens expired --json`` objects (the command streams every finding)."""
+    return [f.to_json() for f in result.examples]

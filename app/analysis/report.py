@@ -260,17 +260,19 @@ def _expired(expired: ExpiredResult, top: int) -> str:
             ", ".join(f"{n} {c}" for c, n in sorted(o.counts.items())) or "none",
         ])
     parts.append(_table(["op", "kind", "store", "check", "timeout kind", "evidence", "findings"], op_rows, (0,)))
-    findings = expired.findings
-    if not findings:
+    counts = expired.counts()
+    if not expired.total():
         parts.append("<p>No expired-but-present keys at the latest version.</p></section>")
         return "".join(parts)
-    by_cat = Counter(f.category for f in findings)
-    cats = [c for c in CATEGORIES if by_cat.get(c)]
+    cats = [c for c in CATEGORIES if counts.get(c)]
     parts.append(_chart(svg.bar_chart(
-        cats, [("keys", [float(by_cat[c]) for c in cats])], title="Expired-but-present keys by category",
+        cats, [("keys", [float(counts[c]) for c in cats])], title="Expired-but-present keys by category",
         x_label="category", y_label="keys", integer_y=True,
     )))
-    ages = Counter(min(f.age_batches, 50) for f in findings if f.age_batches is not None and f.category == "zombie")
+    ages: Counter[int] = Counter()
+    for (_, _, category, age), n in expired.ages.items():
+        if category == "zombie" and age is not None:
+            ages[min(age, 50)] += n
     if ages:
         xs = list(range(min(ages), max(ages) + 1))
         parts.append(_chart(svg.bar_chart(
@@ -278,8 +280,10 @@ def _expired(expired: ExpiredResult, top: int) -> str:
             title="Zombie age: batches run since the timeout fired", x_label="age (batches)", y_label="keys",
             integer_y=True,
         )))
+    # The examples hold the most overdue findings of every store and category: the top keys overall.
+    findings = expired.examples
     ranked = sorted(findings, key=lambda f: (CATEGORIES.index(f.category), -(f.age_ms or 0)))[:top]
-    parts.append(f"<h3>Top {len(ranked)} keys (oldest first within each category)</h3>")
+    parts.append(f"<h3>Top {len(ranked)} of {expired.total():,} keys (oldest first within each category)</h3>")
     parts.append(_table(
         ["category", "op", "store", "partition", "version", "key", "timeout / event time (UTC)", "threshold (UTC)",
          "timeout kind", "expired in batch", "age (batches)", "age", "note"],
@@ -417,10 +421,14 @@ def iter_report(
             yield Progress(step, steps, p.what)
 
     timeline = yield from sub(0, iter_timeline(ckpt))
+    # Only the top keys are shown: keep (and decode) no more than that many per store and category.
     expired = yield from sub(1, iter_expired(
-        ckpt, stale_after=stale_after, timeout_kind=timeout_kind, cancelled=cancelled
+        ckpt, stale_after=stale_after, timeout_kind=timeout_kind, cancelled=cancelled, max_examples=max(top_keys, 1),
     ))
-    zombies = Counter((f.operator_id, f.store_name) for f in expired.findings if f.category == "zombie")
+    zombies: Counter[tuple[int, str]] = Counter()
+    for (op_id, store, _, _, category), n in expired.tally.items():
+        if category == "zombie":
+            zombies[(op_id, store)] += n
     timeout_stores = {(o.operator_id, o.store_name) for o in expired.operators if o.check == "timeouts"}
     growth = yield from sub(2, iter_growth(ckpt, {k: zombies.get(k, 0) for k in timeout_stores}, cancelled))
     doctor = yield from sub(3, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
