@@ -262,7 +262,12 @@ def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
     from app.cli import _open
 
     ckpt = _open(args)
-    result = _drive(iter_doctor(ckpt, min_batches_to_retain=args.min_batches_to_retain, decode_files=not args.quick))
+    chooser = _backend_chooser(args, ckpt)
+    try:
+        result = _drive(iter_doctor(ckpt, min_batches_to_retain=args.min_batches_to_retain,
+                                    decode_files=not args.quick, backends=chooser))
+    finally:
+        _close_backends(args, chooser)
     if args.json:
         write_json(result.to_json(), out)
         return result.exit_code
@@ -286,13 +291,18 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
     from app.cli import _open
 
     ckpt = _open(args)
-    result = _drive(iter_report(
-        ckpt,
-        target_rows=args.target_rows,
-        stale_after=args.stale_after,
-        timeout_kind=args.timeout_kind,
-        decode_files=not args.quick,
-    ))
+    chooser = _backend_chooser(args, ckpt)
+    try:
+        result = _drive(iter_report(
+            ckpt,
+            target_rows=args.target_rows,
+            stale_after=args.stale_after,
+            timeout_kind=args.timeout_kind,
+            decode_files=not args.quick,
+            backends=chooser,
+        ))
+    finally:
+        _close_backends(args, chooser)
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(result.html)
@@ -333,6 +343,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--quick", action="store_true", help="do not read every state file (skip decode checks)")
     p.add_argument("--min-batches-to-retain", type=int, default=DEFAULT_MIN_BATCHES_TO_RETAIN, metavar="N",
                    help="the query's spark.sql.streaming.minBatchesToRetain (not recorded in the checkpoint)")
+    add_backend_options(p)
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("report", help="one self-contained HTML post-mortem report (overview, timeline, growth, "
@@ -345,6 +356,7 @@ def add_commands(sub: Any) -> None:
                    help="versions without a write before a key without timeout is stale (0 = off)")
     p.add_argument("--timeout-kind", choices=TIMEOUT_KINDS, help="override the inferred timeout kind")
     p.add_argument("--quick", action="store_true", help="health checks without reading every state file")
+    add_backend_options(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("timeline", help="per batch: start, interval, watermark, commit, records per source, conf changes")

@@ -45,6 +45,7 @@ class StoreGrowth:
     file_bytes: dict[int, dict[int, int]] = field(default_factory=dict)
     zombie_rows: int | None = None
     skipped: str = ""
+    backend: str = "native"  # "spark": rows and file bytes from Spark, key + value bytes unknown
 
     # -- totals ---------------------------------------------------------------------------------------
     def _total(self, table: dict[int, dict[int, int]], version: int) -> int:
@@ -136,12 +137,13 @@ class StoreGrowth:
             "top_partitions": [{"partition": p, "rows": r} for p, r in self.top_partitions()],
             "zombie_rows": self.zombie_rows,
             "zombie_share": self.zombie_share(),
+            "backend": self.backend,
             "per_partition": [
                 {
                     "partition": pid,
                     "version": v,
                     "rows": self.rows[pid][v],
-                    "state_bytes": self.state_bytes[pid][v],
+                    "state_bytes": self.state_bytes.get(pid, {}).get(v),
                     "file_bytes": self.file_bytes[pid].get(v, 0),
                 }
                 for pid in sorted(self.rows)
@@ -265,6 +267,7 @@ def iter_growth(
     ckpt: Any,
     zombie_rows: dict[tuple[int, str], int] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    backends: Any = None,
 ) -> Generator[Progress, None, GrowthResult]:
     """Rows and bytes of every HDFS store per partition and version, plus the footprint.
 
@@ -278,6 +281,10 @@ def iter_growth(
         timeouts to check) get no share.
     cancelled : callable, optional
         Polled between versions.
+    backends : readers.backends.BackendChooser, optional
+        Picks native or Spark per store (default native). Through Spark, rows per partition and
+        version come from its change feed in one job (``SparkBackend.iter_stats``), file bytes from
+        the listing; key + value bytes are not known (``state_bytes`` stays empty).
 
     Yields
     ------
@@ -295,6 +302,20 @@ def iter_growth(
         yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}")
         g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), list(st.versions))
         stores.append(g)
+        if backends is not None and backends.for_store(op.operator_id, st.store_name).name == "spark":
+            g.backend = "spark"
+            yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}: read by Spark")
+            try:
+                for s in backends.spark.iter_stats(op.operator_id, st.store_name, on_error=problems.append):
+                    g.rows.setdefault(s.partition_id, {})[s.version] = s.rows
+                    g.file_bytes.setdefault(s.partition_id, {})[s.version] = s.bytes
+            except StatelensError as err:
+                problems.append(err)
+                g.skipped = f"Spark could not read this store: {err.message}"
+            g.versions = sorted({v for per in g.rows.values() for v in per})
+            if zombie_rows is not None:
+                g.zombie_rows = zombie_rows.get((op.operator_id, st.store_name))
+            continue
         try:
             reader = ckpt.store_reader(op.operator_id, st.store_name)
         except BackendUnavailableError as err:  # e.g. RocksDB column families (transformWithState)

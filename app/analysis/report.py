@@ -194,9 +194,14 @@ def _growth(growth: GrowthResult, target_rows: int | None) -> str:
             [("rows", g.versions, g.total_rows())], title="Rows in the state (all partitions)",
             x_label="state version (= batch id + 1)", y_label="rows", integer_y=True,
         )))
+        sizes = [("files written for the version", g.versions, g.total_file_bytes())]
+        if g.backend == "native":
+            sizes.insert(0, ("state (key + value bytes)", g.versions, g.total_state_bytes()))
+        else:
+            parts.append(f'<p class="muted">Read by {_e(g.backend)}: rows from its change feed; the key + value '
+                         "bytes held are not known.</p>")
         parts.append(_chart(svg.line_chart(
-            [("state (key + value bytes)", g.versions, g.total_state_bytes()),
-             ("files written for the version", g.versions, g.total_file_bytes())],
+            sizes,
             title="State size (all partitions)", x_label="state version (= batch id + 1)", y_label="size (bytes)",
             y_format=svg.fmt_bytes,
         )))
@@ -383,6 +388,7 @@ def iter_report(
     decode_files: bool = True,
     top_keys: int = TOP_KEYS,
     cancelled: Callable[[], bool] | None = None,
+    backends: Any = None,
 ) -> Generator[Progress, None, ReportResult]:
     """Run every analysis and return the report.
 
@@ -400,6 +406,8 @@ def iter_report(
         Keys listed in the expired-keys table.
     cancelled : callable, optional
         Polled by the long steps.
+    backends : readers.backends.BackendChooser, optional
+        Where growth and expired keys read state rows (native, Spark or auto); default native.
 
     Yields
     ------
@@ -424,13 +432,15 @@ def iter_report(
     # Only the top keys are shown: keep (and decode) no more than that many per store and category.
     expired = yield from sub(1, iter_expired(
         ckpt, stale_after=stale_after, timeout_kind=timeout_kind, cancelled=cancelled, max_examples=max(top_keys, 1),
+        backends=backends,
     ))
     zombies: Counter[tuple[int, str]] = Counter()
     for (op_id, store, _, _, category), n in expired.tally.items():
         if category == "zombie":
             zombies[(op_id, store)] += n
     timeout_stores = {(o.operator_id, o.store_name) for o in expired.operators if o.check == "timeouts"}
-    growth = yield from sub(2, iter_growth(ckpt, {k: zombies.get(k, 0) for k in timeout_stores}, cancelled))
+    growth = yield from sub(2, iter_growth(ckpt, {k: zombies.get(k, 0) for k in timeout_stores}, cancelled,
+                                           backends=backends))
     doctor = yield from sub(3, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
     if target_rows is None:
         current = max((sum(g.latest_rows().values()) for g in growth.stores), default=0)

@@ -336,6 +336,16 @@ class SparkBackend:
                 out[(pid, b + 1)] = int(counts.get(pid, 0))
         return out
 
+    def row_counts(self, operator_id: int, store_name: str | None, version: int) -> dict[int, int]:
+        """Rows per partition of one store at ``version``, counted by Spark (only the counts are collected)."""
+        self._check_version(version)
+        with self._job(f"row counts of operator {operator_id} version {version}") as spark:
+            rows = (
+                self._reader(spark, operator_id, store_name).option("batchId", str(version - 1)).load(self.path)
+                .groupBy("partition_id").count().collect()
+            )
+        return {int(r["partition_id"]): int(r["count"]) for r in rows}
+
     def read_state_variable(
         self, operator_id: int, name: str, version: int, partition_id: int | None = None
     ) -> list[tuple[int, Any, Any, Any]]:
