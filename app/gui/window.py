@@ -1226,13 +1226,21 @@ class MainWindow(QMainWindow):
 
     # -- closing -------------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:
-        if not self.runner.shutdown():
-            import sys
+        import sys
 
+        # A Spark job never yields: cancel it first, or the runner would wait for it in vain.
+        self._cancel_spark_read()
+        if self._chooser is not None:
+            self._chooser.cancel()
+        if not self.runner.shutdown():
             names = ", ".join(job.what or job.channel for job in self.runner.running_jobs())
             sys.stderr.write(f"statelens: warning: jobs still running at exit: {names}\n")
         self.selection.disconnect_all()
-        self._close_backends()
+        self._close_backends()  # stops a Spark session the app started (a given one keeps running)
+        if "readers.backends.spark" in sys.modules:
+            from readers.backends.spark import stop_gateway
+
+            stop_gateway()  # and the JVM PySpark launched for it, with py4j's threads
         errors.set_dialog_parent(None)
         super().closeEvent(event)
 

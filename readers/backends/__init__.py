@@ -70,6 +70,12 @@ class BackendChooser:
             parts.append(self.spark.describe())
         return " and ".join(parts) or "no state read"
 
+    def cancel(self) -> None:
+        """Cancel the Spark reads in flight (native reads stop through their job's generator)."""
+        if self._spark_backend is not None:
+            self._spark_backend.cancel()
+
     def close(self) -> None:
+        """Cancel Spark reads and stop a session the Spark backend started (see ``SparkBackend.close``)."""
         if self._spark_backend is not None:
             self._spark_backend.close()

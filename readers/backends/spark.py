@@ -14,6 +14,7 @@ sorted by key, not in stored order).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import threading
@@ -24,7 +25,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from readers.errors import BackendUnavailableError, SparkReadError, StatelensError, UsageError
+from readers.errors import (
+    BackendUnavailableError,
+    ReadCancelledError,
+    SparkReadError,
+    StatelensError,
+    UsageError,
+)
 from readers.model import CalendarInterval, PartitionVersionStats, StateChange, StateRow
 
 if TYPE_CHECKING:
@@ -34,6 +41,8 @@ MASTER_ENV = "STATELENS_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
 
 _SESSION_LOCK = threading.Lock()
+#: Whether a SparkBackend of this process launched PySpark's JVM gateway (see :func:`stop_gateway`).
+_GATEWAY_LAUNCHED = False
 
 
 def parse_spark_defaults(path: str | Path) -> dict[str, str]:
@@ -87,6 +96,13 @@ class SparkBackend:
         Extra Spark confs (e.g. the user's Hadoop S3A settings, from :func:`parse_spark_defaults`).
     spark : SparkSession, optional
         Use this session instead of starting one (tests share one).
+
+    Notes
+    -----
+    Thread-safe for one reading thread plus :meth:`cancel` and :meth:`close` from another (the GUI):
+    ``cancel`` stops the read in flight, including one whose session is still starting or whose job is
+    not submitted yet; ``close`` cancels, then stops the session if this backend started it (a session
+    it was given, or found already running in the process, is left running).
     """
 
     name = "spark"
@@ -104,6 +120,12 @@ class SparkBackend:
         self._spark = spark
         self.start_seconds: float | None = None
         self._group = f"statelens-{uuid.uuid4().hex[:8]}"
+        self._job_ids = itertools.count(1)
+        self._lock = threading.Lock()  # held briefly, never while Spark starts or runs a job
+        self._owned = False  # this backend started the session: close() stops it
+        self._closed = False
+        self._generation = 0  # bumped by cancel(): reads begun before it stop
+        self._active_groups: set[str] = set()
 
     # -- session ---------------------------------------------------------------------------------------
     @property
@@ -113,29 +135,61 @@ class SparkBackend:
         return "s3a://" + url[len("s3://"):] if url.startswith("s3://") else url
 
     def session(self) -> Any:
-        """The SparkSession, started on first use."""
-        if self._spark is None:
-            check_spark_available()
-            with _SESSION_LOCK:
-                from pyspark.sql import SparkSession
+        """The SparkSession, started on first use.
 
-                t = time.monotonic()
-                builder = (
-                    SparkSession.builder.master(self.master)
-                    .appName("statelens")
-                    .config("spark.ui.enabled", "false")
-                    .config("spark.sql.session.timeZone", "UTC")
-                    .config("spark.ui.showConsoleProgress", "false")
-                )
-                for k, v in self.conf.items():
-                    builder = builder.config(k, v)
-                try:
-                    self._spark = builder.getOrCreate()
-                except Exception as err:  # noqa: BLE001 - py4j/JVM start-up errors have no common type
-                    raise BackendUnavailableError(f"Spark could not start on master {self.master}: {err}") from err
-                self.start_seconds = time.monotonic() - t
-                self._spark.sparkContext.setLogLevel("ERROR")  # our own errors say what failed
-        return self._spark
+        Raises
+        ------
+        BackendUnavailableError
+            PySpark or Java is missing, or Spark cannot start.
+        ReadCancelledError
+            The backend was closed (also while Spark was starting: the new session is stopped again).
+        """
+        global _GATEWAY_LAUNCHED
+        with self._lock:
+            if self._closed:
+                raise ReadCancelledError("the Spark backend is closed")
+            if self._spark is not None:
+                return self._spark
+        check_spark_available()
+        with _SESSION_LOCK:
+            with self._lock:
+                if self._spark is not None:
+                    return self._spark
+            from pyspark import SparkContext
+            from pyspark.sql import SparkSession
+
+            # getOrCreate hands out a session already running in this process (a notebook's, the tests'):
+            # that one is not ours to stop.
+            owned = SparkContext._active_spark_context is None
+            gateway_before = SparkContext._gateway
+            t = time.monotonic()
+            builder = (
+                SparkSession.builder.master(self.master)
+                .appName("statelens")
+                .config("spark.ui.enabled", "false")
+                .config("spark.sql.session.timeZone", "UTC")
+                .config("spark.ui.showConsoleProgress", "false")
+            )
+            for k, v in self.conf.items():
+                builder = builder.config(k, v)
+            try:
+                spark = builder.getOrCreate()
+            except Exception as err:  # noqa: BLE001 - py4j/JVM start-up errors have no common type
+                raise BackendUnavailableError(f"Spark could not start on master {self.master}: {err}") from err
+            if gateway_before is None and SparkContext._gateway is not None:
+                _GATEWAY_LAUNCHED = True
+            spark.sparkContext.setLogLevel("ERROR")  # our own errors say what failed
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._spark, self._owned = spark, owned
+                    self.start_seconds = time.monotonic() - t
+        if closed:  # close() came while Spark started: it could not stop what did not exist yet
+            if owned:
+                spark.stop()
+                stop_gateway()  # nothing else will, if the app is closing
+            raise ReadCancelledError("the Spark backend was closed while Spark was starting")
+        return spark
 
     def describe(self) -> str:
         """One line for the user: Spark version, master, and how long the session took to start."""
@@ -145,40 +199,73 @@ class SparkBackend:
         return f"Spark {pyspark.__version__} on {self.master}{started}"
 
     def cancel(self) -> None:
-        """Cancel the Spark jobs this backend started (safe from another thread)."""
-        if self._spark is not None:
-            self._spark.sparkContext.cancelJobGroup(self._group)
+        """Stop the reads in flight: their Spark jobs, and jobs they have not submitted yet (any thread)."""
+        with self._lock:
+            self._generation += 1
+            spark = self._spark
+            groups = list(self._active_groups)
+        if spark is not None:
+            for group in groups:
+                _cancel_job_group(spark, group)
 
     def close(self) -> None:
-        """Stop the session if this backend started it."""
-        if self._spark is not None and self.start_seconds is not None:
-            self._spark.stop()
-            self._spark = None
+        """Cancel the reads in flight; stop the session if this backend started it (any thread)."""
+        self.cancel()
+        with self._lock:
+            self._closed = True
+            spark, self._spark = (self._spark, None) if self._owned else (None, self._spark)
+            self._owned = False
+        if spark is not None:
+            spark.stop()
+
+    def _check_cancelled(self, generation: int, what: str) -> None:
+        if self._generation != generation or self._closed:
+            raise ReadCancelledError(f"cancelled: {what}")
 
     @contextlib.contextmanager
-    def _job(self, what: str) -> Iterator[Any]:
-        spark = self.session()
-        spark.sparkContext.setJobGroup(self._group, f"statelens: {what}", interruptOnCancel=True)
-        # Checkpoint format v2 (unique-id file names) is not recorded in the offsets conf: the reading
-        # session must be told (spec §10.4). The session may be shared (tests, a user's own), so the
-        # previous value is put back afterwards: a leftover "2" breaks HDFS-backed queries and reads.
-        key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
-        before = spark.conf.get(key, None)
-        if any(c.format_version >= 2 for c in self.ckpt.commits.values()):
-            spark.conf.set(key, "2")
-        else:
-            spark.conf.unset(key)
+    def _job(self, what: str, since: int | None = None) -> Iterator[Any]:
+        """Run Spark work for ``what`` in its own job group, cancellable by :meth:`cancel`.
+
+        ``since``: the :attr:`_generation` the read began at, for reads made of several jobs.
+        """
+        with self._lock:
+            generation = self._generation if since is None else since
+            group = f"{self._group}-{next(self._job_ids)}"
+            self._active_groups.add(group)
         try:
-            yield spark
-        except StatelensError:
-            raise
-        except Exception as err:  # noqa: BLE001 - AnalysisException, Py4JJavaError, ...
-            raise _spark_error(err, what) from err
-        finally:
-            if before is None:
-                spark.conf.unset(key)
+            spark = self.session()
+            self._check_cancelled(generation, what)
+            spark.sparkContext.setJobGroup(group, f"statelens: {what}", interruptOnCancel=True)
+            # Checkpoint format v2 (unique-id file names) is not recorded in the offsets conf: the reading
+            # session must be told (spec §10.4). The session may be shared (tests, a user's own), so the
+            # previous value is put back afterwards: a leftover "2" breaks HDFS-backed queries and reads.
+            key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+            before = spark.conf.get(key, None)
+            if any(c.format_version >= 2 for c in self.ckpt.commits.values()):
+                spark.conf.set(key, "2")
             else:
-                spark.conf.set(key, before)
+                spark.conf.unset(key)
+            try:
+                self._check_cancelled(generation, what)  # a cancel before the group was set
+                yield spark
+            except StatelensError:
+                raise
+            except Exception as err:  # noqa: BLE001 - AnalysisException, Py4JJavaError, ...
+                if self._generation != generation or self._closed:
+                    raise ReadCancelledError(f"cancelled: {what}") from err
+                raise _spark_error(err, what) from err
+            finally:
+                try:
+                    if before is None:
+                        spark.conf.unset(key)
+                    else:
+                        spark.conf.set(key, before)
+                except Exception:  # noqa: BLE001 - the session was stopped under a cancelled read
+                    if not self._closed:
+                        raise
+        finally:
+            with self._lock:
+                self._active_groups.discard(group)
 
     # -- reads -----------------------------------------------------------------------------------------
     def _reader(self, spark: Any, operator_id: int, store_name: str | None) -> Any:
@@ -325,8 +412,9 @@ class SparkBackend:
     def _stats_per_version(self, operator_id: int, store_name: str | None) -> dict[tuple[int, int], int]:
         out: dict[tuple[int, int], int] = {}
         pids = self.partition_ids(operator_id, store_name)
+        since = self._generation
         for b in sorted(self.ckpt.commits):
-            with self._job(f"row counts of operator {operator_id} batch {b}") as spark:
+            with self._job(f"row counts of operator {operator_id} batch {b}", since) as spark:
                 rows = (
                     self._reader(spark, operator_id, store_name).option("batchId", str(b)).load(self.path)
                     .groupBy("partition_id").count().collect()
@@ -378,6 +466,55 @@ class SparkBackend:
         with self._job("state metadata") as spark:
             df = spark.read.format("state-metadata").load(self.path)
             return [r.asDict() for r in df.select(*df.columns, "_numColsPrefixKey").collect()]
+
+
+def _cancel_job_group(spark: Any, group: str) -> None:
+    """Cancel a job group's running jobs and the ones it submits later (a cancel may come first)."""
+    sc = spark.sparkContext
+    try:
+        sc._jsc.sc().cancelJobGroupAndFutureJobs(group)  # Spark 4.0+
+    except Exception:  # noqa: BLE001 - older Spark, or the context is stopping: running jobs only
+        with contextlib.suppress(Exception):
+            sc.cancelJobGroup(group)
+
+
+def stop_gateway(timeout_s: float = 10.0) -> bool:
+    """Shut PySpark's JVM gateway down if a :class:`SparkBackend` launched it and no session is left.
+
+    For the desktop app's exit: stopping a session leaves the gateway (the JVM process and py4j's
+    threads) running for the next session of the process. A gateway launched by someone else (a
+    notebook, the tests) is left alone.
+
+    Returns
+    -------
+    bool
+        True when a gateway was shut down.
+    """
+    global _GATEWAY_LAUNCHED
+    if not _GATEWAY_LAUNCHED or not _SESSION_LOCK.acquire(timeout=timeout_s):
+        return False
+    try:
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is not None or SparkContext._gateway is None:
+            return False
+        gateway = SparkContext._gateway
+        SparkContext._gateway = None  # the next session launches a new one
+        SparkContext._jvm = None
+        _GATEWAY_LAUNCHED = False
+    finally:
+        _SESSION_LOCK.release()
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if proc is not None:
+        # PySpark's JVM exits when its standard input closes (java_gateway.launch_gateway).
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout_s)
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: do not leave it behind
+            proc.kill()
+    return True
 
 
 def _spark_error(err: Exception, what: str) -> StatelensError:
