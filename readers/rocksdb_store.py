@@ -76,6 +76,10 @@ _ROCKS_FILE_RE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]{1,64}))?\.(zip|changelog)$
 # metadata); SST names in the metadata likewise.
 _FLAT_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
 _LOCAL_SST_RE = re.compile(r"^\d+\.(sst|log)$")
+# Compression methods of the entries Spark writes; general-purpose flags it never sets (bit 0 encrypted,
+# bit 5 patched data, bit 6 strong encryption).
+_ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+_ZIP_UNSUPPORTED_FLAGS = 0x0001 | 0x0020 | 0x0040
 
 
 #: Spark's ``STATE_ENCODING_VERSION`` byte in front of every key and value row (spec §4.3).
@@ -230,6 +234,8 @@ def parse_zip_metadata(data: bytes, path: str) -> ZipMetadata:
         doc = json.loads(rest)
     except ValueError as err:
         raise CorruptFileError(f"zip 'metadata' entry is not JSON: {err}", path) from err
+    except RecursionError as err:
+        raise CorruptFileError("zip 'metadata' entry JSON is nested too deeply", path) from err
     if not isinstance(doc, dict):
         raise CorruptFileError("zip 'metadata' entry is not a JSON object", path)
 
@@ -240,21 +246,27 @@ def parse_zip_metadata(data: bytes, path: str) -> ZipMetadata:
             raise CorruptFileError(f"zip 'metadata' {key!r} is not a list", path)
         for item in items:
             try:
-                local, dfs, size = item["localFileName"], item[dfs_key], int(item["sizeBytes"])
-            except (TypeError, KeyError, ValueError) as err:
+                local, dfs, size = item["localFileName"], item[dfs_key], item["sizeBytes"]
+            except (TypeError, KeyError) as err:
                 raise CorruptFileError(
-                    f"zip 'metadata' {key!r} entry {item!r} lacks a name or size", path
+                    f"zip 'metadata' {key!r} entry {_short_repr(item)} lacks a name or size", path
                 ) from err
+            if not _is_count(size):  # a JSON integer (1e999 is a float, inf: no int() of it)
+                raise CorruptFileError(
+                    f"zip 'metadata' {key!r} entry {_short_repr(item)} has no integer sizeBytes", path
+                )
             if not (isinstance(local, str) and _LOCAL_SST_RE.match(local)) or not (
                 isinstance(dfs, str) and _FLAT_NAME_RE.match(dfs)
             ):
-                raise CorruptFileError(f"zip 'metadata' names an unsafe file: {local!r} / {dfs!r}", path)
+                raise CorruptFileError(
+                    f"zip 'metadata' names an unsafe file: {_short_repr(local)} / {_short_repr(dfs)}", path
+                )
             out.append((local, dfs, size))
         return tuple(out)
 
     mapping = doc.get("columnFamilyMapping") or {}
-    if not isinstance(mapping, dict):
-        raise CorruptFileError("zip 'metadata' 'columnFamilyMapping' is not an object", path)
+    if not isinstance(mapping, dict) or not all(_is_count(v) for v in mapping.values()):
+        raise CorruptFileError("zip 'metadata' 'columnFamilyMapping' is not an object of integer ids", path)
     num_keys = doc.get("numKeys")
     return ZipMetadata(
         files("sstFiles", "dfsSstFileName"),
@@ -263,6 +275,19 @@ def parse_zip_metadata(data: bytes, path: str) -> ZipMetadata:
         {str(k): int(v) for k, v in mapping.items()},
         doc,
     )
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _short_repr(value: Any) -> str:
+    """A bounded repr for messages (depth and length capped: values come from an untrusted file)."""
+    import reprlib
+
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother = 3, 60, 60
+    return short.repr(value)
 
 
 def _zip_error(err: Exception, data: bytes, path: str) -> StatelensError:
@@ -291,6 +316,8 @@ def read_zip(data: bytes, path: str, limits: ZipLimits) -> dict[str, bytes]:
         raise LimitExceededError(f"zip is {len(data)} bytes, over the limit of {limits.max_zip_bytes}", path)
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
+    except NotImplementedError as err:  # "zip file version 7.8": a feature Python's zipfile lacks
+        raise UnsupportedVersionError(f"zip uses a feature statelens cannot read ({err})", path) from err
     except (zipfile.BadZipFile, EOFError, ValueError) as err:
         raise _zip_error(err, data, path) from err
     out: dict[str, bytes] = {}
@@ -318,6 +345,15 @@ def read_zip(data: bytes, path: str, limits: ZipLimits) -> dict[str, bytes]:
                 )
             if name in out:
                 raise CorruptFileError(f"zip entry {name!r} appears twice", path, info.header_offset)
+            if info.compress_type not in _ZIP_METHODS or info.flag_bits & _ZIP_UNSUPPORTED_FLAGS:
+                # Spark's java.util.zip writes deflated or stored entries, never encrypted or patched
+                # ones; refusing the rest keeps bzip2/lzma and their own error types out.
+                raise UnsupportedVersionError(
+                    f"zip entry {name!r} uses compression method {info.compress_type} with flags "
+                    f"0x{info.flag_bits:04x}; Spark writes deflated or stored entries, unencrypted",
+                    path,
+                    info.header_offset,
+                )
             cap = limits.max_metadata_bytes if name == "metadata" else limits.max_entry_bytes
             if info.file_size > cap or total + info.file_size > limits.max_total_bytes:
                 raise LimitExceededError(
@@ -358,6 +394,10 @@ def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, cap: int)
     except (EOFError, zlib.error, ValueError) as err:
         raise TruncatedFileError(
             f"zip entry {info.filename!r} is cut or corrupt: {err}", path, info.header_offset
+        ) from err
+    except (NotImplementedError, RuntimeError) as err:  # the local header asks for encryption or patching
+        raise UnsupportedVersionError(
+            f"zip entry {info.filename!r} cannot be read: {err}", path, info.header_offset
         ) from err
     return b"".join(chunks)
 

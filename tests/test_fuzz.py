@@ -22,7 +22,7 @@ from readers import logs, opmeta, schemas
 from readers.errors import CorruptFileError, StatelensError, UsageError
 from tests.fuzz.targets import CORPUS, REGRESSIONS, TARGETS
 
-#: Seconds each harness runs inside the test suite (two at a time: about 30 s for all six).
+#: Seconds each harness runs inside the test suite (two at a time: about 40 s for all eight).
 SHORT_RUN_S = 8
 
 
@@ -211,3 +211,72 @@ def test_fuzz_crash_schemas_key_encoder_spec_nested_too_deeply() -> None:
     with pytest.raises(CorruptFileError, match="key encoder spec JSON of column family") as info:
         schemas.parse_schema_v3(data, "state/0/_stateSchema/default/0_x")
     assert info.value.path == "state/0/_stateSchema/default/0_x" and info.value.offset
+
+
+# --------------------------------------------------------------------------------------------------
+# RocksDB zips and their metadata entry
+
+
+def test_fuzz_crash_rocksdb_zip_file_version_7_8() -> None:
+    """A central directory entry asking for zip version 7.8 made ``zipfile.ZipFile`` raise
+    ``NotImplementedError`` (any "needs version" above 6.3 does)."""
+    from readers.errors import UnsupportedVersionError
+    from readers.rocksdb_store import ZipLimits, read_zip
+
+    data = (REGRESSIONS / "rocksdb_zip" / "zip-file-version-7.8").read_bytes()
+    TARGETS["rocksdb_zip"](data)
+    with pytest.raises(UnsupportedVersionError, match="zip file version 7.8") as info:
+        read_zip(data[1:], "state/0/0/1.zip", ZipLimits())
+    assert info.value.path == "state/0/0/1.zip"
+
+
+def test_fuzz_crash_rocksdb_zip_metadata_size_bytes_infinity() -> None:
+    """``"sizeBytes": 1e4001260`` is a float infinity in JSON: ``int()`` raised ``OverflowError``."""
+    from readers.rocksdb_store import parse_zip_metadata
+
+    data = (REGRESSIONS / "rocksdb_zip" / "metadata-size-bytes-infinity").read_bytes()
+    TARGETS["rocksdb_zip"](data)
+    with pytest.raises(CorruptFileError, match="no integer sizeBytes") as info:
+        parse_zip_metadata(data[1:], "state/0/0/1.zip")
+    assert info.value.path == "state/0/0/1.zip"
+    ok = parse_zip_metadata(b'v1\n{"sstFiles":[{"localFileName":"000008.sst","dfsSstFileName":"000008-a.sst",'
+                            b'"sizeBytes":1119}],"numKeys":2}', "p")
+    assert ok.sst_files == (("000008.sst", "000008-a.sst", 1119),) and ok.num_keys == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("metadata-column-family-id-not-an-integer", "not an object of integer ids"),
+        ("metadata-json-nested-too-deeply", "nested too deeply"),
+    ],
+)
+def test_zip_metadata_crashes_found_by_review(name: str, message: str) -> None:
+    """Found reading ``parse_zip_metadata`` next to the fuzzer's finds: ``int("x")``/``int(None)`` of a
+    column family id (``ValueError``, ``TypeError``) and ``RecursionError`` from deeply nested JSON."""
+    from readers.rocksdb_store import parse_zip_metadata
+
+    data = (REGRESSIONS / "rocksdb_zip" / name).read_bytes()
+    TARGETS["rocksdb_zip"](data)
+    with pytest.raises(CorruptFileError, match=message):
+        parse_zip_metadata(data[1:], "state/0/0/1.zip")
+
+
+def test_zip_entries_spark_never_writes_are_refused() -> None:
+    """bzip2, lzma and encrypted entries are refused by name before ``zipfile`` decodes them (their
+    decoders raise ``OSError``, ``LZMAError``, ``RuntimeError``...); stored and deflated entries read."""
+    import zipfile
+
+    from readers.errors import UnsupportedVersionError
+    from readers.rocksdb_store import ZipLimits, read_zip
+
+    seeds = {p.name.rsplit("-", 1)[0]: p.read_bytes()[1:] for p in (CORPUS / "rocksdb_zip").glob("synthetic-*")}
+    assert set(read_zip(seeds["synthetic-stored"], "1.zip", ZipLimits())) == {"CURRENT", "metadata"}
+    for method, code in (("bzip2", zipfile.ZIP_BZIP2), ("lzma", zipfile.ZIP_LZMA)):
+        with pytest.raises(UnsupportedVersionError, match=f"compression method {code} "):
+            read_zip(seeds[f"synthetic-{method}"], "1.zip", ZipLimits())
+    encrypted = bytearray(seeds["synthetic-stored"])
+    central = encrypted.find(b"PK\x01\x02")
+    encrypted[central + 8] |= 0x01  # general purpose flag bit 0 in the central directory: encrypted
+    with pytest.raises(UnsupportedVersionError, match="flags 0x0001"):
+        read_zip(bytes(encrypted), "1.zip", ZipLimits())

@@ -34,6 +34,26 @@ def _cap_address_space() -> None:
 #: long run in a false out-of-memory. They keep coverage instrumentation, without comparison tracing.
 _NO_DATAFLOW = {"unsaferow"}
 
+#: Standard-library modules a target's input goes through before statelens code sees it; they are
+#: instrumented too (they were imported before the hook), so coverage follows the zip parser.
+_ALSO_INSTRUMENTED = {"rocksdb_zip": ("zipfile",)}
+
+
+def _instrument_modules(names: tuple[str, ...]) -> None:
+    import importlib
+    import inspect
+
+    import atheris
+
+    for module_name in names:
+        module = importlib.import_module(module_name)
+        for obj in list(vars(module).values()):
+            members = vars(obj).values() if inspect.isclass(obj) else (obj,)
+            for member in members:
+                func = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+                if inspect.isfunction(func) and func.__module__ == module_name:
+                    atheris.instrument_func(func)
+
 
 def _instrumented(name: str) -> Any:
     import atheris
@@ -53,6 +73,7 @@ def main(name: str) -> None:
         from tests.fuzz import targets
 
     target = targets.TARGETS[name]
+    _instrument_modules(_ALSO_INSTRUMENTED.get(name, ()))
     if name == "unsaferow":
         targets.unsaferow_layouts()  # compile the schemas (PySpark types) before the first input
     if os.path.exists("/proc/self/statm"):

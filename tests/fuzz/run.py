@@ -30,8 +30,9 @@ from typing import Any
 from tests.fuzz.targets import CORPUS
 
 REPO = Path(__file__).resolve().parents[2]
-TARGET_NAMES = ("codecs", "records", "unsaferow", "schemas", "logs", "opmeta")
-_DICT_TARGETS = {"schemas", "logs", "opmeta"}  # JSON inside: fuzz with the tokens of json.dict
+TARGET_NAMES = ("codecs", "records", "unsaferow", "schemas", "logs", "opmeta", "rocksdb_zip", "changelog")
+#: Targets fuzzed with a dictionary of tokens (libFuzzer ``-dict``): JSON inside, or zip structures.
+_DICTS = {"schemas": "json.dict", "logs": "json.dict", "opmeta": "json.dict", "rocksdb_zip": "rocksdb.dict"}
 
 _STAT_RE = re.compile(r"stat::(\w+):\s*(\d+)")
 _STATUS_RE = re.compile(r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)", re.M)
@@ -75,8 +76,8 @@ def run_target(
         f"-artifact_prefix={artifacts}/{name}-",
         "-print_final_stats=1",
     ]
-    if name in _DICT_TARGETS:
-        cmd.append(f"-dict={Path(__file__).resolve().parent / 'json.dict'}")
+    if name in _DICTS:
+        cmd.append(f"-dict={Path(__file__).resolve().parent / _DICTS[name]}")
     if not len_control:
         cmd.append("-len_control=0")  # try long inputs from the start (e.g. a 5000-digit JSON number)
     if seconds is not None:

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from readers import codecs, logs, opmeta, records, schemas, unsaferow
+from readers import codecs, logs, opmeta, records, rocksdb_store, schemas, unsaferow
 from readers.errors import StatelensError
 
 HERE = Path(__file__).resolve().parent
@@ -223,6 +223,91 @@ def target_opmeta(data: bytes) -> None:
             _tolerate(lambda s=store, u=uri: opmeta.schema_file_relpath(meta.operator_id, s.store_name, u))
 
 
+# --------------------------------------------------------------------------------------------------
+# RocksDB zips and changelogs
+
+#: Zip caps used while fuzzing: the stated limits of :class:`~readers.rocksdb_store.ZipLimits`, scaled
+#: down so that what they let through fits ``-rss_limit_mb`` many times over.
+FUZZ_ZIP_LIMITS = rocksdb_store.ZipLimits(
+    max_zip_bytes=1 << 20,
+    max_entries=64,
+    max_entry_bytes=4 << 20,
+    max_total_bytes=16 << 20,
+    max_metadata_bytes=1 << 20,
+)
+
+
+def _check_zip_metadata(meta: rocksdb_store.ZipMetadata) -> None:
+    for local, dfs, size in (*meta.sst_files, *meta.log_files):
+        assert isinstance(local, str) and isinstance(dfs, str) and isinstance(size, int)
+        assert "/" not in local and "/" not in dfs and local not in (".", "..") and dfs not in (".", "..")
+    assert all(isinstance(k, str) and isinstance(v, int) for k, v in meta.column_family_mapping.items())
+    assert meta.num_keys is None or isinstance(meta.num_keys, int)
+
+
+def target_rocksdb_zip(data: bytes) -> None:
+    """``read_zip`` (with :data:`FUZZ_ZIP_LIMITS`), then ``parse_zip_metadata`` of its ``metadata`` entry.
+
+    The first byte picks the input: even, the rest is a ``<v>.zip``; odd, the rest is the ``metadata``
+    entry alone (so the fuzzer need not get a zip's CRC-32 right to reach the JSON).
+    """
+    if not data:
+        return
+    body = data[1:]
+    path = "fuzz/state/0/0/1.zip"
+    if data[0] & 1:
+        meta = _tolerate(lambda: rocksdb_store.parse_zip_metadata(body, path))
+        if meta is not None:
+            _check_zip_metadata(meta)
+        return
+    entries = _tolerate(lambda: rocksdb_store.read_zip(body, path, FUZZ_ZIP_LIMITS))
+    if entries is None:
+        return
+    limits = FUZZ_ZIP_LIMITS
+    assert len(entries) <= limits.max_entries
+    assert sum(len(v) for v in entries.values()) <= limits.max_total_bytes
+    for name, value in entries.items():
+        assert "/" not in name and "\\" not in name and name not in (".", ".."), name
+        cap = limits.max_metadata_bytes if name == "metadata" else limits.max_entry_bytes
+        assert len(value) <= cap
+    if "metadata" in entries:
+        meta = _tolerate(lambda: rocksdb_store.parse_zip_metadata(entries["metadata"], path))
+        if meta is not None:
+            _check_zip_metadata(meta)
+
+
+def target_changelog(data: bytes) -> None:
+    """``scan_changelog`` (v1-v4) on a decompressed changelog, then the RocksDB reader's row checks.
+
+    Byte 0: bit 7 set uses the default record-size limit (else 64 bytes), bit 1 the row-checksum
+    value layout (8 checksum bytes before the version byte). Format v1/v3 records go through the
+    version-byte check of :class:`~readers.rocksdb_store.RocksDBStoreReader`.
+    """
+    if not data:
+        return
+    mode = data[0]
+    body = data[1:]
+    path = "fuzz/state/0/0/2.changelog"
+    limit = records.DEFAULT_MAX_RECORD_BYTES if mode & 0x80 else 64
+    got = _tolerate(lambda: records.scan_changelog(body, path, max_record_bytes=limit))
+    if got is None:
+        return
+    version, lineage, index = got
+    assert version in (1, 2, 3, 4)
+    assert (lineage is not None) == (version in (3, 4))
+    kinds = set(index.kind.tolist())
+    assert kinds <= {records.KIND_PUT, records.KIND_REMOVE, records.KIND_MERGE}, kinds
+    removes = index.kind == records.KIND_REMOVE
+    assert bool(((index.val_len < 0) == removes).all())
+    _walk(body, index)
+    if version in (1, 3):
+        check = rocksdb_store.RocksDBStoreReader._check_version_bytes
+        skip = 9 if mode & 2 else 1
+        put = index.val_len >= 0
+        _tolerate(lambda: check(body, index.key_start, index.key_len, path, "key", 1))
+        _tolerate(lambda: check(body, index.val_start[put], index.val_len[put], path, "value", skip))
+
+
 #: Target name -> function; the corpus of each is ``tests/fuzz/corpus/<name>/``.
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "codecs": target_codecs,
@@ -231,4 +316,6 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "schemas": target_schemas,
     "logs": target_logs,
     "opmeta": target_opmeta,
+    "rocksdb_zip": target_rocksdb_zip,
+    "changelog": target_changelog,
 }
