@@ -490,6 +490,8 @@ def _changelog_header(data: Buffer, path: str) -> tuple[int, int, str | None]:
         parsed = json.loads(lineage)
     except ValueError as err:
         raise CorruptFileError(f"changelog v{version} lineage is not JSON: {err}", path, end) from err
+    except RecursionError as err:
+        raise CorruptFileError(f"changelog v{version} lineage JSON is nested too deeply", path, end) from err
     if not isinstance(parsed, list):
         raise CorruptFileError(f"changelog v{version} lineage is not a JSON array", path, end)
     return version, start, lineage

@@ -280,3 +280,15 @@ def test_zip_entries_spark_never_writes_are_refused() -> None:
     encrypted[central + 8] |= 0x01  # general purpose flag bit 0 in the central directory: encrypted
     with pytest.raises(UnsupportedVersionError, match="flags 0x0001"):
         read_zip(bytes(encrypted), "1.zip", ZipLimits())
+
+
+def test_changelog_v3_lineage_nested_too_deeply() -> None:
+    """Found by review of the changelog harness's target: a v3 lineage string (up to 64 KiB) of 3000
+    nested arrays raised ``RecursionError`` from ``json.loads``."""
+    from readers.records import scan_changelog
+
+    data = (REGRESSIONS / "changelog" / "v3-lineage-nested-too-deeply").read_bytes()
+    TARGETS["changelog"](data)
+    with pytest.raises(CorruptFileError, match="lineage JSON is nested too deeply") as info:
+        scan_changelog(data[1:], "state/0/0/4.changelog")
+    assert info.value.path == "state/0/0/4.changelog" and info.value.offset == 4
