@@ -49,6 +49,12 @@ columns again, then the buffers).
 ``changelog_files`` (relative paths, unique-id names with checkpoint format v2), and
 ``checkpoint_format_version`` (2) for ``rocks_ckpt_v2`` / ``rocks_join``; ``rocks_tws``:
 ``state_variables`` and ``spark_path`` (the sibling folder the query ran in, which Spark's reader needs).
+``rocks_join_v3`` / ``rocks_join_v4``: the join with join state format 3 / 4 (one RocksDB store, the logical
+stores as column families), ``join_state_format_version`` and ``spark_path``. ``checksum_window`` /
+``rocks_checksum_window``: the windowed aggregation with row checksums (``row_checksum``). ``rocks_tws_timers``:
+transformWithStateInPandas in processing time with TTL'd value/list/map state and timers, ``ttl_ms``; its
+output rows are what the function saw and did (``event`` input/timer, ``timer_ms`` registered or fired).
+``rocks_tws_avro``: ``rocks_tws`` with ``stateStore.encodingFormat=avro`` (``encoding_format``).
 Their other facts are those of the HDFS scenario they repeat.
 """
 
@@ -56,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -1282,7 +1289,7 @@ def scenario_rocks_join(ctx: Ctx) -> dict[str, Any]:
     return _rocks_facts(ctx, facts, conf)
 
 
-def scenario_rocks_tws(ctx: Ctx) -> dict[str, Any]:
+def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow") -> dict[str, Any]:
     """transformWithStateInPandas (value, list and map state; no timers) on RocksDB with changelog.
 
     Spark's reader finds a TWS schema through the absolute path recorded in operator metadata v2, so the
@@ -1332,6 +1339,8 @@ def scenario_rocks_tws(ctx: Ctx) -> dict[str, Any]:
     for rows in plan:
         run.write_json("in", [{"key": k, "tag": t} for k, t in rows])
     conf = _rocks_conf(changelog=True, min_deltas=2)
+    if encoding != "unsaferow":
+        conf["spark.sql.streaming.stateStore.encodingFormat"] = encoding
 
     def hook(_df: Any, _batch_id: int, _rows: list[dict[str, Any]]) -> None:
         time.sleep(0.3)  # let maintenance upload snapshot zips between batches
@@ -1353,7 +1362,151 @@ def scenario_rocks_tws(ctx: Ctx) -> dict[str, Any]:
         "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
         "state_variables": ["cnt", "lst", "mp"],
         "spark_path": stable.name,
+        "encoding_format": encoding,
     }
+    return _rocks_facts(ctx, facts, conf)
+
+
+#: The column families of join state format 4, shown as the operator's stores (spec §7.4.1).
+JOIN_V4_STORES = ["left-keyWithTsToValues", "left-tsWithKey", "right-keyWithTsToValues", "right-tsWithKey"]
+
+
+def _in_spark_path(ctx: Ctx, run_scenario: Callable[[Ctx], dict[str, Any]]) -> dict[str, Any]:
+    """Run a scenario in ``<cache>/<name>.spark-path/`` and copy its checkpoint into the scenario folder.
+
+    Stores with a v3 schema file (transformWithState, join state format v3/v4) record the schema's absolute
+    path in operator metadata v2, so Spark's reader can read them only where the query ran; the copy in
+    the scenario folder is what statelens reads (like a checkpoint copied down from S3).
+    """
+    stable = ctx.dir.parent / f"{ctx.name}.spark-path"
+    if stable.exists():
+        shutil.rmtree(stable)
+    run = Ctx(name=ctx.name, spark=ctx.spark, dir=stable)
+    facts = run_scenario(run)
+    _quiet_state_files(run.checkpoint / "state")
+    shutil.copytree(run.checkpoint, ctx.checkpoint)
+    shutil.copytree(stable / "input", ctx.dir / "input")
+    ctx.output.extend(run.output)
+    ctx._files = run._files
+    facts["spark_path"] = stable.name
+    return facts
+
+
+def _rocks_join_format(version: int) -> Callable[[Ctx], dict[str, Any]]:
+    def scenario(ctx: Ctx) -> dict[str, Any]:
+        """The join scenario with join state format 3 or 4: one store, the four logical stores as column families."""
+        conf = _rocks_conf(changelog=True, min_deltas=2)
+        conf["spark.sql.streaming.join.stateFormatVersion"] = str(version)
+        with session_conf(ctx.spark, conf):
+            facts = _in_spark_path(ctx, scenario_join)
+        stores = JOIN_STORES if version == 3 else JOIN_V4_STORES
+        facts["operators"] = [_op("join", "symmetricHashJoin", stores)]
+        facts["join_state_format_version"] = version
+        return _rocks_facts(ctx, facts, conf)
+
+    return scenario
+
+
+def scenario_checksum_window(ctx: Ctx) -> dict[str, Any]:
+    """The windowed aggregation (evictions = removes) with row checksums on, HDFS provider."""
+    conf = {"spark.sql.streaming.stateStore.rowChecksum.enabled": "true"}
+    with session_conf(ctx.spark, conf):
+        facts = scenario_window_agg_watermark(ctx)
+    facts["row_checksum"] = True
+    return facts
+
+
+def scenario_rocks_checksum_window(ctx: Ctx) -> dict[str, Any]:
+    """The windowed aggregation with row checksums on, RocksDB with changelog checkpointing."""
+    conf = _rocks_conf(changelog=True, min_deltas=2)
+    conf["spark.sql.streaming.stateStore.rowChecksum.enabled"] = "true"
+    with session_conf(ctx.spark, conf):
+        facts = scenario_window_agg_watermark(ctx)
+    facts["row_checksum"] = True
+    return _rocks_facts(ctx, facts, conf)
+
+
+TWS_TIMERS_OUTPUT = "key STRING, cnt LONG, event STRING, timer_ms LONG, batch_ms LONG"
+
+
+def scenario_rocks_tws_timers(ctx: Ctx) -> dict[str, Any]:
+    """transformWithStateInPandas in processing time: TTL'd value/list/map state and timers.
+
+    Every key gets a timer; keys starting with ``s`` a short one (1 ms, fires in the next batch, whose
+    handler clears ``cnt``), the others a one-hour one that replaces their previous timer (deleteTimer).
+    One Trigger.Once run per batch (processing-time timers keep AvailableNow running). The function
+    reports every call, with the timer it registered (``timer_ms``), so expectations come from what it saw.
+    """
+    import pandas as pd
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    hour = 3_600_000
+
+    class Timers(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.cnt = handle.getValueState("cnt", "c LONG")
+            self.ttlv = handle.getValueState("ttlv", "v STRING", hour)
+            self.ttll = handle.getListState("ttll", "s STRING", hour)
+            self.ttlm = handle.getMapState("ttlm", "mk INT", "mv STRING", hour)
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            now = timerValues.getCurrentProcessingTimeInMs()
+            n = sum(len(pdf) for pdf in rows)
+            total = (self.cnt.get()[0] if self.cnt.exists() else 0) + n
+            self.cnt.update((total,))
+            self.ttlv.update((f"{key[0]}:{total}",))
+            self.ttll.appendValue((f"{key[0]}{total}",))
+            self.ttlm.updateValue((total,), (f"m{total}",))
+            if key[0].startswith("s"):
+                timer = now + 1
+            else:
+                for old in list(self.handle.listTimers()):
+                    self.handle.deleteTimer(old)
+                timer = now + hour
+            self.handle.registerTimer(timer)
+            yield pd.DataFrame(
+                {"key": [key[0]], "cnt": [total], "event": ["input"], "timer_ms": [timer], "batch_ms": [now]}
+            )
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
+            self.cnt.clear()
+            yield pd.DataFrame({
+                "key": [key[0]],
+                "cnt": [-1],
+                "event": ["timer"],
+                "timer_ms": [expiredTimerInfo.getExpiryTimeInMs()],
+                "batch_ms": [timerValues.getCurrentProcessingTimeInMs()],
+            })
+
+        def close(self) -> None:
+            pass
+
+    plan = [["a", "s1", "b"], ["a", "c"], ["s1", "s2"], ["b", "d"], ["a", "s2"]]
+
+    def body(run: Ctx) -> dict[str, Any]:
+        conf = _rocks_conf(changelog=True, min_deltas=2)
+        with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
+            for keys in plan:
+                run.write_json("in", [{"key": k} for k in keys])
+                src = run.read_json_stream("in", "key STRING", max_files=None)
+                df = src.groupBy("key").transformWithStateInPandas(
+                    statefulProcessor=Timers(),
+                    outputStructType=TWS_TIMERS_OUTPUT,
+                    outputMode="Update",
+                    timeMode="ProcessingTime",
+                )
+                run.run(df, mode="update", trigger="once")
+                time.sleep(0.3)  # let maintenance upload snapshot zips between batches
+        return {"rocksdb_conf": conf}
+
+    facts = _in_spark_path(ctx, body)
+    conf = facts.pop("rocksdb_conf")
+    facts.update({
+        "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
+        "state_variables": ["cnt", "ttlv", "ttll", "ttlm"],
+        "ttl_ms": hour,
+    })
     return _rocks_facts(ctx, facts, conf)
 
 
@@ -1381,6 +1534,12 @@ SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "rocks_ckpt_v2": scenario_rocks_ckpt_v2,
     "rocks_join": scenario_rocks_join,
     "rocks_tws": scenario_rocks_tws,
+    "rocks_join_v3": _rocks_join_format(3),
+    "rocks_join_v4": _rocks_join_format(4),
+    "checksum_window": scenario_checksum_window,
+    "rocks_checksum_window": scenario_rocks_checksum_window,
+    "rocks_tws_timers": scenario_rocks_tws_timers,
+    "rocks_tws_avro": functools.partial(scenario_rocks_tws, encoding="avro"),
 }
 
 
