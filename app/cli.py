@@ -402,26 +402,8 @@ def _partition_tuples(args: argparse.Namespace, backend: Any, store: str, pid: i
         yield (row.partition_id, row.key, row.value)
 
 
-def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iterable[tuple[Any, ...]], Any]:
-    """``(row_schema, rows, chooser)`` for ``rows --state-var NAME`` (transformWithState state)."""
-    from pyspark.sql.types import IntegerType, StructField, StructType
-
-    variables = {v["name"]: v for v in ckpt.state_variables(args.operator)}
-    var = variables.get(args.state_var)
-    if var is None:
-        have = ", ".join(variables) or "none (not a transformWithState operator)"
-        from readers.errors import UsageError
-
-        raise UsageError(f"operator {args.operator} has no state variable {args.state_var!r}; it has: {have}")
-    if args.changes:
-        raise _usage("--changes is not available with --state-var yet")
-    key_schema, user_key_schema = var["key_schema"], None
-    if var["variable_type"] == "MapState":
-        key_schema, user_key_schema = key_schema.fields[0].dataType, key_schema.fields[1].dataType
-    fields = [StructField("partition", IntegerType()), StructField("key", key_schema)]
-    if user_key_schema is not None:
-        fields.append(StructField("user_key", user_key_schema))
-    fields.append(StructField("value", var["value_schema"]))
+def _column_family_backend(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Any]:
+    """``(chooser, backend)`` for transformWithState reads: ``auto`` is native unless it cannot decode."""
     chooser = _backends(args, ckpt)
     backend = chooser.native
     if args.backend == "spark":
@@ -432,15 +414,65 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
         except StatelensError:
             backend = chooser.spark
     chooser.used.add(backend.name)
+    return chooser, backend
+
+
+def _latest_state_version(args: argparse.Namespace, ckpt: Any, backend: Any) -> int:
     if args.version is not None:
-        version = args.version
-    elif backend.name == "spark":
-        version = backend.latest_version(args.operator)
-    else:
-        version = max(s.versions[-1] for s in ckpt.operator(args.operator).stores if s.versions)
+        return int(args.version)
+    if backend.name == "spark":
+        return int(backend.latest_version(args.operator))
+    return max(s.versions[-1] for s in ckpt.operator(args.operator).stores if s.versions)
+
+
+def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iterable[tuple[Any, ...]], Any]:
+    """``(row_schema, rows, chooser)`` for ``rows --state-var NAME`` / ``--timers`` (transformWithState)."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    from readers.errors import UsageError
+
+    variables = {v["name"]: v for v in ckpt.state_variables(args.operator)}
+    if args.timers:
+        timer = next((v for n, v in variables.items() if n.endswith("Timers_keyToTimestamp")), None)
+        if timer is None:
+            raise UsageError(f"operator {args.operator} registers no timers (no timer column family)")
+        if args.changes:
+            raise _usage("--changes is not available with --timers; read the timer family with "
+                         f"--state-var '{timer['name']}' --changes")
+        grouping = timer["key_schema"].fields[0].dataType
+        schema = StructType([StructField("partition", IntegerType()), StructField("key", grouping),
+                             StructField("expiration_timestamp_ms", LongType())])
+        chooser, backend = _column_family_backend(args, ckpt)
+        version = _latest_state_version(args, ckpt, backend)
+        return schema, backend.read_timers(args.operator, version, args.partition), chooser
+    var = variables.get(args.state_var)
+    if var is None:
+        have = ", ".join(variables) or "none (not a transformWithState operator)"
+        raise UsageError(f"operator {args.operator} has no state variable {args.state_var!r}; it has: {have}")
+    key_schema, user_key_schema = var["key_schema"], None
+    if var["variable_type"] == "MapState":
+        key_schema, user_key_schema = key_schema.fields[0].dataType, key_schema.fields[1].dataType
+    fields = [StructField("partition", IntegerType()), StructField("key", key_schema)]
+    if args.changes:
+        fields = [StructField("version", LongType()), fields[0], StructField("change", StringType()), fields[1]]
+    if user_key_schema is not None:
+        fields.append(StructField("user_key", user_key_schema))
+    fields.append(StructField("value", var["value_schema"]))
+    chooser, backend = _column_family_backend(args, ckpt)
+    rows: Iterable[tuple[Any, ...]]
+    if args.changes:
+        last = _latest_state_version(args, ckpt, backend) if args.version is None else args.version
+        start = args.version if args.version is not None else 1
+        changes = backend.read_state_variable_changes(args.operator, args.state_var, start, last, args.partition)
+        if user_key_schema is None:
+            rows = ((v, p, c, k, val) for v, p, c, k, val, _ in changes)
+        else:
+            rows = ((v, p, c, k, u, val) for v, p, c, k, val, u in changes)
+        return StructType(fields), rows, chooser
+    version = _latest_state_version(args, ckpt, backend)
     entries = backend.read_state_variable(args.operator, args.state_var, version, args.partition)
     if user_key_schema is None:
-        rows: Iterable[tuple[Any, ...]] = ((p, k, v) for p, k, v, _ in entries)
+        rows = ((p, k, v) for p, k, v, _ in entries)
     else:
         rows = ((p, k, u, v) for p, k, v, u in entries)
     return StructType(fields), rows, chooser
@@ -450,7 +482,7 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
     from readers.values import state_row_schema
 
     ckpt = _open(args)
-    if args.state_var is not None:
+    if args.state_var is not None or args.timers:
         row_schema, rows, chooser = _state_variable_rows(args, ckpt)
         try:
             return _write_rows(args, ckpt, row_schema, rows, out)
@@ -652,7 +684,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", type=int, metavar="P", help="one partition only")
     p.add_argument("--changes", action="store_true", help="the put/remove records of each version instead")
     p.add_argument("--state-var", metavar="NAME",
-                   help="transformWithState: read this state variable (see 'info' for the names)")
+                   help="transformWithState: read this state variable (see 'info' for the names; internal "
+                        "families such as '$ttl_NAME' too, natively)")
+    p.add_argument("--timers", action="store_true",
+                   help="transformWithState: the registered timers (key, expiration_timestamp_ms)")
     p.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     add_backend_options(p)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from readers import logs, opmeta, schemas
+from readers.cf_store import ColumnFamilyStoreReader
 from readers.errors import NotACheckpointError, StatelensError, UsageError
 from readers.fs import CheckpointFS
 from readers.hdfs_store import HDFSStoreReader, PartitionFiles, list_partition_files
@@ -43,7 +44,7 @@ JOIN_STORE_ORDER = (
     "right-keyWithIndexToValue",
 )
 
-StoreReader = HDFSStoreReader | RocksDBStoreReader
+StoreReader = HDFSStoreReader | RocksDBStoreReader | ColumnFamilyStoreReader
 
 
 def _is_int(name: str) -> bool:
@@ -86,6 +87,8 @@ class Checkpoint:
         self._store_files: dict[tuple[int, str], dict[int, PartitionFiles | RocksDBPartitionFiles]] = {}
         # Column families of stores whose schema is a v3 file (transformWithState, join v3/v4).
         self._store_families: dict[tuple[int, str], dict[str, StoreSchema]] = {}
+        # Join state formats 3/4: each column family is shown as a store; (op, family) -> physical store.
+        self._virtual_stores: dict[tuple[int, str], str] = {}
         self._readers: dict[tuple[int, str], StoreReader] = {}
         #: Things worth knowing that are not errors (e.g. state files of retried batches, ignored).
         self.notes: list[str] = []
@@ -107,6 +110,11 @@ class Checkpoint:
         """Batches with an offsets file but no commit (the last one is re-run on restart)."""
         return [b.batch_id for b in self.batches if b.offsets is not None and b.commit is None]
 
+    @property
+    def _row_checksum(self) -> bool:
+        """Rows carry CRC-32C checksums (``stateStore.rowChecksum.enabled``, pinned in the offsets conf)."""
+        return self.conf.get("spark.sql.streaming.stateStore.rowChecksum.enabled", "").lower() == "true"
+
     def operator(self, operator_id: int) -> OperatorInfo:
         for op in self.operators:
             if op.operator_id == operator_id:
@@ -120,8 +128,8 @@ class Checkpoint:
         Raises
         ------
         BackendUnavailableError
-            For RocksDB stores with virtual column families (transformWithState, join v3/v4), which
-            only the Spark backend reads for now.
+            For transformWithState stores (virtual column families), which are read per state variable
+            (:meth:`column_family_reader`); join state formats 3/4 are shown as one store per family.
         UsageError
             Unknown operator or store, or a store name missing for a multi-store operator.
         """
@@ -133,6 +141,9 @@ class Checkpoint:
             store_name = op.stores[0].store_name
         store = op.store(store_name)
         key = (operator_id, store.store_name)
+        if key not in self._readers and key in self._virtual_stores:
+            physical = self.column_family_reader(operator_id, self._virtual_stores[key])
+            self._readers[key] = ColumnFamilyStoreReader(physical, store.store_name)
         if key not in self._readers:
             if store.provider == "rocksdb":
                 self._readers[key] = self._rocksdb_reader(op, store)
@@ -145,6 +156,7 @@ class Checkpoint:
                 store.schema,
                 store.codec,
                 long_value_fields=fmgws_v1_long_fields(op.kind, store.value_schema),
+                row_checksum=self._row_checksum,
             )
         return self._readers[key]
 
@@ -156,29 +168,30 @@ class Checkpoint:
         UsageError
             The store has no column families (use :meth:`store_reader`), or is unknown.
         BackendUnavailableError
-            Avro-encoded state (``stateStore.encodingFormat=avro``), not decoded natively yet.
+            A state encoding format other than ``unsaferow`` and ``avro``.
         """
         from readers.errors import BackendUnavailableError
 
         op = self.operator(operator_id)
-        store = op.store(store_name or op.stores[0].store_name)
-        families = self._store_families.get((operator_id, store.store_name))
-        if store.provider != "rocksdb" or families is None:
-            raise UsageError(
-                f"operator {operator_id} store {store.store_name!r} has no column families; use store_reader"
-            )
-        if self.conf.get("spark.sql.streaming.stateStore.encodingFormat", "unsaferow") != "unsaferow":
+        name = store_name or op.stores[0].store_name
+        name = self._virtual_stores.get((operator_id, name), name)
+        families = self._store_families.get((operator_id, name))
+        provider = next((s.provider for s in op.stores if s.store_name == name), "rocksdb")
+        if provider != "rocksdb" or families is None:
+            raise UsageError(f"operator {operator_id} store {name!r} has no column families; use store_reader")
+        encoding = self.conf.get("spark.sql.streaming.stateStore.encodingFormat", "unsaferow")
+        if encoding not in ("unsaferow", "avro"):
             raise BackendUnavailableError(
-                "Avro-encoded state is not decoded natively yet; use --backend spark",
+                f"state encoding format {encoding!r} is not decoded natively; use --backend spark",
                 path=f"state/{operator_id}",
             )
         files = RocksDBStoreReader(
             self.fs,
             operator_id,
-            store.store_name,
-            self._store_files[(operator_id, store.store_name)],  # type: ignore[arg-type]
+            name,
+            self._store_files[(operator_id, name)],  # type: ignore[arg-type]
             None,
-            store.codec,
+            self.conf.get("spark.sql.streaming.stateStore.compression.codec", "lz4"),
         )
         variables = op.properties.get("stateVariables") or []
         types = {
@@ -186,7 +199,7 @@ class Checkpoint:
             for v in variables
             if isinstance(v, dict) and v.get("stateName")
         }
-        return RocksDBColumnFamilyReader(files, families, types)
+        return RocksDBColumnFamilyReader(files, families, types, avro=encoding == "avro")
 
     def state_variables(self, operator_id: int) -> list[dict[str, Any]]:
         """The state variables (column families) of a transformWithState operator, with their schemas.
@@ -224,8 +237,8 @@ class Checkpoint:
             shown = ", ".join(families) if families else "none listed"
             raise BackendUnavailableError(
                 f"operator {op.operator_id} store {store.store_name!r} is a RocksDB store with virtual column "
-                f"families ({shown}); the native decoder reads those only per state variable, not as one "
-                "store: use --backend spark",
+                f"families ({shown}); it is read per state variable: rows --state-var NAME or --timers "
+                "(natively, see info for the names), or as a store with --backend spark",
                 path=f"state/{op.operator_id}/_stateSchema/{store.store_name}",
                 operator_id=op.operator_id,
                 store_name=store.store_name,
@@ -238,7 +251,7 @@ class Checkpoint:
             store.schema,
             store.codec,
             long_value_fields=fmgws_v1_long_fields(op.kind, store.value_schema),
-            row_checksum=self.conf.get("spark.sql.streaming.stateStore.rowChecksum.enabled", "").lower() == "true",
+            row_checksum=self._row_checksum,
         )
 
     def _unique_ids(self, op_id: int, partition_id: int, store_name: str) -> dict[int, str]:
@@ -402,6 +415,10 @@ class Checkpoint:
                     StoreInfo(op_id, store_name, provider, tuple(sorted(files)), tuple(sorted(versions)), schema, codec)
                 )
             name = getattr(meta, "operator_name", None)
+            families = self._store_families.get((op_id, "default"))
+            if families is not None and name == "symmetricHashJoin" and len(stores) == 1:
+                stores, stores_schemas = self._join_family_stores(stores[0], families)
+                store_names = set(stores_schemas)
             kind = infer_kind(name, sorted(store_names), stores_schemas)
             self.operators.append(
                 OperatorInfo(
@@ -414,6 +431,23 @@ class Checkpoint:
                 )
             )
         yield Progress(len(op_ids), len(op_ids), "operators")
+
+    def _join_family_stores(
+        self, physical: StoreInfo, families: dict[str, StoreSchema]
+    ) -> tuple[list[StoreInfo], dict[str, StoreSchema]]:
+        """Join state formats 3/4 keep the logical stores as column families: show each as a store."""
+        stores: list[StoreInfo] = []
+        schemas_: dict[str, StoreSchema] = {}
+        for cf, schema in families.items():
+            if cf == "default":
+                continue  # created always, unused by joins
+            self._virtual_stores[(physical.operator_id, cf)] = physical.store_name
+            schemas_[cf] = schema
+            stores.append(
+                StoreInfo(physical.operator_id, cf, physical.provider, physical.partitions, physical.versions,
+                          schema, physical.codec)
+            )
+        return stores, schemas_
 
     def iter_state_files(self) -> Iterator[tuple[int, str, StateFile]]:
         """Every state file as ``(operator_id, store_name, file)``: deltas and snapshots (HDFS), changelogs

@@ -17,6 +17,7 @@ from readers.errors import MissingFileError, StatelensError
 from readers.fs import CheckpointFS
 from readers.model import PartitionVersionStats, StateFile
 from readers.records import RecordIndex, scan_records
+from readers.rowchecksum import strip_hdfs
 from readers.store_base import RawState, StoreReaderBase
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
@@ -107,6 +108,12 @@ class HDFSStoreReader(StoreReaderBase):
         ks, kl, vs, vl = (a.tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
         keys = [data[s : s + n] for s, n in zip(ks, kl, strict=True)]
         values = [data[s : s + n] if n >= 0 else None for s, n in zip(vs, vl, strict=True)]
+        if self.row_checksum:
+            try:
+                return strip_hdfs(keys, values, sf.path)
+            except StatelensError as err:
+                err.context.update(self._ctx(sf.partition_id, sf.version))
+                raise
         return keys, values
 
     def _records(self, sf: StateFile) -> Iterator[tuple[bytes, bytes | None]]:
@@ -184,6 +191,13 @@ class HDFSStoreReader(StoreReaderBase):
 
     def _apply_keys(self, live: set[bytes], sf: StateFile) -> None:
         """Apply one file to a set of live keys (values are not sliced: growth needs counts only)."""
+        if self.row_checksum:  # removed keys carry a checksum prefix: take the checked path
+            for key, value in zip(*self._pairs(sf), strict=True):
+                if value is None:
+                    live.discard(key)
+                else:
+                    live.add(key)
+            return
         data, idx = self._index(sf)
         ks, kl = idx.key_start.tolist(), idx.key_len.tolist()
         keys = [data[s : s + n] for s, n in zip(ks, kl, strict=True)]

@@ -54,8 +54,8 @@ from readers.errors import (
 from readers.fs import CheckpointFS
 from readers.model import PartitionVersionStats, StateFile, StoreSchema
 from readers.records import KIND_MERGE, scan_changelog
+from readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
 from readers.store_base import RawState, StoreReaderBase
-from readers.unsaferow import compile_layout, decode_rows
 
 __all__ = [
     "ColumnFamily",
@@ -485,8 +485,8 @@ class RocksDBStoreReader(StoreReaderBase):
         limits: ZipLimits | None = None,
         temp_dir: str | None = None,
     ):
-        super().__init__(fs, operator_id, store_name, partitions, schema, codec, long_value_fields)
-        self.value_skip = 9 if row_checksum else 1
+        super().__init__(fs, operator_id, store_name, partitions, schema, codec, long_value_fields, row_checksum)
+        self.value_skip = ROCKSDB_VALUE_HEADER + 1 if row_checksum else 1
         self.limits = limits or ZipLimits()
         self.temp_dir = temp_dir
 
@@ -522,13 +522,47 @@ class RocksDBStoreReader(StoreReaderBase):
                     sf.path,
                 )
             skip = self.value_skip
-            self._check_version_bytes(data, idx.key_start, idx.key_len, sf.path, "key", 1)
+            if self.row_checksum:
+                return self._checked_changelog_pairs(data, idx, sf.path)
             put = idx.val_len >= 0
+            self._check_version_bytes(data, idx.key_start, idx.key_len, sf.path, "key", 1)
             self._check_version_bytes(data, idx.val_start[put], idx.val_len[put], sf.path, "value", skip)
             ks, kl, vs, vl = (a.tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
         keys = [data[s + 1 : s + n] for s, n in zip(ks, kl, strict=True)]
         values = [data[s + skip : s + n] if n >= 0 else None for s, n in zip(vs, vl, strict=True)]
         return keys, values
+
+    def _checked_changelog_pairs(
+        self, data: bytes, idx: Any, path: str
+    ) -> tuple[list[bytes], list[bytes | None]]:
+        """Keys and values of a changelog whose rows carry checksums (spec §3.6), every CRC checked.
+
+        Puts: the value is ``crc`` + ``len`` + ``00`` + row. Removes: the *key* is ``crc:u32 LE`` (over the
+        encoded key) + ``00`` + key row (observed on Spark 4.3.0 files; the spec says RocksDB keys are
+        never wrapped, which holds for puts and for keys inside zips).
+        """
+        ks, kl, vs, vl = (a.tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
+        keys: list[bytes] = []
+        values: list[bytes | None] = []
+        for i, (k0, kn, v0, vn) in enumerate(zip(ks, kl, vs, vl, strict=True)):
+            key = data[k0 : k0 + kn]
+            if vn < 0:
+                key = strip_rocksdb_removed_key(key, path, i)
+            if not key or key[0] != STATE_ENCODING_VERSION:
+                raise CorruptFileError(
+                    f"key of record {i} does not start with the state encoding version byte 00", path, k0, record=i
+                )
+            keys.append(key[1:])
+            values.append(None if vn < 0 else strip_rocksdb_value(key, data[v0 : v0 + vn], path, i)[1:])
+        return keys, values
+
+    @staticmethod
+    def _checked_values(keys: list[bytes], values: list[bytes | None], path: str) -> list[bytes | None]:
+        """Value rows (version byte removed) of checksummed values, each CRC checked (spec §3.6)."""
+        return [
+            None if v is None else strip_rocksdb_value(k, v, path, i)[1:]
+            for i, (k, v) in enumerate(zip(keys, values, strict=True))
+        ]
 
     @staticmethod
     def _check_version_bytes(data: bytes, starts: Any, lens: Any, path: str, what: str, skip: int) -> None:
@@ -615,6 +649,10 @@ class RocksDBStoreReader(StoreReaderBase):
             return {k[1:] for k in items}
         self._check_rows([k for k, _ in items], 1, sf.path, "key")
         self._check_rows([v for _, v in items], skip, sf.path, "value")
+        if self.row_checksum:
+            with self._located(partition_id, version):
+                values = self._checked_values([k for k, _ in items], [v for _, v in items], sf.path)
+            return {k[1:]: v for (k, _), v in zip(items, values, strict=True)}
         return {k[1:]: v[skip:] for k, v in items}
 
     def _zip_items(
@@ -839,7 +877,8 @@ class ColumnFamily:
 
     @property
     def multi_value(self) -> bool:
-        return self.variable_type == "ListState"
+        """Values are lists of elements: list state, and join state format 4 (timestamp-keyed families)."""
+        return self.variable_type == "ListState" or self.encoder.startswith("TimestampAs")
 
 
 _I32_LE = struct.Struct("<i")
@@ -891,10 +930,10 @@ class RocksDBColumnFamilyReader:
     """Reads a RocksDB store with virtual column families (transformWithState), one state variable at a time.
 
     Keys are ``cfId:u16 LE`` + the key encoding of that family; changelogs are format v2/v4 with merge
-    records for list appends (spec §4.3, §4.4, §7.7). Decodes value, list and map state and the
-    no-prefix internal families (``$rowCounter_*``, ...); range-scan families (TTL indexes, timers by
-    time) are refused. Versions are rebuilt like other RocksDB stores: the newest zip ``<= v`` plus the
-    changelogs after it.
+    records for list appends (spec §4.3, §4.4, §7.7). Decodes value, list and map state, timers and
+    every internal family (``$rowCounter_*``, TTL indexes and timers by time, which are range-scan keyed;
+    Spark's reader does not show those); the key encoders are in :mod:`readers.cf_store`. Versions are
+    rebuilt like other RocksDB stores: the newest zip ``<= v`` plus the changelogs after it.
 
     Parameters
     ----------
@@ -905,6 +944,8 @@ class RocksDBColumnFamilyReader:
     variable_types : dict of str to str
         State variable name -> ``ValueState`` / ``ListState`` / ``MapState`` / ``TimerState`` (operator
         metadata v2 ``stateVariables``).
+    avro : bool
+        Rows are Avro-encoded (``stateStore.encodingFormat=avro``, :mod:`readers.avro_rows`).
     """
 
     provider = "rocksdb"
@@ -914,8 +955,10 @@ class RocksDBColumnFamilyReader:
         files: RocksDBStoreReader,
         families: dict[str, StoreSchema],
         variable_types: dict[str, str],
+        avro: bool = False,
     ):
         self.files = files
+        self.avro = avro
         self.operator_id = files.operator_id
         self.store_name = files.store_name
         self.families = {
@@ -982,35 +1025,56 @@ class RocksDBColumnFamilyReader:
             self._apply_changelog(state, pf.deltas[v], multi)
         return state
 
-    def _apply_changelog(self, state: dict[bytes, Any], sf: StateFile, multi: set[bytes]) -> None:
+    def iter_changelog(self, partition_id: int, version: int) -> Iterator[tuple[str, bytes, Any]]:
+        """The records of one changelog as ``(kind, full key, value)`` in file order.
+
+        ``kind`` is ``put``, ``remove`` (value ``None``) or ``merge`` (a list append); values of
+        multi-value families are lists of element rows, others the value bytes as stored.
+        """
         from readers.records import KIND_PUT, KIND_REMOVE
 
+        pf = self.files._partition(partition_id)
+        sf = pf.deltas.get(version)
+        if sf is None:
+            raise MissingFileError(
+                f"no changelog for version {version}",
+                path=f"{pf.directory}/{version}.changelog",
+                operator_id=self.operator_id,
+                partition_id=partition_id,
+                version=version,
+            )
+        multi = self._multi_value_prefixes(partition_id)
         with self.files._located(sf.partition_id, sf.version):
             data = decompress(self.files.fs.read_bytes(sf.path), sf.path, self.files.codec)
             fmt, _lineage, idx = scan_changelog(data, sf.path)
-        if fmt not in (2, 4):
-            raise CorruptFileError(
-                f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0
-            )
-        for kind, ks, kl, vs, vl in zip(
-            idx.kind.tolist(),
-            idx.key_start.tolist(),
-            idx.key_len.tolist(),
-            idx.val_start.tolist(),
-            idx.val_len.tolist(),
-            strict=True,
-        ):
-            key = data[ks : ks + kl]
-            if kind == KIND_REMOVE:
+            if fmt not in (2, 4):
+                raise CorruptFileError(
+                    f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0
+                )
+            for kind, ks, kl, vs, vl in zip(
+                idx.kind.tolist(),
+                idx.key_start.tolist(),
+                idx.key_len.tolist(),
+                idx.val_start.tolist(),
+                idx.val_len.tolist(),
+                strict=True,
+            ):
+                key = data[ks : ks + kl]
+                if kind == KIND_REMOVE:
+                    yield "remove", key, None
+                    continue
+                value = data[vs : vs + vl]
+                name = "put" if kind == KIND_PUT else "merge"
+                yield name, key, (split_list_value(value, sf.path) if key[:2] in multi else value)
+
+    def _apply_changelog(self, state: dict[bytes, Any], sf: StateFile, multi: set[bytes]) -> None:
+        for kind, key, value in self.iter_changelog(sf.partition_id, sf.version):
+            if kind == "remove":
                 state.pop(key, None)
-                continue
-            value = data[vs : vs + vl]
-            if key[:2] not in multi:
-                state[key] = value
-            elif kind == KIND_PUT:
-                state[key] = split_list_value(value, sf.path)
+            elif kind == "merge" and key[:2] in multi:
+                state.setdefault(key, []).extend(value)
             else:
-                state.setdefault(key, []).extend(split_list_value(value, sf.path))
+                state[key] = value
 
     # -- decoding ------------------------------------------------------------------------------------
     def read_variable(self, partition_id: int, version: int, name: str) -> list[ColumnFamilyRow]:
@@ -1020,8 +1084,8 @@ class RocksDBColumnFamilyReader:
         ------
         UsageError
             Unknown column family.
-        BackendUnavailableError
-            A family whose key encoding is not decoded natively (range scan: TTL indexes, timers).
+        UnsupportedVersionError
+            A family whose key encoder is unknown, or a range-scan column of a type not decoded natively.
         """
         family = self.families.get(name)
         if family is None:
@@ -1036,70 +1100,103 @@ class RocksDBColumnFamilyReader:
         entries = [(k[2:], v) for k, v in raw.items() if k[:2] == prefix]
         return self._decode_family(partition_id, family, entries, path)
 
+    def _family_prefix(self, partition_id: int, name: str) -> tuple[ColumnFamily, bytes | None]:
+        family = self.families.get(name)
+        if family is None:
+            have = ", ".join(self.families)
+            raise UsageError(f"no column family {name!r} in this store; it has: {have}")
+        ids = self.column_family_ids(partition_id)
+        return family, (_U16_LE.pack(ids[name]) if name in ids else None)
+
+    def read_variable_changes(
+        self, partition_id: int, version: int, name: str
+    ) -> list[tuple[str, ColumnFamilyRow]]:
+        """The changes of one column family written by batch ``version - 1``, in changelog order.
+
+        Each is ``(change, row)``: ``put`` (value replaced; a list put gives one row per element),
+        ``remove`` (row value ``None``) or ``append`` (list elements merged in).
+        """
+        family, prefix = self._family_prefix(partition_id, name)
+        if prefix is None:
+            return []
+        path = self.files._partition(partition_id).deltas[version].path
+        kinds: list[str] = []
+        entries: list[tuple[bytes, Any]] = []
+        for kind, key, value in self.iter_changelog(partition_id, version):
+            if key[:2] != prefix:
+                continue
+            kinds.append({"merge": "append"}.get(kind, kind))
+            entries.append((key[2:], value))
+        out: list[tuple[str, ColumnFamilyRow]] = []
+        live = [(k, v) for k, v in entries if v is not None]
+        decoded = iter(self._decode_family(partition_id, family, live, path))
+        removed = iter(self._decode_keys_only(family, [k for k, v in entries if v is None], path))
+        for kind, (_, value) in zip(kinds, entries, strict=True):
+            if value is None:
+                gone_key, gone_user_key = next(removed)
+                out.append((kind, ColumnFamilyRow(partition_id, gone_key, None, gone_user_key)))
+            elif family.multi_value:
+                out.extend((kind, next(decoded)) for _ in value)
+            else:
+                out.append((kind, next(decoded)))
+        return out
+
+    def _decode_keys_only(
+        self, family: ColumnFamily, keys: list[bytes], path: str
+    ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:
+        from readers.cf_store import decode_keys
+
+        decoded = decode_keys(family, keys, path, self.avro)
+        if self._is_map(family):
+            return [(k[0], k[1]) for k in decoded]
+        return [(k, None) for k in decoded]
+
+    @staticmethod
+    def _is_map(family: ColumnFamily) -> bool:
+        n_prefix = int((family.schema.key_encoder or {}).get("numColsPrefixKey", 1))
+        return (
+            family.variable_type == "MapState"
+            and family.encoder == "PrefixKeyScanStateEncoderSpec"
+            and n_prefix == 1
+        )
+
+    def timer_family(self) -> str | None:
+        """The column family of timers by key (processing or event time), if the operator has timers."""
+        for name in ("$procTimers_keyToTimestamp", "$eventTimers_keyToTimestamp"):
+            if name in self.families:
+                return name
+        return None
+
+    def read_timers(self, partition_id: int, version: int) -> list[tuple[int, Any, int]]:
+        """Registered timers at ``version``: ``(partition, grouping key, expiry ms)`` (``readRegisteredTimers``)."""
+        name = self.timer_family()
+        if name is None:
+            return []
+        return [
+            (r.partition_id, r.key[0], int(r.key[1]))
+            for r in self.read_variable(partition_id, version, name)
+        ]
+
     def _decode_family(
         self, partition_id: int, family: ColumnFamily, entries: list[tuple[bytes, Any]], path: str
     ) -> list[ColumnFamilyRow]:
-        schema = family.schema
-        value_layout = compile_layout(schema.value_schema)
-        if family.encoder == "NoPrefixKeyStateEncoderSpec":
-            key_rows = [_strip_version(k, path) for k, _ in entries]
-            keys = _decode_all(key_rows, compile_layout(schema.key_schema), path)
-            user_keys: list[tuple[Any, ...] | None] = [None] * len(keys)
-        elif family.encoder == "PrefixKeyScanStateEncoderSpec":
-            n = int((schema.key_encoder or {}).get("numColsPrefixKey", 1))
-            from pyspark.sql.types import StructType
+        from readers.cf_store import decode_keys, decode_values, strip_version
 
-            fields = schema.key_schema.fields
-            split = [_split_prefix_key(k, path) for k, _ in entries]
-            prefixes = _decode_all([p for p, _ in split], compile_layout(StructType(fields[:n])), path)
-            rests = _decode_all([r for _, r in split], compile_layout(StructType(fields[n:])), path)
-            if family.variable_type == "MapState" and n == 1:
-                keys = [p[0] for p in prefixes]  # the grouping key struct
-                user_keys = [r[0] for r in rests]  # the user key struct
-            else:
-                keys = [p + r for p, r in zip(prefixes, rests, strict=True)]
-                user_keys = [None] * len(keys)
-        else:
-            raise BackendUnavailableError(
-                f"column family {family.name!r} uses {family.encoder}, which the native decoder does not read "
-                "yet; use --backend spark",
-                path,
-            )
-        out: list[ColumnFamilyRow] = []
+        schema = family.schema
+        keys = decode_keys(family, [k for k, _ in entries], path, self.avro)
+        user_keys: list[tuple[Any, ...] | None] = [None] * len(keys)
+        if self._is_map(family):
+            user_keys = [k[1] for k in keys]  # the user key struct
+            keys = [k[0] for k in keys]  # the grouping key struct
         if family.multi_value:
             owners = [(i, row) for i, (_, v) in enumerate(entries) for row in v]
-            values = _decode_all([row for _, row in owners], value_layout, path)
+            values = decode_values([row for _, row in owners], schema.value_schema, path, self.avro)
             return [
                 ColumnFamilyRow(partition_id, keys[i], value, user_keys[i])
                 for (i, _), value in zip(owners, values, strict=True)
             ]
-        values = _decode_all([_strip_version(v, path) for _, v in entries], value_layout, path)
-        for key, user_key, value in zip(keys, user_keys, values, strict=True):
-            out.append(ColumnFamilyRow(partition_id, key, value, user_key))
-        return out
-
-
-def _strip_version(row: bytes, path: str) -> bytes:
-    if not row or row[0] != STATE_ENCODING_VERSION:
-        raise CorruptFileError(
-            f"row {row[:12].hex(' ')}... does not start with the state encoding version byte 00", path
-        )
-    return row[1:]
-
-
-def _split_prefix_key(key: bytes, path: str) -> tuple[bytes, bytes]:
-    """``len:i32 LE`` + ``00`` + prefix row + ``00`` + remaining row (``len`` counts the first version byte)."""
-    if len(key) < 4:
-        raise CorruptFileError(f"prefix-scan key of {len(key)} bytes has no length word", path)
-    size = _I32_LE.unpack_from(key, 0)[0]
-    if size < 1 or 4 + size > len(key):
-        raise CorruptFileError(f"prefix-scan key declares a {size}-byte prefix in {len(key) - 4} bytes", path)
-    return _strip_version(key[4 : 4 + size], path), _strip_version(key[4 + size :], path)
-
-
-def _decode_all(rows: list[bytes], layout: Any, path: str) -> list[tuple[Any, ...]]:
-    import numpy as np
-
-    lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    starts = np.concatenate(([0], np.cumsum(lens)[:-1])) if len(rows) else lens
-    return list(decode_rows(b"".join(rows), starts, lens, layout, path=path))
+        values = decode_values([strip_version(v, path) for _, v in entries], schema.value_schema, path, self.avro)
+        return [
+            ColumnFamilyRow(partition_id, key, value, user_key)
+            for key, user_key, value in zip(keys, user_keys, values, strict=True)
+        ]

@@ -65,6 +65,7 @@ class StoreReaderBase:
         schema: StoreSchema | None,
         codec: str,
         long_value_fields: frozenset[int] = frozenset(),
+        row_checksum: bool = False,
     ):
         self.fs = fs
         self.operator_id = operator_id
@@ -73,6 +74,7 @@ class StoreReaderBase:
         self.schema = schema
         self.codec = codec
         self.long_value_fields = long_value_fields
+        self.row_checksum = row_checksum
 
     # -- inventory -----------------------------------------------------------------------------------
     def partition_ids(self) -> list[int]:

@@ -66,6 +66,33 @@ class NativeBackend:
             out.extend((r.partition_id, r.key, r.value, r.user_key) for r in cf.read_variable(pid, version, name))
         return out
 
+    def read_state_variable_changes(
+        self, operator_id: int, name: str, start_version: int, end_version: int, partition_id: int | None = None
+    ) -> list[tuple[int, int, str, Any, Any, Any]]:
+        """Changes of one transformWithState variable: ``(version, partition, change, key, value, user_key)``."""
+        cf = self.ckpt.column_family_reader(operator_id)
+        pids = [partition_id] if partition_id is not None else cf.partition_ids()
+        out: list[tuple[int, int, str, Any, Any, Any]] = []
+        for pid in pids:
+            for v in cf.delta_versions(pid):
+                if start_version <= v <= end_version:
+                    out.extend(
+                        (v, r.partition_id, change, r.key, r.value, r.user_key)
+                        for change, r in cf.read_variable_changes(pid, v, name)
+                    )
+        return out
+
+    def read_timers(
+        self, operator_id: int, version: int, partition_id: int | None = None
+    ) -> list[tuple[int, Any, int]]:
+        """Registered timers of a transformWithState operator: ``(partition, grouping key, expiry ms)``."""
+        cf = self.ckpt.column_family_reader(operator_id)
+        pids = [partition_id] if partition_id is not None else cf.partition_ids()
+        out: list[tuple[int, Any, int]] = []
+        for pid in pids:
+            out.extend(cf.read_timers(pid, version))
+        return out
+
     def read_changes(
         self,
         operator_id: int,

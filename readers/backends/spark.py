@@ -337,7 +337,7 @@ class SparkBackend:
                 df = df.where(F.col("partition_id") == partition_id)
             rows = collect_converted(df, ["batch_id", "change_type", "partition_id", "key", "value"])
         return [
-            StateChange(int(b) + 1, int(p), "remove" if t == "delete" else "put", k, v if t != "delete" else None)
+            StateChange(int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, v if t != "delete" else None)
             for b, t, p, k, v in rows
         ]
 
@@ -461,11 +461,62 @@ class SparkBackend:
                 rows = [(*r, None) for r in collect_converted(df, ["partition_id", "key", "value"])]
         return [(int(p), k, v, u) for p, k, v, u in rows]
 
+    def read_state_variable_changes(
+        self, operator_id: int, name: str, start_version: int, end_version: int, partition_id: int | None = None
+    ) -> list[tuple[int, int, str, Any, Any, Any]]:
+        """Change feed of one transformWithState variable: ``(version, partition, change, key, value, user_key)``."""
+        from pyspark.sql import functions as F
+
+        self._check_version(end_version)
+        with self._job(f"changes of state variable {name} of operator {operator_id}") as spark:
+            df = (
+                spark.read.format("statestore").option("operatorId", str(operator_id))
+                .option("stateVarName", name)
+                .option("readChangeFeed", "true")
+                .option("changeStartBatchId", str(max(start_version - 1, 0)))
+                .option("changeEndBatchId", str(end_version - 1))
+                .load(self.path)
+            )
+            if partition_id is not None:
+                df = df.where(F.col("partition_id") == partition_id)
+            cols = set(df.columns)
+            head = ["batch_id", "change_type", "partition_id", "key"]
+            if "user_map_key" in cols:
+                rows = collect_converted(df, [*head, "user_map_value", "user_map_key"])
+            else:
+                rows = [(*r, None) for r in collect_converted(df, [*head, "list_element" if "list_element" in cols
+                                                                    else "value"])]
+        return [
+            (int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, None if t == "delete" else v, u)
+            for b, t, p, k, v, u in rows
+        ]
+
+    def read_timers(
+        self, operator_id: int, version: int, partition_id: int | None = None
+    ) -> list[tuple[int, Any, int]]:
+        """Registered timers of a transformWithState operator: ``(partition, grouping key, expiry ms)``."""
+        from pyspark.sql import functions as F
+
+        self._check_version(version)
+        with self._job(f"timers of operator {operator_id} version {version}") as spark:
+            df = (
+                spark.read.format("statestore").option("operatorId", str(operator_id))
+                .option("readRegisteredTimers", "true").option("batchId", str(version - 1)).load(self.path)
+            )
+            if partition_id is not None:
+                df = df.where(F.col("partition_id") == partition_id)
+            rows = collect_converted(df, ["partition_id", "key", "expiration_timestamp_ms"])
+        return [(int(p), k, int(t)) for p, k, t in rows]
+
     def state_metadata(self) -> list[dict[str, Any]]:
         """Rows of Spark's ``state-metadata`` source, including the hidden ``_numColsPrefixKey``."""
         with self._job("state metadata") as spark:
             df = spark.read.format("state-metadata").load(self.path)
             return [r.asDict() for r in df.select(*df.columns, "_numColsPrefixKey").collect()]
+
+
+#: Spark's change feed ``change_type`` -> statelens' change kind.
+_CHANGE_KINDS = {"update": "put", "delete": "remove", "append": "append"}
 
 
 def _cancel_job_group(spark: Any, group: str) -> None:

@@ -1,0 +1,201 @@
+"""Column family stores read natively, checked against Spark's own reader on the same checkpoints.
+
+transformWithState with timers and TTL (range-scan keyed internal families), Avro-encoded state, the
+change feed of each state variable, and the stream-stream join in state formats 3 and 4 (its logical
+stores kept as column families of one RocksDB store). Spark reads these checkpoints only where the query
+ran (operator metadata v2 records absolute schema paths); the generator keeps that folder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.cli import main
+from readers.backends.spark import collect_converted
+from readers.cf_store import ColumnFamilyStoreReader, _range_value
+from readers.checkpoint import open_checkpoint
+from readers.errors import CorruptFileError
+from tests.test_native_vs_spark import canon
+
+pytestmark = pytest.mark.spark
+
+TWS = ["rocks_tws", "rocks_tws_timers", "rocks_tws_avro"]
+
+
+def _spark_df(spark: Any, root: Path, **options: str) -> Any:
+    reader = spark.read.format("statestore").option("operatorId", "0")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(str(root))
+
+
+def _spark_variable(spark: Any, root: Path, var: str, batch_id: int) -> Counter:
+    df = _spark_df(spark, root, stateVarName=var, batchId=str(batch_id))
+    cols = [c for c in df.columns if c != "partition_id"]
+    return Counter(canon((t[-1], *t[:-1])) for t in collect_converted(df, [*cols, "partition_id"]))
+
+
+def _native_variable(reader: Any, var: str, version: int) -> Counter:
+    out: Counter = Counter()
+    for pid in reader.partition_ids():
+        for row in reader.read_variable(pid, version, var):
+            extra = () if row.user_key is None else (row.user_key,)
+            out[canon((row.partition_id, row.key, *extra, row.value))] += 1
+    return out
+
+
+# -- transformWithState ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("scenario", ["rocks_tws_timers", "rocks_tws_avro"])
+def test_state_variables_match_spark_at_every_version(scenario: str, checkpoint: Any, spark: Any) -> None:
+    root = checkpoint(scenario) / "checkpoint"
+    expected = json.loads((checkpoint(scenario) / "expected.json").read_text())
+    reader = open_checkpoint(str(root)).column_family_reader(0)
+    assert reader.avro == (scenario == "rocks_tws_avro")
+    assert reader.state_variables() == sorted(expected["state_variables"], key=reader.state_variables().index)
+    compared = 0
+    for var in reader.state_variables():
+        for version in reader.versions():
+            native = _native_variable(reader, var, version)
+            assert native == _spark_variable(spark, root, var, version - 1), (scenario, var, version)
+            compared += bool(native)
+    assert compared >= 10
+
+
+def test_timers_match_spark_registered_timers(checkpoint: Any, spark: Any) -> None:
+    root = checkpoint("rocks_tws_timers") / "checkpoint"
+    reader = open_checkpoint(str(root)).column_family_reader(0)
+    assert reader.timer_family() == "$procTimers_keyToTimestamp"
+    seen = 0
+    for version in reader.versions():
+        native = Counter(canon(t) for pid in reader.partition_ids() for t in reader.read_timers(pid, version))
+        df = _spark_df(spark, root, readRegisteredTimers="true", batchId=str(version - 1))
+        spark_rows = collect_converted(df, ["partition_id", "key", "expiration_timestamp_ms"])
+        assert native == Counter(canon(tuple(r)) for r in spark_rows), version
+        seen += sum(native.values())
+    assert seen > 0
+
+
+def test_timer_and_ttl_indexes_agree_with_what_they_index(checkpoint: Any) -> None:
+    """Range-scan families (Spark's reader refuses them) decode to exactly the entries they index."""
+    root = checkpoint("rocks_tws_timers") / "checkpoint"
+    folder = checkpoint("rocks_tws_timers")
+    reader = open_checkpoint(str(root)).column_family_reader(0)
+    out = json.loads((folder / "output.json").read_text())
+    registered = {(r["key"], r["timer_ms"]) for r in out if r["event"] == "input"}
+    for version in reader.versions():
+        for pid in reader.partition_ids():
+            by_key = {(r.key[0], r.key[1]) for r in reader.read_variable(pid, version, "$procTimers_keyToTimestamp")}
+            by_time = {(r.key[1], r.key[0]) for r in reader.read_variable(pid, version, "$procTimers_timestampToKey")}
+            assert by_key == by_time, (version, pid)
+            assert {(k[0], t) for k, t in by_key} <= registered  # only timers the function registered
+            ttl_index = {(r.key[1], r.key[0]) for r in reader.read_variable(pid, version, "$ttl_ttlv")}
+            values = {(r.key, r.value[1]) for r in reader.read_variable(pid, version, "ttlv")}
+            assert ttl_index == values, (version, pid)
+            # Lists index each key once, at the earliest expiry of its elements ($min_<list>).
+            list_index = {(r.key[1], r.key[0]) for r in reader.read_variable(pid, version, "$ttl_ttll")}
+            minimum = {(r.key, r.value[0]) for r in reader.read_variable(pid, version, "$min_ttll")}
+            elements = {(r.key, r.value[1]) for r in reader.read_variable(pid, version, "ttll")}
+            assert list_index == minimum and list_index <= elements, (version, pid)
+            assert {k for k, _ in list_index} == {k for k, _ in elements}, (version, pid)
+
+
+@pytest.mark.parametrize("scenario", TWS)
+def test_state_variable_change_feed_matches_spark(scenario: str, checkpoint: Any, spark: Any) -> None:
+    root = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(root))
+    reader = ckpt.column_family_reader(0)
+    from readers.backends.native import NativeBackend
+
+    native_backend = NativeBackend(ckpt)
+    last = max(reader.versions())
+    compared = 0
+    for var in reader.state_variables():
+        native = Counter(canon(c) for c in native_backend.read_state_variable_changes(0, var, 1, last))
+        df = _spark_df(spark, root, stateVarName=var, readChangeFeed="true", changeStartBatchId="0",
+                       changeEndBatchId=str(last - 1))
+        cols = set(df.columns)
+        head = ["batch_id", "change_type", "partition_id", "key"]
+        if "user_map_key" in cols:
+            rows = collect_converted(df, [*head, "user_map_value", "user_map_key"])
+        else:
+            rows = [(*r, None) for r in collect_converted(df, [*head, "list_element" if "list_element" in cols
+                                                                else "value"])]
+        kinds = {"update": "put", "delete": "remove", "append": "append"}
+        expected = Counter(
+            canon((b + 1, p, kinds[t], k, None if t == "delete" else v, u)) for b, t, p, k, v, u in rows
+        )
+        assert native == expected, (scenario, var)
+        compared += sum(native.values())
+    assert compared > 0
+
+
+def test_range_scan_values_of_every_sign() -> None:
+    from pyspark.sql.types import DoubleType, IntegerType, LongType
+
+    assert _range_value(b"\x01" + (1234).to_bytes(8, "big"), LongType(), "x") == 1234
+    assert _range_value(b"\x00" + (-5).to_bytes(8, "big", signed=True), LongType(), "x") == -5
+    assert _range_value(b"\x01" + (7).to_bytes(4, "big"), IntegerType(), "x") == 7
+    assert _range_value(b"\x02" + bytes(8), LongType(), "x") is None
+    import struct
+
+    neg = int.from_bytes(struct.pack(">d", -2.5), "big") ^ ((1 << 64) - 1)
+    assert _range_value(b"\x00" + neg.to_bytes(8, "big"), DoubleType(), "x") == -2.5
+    assert _range_value(b"\x01" + struct.pack(">d", 2.5), DoubleType(), "x") == 2.5
+    with pytest.raises(CorruptFileError, match="marker 07"):
+        _range_value(b"\x07" + bytes(8), LongType(), "state/0/0/1.changelog")
+
+
+def test_cli_reads_timers_internal_families_and_changes(checkpoint: Any, capsys: Any) -> None:
+    root = checkpoint("rocks_tws_timers") / "checkpoint"
+    assert main(["rows", str(root), "--operator", "0", "--timers"]) == 0
+    timers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert timers and set(timers[0]) == {"partition", "key", "expiration_timestamp_ms"}
+    assert main(["rows", str(root), "--operator", "0", "--state-var", "$ttl_ttlv"]) == 0
+    index = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert index and set(index[0]["key"]) == {"expirationMs", "elementKey"}
+    assert main(["rows", str(root), "--operator", "0", "--state-var", "ttll", "--changes"]) == 0
+    changes = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {c["change"] for c in changes} >= {"append"}
+    assert all(set(c) == {"version", "partition", "change", "key", "value"} for c in changes)
+    assert main(["rows", str(checkpoint("rocks_tws") / "checkpoint"), "--operator", "0", "--timers"]) == 2
+    assert "registers no timers" in capsys.readouterr().err
+
+
+# -- stream-stream join in state formats 3 and 4 -------------------------------------------------------------
+@pytest.mark.parametrize("scenario", ["rocks_join_v3", "rocks_join_v4"])
+def test_join_column_families_are_shown_as_stores(scenario: str, checkpoint: Any) -> None:
+    folder = checkpoint(scenario)
+    expected = json.loads((folder / "expected.json").read_text())
+    ckpt = open_checkpoint(str(folder / "checkpoint"))
+    (op,) = ckpt.operators
+    assert op.kind.value == "join"
+    assert [s.store_name for s in op.stores] == expected["operators"][0]["store_names"]
+    assert ckpt.state_variables(0) == []  # not transformWithState: no state variables listed
+    for store in op.stores:
+        reader = ckpt.store_reader(0, store.store_name)
+        assert isinstance(reader, ColumnFamilyStoreReader)
+        assert store.schema is not None and reader.schema == store.schema
+    # Every left row Spark kept is in the value family, keyed by its join key (and event time for v4).
+    value_store = "left-keyWithIndexToValue" if scenario.endswith("v3") else "left-keyWithTsToValues"
+    reader = ckpt.store_reader(0, value_store)
+    last = max(store.versions[-1] for store in op.stores)
+    rows = [r for pid in reader.partition_ids() for r in reader.read_rows(pid, last)]
+    assert rows and all(r.key[0] == r.value[0] for r in rows)  # field0 is the join key lkey
+    if scenario.endswith("v4"):
+        assert all(r.key[1] == r.value[3] for r in rows)  # __event_time (µs) is the row's lts
+
+
+@pytest.mark.parametrize("scenario", ["rocks_join_v3", "rocks_join_v4"])
+def test_join_growth_and_cli(scenario: str, checkpoint: Any, capsys: Any) -> None:
+    root = checkpoint(scenario) / "checkpoint"
+    assert main(["growth", str(root), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    text = json.dumps(doc)
+    stores = json.loads((checkpoint(scenario) / "expected.json").read_text())["operators"][0]["store_names"]
+    for name in stores:
+        assert name in text
