@@ -535,13 +535,14 @@ def read_schema_history(ckpt: Any) -> tuple[list[SchemaVersion], list[StatelensE
     problems: list[StatelensError] = []
     for op in ckpt.operators:
         for st in op.stores:
-            sub = "" if st.store_name == "default" else f"/{st.store_name}"
+            physical = ckpt.physical_store(op.operator_id, st.store_name)  # column families: their store
+            sub = "" if physical == "default" else f"/{physical}"
             found: list[tuple[int | None, str, StoreSchema]] = []
             legacy = f"state/{op.operator_id}/0{sub}/_metadata/schema"
             try:
                 if ckpt.fs.exists(legacy):
                     found.append((None, legacy, schemas.parse_schema_file(ckpt.fs.read_bytes(legacy), legacy)))
-                v3_dir = f"state/{op.operator_id}/_stateSchema/{st.store_name}"
+                v3_dir = f"state/{op.operator_id}/_stateSchema/{physical}"
                 files = [e for e in ckpt.fs.list_dir(v3_dir) if not e.is_dir and not e.name.startswith(".")]
             except StatelensError as err:
                 problems.append(err)
@@ -552,7 +553,7 @@ def read_schema_history(ckpt: Any) -> tuple[list[SchemaVersion], list[StatelensE
                 except StatelensError as err:
                     problems.append(err)
                     continue
-                sch = families.get("default") or next(iter(families.values()), None)
+                sch = families.get(st.store_name) or families.get("default") or next(iter(families.values()), None)
                 if sch is not None:
                     found.append((_batch_of(e.name), e.path, sch))
             if not found and st.schema is not None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from readers.errors import CorruptFileError, UnsupportedVersionError
-from readers.model import PartitionVersionStats, StateChange, StateFile, StateRow
+from readers.model import PartitionVersionStats, StateChange, StateFile
 from readers.store_base import RawState, StoreReaderBase
 from readers.unsaferow import compile_layout, decode_rows
 
@@ -42,6 +42,7 @@ __all__ = ["ColumnFamilyStoreReader", "decode_keys", "split_prefix_key", "strip_
 STATE_ENCODING_VERSION = 0
 _I32_LE = struct.Struct("<i")
 _U16_LE = struct.Struct("<H")
+_POSITION = struct.Struct(">I")  # element position appended to flat keys of multi-value families
 _SIGN = 1 << 63
 _NEGATIVE, _POSITIVE, _NULL = 0, 1, 2
 
@@ -193,11 +194,14 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
 
 
 class ColumnFamilyStoreReader(StoreReaderBase):
-    """One column family of a RocksDB store, read as a store (join state formats 3 and 4).
+    """One column family of a RocksDB store, read as a store (join state formats 3/4, transformWithState).
 
-    Raw keys are the key bytes after the column family id (for no-prefix families: the key UnsafeRow,
-    exactly what a plain store's raw key is), raw values the value row, or for multi-value families a
-    tuple of element rows (one decoded row per element, as Spark's reader shows them).
+    Raw keys are the key bytes after the column family id (for no-prefix families the key UnsafeRow,
+    exactly what a plain store's raw key is) and raw values the value row. A multi-value family (list
+    state, join format 4) is flattened: one raw entry per element, keyed by the key bytes plus the
+    element's position (4 bytes), so rows, growth and replay count elements as Spark's reader shows them.
+    Raw changes (:meth:`iter_raw_changes`) are the difference between consecutive versions in that flat
+    form; :meth:`read_changes` keeps the changelog's own records (``put`` / ``remove`` / ``append``).
 
     Parameters
     ----------
@@ -218,6 +222,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         self.physical = families
         self.family = cf
         self.plain = cf.encoder == "NoPrefixKeyStateEncoderSpec"
+        self.multi = cf.multi_value
 
     def files(self) -> list[StateFile]:
         return self.physical.files.files()
@@ -227,6 +232,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         return _U16_LE.pack(ids[self.family.name]) if self.family.name in ids else None
 
     def _own(self, partition_id: int, full: dict[bytes, Any]) -> RawState:
+        """This family's entries of a physical state, flat (one per list element)."""
         prefix = self._prefix(partition_id)
         if prefix is None:
             return {}
@@ -235,40 +241,47 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         for key, value in full.items():
             if key[:2] != prefix:
                 continue
-            out[self._raw_key(key[2:], path)] = self._raw_value(value, path)
+            raw_key = self._raw_key(key[2:], path)
+            if self.multi:
+                for n, element in enumerate(value):
+                    out[raw_key + _POSITION.pack(n)] = element
+            else:
+                out[raw_key] = strip_version(value, path)
         return out
 
     def _raw_key(self, key: bytes, path: str) -> bytes:
         return strip_version(key, path) if self.plain else key
-
-    def _raw_value(self, value: Any, path: str) -> Any:
-        if isinstance(value, list):
-            return tuple(value)
-        return strip_version(value, path)
 
     # -- raw state -------------------------------------------------------------------------------------
     def read_raw(self, partition_id: int, version: int) -> RawState:
         return self._own(partition_id, self.physical.read_raw(partition_id, version))
 
     def iter_raw_changes(self, partition_id: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
-        """The family's records of one changelog; a merge (list append) is one put per element appended."""
-        prefix = self._prefix(partition_id)
-        path = self._partition(partition_id).directory
-        for kind, key, value in self.physical.iter_changelog(partition_id, version):
-            if prefix is None or key[:2] != prefix:
-                continue
-            raw_key = self._raw_key(key[2:], path)
-            if value is None:
-                yield raw_key, None
-            elif isinstance(value, list):
-                yield raw_key, tuple(value) if kind == "put" else ("append", *value)  # type: ignore[misc]
-            else:
-                yield raw_key, strip_version(value, path)
+        """What changed in this family from ``version - 1`` to ``version`` (``None`` value = removed)."""
+        if version not in self._partition(partition_id).deltas:
+            raise self._no_changelog(partition_id, version)
+        before = self.read_raw(partition_id, version - 1) if version > 1 else {}
+        after = self.read_raw(partition_id, version)
+        for key in before.keys() - after.keys():
+            yield key, None
+        for key, value in after.items():
+            if before.get(key) != value:
+                yield key, value
+
+    def _no_changelog(self, partition_id: int, version: int) -> Exception:
+        from readers.errors import MissingFileError
+
+        pf = self._partition(partition_id)
+        return MissingFileError(
+            f"no changelog for version {version}",
+            path=f"{pf.directory}/{version}.changelog",
+            **self._ctx(partition_id, version),
+        )
 
     def iter_versions_raw(
         self, partition_id: int, cancelled: Callable[[], bool] | None = None
     ) -> Iterator[tuple[int, RawState, int]]:
-        """Every readable version of a partition, oldest first (the state is rebuilt per version)."""
+        """Every readable version of a partition, oldest first (physical states replayed incrementally)."""
         pf = self._partition(partition_id)
         for v in pf.readable_versions():
             if cancelled is not None and cancelled():
@@ -279,45 +292,33 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         self, pid: int, cancelled: Callable[[], bool] | None
     ) -> Iterator[PartitionVersionStats]:
         for v, state, on_disk in self.iter_versions_raw(pid, cancelled):
-            rows = sum(len(x) if isinstance(x, tuple) else 1 for x in state.values())
-            yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, rows, on_disk)
+            yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(state), on_disk)
 
     # -- decoding --------------------------------------------------------------------------------------
     def decode_pairs(
         self, pairs: list[tuple[bytes, bytes | None]], path: str
     ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:
-        """Decode (key, value) pairs; a multi-value entry gives one pair per element."""
-        expanded: list[tuple[bytes, Any]] = []
-        for key, value in pairs:
-            entry: Any = value
-            if isinstance(entry, tuple):
-                elements = entry[1:] if entry and entry[0] == "append" else entry
-                expanded.extend((key, e) for e in elements)
-            else:
-                expanded.append((key, entry))
-        if self.plain:  # raw keys are the key rows already
-            keys = decode_all([k for k, _ in expanded], self.family.schema.key_schema, path)
+        """Decode flat (key, value) pairs (a multi-value key carries its element position at the end)."""
+        keys_raw = [k[: -_POSITION.size] if self.multi else k for k, _ in pairs]
+        if self.plain:  # raw keys are the key rows already (Avro: schema id + record)
+            keys = decode_values(keys_raw, self.family.schema.key_schema, path, self.physical.avro)
         else:
-            keys = decode_keys(self.family, [k for k, _ in expanded], path)
-        present = [i for i, (_, v) in enumerate(expanded) if v is not None]
-        values = decode_all([expanded[i][1] for i in present], self.family.schema.value_schema, path)
+            keys = decode_keys(self.family, keys_raw, path, self.physical.avro)
+        present = [i for i, (_, v) in enumerate(pairs) if v is not None]
+        values = decode_values([pairs[i][1] for i in present], self.family.schema.value_schema, path,  # type: ignore[misc]
+                               self.physical.avro)
         out: list[tuple[tuple[Any, ...], tuple[Any, ...] | None]] = [(k, None) for k in keys]
         for i, decoded in zip(present, values, strict=True):
             out[i] = (keys[i], decoded)
         return out
 
-    def read_rows(self, partition_id: int, version: int) -> list[StateRow]:
-        path = f"{self._partition(partition_id).directory}/{version}"
-        decoded = self.decode_pairs(list(self.read_raw(partition_id, version).items()), path)
-        return [StateRow(partition_id, k, v) for k, v in decoded]
-
     def read_changes(self, partition_id: int, version: int) -> list[StateChange]:
-        """Decoded records of one version: ``put``, ``remove``, or ``append`` (list element merged in)."""
-        path = self._partition(partition_id).deltas[version].path
+        """The changelog's records of this family: ``put``, ``remove``, or ``append`` (list elements merged in)."""
+        pf = self._partition(partition_id)
+        if version not in pf.deltas:
+            raise self._no_changelog(partition_id, version)
         out: list[StateChange] = []
-        for key, value in self.iter_raw_changes(partition_id, version):
-            appended = isinstance(value, tuple) and bool(value) and value[0] == "append"
-            for k, v in self.decode_pairs([(key, value)], path):
-                change = "remove" if v is None else ("append" if appended else "put")
-                out.append(StateChange(version, partition_id, change, k, v))
+        for change, row in self.physical.read_variable_changes(partition_id, version, self.family.name):
+            key = row.key if row.user_key is None else (row.key, row.user_key)
+            out.append(StateChange(version, partition_id, change, key, row.value))
         return out

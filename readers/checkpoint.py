@@ -21,6 +21,7 @@ from readers.model import (
     LoadReport,
     OffsetLogEntry,
     OperatorInfo,
+    OperatorKind,
     Progress,
     StateFile,
     StoreInfo,
@@ -89,6 +90,7 @@ class Checkpoint:
         self._store_families: dict[tuple[int, str], dict[str, StoreSchema]] = {}
         # Join state formats 3/4: each column family is shown as a store; (op, family) -> physical store.
         self._virtual_stores: dict[tuple[int, str], str] = {}
+        self._family_readers: dict[tuple[int, str], RocksDBColumnFamilyReader] = {}
         self._readers: dict[tuple[int, str], StoreReader] = {}
         #: Things worth knowing that are not errors (e.g. state files of retried batches, ignored).
         self.notes: list[str] = []
@@ -121,6 +123,10 @@ class Checkpoint:
                 return op
         have = ", ".join(str(o.operator_id) for o in self.operators) or "none"
         raise UsageError(f"no stateful operator {operator_id} in this checkpoint; operators: {have}")
+
+    def physical_store(self, operator_id: int, store_name: str) -> str:
+        """The store folder a store lives in: itself, or for a column family shown as a store, its store."""
+        return self._virtual_stores.get((operator_id, store_name), store_name)
 
     def store_reader(self, operator_id: int, store_name: str | None = None) -> StoreReader:
         """The reader of one store (``store_name`` may be omitted for single-store operators).
@@ -168,17 +174,27 @@ class Checkpoint:
         UsageError
             The store has no column families (use :meth:`store_reader`), or is unknown.
         BackendUnavailableError
-            A state encoding format other than ``unsaferow`` and ``avro``.
+            A state encoding format other than ``unsaferow`` and ``avro``, or row checksums (not decoded
+            in column family stores yet).
         """
         from readers.errors import BackendUnavailableError
 
         op = self.operator(operator_id)
         name = store_name or op.stores[0].store_name
-        name = self._virtual_stores.get((operator_id, name), name)
+        name = self.physical_store(operator_id, name)
+        cached = self._family_readers.get((operator_id, name))
+        if cached is not None:
+            return cached
         families = self._store_families.get((operator_id, name))
         provider = next((s.provider for s in op.stores if s.store_name == name), "rocksdb")
         if provider != "rocksdb" or families is None:
             raise UsageError(f"operator {operator_id} store {name!r} has no column families; use store_reader")
+        if self._row_checksum:
+            raise BackendUnavailableError(
+                "row checksums (stateStore.rowChecksum.enabled) in a store with column families are not "
+                "decoded natively yet; use --backend spark",
+                path=f"state/{operator_id}",
+            )
         encoding = self.conf.get("spark.sql.streaming.stateStore.encodingFormat", "unsaferow")
         if encoding not in ("unsaferow", "avro"):
             raise BackendUnavailableError(
@@ -199,7 +215,9 @@ class Checkpoint:
             for v in variables
             if isinstance(v, dict) and v.get("stateName")
         }
-        return RocksDBColumnFamilyReader(files, families, types, avro=encoding == "avro")
+        reader = RocksDBColumnFamilyReader(files, families, types, avro=encoding == "avro")
+        self._family_readers[(operator_id, name)] = reader
+        return reader
 
     def state_variables(self, operator_id: int) -> list[dict[str, Any]]:
         """The state variables (column families) of a transformWithState operator, with their schemas.
@@ -209,16 +227,19 @@ class Checkpoint:
         ``key_schema``, ``value_schema``, ``user_key_schema``. Empty for operators without column families.
         """
         op = self.operator(operator_id)
+        if op.kind != OperatorKind.TRANSFORM_WITH_STATE:
+            return []
         declared = {
             str(v.get("stateName")): v for v in op.properties.get("stateVariables", []) or [] if isinstance(v, dict)
         }
+        physical = list(dict.fromkeys(self.physical_store(operator_id, s.store_name) for s in op.stores))
         out: list[dict[str, Any]] = []
-        for store in op.stores:
-            for name, schema in (self._store_families.get((operator_id, store.store_name)) or {}).items():
+        for store_name in physical:
+            for name, schema in (self._store_families.get((operator_id, store_name)) or {}).items():
                 meta = declared.get(name, {})
                 out.append({
                     "name": name,
-                    "store_name": store.store_name,
+                    "store_name": store_name,
                     "variable_type": meta.get("stateVariableType"),
                     "ttl": bool(meta.get("ttlEnabled", False)),
                     "key_encoder": schema.key_encoder,
@@ -415,11 +436,10 @@ class Checkpoint:
                     StoreInfo(op_id, store_name, provider, tuple(sorted(files)), tuple(sorted(versions)), schema, codec)
                 )
             name = getattr(meta, "operator_name", None)
-            families = self._store_families.get((op_id, "default"))
-            if families is not None and name == "symmetricHashJoin" and len(stores) == 1:
-                stores, stores_schemas = self._join_family_stores(stores[0], families)
-                store_names = set(stores_schemas)
             kind = infer_kind(name, sorted(store_names), stores_schemas)
+            families = self._store_families.get((op_id, "default"))
+            if families is not None and len(stores) == 1 and kind in _FAMILY_STORE_KINDS:
+                stores, stores_schemas = self._family_stores(stores[0], families)
             self.operators.append(
                 OperatorInfo(
                     op_id,
@@ -432,13 +452,20 @@ class Checkpoint:
             )
         yield Progress(len(op_ids), len(op_ids), "operators")
 
-    def _join_family_stores(
+    def _family_stores(
         self, physical: StoreInfo, families: dict[str, StoreSchema]
     ) -> tuple[list[StoreInfo], dict[str, StoreSchema]]:
-        """Join state formats 3/4 keep the logical stores as column families: show each as a store."""
+        """Show each column family of a store as a store of its own.
+
+        Join state formats 3/4 keep the four logical join stores as column families; transformWithState
+        one family per state variable plus Spark's internal ones (list counters, TTL indexes, timers). As
+        stores they are listed, read, replayed, measured and analysed like any other; the physical store
+        stays reachable through :meth:`column_family_reader`.
+        """
         stores: list[StoreInfo] = []
         schemas_: dict[str, StoreSchema] = {}
-        for cf, schema in families.items():
+        ordered = sorted(families.items(), key=lambda item: item[0].startswith(("$", "_")))  # user state first
+        for cf, schema in ordered:
             if cf == "default":
                 continue  # created always, unused by joins
             self._virtual_stores[(physical.operator_id, cf)] = physical.store_name
@@ -456,6 +483,10 @@ class Checkpoint:
             for _, pf in sorted(parts.items()):
                 for sf in [*pf.deltas.values(), *pf.snapshots.values()]:
                     yield op_id, store_name, sf
+
+
+#: Operators whose column families are shown as stores (see :meth:`Checkpoint._family_stores`).
+_FAMILY_STORE_KINDS = (OperatorKind.JOIN, OperatorKind.TRANSFORM_WITH_STATE)
 
 
 def _looks_like_checkpoint(fs: CheckpointFS) -> bool:

@@ -959,6 +959,7 @@ class RocksDBColumnFamilyReader:
     ):
         self.files = files
         self.avro = avro
+        self._last: tuple[tuple[int, int], dict[bytes, Any]] | None = None
         self.operator_id = files.operator_id
         self.store_name = files.store_name
         self.families = {
@@ -1005,7 +1006,24 @@ class RocksDBColumnFamilyReader:
         return {_U16_LE.pack(ids[n]) for n, f in self.families.items() if f.multi_value and n in ids}
 
     def read_raw(self, partition_id: int, version: int) -> dict[bytes, Any]:
-        """Every entry at ``version``: full key bytes -> value bytes (``list`` of element rows for lists)."""
+        """Every entry at ``version``: full key bytes -> value bytes (``list`` of element rows for lists).
+
+        The last state read is kept (one partition, one version): the families of one store are usually
+        read one after the other at the same version. Callers must not change the returned dict.
+        """
+        if self._last is not None and self._last[0] == (partition_id, version):
+            return self._last[1]
+        pf = self.files._partition(partition_id)
+        if self._last is not None and self._last[0] == (partition_id, version - 1) and version in pf.deltas:
+            # The next version of the one read last: replay its changelog on a copy (lists copied too).
+            state = {k: list(v) if isinstance(v, list) else v for k, v in self._last[1].items()}
+            self._apply_changelog(state, pf.deltas[version], self._multi_value_prefixes(partition_id))
+        else:
+            state = self._read_raw(partition_id, version)
+        self._last = ((partition_id, version), state)
+        return state
+
+    def _read_raw(self, partition_id: int, version: int) -> dict[bytes, Any]:
         pf = self.files._partition(partition_id)
         if version == 0:
             return {}

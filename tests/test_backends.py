@@ -114,13 +114,37 @@ def test_auto_uses_native_when_it_can_and_describes_it(checkpoint: Any) -> None:
 
 
 @pytest.mark.spark
-def test_auto_reads_rocksdb_natively_and_column_family_stores_through_spark(checkpoint: Any) -> None:
+def test_auto_reads_rocksdb_and_column_family_stores_natively(checkpoint: Any) -> None:
     for scenario in ("rocks_agg", "rocks_agg_changelog", "rocks_ckpt_v2"):
         ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
         assert BackendChooser(ckpt, "auto").for_store(0, "default").name == "native", scenario
-    tws = open_checkpoint(str(checkpoint("rocks_tws") / "checkpoint"))
-    assert not NativeBackend(tws).can_read(0, "default")
-    assert BackendChooser(tws, "auto").for_store(0, "default").name == "spark"
+    for scenario in ("rocks_tws", "rocks_tws_avro", "rocks_join_v4"):
+        ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+        for store in ckpt.operators[0].stores:
+            assert NativeBackend(ckpt).can_read(0, store.store_name), (scenario, store.store_name)
+            assert BackendChooser(ckpt, "auto").for_store(0, store.store_name).name == "native"
+
+
+@pytest.mark.spark
+def test_spark_backend_reads_state_variable_and_join_family_stores(checkpoint: Any, spark: Any) -> None:
+    """A transformWithState variable or a format-4 join family, as a store: Spark's rows equal native ones."""
+    from tests.test_native_vs_spark import canon
+
+    for scenario, stores in (("rocks_tws", ("cnt", "lst", "mp")),
+                             ("rocks_join_v4", ("left-keyWithTsToValues", "right-tsWithKey"))):
+        ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+        sparkb = SparkBackend(ckpt, spark=spark)
+        native = NativeBackend(ckpt)
+        version = sparkb.latest_version(0)
+        for store in stores:
+            ours = [canon(tuple(r)) for r in native.read_rows(0, store, version)]
+            theirs = [canon(tuple(r)) for r in sparkb.read_rows(0, store, version)]
+            assert ours and sorted(ours, key=repr) == sorted(theirs, key=repr), (scenario, store)
+            counts = {s.partition_id: s.rows for s in sparkb.iter_stats(0, store) if s.version == version}
+            assert sum(counts.values()) == len(ours), (scenario, store)
+            ours_changes = [canon(tuple(c)) for c in native.read_changes(0, store, 1, version)]
+            theirs_changes = [canon(tuple(c)) for c in sparkb.read_changes(0, store, 1, version)]
+            assert sorted(ours_changes, key=repr) == sorted(theirs_changes, key=repr), (scenario, store)
 
 
 def test_missing_java_is_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:

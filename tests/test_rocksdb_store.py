@@ -21,13 +21,13 @@ import pytest
 from app.cli import main
 from readers.checkpoint import open_checkpoint
 from readers.errors import (
-    BackendUnavailableError,
     BadMagicError,
     ChecksumError,
     CorruptFileError,
     LimitExceededError,
     MissingFileError,
     TruncatedFileError,
+    UsageError,
 )
 from readers.rocksdb_store import (
     RocksDBStoreReader,
@@ -136,11 +136,21 @@ def test_versions_zips_and_changelogs_are_found(checkpoint: Any) -> None:
 
 
 @pytest.mark.spark
-def test_column_family_store_is_recognised_and_refused(checkpoint: Any) -> None:
+def test_column_family_store_shows_each_family_as_a_store(checkpoint: Any) -> None:
     ckpt = open_checkpoint(str(checkpoint("rocks_tws") / "checkpoint"))
-    (store,) = ckpt.operators[0].stores
-    assert store.provider == "rocksdb"
-    with pytest.raises(BackendUnavailableError, match=r"column families \(.*cnt.*lst.*mp.*\).*--backend spark"):
+    names = [s.store_name for s in ckpt.operators[0].stores]
+    assert names[:3] == ["cnt", "lst", "mp"] or sorted(names[:3]) == ["cnt", "lst", "mp"]
+    assert all(n.startswith("$") for n in names[3:])  # Spark's internal families after the user's
+    assert {s.provider for s in ckpt.operators[0].stores} == {"rocksdb"}
+    physical = ckpt.column_family_reader(0, "cnt")
+    assert physical is ckpt.column_family_reader(0)  # one reader of the physical store, shared
+    for store in ckpt.operators[0].stores:
+        reader = ckpt.store_reader(0, store.store_name)
+        for pid in reader.partition_ids():
+            rows = reader.read_rows(pid, reader.versions(pid)[-1])
+            expected = physical.read_variable(pid, reader.versions(pid)[-1], store.store_name)
+            assert len(rows) == len(expected), store.store_name
+    with pytest.raises(UsageError, match="several stores"):
         ckpt.store_reader(0)
 
 

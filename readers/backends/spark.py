@@ -270,9 +270,32 @@ class SparkBackend:
     # -- reads -----------------------------------------------------------------------------------------
     def _reader(self, spark: Any, operator_id: int, store_name: str | None) -> Any:
         r = spark.read.format("statestore").option("operatorId", str(operator_id))
-        if store_name and store_name != "default":
+        if self._is_state_variable(operator_id, store_name):
+            r = r.option("stateVarName", store_name)
+        elif store_name and store_name != "default":
             r = r.option("storeName", store_name)
         return r
+
+    def _count_per_version(self, operator_id: int, store_name: str | None) -> bool:
+        """Stores whose change feed is not keyed by row: transformWithState variables (list elements, map
+        entries under one grouping key) and join format 4 (list values). Their rows are counted per version."""
+        if store_name is None:
+            return False
+        if self._is_state_variable(operator_id, store_name):
+            return True
+        schema = self.ckpt.operator(operator_id).store(store_name).schema
+        encoder = str((schema.key_encoder or {}).get("keyStateEncoderType", "")) if schema else ""
+        return encoder.startswith("TimestampAs")
+
+    def _is_state_variable(self, operator_id: int, store_name: str | None) -> bool:
+        """A transformWithState column family shown as a store (read by ``stateVarName``, not ``storeName``)."""
+        from readers.model import OperatorKind
+
+        return (
+            store_name is not None
+            and self.ckpt.operator(operator_id).kind == OperatorKind.TRANSFORM_WITH_STATE
+            and store_name != "default"
+        )
 
     def _check_version(self, version: int) -> None:
         batch = version - 1
@@ -305,6 +328,10 @@ class SparkBackend:
         """Rows of one store at ``version`` (``batchId = version - 1``), all partitions or one."""
         from pyspark.sql import functions as F
 
+        if self._is_state_variable(operator_id, store_name):
+            # transformWithState families are read by stateVarName; map state's key is (key, user key).
+            entries = self.read_state_variable(operator_id, str(store_name), version, partition_id)
+            return [StateRow(p, k if u is None else (k, u), v) for p, k, v, u in entries]
         self._check_version(version)
         with self._job(f"rows of operator {operator_id} version {version}") as spark:
             df = self._reader(spark, operator_id, store_name).option("batchId", str(version - 1)).load(self.path)
@@ -323,6 +350,12 @@ class SparkBackend:
     ) -> list[StateChange]:
         """Put/remove records of versions ``start_version .. end_version`` from Spark's change feed."""
         from pyspark.sql import functions as F
+
+        if self._is_state_variable(operator_id, store_name):
+            changes = self.read_state_variable_changes(
+                operator_id, str(store_name), start_version, end_version, partition_id
+            )
+            return [StateChange(v, p, c, k if u is None else (k, u), val) for v, p, c, k, val, u in changes]
 
         self._check_version(end_version)
         with self._job(f"changes of operator {operator_id}") as spark:
@@ -354,13 +387,18 @@ class SparkBackend:
         come from the checkpoint listing (nothing is decoded natively).
         """
         store = store_name or "default"
-        try:
-            counts = self._stats_from_change_feed(operator_id, store_name)
-            self.notes = ["growth computed from Spark's change feed in one job"]
-        except StatelensError as err:
-            self.notes = [f"change feed unavailable ({err.message}); one statestore read per version instead"]
+        if self._count_per_version(operator_id, store_name):
+            # The change feed's keys are not the rows here (list elements, map entries): count instead.
+            self.notes = ["rows counted by one statestore read per version (list or map valued store)"]
             counts = self._stats_per_version(operator_id, store_name)
-        sizes = self._sizes(operator_id, store)
+        else:
+            try:
+                counts = self._stats_from_change_feed(operator_id, store_name)
+                self.notes = ["growth computed from Spark's change feed in one job"]
+            except StatelensError as err:
+                self.notes = [f"change feed unavailable ({err.message}); one statestore read per version instead"]
+                counts = self._stats_per_version(operator_id, store_name)
+        sizes = self._sizes(operator_id, self.ckpt.physical_store(operator_id, store))
         for (pid, version), rows in sorted(counts.items()):
             yield PartitionVersionStats(operator_id, store, version, pid, rows, sizes.get((pid, version), 0))
 
