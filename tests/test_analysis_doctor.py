@@ -225,3 +225,26 @@ def test_files_far_beyond_min_batches_to_retain(checkpoint, monkeypatch):
     assert all(f.severity == "warning" for f in state)
     assert _only(result, "logs_beyond_retention")[0].files == ("offsets/",)
     assert result.exit_code == 1
+
+
+def test_row_checksummed_files_decode_clean_and_a_bad_checksum_is_named(copy_of):
+    """Spark 4.3 row checksums: the decode sample strips and checks each row's CRC-32C before decoding
+    (it reported every row as not fitting the schema), and a wrong CRC is a row_checksum error."""
+    from readers.codecs import decompress
+    from readers.records import scan_records
+    from tests.benchmarks.bench_memory import _lz4_block_stream
+
+    root, _ = copy_of("checksum_window")
+    clean = run_to_end(iter_doctor(open_checkpoint(str(root))))
+    assert not [f for f in clean.findings if f.severity == "error"]
+    delta = next(p for p in sorted((root / "state" / "0").glob("*/*.delta")) if p.stat().st_size > 100)
+    raw = decompress(delta.read_bytes(), str(delta), "lz4")
+    idx = scan_records(raw, str(delta), allow_removes=True)
+    first = int(idx.val_start[0]) if idx.val_len[0] >= 0 else int(idx.key_start[0])
+    broken = bytearray(raw)
+    broken[first] ^= 0xFF  # the first byte of the first row's stored CRC
+    delta.write_bytes(_lz4_block_stream(bytes(broken)))
+    result = run_to_end(iter_doctor(open_checkpoint(str(root))))
+    bad = [f for f in result.findings if f.check == "row_checksum"]
+    assert [(f.severity, f.files) for f in bad] == [("error", (str(delta.relative_to(root)),))]
+    assert "ChecksumError" in bad[0].message

@@ -412,6 +412,18 @@ class _Doctor:
                 (bytes(mv[ks[i]: ks[i] + kl[i]]), bytes(mv[vs[i]: vs[i] + vl[i]]) if vl[i] >= 0 else None)
                 for i in range(m)
             ]
+            if getattr(reader, "row_checksum", False):  # each row starts with its CRC-32C (Spark 4.3)
+                from readers.rowchecksum import strip_hdfs
+
+                try:
+                    keys, values = strip_hdfs([k for k, _ in pairs], [v for _, v in pairs], sf.path)
+                except StatelensError as err:
+                    self.add(
+                        "row_checksum", "error", f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}",
+                        [sf.path], batch_id=sf.version - 1, **ctx,
+                    )
+                    continue
+                pairs = list(zip(keys, values, strict=True))
             try:
                 reader.decode_pairs(pairs, sf.path)
             except StatelensError as err:
