@@ -174,8 +174,7 @@ class Checkpoint:
         UsageError
             The store has no column families (use :meth:`store_reader`), or is unknown.
         BackendUnavailableError
-            A state encoding format other than ``unsaferow`` and ``avro``, or row checksums (not decoded
-            in column family stores yet).
+            A state encoding format other than ``unsaferow`` and ``avro``.
         """
         from readers.errors import BackendUnavailableError
 
@@ -189,12 +188,6 @@ class Checkpoint:
         provider = next((s.provider for s in op.stores if s.store_name == name), "rocksdb")
         if provider != "rocksdb" or families is None:
             raise UsageError(f"operator {operator_id} store {name!r} has no column families; use store_reader")
-        if self._row_checksum:
-            raise BackendUnavailableError(
-                "row checksums (stateStore.rowChecksum.enabled) in a store with column families are not "
-                "decoded natively yet; use --backend spark",
-                path=f"state/{operator_id}",
-            )
         encoding = self.conf.get("spark.sql.streaming.stateStore.encodingFormat", "unsaferow")
         if encoding not in ("unsaferow", "avro"):
             raise BackendUnavailableError(
@@ -215,7 +208,9 @@ class Checkpoint:
             for v in variables
             if isinstance(v, dict) and v.get("stateName")
         }
-        reader = RocksDBColumnFamilyReader(files, families, types, avro=encoding == "avro")
+        reader = RocksDBColumnFamilyReader(
+            files, families, types, avro=encoding == "avro", row_checksum=self._row_checksum
+        )
         self._family_readers[(operator_id, name)] = reader
         return reader
 

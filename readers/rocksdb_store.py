@@ -926,6 +926,49 @@ def split_list_value(value: bytes, path: str) -> list[bytes]:
     )
 
 
+def split_checked_operands(key: bytes, value: bytes, path: str, record: int) -> list[bytes]:
+    """The operand bodies of a merged value whose operands carry row checksums (``crc`` + ``len`` + body).
+
+    Operands may be joined by the ``,`` delimiter or by nothing; where a ``,`` could also be the first
+    byte of a CRC, both readings are tried and the CRCs decide.
+
+    Raises
+    ------
+    CorruptFileError
+        When no reading of the bytes gives operands whose checksums all match.
+    """
+    n = len(value)
+
+    def operand_at(pos: int) -> tuple[int, bytes] | None:
+        if pos + ROCKSDB_VALUE_HEADER > n:
+            return None
+        size = _I32_LE.unpack_from(value, pos + 4)[0]
+        end = pos + ROCKSDB_VALUE_HEADER + size
+        if size < 0 or end > n:
+            return None
+        try:
+            return end, strip_rocksdb_value(key, value[pos:end], path, record)
+        except StatelensError:
+            return None
+
+    stack: list[tuple[int, tuple[bytes, ...]]] = [(0, ())]
+    while stack:
+        pos, found = stack.pop()
+        if pos == n and found:
+            return list(found)
+        starts = [pos] + ([pos + 1] if found and pos < n and value[pos] == _MERGE_DELIMITER else [])
+        for start in starts:
+            got = operand_at(start)
+            if got is not None:
+                stack.append((got[0], (*found, got[1])))
+    raise CorruptFileError(
+        f"list value of record {record} ({n} bytes) is not a sequence of checksummed operands whose "
+        "CRC-32C match",
+        path,
+        record=record,
+    )
+
+
 class RocksDBColumnFamilyReader:
     """Reads a RocksDB store with virtual column families (transformWithState), one state variable at a time.
 
@@ -946,6 +989,8 @@ class RocksDBColumnFamilyReader:
         metadata v2 ``stateVariables``).
     avro : bool
         Rows are Avro-encoded (``stateStore.encodingFormat=avro``, :mod:`readers.avro_rows`).
+    row_checksum : bool
+        Values (and the keys of changelog removes) carry CRC-32C checksums, checked (spec §3.6).
     """
 
     provider = "rocksdb"
@@ -956,9 +1001,11 @@ class RocksDBColumnFamilyReader:
         families: dict[str, StoreSchema],
         variable_types: dict[str, str],
         avro: bool = False,
+        row_checksum: bool = False,
     ):
         self.files = files
         self.avro = avro
+        self.row_checksum = row_checksum
         self._last: tuple[tuple[int, int], dict[bytes, Any]] | None = None
         self.operator_id = files.operator_id
         self.store_name = files.store_name
@@ -1037,8 +1084,8 @@ class RocksDBColumnFamilyReader:
             sf = pf.snapshots[base]
             with self.files.workspace() as ws:
                 items = self.files._zip_items(ws, partition_id, base, False, column_families=True)
-            for key, value in items:
-                state[key] = split_list_value(value, sf.path) if key[:2] in multi else value
+            for n, (key, value) in enumerate(items):
+                state[key] = self._stored_value(key, value, key[:2] in multi, sf.path, n)
         for v in range(base + 1, version + 1):
             self._apply_changelog(state, pf.deltas[v], multi)
         return state
@@ -1069,19 +1116,23 @@ class RocksDBColumnFamilyReader:
                 raise CorruptFileError(
                     f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0
                 )
-            for kind, ks, kl, vs, vl in zip(
+            for n, (kind, ks, kl, vs, vl) in enumerate(zip(
                 idx.kind.tolist(),
                 idx.key_start.tolist(),
                 idx.key_len.tolist(),
                 idx.val_start.tolist(),
                 idx.val_len.tolist(),
                 strict=True,
-            ):
+            )):
                 key = data[ks : ks + kl]
                 if kind == KIND_REMOVE:
+                    if self.row_checksum:
+                        key = strip_rocksdb_removed_key(key, sf.path, n)
                     yield "remove", key, None
                     continue
                 value = data[vs : vs + vl]
+                if self.row_checksum:  # one operand: crc + len + the value (or the appended element)
+                    value = strip_rocksdb_value(key, value, sf.path, n)
                 name = "put" if kind == KIND_PUT else "merge"
                 yield name, key, (split_list_value(value, sf.path) if key[:2] in multi else value)
 
@@ -1117,6 +1168,21 @@ class RocksDBColumnFamilyReader:
         path = f"{self.files._partition(partition_id).directory}/{version}"
         entries = [(k[2:], v) for k, v in raw.items() if k[:2] == prefix]
         return self._decode_family(partition_id, family, entries, path)
+
+    def _stored_value(self, key: bytes, value: bytes, multi: bool, path: str, record: int) -> Any:
+        """A value as stored in a snapshot's SSTs: bytes, or the element rows of a list value.
+
+        With row checksums every merge operand is ``crc`` + ``len`` + its bytes, operands joined as the
+        merge operator joins them (``,`` or nothing); each operand's CRC is checked.
+        """
+        if not self.row_checksum:
+            return split_list_value(value, path) if multi else value
+        if not multi:
+            return strip_rocksdb_value(key, value, path, record)
+        elements: list[bytes] = []
+        for operand in split_checked_operands(key, value, path, record):
+            elements.extend(split_list_value(operand, path))
+        return elements
 
     def _family_prefix(self, partition_id: int, name: str) -> tuple[ColumnFamily, bytes | None]:
         family = self.families.get(name)

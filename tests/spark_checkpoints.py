@@ -54,7 +54,8 @@ stores as column families), ``join_state_format_version`` and ``spark_path``. ``
 ``rocks_checksum_window``: the windowed aggregation with row checksums (``row_checksum``). ``rocks_tws_timers``:
 transformWithStateInPandas in processing time with TTL'd value/list/map state and timers, ``ttl_ms``; its
 output rows are what the function saw and did (``event`` input/timer, ``timer_ms`` registered or fired).
-``rocks_tws_avro``: ``rocks_tws`` with ``stateStore.encodingFormat=avro`` (``encoding_format``).
+``rocks_tws_avro``: ``rocks_tws`` with ``stateStore.encodingFormat=avro`` (``encoding_format``);
+``rocks_tws_checksum``: ``rocks_tws`` with row checksums (``row_checksum``).
 Their other facts are those of the HDFS scenario they repeat.
 """
 
@@ -1289,7 +1290,7 @@ def scenario_rocks_join(ctx: Ctx) -> dict[str, Any]:
     return _rocks_facts(ctx, facts, conf)
 
 
-def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow") -> dict[str, Any]:
+def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow", row_checksum: bool = False) -> dict[str, Any]:
     """transformWithStateInPandas (value, list and map state; no timers) on RocksDB with changelog.
 
     Spark's reader finds a TWS schema through the absolute path recorded in operator metadata v2, so the
@@ -1341,6 +1342,8 @@ def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow") -> dict[str, Any]:
     conf = _rocks_conf(changelog=True, min_deltas=2)
     if encoding != "unsaferow":
         conf["spark.sql.streaming.stateStore.encodingFormat"] = encoding
+    if row_checksum:
+        conf["spark.sql.streaming.stateStore.rowChecksum.enabled"] = "true"
 
     def hook(_df: Any, _batch_id: int, _rows: list[dict[str, Any]]) -> None:
         time.sleep(0.3)  # let maintenance upload snapshot zips between batches
@@ -1363,6 +1366,7 @@ def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow") -> dict[str, Any]:
         "state_variables": ["cnt", "lst", "mp"],
         "spark_path": stable.name,
         "encoding_format": encoding,
+        "row_checksum": row_checksum,
     }
     return _rocks_facts(ctx, facts, conf)
 
@@ -1433,7 +1437,8 @@ def scenario_rocks_tws_timers(ctx: Ctx) -> dict[str, Any]:
     """transformWithStateInPandas in processing time: TTL'd value/list/map state and timers.
 
     Every key gets a timer; keys starting with ``s`` a short one (1 ms, fires in the next batch, whose
-    handler clears ``cnt``), the others a one-hour one that replaces their previous timer (deleteTimer).
+    handler clears ``cnt`` — except for ``s1``, the leak: its ``cnt`` stays with no timer left to clear
+    it), the others a one-hour one that replaces their previous timer (deleteTimer).
     One Trigger.Once run per batch (processing-time timers keep AvailableNow running). The function
     reports every call, with the timer it registered (``timer_ms``), so expectations come from what it saw.
     """
@@ -1470,10 +1475,13 @@ def scenario_rocks_tws_timers(ctx: Ctx) -> dict[str, Any]:
             )
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
-            self.cnt.clear()
+            # The leak under test: the handler forgets to clear state for key s1 (cnt stays, no timer left).
+            leaked = key[0] == "s1"
+            if not leaked:
+                self.cnt.clear()
             yield pd.DataFrame({
                 "key": [key[0]],
-                "cnt": [-1],
+                "cnt": [self.cnt.get()[0] if leaked else -1],
                 "event": ["timer"],
                 "timer_ms": [expiredTimerInfo.getExpiryTimeInMs()],
                 "batch_ms": [timerValues.getCurrentProcessingTimeInMs()],
@@ -1540,6 +1548,7 @@ SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "rocks_checksum_window": scenario_rocks_checksum_window,
     "rocks_tws_timers": scenario_rocks_tws_timers,
     "rocks_tws_avro": functools.partial(scenario_rocks_tws, encoding="avro"),
+    "rocks_tws_checksum": functools.partial(scenario_rocks_tws, row_checksum=True),
 }
 
 

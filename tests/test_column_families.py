@@ -24,7 +24,7 @@ from tests.test_native_vs_spark import canon
 
 pytestmark = pytest.mark.spark
 
-TWS = ["rocks_tws", "rocks_tws_timers", "rocks_tws_avro"]
+TWS = ["rocks_tws", "rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum"]
 
 
 def _spark_df(spark: Any, root: Path, **options: str) -> Any:
@@ -50,12 +50,13 @@ def _native_variable(reader: Any, var: str, version: int) -> Counter:
 
 
 # -- transformWithState ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("scenario", ["rocks_tws_timers", "rocks_tws_avro"])
+@pytest.mark.parametrize("scenario", ["rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum"])
 def test_state_variables_match_spark_at_every_version(scenario: str, checkpoint: Any, spark: Any) -> None:
     root = checkpoint(scenario) / "checkpoint"
     expected = json.loads((checkpoint(scenario) / "expected.json").read_text())
     reader = open_checkpoint(str(root)).column_family_reader(0)
     assert reader.avro == (scenario == "rocks_tws_avro")
+    assert reader.row_checksum == (scenario == "rocks_tws_checksum")
     assert reader.state_variables() == sorted(expected["state_variables"], key=reader.state_variables().index)
     compared = 0
     for var in reader.state_variables():

@@ -57,19 +57,23 @@ def _damaged_copy(checkpoint: Any, scenario: str, tmp_path: Path, suffix: str) -
     raise AssertionError(f"no {suffix} file with a put in {part}")
 
 
-@pytest.mark.parametrize(("scenario", "suffix"), [("checksum_window", "delta"), ("rocks_checksum_window", "changelog")])
+@pytest.mark.parametrize(
+    ("scenario", "suffix", "store"),
+    [("checksum_window", "delta", None), ("rocks_checksum_window", "changelog", None),
+     ("rocks_tws_checksum", "changelog", "cnt")],
+)
 def test_a_flipped_bit_in_a_row_is_a_checksum_error_naming_the_file(
-    scenario: str, suffix: str, checkpoint: Any, tmp_path: Path, capsys: Any
+    scenario: str, suffix: str, store: str | None, checkpoint: Any, tmp_path: Path, capsys: Any
 ) -> None:
     expected = json.loads((checkpoint(scenario) / "expected.json").read_text())
     assert expected["row_checksum"] is True
     good = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-    reader = good.store_reader(0)
-    assert reader.row_checksum
+    reader = good.store_reader(0, store)
+    assert good.conf["spark.sql.streaming.stateStore.rowChecksum.enabled"] == "true"
     root, damaged, version = _damaged_copy(checkpoint, scenario, tmp_path, suffix)
     assert reader.read_changes(0, version)  # the undamaged original decodes, with the row we damage
     ckpt = open_checkpoint(str(root))
-    bad = ckpt.store_reader(0)
+    bad = ckpt.store_reader(0, store)
     with pytest.raises(ChecksumError) as info:
         bad.read_changes(0, version)  # the damaged file itself (a RocksDB version may also have a zip)
     err = info.value
@@ -81,7 +85,8 @@ def test_a_flipped_bit_in_a_row_is_a_checksum_error_naming_the_file(
     for pid in others:
         assert bad.read_changes(pid, version) == reader.read_changes(pid, version)
     before = tree_digest(root)
-    assert main(["rows", str(root), "--operator", "0", "--changes", "--version", str(version)]) == 1
+    extra = ["--store", store] if store else []
+    assert main(["rows", str(root), "--operator", "0", *extra, "--changes", "--version", str(version)]) == 1
     captured = capsys.readouterr()
     assert damaged.name in captured.err and "checksum" in captured.err
     shown = [json.loads(line)["partition"] for line in captured.out.splitlines()]
