@@ -743,6 +743,10 @@ def iter_expired(
                 )
                 continue
             check = "eviction"
+        elif op.kind == OperatorKind.TRANSFORM_WITH_STATE:
+            yield from _check_transform_with_state(ckpt, op, st, clock, summary, out, problems, all_versions,
+                                                   cancelled)
+            continue
         else:
             summary.reason = f"{op.kind.value}: no timeout or eviction rule known"
             continue
@@ -1167,6 +1171,59 @@ def _eviction_candidates(
             age_batches=(b - b0 + 1) if b0 is not None else None, age_ms=wm - t, stored_timeout_ms=None,
             note=note, evidence=evidence,
         )
+
+
+def _check_transform_with_state(
+    ckpt: Any,
+    op: Any,
+    st: Any,
+    clock: BatchClock,
+    summary: OperatorExpiry,
+    out: _Emitter,
+    problems: list[StatelensError],
+    all_versions: bool,
+    cancelled: Callable[[], bool] | None,
+) -> Generator[Progress, None, None]:
+    """transformWithState: keys whose timer fired and whose state was kept (:mod:`app.analysis.tws`).
+
+    Read natively whatever the backend (Spark's reader does not show the timer families' history).
+    """
+    from app.analysis.tws import iter_timer_zombies, leak_check_plan
+
+    kind, plain, reason = leak_check_plan(ckpt, op.operator_id)
+    if kind is None or st.store_name not in plain:
+        summary.reason = reason or (
+            "Spark's internal column family" if st.store_name.startswith("$")
+            else "state with a TTL: Spark removes expired entries itself"
+        )
+        return
+    summary.check = "timers"
+    evidence = f"transformWithState timeMode={op.properties.get('timeMode')}"
+    summary.timeout_kind = TimeoutKindEvidence(kind, "schema", evidence)
+    reader = ckpt.column_family_reader(op.operator_id)
+    summary.partitions = len(reader.partition_ids())
+    variable = reader.families[st.store_name]
+    key_schema = variable.schema.key_schema
+    if variable.variable_type == "MapState":
+        key_schema = key_schema.fields[0].dataType  # the grouping key, without the user key
+    keys = _DecodedKeys(row_converter(key_schema))
+    yield Progress(0, 1, f"operator {op.operator_id} {st.store_name}: timers")
+    by_place: dict[tuple[int, int], list[tuple[Any, dict[str, Any]]]] = {}
+    for z in iter_timer_zombies(ckpt, op.operator_id, clock, problems, all_versions, cancelled, [st.store_name]):
+        now = clock.threshold(z.version - 1, kind)
+        by_place.setdefault((z.partition, z.version), []).append((z.key, dict(
+            batch_id=z.fired_batch, category="zombie", timeout_ms=z.expiry_ms, threshold_ms=z.threshold_ms,
+            timeout_kind=kind, age_batches=z.version - 1 - z.fired_batch,
+            age_ms=(now - z.expiry_ms) if now is not None else None, stored_timeout_ms=None,
+            note="timer fired; the handler kept this state and registered no new timer", evidence=evidence,
+        )))
+    for pid in reader.partition_ids():
+        versions = reader.versions(pid)
+        summary.versions_read += len(versions)
+        if versions:
+            summary.keys_at_latest += len(reader.read_variable(pid, versions[-1], st.store_name))
+    for (pid, version), candidates in sorted(by_place.items()):
+        out.emit(summary, pid, version, candidates, keys)
 
 
 def expired_json(result: ExpiredResult) -> list[dict[str, Any]]:
