@@ -71,13 +71,13 @@ class StoreExpiry:
     partitions : list of int
     partition_counts : dict of str to list of int
         Per category: findings at each partition's latest version, aligned with ``partitions``.
-    findings : list of ExpiredFinding
+    examples : list of ExpiredFinding
         The findings at each partition's latest version (as ``statelens expired`` reports them), at
-        most ``max_examples`` per category: the most overdue.
+        most ``max_examples`` per category: the most overdue (``ExpiredResult.examples`` of this store).
     summary : OperatorExpiry
         What was checked and how (timeout kind and its evidence, or why the store was skipped).
     total_findings : int
-        Findings at each partition's latest version (exact; ``findings`` may list fewer).
+        Findings at each partition's latest version (exact; ``examples`` may list fewer).
     """
 
     operator_id: int
@@ -86,7 +86,7 @@ class StoreExpiry:
     counts: dict[str, list[int]]
     partitions: list[int]
     partition_counts: dict[str, list[int]]
-    findings: list[ExpiredFinding]
+    examples: list[ExpiredFinding]
     summary: OperatorExpiry
     total_findings: int = 0
 
@@ -101,8 +101,8 @@ class StoreExpiry:
         tk = s.timeout_kind
         if tk is not None:
             text += f"; timeout kind {tk.timeout_kind or 'unknown'} ({tk.source}: {tk.evidence})"
-        if len(self.findings) < self.total_findings:
-            text += (f"; listing the {len(self.findings):,} most overdue of {self.total_findings:,} keys "
+        if len(self.examples) < self.total_findings:
+            text += (f"; listing the {len(self.examples):,} most overdue of {self.total_findings:,} keys "
                      "(statelens expired lists them all)")
         return text
 

@@ -543,7 +543,7 @@ def test_expired_counts_over_versions_match_all_versions(checkpoint, name) -> No
     assert got == want
     latest: list[Any] = []
     run_to_end(iter_expired(ckpt, sink=latest.append))
-    assert [f.to_json() for f in overview.result.findings] == [f.to_json() for f in latest]
+    assert [f.to_json() for f in overview.result.examples] == [f.to_json() for f in latest]
     assert sum(st.total_findings for st in overview.stores) == len(latest)
     # Per partition at the latest version, exact.
     for st in overview.stores:
@@ -566,8 +566,8 @@ def test_expired_overview_caps_the_listed_keys_and_says_so(checkpoint) -> None: 
     for a, b in zip(full.stores, capped.stores, strict=True):
         assert (a.versions, a.counts, a.partition_counts, a.total_findings) == (
             b.versions, b.counts, b.partition_counts, b.total_findings)
-        assert len(b.findings) == len({f.category for f in a.findings})
-        if len(a.findings) > len(b.findings):
+        assert len(b.examples) == len({f.category for f in a.examples})
+        if len(a.examples) > len(b.examples):
             assert "most overdue of" in b.describe()
             assert "most overdue of" not in a.describe()
 

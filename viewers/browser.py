@@ -9,7 +9,7 @@ Keys and values are untrusted: the table and the detail pane show them as plain 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from readers.model import OperatorInfo, StoreInfo
+from viewers.stores import fill_store_combo
 from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
 #: Milliseconds between the last key press in the filter and filtering.
@@ -56,9 +57,18 @@ class _ChangeColors(Sequence[QColor | None]):
         return CHANGE_COLORS.get(self._changes[i])
 
 
-def store_label(op: OperatorInfo, store: StoreInfo) -> str:
-    """``operator 0 · aggregation · default`` (plus the provider when it is not HDFS)."""
+def store_label(op: OperatorInfo, store: StoreInfo, role: Any = None) -> str:
+    """``operator 0 · aggregation · default`` (plus the provider when it is not HDFS).
+
+    ``role`` (an ``app.session.StoreRole``, or anything with ``text`` and ``column_family_of``) says what
+    the store holds: ``operator 0 · transformWithState · cnt · ValueState``, ``… · $ttl_ttlv · internal:
+    TTL index of ttlv``. A column family's provider is not repeated (always RocksDB).
+    """
     text = f"operator {op.operator_id} · {op.kind.value} · {store.store_name}"
+    if role is not None:
+        text = f"{text} · {role.text}"
+        if getattr(role, "column_family_of", None):
+            return text
     return text if store.provider == "hdfs" else f"{text} ({store.provider})"
 
 
@@ -97,6 +107,7 @@ class StateBrowserView(QWidget):
     def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._stores: dict[tuple[int, str], StoreInfo] = {}
+        self._combo_index: dict[tuple[int, str], int] = {}
         self._keys: Sequence[Any] = []
         self._partitions: Sequence[int] = []
         self._syncing = False
@@ -189,16 +200,26 @@ class StateBrowserView(QWidget):
         self.set_operators([])
         self.clear_table("")
 
-    def set_operators(self, operators: Sequence[OperatorInfo]) -> None:
-        """The stores to browse."""
+    def set_operators(
+        self,
+        operators: Sequence[OperatorInfo],
+        roles: Mapping[tuple[int, str], Any] | None = None,
+        groups: Mapping[tuple[int, str], str] | None = None,
+    ) -> None:
+        """The stores to browse; ``roles`` (``app.session.StoreRole`` per store) label them and give
+        their tooltips, ``groups`` group them in the picker (see :func:`viewers.stores.fill_store_combo`)."""
         self._stores = {}
-        self.store_combo.blockSignals(True)
-        self.store_combo.clear()
+        items = []
+        tips = {}
         for op in operators:
             for s in op.stores:
-                self._stores[(op.operator_id, s.store_name)] = s
-                self.store_combo.addItem(store_label(op, s), (op.operator_id, s.store_name))
-        self.store_combo.blockSignals(False)
+                key = (op.operator_id, s.store_name)
+                self._stores[key] = s
+                role = roles.get(key) if roles else None
+                items.append((op.operator_id, s.store_name, store_label(op, s, role)))
+                if role is not None:
+                    tips[key] = role.description
+        self._combo_index = fill_store_combo(self.store_combo, items, groups, tips)
         if not self._stores:
             self.partition_combo.clear()
             self.version_combo.clear()
@@ -211,9 +232,8 @@ class StateBrowserView(QWidget):
         self._syncing = True
         try:
             key = (operator_id, store_name)
-            keys = list(self._stores)
             if key in self._stores:
-                self.store_combo.setCurrentIndex(keys.index(key))  # type: ignore[arg-type]
+                self.store_combo.setCurrentIndex(self._combo_index[key])  # type: ignore[index]
                 store = self._stores[key]  # type: ignore[index]
                 self._fill_partitions(store)
                 self._fill_versions(store, version)

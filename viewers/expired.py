@@ -38,6 +38,9 @@ CATEGORIES = {
 }
 LEFT_AXIS_WIDTH = 60
 FILTER_DELAY_MS = 150
+HINT = "Click a key to select it in every view and see its history across versions."
+#: Rows looked at to decide that a column is empty for every key (and hide it).
+EMPTY_SCAN_ROWS = 5000
 
 
 class ExpiredView(StorePickerMixin, QWidget):
@@ -72,6 +75,7 @@ class ExpiredView(StorePickerMixin, QWidget):
         self._status: dict[tuple[int, str], str] = {}
         self._shown: tuple[int, str] | None = None
         self._refs: Sequence[tuple[int, int, Any]] = []
+        self._labels: dict[tuple[int, str], str] = {}
         self._syncing = False
 
         layout = QVBoxLayout(self)
@@ -162,9 +166,10 @@ class ExpiredView(StorePickerMixin, QWidget):
         self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
         self.table.clicked.connect(self._on_table_clicked)
         table_layout.addWidget(self.table, 1)
-        hint = QLabel("Click a key to select it in every view and see its history across versions.")
-        hint.setTextFormat(Qt.TextFormat.PlainText)
-        table_layout.addWidget(hint)
+        self.hint = QLabel(HINT)
+        self.hint.setTextFormat(Qt.TextFormat.PlainText)
+        self.hint.setWordWrap(True)
+        table_layout.addWidget(self.hint)
         splitter.addWidget(table_box)
         splitter.setSizes([360, 420])
         layout.addWidget(splitter, 1)
@@ -185,12 +190,20 @@ class ExpiredView(StorePickerMixin, QWidget):
         columns: Sequence[Sequence[str]],
         sort_keys: Sequence[Sequence[Any]],
         refs: Sequence[tuple[int, int, Any]],
+        total: int | None = None,
+        checked: bool = True,
     ) -> None:
         """One store's counts (per category over ``versions`` and over ``partitions``) and its keys.
 
         ``refs[i]`` is ``(partition_id, version, key)`` of table row ``i`` (emitted when clicked).
+        ``total`` is the exact number of keys found at each partition's latest version (the table may
+        list fewer: the most overdue); ``checked`` False says the store was not checked at all (its
+        status says why), which is not the same as nothing found.
         """
+        latest = {c: int(np.sum(partition_counts.get(c, []))) for c in CATEGORIES}
         self._data[(operator_id, store_name)] = {
+            "total": sum(latest.values()) if total is None else int(total),
+            "checked": checked,
             "versions": np.asarray(versions, dtype=np.float64),
             "counts": {c: np.asarray(counts.get(c, [0] * len(versions)), dtype=np.float64) for c in CATEGORIES},
             "partitions": np.asarray(partitions, dtype=np.float64),
@@ -199,8 +212,28 @@ class ExpiredView(StorePickerMixin, QWidget):
             "table": (list(headers), list(columns), list(sort_keys)),
             "refs": list(refs),
         }
+        self._label_store((operator_id, store_name), latest)
         if self._shown == (operator_id, store_name):
             self._redraw()
+
+    def set_stores(
+        self,
+        stores: Sequence[tuple[int, str, str]],
+        groups: Mapping[tuple[int, str], str] | None = None,
+        tips: Mapping[tuple[int, str], str] | None = None,
+    ) -> None:
+        """As :meth:`StorePickerMixin.set_stores`; stores with findings get their counts in the picker."""
+        self._labels = {(op, name): label for op, name, label in stores}
+        super().set_stores(stores, groups, tips)
+
+    def _label_store(self, key: tuple[int, str], latest: Mapping[str, int]) -> None:
+        """Append the findings (``1 zombie``) to a store's picker text, so stores with keys stand out."""
+        index = getattr(self, "_combo_index", {}).get(key)
+        label = self._labels.get(key)
+        if index is None or label is None:
+            return
+        found = [f"{n:,} {c.replace('_', ' ')}" for c, n in latest.items() if n]
+        self.store_combo.setItemText(index, f"{label}  [{', '.join(found)}]" if found else label)
 
     def has_expiry(self, operator_id: int, store_name: str) -> bool:
         return (operator_id, store_name) in self._data
@@ -225,6 +258,8 @@ class ExpiredView(StorePickerMixin, QWidget):
         data = self._data.get(self._shown) if self._shown is not None else None
         self.status.setText(self._status.get(self._shown, "") if self._shown is not None else "")
         self.legend.clear()
+        self.legend.setVisible(False)  # an empty legend is a stray box
+        self.hint.setText(HINT)
         if data is None:
             for item in (*self.version_bars.values(), *self.partition_bars.values()):
                 item.setOpts(x=[], height=[], y0=[])
@@ -246,6 +281,7 @@ class ExpiredView(StorePickerMixin, QWidget):
             base = base + h
             if h.any():
                 self.legend.addItem(item, CATEGORIES[name][0])
+                self.legend.setVisible(True)
         px = data["partitions"]
         pbase = np.zeros(len(px))
         for name, item in self.partition_bars.items():
@@ -260,19 +296,29 @@ class ExpiredView(StorePickerMixin, QWidget):
         if len(px):
             self.partition_plot.setXRange(float(px.min()) - 0.6, float(px.max()) + 0.6, padding=0)
             self.partition_plot.setYRange(0, max(float(pbase.max(initial=0.0)), 1.0) * 1.15, padding=0)
-        if not base.any():
+        if not data["checked"]:
+            self.message.setText("Not checked: see the note above.")
+            self.message.setPos(float(x.mean()) if len(x) else 0.5, 0.5)
+        elif not base.any():
             self.message.setText("No expired key still in the state.")
             self.message.setPos(float(x.mean()) if len(x) else 0.5, 0.5)
         else:
             self.message.setText("")
         found = [f"{c.replace('_', ' ')}: {n:,}" for c, n in totals.items() if n]
-        self.counts_label.setText("Keys at each partition's latest version: "
-                                  + (", ".join(found) if found else "nothing expired"))
+        if not data["checked"]:
+            self.counts_label.setText("This store was not checked for expired keys.")
+        else:
+            self.counts_label.setText("Keys at each partition's latest version: "
+                                      + (", ".join(found) if found else "nothing expired"))
         headers, columns, sort_keys = data["table"]
         self._refs = data["refs"]
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
         self.model.set_columns(headers, columns, sort_keys)
         self.proxy.set_filter_text(self.filter_edit.text())
+        # Columns empty for every key listed (no stored timeout in transformWithState...) make room.
+        n = min(len(columns[0]) if columns else 0, EMPTY_SCAN_ROWS)
+        for col, texts in enumerate(columns):
+            self.table.setColumnHidden(col, n > 0 and not any(texts[i] for i in range(n)))
         self.table.fit_columns()
         self._update_count()
         if self._selection is not None:
@@ -284,8 +330,14 @@ class ExpiredView(StorePickerMixin, QWidget):
     def _update_count(self) -> None:
         total = self.model.total_rows()
         shown = self.model.matching_rows()
+        data = self._data.get(self._shown) if self._shown is not None else None
+        found = data["total"] if data is not None else total
         noun = "key" if total == 1 else "keys"
-        self.count_label.setText(f"{shown:,} of {total:,} {noun}" if shown != total else f"{total:,} {noun}")
+        text = f"{shown:,} of {total:,} {noun}" if shown != total else f"{total:,} {noun}"
+        if found > total:
+            # The analysis keeps the most overdue keys per category; the counts above are exact.
+            text += f" listed, the most overdue of {found:,} found"
+        self.count_label.setText(text)
 
     def show_version(self, version: int | None) -> None:
         self.version_line.setVisible(version is not None)
@@ -324,7 +376,10 @@ class ExpiredView(StorePickerMixin, QWidget):
             self.store_selected.emit(int(key[0]), str(key[1]))
 
     def _on_table_current_changed(self, current: Any, _previous: Any) -> None:
-        if self._syncing or not current.isValid():
+        if not current.isValid():
+            return
+        if self._syncing:
+            self._show_row_note(self.proxy.mapToSource(current).row())
             return
         self._emit_row(current)
 
@@ -336,7 +391,16 @@ class ExpiredView(StorePickerMixin, QWidget):
     def _emit_row(self, index: Any) -> None:
         row = self.proxy.mapToSource(index).row()
         pid, version, key = self.row_ref(row)
+        self._show_row_note(row)
         self.finding_selected.emit(pid, version, key)
+
+    def _show_row_note(self, row: int) -> None:
+        """The selected key's category and note in full under the table (the note column is often cut)."""
+        texts = dict(zip(self.model.headers(), self.model.row_texts(row), strict=False))
+        text = f"{texts.get('category', '')} · partition {texts.get('partition', '')} · key {texts.get('key', '')}"
+        if texts.get("note"):
+            text += f": {texts['note']}"
+        self.hint.setText(f"{text}. Its history across versions is in the Key history panel.")
 
     def _on_scene_mouse_clicked(self, event: Any) -> None:
         if event.button() != Qt.MouseButton.LeftButton:

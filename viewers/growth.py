@@ -79,11 +79,13 @@ class StateGrowthView(StorePickerMixin, QWidget):
             self.metric_combo.addItem(text, name)
         self.metric_combo.activated.connect(self._on_metric_combo_activated)
         bar.addWidget(self.metric_combo)
-        bar.addSpacing(16)
+        bar.addStretch(1)
+        layout.addLayout(bar)
+        # Its own line, wrapped: notes can be long, and must never widen the window.
         self.status = QLabel("")
         self.status.setTextFormat(Qt.TextFormat.PlainText)
-        bar.addWidget(self.status, 1)
-        layout.addLayout(bar)
+        self.status.setWordWrap(True)
+        layout.addWidget(self.status)
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(theme.background())

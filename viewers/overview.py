@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
@@ -80,8 +80,12 @@ class OverviewView(QWidget):
     store_selected = Signal(int, str)
 
     BATCH_HEADERS = ("batch", "started ({zone})", "watermark ({zone})", "interval (s)", "committed", "sources")
-    OPERATOR_HEADERS = ("operator", "kind", "name", "store", "provider", "codec", "partitions", "versions",
+    OPERATOR_HEADERS = ("operator", "kind", "name", "store", "holds", "provider", "codec", "partitions", "versions",
                         "key schema", "value schema")
+    #: Operators described one per line in the State row; more are counted.
+    MAX_DESCRIBED = 6
+    #: Approximate table row height (pixels) for sizing the operators table.
+    ROW_HEIGHT = 22
     PROBLEM_HEADERS = ("problem", "file", "offset", "message")
 
     def __init__(self, selection: Any = None, time_zone: TimeZoneState | None = None,
@@ -114,7 +118,7 @@ class OverviewView(QWidget):
         form.addRow("Problems", self.problems_label)
         layout.addWidget(summary)
 
-        splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter = splitter = QSplitter(Qt.Orientation.Vertical)
         self.batch_model = ColumnTableModel()
         self.batch_proxy = ColumnFilterProxyModel()
         self.batch_proxy.setSourceModel(self.batch_model)
@@ -177,8 +181,14 @@ class OverviewView(QWidget):
         batches: Sequence[BatchInfo],
         operators: Sequence[OperatorInfo],
         problems: Sequence[BaseException],
+        roles: Mapping[tuple[int, str], Any] | None = None,
+        descriptions: Sequence[str] = (),
     ) -> None:
-        """Show a loaded checkpoint."""
+        """Show a loaded checkpoint.
+
+        ``roles`` (``app.session.StoreRole`` per store) fill the operators table's ``holds`` column;
+        ``descriptions`` (one line per operator) say what each operator is under the store count.
+        """
         self.location_label.setText(location)
         self.query_label.setText(query_id or "(no metadata file)")
         uncommitted = [b.batch_id for b in batches if not b.committed]
@@ -201,12 +211,19 @@ class OverviewView(QWidget):
             self.commit_label.setText("all planned batches committed" if batches else "—")
             self.commit_label.setFont(QFont())
         stores = sum(len(op.stores) for op in operators)
-        self.state_label.setText(
-            f"{len(operators)} stateful operator{'s' if len(operators) != 1 else ''}, {stores} store{'s' if stores != 1 else ''}"
-            if operators else "no stateful operators (no state/ folder)"
-        )
+        text = (f"{len(operators)} stateful operator{'s' if len(operators) != 1 else ''}, "
+                f"{stores} store{'s' if stores != 1 else ''}" if operators else "no stateful operators (no state/ folder)")
+        lines = list(descriptions[: self.MAX_DESCRIBED])
+        if len(descriptions) > len(lines):
+            lines.append(f"… and {len(descriptions) - len(lines)} more operators (see the table below)")
+        self.state_label.setText("\n".join([text, *lines]))
         self._set_batches(batches)
-        self._set_operators(operators)
+        self._set_operators(operators, roles or {})
+        # Room for the stores when there are many (transformWithState lists a dozen column families).
+        rows = self.ROW_HEIGHT * (stores + 2)
+        total = sum(self.splitter.sizes()[:2]) or 580
+        store_part = min(max(rows, 180), total // 2)
+        self.splitter.setSizes([total - store_part, store_part, self.splitter.sizes()[2]])
         self._set_problems(problems)
 
     def _on_time_zone_changed(self, _utc: bool) -> None:
@@ -265,20 +282,26 @@ class OverviewView(QWidget):
         for col, width in enumerate((70, 190, 190, 90, 90)):
             header.resizeSection(col, width)
 
-    def _set_operators(self, operators: Sequence[OperatorInfo]) -> None:
+    def _set_operators(self, operators: Sequence[OperatorInfo], roles: Mapping[tuple[int, str], Any]) -> None:
         rows: list[list[str]] = []
         self._stores = []
         for op in operators:
             for s in op.stores:
                 self._stores.append((op.operator_id, s.store_name))
+                role = roles.get((op.operator_id, s.store_name))
+                provider = s.provider if role is None or not role.column_family_of else (
+                    f"{s.provider} (column family)")
                 rows.append([
-                    str(op.operator_id), op.kind.value, op.operator_name or "", s.store_name, s.provider, s.codec,
+                    str(op.operator_id), op.kind.value, op.operator_name or "", s.store_name,
+                    role.text if role is not None else "", provider, s.codec,
                     str(len(s.partitions)),
                     f"{ranges(s.versions)} ({len(s.versions)})" if s.versions else "none",
                     _schema_text(s.key_schema), _schema_text(s.value_schema),
                 ])
         columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in self.OPERATOR_HEADERS]
         self.operator_model.set_columns(self.OPERATOR_HEADERS, columns)
+        holds = self.OPERATOR_HEADERS.index("holds")
+        self.operator_table.setColumnHidden(holds, not any(columns[holds]))  # nothing to say for plain stores
         self.operator_table.resizeColumnsToContents()
 
     def _set_problems(self, problems: Sequence[BaseException]) -> None:

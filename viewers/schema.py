@@ -8,7 +8,7 @@ Schemas arrive as :class:`readers.model.StoreSchema` (Spark ``StructType`` objec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
@@ -46,6 +46,17 @@ def type_text(dtype: Any) -> str:
         return str(dtype.simpleString())
     except AttributeError:
         return str(dtype)
+
+
+def encoder_text(encoder: Mapping[str, Any]) -> str:
+    """``PrefixKeyScan (numColsPrefixKey 1)`` for a v3 schema's key encoder spec (``NoPrefix``...)."""
+    kind = str(encoder.get("keyStateEncoderType", ""))
+    for suffix in ("KeyStateEncoderSpec", "StateEncoderSpec"):
+        if kind.endswith(suffix):
+            kind = kind[: -len(suffix)]
+            break
+    rest = ", ".join(f"{k} {v}" for k, v in encoder.items() if k != "keyStateEncoderType")
+    return f"{kind} ({rest})" if rest else kind or str(dict(encoder))
 
 
 def _inner(dtype: Any) -> str:
@@ -140,9 +151,11 @@ class SchemaConfView(QWidget):
         self,
         stores: Sequence[tuple[int, str, str, StoreSchema | None]],
         files: Sequence[tuple[str, int | None, str, Sequence[str]]],
+        tips: Mapping[tuple[int, str], str] | None = None,
     ) -> None:
         """Stores ``(operator_id, store_name, label, schema)`` and schema files
-        ``(store label, from batch, path, changes)``, oldest first per store."""
+        ``(store label, from batch, path, changes)``, oldest first per store; ``tips`` are plain-text
+        tooltips of the stores (what a transformWithState variable or join store holds)."""
         self.tree.clear()
         self._store_items = {}
         for op, name, label, schema in stores:
@@ -162,12 +175,16 @@ class SchemaConfView(QWidget):
                 top.addChild(node)
                 _add_fields(node, struct)
             if schema.key_encoder:
-                top.addChild(QTreeWidgetItem(["key encoder", str(schema.key_encoder), ""]))
+                item = QTreeWidgetItem(["key encoder", encoder_text(schema.key_encoder), ""])
+                item.setToolTip(1, str(schema.key_encoder))
+                top.addChild(item)
+            if tips and tips.get((op, name)):
+                top.setToolTip(0, tips[(op, name)])
             top.setText(0, f"{label}  (schema format v{schema.schema_version})")
         self.tree.expandAll()
         self.tree.resizeColumnToContents(0)
         self.tree.setColumnWidth(0, min(max(self.tree.columnWidth(0), 220), 300))
-        self.tree.setColumnWidth(1, 200)
+        self.tree.setColumnWidth(1, 250)  # key encoders: "PrefixKeyScan (numColsPrefixKey 1)"
 
         cols: list[list[str]] = [[], [], [], []]
         background: list[QColor | None] = []
@@ -181,7 +198,7 @@ class SchemaConfView(QWidget):
         self.file_model.set_columns(self.FILE_HEADERS, cols, None, background)
         self.file_table.resizeColumnsToContents()
         header = self.file_table.horizontalHeader()
-        for col, cap in enumerate((150, 70, 200)):
+        for col, cap in enumerate((220, 70, 200)):
             header.resizeSection(col, min(header.sectionSize(col), cap))
 
     def store_items(self) -> dict[tuple[int, str], QTreeWidgetItem]:

@@ -46,6 +46,9 @@ from app.session import (
     LoadedCheckpoint,
     SelectionState,
     StateTable,
+    StoreRole,
+    describe_state,
+    display_time_columns,
     growth_arrays,
     iter_backend_table,
     iter_load_checkpoint,
@@ -137,6 +140,7 @@ class MainWindow(QMainWindow):
         self.loaded: LoadedCheckpoint | None = None
         self._loading_url: str | None = None
         self._readers: dict[tuple[int, str], Any] = {}
+        self._roles: dict[tuple[int, str], StoreRole] = {}
         self._table: StateTable | None = None
         self._expired: ExpiredOverview | None = None
         self._history: KeyHistory | None = None
@@ -492,20 +496,22 @@ class MainWindow(QMainWindow):
 
         self.problems.clear()
         self.problems.add_problems(ckpt.report.problems, where="loading")
-        self.overview.set_checkpoint(loaded.location, ckpt.query_id, ckpt.batches, ckpt.operators, ckpt.report.problems)
+        self._roles = roles = loaded.store_roles()
+        groups = self._store_groups()
+        tips = {key: role.description for key, role in roles.items()}
+        self.overview.set_checkpoint(loaded.location, ckpt.query_id, ckpt.batches, ckpt.operators, ckpt.report.problems,
+                                     roles=roles, descriptions=describe_state(ckpt))
         self.timeline.set_batches(ckpt.batches)
-        self.browser.set_operators(ckpt.operators)
+        self.browser.set_operators(ckpt.operators, roles, groups)
         self.browser.compare_combo.setCurrentIndex(0)
         self.history.clear_history("Select a key (state browser or expired keys) to see its history across versions.")
         stores = loaded.decodable_stores()
-        labels = [(op.operator_id, s.store_name, store_label(op, s)) for op, s in stores]
         self.growth.clear()
-        self.growth.set_stores(labels)
+        self.growth.set_stores([self._store_item(op, s) for op, s in stores], groups, tips)
         self.expired.clear()
-        self.expired.set_stores([(op.operator_id, s.store_name, store_label(op, s))
-                                 for op in ckpt.operators for s in op.stores])
-        self.schema.set_schemas([(op.operator_id, s.store_name, store_label(op, s), s.schema)
-                                 for op in ckpt.operators for s in op.stores], [])
+        self.expired.set_stores([self._store_item(op, s) for op in ckpt.operators for s in op.stores], groups, tips)
+        self.schema.set_schemas([(*self._store_item(op, s), s.schema) for op in ckpt.operators for s in op.stores], [],
+                                tips)
         self.schema.set_conf(ckpt.batches, conf_changes(ckpt.batches))
         self.status_label.setText(
             f"Opened {loaded.location}: {len(ckpt.batches):,} batches, {len(ckpt.operators)} stateful operators"
@@ -563,6 +569,18 @@ class MainWindow(QMainWindow):
         else:
             self.expired_updated.emit()
 
+    def _store_item(self, op: Any, store: Any) -> tuple[int, str, str]:
+        """``(operator_id, store_name, label)`` of a store picker item (labelled with what it holds)."""
+        return op.operator_id, store.store_name, store_label(op, store, self._roles.get((op.operator_id, store.store_name)))
+
+    def _store_groups(self) -> dict[tuple[int, str], str]:
+        """Picker groups: a transformWithState operator's state variables, then its internal families."""
+        if self.loaded is None:
+            return {}
+        kinds = {op.operator_id: op.kind.value for op in self.loaded.checkpoint.operators}
+        return {key: f"operator {key[0]} · {kinds[key[0]]}: {role.group}"
+                for key, role in self._roles.items() if role.group is not None}
+
     def _store_exists(self, operator_id: int | None, store_name: str | None) -> bool:
         if self.loaded is None or operator_id is None:
             return False
@@ -594,10 +612,14 @@ class MainWindow(QMainWindow):
             self.growth.set_growth(store.operator_id, store.store_name, pids, versions, metrics)
             bad = [p for p in result.problems
                    if p.context.get("operator_id") == store.operator_id and p.context.get("store_name") == store.store_name]
-            self.growth.set_store_status(
-                store.operator_id, store.store_name,
-                f"{len(bad)} file(s) could not be read; their versions are gaps. See Problems." if bad else "",
-            )
+            notes = [f"{len(bad)} file(s) could not be read; their versions are gaps. See Problems."] if bad else []
+            role = self._roles.get((store.operator_id, store.store_name))
+            if role is not None and role.column_family_of:
+                notes.append(f"A column family of RocksDB store {role.column_family_of!r}: rows and key + value bytes "
+                             "are this family's; bytes written count the whole store's files (shared by its families).")
+            if role is not None and role.text.startswith("ListState"):
+                notes.append("List state: one row per list element.")
+            self.growth.set_store_status(store.operator_id, store.store_name, " ".join(notes))
             self.growth_updated.emit(store.operator_id, store.store_name)
 
     def _on_growth_errored(self, err: BaseException) -> None:
@@ -618,12 +640,14 @@ class MainWindow(QMainWindow):
     def _show_expired_tables(self, overview: ExpiredOverview) -> None:
         zone = self.time_zone
         for st in overview.stores:
-            times = [ms for f in st.findings for ms in (f.timeout_ms, f.threshold_ms) if ms is not None and ms >= 0]
+            examples = st.examples  # the most overdue keys; st.total_findings counts them all
+            times = [ms for f in examples for ms in (f.timeout_ms, f.threshold_ms) if ms is not None and ms >= 0]
             headers, columns, sort_keys = findings_table(
-                st.findings, zone.format_ms, zone.label(min(times) / 1000 if times else None))
-            refs = [(f.partition, f.version, f.key) for f in st.findings]
+                examples, zone.format_ms, zone.label(min(times) / 1000 if times else None))
+            refs = [(f.partition, f.version, f.key) for f in examples]
             self.expired.set_expiry(st.operator_id, st.store_name, st.versions, st.counts, st.partitions,
-                                    st.partition_counts, headers, columns, sort_keys, refs)
+                                    st.partition_counts, headers, columns, sort_keys, refs,
+                                    total=st.total_findings, checked=st.summary.check != "skipped")
 
     def _on_expired_errored(self, err: BaseException) -> None:
         if self.loaded is not None:
@@ -638,8 +662,9 @@ class MainWindow(QMainWindow):
             errors.show_error(err, title="Looking for expired keys failed")
 
     def expired_findings(self) -> list[Any]:
-        """The findings the expired view lists (latest version of each partition), every store."""
-        return list(self._expired.result.findings) if self._expired is not None else []
+        """The findings the expired view lists (latest version of each partition), every store: the
+        analysis' capped examples (exact counts are in each store's ``total_findings``)."""
+        return list(self._expired.result.examples) if self._expired is not None else []
 
     def _on_expired_finding_selected(self, partition_id: int, version: int, key: Any) -> None:
         shown = self.expired.shown_store()
@@ -660,14 +685,12 @@ class MainWindow(QMainWindow):
         versions, problems = result
         self.problems.add_problems(problems, where="schema files")
         if self.loaded is not None:
-            labels = {(op.operator_id, s.store_name): store_label(op, s) for op in self.loaded.checkpoint.operators
-                      for s in op.stores}
             ckpt = self.loaded.checkpoint
             self.schema.set_schemas(
-                [(op.operator_id, s.store_name, labels[(op.operator_id, s.store_name)], s.schema)
-                 for op in ckpt.operators for s in op.stores],
-                [(labels.get((v.operator_id, v.store_name), f"operator {v.operator_id} {v.store_name}"), v.from_batch,
-                  v.path, v.changes) for v in versions],
+                [(*self._store_item(op, s), s.schema) for op in ckpt.operators for s in op.stores],
+                # Short labels: the files table is narrow, and every store of an operator starts alike.
+                [(f"operator {v.operator_id} · {v.store_name}", v.from_batch, v.path, v.changes) for v in versions],
+                {key: role.description for key, role in self._roles.items()},
             )
             self.schema.show_store(self.selection.operator_id, self.selection.store_name)
         self.schema_updated.emit()
@@ -701,7 +724,7 @@ class MainWindow(QMainWindow):
             return
         self._cancel_spark_read()
         where = "all partitions" if s.partition_id is None else f"partition {s.partition_id}"
-        time_columns = self.loaded.checkpoint.operator(s.operator_id).time_columns
+        time_columns = display_time_columns(self.loaded.checkpoint.operator(s.operator_id))
         self.runner.cancel("order")
         if diff:
             assert compare is not None
@@ -740,7 +763,9 @@ class MainWindow(QMainWindow):
             head = f"diff of versions {table.compare_version} → {table.version}"
         else:
             head = f"{table.total_rows:,} row{'s' if table.total_rows != 1 else ''}"
-        parts = [head, f"operator {table.operator_id} {table.store_name}", where]
+        role = self._roles.get((table.operator_id, table.store_name))
+        parts = [head, f"operator {table.operator_id} {table.store_name}"
+                 + (f" ({role.text})" if role is not None else ""), where]
         if not table.is_diff:
             parts.append(f"version {table.version} (state after batch {table.version - 1})")
         parts.extend(table.notes)
@@ -814,7 +839,7 @@ class MainWindow(QMainWindow):
 
         self.history.set_loading(f"Following key {key_text(s.key)} through the versions of partition {pid}…")
         ckpt = self.loaded.checkpoint
-        time_columns = ckpt.operator(s.operator_id).time_columns
+        time_columns = display_time_columns(ckpt.operator(s.operator_id))
         batch_times = {b: (e.timestamp_ms, e.watermark_ms) for b, e in ckpt.offsets.items()}
         self._history_request = (reader, pid, s.key, time_columns, batch_times)
         return self._submit_history()
@@ -1048,7 +1073,7 @@ class MainWindow(QMainWindow):
         elif table is self.expired.table and self._expired is not None:
             shown = self.expired.shown_store()
             st = self._expired.store(*shown) if shown is not None else None
-            findings = st.findings if st is not None else []
+            findings = st.examples if st is not None else []
             job = (iter_export_documents, (findings[i].to_json() for i in rows), out, fmt)  # built in the worker
         else:
             job = (iter_export_display_table, source.headers(), source.columns(), source.sort_keys(), out, fmt, rows)
