@@ -56,13 +56,7 @@ def strip_hdfs(
     out_values: list[bytes | None] = []
     for i, (key, value) in enumerate(zip(keys, values, strict=True)):
         if value is None:
-            if len(key) < 4:
-                raise CorruptFileError(f"removed key of record {i} is shorter than its row checksum", path, record=i)
-            stored, row = _U32_LE.unpack_from(key)[0], key[4:]
-            computed = crc32c(row)
-            if stored != computed:
-                raise _mismatch("remove", stored, computed, path, i)
-            out_keys.append(row)
+            out_keys.append(_strip_key_checksum(key, path, i))
             out_values.append(None)
             continue
         if len(value) < 4:
@@ -103,13 +97,8 @@ def strip_rocksdb_value(key: bytes, value: bytes, path: str, record: int) -> byt
     return body
 
 
-def strip_rocksdb_removed_key(key: bytes, path: str, record: int) -> bytes:
-    """The encoded key (``00`` + row) of a changelog remove, after checking its CRC prefix.
-
-    Raises
-    ------
-    ChecksumError, CorruptFileError
-    """
+def _strip_key_checksum(key: bytes, path: str, record: int) -> bytes:
+    """A removed key without its ``crc:u32 LE`` prefix (the CRC covers the rest), after checking it."""
     if len(key) < 5:
         raise CorruptFileError(f"removed key of record {record} is shorter than its row checksum", path, record=record)
     stored, body = _U32_LE.unpack_from(key)[0], key[4:]
@@ -117,3 +106,13 @@ def strip_rocksdb_removed_key(key: bytes, path: str, record: int) -> bytes:
     if stored != computed:
         raise _mismatch("remove", stored, computed, path, record)
     return body
+
+
+def strip_rocksdb_removed_key(key: bytes, path: str, record: int) -> bytes:
+    """The encoded key (``00`` + row) of a changelog remove, after checking its CRC prefix.
+
+    Raises
+    ------
+    ChecksumError, CorruptFileError
+    """
+    return _strip_key_checksum(key, path, record)

@@ -276,6 +276,22 @@ class SparkBackend:
             r = r.option("storeName", store_name)
         return r
 
+    def _change_feed(
+        self, spark: Any, operator_id: int, store_name: str | None, start_version: int, end_version: int,
+        partition_id: int | None,
+    ) -> Any:
+        """The change feed of versions ``start_version .. end_version`` of one store (or state variable)."""
+        from pyspark.sql import functions as F
+
+        df = (
+            self._reader(spark, operator_id, store_name)
+            .option("readChangeFeed", "true")
+            .option("changeStartBatchId", str(max(start_version - 1, 0)))
+            .option("changeEndBatchId", str(end_version - 1))
+            .load(self.path)
+        )
+        return df if partition_id is None else df.where(F.col("partition_id") == partition_id)
+
     def _count_per_version(self, operator_id: int, store_name: str | None) -> bool:
         """Stores whose change feed is not keyed by row: transformWithState variables (list elements, map
         entries under one grouping key) and join format 4 (list values). Their rows are counted per version."""
@@ -349,7 +365,6 @@ class SparkBackend:
         partition_id: int | None = None,
     ) -> list[StateChange]:
         """Put/remove records of versions ``start_version .. end_version`` from Spark's change feed."""
-        from pyspark.sql import functions as F
 
         if self._is_state_variable(operator_id, store_name):
             changes = self.read_state_variable_changes(
@@ -359,15 +374,7 @@ class SparkBackend:
 
         self._check_version(end_version)
         with self._job(f"changes of operator {operator_id}") as spark:
-            df = (
-                self._reader(spark, operator_id, store_name)
-                .option("readChangeFeed", "true")
-                .option("changeStartBatchId", str(max(start_version - 1, 0)))
-                .option("changeEndBatchId", str(end_version - 1))
-                .load(self.path)
-            )
-            if partition_id is not None:
-                df = df.where(F.col("partition_id") == partition_id)
+            df = self._change_feed(spark, operator_id, store_name, start_version, end_version, partition_id)
             rows = collect_converted(df, ["batch_id", "change_type", "partition_id", "key", "value"])
         return [
             StateChange(int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, v if t != "delete" else None)
@@ -490,40 +497,18 @@ class SparkBackend:
             )
             if partition_id is not None:
                 df = df.where(F.col("partition_id") == partition_id)
-            cols = set(df.columns)
-            if "user_map_key" in cols:
-                rows = collect_converted(df, ["partition_id", "key", "user_map_value", "user_map_key"])
-            elif "list_element" in cols:
-                rows = [(*r, None) for r in collect_converted(df, ["partition_id", "key", "list_element"])]
-            else:
-                rows = [(*r, None) for r in collect_converted(df, ["partition_id", "key", "value"])]
+            rows = _collect_variable(df, ["partition_id", "key"])
         return [(int(p), k, v, u) for p, k, v, u in rows]
 
     def read_state_variable_changes(
         self, operator_id: int, name: str, start_version: int, end_version: int, partition_id: int | None = None
     ) -> list[tuple[int, int, str, Any, Any, Any]]:
         """Change feed of one transformWithState variable: ``(version, partition, change, key, value, user_key)``."""
-        from pyspark.sql import functions as F
 
         self._check_version(end_version)
         with self._job(f"changes of state variable {name} of operator {operator_id}") as spark:
-            df = (
-                spark.read.format("statestore").option("operatorId", str(operator_id))
-                .option("stateVarName", name)
-                .option("readChangeFeed", "true")
-                .option("changeStartBatchId", str(max(start_version - 1, 0)))
-                .option("changeEndBatchId", str(end_version - 1))
-                .load(self.path)
-            )
-            if partition_id is not None:
-                df = df.where(F.col("partition_id") == partition_id)
-            cols = set(df.columns)
-            head = ["batch_id", "change_type", "partition_id", "key"]
-            if "user_map_key" in cols:
-                rows = collect_converted(df, [*head, "user_map_value", "user_map_key"])
-            else:
-                rows = [(*r, None) for r in collect_converted(df, [*head, "list_element" if "list_element" in cols
-                                                                    else "value"])]
+            df = self._change_feed(spark, operator_id, name, start_version, end_version, partition_id)
+            rows = _collect_variable(df, ["batch_id", "change_type", "partition_id", "key"])
         return [
             (int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, None if t == "delete" else v, u)
             for b, t, p, k, v, u in rows
@@ -551,6 +536,16 @@ class SparkBackend:
         with self._job("state metadata") as spark:
             df = spark.read.format("state-metadata").load(self.path)
             return [r.asDict() for r in df.select(*df.columns, "_numColsPrefixKey").collect()]
+
+
+def _collect_variable(df: Any, head: list[str]) -> list[tuple[Any, ...]]:
+    """Rows of a ``stateVarName`` read as ``(*head, value, user_key)``: list state's ``list_element`` and
+    map state's ``user_map_value`` are the value, ``user_map_key`` the user key (``None`` otherwise)."""
+    cols = set(df.columns)
+    if "user_map_key" in cols:
+        return collect_converted(df, [*head, "user_map_value", "user_map_key"])
+    value = "list_element" if "list_element" in cols else "value"
+    return [(*r, None) for r in collect_converted(df, [*head, value])]
 
 
 #: Spark's change feed ``change_type`` -> statelens' change kind.
