@@ -126,14 +126,16 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
     """Decode column family keys (``cfId`` removed) into tuples in the key schema's column order.
 
     With ``avro`` the rows are Avro-encoded (spec §4.3): a schema id after each version byte, except in
-    the prefix part of a prefix-scan key.
+    the prefix part of a prefix-scan key and the ordering part of a range-scan key (a record of
+    ``<col>_marker`` / ``<col>_value`` byte pairs, verified on Spark 4.3.0 files).
     """
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     schema = family.schema
     fields = list(schema.key_schema.fields)
     encoder = family.encoder
-    if avro and encoder not in ("NoPrefixKeyStateEncoderSpec", "PrefixKeyScanStateEncoderSpec"):
+    if avro and encoder not in ("NoPrefixKeyStateEncoderSpec", "PrefixKeyScanStateEncoderSpec",
+                                "RangeKeyScanStateEncoderSpec"):
         raise UnsupportedVersionError(
             f"Avro-encoded {encoder} keys (column family {family.name!r}) are not decoded natively; "
             "use --backend spark",
@@ -157,10 +159,22 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
         if any(o < 0 or o >= len(fields) for o in ordinals):
             raise CorruptFileError(f"range-scan ordinals {ordinals} outside the {len(fields)}-column key", path)
         others = [i for i in range(len(fields)) if i not in ordinals]
-        binary = StructType([StructField(fields[o].name, BinaryType()) for o in ordinals])
         split = [split_prefix_key(k, path) for k in keys]
-        ordered = decode_all([a for a, _ in split], binary, path)
-        rests = decode_all([b for _, b in split], StructType([fields[i] for i in others]), path) if others else []
+        if avro:  # the ordering part: a record of (<col>_marker bytes, <col>_value bytes) pairs, no schema id
+            from readers.avro_rows import decode_avro
+
+            pairs = StructType([StructField(f"{fields[o].name}_{part}", BinaryType())
+                                for o in ordinals for part in ("marker", "value")])
+            ordered = [
+                tuple((m or b"") + (v or b"") if m is not None else None for m, v in zip(row[::2], row[1::2],
+                                                                                       strict=True))
+                for row in decode_avro([a for a, _ in split], pairs, path)
+            ]
+        else:
+            binary = StructType([StructField(fields[o].name, BinaryType()) for o in ordinals])
+            ordered = decode_all([a for a, _ in split], binary, path)
+        rest_schema = StructType([fields[i] for i in others])
+        rests = decode_values([b for _, b in split], rest_schema, path, avro) if others else []
         out: list[tuple[Any, ...]] = []
         for n, raw_cols in enumerate(ordered):
             row: list[Any] = [None] * len(fields)

@@ -908,12 +908,17 @@ def split_list_value(value: bytes, path: str) -> list[bytes]:
             return None
         return pos + 4 + size
 
-    # Depth-first over (position, elements so far); delimiters are optional between elements only.
+    # Depth-first over (position, elements so far); delimiters are optional between elements only. A
+    # position is explored once (whether the rest splits depends on the position alone): linear time.
     stack: list[tuple[int, tuple[tuple[int, int], ...]]] = [(0, ())]
+    seen: set[tuple[int, bool]] = set()
     while stack:
         pos, elems = stack.pop()
         if pos == n and elems:
             return [value[s + 5 : e] for s, e in elems]
+        if (pos, bool(elems)) in seen:
+            continue
+        seen.add((pos, bool(elems)))
         starts = [pos]
         if elems and pos < n and value[pos] == _MERGE_DELIMITER:
             starts.append(pos + 1)
@@ -952,10 +957,14 @@ def split_checked_operands(key: bytes, value: bytes, path: str, record: int) -> 
             return None
 
     stack: list[tuple[int, tuple[bytes, ...]]] = [(0, ())]
+    seen: set[tuple[int, bool]] = set()  # each position explored once: linear time
     while stack:
         pos, found = stack.pop()
         if pos == n and found:
             return list(found)
+        if (pos, bool(found)) in seen:
+            continue
+        seen.add((pos, bool(found)))
         starts = [pos] + ([pos + 1] if found and pos < n and value[pos] == _MERGE_DELIMITER else [])
         for start in starts:
             got = operand_at(start)

@@ -55,7 +55,8 @@ stores as column families), ``join_state_format_version`` and ``spark_path``. ``
 transformWithStateInPandas in processing time with TTL'd value/list/map state and timers, ``ttl_ms``; its
 output rows are what the function saw and did (``event`` input/timer, ``timer_ms`` registered or fired).
 ``rocks_tws_avro``: ``rocks_tws`` with ``stateStore.encodingFormat=avro`` (``encoding_format``);
-``rocks_tws_checksum``: ``rocks_tws`` with row checksums (``row_checksum``).
+``rocks_tws_checksum``: ``rocks_tws`` with row checksums (``row_checksum``); ``rocks_tws_timers_avro``:
+``rocks_tws_timers`` Avro-encoded (``encoding_format``).
 Their other facts are those of the HDFS scenario they repeat.
 """
 
@@ -1433,7 +1434,7 @@ def scenario_rocks_checksum_window(ctx: Ctx) -> dict[str, Any]:
 TWS_TIMERS_OUTPUT = "key STRING, cnt LONG, event STRING, timer_ms LONG, batch_ms LONG"
 
 
-def scenario_rocks_tws_timers(ctx: Ctx) -> dict[str, Any]:
+def scenario_rocks_tws_timers(ctx: Ctx, encoding: str = "unsaferow") -> dict[str, Any]:
     """transformWithStateInPandas in processing time: TTL'd value/list/map state and timers.
 
     Every key gets a timer; keys starting with ``s`` a short one (1 ms, fires in the next batch, whose
@@ -1494,6 +1495,8 @@ def scenario_rocks_tws_timers(ctx: Ctx) -> dict[str, Any]:
 
     def body(run: Ctx) -> dict[str, Any]:
         conf = _rocks_conf(changelog=True, min_deltas=2)
+        if encoding != "unsaferow":
+            conf["spark.sql.streaming.stateStore.encodingFormat"] = encoding
         with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
             for keys in plan:
                 run.write_json("in", [{"key": k} for k in keys])
@@ -1514,6 +1517,7 @@ def scenario_rocks_tws_timers(ctx: Ctx) -> dict[str, Any]:
         "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
         "state_variables": ["cnt", "ttlv", "ttll", "ttlm"],
         "ttl_ms": hour,
+        "encoding_format": encoding,
     })
     return _rocks_facts(ctx, facts, conf)
 
@@ -1549,6 +1553,7 @@ SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "rocks_tws_timers": scenario_rocks_tws_timers,
     "rocks_tws_avro": functools.partial(scenario_rocks_tws, encoding="avro"),
     "rocks_tws_checksum": functools.partial(scenario_rocks_tws, row_checksum=True),
+    "rocks_tws_timers_avro": functools.partial(scenario_rocks_tws_timers, encoding="avro"),
 }
 
 

@@ -24,7 +24,8 @@ from tests.test_native_vs_spark import canon
 
 pytestmark = pytest.mark.spark
 
-TWS = ["rocks_tws", "rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum"]
+TWS = ["rocks_tws", "rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum", "rocks_tws_timers_avro"]
+TIMERS = ["rocks_tws_timers", "rocks_tws_timers_avro"]
 
 
 def _spark_df(spark: Any, root: Path, **options: str) -> Any:
@@ -50,12 +51,12 @@ def _native_variable(reader: Any, var: str, version: int) -> Counter:
 
 
 # -- transformWithState ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("scenario", ["rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum"])
+@pytest.mark.parametrize("scenario", ["rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum", "rocks_tws_timers_avro"])
 def test_state_variables_match_spark_at_every_version(scenario: str, checkpoint: Any, spark: Any) -> None:
     root = checkpoint(scenario) / "checkpoint"
     expected = json.loads((checkpoint(scenario) / "expected.json").read_text())
     reader = open_checkpoint(str(root)).column_family_reader(0)
-    assert reader.avro == (scenario == "rocks_tws_avro")
+    assert reader.avro == scenario.endswith("avro")
     assert reader.row_checksum == (scenario == "rocks_tws_checksum")
     assert reader.state_variables() == sorted(expected["state_variables"], key=reader.state_variables().index)
     compared = 0
@@ -67,8 +68,9 @@ def test_state_variables_match_spark_at_every_version(scenario: str, checkpoint:
     assert compared >= 10
 
 
-def test_timers_match_spark_registered_timers(checkpoint: Any, spark: Any) -> None:
-    root = checkpoint("rocks_tws_timers") / "checkpoint"
+@pytest.mark.parametrize("scenario", TIMERS)
+def test_timers_match_spark_registered_timers(scenario: str, checkpoint: Any, spark: Any) -> None:
+    root = checkpoint(scenario) / "checkpoint"
     reader = open_checkpoint(str(root)).column_family_reader(0)
     assert reader.timer_family() == "$procTimers_keyToTimestamp"
     seen = 0
@@ -81,10 +83,11 @@ def test_timers_match_spark_registered_timers(checkpoint: Any, spark: Any) -> No
     assert seen > 0
 
 
-def test_timer_and_ttl_indexes_agree_with_what_they_index(checkpoint: Any) -> None:
+@pytest.mark.parametrize("scenario", TIMERS)
+def test_timer_and_ttl_indexes_agree_with_what_they_index(scenario: str, checkpoint: Any) -> None:
     """Range-scan families (Spark's reader refuses them) decode to exactly the entries they index."""
-    root = checkpoint("rocks_tws_timers") / "checkpoint"
-    folder = checkpoint("rocks_tws_timers")
+    root = checkpoint(scenario) / "checkpoint"
+    folder = checkpoint(scenario)
     reader = open_checkpoint(str(root)).column_family_reader(0)
     out = json.loads((folder / "output.json").read_text())
     registered = {(r["key"], r["timer_ms"]) for r in out if r["event"] == "input"}
@@ -211,8 +214,9 @@ def _expected_timer_zombies(folder: Path) -> set[tuple[str, int, int]]:
     return zombies
 
 
-def test_expired_finds_the_timer_handler_leak(checkpoint: Any, capsys: Any) -> None:
-    folder = checkpoint("rocks_tws_timers")
+@pytest.mark.parametrize("scenario", TIMERS)
+def test_expired_finds_the_timer_handler_leak(scenario: str, checkpoint: Any, capsys: Any) -> None:
+    folder = checkpoint(scenario)
     expected = _expected_timer_zombies(folder)
     assert {k for k, _, _ in expected} == {"s1"}  # the scenario's one leaking key, from the function's output
     root = folder / "checkpoint"

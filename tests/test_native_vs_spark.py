@@ -25,7 +25,8 @@ pytestmark = pytest.mark.spark
 SCENARIOS = list(GENERATED_SCENARIOS)  # every generated checkpoint kind
 
 #: transformWithState: one store of column families, each shown (and compared) as a store of its own.
-COLUMN_FAMILY_SCENARIOS = {"rocks_tws", "rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum"}
+COLUMN_FAMILY_SCENARIOS = {"rocks_tws", "rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum",
+                           "rocks_tws_timers_avro"}
 VARIABLE_TYPES = {"ValueState", "ListState", "MapState"}
 
 

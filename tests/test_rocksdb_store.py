@@ -328,6 +328,11 @@ def test_list_values_split_with_either_merge_delimiter() -> None:
     assert split_list_value(_element(a) + _element(long_row), "x") == [a, long_row]
     with pytest.raises(CorruptFileError, match="length-prefixed"):
         split_list_value(_element(a)[:-1], "state/0/0/3.zip")
+    # Thousands of elements made of ',' bytes, each followed by ',' and a bad tail: every position is
+    # ambiguous; each is explored once (the search was exponential before), and the answer is an error.
+    commas = _element(b"\x2c" * 8)
+    with pytest.raises(CorruptFileError):
+        split_list_value((commas + b",") * 2000 + b"\x01", "state/0/0/4.zip")
 
 
 def _spark_rows(spark: Any, root: Path, var: str, batch_id: int) -> list[tuple[Any, ...]]:
