@@ -248,3 +248,41 @@ def test_row_checksummed_files_decode_clean_and_a_bad_checksum_is_named(copy_of)
     bad = [f for f in result.findings if f.check == "row_checksum"]
     assert [(f.severity, f.files) for f in bad] == [("error", (str(delta.relative_to(root)),))]
     assert "ChecksumError" in bad[0].message
+
+
+# -- RocksDB stores: the same version checks on zips and changelogs ---------------------------------------
+@pytest.mark.parametrize("name", ["rocks_agg_changelog", "rocks_ckpt_v2", "rocks_tws_timers", "rocks_join_v4"])
+def test_clean_rocksdb_checkpoints_pass_the_version_checks(checkpoint, name):
+    result = _doctor(checkpoint(name) / "checkpoint")
+    assert "state versions vs commits, delta and changelog chains, retention" in result.checked
+    assert not [f for f in result.findings if f.severity != "info"], [f.message for f in result.findings]
+
+
+def test_rocksdb_changelog_missing_in_the_chain_to_the_last_version(copy_of):
+    ckpt, expected = copy_of("rocks_agg_changelog")
+    latest = max(expected["committed_batches"]) + 1
+    part = ckpt / "state" / "0" / "0"
+    zips = sorted(int(p.name.split(".")[0]) for p in part.glob("*.zip"))
+    gap = next(v for v in range(latest, 0, -1) if (part / f"{v}.changelog").exists() and v > max(
+        (z for z in zips if z < v), default=0) and v not in zips)
+    for z in [z for z in zips if z >= gap]:  # no zip may cover the gap either
+        (part / f"{z}.zip").unlink()
+    (part / f"{gap}.changelog").unlink()
+    result = _doctor(ckpt)
+    (f,) = _only(result, "unrebuildable_version")
+    assert f.severity == "error" and f.partition == 0
+    assert f.files == (f"state/0/0/{gap}.changelog",)
+    assert "changelog(s)" in f.message and "zip covers them" in f.message
+    assert result.exit_code == 2
+
+
+def test_column_family_stores_are_checked_once_per_physical_store(copy_of):
+    ckpt, expected = copy_of("rocks_tws_timers")
+    latest = max(expected["committed_batches"]) + 1
+    part = ckpt / "state" / "0" / "1"
+    for f in part.glob(f"{latest}.*"):
+        f.unlink()  # the last version of partition 1: its changelog (and zip, if any)
+    result = _doctor(ckpt)
+    (f,) = _only(result, "missing_state_version")  # once, not once per state variable
+    assert (f.store_name, f.partition, f.severity) == ("default", 1, "error")
+    assert f.files == (f"state/0/1/{latest}.changelog",)

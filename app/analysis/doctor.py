@@ -297,29 +297,45 @@ class _Doctor:
                     )
 
     def check_state_versions(self) -> None:
-        self.result.checked.append("state versions vs commits, delta chains, retention")
+        self.result.checked.append("state versions vs commits, delta and changelog chains, retention")
         commits = self.ckpt.commits
         last_commit = max(commits) if commits else None
         expected = last_commit + 1 if last_commit is not None else None
         planned = max(self.ckpt.offsets) if self.ckpt.offsets else None
         for op in self.ckpt.operators:
+            seen: set[str] = set()
             for st in op.stores:
-                if st.provider != "hdfs":
-                    self.add("rocksdb_not_checked", "info",
-                             f"operator {op.operator_id} store {st.store_name}: RocksDB state versions not checked",
-                             operator_id=op.operator_id, store_name=st.store_name)
+                # Column families shown as stores share one physical store: check its files once.
+                physical = self.ckpt.physical_store(op.operator_id, st.store_name)
+                if physical in seen:
                     continue
-                reader = self.ckpt.store_reader(op.operator_id, st.store_name)
+                seen.add(physical)
+                try:
+                    reader = self.ckpt.store_reader(op.operator_id, st.store_name)
+                except StatelensError as err:
+                    self.add("unreadable_store", "error", f"operator {op.operator_id} store {physical}: {err}",
+                             operator_id=op.operator_id, store_name=physical)
+                    continue
                 for pid in reader.partition_ids():
-                    self._check_partition(op, st, reader, pid, expected, planned)
+                    self._check_partition(op, physical, reader, pid, expected, planned, st.provider)
 
-    def _check_partition(self, op: Any, st: Any, reader: Any, pid: int, expected: int | None, planned: int | None) -> None:
+    def _check_partition(
+        self, op: Any, store_name: str, reader: Any, pid: int, expected: int | None, planned: int | None,
+        provider: str = "hdfs",
+    ) -> None:
         pf = reader.partitions[pid]
-        ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": st.store_name}
-        where = f"operator {op.operator_id} store {st.store_name} partition {pid}"
+        ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
+        where = f"operator {op.operator_id} store {store_name} partition {pid}"
+        # HDFS: <v>.delta + <v>.snapshot; RocksDB: <v>.changelog + <v>.zip (the same roles).
+        delta, snapshot = ("changelog", "zip") if provider == "rocksdb" else ("delta", "snapshot")
+
+        def path(v: int) -> str:
+            sf = pf.deltas.get(v) or pf.snapshots.get(v)
+            return sf.path if sf is not None else f"{pf.directory}/{v}.{delta}"
+
         files = sorted(set(pf.deltas) | set(pf.snapshots))
         if not files:
-            self.add("no_state_files", "error" if expected else "info", f"{where}: no delta or snapshot files",
+            self.add("no_state_files", "error" if expected else "info", f"{where}: no {delta} or {snapshot} files",
                      [pf.directory], **ctx)
             return
         latest = max(files)
@@ -330,7 +346,7 @@ class _Doctor:
                     "missing_state_version", "error",
                     f"{where}: latest state version is {latest} but the last commit (batch {expected - 1}) "
                     f"needs version {expected}: a restart cannot load the state",
-                    [f"{pf.directory}/{expected}.delta"], batch_id=expected - 1, **ctx,
+                    [path(expected)], batch_id=expected - 1, **ctx,
                 )
             elif latest > expected:
                 if planned is not None and latest == planned + 1 and planned == expected:
@@ -338,7 +354,7 @@ class _Doctor:
                         "uncommitted_state_version", "info",
                         f"{where}: version {latest} was written by uncommitted batch {latest - 1}; "
                         "Spark rewrites it when the batch is re-run",
-                        [f"{pf.directory}/{latest}.delta"], batch_id=latest - 1, **ctx,
+                        [path(latest)], batch_id=latest - 1, **ctx,
                     )
                 else:
                     extra = [v for v in files if v > expected]
@@ -346,24 +362,24 @@ class _Doctor:
                         "extra_state_version", "error",
                         f"{where}: state versions {_ranges(extra)} are beyond the last committed batch "
                         f"({expected - 1}) and not explained by a planned batch",
-                        [f"{pf.directory}/{v}.delta" for v in extra if v in pf.deltas], **ctx,
+                        [path(v) for v in extra], **ctx,
                     )
             if expected <= latest and expected not in readable:
                 base = max((s for s in pf.snapshots if s <= expected), default=0)
                 gap = [v for v in range(base + 1, expected + 1) if v not in pf.deltas]
                 self.add(
                     "unrebuildable_version", "error",
-                    f"{where}: version {expected} cannot be rebuilt: delta(s) {_ranges(gap)} missing and no "
-                    "snapshot covers them",
-                    [f"{pf.directory}/{v}.delta" for v in gap], batch_id=expected - 1, **ctx,
+                    f"{where}: version {expected} cannot be rebuilt: {delta}(s) {_ranges(gap)} missing and no "
+                    f"{snapshot} covers them",
+                    [path(v) for v in gap], batch_id=expected - 1, **ctx,
                 )
         oldest = min(files)
         holes = [v for v in range(oldest + 1, latest + 1) if v not in readable]
         if holes and (expected is None or expected in readable or expected > latest):
             self.add(
                 "unreadable_history", "warning",
-                f"{where}: versions {_ranges(holes)} cannot be rebuilt (deltas missing); later versions are fine",
-                [f"{pf.directory}/{v}.delta" for v in holes if v not in pf.deltas], **ctx,
+                f"{where}: versions {_ranges(holes)} cannot be rebuilt ({delta}s missing); later versions are fine",
+                [path(v) for v in holes if v not in pf.deltas], **ctx,
             )
         if latest - oldest + 1 > 2 * self.min_retain + RETENTION_MARGIN:
             self.add(
