@@ -227,12 +227,12 @@ class ExpiredView(StorePickerMixin, QWidget):
         super().set_stores(stores, groups, tips)
 
     def _label_store(self, key: tuple[int, str], latest: Mapping[str, int]) -> None:
-        """Append the findings (``1 zombie``) to a store's picker text, so stores with keys stand out."""
+        """Append the findings (``[zombie: 1]``) to a store's picker text, so stores with keys stand out."""
         index = getattr(self, "_combo_index", {}).get(key)
         label = self._labels.get(key)
         if index is None or label is None:
             return
-        found = [f"{n:,} {c.replace('_', ' ')}" for c, n in latest.items() if n]
+        found = [f"{c.replace('_', ' ')}: {n:,}" for c, n in latest.items() if n]
         self.store_combo.setItemText(index, f"{label}  [{', '.join(found)}]" if found else label)
 
     def has_expiry(self, operator_id: int, store_name: str) -> bool:

@@ -53,6 +53,7 @@ class StateGrowthView(StorePickerMixin, QWidget):
     store_selected = Signal(int, str)
     metric_selected = Signal(str)
     partition_selected = Signal(object)
+    hide_empty_status = True
 
     def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -206,7 +207,7 @@ class StateGrowthView(StorePickerMixin, QWidget):
         data = self._data.get(self._shown) if self._shown is not None else None
         self.legend.clear()
         self._top_pids = []
-        self.status.setText(self._status.get(self._shown, "") if self._shown is not None else "")
+        self._show_status(self._status.get(self._shown, "") if self._shown is not None else "")
         if data is None or not len(data["versions"]):
             for item in (self.total_curve, self.other_curve, *self.top_curves):
                 item.setData([], [])

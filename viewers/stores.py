@@ -69,6 +69,8 @@ class StorePickerMixin:
     _data: dict[tuple[int, str], Any]
     _status: dict[tuple[int, str], str]
     _shown: tuple[int, str] | None
+    #: Hide the status line while it is empty (it sits on a line of its own).
+    hide_empty_status = False
 
     def _redraw(self) -> None:
         raise NotImplementedError
@@ -114,7 +116,13 @@ class StorePickerMixin:
         """A note for one store (``computing…``, what was checked, a failure); shown with that store."""
         self._status[(operator_id, store_name)] = text
         if self._shown == (operator_id, store_name):
-            self.status.setText(text)
+            self._show_status(text)
+
+    def _show_status(self, text: str) -> None:
+        """Show a store's note; a view with :attr:`hide_empty_status` hides the line when there is none."""
+        self.status.setText(text)
+        if self.hide_empty_status:
+            self.status.setVisible(bool(text))
 
     def show_store(self, operator_id: int | None, store_name: str | None) -> None:
         """Show one store (ignored when unknown)."""
