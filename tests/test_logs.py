@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from readers import logs
 from readers.errors import CorruptFileError, StatelensError, TruncatedFileError, UnsupportedVersionError
 from readers.model import OffsetLogEntry
+from tests._mutations import EDITS, ROCKSDB_PROVIDER, mutate, run_files_query
 
 # --- real bytes -----------------------------------------------------------------------------------
 
@@ -515,26 +516,10 @@ def _parse_any(kind: str, data: bytes):
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=st.sampled_from(sorted(REAL_FILES)),
-    edits=st.lists(
-        st.tuples(
-            st.sampled_from(["flip", "cut", "insert", "delete"]), st.integers(0, 10_000), st.integers(0, 255)
-        ),
-        min_size=1,
-        max_size=4,
-    ),
+    edits=EDITS,
 )
 def test_mutated_real_logs_give_value_or_statelens_error(kind, edits):
-    data = bytearray(REAL_FILES[kind])
-    for op, pos, byte in edits:
-        pos = pos % (len(data) + 1)
-        if op == "flip" and pos < len(data):
-            data[pos] = byte
-        elif op == "cut":
-            del data[pos:]
-        elif op == "insert":
-            data[pos:pos] = bytes([byte])
-        elif op == "delete" and pos < len(data):
-            del data[pos]
+    data = mutate(REAL_FILES[kind], edits)
     error = None
     try:
         _parse_any(kind, bytes(data))
@@ -631,30 +616,9 @@ def test_every_log_file_of_real_checkpoints(checkpoint, name):
 # --- offsets v2 and commits v2, written by PySpark 4.3.0 in this session --------------------------
 
 
-def _run_files_query(spark, base, build, mode, conf, batches):
-    """Run ``build(df)`` over JSON files ``user, v, ts``, one file per trigger; returns the checkpoint."""
-    from tests.spark_checkpoints import session_conf
-
-    src = base / "in"
-    src.mkdir(parents=True)
-    cp = base / "checkpoint"
-    with session_conf(spark, conf):
-        for i, rows in enumerate(batches):
-            (src / f"part-{i:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
-            df = spark.readStream.schema("user STRING, v LONG, ts TIMESTAMP").json(str(src))
-            q = (
-                build(df)
-                .writeStream.format("noop")
-                .outputMode(mode)
-                .option("checkpointLocation", str(cp))
-                .trigger(availableNow=True)
-                .start()
-            )
-            q.awaitTermination()
-    return cp
 
 
-_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_ROCKSDB = ROCKSDB_PROVIDER
 _V2_BATCHES = [
     [
         {"user": "a", "v": 1, "ts": "2024-01-01T00:00:01Z"},
@@ -674,7 +638,7 @@ def v2_formats_checkpoint(spark, tmp_path_factory):
         "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
         "spark.sql.streaming.offsetLog.formatVersion": "2",
     }
-    cp = _run_files_query(
+    cp = run_files_query(
         spark,
         tmp_path_factory.mktemp("v2_formats"),
         lambda df: df.groupBy("user").count(),

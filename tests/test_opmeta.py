@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from readers import opmeta
 from readers.errors import CorruptFileError, StatelensError, TruncatedFileError, UnsupportedVersionError
+from tests._mutations import EDITS, mutate
 
 #: spec §8.1 [RUN 4.1.1]
 SPEC_V1_AGG = (
@@ -215,26 +216,10 @@ def test_bad_json_offset():
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(sorted(REAL)),
-    edits=st.lists(
-        st.tuples(
-            st.sampled_from(["flip", "cut", "insert", "delete"]), st.integers(0, 10_000), st.integers(0, 255)
-        ),
-        min_size=1,
-        max_size=4,
-    ),
+    edits=EDITS,
 )
 def test_mutated_real_metadata_give_value_or_statelens_error(name, edits):
-    data = bytearray(REAL[name])
-    for op, pos, byte in edits:
-        pos = pos % (len(data) + 1)
-        if op == "flip" and pos < len(data):
-            data[pos] = byte
-        elif op == "cut":
-            del data[pos:]
-        elif op == "insert":
-            data[pos:pos] = bytes([byte])
-        elif op == "delete" and pos < len(data):
-            del data[pos]
+    data = mutate(REAL[name], edits)
     error = None
     try:
         result = opmeta.parse_operator_metadata(bytes(data), "f")

@@ -19,6 +19,7 @@ from readers.errors import (
     UsageError,
 )
 from readers.model import StoreSchema
+from tests._mutations import EDITS, ROCKSDB_PROVIDER, mutate, run_files_query
 
 # --- real bytes (hex dumps of files written by PySpark 4.3.0) --------------------------------------
 
@@ -600,26 +601,10 @@ def test_empty_file():
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(sorted(REAL)),
-    edits=st.lists(
-        st.tuples(
-            st.sampled_from(["flip", "cut", "insert", "delete"]), st.integers(0, 10_000), st.integers(0, 255)
-        ),
-        min_size=1,
-        max_size=4,
-    ),
+    edits=EDITS,
 )
 def test_mutated_real_schemas_give_value_or_statelens_error(name, edits):
-    data = bytearray(REAL[name])
-    for op, pos, byte in edits:
-        pos = pos % (len(data) + 1)
-        if op == "flip" and pos < len(data):
-            data[pos] = byte
-        elif op == "cut":
-            del data[pos:]
-        elif op == "insert":
-            data[pos:pos] = bytes([byte])
-        elif op == "delete" and pos < len(data):
-            del data[pos]
+    data = mutate(REAL[name], edits)
     error = None
     try:
         result = schemas.parse_schema_v3(bytes(data), "f")
@@ -710,29 +695,9 @@ def test_every_schema_file_of_real_checkpoints(spark, checkpoint, name):
 # --- v3 schema files and v2 operator metadata, written by PySpark 4.3.0 in this session -----------
 
 
-def _run_files_query(spark, base, build, mode, conf, batches):
-    from tests.spark_checkpoints import session_conf
-
-    src = base / "in"
-    src.mkdir(parents=True)
-    cp = base / "checkpoint"
-    with session_conf(spark, conf):
-        for i, rows in enumerate(batches):
-            (src / f"part-{i:03d}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
-            df = spark.readStream.schema("user STRING, v LONG, ts TIMESTAMP").json(str(src))
-            q = (
-                build(df)
-                .writeStream.format("noop")
-                .outputMode(mode)
-                .option("checkpointLocation", str(cp))
-                .trigger(availableNow=True)
-                .start()
-            )
-            q.awaitTermination()
-    return cp
 
 
-_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_ROCKSDB = ROCKSDB_PROVIDER
 _BATCHES = [
     [
         {"user": "a", "v": 1, "ts": "2024-01-01T00:00:01Z"},
@@ -783,9 +748,9 @@ def _join_query(df):
 def v3_checkpoints(spark, tmp_path_factory):
     """transformWithStateInPandas and a join with state format v4: both write v3 schema files."""
     base = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.stateStore.providerClass": _ROCKSDB}
-    tws = _run_files_query(spark, tmp_path_factory.mktemp("tws"), _tws_query, "update", base, _BATCHES)
+    tws = run_files_query(spark, tmp_path_factory.mktemp("tws"), _tws_query, "update", base, _BATCHES)
     join_conf = {**base, "spark.sql.streaming.join.stateFormatVersion": "4"}
-    join = _run_files_query(
+    join = run_files_query(
         spark, tmp_path_factory.mktemp("join_v4"), _join_query, "append", join_conf, _BATCHES
     )
     return {"tws": tws, "join_v4": join}
