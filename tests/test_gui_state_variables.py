@@ -3,7 +3,7 @@ variables and Spark's internal ``$...`` families) and joins in state formats 3 a
 
 Real checkpoints written by PySpark (``checkpoint`` fixture): ``rocks_tws_timers`` (TTL'd value, list
 and map state, processing-time timers, and a timer handler that leaks key ``s1`` in variable ``cnt``),
-``rocks_tws_avro`` (Avro-encoded state) and the format 3/4 joins. Waits use ``qtbot.waitSignal`` /
+``rocks_tws_avro`` and ``rocks_tws_timers_avro`` (Avro-encoded state) and the format 3/4 joins. Waits use ``qtbot.waitSignal`` /
 ``waitUntil``, never sleeps.
 """
 
@@ -146,7 +146,8 @@ def test_column_family_stores_are_browsable(qtbot, window, checkpoint, name) -> 
 
 
 # -- map state in the browser ----------------------------------------------------------------------------
-@pytest.mark.parametrize(("name", "variable"), [("rocks_tws_timers", "ttlm"), ("rocks_tws_avro", "mp")])
+@pytest.mark.parametrize(("name", "variable"), [("rocks_tws_timers", "ttlm"), ("rocks_tws_avro", "mp"),
+                                              ("rocks_tws_timers_avro", "ttlm")])
 def test_browser_shows_map_state_with_its_user_key(qtbot, window, checkpoint, name, variable) -> None:  # type: ignore[no-untyped-def]
     """A map state variable: one row per (grouping key, user key), as ``rows --state-var`` prints it."""
     path = checkpoint(name) / "checkpoint"
@@ -179,9 +180,10 @@ def test_browser_shows_map_state_with_its_user_key(qtbot, window, checkpoint, na
 
 
 # -- the transformWithState zombie -----------------------------------------------------------------------
-def test_expired_view_lists_the_tws_timer_zombie(qtbot, window, checkpoint) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("name", ["rocks_tws_timers", "rocks_tws_timers_avro"])
+def test_expired_view_lists_the_tws_timer_zombie(qtbot, window, checkpoint, name) -> None:  # type: ignore[no-untyped-def]
     """s1's timer fired and the handler kept its ``cnt`` state: a zombie of variable cnt, in the view."""
-    path = checkpoint("rocks_tws_timers") / "checkpoint"
+    path = checkpoint(name) / "checkpoint"
     with qtbot.waitSignal(window.expired_updated, timeout=LOAD_TIMEOUT_MS):
         _open(qtbot, window, path)
     window.select_view("expired")
