@@ -734,7 +734,11 @@ def iter_expired(
         elif op.kind in _EVICTING_OPERATORS:
             col = _eviction_column(op, st)
             if col is None and op.kind == OperatorKind.JOIN:
-                summary.reason = "join key counts: evicted together with the keyWithIndexToValue rows"
+                summary.reason = (
+                    "join event-time index: evicted together with the keyWithTsToValues rows"
+                    if st.store_name.endswith("tsWithKey")
+                    else "join key counts: evicted together with the keyWithIndexToValue rows"
+                )
                 continue
             if col is None:
                 summary.reason = (
