@@ -237,3 +237,20 @@ def test_no_timer_zombies_without_timers_or_leaks(checkpoint: Any, capsys: Any) 
     for scenario in ("rocks_tws", "rocks_tws_avro"):  # timeMode None: nothing to check
         assert main(["expired", str(checkpoint(scenario) / "checkpoint"), "--jsonl"]) == 0
         assert capsys.readouterr().out == ""
+
+
+def test_timer_zombies_counted_at_earlier_versions_for_the_app(checkpoint: Any) -> None:
+    """The app's over-time view: zombies of earlier versions counted (not kept), the latest ones found."""
+    from collections import Counter as C
+
+    from app.analysis._common import key_fields, run_to_end
+    from app.analysis.expired import iter_expired
+
+    folder = checkpoint("rocks_tws_timers")
+    expected = _expected_timer_zombies(folder)
+    last = max(v for _, v, _ in expected)
+    counts: C = C()
+    result = run_to_end(iter_expired(open_checkpoint(str(folder / "checkpoint")), version_counts=counts))
+    found = {(key_fields(f.key)["key"], f.version) for f in result.examples}
+    assert found == {(k, v) for k, v, _ in expected if v == last}
+    assert counts == C({(0, "cnt", v, "zombie"): 1 for _, v, _ in expected if v != last})

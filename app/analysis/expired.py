@@ -749,7 +749,7 @@ def iter_expired(
             check = "eviction"
         elif op.kind == OperatorKind.TRANSFORM_WITH_STATE:
             yield from _check_transform_with_state(ckpt, op, st, clock, summary, out, problems, all_versions,
-                                                   cancelled)
+                                                   cancelled, version_counts)
             continue
         else:
             summary.reason = f"{op.kind.value}: no timeout or eviction rule known"
@@ -1187,6 +1187,7 @@ def _check_transform_with_state(
     problems: list[StatelensError],
     all_versions: bool,
     cancelled: Callable[[], bool] | None,
+    version_counts: Counter[tuple[int, str, int, str]] | None = None,
 ) -> Generator[Progress, None, None]:
     """transformWithState: keys whose timer fired and whose state was kept (:mod:`app.analysis.tws`).
 
@@ -1213,7 +1214,12 @@ def _check_transform_with_state(
     keys = _DecodedKeys(row_converter(key_schema))
     yield Progress(0, 1, f"operator {op.operator_id} {st.store_name}: timers")
     by_place: dict[tuple[int, int], list[tuple[Any, dict[str, Any]]]] = {}
-    for z in iter_timer_zombies(ckpt, op.operator_id, clock, problems, all_versions, cancelled, [st.store_name]):
+    latest = {pid: (reader.versions(pid) or [None])[-1] for pid in reader.partition_ids()}
+    every = all_versions or version_counts is not None
+    for z in iter_timer_zombies(ckpt, op.operator_id, clock, problems, every, cancelled, [st.store_name]):
+        if not all_versions and z.version != latest.get(z.partition):
+            version_counts[(op.operator_id, st.store_name, z.version, "zombie")] += 1  # type: ignore[index]
+            continue
         now = clock.threshold(z.version - 1, kind)
         by_place.setdefault((z.partition, z.version), []).append((z.key, dict(
             batch_id=z.fired_batch, category="zombie", timeout_ms=z.expiry_ms, threshold_ms=z.threshold_ms,
