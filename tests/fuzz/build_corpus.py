@@ -6,10 +6,12 @@ changelogs, v3 schema files and v2 operator metadata that no generated checkpoin
 
     python -m tests.fuzz.build_corpus                                  # every target
     python -m tests.fuzz.build_corpus --targets rocksdb_zip,changelog  # only these corpora are rewritten
+    python -m tests.fuzz.build_corpus --targets cf_rows,row_checksums  # and cf_families.json
 
 Each seed file is named ``<scenario>-<what>`` and starts with the target's selector byte where the
 target has one (see :mod:`tests.fuzz.targets`). ``schemas.json`` (the UnsafeRow target's schemas) is
-written from the same checkpoints. Files are kept small (at most ``MAX_SEED`` bytes).
+written from the same checkpoints, ``cf_families.json`` (the column families of the ``cf_rows`` target)
+from the column family scenarios plus synthetic families. Files are kept small (at most ``MAX_SEED`` bytes).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hashlib
 import io
 import json
 import shutil
+import struct
 import zipfile
 
 from tests.fuzz.targets import CORPUS, HERE
@@ -240,19 +243,194 @@ def _unit_test_seeds(corpus: _Corpus) -> None:
     corpus.add("logs", "unit-offsets_kafka", bytes([0]) + kafka_offsets)
 
 
+# --------------------------------------------------------------------------------------------------
+# column family keys and values, Avro rows, row checksums
+
+
+#: Column family stores (transformWithState, join state format 4; UnsafeRow, Avro, row checksums) and
+#: the HDFS store with row checksums.
+CF_SCENARIOS = ("rocks_tws_timers", "rocks_tws_timers_avro", "rocks_tws_avro", "rocks_tws_checksum", "rocks_join_v4")
+CHECKSUM_HDFS_SCENARIO = "checksum_window"
+
+
+def _field(name: str, data_type: object, nullable: bool = True) -> dict[str, object]:
+    return {"name": name, "type": data_type, "nullable": nullable, "metadata": {}}
+
+
+def _struct(*fields: dict[str, object]) -> dict[str, object]:
+    return {"type": "struct", "fields": list(fields)}
+
+
+def _array(element: object, contains_null: bool = True) -> dict[str, object]:
+    return {"type": "array", "elementType": element, "containsNull": contains_null}
+
+
+_ORDERED = _struct(
+    _field("b", "byte"), _field("s", "short"), _field("i", "integer"), _field("l", "long"),
+    _field("f", "float"), _field("d", "double"), _field("t", "timestamp"), _field("k", "string"),
+)
+_RICH = _struct(
+    _field("b", "boolean"), _field("i", "integer"), _field("l", "long", False), _field("f", "float"),
+    _field("d", "double"), _field("s", "string"), _field("bin", "binary"), _field("dt", "date"),
+    _field("ts", "timestamp"), _field("ntz", "timestamp_ntz"), _field("n", "null"),
+    _field("a", _array(_struct(_field("x", "integer", False), _field("y", _array("string", False))))),
+    _field("st", _struct(_field("p", "string", False), _field("q", _array(_array("binary"))))),
+)
+
+
+def _deep(levels: int) -> dict[str, object]:
+    schema: object = "string"
+    for _ in range(levels):
+        schema = _struct(_field("x", schema))
+    return _struct(_field("v", schema))
+
+
+#: Families no generated checkpoint has: every range-scan ordering type (several ordinals, out of
+#: order), a two-column prefix, values of every type Avro rows support, arrays whose elements take no
+#: bytes (Avro amplification), types Avro rows do not support, deep nesting.
+SYNTHETIC_FAMILIES = (
+    ("range_every_type", _ORDERED, _struct(_field("v", "long")),
+     {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [5, 0, 1, 2, 3, 4, 6]}),
+    ("range_all_columns", _struct(_field("d", "double"), _field("f", "float")), _struct(_field("n", "null")),
+     {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [0, 1]}),
+    ("range_string", _ORDERED, _struct(_field("n", "null")),
+     {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [7]}),
+    ("prefix_two", _ORDERED, _RICH, {"keyStateEncoderType": "PrefixKeyScanStateEncoderSpec", "numColsPrefixKey": 2}),
+    ("rich_values", _struct(_field("k", "string")), _RICH, {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}),
+    ("null_arrays", _struct(_field("k", "string")),
+     _struct(_field("a", _array("null", False)), _field("b", _array(_struct(_field("n", "null")), False))),
+     {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}),
+    ("unsupported", _struct(_field("k", "string")),
+     _struct(_field("m", {"type": "map", "keyType": "string", "valueType": "long", "valueContainsNull": True}),
+             _field("dec", "decimal(10,2)")),
+     {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}),
+    ("deep", _struct(_field("k", "string")), _deep(60), {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}),
+)
+
+
+def _items(*items: bytes) -> bytes:
+    """The harnesses' item framing: each item is ``len:u8`` + bytes (the last may run to the end)."""
+    out = b""
+    for n, item in enumerate(items):
+        if len(item) > 255 and n == len(items) - 1:
+            return out + b"\xff" + item
+        out += bytes([min(len(item), 255)]) + item[:255]
+    return out
+
+
+def _list_value(rows: list[bytes], delimiter: bytes) -> bytes:
+    return delimiter.join(struct.pack("<i", len(r) + 1) + b"\x00" + r for r in rows)
+
+
+def _cf_seeds(corpus: _Corpus) -> None:
+    """``cf_rows`` seeds (keys, values, list values of every family, Avro and UnsafeRow) and
+    ``row_checksums`` seeds (checksummed RocksDB values, removed keys, merged operands, HDFS records),
+    and ``cf_families.json`` (the families' schemas and key encoder specs)."""
+    from readers.checkpoint import open_checkpoint
+    from readers.codecs import decompress
+    from readers.records import iter_records, scan_changelog, scan_records
+    from tests.spark_checkpoints import get_checkpoint
+
+    families: list[dict[str, object]] = []
+    index: dict[str, int] = {}
+
+    def family_id(name: str, key: str, value: str, spec: object, variable_type: object) -> int:
+        ident = json.dumps([key, value, spec, variable_type], sort_keys=True)
+        if ident not in index:
+            index[ident] = len(families)
+            families.append({"name": name, "key_schema": key, "value_schema": value, "key_encoder": spec,
+                             "variable_type": variable_type})
+        return index[ident]
+
+    for scenario in CF_SCENARIOS:
+        cp = open_checkpoint(str(get_checkpoint(scenario) / "checkpoint"))
+        op = cp.operators[0]
+        for store in [s.store_name for s in op.stores][:1]:
+            reader = cp.column_family_reader(op.operator_id, store)
+            avro = 4 if reader.avro else 0
+            pid = reader.partition_ids()[0]
+            ids = reader.column_family_ids(pid)
+            state = reader.read_raw(pid, max(reader.versions(pid)))
+            for name, family in reader.families.items():
+                fid = family_id(name, family.schema.key_schema.json(), family.schema.value_schema.json(),
+                                family.schema.key_encoder, family.variable_type)
+                prefix = struct.pack("<H", ids[name]) if name in ids else None
+                entries = [(k[2:], v) for k, v in state.items() if prefix is not None and k[:2] == prefix][:3]
+                tag = f"{scenario}-{name.replace('$', '')}"
+                if not entries:
+                    continue
+                keys = [k for k, _ in entries]
+                corpus.add("cf_rows", f"{tag}-keys", bytes([fid, 0 | avro]) + _items(*keys))
+                spec = json.dumps(family.schema.key_encoder).encode()
+                corpus.add("cf_rows", f"{tag}-spec-keys", bytes([fid, 3 | avro]) + _items(spec, *keys))
+                if family.multi_value:
+                    for delimiter in (b"", b","):
+                        values = [_list_value(v, delimiter) for _, v in entries]
+                        corpus.add("cf_rows", f"{tag}-lists", bytes([fid, 2 | avro]) + _items(*values))
+                else:
+                    corpus.add("cf_rows", f"{tag}-values", bytes([fid, 1 | avro]) + _items(*[v for _, v in entries]))
+            if not reader.row_checksum:
+                continue
+            # values and removed keys as stored: changelog records and the zip's SST entries
+            pf = reader.files._partition(pid)
+            for version in sorted(pf.deltas)[:3]:
+                sf = pf.deltas[version]
+                data = decompress(reader.files.fs.read_bytes(sf.path), sf.path, reader.files.codec)
+                _fmt, _lineage, idx = scan_changelog(data, sf.path)
+                for n, (key, value) in enumerate(iter_records(data, idx, aligned=False)):
+                    if n >= 6:
+                        break
+                    if value is None:
+                        corpus.add("row_checksums", f"{scenario}-{version}-removed-key", bytes([2]) + _items(key))
+                    else:
+                        corpus.add("row_checksums", f"{scenario}-{version}-value", bytes([1]) + _items(key, value))
+            with reader.files.workspace() as ws:
+                items = list(reader.files._zip_items(ws, pid, max(pf.snapshots), False, column_families=True))
+            multi = reader._multi_value_prefixes(pid)
+            for key, value in items[:12]:
+                op_code = 3 if key[:2] in multi else 1
+                corpus.add("row_checksums", f"{scenario}-zip-{'operands' if op_code == 3 else 'value'}",
+                           bytes([op_code]) + _items(key, value))
+                if op_code == 3:
+                    rows = state.get(key) or []
+                    corpus.add("row_checksums", f"{scenario}-zip-built-operands", bytes([4, 0x55])
+                               + _items(key, _list_value(rows[:1], b""), _list_value(rows[1:], b",")))
+                    corpus.add("row_checksums", f"{scenario}-zip-list", bytes([5]) + _items(_list_value(rows, b",")))
+                    corpus.add("row_checksums", f"{scenario}-zip-built-list", bytes([6, 0x05]) + _items(*rows))
+    for name, key, value, spec in SYNTHETIC_FAMILIES:
+        key_json = json.dumps(key, separators=(",", ":"))
+        value_json = json.dumps(value, separators=(",", ":"))
+        fid = family_id(f"synthetic_{name}", key_json, value_json, spec, None)
+        corpus.add("cf_rows", f"synthetic-{name}-spec-keys", bytes([fid, 3]) + _items(json.dumps(spec).encode()))
+        corpus.add("cf_rows", f"synthetic-{name}-values", bytes([fid, 1 | 4]) + _items(b"\x00\x00\x00\x02"))
+    # HDFS deltas and snapshots with row checksums: (key, crc + value) and removed (crc + key)
+    root = get_checkpoint(CHECKSUM_HDFS_SCENARIO) / "checkpoint"
+    for sf in sorted(root.glob("state/*/0/*.delta"))[:3] + sorted(root.glob("state/*/0/*.snapshot"))[:1]:
+        plain = decompress(sf.read_bytes(), str(sf))
+        idx = scan_records(plain, str(sf), allow_removes=sf.suffix == ".delta")
+        pairs = list(iter_records(plain, idx, aligned=False))[:4]
+        removes = sum(1 << n for n, (_, v) in enumerate(pairs) if v is None)
+        flat = [b for k, v in pairs for b in ((k,) if v is None else (k, v))]
+        corpus.add("row_checksums", f"{CHECKSUM_HDFS_SCENARIO}-{sf.name}", bytes([0, removes]) + _items(*flat))
+    (HERE / "cf_families.json").write_text(json.dumps(families, indent=1) + "\n")
+    print(f"cf_families.json: {len(families)} families")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default=None, help="comma-separated corpora to rewrite (default: all)")
     args = parser.parse_args(argv)
     targets = set(args.targets.split(",")) if args.targets else None
     corpus = _Corpus()
-    if targets is None or targets - {"rocksdb_zip", "changelog"}:
+    if targets is None or targets - {"rocksdb_zip", "changelog", "cf_rows", "row_checksums"}:
         entries = _checkpoint_seeds(corpus)
         if targets is None or "unsaferow" in targets:
             (HERE / "schemas.json").write_text(json.dumps(entries, indent=1) + "\n")
             print(f"schemas.json: {len(entries)} schemas")
     _rocksdb_seeds(corpus)
     _unit_test_seeds(corpus)
+    if targets is None or targets & {"cf_rows", "row_checksums"}:
+        _cf_seeds(corpus)
     corpus.write(targets)
 
 

@@ -30,9 +30,26 @@ from typing import Any
 from tests.fuzz.targets import CORPUS
 
 REPO = Path(__file__).resolve().parents[2]
-TARGET_NAMES = ("codecs", "records", "unsaferow", "schemas", "logs", "opmeta", "rocksdb_zip", "changelog")
+TARGET_NAMES = (
+    "codecs",
+    "records",
+    "unsaferow",
+    "schemas",
+    "logs",
+    "opmeta",
+    "rocksdb_zip",
+    "changelog",
+    "cf_rows",
+    "row_checksums",
+)
 #: Targets fuzzed with a dictionary of tokens (libFuzzer ``-dict``): JSON inside, or zip structures.
-_DICTS = {"schemas": "json.dict", "logs": "json.dict", "opmeta": "json.dict", "rocksdb_zip": "rocksdb.dict"}
+_DICTS = {
+    "schemas": "json.dict",
+    "logs": "json.dict",
+    "opmeta": "json.dict",
+    "rocksdb_zip": "rocksdb.dict",
+    "cf_rows": "json.dict",  # the key encoder spec item
+}
 
 _STAT_RE = re.compile(r"stat::(\w+):\s*(\d+)")
 _STATUS_RE = re.compile(r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)", re.M)

@@ -12,6 +12,7 @@ Targets stay free of atheris so they can run anywhere; ``tests/fuzz/fuzz_<target
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -308,6 +309,173 @@ def target_changelog(data: bytes) -> None:
         _tolerate(lambda: check(body, index.val_start[put], index.val_len[put], path, "value", skip))
 
 
+
+# --------------------------------------------------------------------------------------------------
+# column family keys and values (every key encoder, UnsafeRow and Avro), row checksums
+
+#: Items one input carries at most (keys, values, operands).
+_MAX_ITEMS = 16
+
+
+def _split_items(body: bytes) -> list[bytes]:
+    """``len:u8`` + bytes, repeated (a length past the end takes the rest): the harnesses' item framing."""
+    items: list[bytes] = []
+    pos = 0
+    while pos < len(body) and len(items) < _MAX_ITEMS:
+        size = body[pos]
+        items.append(body[pos + 1 : pos + 1 + size])
+        pos += 1 + size
+    return items
+
+
+@lru_cache(maxsize=1)
+def cf_families() -> tuple[Any, ...]:
+    """The column families of ``cf_families.json``: real ones of generated checkpoints (tws, timers, TTL,
+    join format 4) and synthetic ones (every range-scan type, Avro-only types), as ``ColumnFamily``."""
+    from readers.model import StoreSchema
+
+    out = []
+    for entry in json.loads((HERE / "cf_families.json").read_text()):
+        schema = StoreSchema(
+            key_schema=schemas.struct_type_from_json(entry["key_schema"]),
+            value_schema=schemas.struct_type_from_json(entry["value_schema"]),
+            schema_version=3,
+            path="fuzz/schema",
+            key_encoder=entry["key_encoder"],
+        )
+        out.append(rocksdb_store.ColumnFamily(entry["name"], schema, entry["variable_type"]))
+    return tuple(out)
+
+
+def _with_spec(family: Any, spec_text: bytes) -> Any:
+    """``family`` with the key encoder spec ``spec_text``, if ``parse_schema_v3`` would accept it."""
+    import dataclasses
+
+    try:
+        spec = json.loads(spec_text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(spec, dict) or not isinstance(spec.get("keyStateEncoderType"), str):
+        return None  # refused by parse_schema_v3 with a CorruptFileError
+    schema = dataclasses.replace(family.schema, key_encoder=spec)
+    return rocksdb_store.ColumnFamily(family.name, schema, family.variable_type)
+
+
+def target_cf_rows(data: bytes) -> None:
+    """``cf_store.decode_keys`` / ``decode_values`` (hence ``avro_rows.decode_avro``) and ``split_list_value``.
+
+    Byte 0 picks the column family (its schemas and key encoder), byte 1 the operation (bits 0-1: keys,
+    values, list values, keys under a key encoder spec given as the first item) and bit 2 Avro rows; the
+    rest is items, each ``len:u8`` + bytes: keys without their column family id, values as stored.
+    """
+    from readers import cf_store
+
+    if len(data) < 2:
+        return
+    families = cf_families()
+    family = families[data[0] % len(families)]
+    op, avro = data[1] & 3, bool(data[1] & 4)
+    items = _split_items(data[2:])
+    path = "fuzz/state/0/0/2.changelog"
+    if op == 3:
+        if not items:
+            return
+        family = _with_spec(family, items[0])
+        items = items[1:]
+        if family is None:
+            return
+    if op in (0, 3):
+        keys = _tolerate(lambda: cf_store.decode_keys(family, items, path, avro))
+        if keys is not None:
+            width = len(family.schema.key_schema.fields)
+            assert len(keys) == len(items) and all(len(k) == width for k in keys), keys
+            _tolerate(lambda: rocksdb_store.RocksDBColumnFamilyReader._is_map(family))
+        return
+    if op == 1:
+        rows = _tolerate(lambda: [cf_store.strip_version(v, path) for v in items])
+    else:
+        rows = _tolerate(lambda: [row for v in items for row in rocksdb_store.split_list_value(v, path)])
+    if rows is None:
+        return
+    values = _tolerate(lambda: cf_store.decode_values(rows, family.schema.value_schema, path, avro))
+    if values is not None:
+        width = len(family.schema.value_schema.fields)
+        assert len(values) == len(rows) and all(len(v) == width for v in values), values
+
+
+def _checked_operand(key: bytes, body: bytes) -> bytes:
+    from crc32c import crc32c
+
+    return struct.pack("<Ii", crc32c(body, crc32c(key)), len(body)) + body
+
+
+def target_row_checksums(data: bytes) -> None:
+    """``rowchecksum.strip_*`` and ``rocksdb_store.split_checked_operands`` / ``split_list_value``.
+
+    Byte 0 picks the operation: 0 ``strip_hdfs`` (byte 1: bit ``i`` makes record ``i`` a remove, which
+    takes one item, a put two), 1 ``strip_rocksdb_value(key, value)``, 2 ``strip_rocksdb_removed_key``,
+    3 ``split_checked_operands(key, value)`` then ``split_list_value`` of each operand (a snapshot's list
+    value), 4 the same on operands built with correct CRCs (byte 1: bit ``i`` puts a ``,`` before
+    operand ``i + 1``), which must come back unchanged, 5 ``split_list_value``, 6 ``split_list_value``
+    of a list value built from the items (byte 1: delimiters), which must split. The rest is items
+    (``len:u8`` + bytes).
+    """
+    from readers import rowchecksum
+
+    if not data:
+        return
+    op = data[0] % 7
+    flags = data[1] if op in (0, 4, 6) and len(data) > 1 else 0
+    items = _split_items(data[2:] if op in (0, 4, 6) else data[1:])
+    path = "fuzz/state/0/0/2.changelog"
+    if op == 0:
+        keys: list[bytes] = []
+        values: list[bytes | None] = []
+        pos = 0
+        for n in range(8):
+            if pos >= len(items):
+                break
+            keys.append(items[pos])
+            remove = bool(flags >> n & 1) or pos + 1 >= len(items)
+            values.append(None if remove else items[pos + 1])
+            pos += 1 if remove else 2
+        got = _tolerate(lambda: rowchecksum.strip_hdfs(keys, values, path))
+        if got is not None:
+            assert len(got[0]) == len(keys) and [v is None for v in got[1]] == [v is None for v in values]
+        return
+    if op in (1, 2, 3, 5) and len(items) < (1 if op in (2, 5) else 2):
+        return
+    if op == 1:
+        body = _tolerate(lambda: rowchecksum.strip_rocksdb_value(items[0], items[1], path, 0))
+        assert body is None or body == items[1][rowchecksum.ROCKSDB_VALUE_HEADER :]
+    elif op == 2:
+        key = _tolerate(lambda: rowchecksum.strip_rocksdb_removed_key(items[0], path, 0))
+        assert key is None or key == items[0][4:]
+    elif op == 3:
+        operands = _tolerate(lambda: rocksdb_store.split_checked_operands(items[0], items[1], path, 0))
+        for operand in operands or ():
+            _tolerate(lambda o=operand: rocksdb_store.split_list_value(o, path))
+    elif op == 4:
+        if len(items) < 2:
+            return
+        key, bodies = items[0], items[1:]
+        value = b"".join((b"," if n and flags >> (n - 1) & 1 else b"") + _checked_operand(key, body)
+                         for n, body in enumerate(bodies))
+        got = rocksdb_store.split_checked_operands(key, value, path, 0)
+        assert got == bodies, (got, bodies)
+    elif op == 5:
+        elements = _tolerate(lambda: rocksdb_store.split_list_value(items[0], path))
+        if elements is not None:
+            assert elements and sum(len(e) + 5 for e in elements) <= len(items[0])
+    else:
+        if not items:
+            return
+        value = b"".join((b"," if n and flags >> (n - 1) & 1 else b"") + struct.pack("<i", len(row) + 1) + b"\x00" + row
+                         for n, row in enumerate(items))
+        elements = rocksdb_store.split_list_value(value, path)
+        assert elements and sum(len(e) + 5 for e in elements) <= len(value)
+
+
 #: Target name -> function; the corpus of each is ``tests/fuzz/corpus/<name>/``.
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "codecs": target_codecs,
@@ -318,4 +486,6 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "opmeta": target_opmeta,
     "rocksdb_zip": target_rocksdb_zip,
     "changelog": target_changelog,
+    "cf_rows": target_cf_rows,
+    "row_checksums": target_row_checksums,
 }
