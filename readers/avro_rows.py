@@ -48,9 +48,26 @@ def _avro_type(dt: Any, path: str) -> Any:
         return _record(dt, path, top=False)
     if isinstance(dt, T.ArrayType):
         item = _avro_type(dt.elementType, path)
+        if not dt.containsNull and _takes_no_bytes(item):
+            # A block count alone would make any number of elements (2**62 from 10 bytes): refused, so
+            # that every element decoded costs at least one byte of the row.
+            raise UnsupportedVersionError(
+                f"Avro-encoded state with a {dt.simpleString()} column (elements of no bytes) is not decoded "
+                "natively; use --backend spark",
+                path,
+            )
         return {"type": "array", "items": ["null", item] if dt.containsNull else item}
     raise UnsupportedVersionError(
         f"Avro-encoded state with a {dt.simpleString()} column is not decoded natively; use --backend spark", path
+    )
+
+
+def _takes_no_bytes(avro_type: Any) -> bool:
+    """Values of this Avro type are encoded in zero bytes: ``null``, or records of such fields only."""
+    if avro_type == "null":
+        return True
+    return isinstance(avro_type, dict) and avro_type.get("type") == "record" and all(
+        _takes_no_bytes(f["type"]) for f in avro_type["fields"]
     )
 
 

@@ -113,6 +113,15 @@ def _range_value(raw: bytes | None, data_type: Any, path: str) -> Any:
     return int.from_bytes(body, "big", signed=True)
 
 
+def _spec_int(value: Any, what: str, family: str, path: str) -> int:
+    """An integer of a key encoder spec: the spec is JSON of the schema file, text or 1e400 there is damage."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise CorruptFileError(
+            f"key encoder spec of column family {family!r} has {what} {str(value)[:40]}, not an integer", path
+        )
+    return value
+
+
 def decode_values(rows: list[bytes], schema: Any, path: str, avro: bool = False) -> list[tuple[Any, ...]]:
     """Decode value rows (version byte removed): UnsafeRows, or ``schemaId`` + Avro with ``avro``."""
     if not avro:
@@ -144,7 +153,9 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
     if encoder == "NoPrefixKeyStateEncoderSpec":
         return decode_values([strip_version(k, path) for k in keys], schema.key_schema, path, avro)
     if encoder == "PrefixKeyScanStateEncoderSpec":
-        n = int((schema.key_encoder or {}).get("numColsPrefixKey", 1))
+        n = _spec_int((schema.key_encoder or {}).get("numColsPrefixKey", 1), "numColsPrefixKey", family.name, path)
+        if not 1 <= n <= len(fields):
+            raise CorruptFileError(f"prefix-scan numColsPrefixKey {n} outside the {len(fields)}-column key", path)
         split = [split_prefix_key(k, path) for k in keys]
         if avro:
             from readers.avro_rows import decode_avro
@@ -155,7 +166,10 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
         rests = decode_values([b for _, b in split], StructType(fields[n:]), path, avro)
         return [a + b for a, b in zip(firsts, rests, strict=True)]
     if encoder == "RangeKeyScanStateEncoderSpec":
-        ordinals = [int(o) for o in (schema.key_encoder or {}).get("orderingOrdinals", [0])]
+        listed = (schema.key_encoder or {}).get("orderingOrdinals", [0])
+        if not isinstance(listed, list):
+            raise CorruptFileError(f"range-scan orderingOrdinals {str(listed)[:40]} of {family.name!r} is not a list", path)
+        ordinals = [_spec_int(o, "orderingOrdinals", family.name, path) for o in listed]
         if any(o < 0 or o >= len(fields) for o in ordinals):
             raise CorruptFileError(f"range-scan ordinals {ordinals} outside the {len(fields)}-column key", path)
         others = [i for i in range(len(fields)) if i not in ordinals]

@@ -886,6 +886,18 @@ _U16_LE = struct.Struct("<H")
 _MERGE_DELIMITER = 0x2C  # ',' of merge operator v1 (and of rocksdict's own StringAppendOperator)
 
 
+#: Items found so far while splitting a value: ``(last item, earlier items)``, ``None`` for none.
+_Chain = tuple[Any, "_Chain"] | None
+
+
+def _unchain(chain: _Chain) -> list[Any]:
+    out = []
+    while chain is not None:
+        item, chain = chain
+        out.append(item)
+    return out[::-1]
+
+
 def split_list_value(value: bytes, path: str) -> list[bytes]:
     """The element rows of a multi-value (list state) RocksDB value (spec §4.3, §4.6).
 
@@ -909,23 +921,25 @@ def split_list_value(value: bytes, path: str) -> list[bytes]:
         return pos + 4 + size
 
     # Depth-first over (position, elements so far); delimiters are optional between elements only. A
-    # position is explored once (whether the rest splits depends on the position alone): linear time.
-    stack: list[tuple[int, tuple[tuple[int, int], ...]]] = [(0, ())]
+    # position is explored once (whether the rest splits depends on the position alone), and the
+    # elements so far are a linked list (last, earlier): linear time (a tuple copied per element took
+    # 49 s for a list of 40,000 elements).
+    stack: list[tuple[int, _Chain]] = [(0, None)]
     seen: set[tuple[int, bool]] = set()
     while stack:
         pos, elems = stack.pop()
-        if pos == n and elems:
-            return [value[s + 5 : e] for s, e in elems]
-        if (pos, bool(elems)) in seen:
+        if pos == n and elems is not None:
+            return [value[s + 5 : e] for s, e in _unchain(elems)]
+        if (pos, elems is not None) in seen:
             continue
-        seen.add((pos, bool(elems)))
+        seen.add((pos, elems is not None))
         starts = [pos]
-        if elems and pos < n and value[pos] == _MERGE_DELIMITER:
+        if elems is not None and pos < n and value[pos] == _MERGE_DELIMITER:
             starts.append(pos + 1)
         for start in starts:
             end = element_at(start)
             if end is not None:
-                stack.append((end, (*elems, (start, end))))
+                stack.append((end, ((start, end), elems)))
     raise CorruptFileError(
         f"list value of {n} bytes ({value[:12].hex(' ')}...) is not a sequence of length-prefixed rows", path
     )
@@ -956,20 +970,20 @@ def split_checked_operands(key: bytes, value: bytes, path: str, record: int) -> 
         except StatelensError:
             return None
 
-    stack: list[tuple[int, tuple[bytes, ...]]] = [(0, ())]
-    seen: set[tuple[int, bool]] = set()  # each position explored once: linear time
+    stack: list[tuple[int, _Chain]] = [(0, None)]
+    seen: set[tuple[int, bool]] = set()  # each position explored once, operands linked: linear time
     while stack:
         pos, found = stack.pop()
-        if pos == n and found:
-            return list(found)
-        if (pos, bool(found)) in seen:
+        if pos == n and found is not None:
+            return list(_unchain(found))
+        if (pos, found is not None) in seen:
             continue
-        seen.add((pos, bool(found)))
-        starts = [pos] + ([pos + 1] if found and pos < n and value[pos] == _MERGE_DELIMITER else [])
+        seen.add((pos, found is not None))
+        starts = [pos] + ([pos + 1] if found is not None and pos < n and value[pos] == _MERGE_DELIMITER else [])
         for start in starts:
             got = operand_at(start)
             if got is not None:
-                stack.append((got[0], (*found, got[1])))
+                stack.append((got[0], (got[1], found)))
     raise CorruptFileError(
         f"list value of record {record} ({n} bytes) is not a sequence of checksummed operands whose "
         "CRC-32C match",
@@ -1246,11 +1260,11 @@ class RocksDBColumnFamilyReader:
 
     @staticmethod
     def _is_map(family: ColumnFamily) -> bool:
-        n_prefix = int((family.schema.key_encoder or {}).get("numColsPrefixKey", 1))
+        n_prefix = (family.schema.key_encoder or {}).get("numColsPrefixKey", 1)
         return (
             family.variable_type == "MapState"
             and family.encoder == "PrefixKeyScanStateEncoderSpec"
-            and n_prefix == 1
+            and n_prefix == 1  # not int(): the spec is JSON of the schema file, "x" or 1e400 there is refused later
         )
 
     def timer_family(self) -> str | None:
