@@ -56,7 +56,8 @@ transformWithStateInPandas in processing time with TTL'd value/list/map state an
 output rows are what the function saw and did (``event`` input/timer, ``timer_ms`` registered or fired).
 ``rocks_tws_avro``: ``rocks_tws`` with ``stateStore.encodingFormat=avro`` (``encoding_format``);
 ``rocks_tws_checksum``: ``rocks_tws`` with row checksums (``row_checksum``); ``rocks_tws_timers_avro``:
-``rocks_tws_timers`` Avro-encoded (``encoding_format``).
+``rocks_tws_timers`` Avro-encoded (``encoding_format``). ``rocks_tws_event_time``: event-time timers
+(watermark 2 s, ``watermark_delay_ms``), the handler leaks key ``b``; output rows carry the watermark seen.
 Their other facts are those of the HDFS scenario they repeat.
 """
 
@@ -1522,6 +1523,77 @@ def scenario_rocks_tws_timers(ctx: Ctx, encoding: str = "unsaferow") -> dict[str
     return _rocks_facts(ctx, facts, conf)
 
 
+def scenario_rocks_tws_event_time(ctx: Ctx) -> dict[str, Any]:
+    """transformWithStateInPandas in event time: each key's timer at its last event + 5 s (watermark 2 s).
+
+    The handler clears ``cnt`` when the timer fires, except for key ``b``: the leak, in event time. The
+    function reports every call with the watermark it saw (``wm``) and the timer set or fired.
+    """
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class Sessions(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.cnt = handle.getValueState("cnt", "c LONG")
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            n, last = 0, 0
+            for pdf in rows:
+                n += len(pdf)
+                last = max(last, int(pdf["ts_ms"].max()))
+            total = (self.cnt.get()[0] if self.cnt.exists() else 0) + n
+            self.cnt.update((total,))
+            for old in list(self.handle.listTimers()):
+                self.handle.deleteTimer(old)
+            self.handle.registerTimer(last + 5_000)
+            yield pd.DataFrame({"key": [key[0]], "cnt": [total], "event": ["input"], "timer_ms": [last + 5_000],
+                                "wm": [timerValues.getCurrentWatermarkInMs()]})
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
+            leaked = key[0] == "b"
+            if not leaked:
+                self.cnt.clear()
+            yield pd.DataFrame({
+                "key": [key[0]], "cnt": [self.cnt.get()[0] if leaked else -1], "event": ["timer"],
+                "timer_ms": [expiredTimerInfo.getExpiryTimeInMs()], "wm": [timerValues.getCurrentWatermarkInMs()],
+            })
+
+        def close(self) -> None:
+            pass
+
+    plan = [[("a", 0), ("b", 1_000)], [("c", 20_000)], [("a", 40_000)], [("d", 60_000)]]
+
+    def body(run: Ctx) -> dict[str, Any]:
+        for rows in plan:
+            run.write_json("in", [{"key": k, "ts_ms": _ts(t)} for k, t in rows])
+        conf = _rocks_conf(changelog=True, min_deltas=2)
+        with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
+            src = (
+                run.read_json_stream("in", "key STRING, ts_ms LONG")
+                .withColumn("ts", F.timestamp_millis("ts_ms"))
+                .withWatermark("ts", "2 seconds")
+            )
+            df = src.groupBy("key").transformWithStateInPandas(
+                statefulProcessor=Sessions(),
+                outputStructType="key STRING, cnt LONG, event STRING, timer_ms LONG, wm LONG",
+                outputMode="Update",
+                timeMode="EventTime",
+            )
+            run.run(df, mode="update")
+        return {"rocksdb_conf": conf}
+
+    facts = _in_spark_path(ctx, body)
+    conf = facts.pop("rocksdb_conf")
+    facts.update({
+        "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
+        "state_variables": ["cnt"],
+        "watermark_delay_ms": 2_000,
+    })
+    return _rocks_facts(ctx, facts, conf)
+
+
 SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "agg_count": scenario_agg_count,
     "window_agg_watermark": scenario_window_agg_watermark,
@@ -1554,6 +1626,7 @@ SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "rocks_tws_avro": functools.partial(scenario_rocks_tws, encoding="avro"),
     "rocks_tws_checksum": functools.partial(scenario_rocks_tws, row_checksum=True),
     "rocks_tws_timers_avro": functools.partial(scenario_rocks_tws_timers, encoding="avro"),
+    "rocks_tws_event_time": scenario_rocks_tws_event_time,
 }
 
 

@@ -24,7 +24,8 @@ from tests.test_native_vs_spark import canon
 
 pytestmark = pytest.mark.spark
 
-TWS = ["rocks_tws", "rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum", "rocks_tws_timers_avro"]
+TWS = ["rocks_tws", "rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum", "rocks_tws_timers_avro",
+       "rocks_tws_event_time"]
 TIMERS = ["rocks_tws_timers", "rocks_tws_timers_avro"]
 
 
@@ -214,17 +215,21 @@ def _expected_timer_zombies(folder: Path) -> set[tuple[str, int, int]]:
     return zombies
 
 
-@pytest.mark.parametrize("scenario", TIMERS)
-def test_expired_finds_the_timer_handler_leak(scenario: str, checkpoint: Any, capsys: Any) -> None:
+@pytest.mark.parametrize(("scenario", "leak", "kind"), [
+    ("rocks_tws_timers", "s1", "processing_time"),
+    ("rocks_tws_timers_avro", "s1", "processing_time"),
+    ("rocks_tws_event_time", "b", "event_time"),
+])
+def test_expired_finds_the_timer_handler_leak(scenario: str, leak: str, kind: str, checkpoint: Any, capsys: Any) -> None:
     folder = checkpoint(scenario)
     expected = _expected_timer_zombies(folder)
-    assert {k for k, _, _ in expected} == {"s1"}  # the scenario's one leaking key, from the function's output
+    assert {k for k, _, _ in expected} == {leak}  # the scenario's one leaking key, from the function's output
     root = folder / "checkpoint"
     assert main(["expired", str(root), "--all-versions", "--jsonl"]) == 0
     found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {(f["key"]["key"], f["version"], f["batch_id"]) for f in found} == expected
     assert {f["store_name"] for f in found} == {"cnt"}  # TTL'd variables are Spark's to clean
-    assert all(f["category"] == "zombie" and f["timeout_kind"] == "processing_time" for f in found)
+    assert all(f["category"] == "zombie" and f["timeout_kind"] == kind for f in found)
     assert all(f["timeout_ms"] <= f["threshold_ms"] for f in found)
     # Without --all-versions: only each partition's latest version.
     assert main(["expired", str(root), "--jsonl"]) == 0
