@@ -199,8 +199,12 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
         w("\n")
     else:
         w("No expired-but-present keys found.\n\n")
+    internal: dict[int, list[str]] = {}
     for op in result.operators:
         tk = op.timeout_kind
+        if op.check == "skipped" and op.store_name.startswith("$"):
+            internal.setdefault(op.operator_id, []).append(op.store_name)  # said once per operator, below
+            continue
         line = f"operator {op.operator_id} ({op.kind}) store {op.store_name}: "
         if op.check == "skipped":
             line += f"not checked: {op.reason}"
@@ -213,6 +217,9 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
             if op.reason:
                 line += f"; {op.reason}"
         w(line + "\n")
+    for op_id, names in internal.items():
+        w(f"operator {op_id}: {len(names)} internal column families not checked (Spark's own bookkeeping: "
+          f"{', '.join(names)})\n")
     if table.rows:
         counts = ", ".join(f"{n} {c}" for c, n in result.counts().items() if n)
         w(f"\n{result.total()} findings: {counts}\n")
