@@ -357,12 +357,13 @@ def test_key_encoder_spec_numbers_not_integers(name: str, message: str) -> None:
         decode_keys(too_many, keys, "p")
 
 
-def test_split_list_value_of_40000_elements_is_linear() -> None:
-    """Splitting a list value copied the tuple of elements found so far at every element: 49 s for a
-    list state of 40,000 elements (880 KB, a real size), 8.7 s for 20,000. Now linked, 0.13 s; the same
-    for checksummed merge operands."""
+def test_split_list_value_of_40000_elements() -> None:
+    """A list state of 40,000 elements (880 KB, a real size) and 20,000 checksummed operands split right.
+
+    Splitting copied the tuple of elements found so far at every element: 49 s for this input, now
+    0.13 s (measured, not asserted: tests hold no timings; a quadratic regression shows as a slow test).
+    """
     import struct
-    import time
 
     from crc32c import crc32c
 
@@ -370,9 +371,7 @@ def test_split_list_value_of_40000_elements_is_linear() -> None:
 
     row = bytes(range(16))
     value = b",".join(struct.pack("<i", 17) + b"\x00" + row for _ in range(40_000))
-    started = time.monotonic()
     assert split_list_value(value, "p") == [row] * 40_000
     key, body = b"\x00\x00k", struct.pack("<i", 2) + b"\x00\x07"
     operand = struct.pack("<Ii", crc32c(body, crc32c(key)), len(body)) + body
     assert split_checked_operands(key, b",".join([operand] * 20_000), "p", 0) == [body] * 20_000
-    assert time.monotonic() - started < 10  # a generous bound: quadratic took minutes here
