@@ -172,6 +172,8 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
         ordinals = [_spec_int(o, "orderingOrdinals", family.name, path) for o in listed]
         if any(o < 0 or o >= len(fields) for o in ordinals):
             raise CorruptFileError(f"range-scan ordinals {ordinals} outside the {len(fields)}-column key", path)
+        if len(set(ordinals)) != len(ordinals) or not ordinals:
+            raise CorruptFileError(f"range-scan ordinals {ordinals[:8]} name no column or one column twice", path)
         others = [i for i in range(len(fields)) if i not in ordinals]
         split = [split_prefix_key(k, path) for k in keys]
         if avro:  # the ordering part: a record of (<col>_marker bytes, <col>_value bytes) pairs, no schema id

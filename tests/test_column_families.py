@@ -259,3 +259,17 @@ def test_timer_zombies_counted_at_earlier_versions_for_the_app(checkpoint: Any) 
     found = {(key_fields(f.key)["key"], f.version) for f in result.examples}
     assert found == {(k, v) for k, v, _ in expected if v == last}
     assert counts == C({(0, "cnt", v, "zombie"): 1 for _, v, _ in expected if v != last})
+
+
+def test_range_scan_spec_naming_a_column_twice_is_corrupt(checkpoint: Any) -> None:
+    import dataclasses
+
+    from readers.cf_store import decode_keys
+
+    reader = open_checkpoint(str(checkpoint("rocks_tws_timers") / "checkpoint")).column_family_reader(0)
+    family = reader.families["$ttl_ttlv"]
+    for ordinals in ([0, 0], []):
+        spec = {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": ordinals}
+        bad = dataclasses.replace(family, schema=dataclasses.replace(family.schema, key_encoder=spec))
+        with pytest.raises(CorruptFileError, match="ordinals"):
+            decode_keys(bad, [b"\x00" * 24], "state/0/_stateSchema/default/0_x")
