@@ -33,6 +33,7 @@ import struct
 import tempfile
 import zipfile
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -920,6 +921,23 @@ def split_list_value(value: bytes, path: str) -> list[bytes]:
             return None
         return pos + 4 + size
 
+    # Fast path, the same first choices as the search below (a delimiter before an element where both
+    # read): a single element, or a greedy walk; the search runs only where the walk gets stuck.
+    if n >= 5 and _I32_LE.unpack_from(value, 0)[0] == n - 4 and value[4] == STATE_ENCODING_VERSION:
+        return [value[5:]]
+    greedy: list[bytes] = []
+    pos = 0
+    while pos < n:
+        if greedy and value[pos] == _MERGE_DELIMITER and (end := element_at(pos + 1)) is not None:
+            greedy.append(value[pos + 6 : end])
+        elif (end := element_at(pos)) is not None:
+            greedy.append(value[pos + 5 : end])
+        else:
+            break
+        pos = end
+    if pos == n and greedy:
+        return greedy
+
     # Depth-first over (position, elements so far); delimiters are optional between elements only. A
     # position is explored once (whether the rest splits depends on the position alone), and the
     # elements so far are a linked list (last, earlier): linear time (a tuple copied per element took
@@ -1017,6 +1035,8 @@ class RocksDBColumnFamilyReader:
     """
 
     provider = "rocksdb"
+    #: Partitions whose last read state is kept (memory: that many partition states at most).
+    held_partitions = 8
 
     def __init__(
         self,
@@ -1029,7 +1049,8 @@ class RocksDBColumnFamilyReader:
         self.files = files
         self.avro = avro
         self.row_checksum = row_checksum
-        self._last: tuple[tuple[int, int], dict[bytes, Any]] | None = None
+        # The last state read per partition, for the few partitions read last (one version each).
+        self._states: OrderedDict[int, tuple[int, dict[bytes, Any]]] = OrderedDict()
         self.operator_id = files.operator_id
         self.store_name = files.store_name
         self.families = {
@@ -1078,19 +1099,25 @@ class RocksDBColumnFamilyReader:
     def read_raw(self, partition_id: int, version: int) -> dict[bytes, Any]:
         """Every entry at ``version``: full key bytes -> value bytes (``list`` of element rows for lists).
 
-        The last state read is kept (one partition, one version): the families of one store are usually
-        read one after the other at the same version. Callers must not change the returned dict.
+        The last state read is kept for the :attr:`held_partitions` partitions read last (one version
+        each): the families of one store are read one after the other, at the same or the next version.
+        Callers must not change the returned dict.
         """
-        if self._last is not None and self._last[0] == (partition_id, version):
-            return self._last[1]
+        held = self._states.get(partition_id)
+        if held is not None and held[0] == version:
+            self._states.move_to_end(partition_id)
+            return held[1]
         pf = self.files._partition(partition_id)
-        if self._last is not None and self._last[0] == (partition_id, version - 1) and version in pf.deltas:
+        if held is not None and held[0] == version - 1 and version in pf.deltas:
             # The next version of the one read last: replay its changelog on a copy (lists copied too).
-            state = {k: list(v) if isinstance(v, list) else v for k, v in self._last[1].items()}
+            state = {k: list(v) if isinstance(v, list) else v for k, v in held[1].items()}
             self._apply_changelog(state, pf.deltas[version], self._multi_value_prefixes(partition_id))
         else:
             state = self._read_raw(partition_id, version)
-        self._last = ((partition_id, version), state)
+        self._states[partition_id] = (version, state)
+        self._states.move_to_end(partition_id)
+        while len(self._states) > self.held_partitions:
+            self._states.popitem(last=False)
         return state
 
     def _read_raw(self, partition_id: int, version: int) -> dict[bytes, Any]:
