@@ -912,6 +912,8 @@ def split_list_value(value: bytes, path: str) -> list[bytes]:
         When no split reaches the end of the value.
     """
     n = len(value)
+    if n >= 5 and value[4] == STATE_ENCODING_VERSION and _I32_LE.unpack_from(value, 0)[0] == n - 4:
+        return [value[5:]]  # one element (every list append in a changelog): no search
 
     def element_at(pos: int) -> int | None:
         if pos + 5 > n:
@@ -923,8 +925,6 @@ def split_list_value(value: bytes, path: str) -> list[bytes]:
 
     # Fast path, the same first choices as the search below (a delimiter before an element where both
     # read): a single element, or a greedy walk; the search runs only where the walk gets stuck.
-    if n >= 5 and _I32_LE.unpack_from(value, 0)[0] == n - 4 and value[4] == STATE_ENCODING_VERSION:
-        return [value[5:]]
     greedy: list[bytes] = []
     pos = 0
     while pos < n:
@@ -1187,13 +1187,36 @@ class RocksDBColumnFamilyReader:
                 yield name, key, (split_list_value(value, sf.path) if key[:2] in multi else value)
 
     def _apply_changelog(self, state: dict[bytes, Any], sf: StateFile, multi: set[bytes]) -> None:
-        for kind, key, value in self.iter_changelog(sf.partition_id, sf.version):
-            if kind == "remove":
-                state.pop(key, None)
-            elif kind == "merge" and key[:2] in multi:
-                state.setdefault(key, []).extend(value)
-            else:
-                state[key] = value
+        if self.row_checksum:  # every record checked: the general walk
+            for kind, key, value in self.iter_changelog(sf.partition_id, sf.version):
+                if kind == "remove":
+                    state.pop(key, None)
+                elif kind == "merge" and key[:2] in multi:
+                    state.setdefault(key, []).extend(value)
+                else:
+                    state[key] = value
+            return
+        from readers.records import KIND_MERGE as MERGE
+        from readers.records import KIND_REMOVE as REMOVE
+
+        with self.files._located(sf.partition_id, sf.version):  # the same records, one tight loop
+            data = decompress(self.files.fs.read_bytes(sf.path), sf.path, self.files.codec)
+            fmt, _lineage, idx = scan_changelog(data, sf.path)
+            if fmt not in (2, 4):
+                raise CorruptFileError(
+                    f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0
+                )
+            for kind, ks, kl, vs, vl in zip(idx.kind.tolist(), idx.key_start.tolist(), idx.key_len.tolist(),
+                                            idx.val_start.tolist(), idx.val_len.tolist(), strict=True):
+                key = data[ks : ks + kl]
+                if kind == REMOVE:
+                    state.pop(key, None)
+                elif key[:2] not in multi:
+                    state[key] = data[vs : vs + vl]
+                elif kind == MERGE:
+                    state.setdefault(key, []).extend(split_list_value(data[vs : vs + vl], sf.path))
+                else:
+                    state[key] = split_list_value(data[vs : vs + vl], sf.path)
 
     # -- decoding ------------------------------------------------------------------------------------
     def read_variable(self, partition_id: int, version: int, name: str) -> list[ColumnFamilyRow]:
