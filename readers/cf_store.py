@@ -284,7 +284,10 @@ class ColumnFamilyStoreReader(StoreReaderBase):
 
     # -- raw state -------------------------------------------------------------------------------------
     def read_raw(self, partition_id: int, version: int) -> RawState:
-        return self._own(partition_id, self.physical.read_raw(partition_id, version))
+        prefix = self._prefix(partition_id)
+        if prefix is None:
+            return {}
+        return self._own(partition_id, self.physical.read_raw(partition_id, version, only=prefix))
 
     def iter_raw_changes(self, partition_id: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
         """What changed in this family from ``version - 1`` to ``version`` (``None`` value = removed)."""

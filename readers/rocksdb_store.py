@@ -1035,7 +1035,7 @@ class RocksDBColumnFamilyReader:
     """
 
     provider = "rocksdb"
-    #: Partitions whose last read state is kept (memory: that many partition states at most).
+    #: (Partition, family) states kept, the last read (memory: that many partition states at most).
     held_partitions = 8
 
     def __init__(
@@ -1049,8 +1049,8 @@ class RocksDBColumnFamilyReader:
         self.files = files
         self.avro = avro
         self.row_checksum = row_checksum
-        # The last state read per partition, for the few partitions read last (one version each).
-        self._states: OrderedDict[int, tuple[int, dict[bytes, Any]]] = OrderedDict()
+        # The last state read per (partition, family or None), for the few read last (one version each).
+        self._states: OrderedDict[tuple[int, bytes | None], tuple[int, dict[bytes, Any]]] = OrderedDict()
         self.operator_id = files.operator_id
         self.store_name = files.store_name
         self.families = {
@@ -1096,31 +1096,34 @@ class RocksDBColumnFamilyReader:
         ids = self.column_family_ids(partition_id)
         return {_U16_LE.pack(ids[n]) for n, f in self.families.items() if f.multi_value and n in ids}
 
-    def read_raw(self, partition_id: int, version: int) -> dict[bytes, Any]:
+    def read_raw(self, partition_id: int, version: int, only: bytes | None = None) -> dict[bytes, Any]:
         """Every entry at ``version``: full key bytes -> value bytes (``list`` of element rows for lists).
 
-        The last state read is kept for the :attr:`held_partitions` partitions read last (one version
-        each): the families of one store are read one after the other, at the same or the next version.
-        Callers must not change the returned dict.
+        With ``only`` (a column family id, 2 bytes) just that family's entries: the files are read all the
+        same, but other families' records are skipped before anything is sliced or split.
+
+        The last state read is kept for the :attr:`held_partitions` (partition, family) pairs read last,
+        one version each: a walk reads version after version. Callers must not change the returned dict.
         """
-        held = self._states.get(partition_id)
+        slot = (partition_id, only)
+        held = self._states.get(slot)
         if held is not None and held[0] == version:
-            self._states.move_to_end(partition_id)
+            self._states.move_to_end(slot)
             return held[1]
         pf = self.files._partition(partition_id)
         if held is not None and held[0] == version - 1 and version in pf.deltas:
             # The next version of the one read last: replay its changelog on a copy (lists copied too).
             state = {k: list(v) if isinstance(v, list) else v for k, v in held[1].items()}
-            self._apply_changelog(state, pf.deltas[version], self._multi_value_prefixes(partition_id))
+            self._apply_changelog(state, pf.deltas[version], self._multi_value_prefixes(partition_id), only)
         else:
-            state = self._read_raw(partition_id, version)
-        self._states[partition_id] = (version, state)
-        self._states.move_to_end(partition_id)
+            state = self._read_raw(partition_id, version, only)
+        self._states[slot] = (version, state)
+        self._states.move_to_end(slot)
         while len(self._states) > self.held_partitions:
             self._states.popitem(last=False)
         return state
 
-    def _read_raw(self, partition_id: int, version: int) -> dict[bytes, Any]:
+    def _read_raw(self, partition_id: int, version: int, only: bytes | None = None) -> dict[bytes, Any]:
         pf = self.files._partition(partition_id)
         if version == 0:
             return {}
@@ -1135,9 +1138,10 @@ class RocksDBColumnFamilyReader:
             with self.files.workspace() as ws:
                 items = self.files._zip_items(ws, partition_id, base, False, column_families=True)
             for n, (key, value) in enumerate(items):
-                state[key] = self._stored_value(key, value, key[:2] in multi, sf.path, n)
+                if only is None or key[:2] == only:
+                    state[key] = self._stored_value(key, value, key[:2] in multi, sf.path, n)
         for v in range(base + 1, version + 1):
-            self._apply_changelog(state, pf.deltas[v], multi)
+            self._apply_changelog(state, pf.deltas[v], multi, only)
         return state
 
     def iter_changelog(self, partition_id: int, version: int) -> Iterator[tuple[str, bytes, Any]]:
@@ -1186,9 +1190,13 @@ class RocksDBColumnFamilyReader:
                 name = "put" if kind == KIND_PUT else "merge"
                 yield name, key, (split_list_value(value, sf.path) if key[:2] in multi else value)
 
-    def _apply_changelog(self, state: dict[bytes, Any], sf: StateFile, multi: set[bytes]) -> None:
+    def _apply_changelog(
+        self, state: dict[bytes, Any], sf: StateFile, multi: set[bytes], only: bytes | None = None
+    ) -> None:
         if self.row_checksum:  # every record checked: the general walk
             for kind, key, value in self.iter_changelog(sf.partition_id, sf.version):
+                if only is not None and key[:2] != only:
+                    continue
                 if kind == "remove":
                     state.pop(key, None)
                 elif kind == "merge" and key[:2] in multi:
@@ -1209,6 +1217,8 @@ class RocksDBColumnFamilyReader:
             for kind, ks, kl, vs, vl in zip(idx.kind.tolist(), idx.key_start.tolist(), idx.key_len.tolist(),
                                             idx.val_start.tolist(), idx.val_len.tolist(), strict=True):
                 key = data[ks : ks + kl]
+                if only is not None and key[:2] != only:
+                    continue
                 if kind == REMOVE:
                     state.pop(key, None)
                 elif key[:2] not in multi:
@@ -1237,7 +1247,7 @@ class RocksDBColumnFamilyReader:
         if name not in ids:
             return []  # declared in the schema but never created in this partition
         prefix = _U16_LE.pack(ids[name])
-        raw = self.read_raw(partition_id, version)
+        raw = self.read_raw(partition_id, version, only=prefix)
         path = f"{self.files._partition(partition_id).directory}/{version}"
         entries = [(k[2:], v) for k, v in raw.items() if k[:2] == prefix]
         return self._decode_family(partition_id, family, entries, path)
