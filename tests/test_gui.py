@@ -27,6 +27,7 @@ import app.gui  # noqa: E402,F401 - applies the PySide6 6.12.0 refcount guard be
 from app.session import SelectionState, format_value  # noqa: E402
 from readers.errors import TruncatedFileError  # noqa: E402
 from readers.model import BatchInfo, CommitLogEntry, OffsetLogEntry  # noqa: E402
+from tests._gui import open_window
 
 # The offscreen platform warns that it cannot propagate size hints; that is not a failure.
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
@@ -49,16 +50,7 @@ def show_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def window(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
-    from app.gui.window import MainWindow
-
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings)
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show()
-    yield win
-    win.close()
-    assert win.runner.idle or QThreadPool.globalInstance().waitForDone(5000)
+    yield from open_window(qtbot, tmp_path)
     from app.gui import errors
 
     for box in errors.open_dialogs():

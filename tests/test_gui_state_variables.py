@@ -24,10 +24,11 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("pyqtgraph")
 
-from PySide6.QtCore import QSettings, Qt, QThreadPool  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
 
 import app.gui  # noqa: E402,F401
 from app.analysis._common import key_text  # noqa: E402
+from tests._gui import open_window
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.spark]
 
@@ -38,18 +39,8 @@ TWS_VARIABLES = ["cnt", "ttll", "ttlm", "ttlv"]
 
 @pytest.fixture
 def window(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    from app.gui.window import MainWindow
-
     monkeypatch.setenv("STATELENS_RAISE", "1")
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings)
-    win.set_backend("native", remember=False)
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show()
-    yield win
-    win.close()
-    assert win.runner.idle or QThreadPool.globalInstance().waitForDone(5000)
+    yield from open_window(qtbot, tmp_path, backend="native")
 
 
 def _open(qtbot, win, path: Path):  # type: ignore[no-untyped-def]

@@ -26,11 +26,12 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("pyqtgraph")
 
-from PySide6.QtCore import QSettings, Qt, QThreadPool  # noqa: E402
+from PySide6.QtCore import QSettings, Qt  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 
 import app.gui  # noqa: E402,F401
 from app.analysis._common import key_text  # noqa: E402
+from tests._gui import open_window
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
@@ -46,16 +47,7 @@ def raise_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def window(qtbot, tmp_path: Path, raise_errors):  # type: ignore[no-untyped-def]
-    from app.gui.window import MainWindow
-
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings)
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show()
-    yield win
-    win.close()
-    assert win.runner.idle or QThreadPool.globalInstance().waitForDone(5000)
+    yield from open_window(qtbot, tmp_path)
 
 
 def _open(qtbot, win, path: str | Path):  # type: ignore[no-untyped-def]
