@@ -63,3 +63,12 @@ def run_files_query(
             )
             q.awaitTermination()
     return cp
+
+
+def set_log_json(path: Path, **fields: Any) -> None:
+    """Rewrite fields of the JSON line of an offsets/commits log file (a damaged or edited copy)."""
+    lines = path.read_text().split("\n")
+    doc = json.loads(lines[1])
+    doc.update(fields)
+    lines[1] = json.dumps(doc, separators=(",", ":"))
+    path.write_text("\n".join(lines))

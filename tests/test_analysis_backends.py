@@ -22,6 +22,7 @@ from app.cli import main
 from readers.backends import BackendChooser
 from readers.checkpoint import open_checkpoint
 from readers.values import dumps_jsonl
+from tests._mutations import set_log_json
 
 pytestmark = pytest.mark.spark
 
@@ -33,12 +34,6 @@ def shared_spark_cli(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return spark
 
 
-def _set_log_json(path: Path, **fields: Any) -> None:
-    lines = path.read_text().split("\n")
-    doc = json.loads(lines[1])
-    doc.update(fields)
-    lines[1] = json.dumps(doc, separators=(",", ":"))
-    path.write_text("\n".join(lines))
 
 
 def _last_batch(ckpt: Path) -> int:
@@ -92,7 +87,7 @@ def test_expired_through_spark_equals_native_on_overdue_keys(checkpoint: Any, sp
     ckpt = tmp_path / "checkpoint"
     shutil.copytree(checkpoint("pandas_state_event") / "checkpoint", ckpt)
     # The last commit promises a watermark far ahead: every armed timeout is due, no batch ran.
-    _set_log_json(ckpt / "commits" / str(_last_batch(ckpt)), nextBatchWatermarkMs=10**13)
+    set_log_json(ckpt / "commits" / str(_last_batch(ckpt)), nextBatchWatermarkMs=10**13)
     found = _compare(ckpt, spark, stale_after=0)
     assert {json.loads(f)["category"] for f in found} == {"zombie", "overdue"}
 
@@ -103,7 +98,7 @@ def test_expired_through_spark_equals_native_on_eviction_lag(checkpoint: Any, sp
     ckpt = tmp_path / "checkpoint"
     shutil.copytree(folder / "checkpoint", ckpt)
     # Pretend the last batch ran with a watermark past every window: nothing was evicted, so all lag.
-    _set_log_json(ckpt / "offsets" / str(_last_batch(ckpt)), batchWatermarkMs=10**13)
+    set_log_json(ckpt / "offsets" / str(_last_batch(ckpt)), batchWatermarkMs=10**13)
     latest = _compare(ckpt, spark)
     assert latest
     assert {json.loads(f)["category"] for f in latest} == {"eviction_lag"}

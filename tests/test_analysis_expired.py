@@ -23,6 +23,7 @@ from app.analysis.expired import ExpiredFinding, ExpiredResult, iter_expired
 from app.cli import main
 from readers.checkpoint import open_checkpoint
 from readers.values import dumps_jsonl
+from tests._mutations import set_log_json
 
 UNHANDLED = ("ignore", "update_no_timeout")
 
@@ -152,12 +153,6 @@ def test_override_timeout_kind_and_stale(checkpoint):
     assert all(f.timeout_ms == -1 and f.age_batches >= 1 for f in result.findings)
 
 
-def _set_log_json(path: Path, **fields: Any) -> None:
-    lines = path.read_text().split("\n")
-    doc = json.loads(lines[1])
-    doc.update(fields)
-    lines[1] = json.dumps(doc, separators=(",", ":"))
-    path.write_text("\n".join(lines))
 
 
 @pytest.mark.spark
@@ -168,7 +163,7 @@ def test_overdue_when_the_next_watermark_passed_but_no_batch_ran(checkpoint, tmp
     shutil.copytree(folder / "checkpoint", ckpt)
     last = max(expected["committed_batches"])
     # The last commit promises a watermark far ahead: every armed timeout is due, no batch ran.
-    _set_log_json(ckpt / "commits" / str(last), nextBatchWatermarkMs=10**13)
+    set_log_json(ckpt / "commits" / str(last), nextBatchWatermarkMs=10**13)
     result = _findings(ckpt, stale_after=0)
     overdue = {key_fields(f.key)["key"]: f for f in result.findings if f.category == "overdue"}
     zombies = _expected_zombies(expected, last + 1)
@@ -192,7 +187,7 @@ def test_eviction_lag_only_when_keys_stay_behind_the_watermark(checkpoint, tmp_p
     shutil.copytree(folder / "checkpoint", ckpt)
     last = max(int(p.name) for p in (ckpt / "offsets").iterdir() if re.fullmatch(r"\d+", p.name))
     # Pretend the last batch ran with a watermark past every window: nothing was evicted, so all lag.
-    _set_log_json(ckpt / "offsets" / str(last), batchWatermarkMs=10**13)
+    set_log_json(ckpt / "offsets" / str(last), batchWatermarkMs=10**13)
     lag = _findings(ckpt)
     assert lag.findings
     assert {f.category for f in lag.findings} == {"eviction_lag"}
@@ -267,7 +262,7 @@ def _lagging_window_checkpoint(folder: Path, tmp_path: Path) -> Path:
     ckpt = tmp_path / "lagging"
     shutil.copytree(folder / "checkpoint", ckpt)
     last = max(int(p.name) for p in (ckpt / "offsets").iterdir() if re.fullmatch(r"\d+", p.name))
-    _set_log_json(ckpt / "offsets" / str(last), batchWatermarkMs=10**13)
+    set_log_json(ckpt / "offsets" / str(last), batchWatermarkMs=10**13)
     return ckpt
 
 
