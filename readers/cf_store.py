@@ -261,11 +261,8 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         ids = self.physical.column_family_ids(partition_id)
         return _U16_LE.pack(ids[self.family.name]) if self.family.name in ids else None
 
-    def _own(self, partition_id: int, full: dict[bytes, Any]) -> RawState:
-        """This family's entries of a physical state, flat (one per list element)."""
-        prefix = self._prefix(partition_id)
-        if prefix is None:
-            return {}
+    def _own(self, partition_id: int, prefix: bytes, full: dict[bytes, Any]) -> RawState:
+        """This family's (``prefix``) entries of a physical state, flat (one per list element)."""
         path = f"{self._partition(partition_id).directory}"
         out: RawState = {}
         for key, value in full.items():
@@ -287,12 +284,11 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         prefix = self._prefix(partition_id)
         if prefix is None:
             return {}
-        return self._own(partition_id, self.physical.read_raw(partition_id, version, only=prefix))
+        return self._own(partition_id, prefix, self.physical.read_raw(partition_id, version, only=prefix))
 
     def iter_raw_changes(self, partition_id: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
         """What changed in this family from ``version - 1`` to ``version`` (``None`` value = removed)."""
-        if version not in self._partition(partition_id).deltas:
-            raise self._no_changelog(partition_id, version)
+        self.physical.changelog(partition_id, version)  # raises MissingFileError when there is none
         before = self.read_raw(partition_id, version - 1) if version > 1 else {}
         after = self.read_raw(partition_id, version)
         for key in before.keys() - after.keys():
@@ -300,16 +296,6 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         for key, value in after.items():
             if before.get(key) != value:
                 yield key, value
-
-    def _no_changelog(self, partition_id: int, version: int) -> Exception:
-        from readers.errors import MissingFileError
-
-        pf = self._partition(partition_id)
-        return MissingFileError(
-            f"no changelog for version {version}",
-            path=f"{pf.directory}/{version}.changelog",
-            **self._ctx(partition_id, version),
-        )
 
     def iter_versions_raw(
         self, partition_id: int, cancelled: Callable[[], bool] | None = None
@@ -347,9 +333,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
 
     def read_changes(self, partition_id: int, version: int) -> list[StateChange]:
         """The changelog's records of this family: ``put``, ``remove``, or ``append`` (list elements merged in)."""
-        pf = self._partition(partition_id)
-        if version not in pf.deltas:
-            raise self._no_changelog(partition_id, version)
+        self.physical.changelog(partition_id, version)  # raises MissingFileError when there is none
         out: list[StateChange] = []
         for change, row in self.physical.read_variable_changes(partition_id, version, self.family.name):
             key = row.key if row.user_key is None else (row.key, row.user_key)

@@ -899,12 +899,53 @@ def _unchain(chain: _Chain) -> list[Any]:
     return out[::-1]
 
 
+def _split_joined(value: bytes, read_at: Callable[[int], tuple[int, Any] | None]) -> list[Any] | None:
+    """Split ``value`` into items joined by an optional ``,`` (merge operator v1, or nothing with v2, or a
+    mix in values rocksdict merged itself); ``read_at(pos)`` reads one item: ``(end, item)`` or None.
+
+    Returns the items of the first split that ends exactly, ``,`` tried first where both read (None when
+    none does). A greedy walk makes those first choices; the search runs only where it gets stuck. The
+    search explores each position once (whether the rest splits depends on the position alone) and keeps
+    the items so far as a linked list (last, earlier): linear time (a tuple copied per item took 49 s
+    for a list of 40,000 elements).
+    """
+    n = len(value)
+    items: list[Any] = []
+    pos = 0
+    while pos < n:
+        got = read_at(pos + 1) if items and value[pos] == _MERGE_DELIMITER else None
+        if got is None:
+            got = read_at(pos)
+        if got is None:
+            break
+        pos = got[0]
+        items.append(got[1])
+    if pos == n and items:
+        return items
+    stack: list[tuple[int, _Chain]] = [(0, None)]
+    seen: set[tuple[int, bool]] = set()
+    while stack:
+        pos, found = stack.pop()
+        if pos == n and found is not None:
+            return _unchain(found)
+        if (pos, found is not None) in seen:
+            continue
+        seen.add((pos, found is not None))
+        starts = [pos] + ([pos + 1] if found is not None and pos < n and value[pos] == _MERGE_DELIMITER else [])
+        for start in starts:
+            got = read_at(start)
+            if got is not None:
+                stack.append((got[0], (got[1], found)))
+    return None
+
+
 def split_list_value(value: bytes, path: str) -> list[bytes]:
     """The element rows of a multi-value (list state) RocksDB value (spec §4.3, §4.6).
 
     Elements are ``len:i32 LE`` + ``00`` + UnsafeRow, joined by ``,`` (merge operator v1) or by nothing
-    (v2) — and, in values ``rocksdict`` merged itself, by a mix of both. Walks every way the bytes can be
-    split that way and returns the element rows (version byte removed) of the one that ends exactly.
+    (v2) — and, in values ``rocksdict`` merged itself, by a mix of both. Walks the ways the bytes can be
+    split that way (:func:`_split_joined`) and returns the element rows (version byte removed) of the
+    first one that ends exactly.
 
     Raises
     ------
@@ -915,59 +956,27 @@ def split_list_value(value: bytes, path: str) -> list[bytes]:
     if n >= 5 and value[4] == STATE_ENCODING_VERSION and _I32_LE.unpack_from(value, 0)[0] == n - 4:
         return [value[5:]]  # one element (every list append in a changelog): no search
 
-    def element_at(pos: int) -> int | None:
+    def element_at(pos: int) -> tuple[int, bytes] | None:
         if pos + 5 > n:
             return None
         size = _I32_LE.unpack_from(value, pos)[0]
         if size < 1 or pos + 4 + size > n or value[pos + 4] != STATE_ENCODING_VERSION:
             return None
-        return pos + 4 + size
+        return pos + 4 + size, value[pos + 5 : pos + 4 + size]
 
-    # Fast path, the same first choices as the search below (a delimiter before an element where both
-    # read): a single element, or a greedy walk; the search runs only where the walk gets stuck.
-    greedy: list[bytes] = []
-    pos = 0
-    while pos < n:
-        if greedy and value[pos] == _MERGE_DELIMITER and (end := element_at(pos + 1)) is not None:
-            greedy.append(value[pos + 6 : end])
-        elif (end := element_at(pos)) is not None:
-            greedy.append(value[pos + 5 : end])
-        else:
-            break
-        pos = end
-    if pos == n and greedy:
-        return greedy
-
-    # Depth-first over (position, elements so far); delimiters are optional between elements only. A
-    # position is explored once (whether the rest splits depends on the position alone), and the
-    # elements so far are a linked list (last, earlier): linear time (a tuple copied per element took
-    # 49 s for a list of 40,000 elements).
-    stack: list[tuple[int, _Chain]] = [(0, None)]
-    seen: set[tuple[int, bool]] = set()
-    while stack:
-        pos, elems = stack.pop()
-        if pos == n and elems is not None:
-            return [value[s + 5 : e] for s, e in _unchain(elems)]
-        if (pos, elems is not None) in seen:
-            continue
-        seen.add((pos, elems is not None))
-        starts = [pos]
-        if elems is not None and pos < n and value[pos] == _MERGE_DELIMITER:
-            starts.append(pos + 1)
-        for start in starts:
-            end = element_at(start)
-            if end is not None:
-                stack.append((end, ((start, end), elems)))
-    raise CorruptFileError(
-        f"list value of {n} bytes ({value[:12].hex(' ')}...) is not a sequence of length-prefixed rows", path
-    )
+    elements = _split_joined(value, element_at)
+    if elements is None:
+        raise CorruptFileError(
+            f"list value of {n} bytes ({value[:12].hex(' ')}...) is not a sequence of length-prefixed rows", path
+        )
+    return elements
 
 
 def split_checked_operands(key: bytes, value: bytes, path: str, record: int) -> list[bytes]:
     """The operand bodies of a merged value whose operands carry row checksums (``crc`` + ``len`` + body).
 
-    Operands may be joined by the ``,`` delimiter or by nothing; where a ``,`` could also be the first
-    byte of a CRC, both readings are tried and the CRCs decide.
+    Operands may be joined by the ``,`` delimiter or by nothing (:func:`_split_joined`); where a ``,``
+    could also be the first byte of a CRC, both readings are tried and the CRCs decide.
 
     Raises
     ------
@@ -988,26 +997,15 @@ def split_checked_operands(key: bytes, value: bytes, path: str, record: int) -> 
         except StatelensError:
             return None
 
-    stack: list[tuple[int, _Chain]] = [(0, None)]
-    seen: set[tuple[int, bool]] = set()  # each position explored once, operands linked: linear time
-    while stack:
-        pos, found = stack.pop()
-        if pos == n and found is not None:
-            return list(_unchain(found))
-        if (pos, found is not None) in seen:
-            continue
-        seen.add((pos, found is not None))
-        starts = [pos] + ([pos + 1] if found is not None and pos < n and value[pos] == _MERGE_DELIMITER else [])
-        for start in starts:
-            got = operand_at(start)
-            if got is not None:
-                stack.append((got[0], (got[1], found)))
-    raise CorruptFileError(
-        f"list value of record {record} ({n} bytes) is not a sequence of checksummed operands whose "
-        "CRC-32C match",
-        path,
-        record=record,
-    )
+    operands = _split_joined(value, operand_at)
+    if operands is None:
+        raise CorruptFileError(
+            f"list value of record {record} ({n} bytes) is not a sequence of checksummed operands whose "
+            "CRC-32C match",
+            path,
+            record=record,
+        )
+    return operands
 
 
 class RocksDBColumnFamilyReader:
@@ -1144,6 +1142,35 @@ class RocksDBColumnFamilyReader:
             self._apply_changelog(state, pf.deltas[v], multi, only)
         return state
 
+    def changelog(self, partition_id: int, version: int) -> StateFile:
+        """The changelog file of ``version``.
+
+        Raises
+        ------
+        MissingFileError
+            When the partition has no changelog for that version.
+        """
+        pf = self.files._partition(partition_id)
+        sf = pf.deltas.get(version)
+        if sf is None:
+            raise MissingFileError(
+                f"no changelog for version {version}",
+                path=f"{pf.directory}/{version}.changelog",
+                operator_id=self.operator_id,
+                store_name=self.store_name,
+                partition_id=partition_id,
+                version=version,
+            )
+        return sf
+
+    def _changelog_index(self, sf: StateFile) -> tuple[bytes, Any]:
+        """A changelog decompressed and indexed; column family stores write formats v2 and v4 only."""
+        data = decompress(self.files.fs.read_bytes(sf.path), sf.path, self.files.codec)
+        fmt, _lineage, idx = scan_changelog(data, sf.path)
+        if fmt not in (2, 4):
+            raise CorruptFileError(f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0)
+        return data, idx
+
     def iter_changelog(self, partition_id: int, version: int) -> Iterator[tuple[str, bytes, Any]]:
         """The records of one changelog as ``(kind, full key, value)`` in file order.
 
@@ -1152,24 +1179,10 @@ class RocksDBColumnFamilyReader:
         """
         from readers.records import KIND_PUT, KIND_REMOVE
 
-        pf = self.files._partition(partition_id)
-        sf = pf.deltas.get(version)
-        if sf is None:
-            raise MissingFileError(
-                f"no changelog for version {version}",
-                path=f"{pf.directory}/{version}.changelog",
-                operator_id=self.operator_id,
-                partition_id=partition_id,
-                version=version,
-            )
+        sf = self.changelog(partition_id, version)
         multi = self._multi_value_prefixes(partition_id)
         with self.files._located(sf.partition_id, sf.version):
-            data = decompress(self.files.fs.read_bytes(sf.path), sf.path, self.files.codec)
-            fmt, _lineage, idx = scan_changelog(data, sf.path)
-            if fmt not in (2, 4):
-                raise CorruptFileError(
-                    f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0
-                )
+            data, idx = self._changelog_index(sf)
             for n, (kind, ks, kl, vs, vl) in enumerate(zip(
                 idx.kind.tolist(),
                 idx.key_start.tolist(),
@@ -1208,12 +1221,7 @@ class RocksDBColumnFamilyReader:
         from readers.records import KIND_REMOVE as REMOVE
 
         with self.files._located(sf.partition_id, sf.version):  # the same records, one tight loop
-            data = decompress(self.files.fs.read_bytes(sf.path), sf.path, self.files.codec)
-            fmt, _lineage, idx = scan_changelog(data, sf.path)
-            if fmt not in (2, 4):
-                raise CorruptFileError(
-                    f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0
-                )
+            data, idx = self._changelog_index(sf)
             for kind, ks, kl, vs, vl in zip(idx.kind.tolist(), idx.key_start.tolist(), idx.key_len.tolist(),
                                             idx.val_start.tolist(), idx.val_len.tolist(), strict=True):
                 key = data[ks : ks + kl]
@@ -1286,7 +1294,7 @@ class RocksDBColumnFamilyReader:
         family, prefix = self._family_prefix(partition_id, name)
         if prefix is None:
             return []
-        path = self.files._partition(partition_id).deltas[version].path
+        path = self.changelog(partition_id, version).path
         kinds: list[str] = []
         entries: list[tuple[bytes, Any]] = []
         for kind, key, value in self.iter_changelog(partition_id, version):
