@@ -176,17 +176,12 @@ class HDFSStoreReader(StoreReaderBase):
         across iterations) and ``bytes_on_disk`` the size of the files written for that version.
         """
         pf = self._partition(partition_id)
-        versions = pf.readable_versions()
         state: RawState = {}
-        current = None
-        for v in versions:
-            if cancelled is not None and cancelled():
-                return
-            if current is not None and v == current + 1 and v in pf.deltas:
+        for v, continues in self._replay_plan(partition_id, cancelled):
+            if continues:
                 self._apply(state, pf.deltas[v])
             else:
                 state = self.read_raw(partition_id, v)
-            current = v
             yield v, state, self._on_disk(pf, v)
 
     def _apply_keys(self, live: set[bytes], sf: StateFile) -> None:
@@ -216,13 +211,9 @@ class HDFSStoreReader(StoreReaderBase):
     ) -> Iterator[PartitionVersionStats]:
         pf = self.partitions[pid]
         live: set[bytes] = set()
-        current: int | None = None
-        for v in pf.readable_versions():
-            if cancelled is not None and cancelled():
-                return
-            if current is not None and v == current + 1 and v in pf.deltas:
+        for v, continues in self._replay_plan(pid, cancelled):
+            if continues:
                 self._apply_keys(live, pf.deltas[v])
             else:
                 live = set(self.read_raw(pid, v))
-            current = v
             yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v))

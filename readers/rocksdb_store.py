@@ -813,15 +813,11 @@ class RocksDBStoreReader(StoreReaderBase):
         pf = self._partition(partition_id)
         with self.workspace() as ws:
             state: RawState = {}
-            current: int | None = None
-            for v in pf.readable_versions():
-                if cancelled is not None and cancelled():
-                    return
-                if current is not None and v == current + 1 and v in pf.deltas:
+            for v, continues in self._replay_plan(partition_id, cancelled):
+                if continues:
                     self._apply_changelog(state, pf.deltas[v])
                 else:
                     state = self.read_raw(partition_id, v, _ws=ws)
-                current = v
                 yield v, state, self._on_disk(pf, v)
 
     # -- statistics ----------------------------------------------------------------------------------
@@ -831,11 +827,8 @@ class RocksDBStoreReader(StoreReaderBase):
         pf = self.partitions[pid]
         with self.workspace() as ws:
             live: set[bytes] = set()
-            current: int | None = None
-            for v in pf.readable_versions():
-                if cancelled is not None and cancelled():
-                    return
-                if current is not None and v == current + 1 and v in pf.deltas:
+            for v, continues in self._replay_plan(pid, cancelled):
+                if continues:
                     self._apply_changelog_keys(live, pf.deltas[v])
                 else:
                     base = self._base_for(pf, v)
@@ -844,7 +837,6 @@ class RocksDBStoreReader(StoreReaderBase):
                             live = self._read_zip_state(ws, pid, v, keys_only=True)
                     else:
                         live = set(self.read_raw(pid, v, _ws=ws))
-                current = v
                 yield PartitionVersionStats(
                     self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v)
                 )

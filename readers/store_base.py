@@ -114,6 +114,20 @@ class StoreReaderBase:
             "version": version,
         }
 
+    def _replay_plan(
+        self, partition_id: int, cancelled: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[int, bool]]:
+        """Readable versions of a partition, oldest first, each with whether its delta (changelog)
+        continues the version yielded before it (apply it) or the state must be rebuilt. Stops when
+        ``cancelled`` says so."""
+        pf = self._partition(partition_id)
+        previous: int | None = None
+        for v in pf.readable_versions():
+            if cancelled is not None and cancelled():
+                return
+            yield v, previous is not None and v == previous + 1 and v in pf.deltas
+            previous = v
+
     # -- what subclasses provide ---------------------------------------------------------------------
     def read_raw(self, partition_id: int, version: int) -> RawState:
         """The raw key/value UnsafeRow bytes of one partition at one version."""
