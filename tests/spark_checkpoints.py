@@ -1296,8 +1296,7 @@ def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow", row_checksum: bool
     """transformWithStateInPandas (value, list and map state; no timers) on RocksDB with changelog.
 
     Spark's reader finds a TWS schema through the absolute path recorded in operator metadata v2, so the
-    query runs in a folder that keeps its path (``<cache>/rocks_tws.spark-path/``, next to the scenario
-    folders) and its checkpoint is then copied into the scenario folder as usual.
+    query runs where it keeps its path (:func:`_in_spark_path`).
     """
     import pandas as pd
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
@@ -1335,12 +1334,6 @@ def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow", row_checksum: bool
         [("a", "reset"), ("b", "x")],
         [("a", "y"), ("c", "x"), ("e", "y")],
     ]
-    stable = ctx.dir.parent / f"{ctx.name}.spark-path"
-    if stable.exists():
-        shutil.rmtree(stable)
-    run = Ctx(name=ctx.name, spark=ctx.spark, dir=stable)
-    for rows in plan:
-        run.write_json("in", [{"key": k, "tag": t} for k, t in rows])
     conf = _rocks_conf(changelog=True, min_deltas=2)
     if encoding != "unsaferow":
         conf["spark.sql.streaming.stateStore.encodingFormat"] = encoding
@@ -1350,26 +1343,27 @@ def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow", row_checksum: bool
     def hook(_df: Any, _batch_id: int, _rows: list[dict[str, Any]]) -> None:
         time.sleep(0.3)  # let maintenance upload snapshot zips between batches
 
-    with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
-        src = run.read_json_stream("in", "key STRING, tag STRING")
-        df = src.groupBy("key").transformWithStateInPandas(
-            statefulProcessor=Counter(),
-            outputStructType="key STRING, cnt LONG",
-            outputMode="Update",
-            timeMode="None",
-        )
-        run.run(df, mode="update", batch_hook=hook)
-    _quiet_state_files(run.checkpoint / "state")
-    shutil.copytree(run.checkpoint, ctx.checkpoint)
-    shutil.copytree(stable / "input", ctx.dir / "input")
-    ctx.output.extend(run.output)
-    facts = {
+    def body(run: Ctx) -> dict[str, Any]:
+        for rows in plan:
+            run.write_json("in", [{"key": k, "tag": t} for k, t in rows])
+        with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
+            src = run.read_json_stream("in", "key STRING, tag STRING")
+            df = src.groupBy("key").transformWithStateInPandas(
+                statefulProcessor=Counter(),
+                outputStructType="key STRING, cnt LONG",
+                outputMode="Update",
+                timeMode="None",
+            )
+            run.run(df, mode="update", batch_hook=hook)
+        return {}
+
+    facts = _in_spark_path(ctx, body)
+    facts.update({
         "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
         "state_variables": ["cnt", "lst", "mp"],
-        "spark_path": stable.name,
         "encoding_format": encoding,
         "row_checksum": row_checksum,
-    }
+    })
     return _rocks_facts(ctx, facts, conf)
 
 
