@@ -16,7 +16,6 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QComboBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -81,12 +80,7 @@ class ExpiredView(StorePickerMixin, QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         bar = QHBoxLayout()
-        bar.addWidget(QLabel("Store:"))
-        self.store_combo = QComboBox()
-        self.store_combo.setMinimumContentsLength(30)
-        self.store_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.store_combo.activated.connect(self._on_store_combo_activated)
-        bar.addWidget(self.store_combo)
+        self._add_store_picker(bar)
         bar.addSpacing(12)
         self.counts_label = QLabel("")
         self.counts_label.setTextFormat(Qt.TextFormat.PlainText)

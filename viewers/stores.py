@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QLabel, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
 StoreKey = tuple[int, str]
 
@@ -74,6 +74,15 @@ class StorePickerMixin:
 
     def _redraw(self) -> None:
         raise NotImplementedError
+
+    def _add_store_picker(self, bar: QHBoxLayout) -> None:
+        """``Store:`` and the ``store_combo`` picker, at the start of the view's top bar."""
+        bar.addWidget(QLabel("Store:"))
+        self.store_combo = QComboBox()
+        self.store_combo.setMinimumContentsLength(30)
+        self.store_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.store_combo.activated.connect(self._on_store_combo_activated)
+        bar.addWidget(self.store_combo)
 
     def _observe(self, selection: Any, on_changed: Callable[..., None]) -> None:
         """Follow the shared selection state until this widget is destroyed."""
