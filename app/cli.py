@@ -582,15 +582,31 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
     ckpt = _open(args)
     bar = _Progress()
     chooser = _backends(args, ckpt)
+    if args.top_keys is not None and args.top_keys < 1:
+        raise _usage(f"--top-keys must be at least 1, not {args.top_keys}")
+    heavy: list[Any] = []
     try:
         records = list(iter_growth(ckpt, bar, chooser))
+        if args.top_keys:
+            from app.analysis._common import run_to_end
+            from app.analysis.heavy import iter_top_keys
+
+            heavy, problems = run_to_end(iter_top_keys(ckpt, args.top_keys), bar)
+            for err in problems:
+                ckpt.report.add(err)
     finally:
         bar.close()
         _say_backend(args, chooser)
         chooser.close()
     if args.json:
-        json.dump(records, out, indent=1)
-        out.write("\n")
+        if heavy:  # keys keep Spark's field names, repeated ones too: written by the analysis' writer
+            from app.analysis._common import write_json
+            from app.analysis.heavy import with_top_keys
+
+            write_json(with_top_keys(records, heavy), out)
+        else:
+            json.dump(records, out, indent=1)
+            out.write("\n")
         return _report_problems(ckpt)
     totals: dict[tuple[int, str, int], list[int]] = {}
     for r in records:
@@ -606,6 +622,19 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
     out.write(format_table(
         ["op", "store", "version", "batch", "partitions", "rows", "bytes_on_disk", "max_partition_rows"], rows
     ) + "\n")
+    for store in heavy:
+        from app.analysis._common import key_text
+
+        head = f"\nHeaviest keys of operator {store.operator_id} {store.store_name}"
+        if store.skipped:
+            out.write(f"{head}: not weighed ({store.skipped})\n")
+            continue
+        out.write(f"{head} at version {store.version} (of {store.keys} keys):\n")
+        counted = ["elements"] if store.grouping else []
+        out.write(format_table(
+            ["partition", "key", "bytes", *counted],
+            [[h.partition_id, key_text(h.key), h.bytes, *([h.elements] if counted else [])] for h in store.overall],
+        ) + "\n")
     return _report_problems(ckpt)
 
 
@@ -696,6 +725,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("growth", help="rows and on-disk bytes per operator, store, version and partition")
     p.add_argument("checkpoint")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per partition-version")
+    p.add_argument("--top-keys", type=int, metavar="N",
+                   help="also the N heaviest keys (encoded key + value bytes; list/map state by element) per "
+                        "partition and per store at the latest version")
     add_backend_options(p)
     p.set_defaults(func=cmd_growth)
 

@@ -1,0 +1,256 @@
+"""The heaviest keys of every store: which keys dominate the state (the first question of every
+out-of-memory post-mortem).
+
+For one version of each store, every partition's state is read raw (key and value bytes, no decoding) and
+each key is weighed by its encoded bytes, key plus value, as the state store holds them. A list or map
+state variable of transformWithState (and a multi-value join family of state format 4) is weighed per
+*grouping key*: the bytes of all its elements (list elements, or map entries) together, with their count
+in ``elements``. Only the keys that make the top ``n`` of a partition are decoded, so the cost is one
+read of each partition's state, like ``growth`` at one version; memory is one partition's raw state.
+
+Stores read by Spark (``--backend spark``) are weighed natively where the native decoder can read them;
+Spark's reader returns decoded rows, not the encoded bytes the ranking is about.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.analysis._common import key_text
+from readers.errors import BackendUnavailableError, StatelensError
+from readers.model import Progress
+
+#: Keys listed per partition and per store unless asked otherwise.
+DEFAULT_TOP_KEYS = 10
+
+
+@dataclass(frozen=True)
+class HeavyKey:
+    """One key of a store and what it weighs at one version.
+
+    ``key`` is the decoded key as a JSON-ready object (Spark's field names, ``readers.values``);
+    ``bytes`` the encoded key plus value bytes (for a grouping key of list/map state, of all its
+    elements); ``elements`` the number of list elements or map entries, ``None`` for single values.
+    """
+
+    partition_id: int
+    key: Any
+    bytes: int
+    elements: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partition": self.partition_id, "key": self.key, "bytes": self.bytes, "elements": self.elements}
+
+    @property
+    def key_text(self) -> str:
+        return key_text(self.key)
+
+
+@dataclass
+class StoreTopKeys:
+    """The heaviest keys of one store at one version, overall and per partition."""
+
+    operator_id: int
+    store_name: str
+    version: int | None
+    grouping: str | None  # what ``elements`` counts: "list" elements, "map" entries, join "values", or None
+    overall: list[HeavyKey] = field(default_factory=list)
+    by_partition: dict[int, list[HeavyKey]] = field(default_factory=dict)
+    keys: int = 0  # keys (grouping keys) weighed, over all partitions
+    skipped: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "operator_id": self.operator_id,
+            "store_name": self.store_name,
+            "version": self.version,
+            "batch_id": None if self.version is None else self.version - 1,
+            "keys": self.keys,
+            "elements_of": self.grouping,
+            "top_keys": [k.to_json() for k in self.overall],
+            "top_keys_by_partition": {str(p): [k.to_json() for k in ks] for p, ks in sorted(self.by_partition.items())},
+            "skipped": self.skipped or None,
+        }
+
+
+def _grouping(reader: Any) -> tuple[str | None, Callable[[bytes], bytes] | None]:
+    """How raw entries of a store group into keys: ``(kind, raw key -> grouping key bytes)``."""
+    from readers.cf_store import ColumnFamilyStoreReader, split_prefix_key
+
+    if not isinstance(reader, ColumnFamilyStoreReader):
+        return None, None
+    if reader.multi:  # flat: one raw entry per element, keyed by key bytes + 4-byte position
+        kind = "list" if reader.family.variable_type == "ListState" else "values"  # join format 4
+        return kind, lambda raw: raw[:-4]
+    if reader.family.variable_type == "MapState":
+        path = reader.family.name
+        return "map", lambda raw: split_prefix_key(raw, path)[0]
+    return None, None
+
+
+def _top_of_partition(
+    reader: Any, pid: int, version: int, n: int, group: Callable[[bytes], bytes] | None, list_like: bool = True
+) -> tuple[list[tuple[int, int | None, bytes, bytes | None]], int]:
+    """The ``n`` heaviest ``(bytes, elements, raw key, raw value)`` of one partition, and its key count.
+
+    For grouped stores the raw key and value are those of the group's first element (enough to decode
+    the grouping key).
+    """
+    import numpy as np
+
+    raw = reader.read_raw(pid, version)
+    if group is None:
+        keys = list(raw)
+        if not keys:
+            return [], 0
+        sizes = np.fromiter(map(len, keys), np.int64, len(keys)) + np.fromiter(map(len, raw.values()), np.int64, len(keys))
+        take = min(n, len(keys))
+        idx = np.argpartition(-sizes, take - 1)[:take] if take < len(keys) else np.arange(len(keys))
+        idx = idx[np.lexsort((idx, -sizes[idx]))]  # heaviest first, ties in state order
+        return [(int(sizes[i]), None, keys[i], raw[keys[i]]) for i in idx], len(keys)
+    # A list is stored as one key and its elements; every map entry is a key of its own (grouping key +
+    # user key) with its value. Flat list keys end in a 4-byte position that is not stored.
+    entry_key_bytes = not list_like
+    groups: dict[bytes, list[Any]] = {}
+    for key, value in raw.items():
+        size = len(value) + (len(key) if entry_key_bytes else 0)
+        g = groups.get(gk := group(key))
+        if g is None:
+            groups[gk] = [size + (0 if entry_key_bytes else len(gk)), 1, key, value]
+        else:
+            g[0] += size
+            g[1] += 1
+    top = heapq.nlargest(n, groups.values(), key=lambda g: g[0])
+    return [(int(g[0]), int(g[1]), g[2], g[3]) for g in top], len(groups)
+
+
+def iter_top_keys(
+    ckpt: Any,
+    n: int = DEFAULT_TOP_KEYS,
+    version: int | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, tuple[list[StoreTopKeys], list[StatelensError]]]:
+    """The ``n`` heaviest keys of every store, per partition and overall, at one version.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+        The opened checkpoint.
+    n : int
+        Keys kept per partition and per store.
+    version : int, optional
+        State version to weigh (default: each store's latest readable version).
+    cancelled : callable, optional
+        Polled between partitions.
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    tuple
+        One :class:`StoreTopKeys` per store, and the problems met (files that could not be read; the
+        partition is left out and the rest is still weighed).
+    """
+    from readers.values import row_to_json
+
+    if n < 1:
+        raise ValueError(f"top keys: n must be at least 1, not {n}")
+    problems: list[StatelensError] = []
+    out: list[StoreTopKeys] = []
+    jobs = [(op, st) for op in ckpt.operators for st in op.stores]
+    for done, (op, st) in enumerate(jobs):
+        yield Progress(done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name}")
+        result = StoreTopKeys(op.operator_id, st.store_name, None, None)
+        out.append(result)
+        try:
+            reader = ckpt.store_reader(op.operator_id, st.store_name)
+        except BackendUnavailableError as err:
+            result.skipped = err.message
+            continue
+        kind, group = _grouping(reader)
+        result.grouping = kind
+        pids = reader.partition_ids()
+        chosen = version if version is not None else max((max(reader.versions(p), default=0) for p in pids), default=0)
+        result.version = chosen or None
+        if not chosen:
+            result.skipped = "no readable version"
+            continue
+        if reader.schema is None:
+            result.skipped = "no schema file: keys cannot be decoded"
+            continue
+        key_schema = reader.schema.key_schema
+        if kind == "map":  # the grouping key is the key's first numColsPrefixKey columns
+            from pyspark.sql.types import StructType
+
+            prefix = int((reader.schema.key_encoder or {}).get("numColsPrefixKey", 1))
+            key_schema = StructType(key_schema.fields[:prefix])
+        merged: list[tuple[int, int, HeavyKey]] = []
+        for pid in pids:
+            if cancelled is not None and cancelled():
+                return out, problems
+            if chosen not in reader.versions(pid):
+                continue
+            yield Progress(done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}")
+            try:
+                top, count = _top_of_partition(reader, pid, chosen, n, group, kind != "map")
+                decoded = reader.decode_pairs([(k, v) for _, _, k, v in top], f"{st.store_name} partition {pid}")
+            except StatelensError as err:
+                problems.append(err)
+                continue
+            result.keys += count
+            ncols = len(key_schema.fields)  # map state: the grouping key is the key's first columns
+            heavy = [
+                HeavyKey(pid, row_to_json(key[:ncols] if kind == "map" else key, key_schema), size, elements)
+                for (size, elements, _, _), (key, _) in zip(top, decoded, strict=True)
+            ]
+            result.by_partition[pid] = heavy
+            merged.extend((h.bytes, -len(merged), h) for h in heavy)
+        result.overall = [h for _, _, h in heapq.nlargest(n, merged)]
+    yield Progress(len(jobs), len(jobs), "heaviest keys")
+    return out, problems
+
+
+
+def with_top_keys(records: list[dict[str, Any]], stores: list[StoreTopKeys]) -> list[dict[str, Any]]:
+    """``growth --json`` records with the heaviest keys added.
+
+    Each record of a weighed store's partition at the weighed version gains ``top_keys`` (that
+    partition's heaviest keys), and every weighed store gets one more record with ``"partition_id":
+    null``: all partitions at that version (``rows`` and ``bytes`` summed) with the store's overall
+    ``top_keys`` and ``keys`` weighed.
+
+    Parameters
+    ----------
+    records : list of dict
+        ``growth`` records (``operator_id``, ``store_name``, ``version``, ``partition_id``, ``rows``,
+        ``bytes``...).
+    stores : list of StoreTopKeys
+
+    Returns
+    -------
+    list of dict
+    """
+    weighed = {(s.operator_id, s.store_name): s for s in stores if s.version is not None and not s.skipped}
+    out: list[dict[str, Any]] = []
+    totals: dict[tuple[int, str], list[int]] = {}
+    for r in records:
+        s = weighed.get((r["operator_id"], r["store_name"]))
+        if s is not None and r["version"] == s.version:
+            r = {**r, "top_keys": [k.to_json() for k in s.by_partition.get(r["partition_id"], [])]}
+            t = totals.setdefault((s.operator_id, s.store_name), [0, 0])
+            t[0] += r["rows"]
+            t[1] += r["bytes"]
+        out.append(r)
+    for (op, name), s in weighed.items():
+        rows, nbytes = totals.get((op, name), [0, 0])
+        out.append({
+            "operator_id": op, "store_name": name, "version": s.version, "batch_id": s.version - 1,  # type: ignore[operator]
+            "partition_id": None, "rows": rows, "bytes": nbytes, "keys": s.keys, "elements_of": s.grouping,
+            "top_keys": [k.to_json() for k in s.overall],
+        })
+    return out
