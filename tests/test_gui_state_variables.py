@@ -224,3 +224,28 @@ def test_screenshots_keep_their_size_with_long_store_labels(qtbot, checkpoint, t
                               view=view)
     assert run_gui(args) == 0
     assert QImage(str(out)).size().toTuple() == (1400, 900)
+
+
+# -- heaviest keys -------------------------------------------------------------------------------------
+def test_growth_view_lists_the_heaviest_keys_of_the_picked_store(qtbot, window, checkpoint) -> None:  # type: ignore[no-untyped-def]
+    """Picking a list state variable in the growth view weighs it in the background: its heaviest grouping
+    keys with their element counts, as ``iter_top_keys`` weighs them; a click selects the key's partition."""
+    from app.analysis._common import run_to_end
+    from app.analysis.heavy import iter_top_keys
+    from app.gui.window import TOP_KEYS_SHOWN
+
+    loaded = _open(qtbot, window, checkpoint("rocks_tws_timers") / "checkpoint")
+    window.select_view("growth")
+    _pick(window.growth.store_combo, (0, "ttll"))
+    qtbot.waitUntil(lambda: window.runner.idle and bool(window.growth.top_key_rows()), timeout=LOAD_TIMEOUT_MS)
+    (expected,), problems = run_to_end(iter_top_keys(loaded.checkpoint, TOP_KEYS_SHOWN, only=(0, "ttll")))
+    assert problems == [] and expected.overall
+    assert window.growth.heavy_model.headers() == ["partition", "bytes", "elements", "key"]
+    rows = window.growth.top_key_rows()
+    assert [(int(r[0]), int(r[2]), r[3]) for r in rows] == [
+        (h.partition_id, h.elements, h.key_text) for h in expected.overall]
+    assert f"at version {expected.version} of {expected.keys:,} keys" in window.growth.heavy_label.text()
+    assert "list elements" in window.growth.heavy_label.text()
+    last = len(rows) - 1
+    window.growth.heavy_table.clicked.emit(window.growth.heavy_model.index(last, 0))
+    assert window.selection.partition_id == expected.overall[last].partition_id

@@ -122,3 +122,30 @@ def test_a_damaged_partition_is_reported_and_the_rest_weighed(checkpoint: Any, t
     stores, problems = run_to_end(iter_top_keys(open_checkpoint(str(root)), 2))
     assert problems and all(str(p.path).endswith(victim) for p in problems), [str(p) for p in problems]
     assert pid not in stores[0].by_partition and len(stores[0].by_partition) == len(reader.partition_ids()) - 1
+
+
+def test_report_lists_each_stores_heaviest_keys_escaped(checkpoint: Any, tmp_path: Path) -> None:
+    from app.analysis.doctor import iter_doctor
+    from app.analysis.expired import iter_expired
+    from app.analysis.growth import iter_growth
+    from app.analysis.heavy import HeavyKey
+    from app.analysis.report import render_html
+    from app.analysis.timeline import iter_timeline
+    from readers.values import JsonObject
+
+    root = checkpoint("pandas_state_event") / "checkpoint"
+    out = tmp_path / "report.html"
+    assert main(["report", str(root), "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    ckpt = open_checkpoint(str(root))
+    (store,) = _weigh(ckpt, 10).values()
+    assert f"Heaviest keys at version {store.version} (of {store.keys:,} keys" in text
+    for h in store.overall:
+        assert f"<td>{h.key_text}</td>" in text
+
+    evil = "<script>alert('x')</script>"
+    store.overall.insert(0, HeavyKey(0, JsonObject([("key", evil)]), 10**9, None))
+    html = render_html(ckpt, run_to_end(iter_timeline(ckpt)), run_to_end(iter_growth(ckpt)),
+                       run_to_end(iter_expired(ckpt)), run_to_end(iter_doctor(ckpt, decode_files=False)),
+                       heavy=[store])
+    assert evil not in html and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html

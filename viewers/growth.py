@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter, QVBoxLayout, QWidget
 
 from viewers import theme
 from viewers.stores import StorePickerMixin
+from viewers.tables import ColumnTableModel, DataTableView
 
 LEFT_AXIS_WIDTH = 80
 
@@ -85,7 +86,26 @@ class StateGrowthView(StorePickerMixin, QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setBackground(theme.background())
-        layout.addWidget(self.graphics, 1)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.graphics)
+        heavy_box = QWidget()
+        heavy_layout = QVBoxLayout(heavy_box)
+        heavy_layout.setContentsMargins(0, 4, 0, 0)
+        self.heavy_label = QLabel("")
+        self.heavy_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.heavy_label.setWordWrap(True)
+        heavy_layout.addWidget(self.heavy_label)
+        self.heavy_model = ColumnTableModel()
+        self.heavy_table = DataTableView(self.heavy_model, "heaviest keys")
+        self.heavy_table.clicked.connect(self._on_heavy_table_clicked)
+        heavy_layout.addWidget(self.heavy_table, 1)
+        splitter.addWidget(heavy_box)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([600, 200])
+        layout.addWidget(splitter, 1)
+        self._heavy: dict[tuple[int, str], dict[str, Any]] = {}
+        self._heavy_pids: list[int] = []
 
         self.total_plot = self.graphics.addPlot(
             row=0, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom"),
@@ -174,6 +194,71 @@ class StateGrowthView(StorePickerMixin, QWidget):
         if self._shown == (operator_id, store_name):
             self._redraw()
 
+    def set_top_keys(
+        self,
+        operator_id: int,
+        store_name: str,
+        version: int | None,
+        keys_weighed: int,
+        rows: Sequence[tuple[int, str, int, int | None]],
+        elements_of: str | None = None,
+        note: str = "",
+    ) -> None:
+        """The heaviest keys of one store at ``version``: ``(partition, key text, bytes, elements)`` rows,
+        heaviest first. ``elements_of`` names what ``elements`` counts (list elements, map entries...);
+        ``note`` replaces the table's title (e.g. why the store was not weighed)."""
+        self._heavy[(operator_id, store_name)] = {
+            "version": version, "keys": keys_weighed, "rows": list(rows), "elements_of": elements_of, "note": note,
+        }
+        if self._shown == (operator_id, store_name):
+            self._show_heavy()
+
+    def top_key_rows(self) -> list[list[str]]:
+        """The heaviest-keys table of the shown store, as displayed."""
+        return [self.heavy_model.row_texts(r) for r in range(self.heavy_model.rowCount())]
+
+    def _show_heavy(self) -> None:
+        data = self._heavy.get(self._shown) if self._shown is not None else None
+        if data is None:
+            self.heavy_label.setText("Heaviest keys: weighing…" if self._shown is not None else "")
+            self.heavy_model.set_columns([], [])
+            return
+        if data["note"]:
+            self.heavy_label.setText(f"Heaviest keys: {data['note']}")
+        else:
+            counted = {"list": "list elements", "map": "map entries", "values": "values"}.get(data["elements_of"] or "")
+            what = "encoded key + value bytes as the store holds them"
+            if counted:
+                what += f", of all {counted} of a key together"
+            self.heavy_label.setText(
+                f"Heaviest keys at version {data['version']} of {data['keys']:,} keys ({what}); "
+                "click one to select its partition")
+        rows = data["rows"]
+        # The key last: it takes the width that is left.
+        headers = ["partition", "bytes"]
+        columns: list[list[str]] = [[str(r[0]) for r in rows], [_si(r[2], "B") for r in rows]]
+        keys: list[list[Any]] = [[r[0] for r in rows], [r[2] for r in rows]]
+        if data["elements_of"]:
+            headers.append("elements")
+            columns.append([f"{r[3]:,}" if r[3] is not None else "" for r in rows])
+            keys.append([r[3] or 0 for r in rows])
+        headers.append("key")
+        columns.append([r[1] for r in rows])
+        keys.append([r[1] for r in rows])
+        self.heavy_model.set_columns(headers, columns, keys)
+        self.heavy_table.fit_columns(max_width=640)
+        self._heavy_pids = [r[0] for r in rows]
+
+    def _on_heavy_table_clicked(self, index: Any) -> None:
+        pids = self._heavy_pids
+        source = self.heavy_model.source_row(index.row())
+        if 0 <= source < len(pids):
+            self.partition_selected.emit(pids[source])
+
+    def clear(self) -> None:
+        self._heavy.clear()
+        super().clear()
+
     def has_growth(self, operator_id: int, store_name: str) -> bool:
         return (operator_id, store_name) in self._data
 
@@ -199,6 +284,7 @@ class StateGrowthView(StorePickerMixin, QWidget):
         self.partition_plot.setTitle(f"{title}: per partition", color=theme.foreground().name(), size=theme.TITLE_SIZE)
 
     def _redraw(self) -> None:
+        self._show_heavy()
         data = self._data.get(self._shown) if self._shown is not None else None
         self.legend.clear()
         self._top_pids = []

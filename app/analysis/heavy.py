@@ -132,6 +132,7 @@ def iter_top_keys(
     n: int = DEFAULT_TOP_KEYS,
     version: int | None = None,
     cancelled: Callable[[], bool] | None = None,
+    only: tuple[int, str] | None = None,
 ) -> Generator[Progress, None, tuple[list[StoreTopKeys], list[StatelensError]]]:
     """The ``n`` heaviest keys of every store, per partition and overall, at one version.
 
@@ -145,6 +146,8 @@ def iter_top_keys(
         State version to weigh (default: each store's latest readable version).
     cancelled : callable, optional
         Polled between partitions.
+    only : (int, str), optional
+        Weigh this ``(operator_id, store_name)`` only.
 
     Yields
     ------
@@ -162,7 +165,8 @@ def iter_top_keys(
         raise ValueError(f"top keys: n must be at least 1, not {n}")
     problems: list[StatelensError] = []
     out: list[StoreTopKeys] = []
-    jobs = [(op, st) for op in ckpt.operators for st in op.stores]
+    jobs = [(op, st) for op in ckpt.operators for st in op.stores
+            if only is None or (op.operator_id, st.store_name) == only]
     for done, (op, st) in enumerate(jobs):
         yield Progress(done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name}")
         result = StoreTopKeys(op.operator_id, st.store_name, None, None)

@@ -1,7 +1,7 @@
 """The post-mortem report: one self-contained HTML file to attach to an incident ticket (issue 3 §5).
 
-Sections: overview, batch timeline, state growth and skew, expired keys (zombies and their top keys),
-health checks. Plots are inline SVG drawn by :mod:`app.analysis.svg`: no script, no stylesheet, font or
+Sections: overview, batch timeline, state growth and skew (with each store's heaviest keys), expired keys
+(zombies and their top keys), health checks. Plots are inline SVG drawn by :mod:`app.analysis.svg`: no script, no stylesheet, font or
 image from anywhere else, no network. Keys and values come from the checkpoint and are untrusted:
 every piece of text goes through ``html.escape``.
 """
@@ -21,6 +21,7 @@ from app.analysis._common import key_text, run_to_end
 from app.analysis.doctor import DoctorResult, iter_doctor
 from app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, ExpiredResult, iter_expired
 from app.analysis.growth import GrowthResult, iter_growth
+from app.analysis.heavy import StoreTopKeys, iter_top_keys
 from app.analysis.timeline import Timeline, iter_timeline
 from readers.errors import StatelensError
 from readers.model import Progress
@@ -178,9 +179,23 @@ def _timeline(tl: Timeline) -> str:
     return "".join(parts)
 
 
-def _growth(growth: GrowthResult, target_rows: int | None) -> str:
+def _heavy(store: StoreTopKeys | None) -> str:
+    """The heaviest keys of one store, as a table (nothing when it was not weighed)."""
+    if store is None or store.skipped or not store.overall:
+        return ""
+    counted = {"list": "list elements", "map": "map entries", "values": "values"}.get(store.grouping or "")
+    head = (f"<h4>Heaviest keys at version {store.version} (of {store.keys:,} keys; encoded key + value bytes"
+            + (f", all {counted} of a key together" if counted else "") + ")</h4>")
+    headers = ["partition", "bytes", *(["elements"] if counted else []), "key"]
+    rows = [[h.partition_id, svg.fmt_bytes(h.bytes), *([f"{h.elements:,}"] if counted else []), h.key_text]
+            for h in store.overall]
+    return head + _table(headers, rows, (0, 1, 2) if counted else (0, 1))
+
+
+def _growth(growth: GrowthResult, target_rows: int | None, heavy: Sequence[StoreTopKeys] = ()) -> str:
     parts = ['<section id="growth"><h2>State growth and skew</h2>']
     summary = []
+    weighed = {(s.operator_id, s.store_name): s for s in heavy}
     for g in growth.stores:
         title = f"operator {g.operator_id} ({g.kind}) store {g.store_name}"
         parts.append(f"<h3>{_e(title)}</h3>")
@@ -213,6 +228,7 @@ def _growth(growth: GrowthResult, target_rows: int | None) -> str:
                 title="Rows per partition at the latest version", x_label="partition id",
                 y_label="rows", integer_y=True,
             )))
+        parts.append(_heavy(weighed.get((g.operator_id, g.store_name))))
         rate = g.rows_per_batch()
         skew = g.skew()
         share = g.zombie_share()
@@ -330,6 +346,7 @@ def render_html(
     target_rows: int | None = None,
     top_keys: int = TOP_KEYS,
     generated_at: dt.datetime | None = None,
+    heavy: Sequence[StoreTopKeys] = (),
 ) -> str:
     """Assemble the report from the analyses' results.
 
@@ -353,7 +370,7 @@ def render_html(
     body = "".join([
         _overview(ckpt, timeline, growth, expired, doctor),
         _timeline(timeline),
-        _growth(growth, target_rows),
+        _growth(growth, target_rows, heavy),
         _expired(expired, top_keys),
         _doctor(doctor),
         prob,
@@ -403,7 +420,7 @@ def iter_report(
     decode_files : bool
         Let the health checks read every state file.
     top_keys : int
-        Keys listed in the expired-keys table.
+        Keys listed in the expired-keys table, and heaviest keys listed per store.
     cancelled : callable, optional
         Polled by the long steps.
     backends : readers.backends.BackendChooser, optional
@@ -418,7 +435,7 @@ def iter_report(
     ReportResult
         The HTML document and the problems met.
     """
-    steps = 4
+    steps = 5
 
     def sub(step: int, gen: Generator[Progress, None, Any]) -> Generator[Progress, None, Any]:
         while True:
@@ -441,14 +458,16 @@ def iter_report(
     timeout_stores = {(o.operator_id, o.store_name) for o in expired.operators if o.check == "timeouts"}
     growth = yield from sub(2, iter_growth(ckpt, {k: zombies.get(k, 0) for k in timeout_stores}, cancelled,
                                            backends=backends))
-    doctor = yield from sub(3, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
+    heavy, heavy_problems = yield from sub(3, iter_top_keys(ckpt, top_keys, cancelled=cancelled))
+    doctor = yield from sub(4, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
     if target_rows is None:
         current = max((sum(g.latest_rows().values()) for g in growth.stores), default=0)
         target_rows = max(10 * current, 1000)
     yield Progress(steps, steps, "writing the report")
-    text = render_html(ckpt, timeline, growth, expired, doctor, target_rows=target_rows, top_keys=top_keys)
+    text = render_html(ckpt, timeline, growth, expired, doctor, target_rows=target_rows, top_keys=top_keys,
+                       heavy=heavy)
     problems: dict[str, StatelensError] = {}
-    for p in [*timeline.problems, *growth.problems, *expired.problems]:
+    for p in [*timeline.problems, *growth.problems, *expired.problems, *heavy_problems]:
         problems.setdefault(str(p), p)
     return ReportResult(text, list(problems.values()), doctor.exit_code)
 

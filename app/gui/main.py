@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 SCREENSHOT_SIZE = (1400, 900)
 
 #: Jobs (runner channels) whose results each view shows; ``--screenshot`` waits for these only.
-VIEW_JOBS = {"overview": ("load",), "timeline": ("load",), "growth": ("load", "growth"),
+VIEW_JOBS = {"overview": ("load",), "timeline": ("load",), "growth": ("load", "growth", "heavy"),
              "expired": ("load", "expired"), "browser": ("load", "browser"), "schema": ("load", "schema")}
 
 #: Milliseconds ``--screenshot`` gives other views' jobs to stop after their cancel.

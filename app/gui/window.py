@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.analysis.growth import iter_growth
+from app.analysis.heavy import iter_top_keys
 from app.explore import (
     ExpiredOverview,
     KeyHistory,
@@ -79,7 +80,10 @@ SETTINGS_MASTER = "spark_master"
 SETTINGS_UTC = "times_in_utc"
 
 #: Runner channels of per-checkpoint jobs (cancelled when another checkpoint is shown).
-CHECKPOINT_CHANNELS = ("growth", "expired", "schema", "browser", "order", "history", "export")
+CHECKPOINT_CHANNELS = ("growth", "heavy", "expired", "schema", "browser", "order", "history", "export")
+
+#: Heaviest keys listed in the growth view for the selected store.
+TOP_KEYS_SHOWN = 25
 
 MAX_RECENT = 10
 SETTINGS_RECENT = "recent_checkpoints"
@@ -140,6 +144,8 @@ class MainWindow(QMainWindow):
         self.loaded: LoadedCheckpoint | None = None
         self._loading_url: str | None = None
         self._readers: dict[tuple[int, str], Any] = {}
+        self._weighed: set[tuple[int, str]] = set()  # stores whose heaviest keys were asked for
+        self._growth_done = False
         self._roles: dict[tuple[int, str], StoreRole] = {}
         self._table: StateTable | None = None
         self._expired: ExpiredOverview | None = None
@@ -481,6 +487,8 @@ class MainWindow(QMainWindow):
         self._close_backends()
         self.loaded = loaded
         self._readers = {}
+        self._weighed = set()
+        self._growth_done = False
         self._table = None
         self._expired = None
         self._history = None
@@ -621,6 +629,37 @@ class MainWindow(QMainWindow):
                 notes.append("List state: one row per list element.")
             self.growth.set_store_status(store.operator_id, store.store_name, " ".join(notes))
             self.growth_updated.emit(store.operator_id, store.store_name)
+
+        self._growth_done = True
+        self._request_top_keys()
+
+    def _request_top_keys(self) -> None:
+        """Weigh the selected store's keys (once per store and checkpoint), after growth: heaviest keys
+        are read in the background for the growth view, never delaying its plots."""
+        key = (self.selection.operator_id, self.selection.store_name)
+        if (self.loaded is None or not self._growth_done or key[0] is None or key in self._weighed
+                or not self._store_exists(*key)):
+            return
+        self._weighed.add(key)  # type: ignore[arg-type]
+        self.runner.submit("heavy", iter_top_keys, self.loaded.checkpoint, TOP_KEYS_SHOWN, only=key,
+                           what="Weighing the heaviest keys", on_result=self._on_top_keys_finished,
+                           on_error=lambda err, k=key: self._on_top_keys_errored(k, err))
+
+    def _on_top_keys_finished(self, result: Any) -> None:
+        stores, problems = result
+        self.problems.add_problems(problems, where="heaviest keys")
+        for s in stores:
+            rows = [(h.partition_id, h.key_text, h.bytes, h.elements) for h in s.overall]
+            self.growth.set_top_keys(s.operator_id, s.store_name, s.version, s.keys, rows, s.grouping,
+                                     note=f"not weighed ({s.skipped})" if s.skipped else "")
+
+    def _on_top_keys_errored(self, key: tuple[Any, Any], err: BaseException) -> None:
+        self._weighed.discard(key)
+        self.growth.set_top_keys(key[0], key[1], None, 0, [], note=f"could not be weighed: {errors.short_message(err)}")
+        if isinstance(err, StatelensError):
+            self.problems.add_problems([err], where="heaviest keys")
+        else:
+            errors.show_error(err, title="Weighing the heaviest keys failed")
 
     def _on_growth_errored(self, err: BaseException) -> None:
         if isinstance(err, StatelensError):
@@ -1181,6 +1220,8 @@ class MainWindow(QMainWindow):
     def _on_selection_changed(self, changes: dict[str, Any]) -> None:
         if {"operator_id", "store_name", "partition_id", "version"} & set(changes):
             self._request_table()
+        if {"operator_id", "store_name"} & set(changes):
+            self._request_top_keys()
         if ({"key", "key_partition_id", "operator_id", "store_name"} & set(changes) and self.history_dock.isVisible()
                 and self.selection.key is not None):
             self.show_key_history()
