@@ -21,7 +21,7 @@ EXIT_OK = 0
 EXIT_PARTIAL = 1
 EXIT_ERROR = 2
 
-SUBCOMMANDS = ("info", "rows", "growth", "gui", "expired", "doctor", "report", "timeline")
+SUBCOMMANDS = ("info", "rows", "growth", "sql", "gui", "expired", "doctor", "report", "timeline")
 
 
 def sample_checkpoint_path() -> Path:
@@ -638,6 +638,47 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
     return _report_problems(ckpt)
 
 
+# -- sql -----------------------------------------------------------------------------------------------
+def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
+    from app.analysis._common import run_to_end
+    from app.analysis.sql import answer_rows, iter_sql, write_answer
+
+    fmt = "json" if args.json else "jsonl" if args.jsonl else "csv" if args.csv else "parquet" if args.parquet else "table"
+    if fmt == "parquet" and not args.output:
+        raise _usage("--parquet needs -o FILE")
+    ckpt = _open(args)
+    chooser = _backends(args, ckpt)
+    bar = _Progress()
+    try:
+        result = run_to_end(iter_sql(ckpt, args.query, operator_id=args.operator, store_name=args.store,
+                                     version=args.version, backends=chooser), bar)
+    finally:
+        bar.close()
+    try:
+        for err in result.problems:
+            ckpt.report.add(err)
+        if fmt == "table":
+            rows, n = answer_rows(result, args.max_rows)
+            out.write(format_table(result.columns, rows) + "\n")
+            if n > len(rows):
+                out.write(f"... {n - len(rows):,} more rows not shown (--csv, --json or --parquet -o FILE write all)\n")
+            out.write(f"({n:,} row{'s' if n != 1 else ''})\n")
+        elif fmt == "parquet":
+            write_answer(result, fmt, args.output)
+        else:
+            target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
+            try:
+                write_answer(result, fmt, target)
+            finally:
+                if args.output:
+                    target.close()
+    finally:
+        result.close()
+        _say_backend(args, chooser)
+        chooser.close()
+    return _report_problems(ckpt)
+
+
 # -- gui -----------------------------------------------------------------------------------------------
 def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
     runner = getattr(args, "gui_runner", None)
@@ -730,6 +771,28 @@ def build_parser() -> argparse.ArgumentParser:
                         "partition and per store at the latest version")
     add_backend_options(p)
     p.set_defaults(func=cmd_growth)
+
+    p = sub.add_parser(
+        "sql", help="query the checkpoint with SQL (DuckDB): tables batches, growth, state, changes, expired",
+        description="Run a DuckDB SQL query over the checkpoint. Tables (filled only when the query names them): "
+                    "batches (the timeline), growth (rows and bytes per store, version and partition), state (one "
+                    "store's rows at one version: partition_id, key, value as typed structs), changes (that store's "
+                    "change feed), expired (expired-but-unremoved keys). Example: statelens sql CKPT "
+                    "\"SELECT partition_id, count(*) FROM state GROUP BY 1 ORDER BY 2 DESC\"")
+    p.add_argument("checkpoint")
+    p.add_argument("query", help="the SQL query (quote it)")
+    p.add_argument("--operator", type=int, help="operator of the state and changes tables")
+    p.add_argument("--store", help="store of the state and changes tables")
+    p.add_argument("--version", type=int, help="state version of the state table (default: the latest)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="one JSON list of objects")
+    fmt.add_argument("--jsonl", action="store_true", help="one JSON object per line")
+    fmt.add_argument("--csv", action="store_true", help="CSV (structs flattened to a.b columns)")
+    fmt.add_argument("--parquet", action="store_true", help="Parquet, typed (needs -o FILE)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("--max-rows", type=int, default=1000, metavar="N", help="rows shown as a table (default 1000)")
+    add_backend_options(p)
+    p.set_defaults(func=cmd_sql)
 
     _add_analysis_commands(sub)
 

@@ -1,0 +1,477 @@
+"""SQL over a checkpoint: the post-mortem's questions as DuckDB queries (``statelens sql``).
+
+A query sees these tables, each filled only when the query names it:
+
+``batches``
+    One row per batch of the timeline: ``batch_id``, ``version`` (the state version it writes),
+    ``start`` (timestamp, UTC), ``timestamp_ms``, ``interval_ms``, ``watermark``, ``watermark_ms``,
+    ``watermark_move_ms``, ``committed``, ``has_offsets``, ``sources`` and ``conf_changes`` (JSON text).
+``growth``
+    Rows and on-disk bytes of every store partition at every version: ``operator_id``, ``store_name``,
+    ``version``, ``batch_id``, ``partition_id``, ``rows``, ``bytes``.
+``state``
+    The rows of one store at one version (``--operator``/``--store``/``--version``; the latest by
+    default): ``operator_id``, ``store_name``, ``version``, ``partition_id``, ``key`` and ``value`` as
+    typed structs with Spark's field names (``key.window.start``); repeated names get a ``_2`` suffix.
+``changes``
+    The change feed of that store over every version: ``version``, ``partition_id``, ``change``
+    (``put``/``remove``/``append``), ``key``, ``value`` (null for a remove).
+``expired``
+    Every expired-but-unremoved key at each partition's latest version (``expired`` findings):
+    ``operator_id``, ``store_name``, ``partition_id``, ``version``, ``batch_id``, ``category``, ``key``
+    (JSON text), ``timeout_ms``, ``threshold_ms``, ``timeout_kind``, ``age_batches``, ``age_ms``, ``note``.
+
+Rows are decoded one partition at a time and appended to DuckDB, which spills to a temporary folder
+outside the checkpoint when they outgrow its memory limit; the query's answer is streamed out in Arrow
+record batches.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from readers.errors import SchemaMismatchError, StatelensError, UsageError
+from readers.model import Progress
+
+#: The tables a query may use, in the order they are filled.
+TABLES = ("batches", "growth", "state", "changes", "expired")
+#: DuckDB's memory before it spills to its temporary folder.
+MEMORY_LIMIT = "1GB"
+#: Expired findings appended to DuckDB per insert.
+_FINDINGS_PER_INSERT = 20_000
+
+
+def tables_named(query: str) -> list[str]:
+    """The statelens tables a query names (as whole words, any case), in :data:`TABLES` order.
+
+    Parameters
+    ----------
+    query : str
+
+    Returns
+    -------
+    list of str
+    """
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query)}
+    return [t for t in TABLES if t in words]
+
+
+@dataclass
+class SqlResult:
+    """A query's answer, open for streaming, and the problems met filling the tables."""
+
+    columns: list[str]
+    batches: Iterator[Any]  # pyarrow.RecordBatch
+    problems: list[StatelensError] = field(default_factory=list)
+    connection: Any = None
+    _spill: Any = None
+
+    def close(self) -> None:
+        """Close the database and remove its temporary folder."""
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+        if self._spill is not None:
+            self._spill.cleanup()
+            self._spill = None
+
+
+class _Appender:
+    """Appends Arrow tables to one DuckDB table, creating it from the first."""
+
+    def __init__(self, con: Any, name: str):
+        self.con = con
+        self.name = name
+        self.created = False
+
+    def add(self, table: Any) -> None:
+        self.con.register("_statelens_chunk", table)
+        try:
+            verb = f"INSERT INTO {self.name} BY NAME" if self.created else f"CREATE TABLE {self.name} AS"
+            self.con.execute(f"{verb} SELECT * FROM _statelens_chunk")
+        finally:
+            self.con.unregister("_statelens_chunk")
+        self.created = True
+
+    def finish(self, empty: Any) -> None:
+        """Create the table from ``empty`` (the right columns, no rows) when nothing was added."""
+        if not self.created:
+            self.add(empty)
+
+
+def _pick_store(ckpt: Any, operator_id: int | None, store_name: str | None) -> tuple[int, str]:
+    stores = [(op.operator_id, s.store_name) for op in ckpt.operators for s in op.stores
+              if (operator_id is None or op.operator_id == operator_id) and (store_name is None or s.store_name == store_name)]
+    if len(stores) == 1:
+        return stores[0]
+    every = ", ".join(f"--operator {o} --store {s}" for o, s in
+                      [(op.operator_id, s.store_name) for op in ckpt.operators for s in op.stores]) or "none"
+    if not stores:
+        raise UsageError(f"no such store; the stores of this checkpoint: {every}")
+    raise UsageError(f"the state and changes tables hold one store; pick it: {every}")
+
+
+def _batches_table(ckpt: Any, problems: list[StatelensError]) -> Generator[Progress, None, Any]:
+    import json
+
+    import pyarrow as pa
+
+    from app.analysis.timeline import iter_timeline
+
+    timeline = yield from iter_timeline(ckpt)
+    problems += timeline.problems
+    rows = [b.to_json() for b in timeline.rows]
+    ts = pa.timestamp("ms", tz="UTC")
+    return pa.table({
+        "batch_id": pa.array([r["batch_id"] for r in rows], pa.int64()),
+        "version": pa.array([r["batch_id"] + 1 for r in rows], pa.int64()),
+        "start": pa.array([r["timestamp_ms"] for r in rows], ts),
+        "timestamp_ms": pa.array([r["timestamp_ms"] for r in rows], pa.int64()),
+        "interval_ms": pa.array([r["interval_ms"] for r in rows], pa.int64()),
+        "watermark": pa.array([r["watermark_ms"] or None for r in rows], ts),
+        "watermark_ms": pa.array([r["watermark_ms"] for r in rows], pa.int64()),
+        "watermark_move_ms": pa.array([r["watermark_move_ms"] for r in rows], pa.int64()),
+        "committed": pa.array([r["committed"] for r in rows], pa.bool_()),
+        "has_offsets": pa.array([r["has_offsets"] for r in rows], pa.bool_()),
+        "sources": pa.array([json.dumps(r["sources"]) for r in rows], pa.string()),
+        "conf_changes": pa.array([json.dumps(r["conf_changes"]) for r in rows], pa.string()),
+    })
+
+
+_GROWTH_TYPES = {"operator_id": "int32", "store_name": "string", "version": "int64", "batch_id": "int64",
+                 "partition_id": "int32", "rows": "int64", "bytes": "int64"}
+
+
+def _growth(ckpt: Any, backends: Any, out: _Appender) -> Generator[Progress, None, None]:
+    import pyarrow as pa
+
+    schema = pa.schema([(k, getattr(pa, t)()) for k, t in _GROWTH_TYPES.items()])
+    stores = [(op, s) for op in ckpt.operators for s in op.stores]
+    for n, (op, s) in enumerate(stores):
+        yield Progress(n, len(stores), f"growth: operator {op.operator_id} {s.store_name}")
+        backend = backends.for_store(op.operator_id, s.store_name)
+        cols: dict[str, list[Any]] = {k: [] for k in _GROWTH_TYPES}
+        for st in backend.iter_stats(op.operator_id, s.store_name, on_error=ckpt.report.add):
+            for k, v in (("operator_id", st.operator_id), ("store_name", st.store_name), ("version", st.version),
+                         ("batch_id", st.version - 1), ("partition_id", st.partition_id), ("rows", st.rows),
+                         ("bytes", st.bytes)):
+                cols[k].append(v)
+        out.add(pa.table(cols, schema=schema))
+    out.finish(schema.empty_table())
+
+
+def _state_rows(
+    ckpt: Any, backend: Any, operator_id: int, store: str, version: int | None, changes: bool,
+    out: _Appender, problems: list[StatelensError], cancelled: Callable[[], bool] | None,
+) -> Generator[Progress, None, None]:
+    from pyspark.sql import types as T
+
+    from readers.values import rows_to_arrow, state_row_schema
+
+    described = ckpt.operator(operator_id).store(store)
+    if described.schema is None:
+        raise SchemaMismatchError("this store has no readable schema file, so its rows cannot be decoded",
+                                  path=f"state/{operator_id}/0/_metadata/schema", operator_id=operator_id,
+                                  store_name=store)
+    row_schema = state_row_schema(described.key_schema, described.value_schema, changes=changes)
+    # SQL's own names: "partition" is a keyword (PARTITION BY), Spark's statestore source says partition_id
+    head = [T.StructField("operator_id", T.IntegerType()), T.StructField("store_name", T.StringType())]
+    fields = [T.StructField("partition_id", f.dataType) if f.name == "partition" else f for f in row_schema.fields]
+    if not changes:
+        head.append(T.StructField("version", T.LongType()))
+    full = T.StructType(head + fields)
+    pids = backend.partition_ids(operator_id, store)
+    what = "changes" if changes else "state"
+    for n, pid in enumerate(pids):
+        if cancelled is not None and cancelled():
+            return
+        yield Progress(n, len(pids), f"{what}: operator {operator_id} {store} partition {pid}")
+        try:
+            rows: list[tuple[Any, ...]]
+            if changes:
+                last = backend.latest_version(operator_id, store, pid)
+                rows = [(operator_id, store, c.version, c.partition_id, c.change, c.key, c.value)
+                        for c in backend.read_changes(operator_id, store, 1, last, pid)]
+            else:
+                v = version if version is not None else backend.latest_version(operator_id, store, pid)
+                rows = [(operator_id, store, v, r.partition_id, r.key, r.value)
+                        for r in backend.read_rows(operator_id, store, v, pid)]
+        except StatelensError as err:
+            problems.append(err)  # one bad file: reported, the other partitions still answer
+            continue
+        if rows:
+            out.add(rows_to_arrow(rows, full, unique_names=True))
+    out.finish(rows_to_arrow([], full, unique_names=True))
+
+
+def _expired(
+    ckpt: Any, backends: Any, out: _Appender, cancelled: Callable[[], bool] | None,
+) -> Generator[Progress, None, list[StatelensError]]:
+    import pyarrow as pa
+
+    from app.analysis.expired import iter_expired
+    from readers.values import dumps_jsonl
+
+    types = {"operator_id": pa.int32(), "store_name": pa.string(), "partition_id": pa.int32(),
+             "version": pa.int64(), "batch_id": pa.int64(), "category": pa.string(), "key": pa.string(),
+             "timeout_ms": pa.int64(), "threshold_ms": pa.int64(), "timeout_kind": pa.string(),
+             "age_batches": pa.int64(), "age_ms": pa.int64(), "note": pa.string()}
+    schema = pa.schema(list(types.items()))
+    pending: list[Any] = []
+
+    def flush() -> None:
+        if pending:
+            cols = {
+                "operator_id": [f.operator_id for f in pending], "store_name": [f.store_name for f in pending],
+                "partition_id": [f.partition for f in pending], "version": [f.version for f in pending],
+                "batch_id": [f.batch_id for f in pending], "category": [f.category for f in pending],
+                "key": [dumps_jsonl(f.key) for f in pending], "timeout_ms": [f.timeout_ms for f in pending],
+                "threshold_ms": [f.threshold_ms for f in pending], "timeout_kind": [f.timeout_kind for f in pending],
+                "age_batches": [f.age_batches for f in pending], "age_ms": [f.age_ms for f in pending],
+                "note": [f.note for f in pending],
+            }
+            out.add(pa.table(cols, schema=schema))
+            pending.clear()
+
+    def sink(finding: Any) -> None:
+        pending.append(finding)
+        if len(pending) >= _FINDINGS_PER_INSERT:
+            flush()
+
+    result = yield from iter_expired(ckpt, cancelled=cancelled, sink=sink, max_examples=1, backends=backends)
+    flush()
+    out.finish(schema.empty_table())
+    return list(result.problems)
+
+
+def iter_sql(
+    ckpt: Any,
+    query: str,
+    *,
+    operator_id: int | None = None,
+    store_name: str | None = None,
+    version: int | None = None,
+    backends: Any = None,
+    cancelled: Callable[[], bool] | None = None,
+    rows_per_batch: int = 65_536,
+) -> Generator[Progress, None, SqlResult]:
+    """Fill the tables ``query`` names, run it, and return its answer as a stream of Arrow batches.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+        The opened checkpoint.
+    query : str
+        A DuckDB SQL query over :data:`TABLES`.
+    operator_id, store_name : optional
+        The store of the ``state`` and ``changes`` tables (needed when the checkpoint has several).
+    version : int, optional
+        The state version of ``state`` (default: each partition's latest).
+    backends : readers.backends.BackendChooser, optional
+        Where state rows come from (default native).
+    cancelled : callable, optional
+        Polled between partitions.
+    rows_per_batch : int
+        Rows per Arrow record batch of the answer.
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    SqlResult
+        Close it when done (:meth:`SqlResult.close`).
+
+    Raises
+    ------
+    UsageError
+        The query names no table, names ``state``/``changes`` on a checkpoint with several stores and no
+        store picked, or DuckDB refuses it (the message is DuckDB's).
+    """
+    import duckdb
+
+    from readers.backends import BackendChooser
+
+    names = tables_named(query)
+    if not names:
+        raise UsageError(f"the query uses none of the tables {', '.join(TABLES)}")
+    store = _pick_store(ckpt, operator_id, store_name) if {"state", "changes"} & set(names) else None
+    backends = backends or BackendChooser(ckpt, "native")
+    problems: list[StatelensError] = []
+    spill = tempfile.TemporaryDirectory(prefix="statelens-sql-")
+    con = duckdb.connect(":memory:")
+    result = SqlResult([], iter(()), problems, con, spill)
+    try:
+        con.execute(f"SET temp_directory = '{spill.name}'")
+        con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        for name in names:
+            yield Progress(names.index(name), len(names), f"filling table {name}")
+            if name == "batches":
+                table = yield from _batches_table(ckpt, problems)
+                _Appender(con, "batches").add(table)
+            elif name == "growth":
+                yield from _growth(ckpt, backends, _Appender(con, "growth"))
+            elif name in ("state", "changes"):
+                assert store is not None
+                backend = backends.for_store(*store)
+                yield from _state_rows(ckpt, backend, store[0], store[1], version, name == "changes",
+                                       _Appender(con, name), problems, cancelled)
+            else:
+                problems += yield from _expired(ckpt, backends, _Appender(con, "expired"), cancelled)
+        yield Progress(len(names), len(names), "running the query")
+        try:
+            answer = con.sql(query)
+            if answer is None:  # a statement without rows (SET, CREATE VIEW...)
+                return result
+            result.columns = list(answer.columns)
+            result.batches = iter(answer.to_arrow_reader(rows_per_batch))
+        except duckdb.Error as err:
+            raise UsageError(f"the query failed: {err}") from err
+        return result
+    except BaseException:
+        result.close()
+        raise
+
+
+# -- writing answers ---------------------------------------------------------------------------------------
+def _json_value(v: Any) -> Any:
+    """A value of an answer as JSON: timestamps ISO-8601 (UTC ``Z``), decimals as text, bytes base64."""
+    import base64
+    import datetime as dt
+    import decimal
+    import math
+
+    if isinstance(v, dict):
+        return {k: _json_value(x) for k, x in v.items()}
+    if type(v).__name__ == "MonthDayNano":  # DuckDB's INTERVAL: a day-time interval is integer microseconds
+        months, days, nanos = v
+        micros = days * 86_400_000_000 + nanos // 1000
+        return micros if not months else {"months": months, "days": days, "microseconds": nanos // 1000}
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            return v.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+        return v.isoformat(timespec="microseconds")
+    if isinstance(v, (dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, dt.timedelta):
+        return (v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds
+    if isinstance(v, decimal.Decimal):
+        return format(v, "f")  # plain digits, as statelens rows writes them (never 1E-18)
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return v
+
+
+def _flat(batch: Any) -> Any:
+    """A record batch with struct columns flattened (``key.window.start``) and lists/maps as JSON text."""
+    import json
+
+    import pyarrow as pa
+
+    table = pa.Table.from_batches([batch])
+    while any(pa.types.is_struct(f.type) for f in table.schema):
+        table = table.flatten()
+    for i, f in enumerate(table.schema):
+        if pa.types.is_list(f.type) or pa.types.is_large_list(f.type) or pa.types.is_map(f.type):
+            texts = [None if v is None else json.dumps(_json_value(v)) for v in table.column(i).to_pylist()]
+            table = table.set_column(i, f.name, pa.array(texts, pa.string()))
+    return table
+
+
+def write_answer(result: SqlResult, fmt: str, target: Any) -> int:
+    """Write a query's answer; returns the rows written.
+
+    Parameters
+    ----------
+    result : SqlResult
+    fmt : {"json", "jsonl", "csv", "parquet"}
+        ``json``: one JSON list of objects, written row by row; ``jsonl``: one object per line;
+        ``csv``: a header and one line per row, structs flattened to ``a.b`` columns, lists and maps
+        as JSON text; ``parquet``: Arrow's types kept (``target`` is a path).
+    target : text stream, or path for ``parquet``
+
+    Returns
+    -------
+    int
+    """
+    import json
+
+    n = 0
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        writer = None
+        try:
+            for batch in result.batches:
+                if writer is None:
+                    writer = pq.ParquetWriter(target, batch.schema)
+                writer.write_table(pa.Table.from_batches([batch]))
+                n += batch.num_rows
+            if writer is None:  # no rows: still a file with the answer's columns
+                pq.write_table(pa.table({c: pa.array([], pa.null()) for c in result.columns}), target)
+        finally:
+            if writer is not None:
+                writer.close()
+        return n
+    if fmt == "csv":
+        import csv
+
+        out = csv.writer(target, lineterminator="\n")
+        header = False
+        for batch in result.batches:
+            table = _flat(batch)
+            if not header:
+                out.writerow(table.column_names)
+                header = True
+            for row in zip(*(table.column(i).to_pylist() for i in range(table.num_columns)), strict=True):
+                out.writerow(["" if v is None else json.dumps(_json_value(v)).strip('"')
+                              if not isinstance(v, (int, float, str)) else v for v in row])
+                n += 1
+        if not header:
+            out.writerow(result.columns)
+        return n
+    if fmt in ("json", "jsonl"):
+        first = True
+        if fmt == "json":
+            target.write("[")
+        for batch in result.batches:
+            for row in batch.to_pylist():
+                text = json.dumps(_json_value(row), ensure_ascii=False)
+                if fmt == "jsonl":
+                    target.write(text + "\n")
+                else:
+                    target.write(("\n" if first else ",\n") + text)
+                first = False
+                n += 1
+        if fmt == "json":
+            target.write("]\n" if first else "\n]\n")
+        return n
+    raise ValueError(f"unknown answer format {fmt!r}")
+
+
+def answer_rows(result: SqlResult, max_rows: int) -> tuple[list[list[str]], int]:
+    """The first ``max_rows`` rows of an answer as display text, and how many rows it has in all.
+
+    Structs, lists and timestamps are shown as JSON (timestamps ISO-8601 UTC); NULL as an empty cell.
+    """
+    import json
+
+    rows: list[list[str]] = []
+    n = 0
+    for batch in result.batches:
+        for row in batch.to_pylist():
+            if len(rows) < max_rows:
+                rows.append(["" if v is None else v if isinstance(v, str) else
+                             json.dumps(_json_value(v), ensure_ascii=False) for v in row.values()])
+            n += 1
+    return rows, n
