@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from readers.errors import StatelensError
+from statelens.readers.errors import StatelensError
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1
@@ -58,7 +58,7 @@ class _Progress:
 
 
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from readers.checkpoint import open_checkpoint
+    from statelens.readers.checkpoint import open_checkpoint
 
     bar = _Progress()
     try:
@@ -120,7 +120,7 @@ def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any]:
         An item without ``=`` or with a malformed key, or a key used both as a value and as a group.
         Messages name the key (when it is not secret-looking) but never a value.
     """
-    from readers.errors import UsageError
+    from statelens.readers.errors import UsageError
 
     out: dict[str, Any] = {}
     for n, item in enumerate(items or (), start=1):
@@ -356,8 +356,8 @@ def cmd_info(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- rows ----------------------------------------------------------------------------------------------
 def _backends(args: argparse.Namespace, ckpt: Any) -> Any:
-    from readers.backends import BackendChooser
-    from readers.backends.spark import parse_spark_defaults
+    from statelens.readers.backends import BackendChooser
+    from statelens.readers.backends.spark import parse_spark_defaults
 
     conf = parse_spark_defaults(args.spark_conf) if getattr(args, "spark_conf", None) else None
     return BackendChooser(ckpt, args.backend, master=args.spark_master, conf=conf)
@@ -429,7 +429,7 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
     """``(row_schema, rows, chooser)`` for ``rows --state-var NAME`` / ``--timers`` (transformWithState)."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-    from readers.errors import UsageError
+    from statelens.readers.errors import UsageError
 
     variables = {v["name"]: v for v in ckpt.state_variables(args.operator)}
     if args.timers:
@@ -479,7 +479,7 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
 
 
 def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
-    from readers.values import state_row_schema
+    from statelens.readers.values import state_row_schema
 
     ckpt = _open(args)
     if args.state_var is not None or args.timers:
@@ -495,7 +495,7 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
         raise _usage(f"operator {args.operator} has several stores; pick one with --store: {names}")
     store = op.store(args.store or op.stores[0].store_name)
     if store.schema is None:
-        from readers.errors import SchemaMismatchError
+        from statelens.readers.errors import SchemaMismatchError
 
         raise SchemaMismatchError(
             "this store has no readable schema file, so its rows cannot be decoded",
@@ -514,12 +514,12 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
 
 def _write_rows(args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iterable[tuple[Any, ...]], out: IO[str]) -> int:
     """Write decoded rows (positional, in ``row_schema``'s field order) as JSON lines, CSV or Parquet."""
-    from readers.values import row_to_json
+    from statelens.readers.values import row_to_json
 
     if args.format == "parquet":
         if not args.output:
             raise _usage("--format parquet needs -o FILE")
-        from readers.values import write_parquet
+        from statelens.readers.values import write_parquet
 
         write_parquet(list(rows), args.output, row_schema)
         return _report_problems(ckpt)
@@ -527,7 +527,7 @@ def _write_rows(args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iter
     target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
     try:
         if args.format == "jsonl":
-            from readers.values import dumps_jsonl
+            from statelens.readers.values import dumps_jsonl
 
             for doc in docs:
                 target.write(dumps_jsonl(doc) + "\n")
@@ -542,7 +542,7 @@ def _write_rows(args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iter
 def _write_csv(docs: Iterable[Any], row_schema: Any, target: IO[str]) -> None:
     import csv
 
-    from readers.values import csv_cell, flat_columns, flatten_row
+    from statelens.readers.values import csv_cell, flat_columns, flatten_row
 
     writer = csv.writer(target)
     writer.writerow(flat_columns(row_schema))
@@ -555,8 +555,8 @@ def iter_growth(
     ckpt: Any, progress: Callable[[Any], None] | None = None, backends: Any = None
 ) -> Iterable[dict[str, Any]]:
     """Rows and on-disk bytes for every operator, store, version and partition (streamed)."""
-    from readers.backends import BackendChooser
-    from readers.model import Progress
+    from statelens.readers.backends import BackendChooser
+    from statelens.readers.model import Progress
 
     backends = backends or BackendChooser(ckpt, "native")
     stores = [(op, s) for op in ckpt.operators for s in op.stores]
@@ -613,7 +613,7 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
 def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
     runner = getattr(args, "gui_runner", None)
     if runner is None:
-        from readers.errors import BackendUnavailableError
+        from statelens.readers.errors import BackendUnavailableError
 
         raise BackendUnavailableError("the desktop app is started by the 'statelens' launcher (app.launcher)")
     return int(runner(args))
@@ -641,7 +641,7 @@ def add_backend_options(p: argparse.ArgumentParser) -> None:
 def _add_analysis_commands(sub: Any) -> None:
     """Post-mortem commands (``expired``, ``doctor``, ``report``...) live in ``app.analysis.cli``."""
     try:
-        from app.analysis.cli import add_commands
+        from statelens.app.analysis.cli import add_commands
     except ImportError:
         return
     add_commands(sub)

@@ -16,8 +16,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from viewers import theme
-from viewers.stores import StorePickerMixin
+from statelens.viewers import theme
+from statelens.viewers.stores import StorePickerMixin
 
 LEFT_AXIS_WIDTH = 80
 

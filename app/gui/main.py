@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.gui.window import MainWindow
+    from statelens.app.gui.window import MainWindow
 
 #: Size of ``--screenshot`` images, in pixels.
 SCREENSHOT_SIZE = (1400, 900)
@@ -38,7 +38,7 @@ def run_gui(args: argparse.Namespace) -> int:
     int
         The exit code: 0, or 2 when ``--screenshot`` could not load the checkpoint.
     """
-    from app.gui.window import VIEWS
+    from statelens.app.gui.window import VIEWS
 
     view = getattr(args, "view", None) or "overview"
     if view not in VIEWS:
@@ -55,8 +55,8 @@ def run_gui(args: argparse.Namespace) -> int:
     app.setOrganizationName("statelens")
     _configure_pyqtgraph()
 
-    from app.cli import sample_checkpoint_path
-    from app.gui.window import MainWindow
+    from statelens.app.cli import sample_checkpoint_path
+    from statelens.app.gui.window import MainWindow
 
     checkpoint = getattr(args, "checkpoint", None)
     url = checkpoint if checkpoint else str(sample_checkpoint_path())
@@ -71,7 +71,7 @@ def run_gui(args: argparse.Namespace) -> int:
             window.close()
             window.deleteLater()
 
-    from app.gui import errors
+    from statelens.app.gui import errors
 
     errors.install_excepthooks()
     window = MainWindow(storage_options=storage_options)
@@ -116,7 +116,7 @@ def take_screenshot(
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.gui import errors
+    from statelens.app.gui import errors
 
     errors.set_headless(True)
     try:
