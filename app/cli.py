@@ -12,7 +12,6 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 from statelens.readers.errors import StatelensError
@@ -22,11 +21,6 @@ EXIT_PARTIAL = 1
 EXIT_ERROR = 2
 
 SUBCOMMANDS = ("info", "rows", "growth", "gui", "expired", "doctor", "report", "timeline")
-
-
-def sample_checkpoint_path() -> Path:
-    """The small sample checkpoint bundled in ``resources/``."""
-    return Path(__file__).resolve().parent.parent / "resources" / "sample_checkpoint"
 
 
 class _Progress:

@@ -335,7 +335,7 @@ def test_storage_options_before_or_after_the_command_and_for_the_app(capsys: pyt
 
 def test_storage_options_reach_the_filesystem(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import statelens.readers.checkpoint
-    from statelens.app.cli import sample_checkpoint_path
+    from statelens.app.resources import sample_checkpoint_path
 
     got: list[Any] = []
     real = statelens.readers.checkpoint.open_checkpoint

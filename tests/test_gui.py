@@ -66,7 +66,7 @@ def _open(qtbot, win, path: str | Path, is_sample: bool = False):  # type: ignor
 
 
 def _sample_path() -> Path:
-    from statelens.app.cli import sample_checkpoint_path
+    from statelens.app.resources import sample_checkpoint_path
 
     path = sample_checkpoint_path()
     if not path.is_dir():

@@ -59,7 +59,7 @@ def _open(qtbot, win, path: str | Path):  # type: ignore[no-untyped-def]
 
 
 def _sample() -> Path:
-    from statelens.app.cli import sample_checkpoint_path
+    from statelens.app.resources import sample_checkpoint_path
 
     path = sample_checkpoint_path()
     if not path.is_dir():

@@ -53,10 +53,15 @@ def run_gui(args: argparse.Namespace) -> int:
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "statelens"])
     app.setApplicationName("statelens")
     app.setOrganizationName("statelens")
+    from PySide6.QtGui import QIcon
+
+    from statelens.app.resources import icon_path
+
+    app.setWindowIcon(QIcon(str(icon_path())))
     _configure_pyqtgraph()
 
-    from statelens.app.cli import sample_checkpoint_path
     from statelens.app.gui.window import MainWindow
+    from statelens.app.resources import sample_checkpoint_path
 
     checkpoint = getattr(args, "checkpoint", None)
     url = checkpoint if checkpoint else str(sample_checkpoint_path())

@@ -419,7 +419,7 @@ class MainWindow(QMainWindow):
 
     def open_sample(self) -> int:
         """Open the checkpoint bundled with statelens."""
-        from statelens.app.cli import sample_checkpoint_path
+        from statelens.app.resources import sample_checkpoint_path
 
         return self.open_checkpoint(str(sample_checkpoint_path()), is_sample=True)
 
