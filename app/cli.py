@@ -12,21 +12,15 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import IO, Any
 
-from readers.errors import StatelensError
+from statelens.readers.errors import StatelensError
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1
 EXIT_ERROR = 2
 
 SUBCOMMANDS = ("info", "rows", "growth", "sql", "gui", "expired", "doctor", "report", "timeline")
-
-
-def sample_checkpoint_path() -> Path:
-    """The small sample checkpoint bundled in ``resources/``."""
-    return Path(__file__).resolve().parent.parent / "resources" / "sample_checkpoint"
 
 
 class _Progress:
@@ -58,7 +52,7 @@ class _Progress:
 
 
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from readers.checkpoint import open_checkpoint
+    from statelens.readers.checkpoint import open_checkpoint
 
     bar = _Progress()
     try:
@@ -120,7 +114,7 @@ def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any]:
         An item without ``=`` or with a malformed key, or a key used both as a value and as a group.
         Messages name the key (when it is not secret-looking) but never a value.
     """
-    from readers.errors import UsageError
+    from statelens.readers.errors import UsageError
 
     out: dict[str, Any] = {}
     for n, item in enumerate(items or (), start=1):
@@ -356,8 +350,8 @@ def cmd_info(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- rows ----------------------------------------------------------------------------------------------
 def _backends(args: argparse.Namespace, ckpt: Any) -> Any:
-    from readers.backends import BackendChooser
-    from readers.backends.spark import parse_spark_defaults
+    from statelens.readers.backends import BackendChooser
+    from statelens.readers.backends.spark import parse_spark_defaults
 
     conf = parse_spark_defaults(args.spark_conf) if getattr(args, "spark_conf", None) else None
     return BackendChooser(ckpt, args.backend, master=args.spark_master, conf=conf)
@@ -429,7 +423,7 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
     """``(row_schema, rows, chooser)`` for ``rows --state-var NAME`` / ``--timers`` (transformWithState)."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-    from readers.errors import UsageError
+    from statelens.readers.errors import UsageError
 
     variables = {v["name"]: v for v in ckpt.state_variables(args.operator)}
     if args.timers:
@@ -479,7 +473,7 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
 
 
 def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
-    from readers.values import state_row_schema
+    from statelens.readers.values import state_row_schema
 
     ckpt = _open(args)
     if args.state_var is not None or args.timers:
@@ -495,7 +489,7 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
         raise _usage(f"operator {args.operator} has several stores; pick one with --store: {names}")
     store = op.store(args.store or op.stores[0].store_name)
     if store.schema is None:
-        from readers.errors import SchemaMismatchError
+        from statelens.readers.errors import SchemaMismatchError
 
         raise SchemaMismatchError(
             "this store has no readable schema file, so its rows cannot be decoded",
@@ -514,12 +508,12 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
 
 def _write_rows(args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iterable[tuple[Any, ...]], out: IO[str]) -> int:
     """Write decoded rows (positional, in ``row_schema``'s field order) as JSON lines, CSV or Parquet."""
-    from readers.values import row_to_json
+    from statelens.readers.values import row_to_json
 
     if args.format == "parquet":
         if not args.output:
             raise _usage("--format parquet needs -o FILE")
-        from readers.values import write_parquet
+        from statelens.readers.values import write_parquet
 
         write_parquet(list(rows), args.output, row_schema)
         return _report_problems(ckpt)
@@ -527,7 +521,7 @@ def _write_rows(args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iter
     target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
     try:
         if args.format == "jsonl":
-            from readers.values import dumps_jsonl
+            from statelens.readers.values import dumps_jsonl
 
             for doc in docs:
                 target.write(dumps_jsonl(doc) + "\n")
@@ -542,7 +536,7 @@ def _write_rows(args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iter
 def _write_csv(docs: Iterable[Any], row_schema: Any, target: IO[str]) -> None:
     import csv
 
-    from readers.values import csv_cell, flat_columns, flatten_row
+    from statelens.readers.values import csv_cell, flat_columns, flatten_row
 
     writer = csv.writer(target)
     writer.writerow(flat_columns(row_schema))
@@ -555,8 +549,8 @@ def iter_growth(
     ckpt: Any, progress: Callable[[Any], None] | None = None, backends: Any = None
 ) -> Iterable[dict[str, Any]]:
     """Rows and on-disk bytes for every operator, store, version and partition (streamed)."""
-    from readers.backends import BackendChooser
-    from readers.model import Progress
+    from statelens.readers.backends import BackendChooser
+    from statelens.readers.model import Progress
 
     backends = backends or BackendChooser(ckpt, "native")
     stores = [(op, s) for op in ckpt.operators for s in op.stores]
@@ -588,8 +582,8 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
     try:
         records = list(iter_growth(ckpt, bar, chooser))
         if args.top_keys:
-            from app.analysis._common import run_to_end
-            from app.analysis.heavy import iter_top_keys
+            from statelens.app.analysis._common import run_to_end
+            from statelens.app.analysis.heavy import iter_top_keys
 
             heavy, problems = run_to_end(iter_top_keys(ckpt, args.top_keys), bar)
             for err in problems:
@@ -600,8 +594,8 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
         chooser.close()
     if args.json:
         if heavy:  # keys keep Spark's field names, repeated ones too: written by the analysis' writer
-            from app.analysis._common import write_json
-            from app.analysis.heavy import with_top_keys
+            from statelens.app.analysis._common import write_json
+            from statelens.app.analysis.heavy import with_top_keys
 
             write_json(with_top_keys(records, heavy), out)
         else:
@@ -623,7 +617,7 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
         ["op", "store", "version", "batch", "partitions", "rows", "bytes_on_disk", "max_partition_rows"], rows
     ) + "\n")
     for store in heavy:
-        from app.analysis._common import key_text
+        from statelens.app.analysis._common import key_text
 
         head = f"\nHeaviest keys of operator {store.operator_id} {store.store_name}"
         if store.skipped:
@@ -640,8 +634,8 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- sql -----------------------------------------------------------------------------------------------
 def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
-    from app.analysis._common import run_to_end
-    from app.analysis.sql import answer_rows, iter_sql, write_answer
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.analysis.sql import answer_rows, iter_sql, write_answer
 
     fmt = "json" if args.json else "jsonl" if args.jsonl else "csv" if args.csv else "parquet" if args.parquet else "table"
     if fmt == "parquet" and not args.output:
@@ -683,7 +677,7 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
 def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
     runner = getattr(args, "gui_runner", None)
     if runner is None:
-        from readers.errors import BackendUnavailableError
+        from statelens.readers.errors import BackendUnavailableError
 
         raise BackendUnavailableError("the desktop app is started by the 'statelens' launcher (app.launcher)")
     return int(runner(args))
@@ -711,7 +705,7 @@ def add_backend_options(p: argparse.ArgumentParser) -> None:
 def _add_analysis_commands(sub: Any) -> None:
     """Post-mortem commands (``expired``, ``doctor``, ``report``...) live in ``app.analysis.cli``."""
     try:
-        from app.analysis.cli import add_commands
+        from statelens.app.analysis.cli import add_commands
     except ImportError:
         return
     add_commands(sub)

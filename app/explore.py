@@ -23,9 +23,15 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.analysis._common import format_duration_ms, key_text, row_converter, walk_partition
-from app.analysis.expired import CATEGORIES, ExpiredFinding, ExpiredResult, OperatorExpiry, iter_expired
-from app.session import (
+from statelens.app.analysis._common import format_duration_ms, key_text, row_converter, walk_partition
+from statelens.app.analysis.expired import (
+    CATEGORIES,
+    ExpiredFinding,
+    ExpiredResult,
+    OperatorExpiry,
+    iter_expired,
+)
+from statelens.app.session import (
     ColumnSpec,
     DisplayColumn,
     ValueColumn,
@@ -33,8 +39,8 @@ from app.session import (
     sort_getter,
     state_columns,
 )
-from readers.errors import StatelensError, UsageError
-from readers.model import BatchInfo, Progress, StoreSchema
+from statelens.readers.errors import StatelensError, UsageError
+from statelens.readers.model import BatchInfo, Progress, StoreSchema
 
 #: Category labels for legends and tables.
 CATEGORY_LABELS = {
@@ -529,7 +535,7 @@ def read_schema_history(ckpt: Any) -> tuple[list[SchemaVersion], list[StatelensE
     problems : list of StatelensError
         Schema files that could not be read.
     """
-    from readers import schemas
+    from statelens.readers import schemas
 
     out: list[SchemaVersion] = []
     problems: list[StatelensError] = []

@@ -20,8 +20,8 @@ import os
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any
 
-from readers.errors import UsageError
-from readers.model import Progress
+from statelens.readers.errors import UsageError
+from statelens.readers.model import Progress
 
 FORMATS = ("csv", "parquet")
 _STEP = 20_000
@@ -122,7 +122,7 @@ def iter_export_state_table(
     int
         Rows written.
     """
-    from readers.values import (
+    from statelens.readers.values import (
         csv_cell,
         flat_columns,
         flatten_row,
@@ -188,7 +188,7 @@ def iter_export_documents(
     int
         Documents written.
     """
-    from readers.values import JsonObject, csv_cell, flatten_row, write_parquet
+    from statelens.readers.values import JsonObject, csv_cell, flatten_row, write_parquet
 
     _check_format(fmt)
     docs = [d if isinstance(d, JsonObject) else JsonObject(d.items()) if isinstance(d, dict) else d for d in docs]
@@ -249,7 +249,7 @@ def iter_export_display_table(
     int
         Rows written.
     """
-    from readers.values import JsonObject
+    from statelens.readers.values import JsonObject
 
     _check_format(fmt)
     n_all = len(columns[0]) if columns else 0
@@ -299,7 +299,7 @@ def iter_export_report(ckpt: Any, path: str, cancelled: Callable[[], bool] | Non
     str
         The path written.
     """
-    from app.analysis.report import iter_report
+    from statelens.app.analysis.report import iter_report
 
     result = yield from iter_report(ckpt, cancelled=cancelled)
     _stopped(cancelled)

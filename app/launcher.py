@@ -12,14 +12,14 @@ from typing import Any
 
 
 def _run_gui(args: Any) -> int:
-    from app.gui.main import run_gui
+    from statelens.app.gui.main import run_gui
 
     return int(run_gui(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``statelens``."""
-    from app.cli import main as cli_main
+    from statelens.app.cli import main as cli_main
 
     return cli_main(argv, gui_runner=_run_gui)
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from readers.errors import StatelensError, UsageError
-from readers.model import OperatorInfo, Progress, StoreInfo
+from statelens.readers.errors import StatelensError, UsageError
+from statelens.readers.model import OperatorInfo, Progress, StoreInfo
 
 #: Callback of a :class:`SelectionState` observer: receives ``{field: new_value}`` of what changed.
 SelectionCallback = Callable[[dict[str, Any]], None]
@@ -278,7 +278,7 @@ def store_role(op: OperatorInfo, store: StoreInfo, physical: str | None = None) 
     -------
     StoreRole or None
     """
-    from readers.model import OperatorKind
+    from statelens.readers.model import OperatorKind
 
     cf = physical if physical is not None and physical != store.store_name else None
     name = store.store_name
@@ -349,7 +349,7 @@ def describe_operator(op: OperatorInfo, conf: dict[str, str] | None = None) -> s
         e.g. ``operator 0: transformWithState (transformWithStateInPandasExec, timeMode ProcessingTime):
         4 state variables (cnt, ttll, ttlm, ttlv) and 8 internal column families``.
     """
-    from readers.model import OperatorKind
+    from statelens.readers.model import OperatorKind
 
     details = [op.operator_name] if op.operator_name and op.operator_name != op.kind.value else []
     stores = [s.store_name for s in op.stores]
@@ -417,7 +417,7 @@ def display_time_columns(op: OperatorInfo) -> tuple[Any, ...]:
     tuple of readers.model.TimeColumn
         ``op.time_columns`` first; the added ones have role ``display``.
     """
-    from readers.model import TimeColumn
+    from statelens.readers.model import TimeColumn
 
     names = _TIME_FIELDS.get(op.kind.value, {})
     out = list(op.time_columns)
@@ -467,7 +467,7 @@ def iter_load_checkpoint(
     NotACheckpointError, StorageError
         As :func:`readers.checkpoint.iter_open_checkpoint`.
     """
-    from readers.checkpoint import Checkpoint, iter_open_checkpoint
+    from statelens.readers.checkpoint import Checkpoint, iter_open_checkpoint
 
     yield Progress(0, 0, f"listing {url}")
     # ``cancelled`` reaches the storage layer, so a stalled listing or read (S3) stops within a second.
@@ -872,7 +872,7 @@ def _build_table(
             sort_keys.append(ValueColumn(records, sort_getter(spec)))
         else:
             sort_keys.append(col)
-    from app.analysis._common import row_converter
+    from statelens.app.analysis._common import row_converter
 
     convert = row_converter(key_schema)
     keys = ValueColumn(records, lambda r: convert(r.key))
@@ -882,7 +882,7 @@ def _build_table(
 def _require_schema(reader: Any) -> Any:
     schema = reader.schema
     if schema is None:
-        from readers.errors import SchemaMismatchError
+        from statelens.readers.errors import SchemaMismatchError
 
         raise SchemaMismatchError(
             "this store has no schema file, so its rows cannot be decoded",

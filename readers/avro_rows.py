@@ -17,7 +17,7 @@ import itertools
 import struct
 from typing import Any
 
-from readers.errors import CorruptFileError, StatelensError, UnsupportedVersionError
+from statelens.readers.errors import CorruptFileError, StatelensError, UnsupportedVersionError
 
 __all__ = ["avro_schema", "decode_avro", "split_schema_id"]
 

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from readers.errors import CorruptFileError, UnsupportedVersionError
-from readers.model import PartitionVersionStats, StateChange, StateFile
-from readers.store_base import RawState, StoreReaderBase
-from readers.unsaferow import compile_layout, decode_rows
+from statelens.readers.errors import CorruptFileError, UnsupportedVersionError
+from statelens.readers.model import PartitionVersionStats, StateChange, StateFile
+from statelens.readers.store_base import RawState, StoreReaderBase
+from statelens.readers.unsaferow import compile_layout, decode_rows
 
 if TYPE_CHECKING:
-    from readers.rocksdb_store import ColumnFamily, RocksDBColumnFamilyReader
+    from statelens.readers.rocksdb_store import ColumnFamily, RocksDBColumnFamilyReader
 
 __all__ = ["ColumnFamilyStoreReader", "decode_keys", "split_prefix_key", "strip_version"]
 
@@ -126,7 +126,7 @@ def decode_values(rows: list[bytes], schema: Any, path: str, avro: bool = False)
     """Decode value rows (version byte removed): UnsafeRows, or ``schemaId`` + Avro with ``avro``."""
     if not avro:
         return decode_all(rows, schema, path)
-    from readers.avro_rows import decode_avro, split_schema_id
+    from statelens.readers.avro_rows import decode_avro, split_schema_id
 
     return decode_avro([split_schema_id(r, path)[1] for r in rows], schema, path)
 
@@ -158,7 +158,7 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
             raise CorruptFileError(f"prefix-scan numColsPrefixKey {n} outside the {len(fields)}-column key", path)
         split = [split_prefix_key(k, path) for k in keys]
         if avro:
-            from readers.avro_rows import decode_avro
+            from statelens.readers.avro_rows import decode_avro
 
             firsts = decode_avro([a for a, _ in split], StructType(fields[:n]), path)
         else:
@@ -177,7 +177,7 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
         others = [i for i in range(len(fields)) if i not in ordinals]
         split = [split_prefix_key(k, path) for k in keys]
         if avro:  # the ordering part: a record of (<col>_marker bytes, <col>_value bytes) pairs, no schema id
-            from readers.avro_rows import decode_avro
+            from statelens.readers.avro_rows import decode_avro
 
             pairs = StructType([StructField(f"{fields[o].name}_{part}", BinaryType())
                                 for o in ordinals for part in ("marker", "value")])

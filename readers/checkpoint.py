@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from readers import logs, opmeta, schemas
-from readers.cf_store import ColumnFamilyStoreReader
-from readers.errors import NotACheckpointError, StatelensError, UsageError
-from readers.fs import CheckpointFS
-from readers.hdfs_store import HDFSStoreReader, PartitionFiles, list_partition_files
-from readers.model import (
+from statelens.readers import logs, opmeta, schemas
+from statelens.readers.cf_store import ColumnFamilyStoreReader
+from statelens.readers.errors import NotACheckpointError, StatelensError, UsageError
+from statelens.readers.fs import CheckpointFS
+from statelens.readers.hdfs_store import HDFSStoreReader, PartitionFiles, list_partition_files
+from statelens.readers.model import (
     BatchInfo,
     CommitLogEntry,
     LoadReport,
@@ -27,8 +27,8 @@ from readers.model import (
     StoreInfo,
     StoreSchema,
 )
-from readers.operators import find_time_columns, fmgws_v1_long_fields, infer_kind
-from readers.rocksdb_store import (
+from statelens.readers.operators import find_time_columns, fmgws_v1_long_fields, infer_kind
+from statelens.readers.rocksdb_store import (
     RocksDBColumnFamilyReader,
     RocksDBPartitionFiles,
     RocksDBStoreReader,
@@ -176,7 +176,7 @@ class Checkpoint:
         BackendUnavailableError
             A state encoding format other than ``unsaferow`` and ``avro``.
         """
-        from readers.errors import BackendUnavailableError
+        from statelens.readers.errors import BackendUnavailableError
 
         op = self.operator(operator_id)
         name = store_name or op.stores[0].store_name
@@ -248,7 +248,7 @@ class Checkpoint:
         key = (op.operator_id, store.store_name)
         families = self._store_families.get(key)
         if families is not None:
-            from readers.errors import BackendUnavailableError
+            from statelens.readers.errors import BackendUnavailableError
 
             shown = ", ".join(families) if families else "none listed"
             raise BackendUnavailableError(

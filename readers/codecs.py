@@ -43,7 +43,7 @@ import lz4.block
 import xxhash
 import zstandard
 
-from readers.errors import (
+from statelens.readers.errors import (
     BadMagicError,
     ChecksumError,
     CorruptFileError,

@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from readers.errors import (
+from statelens.readers.errors import (
     MissingFileError,
     NotACheckpointError,
     ReadCancelledError,

@@ -12,13 +12,13 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from readers.codecs import decompress
-from readers.errors import MissingFileError, StatelensError
-from readers.fs import CheckpointFS
-from readers.model import PartitionVersionStats, StateFile
-from readers.records import RecordIndex, scan_records
-from readers.rowchecksum import strip_hdfs
-from readers.store_base import RawState, StoreReaderBase
+from statelens.readers.codecs import decompress
+from statelens.readers.errors import MissingFileError, StatelensError
+from statelens.readers.fs import CheckpointFS
+from statelens.readers.model import PartitionVersionStats, StateFile
+from statelens.readers.records import RecordIndex, scan_records
+from statelens.readers.rowchecksum import strip_hdfs
+from statelens.readers.store_base import RawState, StoreReaderBase
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 

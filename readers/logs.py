@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from readers.errors import CorruptFileError, TruncatedFileError, UnsupportedVersionError
-from readers.model import CommitLogEntry, OffsetLogEntry, SourceOffset
+from statelens.readers.errors import CorruptFileError, TruncatedFileError, UnsupportedVersionError
+from statelens.readers.model import CommitLogEntry, OffsetLogEntry, SourceOffset
 
 __all__ = [
     "SPARK_CONF_DEFAULTS",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-    from readers.errors import StatelensError
+    from statelens.readers.errors import StatelensError
 
 #: How decoded Spark SQL values are represented in Python, by type.
 VALUE_REPRESENTATION = {
@@ -210,7 +210,7 @@ class OperatorInfo:
         for s in self.stores:
             if s.store_name == store_name:
                 return s
-        from readers.errors import UsageError
+        from statelens.readers.errors import UsageError
 
         names = ", ".join(s.store_name for s in self.stores)
         raise UsageError(f"operator {self.operator_id} has no store {store_name!r}; it has: {names}")

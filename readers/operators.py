@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from readers.model import OperatorKind, StoreSchema, TimeColumn
+from statelens.readers.model import OperatorKind, StoreSchema, TimeColumn
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

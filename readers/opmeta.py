@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from readers.errors import CorruptFileError, TruncatedFileError, UnsupportedVersionError
+from statelens.readers.errors import CorruptFileError, TruncatedFileError, UnsupportedVersionError
 
 __all__ = [
     "OperatorMetadata",

@@ -40,7 +40,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from readers.errors import CorruptFileError, LimitExceededError, TruncatedFileError, UnsupportedVersionError
+from statelens.readers.errors import (
+    CorruptFileError,
+    LimitExceededError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+)
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",

@@ -39,8 +39,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from readers.codecs import decompress
-from readers.errors import (
+from statelens.readers.codecs import decompress
+from statelens.readers.errors import (
     BackendUnavailableError,
     BadMagicError,
     ChecksumError,
@@ -52,11 +52,11 @@ from readers.errors import (
     UnsupportedVersionError,
     UsageError,
 )
-from readers.fs import CheckpointFS
-from readers.model import PartitionVersionStats, StateFile, StoreSchema
-from readers.records import KIND_MERGE, scan_changelog
-from readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
-from readers.store_base import RawState, StoreReaderBase
+from statelens.readers.fs import CheckpointFS
+from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
+from statelens.readers.records import KIND_MERGE, scan_changelog
+from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
+from statelens.readers.store_base import RawState, StoreReaderBase
 
 __all__ = [
     "ColumnFamily",
@@ -1169,7 +1169,7 @@ class RocksDBColumnFamilyReader:
         ``kind`` is ``put``, ``remove`` (value ``None``) or ``merge`` (a list append); values of
         multi-value families are lists of element rows, others the value bytes as stored.
         """
-        from readers.records import KIND_PUT, KIND_REMOVE
+        from statelens.readers.records import KIND_PUT, KIND_REMOVE
 
         sf = self.changelog(partition_id, version)
         multi = self._multi_value_prefixes(partition_id)
@@ -1209,8 +1209,8 @@ class RocksDBColumnFamilyReader:
                 else:
                     state[key] = value
             return
-        from readers.records import KIND_MERGE as MERGE
-        from readers.records import KIND_REMOVE as REMOVE
+        from statelens.readers.records import KIND_MERGE as MERGE
+        from statelens.readers.records import KIND_REMOVE as REMOVE
 
         with self.files._located(sf.partition_id, sf.version):  # the same records, one tight loop
             data, idx = self._changelog_index(sf)
@@ -1311,7 +1311,7 @@ class RocksDBColumnFamilyReader:
     def _decode_keys_only(
         self, family: ColumnFamily, keys: list[bytes], path: str
     ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:
-        from readers.cf_store import decode_keys
+        from statelens.readers.cf_store import decode_keys
 
         decoded = decode_keys(family, keys, path, self.avro)
         if self._is_map(family):
@@ -1347,7 +1347,7 @@ class RocksDBColumnFamilyReader:
     def _decode_family(
         self, partition_id: int, family: ColumnFamily, entries: list[tuple[bytes, Any]], path: str
     ) -> list[ColumnFamilyRow]:
-        from readers.cf_store import decode_keys, decode_values, strip_version
+        from statelens.readers.cf_store import decode_keys, decode_values, strip_version
 
         schema = family.schema
         keys = decode_keys(family, [k for k, _ in entries], path, self.avro)

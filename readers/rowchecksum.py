@@ -21,7 +21,7 @@ import struct
 
 from crc32c import crc32c
 
-from readers.errors import ChecksumError, CorruptFileError
+from statelens.readers.errors import ChecksumError, CorruptFileError
 
 __all__ = ["strip_hdfs", "strip_rocksdb_removed_key", "strip_rocksdb_value", "ROCKSDB_VALUE_HEADER"]
 

@@ -33,8 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from readers.errors import CorruptFileError, TruncatedFileError, UnsupportedVersionError, UsageError
-from readers.model import StoreSchema
+from statelens.readers.errors import CorruptFileError, TruncatedFileError, UnsupportedVersionError, UsageError
+from statelens.readers.model import StoreSchema
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

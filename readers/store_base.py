@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from readers.errors import SchemaMismatchError, StatelensError, UsageError
-from readers.fs import CheckpointFS
-from readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
-from readers.unsaferow import RowLayout, compile_layout, decode_rows
+from statelens.readers.errors import SchemaMismatchError, StatelensError, UsageError
+from statelens.readers.fs import CheckpointFS
+from statelens.readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
+from statelens.readers.unsaferow import RowLayout, compile_layout, decode_rows
 
 #: Raw state of one partition at one version: key bytes -> value bytes.
 RawState = dict[bytes, bytes]

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from readers.errors import SchemaMismatchError
-from readers.model import CalendarInterval
+from statelens.readers.errors import SchemaMismatchError
+from statelens.readers.model import CalendarInterval
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Install statelens and open the desktop app (on the bundled sample checkpoint when no path is given).
-# Usage: bash scripts/run.sh [CHECKPOINT_PATH_OR_URL]
+# Install statelens into the project's virtual environment (.venv) and open the desktop app (on the bundled
+# sample checkpoint when no path is given). Any statelens arguments work too: `bash scripts/run.sh --help`.
+# Usage: bash scripts/run.sh [CHECKPOINT_PATH_OR_URL | statelens arguments...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q --disable-pip-version-check -e .
+. scripts/_venv.sh
+python -m pip install -q --disable-pip-version-check -e .
 exec statelens "$@"

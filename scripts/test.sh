@@ -20,10 +20,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+. scripts/_venv.sh
+python -m pip install -q --disable-pip-version-check -e ".[test]"
 
 export QT_QPA_PLATFORM=offscreen
-python3 -m ruff check app readers viewers tests
+python -m ruff check app readers viewers tests statelens
 lint-imports
-python3 -m mypy
-python3 -m pytest "$@"
+python -m mypy
+python -m pytest "$@"

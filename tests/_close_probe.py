@@ -59,7 +59,7 @@ def _left_over(app: Any, before: set[threading.Thread]) -> dict[str, Any]:
 def _window(app: Any, path: str, folder: str, name: str) -> Any:
     from PySide6.QtCore import QSettings
 
-    from app.gui.window import MainWindow
+    from statelens.app.gui.window import MainWindow
 
     win = MainWindow(settings=QSettings(os.path.join(folder, f"{name}.ini"), QSettings.Format.IniFormat))
     win.show()
@@ -88,7 +88,7 @@ def _started_sessions() -> list[Any]:
 
 def phase_while_starting(app: Any, path: str, folder: str) -> dict[str, Any]:
     """Close while ``SparkBackend.session()`` is starting Spark (held at ``check_spark_available``)."""
-    from readers.backends import spark as spark_backend
+    from statelens.readers.backends import spark as spark_backend
 
     before = _threads()
     win = _window(app, path, folder, "starting")
@@ -120,7 +120,7 @@ def phase_while_starting(app: Any, path: str, folder: str) -> dict[str, Any]:
 
 def phase_during_job(app: Any, path: str, folder: str) -> dict[str, Any]:
     """Close while the app's Spark read runs a job that sleeps until cancelled."""
-    from readers.backends import spark as spark_backend
+    from statelens.readers.backends import spark as spark_backend
 
     before = _threads()
     win = _window(app, path, folder, "job")
@@ -165,7 +165,7 @@ def main(argv: list[str]) -> int:
     os.environ.pop("STATELENS_SPARK_MASTER", None)
     from PySide6.QtWidgets import QApplication
 
-    import app.gui  # noqa: F401 - the PySide6 guard, as the app applies it
+    import statelens.app.gui  # noqa: F401 - the PySide6 guard, as the app applies it
 
     path = argv[0]
     app = QApplication.instance() or QApplication(["statelens-probe"])

@@ -11,7 +11,7 @@ def open_window(qtbot: Any, tmp_path: Path, backend: str | None = None) -> Itera
     """Yield a shown ``MainWindow`` with settings in ``tmp_path``; on exit close it, its work finished."""
     from PySide6.QtCore import QSettings, QThreadPool
 
-    from app.gui.window import MainWindow
+    from statelens.app.gui.window import MainWindow
 
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     win = MainWindow(settings=settings)

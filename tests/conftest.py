@@ -58,3 +58,13 @@ def checkpoint() -> Callable[[str], Path]:
         return cache[name]
 
     return get
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if anything imported the repository's folders under their bare names (``app``,
+    ``readers``, ``viewers``) instead of ``statelens.*``: each module would then exist twice, with two
+    copies of every class and module state."""
+    bare = sorted(m for m in sys.modules if m.split(".")[0] in ("app", "readers", "viewers"))
+    if bare:
+        sys.stderr.write(f"\nstatelens tests: modules imported without the statelens root: {', '.join(bare[:10])}\n")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -19,8 +19,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from readers.backends.spark import collect_converted, convert, sort_key
-from readers.model import CalendarInterval
+from statelens.readers.backends.spark import collect_converted, convert, sort_key
+from statelens.readers.model import CalendarInterval
 from tests.spark_checkpoints import spark_session as _spark_session
 
 __all__ = [

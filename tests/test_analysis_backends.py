@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-import app.cli
-from app.analysis._common import key_fields, run_to_end
-from app.analysis.expired import ExpiredFinding, iter_expired
-from app.cli import main
-from readers.backends import BackendChooser
-from readers.checkpoint import open_checkpoint
-from readers.values import dumps_jsonl
+import statelens.app.cli
+from statelens.app.analysis._common import key_fields, run_to_end
+from statelens.app.analysis.expired import ExpiredFinding, iter_expired
+from statelens.app.cli import main
+from statelens.readers.backends import BackendChooser
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.values import dumps_jsonl
 from tests._mutations import set_log_json
 
 pytestmark = pytest.mark.spark
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.spark
 @pytest.fixture
 def shared_spark_cli(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The CLI's backends use the test run's SparkSession instead of starting a second JVM."""
-    monkeypatch.setattr(app.cli, "_backends", lambda args, ckpt: BackendChooser(ckpt, args.backend, spark=spark))
+    monkeypatch.setattr(statelens.app.cli, "_backends", lambda args, ckpt: BackendChooser(ckpt, args.backend, spark=spark))
     return spark
 
 
@@ -132,8 +132,8 @@ def test_expired_through_spark_without_change_feed_reads_versions_whole(
 ) -> None:
     """When Spark's change feed fails (RocksDB without changelogs), every version is read whole and the
     summary says so; a whole state still shows the PySpark leak shape (an expired timeout kept)."""
-    from readers.backends.spark import SparkBackend
-    from readers.errors import SparkReadError
+    from statelens.readers.backends.spark import SparkBackend
+    from statelens.readers.errors import SparkReadError
 
     def no_feed(*_args: Any, **_kw: Any) -> Any:
         raise SparkReadError("Spark could not read the changes: no changelog")
@@ -184,8 +184,8 @@ def test_doctor_with_spark_finds_no_disagreement_on_a_good_checkpoint(
 def test_doctor_names_the_partition_where_spark_and_native_disagree(
     checkpoint: Any, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.analysis.doctor import iter_doctor
-    from readers.backends.spark import SparkBackend
+    from statelens.app.analysis.doctor import iter_doctor
+    from statelens.readers.backends.spark import SparkBackend
 
     real = SparkBackend.row_counts
 
@@ -206,7 +206,7 @@ def test_doctor_names_the_partition_where_spark_and_native_disagree(
 def test_report_reads_growth_and_expired_keys_through_spark(
     checkpoint: Any, spark: Any, shared_spark_cli: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.analysis.growth import iter_growth
+    from statelens.app.analysis.growth import iter_growth
 
     path = checkpoint("pandas_state_event") / "checkpoint"
     ckpt = open_checkpoint(str(path))

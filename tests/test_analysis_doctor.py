@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from app.analysis._common import run_to_end
-from app.analysis.doctor import iter_doctor
-from app.cli import main
-from readers.checkpoint import open_checkpoint
+from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.doctor import iter_doctor
+from statelens.app.cli import main
+from statelens.readers.checkpoint import open_checkpoint
 
 pytestmark = pytest.mark.spark
 
@@ -213,7 +213,7 @@ def test_schema_files_disagree(copy_of):
 
 
 def test_files_far_beyond_min_batches_to_retain(checkpoint, monkeypatch):
-    import app.analysis.doctor as doctor
+    import statelens.app.analysis.doctor as doctor
 
     folder = checkpoint("agg_many_partitions")
     expected = json.loads((folder / "expected.json").read_text())
@@ -230,8 +230,8 @@ def test_files_far_beyond_min_batches_to_retain(checkpoint, monkeypatch):
 def test_row_checksummed_files_decode_clean_and_a_bad_checksum_is_named(copy_of):
     """Spark 4.3 row checksums: the decode sample strips and checks each row's CRC-32C before decoding
     (it reported every row as not fitting the schema), and a wrong CRC is a row_checksum error."""
-    from readers.codecs import decompress
-    from readers.records import scan_records
+    from statelens.readers.codecs import decompress
+    from statelens.readers.records import scan_records
     from tests.benchmarks.bench_memory import _lz4_block_stream
 
     root, _ = copy_of("checksum_window")

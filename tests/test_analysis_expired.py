@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from app.analysis._common import key_fields, run_to_end
-from app.analysis.expired import ExpiredFinding, ExpiredResult, iter_expired
-from app.cli import main
-from readers.checkpoint import open_checkpoint
-from readers.values import dumps_jsonl
+from statelens.app.analysis._common import key_fields, run_to_end
+from statelens.app.analysis.expired import ExpiredFinding, ExpiredResult, iter_expired
+from statelens.app.cli import main
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.values import dumps_jsonl
 from tests._mutations import set_log_json
 
 UNHANDLED = ("ignore", "update_no_timeout")
@@ -240,7 +240,7 @@ class _Clock:
     ],
 )
 def test_timeout_kind_decision(samples, watermarks, kind, words):
-    from app.analysis.expired import _decide_timeout_kind
+    from statelens.app.analysis.expired import _decide_timeout_kind
 
     ev = _decide_timeout_kind(samples, _Clock(watermarks))
     assert ev.timeout_kind == kind
@@ -330,7 +330,7 @@ def test_findings_are_not_retained_while_streaming(checkpoint, monkeypatch):
     """Regression (issue 6 §4): at no point are more findings alive than the examples plus one chunk."""
     import weakref
 
-    import app.analysis.expired as expired
+    import statelens.app.analysis.expired as expired
 
     monkeypatch.setattr(expired, "_CHUNK", 2)
     folder = checkpoint("pandas_state_event")

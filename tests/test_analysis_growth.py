@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from app.analysis._common import run_to_end
-from app.analysis.expired import iter_expired
-from app.analysis.growth import SMALL_FILE_BYTES, iter_growth
-from readers.checkpoint import open_checkpoint
+from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.expired import iter_expired
+from statelens.app.analysis.growth import SMALL_FILE_BYTES, iter_growth
+from statelens.readers.checkpoint import open_checkpoint
 
 pytestmark = pytest.mark.spark
 

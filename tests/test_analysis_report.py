@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from app.analysis._common import run_to_end
-from app.analysis.doctor import iter_doctor
-from app.analysis.expired import ExpiredFinding, iter_expired
-from app.analysis.growth import iter_growth
-from app.analysis.report import render_html
-from app.analysis.svg import bar_chart, line_chart, nice_ticks
-from app.analysis.timeline import iter_timeline
-from app.cli import main
-from readers.checkpoint import open_checkpoint
-from readers.values import JsonObject
+from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.doctor import iter_doctor
+from statelens.app.analysis.expired import ExpiredFinding, iter_expired
+from statelens.app.analysis.growth import iter_growth
+from statelens.app.analysis.report import render_html
+from statelens.app.analysis.svg import bar_chart, line_chart, nice_ticks
+from statelens.app.analysis.timeline import iter_timeline
+from statelens.app.cli import main
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.values import JsonObject
 
 SECTIONS = ("overview", "timeline", "growth", "zombies", "doctor")
 EVIL = "<script>alert('x')</script>"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.cli import main
+from statelens.app.cli import main
 
 pytestmark = pytest.mark.spark
 

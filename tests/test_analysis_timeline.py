@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app.analysis._common import run_to_end
-from app.analysis.timeline import iter_timeline
-from app.cli import main
-from readers.checkpoint import open_checkpoint
+from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.timeline import iter_timeline
+from statelens.app.cli import main
+from statelens.readers.checkpoint import open_checkpoint
 
 pytestmark = pytest.mark.spark
 

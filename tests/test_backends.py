@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from readers.backends import BackendChooser
-from readers.backends.native import NativeBackend
-from readers.backends.spark import SparkBackend, check_spark_available, parse_spark_defaults
-from readers.checkpoint import open_checkpoint
-from readers.errors import BackendUnavailableError, UsageError
+from statelens.readers.backends import BackendChooser
+from statelens.readers.backends.native import NativeBackend
+from statelens.readers.backends.spark import SparkBackend, check_spark_available, parse_spark_defaults
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import BackendUnavailableError, UsageError
 from tests.oracle import canonical
 
 SCENARIOS = [

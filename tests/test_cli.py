@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from app.cli import main
-from readers.checkpoint import open_checkpoint
-from readers.values import dumps_jsonl, row_to_json
+from statelens.app.cli import main
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.values import dumps_jsonl, row_to_json
 from tests import oracle
 
 pytestmark = pytest.mark.spark
@@ -82,7 +82,7 @@ def test_rows_jsonl_equals_spark(
     expected = []
     for pid, key, value in oracle.read_state(spark, root, operator_id=0):
         doc = [("partition", pid), ("key", row_to_json(key, store.key_schema)), ("value", row_to_json(value, store.value_schema))]
-        from readers.values import JsonObject
+        from statelens.readers.values import JsonObject
 
         expected.append(dumps_jsonl(JsonObject(doc)))
     assert Counter(lines) == Counter(expected)
@@ -245,8 +245,8 @@ def test_info_and_rows_of_transform_with_state_variables(
     checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """transformWithState on RocksDB: every state variable read natively equals Spark's stateVarName read."""
-    from readers.backends.native import NativeBackend
-    from readers.backends.spark import SparkBackend
+    from statelens.readers.backends.native import NativeBackend
+    from statelens.readers.backends.spark import SparkBackend
 
     root = checkpoint("rocks_tws") / "checkpoint"
     code, out, _ = run(capsys, "info", str(root), "--json")
@@ -273,7 +273,7 @@ def test_info_and_rows_of_transform_with_state_variables(
 
 # -- --storage-option ------------------------------------------------------------------------------------
 def test_storage_options_are_parsed_and_nested() -> None:
-    from app.cli import parse_storage_options
+    from statelens.app.cli import parse_storage_options
 
     got = parse_storage_options([
         "endpoint_url=http://localhost:9000", "anon=true", "use_ssl=False", "client_kwargs.region_name=eu-west-1",
@@ -302,8 +302,8 @@ def test_storage_options_are_parsed_and_nested() -> None:
 def test_bad_storage_options_are_refused_without_showing_values(
     items: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.cli import parse_storage_options
-    from readers.errors import UsageError
+    from statelens.app.cli import parse_storage_options
+    from statelens.readers.errors import UsageError
 
     with pytest.raises(UsageError, match=message) as info:
         parse_storage_options(items)
@@ -334,17 +334,17 @@ def test_storage_options_before_or_after_the_command_and_for_the_app(capsys: pyt
 
 
 def test_storage_options_reach_the_filesystem(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import readers.checkpoint
-    from app.cli import sample_checkpoint_path
+    import statelens.readers.checkpoint
+    from statelens.app.resources import sample_checkpoint_path
 
     got: list[Any] = []
-    real = readers.checkpoint.open_checkpoint
+    real = statelens.readers.checkpoint.open_checkpoint
 
     def spy(url: str, storage_options: Any = None, **kwargs: Any) -> Any:
         got.append(storage_options)
         return real(url, **kwargs)
 
-    monkeypatch.setattr(readers.checkpoint, "open_checkpoint", spy)
+    monkeypatch.setattr(statelens.readers.checkpoint, "open_checkpoint", spy)
     code, out, _ = run(capsys, "info", str(sample_checkpoint_path()), "--storage-option", "client_kwargs.region_name=x")
     assert code == 0 and "Query id" in out
     assert got == [{"client_kwargs": {"region_name": "x"}}]

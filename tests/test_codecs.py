@@ -20,9 +20,9 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from readers import codecs
-from readers.codecs import CODECS, decompress, normalize_codec_name, sniff_codec
-from readers.errors import (
+from statelens.readers import codecs
+from statelens.readers.codecs import CODECS, decompress, normalize_codec_name, sniff_codec
+from statelens.readers.errors import (
     BadMagicError,
     ChecksumError,
     CorruptFileError,
@@ -31,7 +31,7 @@ from readers.errors import (
     TruncatedFileError,
     UnknownCodecError,
 )
-from readers.records import scan_records
+from statelens.readers.records import scan_records
 
 # Spec §3.2: state/0/0/1.delta of a dedup query, lz4 (the spec says 76 bytes; the dump holds 77).
 SPEC_LZ4 = bytes.fromhex(

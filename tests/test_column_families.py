@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from app.cli import main
-from readers.backends.spark import collect_converted
-from readers.cf_store import ColumnFamilyStoreReader, _range_value
-from readers.checkpoint import open_checkpoint
-from readers.errors import CorruptFileError
+from statelens.app.cli import main
+from statelens.readers.backends.spark import collect_converted
+from statelens.readers.cf_store import ColumnFamilyStoreReader, _range_value
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import CorruptFileError
 from tests.test_native_vs_spark import canon
 
 pytestmark = pytest.mark.spark
@@ -114,8 +114,8 @@ def test_state_variable_change_feed_matches_spark(scenario: str, checkpoint: Any
     root = checkpoint(scenario) / "checkpoint"
     ckpt = open_checkpoint(str(root))
     reader = ckpt.column_family_reader(0)
-    from readers.backends.native import NativeBackend
-    from readers.backends.spark import SparkBackend
+    from statelens.readers.backends.native import NativeBackend
+    from statelens.readers.backends.spark import SparkBackend
 
     native_backend = NativeBackend(ckpt)
     spark_backend = SparkBackend(ckpt, spark=spark)  # Spark's readChangeFeed with stateVarName, converted
@@ -248,8 +248,8 @@ def test_timer_zombies_counted_at_earlier_versions_for_the_app(checkpoint: Any) 
     """The app's over-time view: zombies of earlier versions counted (not kept), the latest ones found."""
     from collections import Counter as C
 
-    from app.analysis._common import key_fields, run_to_end
-    from app.analysis.expired import iter_expired
+    from statelens.app.analysis._common import key_fields, run_to_end
+    from statelens.app.analysis.expired import iter_expired
 
     folder = checkpoint("rocks_tws_timers")
     expected = _expected_timer_zombies(folder)
@@ -264,7 +264,7 @@ def test_timer_zombies_counted_at_earlier_versions_for_the_app(checkpoint: Any) 
 def test_range_scan_spec_naming_a_column_twice_is_corrupt(checkpoint: Any) -> None:
     import dataclasses
 
-    from readers.cf_store import decode_keys
+    from statelens.readers.cf_store import decode_keys
 
     reader = open_checkpoint(str(checkpoint("rocks_tws_timers") / "checkpoint")).column_family_reader(0)
     family = reader.families["$ttl_ttlv"]

@@ -9,9 +9,9 @@ from typing import Any
 import fsspec
 import pytest
 
-from readers.checkpoint import open_checkpoint
-from readers.errors import MissingFileError, NotACheckpointError, StorageError
-from readers.fs import CheckpointFS
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import MissingFileError, NotACheckpointError, StorageError
+from statelens.readers.fs import CheckpointFS
 
 
 def _upload(local: Path, url_root: str) -> None:
@@ -70,7 +70,7 @@ def test_unknown_protocol_is_a_storage_error() -> None:
 
 
 def test_credentials_never_appear_in_errors() -> None:
-    from readers.errors import StatelensError, redact
+    from statelens.readers.errors import StatelensError, redact
 
     err = StatelensError("cannot read aws_secret_access_key=abc123XYZ", path="s3://AKIAxyz:secret@bucket/ckpt")
     text = str(err)

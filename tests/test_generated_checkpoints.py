@@ -222,7 +222,7 @@ def test_pandas_leak_state(spark, checkpoint, name):
 
 
 def test_rich_types_round_trip(spark, checkpoint):
-    from readers.model import CalendarInterval
+    from statelens.readers.model import CalendarInterval
 
     folder = checkpoint("rich_types")
     exp = _expected(folder)

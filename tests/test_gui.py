@@ -23,10 +23,10 @@ pytest.importorskip("superqt")
 from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QThreadPool, QUrl  # noqa: E402
 from PySide6.QtGui import QDropEvent, QImage  # noqa: E402
 
-import app.gui  # noqa: E402,F401 - applies the PySide6 6.12.0 refcount guard before any signal is emitted
-from app.session import SelectionState, format_value  # noqa: E402
-from readers.errors import TruncatedFileError  # noqa: E402
-from readers.model import BatchInfo, CommitLogEntry, OffsetLogEntry  # noqa: E402
+import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 6.12.0 refcount guard before any signal is emitted
+from statelens.app.session import SelectionState, format_value  # noqa: E402
+from statelens.readers.errors import TruncatedFileError  # noqa: E402
+from statelens.readers.model import BatchInfo, CommitLogEntry, OffsetLogEntry  # noqa: E402
 from tests._gui import open_window
 
 # The offscreen platform warns that it cannot propagate size hints; that is not a failure.
@@ -51,7 +51,7 @@ def show_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def window(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
     yield from open_window(qtbot, tmp_path)
-    from app.gui import errors
+    from statelens.app.gui import errors
 
     for box in errors.open_dialogs():
         box.close()
@@ -66,7 +66,7 @@ def _open(qtbot, win, path: str | Path, is_sample: bool = False):  # type: ignor
 
 
 def _sample_path() -> Path:
-    from app.cli import sample_checkpoint_path
+    from statelens.app.resources import sample_checkpoint_path
 
     path = sample_checkpoint_path()
     if not path.is_dir():
@@ -112,7 +112,7 @@ def test_format_value_is_plain_text() -> None:
 
 # -- views on in-memory model objects ------------------------------------------------------------------
 def test_overview_highlights_uncommitted_and_emits_batch_selected(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from viewers.overview import OverviewView
+    from statelens.viewers.overview import OverviewView
 
     view = OverviewView()
     qtbot.addWidget(view)
@@ -132,7 +132,7 @@ def test_overview_highlights_uncommitted_and_emits_batch_selected(qtbot) -> None
 
 
 def test_timeline_marks_uncommitted_and_reads_out(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from viewers.timeline import BatchTimelineView
+    from statelens.viewers.timeline import BatchTimelineView
 
     state = SelectionState()
     view = BatchTimelineView(state)
@@ -152,7 +152,7 @@ def test_timeline_marks_uncommitted_and_reads_out(qtbot) -> None:  # type: ignor
 
 
 def test_timeline_hover_and_click(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from viewers.timeline import BatchTimelineView
+    from statelens.viewers.timeline import BatchTimelineView
 
     view = BatchTimelineView()
     qtbot.addWidget(view)
@@ -175,7 +175,7 @@ def test_timeline_hover_and_click(qtbot) -> None:  # type: ignore[no-untyped-def
 def test_growth_labels_top_partitions(qtbot) -> None:  # type: ignore[no-untyped-def]
     import numpy as np
 
-    from viewers.growth import TOP_PARTITIONS, StateGrowthView
+    from statelens.viewers.growth import TOP_PARTITIONS, StateGrowthView
 
     view = StateGrowthView()
     qtbot.addWidget(view)
@@ -193,7 +193,7 @@ def test_growth_labels_top_partitions(qtbot) -> None:  # type: ignore[no-untyped
 
 
 def test_table_model_sorts_numbers_and_filters(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from viewers.tables import ColumnFilterProxyModel, ColumnTableModel
+    from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel
 
     model = ColumnTableModel(["k", "n"], [["b", "<a>", "c"], ["10", "9", "null"]], [["b", "<a>", "c"], [10, 9, None]])
     proxy = ColumnFilterProxyModel()
@@ -209,7 +209,7 @@ def test_table_model_sorts_numbers_and_filters(qtbot) -> None:  # type: ignore[n
 # -- the window on real checkpoints ---------------------------------------------------------------------
 @pytest.mark.spark
 def test_open_and_switch_views(qtbot, window, checkpoint, raise_errors) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.window import VIEWS
+    from statelens.app.gui.window import VIEWS
 
     path = checkpoint("agg_count") / "checkpoint"
     loaded = _open(qtbot, window, path)
@@ -313,7 +313,7 @@ def test_cancel_right_after_start(qtbot, window, checkpoint, raise_errors) -> No
 
 @pytest.mark.spark
 def test_close_while_loading_stops_workers(qtbot, tmp_path, checkpoint, raise_errors) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.window import MainWindow
+    from statelens.app.gui.window import MainWindow
 
     win = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
     qtbot.addWidget(win)
@@ -325,7 +325,7 @@ def test_close_while_loading_stops_workers(qtbot, tmp_path, checkpoint, raise_er
 
 
 def test_not_a_checkpoint_shows_error(qtbot, window, tmp_path, show_errors) -> None:  # type: ignore[no-untyped-def]
-    from app.gui import errors
+    from statelens.app.gui import errors
 
     folder = tmp_path / "just a folder"
     folder.mkdir()
@@ -407,7 +407,7 @@ def test_sample_opens_with_banner(qtbot, window, raise_errors) -> None:  # type:
 @pytest.mark.spark
 @pytest.mark.parametrize("view", ["overview", "timeline", "growth", "browser"])
 def test_screenshot_writes_png(qapp, checkpoint, tmp_path, view, raise_errors) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.main import run_gui
+    from statelens.app.gui.main import run_gui
 
     out = tmp_path / f"{view}.png"
     args = argparse.Namespace(checkpoint=str(checkpoint("window_agg_watermark") / "checkpoint"),
@@ -418,7 +418,7 @@ def test_screenshot_writes_png(qapp, checkpoint, tmp_path, view, raise_errors) -
 
 
 def test_screenshot_of_non_checkpoint_fails_with_one_line(qapp, tmp_path, capsys, show_errors) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.main import run_gui
+    from statelens.app.gui.main import run_gui
 
     out = tmp_path / "x.png"
     args = argparse.Namespace(checkpoint=str(tmp_path), screenshot=str(out), view="overview")
@@ -430,7 +430,7 @@ def test_screenshot_of_non_checkpoint_fails_with_one_line(qapp, tmp_path, capsys
 
 
 def test_screenshot_of_sample(qapp, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.main import run_gui
+    from statelens.app.gui.main import run_gui
 
     _sample_path()
     out = tmp_path / "sample.png"

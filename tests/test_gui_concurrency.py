@@ -34,7 +34,7 @@ pytest.importorskip("superqt")
 
 from PySide6.QtCore import QSettings, QThreadPool  # noqa: E402
 
-import app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard before any signal is emitted
+import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard before any signal is emitted
 
 pytestmark = [pytest.mark.spark, pytest.mark.qt_log_ignore("propagateSizeHints")]
 
@@ -68,7 +68,7 @@ class StalledStorage:
         self.released_reads = 0
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from readers import fs as fs_module
+        from statelens.readers import fs as fs_module
 
         real = fs_module.CheckpointFS._call_once
         stalled = self
@@ -96,7 +96,7 @@ class BlockingSparkJob:
         self.outcome: str | None = None
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from readers.backends import spark as spark_backend
+        from statelens.readers.backends import spark as spark_backend
 
         real = spark_backend.collect_converted
         blocker = self
@@ -121,7 +121,7 @@ def raise_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def make_window(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
-    from app.gui.window import MainWindow
+    from statelens.app.gui.window import MainWindow
 
     made: list[Any] = []
 
@@ -137,7 +137,7 @@ def make_window(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
     yield make
     for win in made:
         win.close()
-    from app.gui import errors
+    from statelens.app.gui import errors
 
     for box in errors.open_dialogs():
         box.close()
@@ -153,7 +153,7 @@ def _open(qtbot: Any, win: Any, path: Path) -> Any:
 # -- a second checkpoint while the first loads -----------------------------------------------------------
 def test_second_checkpoint_cancels_the_first_still_loading(qtbot, make_window, checkpoint, monkeypatch,  # type: ignore[no-untyped-def]
                                                            raise_errors) -> None:
-    from app.gui import errors
+    from statelens.app.gui import errors
 
     first, second = checkpoint("agg_count") / "checkpoint", checkpoint("window_agg_watermark") / "checkpoint"
     before = python_threads()
@@ -239,9 +239,9 @@ def test_close_during_a_spark_read_cancels_its_job_and_keeps_a_given_session(qtb
 
 def test_cancelled_spark_backend_refuses_the_read_it_was_starting(checkpoint, spark, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A cancel that comes before the job is submitted (session still starting) still stops the read."""
-    from readers.backends.spark import SparkBackend
-    from readers.checkpoint import open_checkpoint
-    from readers.errors import ReadCancelledError
+    from statelens.readers.backends.spark import SparkBackend
+    from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.errors import ReadCancelledError
 
     ckpt = open_checkpoint(str(checkpoint("agg_count") / "checkpoint"))
     backend = SparkBackend(ckpt, spark=spark)

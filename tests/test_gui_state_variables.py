@@ -26,8 +26,8 @@ pytest.importorskip("pyqtgraph")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-import app.gui  # noqa: E402,F401
-from app.analysis._common import key_text  # noqa: E402
+import statelens.app.gui  # noqa: E402,F401
+from statelens.app.analysis._common import key_text  # noqa: E402
 from tests._gui import open_window
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.spark]
@@ -53,7 +53,7 @@ def _open(qtbot, win, path: Path):  # type: ignore[no-untyped-def]
 
 def _cli(*args: str) -> str:
     """What this checkout's ``statelens`` prints (in a subprocess)."""
-    out = subprocess.run([sys.executable, "-m", "app.launcher", *args], cwd=REPO, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "statelens.app.launcher", *args], cwd=REPO, capture_output=True, text=True,
                          check=False, timeout=300)
     assert out.returncode in (0, 1), out.stderr
     return out.stdout
@@ -217,7 +217,7 @@ def test_screenshots_keep_their_size_with_long_store_labels(qtbot, checkpoint, t
 
     from PySide6.QtGui import QImage
 
-    from app.gui.main import run_gui
+    from statelens.app.gui.main import run_gui
 
     out = tmp_path / f"{view}.png"
     args = argparse.Namespace(checkpoint=str(checkpoint("rocks_tws_timers") / "checkpoint"), screenshot=str(out),
@@ -230,9 +230,9 @@ def test_screenshots_keep_their_size_with_long_store_labels(qtbot, checkpoint, t
 def test_growth_view_lists_the_heaviest_keys_of_the_picked_store(qtbot, window, checkpoint) -> None:  # type: ignore[no-untyped-def]
     """Picking a list state variable in the growth view weighs it in the background: its heaviest grouping
     keys with their element counts, as ``iter_top_keys`` weighs them; a click selects the key's partition."""
-    from app.analysis._common import run_to_end
-    from app.analysis.heavy import iter_top_keys
-    from app.gui.window import TOP_KEYS_SHOWN
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.analysis.heavy import iter_top_keys
+    from statelens.app.gui.window import TOP_KEYS_SHOWN
 
     loaded = _open(qtbot, window, checkpoint("rocks_tws_timers") / "checkpoint")
     window.select_view("growth")

@@ -29,8 +29,8 @@ pytest.importorskip("pyqtgraph")
 from PySide6.QtCore import QSettings, Qt  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 
-import app.gui  # noqa: E402,F401
-from app.analysis._common import key_text  # noqa: E402
+import statelens.app.gui  # noqa: E402,F401
+from statelens.app.analysis._common import key_text  # noqa: E402
 from tests._gui import open_window
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
@@ -59,7 +59,7 @@ def _open(qtbot, win, path: str | Path):  # type: ignore[no-untyped-def]
 
 
 def _sample() -> Path:
-    from app.cli import sample_checkpoint_path
+    from statelens.app.resources import sample_checkpoint_path
 
     path = sample_checkpoint_path()
     if not path.is_dir():
@@ -69,7 +69,7 @@ def _sample() -> Path:
 
 def _cli_expired(path: Path) -> list[dict[str, Any]]:
     """What ``statelens expired --json`` prints (this checkout's code, in a subprocess)."""
-    out = subprocess.run([sys.executable, "-m", "app.launcher", "expired", str(path), "--json"], cwd=REPO,
+    out = subprocess.run([sys.executable, "-m", "statelens.app.launcher", "expired", str(path), "--json"], cwd=REPO,
                          capture_output=True, text=True, check=False, timeout=300)
     assert out.returncode in (0, 1), out.stderr
     return json.loads(out.stdout)
@@ -77,7 +77,7 @@ def _cli_expired(path: Path) -> list[dict[str, Any]]:
 
 def _kt(key: Any) -> str:
     """Key text of an encoded key, from the window (JsonObject) or from parsed CLI JSON (dict)."""
-    from readers.values import JsonObject
+    from statelens.readers.values import JsonObject
 
     return key_text(JsonObject(key.items()) if isinstance(key, dict) else key)
 
@@ -146,7 +146,7 @@ def test_clicking_a_zombie_opens_its_history_and_selects_it_everywhere(qtbot, wi
 
 
 def _keys_at(reader, pid: int, version: int) -> list[Any]:  # type: ignore[no-untyped-def]
-    from app.analysis._common import row_converter
+    from statelens.app.analysis._common import row_converter
 
     convert = row_converter(reader.schema.key_schema)
     return [convert(r.key) for r in reader.read_rows(pid, version)]
@@ -160,8 +160,8 @@ def test_expired_view_on_generated_pandas_state_checkpoint(qtbot, window, checkp
     assert any(f["category"] == "zombie" for f in cli)
     assert _finding_rows(window) == sorted((f["partition"], _kt(f["key"])) for f in cli)
     # The same list the analysis gives without all_versions (what the CLI runs).
-    from app.analysis._common import run_to_end
-    from app.analysis.expired import iter_expired
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.analysis.expired import iter_expired
 
     streamed: list[Any] = []
     direct = run_to_end(iter_expired(window.loaded.checkpoint, sink=streamed.append))
@@ -233,14 +233,14 @@ def test_diff_shows_added_changed_removed(qtbot, window, checkpoint) -> None:  #
 
 
 def _json_key(reader: Any, key: tuple[Any, ...]) -> Any:
-    from app.analysis._common import row_converter
+    from statelens.app.analysis._common import row_converter
 
     return row_converter(reader.schema.key_schema)(key)
 
 
 def test_table_model_pages_and_sorts_large_tables_in_a_worker(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from viewers.browser import StateBrowserView
-    from viewers.tables import PAGE_ROWS, SYNC_ROWS, row_order
+    from statelens.viewers.browser import StateBrowserView
+    from statelens.viewers.tables import PAGE_ROWS, SYNC_ROWS, row_order
 
     n = SYNC_ROWS + 7_001
     ids = list(range(n))
@@ -284,7 +284,7 @@ def test_table_model_pages_and_sorts_large_tables_in_a_worker(qtbot) -> None:  #
 
 @pytest.mark.spark
 def test_window_sorts_a_large_table_in_the_worker(qtbot, window, checkpoint, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import viewers.tables as tables
+    import statelens.viewers.tables as tables
 
     monkeypatch.setattr(tables, "SYNC_ROWS", 2)
     _open(qtbot, window, checkpoint("agg_count") / "checkpoint")
@@ -363,7 +363,7 @@ def test_export_refuses_to_write_inside_the_checkpoint(qtbot, window, tmp_path, 
     shutil.copytree(src, copy)
     _open(qtbot, window, copy)
     monkeypatch.delenv("STATELENS_RAISE")
-    from app.gui import errors
+    from statelens.app.gui import errors
 
     assert window.export_table(window.browser.table, str(copy / "rows.csv"), "csv") is None
     assert not (copy / "rows.csv").exists()
@@ -415,8 +415,8 @@ def _tree_texts(item: Any) -> list[tuple[str, str]]:
 def test_schema_changes_between_files() -> None:
     from pyspark.sql import types as T
 
-    from app.explore import schema_changes
-    from readers.model import StoreSchema
+    from statelens.app.explore import schema_changes
+    from statelens.readers.model import StoreSchema
 
     key = T.StructType([T.StructField("user", T.StringType())])
     old = StoreSchema(key, T.StructType([T.StructField("sum", T.LongType()), T.StructField("sum", T.LongType()),
@@ -430,8 +430,8 @@ def test_schema_changes_between_files() -> None:
 
 @pytest.mark.spark
 def test_schema_history_of_a_v3_schema_file(checkpoint) -> None:  # type: ignore[no-untyped-def]
-    from app.explore import read_schema_history
-    from readers.checkpoint import open_checkpoint
+    from statelens.app.explore import read_schema_history
+    from statelens.readers.checkpoint import open_checkpoint
 
     ckpt = open_checkpoint(str(checkpoint("rocks_tws") / "checkpoint"))
     versions, problems = read_schema_history(ckpt)
@@ -506,7 +506,7 @@ def test_selection_links_every_view(qtbot, window, checkpoint) -> None:  # type:
 # -- screenshots ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("view", ["expired", "schema"])
 def test_screenshot_of_new_views(qapp, tmp_path, view, raise_errors) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.main import run_gui
+    from statelens.app.gui.main import run_gui
 
     out = tmp_path / f"{view}.png"
     args = argparse.Namespace(checkpoint=str(_sample()), screenshot=str(out), view=view)
@@ -520,10 +520,10 @@ def test_expired_counts_over_versions_match_all_versions(checkpoint, name) -> No
     """The view counts earlier versions without keeping findings; the counts are all_versions' counts."""
     from collections import Counter
 
-    from app.analysis._common import run_to_end
-    from app.analysis.expired import iter_expired
-    from app.explore import iter_expired_overview
-    from readers.checkpoint import open_checkpoint
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.analysis.expired import iter_expired
+    from statelens.app.explore import iter_expired_overview
+    from statelens.readers.checkpoint import open_checkpoint
 
     ckpt = open_checkpoint(str(checkpoint(name) / "checkpoint"))
     every: list[Any] = []
@@ -548,9 +548,9 @@ def test_expired_counts_over_versions_match_all_versions(checkpoint, name) -> No
 @pytest.mark.spark
 def test_expired_overview_caps_the_listed_keys_and_says_so(checkpoint) -> None:  # type: ignore[no-untyped-def]
     """Issue 6 §4: the view lists at most max_examples keys per category (the most overdue), counts stay exact."""
-    from app.analysis._common import run_to_end
-    from app.explore import iter_expired_overview
-    from readers.checkpoint import open_checkpoint
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.explore import iter_expired_overview
+    from statelens.readers.checkpoint import open_checkpoint
 
     ckpt = open_checkpoint(str(checkpoint("pandas_state_event") / "checkpoint"))
     full = run_to_end(iter_expired_overview(ckpt, stale_after=1))
@@ -566,10 +566,10 @@ def test_expired_overview_caps_the_listed_keys_and_says_so(checkpoint) -> None: 
 
 def test_key_history_follows_removal_and_return() -> None:
     """ok1 times out and is removed, comes back with a new event, and is removed again."""
-    from app.analysis._common import run_to_end
-    from app.explore import iter_key_history
-    from readers.checkpoint import open_checkpoint
-    from readers.values import JsonObject
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.explore import iter_key_history
+    from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.values import JsonObject
 
     ckpt = open_checkpoint(str(_sample()))
     reader = ckpt.store_reader(0, "default")
@@ -611,7 +611,7 @@ def paris_time() -> Any:
 
 
 def test_time_format_helper_local_and_utc(paris_time) -> None:  # type: ignore[no-untyped-def]
-    from viewers.timefmt import TimeZoneState, format_ms, offset_text, zone_label
+    from statelens.viewers.timefmt import TimeZoneState, format_ms, offset_text, zone_label
 
     jan, jul = 1_704_067_200_000, 1_719_792_000_000  # 2024-01-01 and 2024-07-01, 00:00 UTC
     assert format_ms(jan, utc=True) == "2024-01-01 00:00:00.000Z"
@@ -630,7 +630,7 @@ def test_time_format_helper_local_and_utc(paris_time) -> None:  # type: ignore[n
 
 
 def test_utc_setting_switches_overview_and_timeline(qtbot, window, paris_time) -> None:  # type: ignore[no-untyped-def]
-    from viewers.timefmt import format_ms
+    from statelens.viewers.timefmt import format_ms
 
     loaded = _open(qtbot, window, _sample())
     first = min(b.timestamp_ms for b in loaded.checkpoint.batches if b.timestamp_ms is not None)
@@ -673,7 +673,7 @@ def test_utc_setting_switches_overview_and_timeline(qtbot, window, paris_time) -
 
 
 def test_utc_setting_is_remembered(qtbot, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.window import MainWindow
+    from statelens.app.gui.window import MainWindow
 
     settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
     first = MainWindow(settings=settings)
@@ -686,7 +686,7 @@ def test_utc_setting_is_remembered(qtbot, tmp_path, raise_errors) -> None:  # ty
 
 
 def test_short_spans_read_as_clock_times(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from viewers import theme
+    from statelens.viewers import theme
 
     axis = theme.TimeAxisItem(utc_offset_s=3600)
     t0 = 1_704_067_200.0  # 2024-01-01 00:00:00 UTC, 01:00:00 at UTC+01:00
@@ -697,7 +697,7 @@ def test_short_spans_read_as_clock_times(qtbot) -> None:  # type: ignore[no-unty
 
 
 def test_screenshot_of_the_timeline_in_local_time(qapp, tmp_path, raise_errors, paris_time) -> None:  # type: ignore[no-untyped-def]
-    from app.gui.main import run_gui
+    from statelens.app.gui.main import run_gui
 
     out = tmp_path / "timeline.png"
     args = argparse.Namespace(checkpoint=str(_sample()), screenshot=str(out), view="timeline")

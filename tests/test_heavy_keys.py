@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from app.analysis._common import run_to_end
-from app.analysis.heavy import iter_top_keys
-from app.cli import main
-from readers.checkpoint import open_checkpoint
-from readers.values import row_to_json
+from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.heavy import iter_top_keys
+from statelens.app.cli import main
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.values import row_to_json
 from tests import oracle
 
 pytestmark = pytest.mark.spark
@@ -125,13 +125,13 @@ def test_a_damaged_partition_is_reported_and_the_rest_weighed(checkpoint: Any, t
 
 
 def test_report_lists_each_stores_heaviest_keys_escaped(checkpoint: Any, tmp_path: Path) -> None:
-    from app.analysis.doctor import iter_doctor
-    from app.analysis.expired import iter_expired
-    from app.analysis.growth import iter_growth
-    from app.analysis.heavy import HeavyKey
-    from app.analysis.report import render_html
-    from app.analysis.timeline import iter_timeline
-    from readers.values import JsonObject
+    from statelens.app.analysis.doctor import iter_doctor
+    from statelens.app.analysis.expired import iter_expired
+    from statelens.app.analysis.growth import iter_growth
+    from statelens.app.analysis.heavy import HeavyKey
+    from statelens.app.analysis.report import render_html
+    from statelens.app.analysis.timeline import iter_timeline
+    from statelens.readers.values import JsonObject
 
     root = checkpoint("pandas_state_event") / "checkpoint"
     out = tmp_path / "report.html"

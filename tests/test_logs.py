@@ -8,9 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from readers import logs
-from readers.errors import CorruptFileError, StatelensError, TruncatedFileError, UnsupportedVersionError
-from readers.model import OffsetLogEntry
+from statelens.readers import logs
+from statelens.readers.errors import (
+    CorruptFileError,
+    StatelensError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+)
+from statelens.readers.model import OffsetLogEntry
 from tests._mutations import EDITS, ROCKSDB_PROVIDER, mutate, run_files_query
 
 # --- real bytes -----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from readers.checkpoint import open_checkpoint
+from statelens.readers.checkpoint import open_checkpoint
 from tests import oracle
 from tests.spark_checkpoints import SCENARIOS as GENERATED_SCENARIOS
 
@@ -92,7 +92,7 @@ def test_every_version_matches_spark(scenario: str, checkpoint: Any, spark: Any)
     assert ckpt.operators, "generated scenarios are all stateful"
     if scenario in COLUMN_FAMILY_SCENARIOS:
         # Each state variable is a store; Spark reads it by stateVarName (its internal families not at all).
-        from readers.backends.spark import SparkBackend
+        from statelens.readers.backends.spark import SparkBackend
 
         sparkb = SparkBackend(ckpt, spark=spark)
         declared = {v["name"] for v in ckpt.state_variables(0) if v["variable_type"] in VARIABLE_TYPES}

@@ -22,9 +22,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from readers.checkpoint import open_checkpoint
-from readers.model import OperatorKind, StoreSchema, TimeColumn
-from readers.operators import find_time_columns, infer_kind
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.model import OperatorKind, StoreSchema, TimeColumn
+from statelens.readers.operators import find_time_columns, infer_kind
 
 WINDOW = StructType([StructField("start", TimestampType()), StructField("end", TimestampType())])
 SESSION_META = {"spark.sessionWindow": True, "spark.watermarkDelayMs": 10000}
@@ -123,7 +123,7 @@ def test_kind_from_metadata_and_from_schemas_alone(checkpoint: Any, name: str) -
 @pytest.mark.spark
 @pytest.mark.parametrize("name", NEW_KINDS)
 def test_info_names_the_kind(checkpoint: Any, name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import main
+    from statelens.app.cli import main
 
     folder = checkpoint(name)
     exp = json.loads((folder / "expected.json").read_text())

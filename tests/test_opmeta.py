@@ -9,8 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from readers import opmeta
-from readers.errors import CorruptFileError, StatelensError, TruncatedFileError, UnsupportedVersionError
+from statelens.readers import opmeta
+from statelens.readers.errors import (
+    CorruptFileError,
+    StatelensError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+)
 from tests._mutations import EDITS, mutate
 
 #: spec §8.1 [RUN 4.1.1]

@@ -19,16 +19,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from readers import records
-from readers.codecs import decompress
-from readers.errors import (
+from statelens.readers import records
+from statelens.readers.codecs import decompress
+from statelens.readers.errors import (
     CorruptFileError,
     LimitExceededError,
     StatelensError,
     TruncatedFileError,
     UnsupportedVersionError,
 )
-from readers.records import (
+from statelens.readers.records import (
     KIND_MERGE,
     KIND_PUT,
     KIND_REMOVE,

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from app.cli import main
-from readers.checkpoint import open_checkpoint
-from readers.errors import (
+from statelens.app.cli import main
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import (
     BadMagicError,
     ChecksumError,
     CorruptFileError,
@@ -29,7 +29,7 @@ from readers.errors import (
     TruncatedFileError,
     UsageError,
 )
-from readers.rocksdb_store import (
+from statelens.readers.rocksdb_store import (
     RocksDBStoreReader,
     ZipLimits,
     read_zip,
@@ -336,7 +336,7 @@ def test_list_values_split_with_either_merge_delimiter() -> None:
 
 
 def _spark_rows(spark: Any, root: Path, var: str, batch_id: int) -> list[tuple[Any, ...]]:
-    from readers.backends.spark import collect_converted
+    from statelens.readers.backends.spark import collect_converted
 
     df = (
         spark.read.format("statestore")

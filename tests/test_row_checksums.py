@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import xxhash
 
-from app.cli import main
-from readers.checkpoint import open_checkpoint
-from readers.codecs import decompress
-from readers.errors import ChecksumError
-from readers.records import scan_changelog, scan_records
+from statelens.app.cli import main
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.codecs import decompress
+from statelens.readers.errors import ChecksumError
+from statelens.readers.records import scan_changelog, scan_records
 from tests.test_cli import tree_digest
 
 pytestmark = pytest.mark.spark

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from readers import schemas
-from readers.errors import (
+from statelens.readers import schemas
+from statelens.readers.errors import (
     CorruptFileError,
     StatelensError,
     TruncatedFileError,
     UnsupportedVersionError,
     UsageError,
 )
-from readers.model import StoreSchema
+from statelens.readers.model import StoreSchema
 from tests._mutations import EDITS, ROCKSDB_PROVIDER, mutate, run_files_query
 
 # --- real bytes (hex dumps of files written by PySpark 4.3.0) --------------------------------------
@@ -758,7 +758,7 @@ def v3_checkpoints(spark, tmp_path_factory):
 
 def _v3_schemas_via_operator_metadata(cp):
     """Follow state/0/_metadata/v2/<latest> to the v3 schema file(s) of the copy (spec §8.2)."""
-    from readers import logs, opmeta
+    from statelens.readers import logs, opmeta
 
     meta_dir = cp / "state" / "0" / "_metadata" / "v2"
     latest = max(b for p in meta_dir.iterdir() if (b := logs.batch_id_from_name(p.name)) is not None)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from app.cli import main
-from readers.values import dumps_jsonl, row_to_json
+from statelens.app.cli import main
+from statelens.readers.values import dumps_jsonl, row_to_json
 from tests import oracle
 
 pytestmark = pytest.mark.spark
@@ -42,7 +42,7 @@ def _pairs_positional(text: str) -> Any:
 @pytest.mark.parametrize("scenario", ["window_agg_watermark", "pandas_state_event", "rich_types", "rocks_agg_changelog"])
 def test_state_table_equals_sparks_reader(scenario: str, checkpoint: Any, spark: Any,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    from readers.checkpoint import open_checkpoint
+    from statelens.readers.checkpoint import open_checkpoint
 
     root = checkpoint(scenario) / "checkpoint"
     store = open_checkpoint(str(root)).operator(0).stores[0]

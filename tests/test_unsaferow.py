@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
-from readers.errors import SchemaMismatchError, StatelensError
-from readers.model import CalendarInterval
-from readers.unsaferow import (
+from statelens.readers.errors import SchemaMismatchError, StatelensError
+from statelens.readers.model import CalendarInterval
+from statelens.readers.unsaferow import (
     Kind,
     compile_layout,
     decode_row,
@@ -649,7 +649,7 @@ def _files_for_latest(partition_dir: Path) -> list[Path]:
 @pytest.mark.spark
 def test_rich_types_checkpoint_matches_spark(spark: Any) -> None:
     """Every state row of ``rich_types`` (every type, with nulls) decodes as Spark's ``statestore`` reads it."""
-    from readers.schemas import parse_schema_file
+    from statelens.readers.schemas import parse_schema_file
     from tests import oracle
     from tests.spark_checkpoints import get_checkpoint
 

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
-from readers.model import CalendarInterval
-from readers.unsaferow import compile_layout, decode_row
-from readers.values import (
+from statelens.readers.model import CalendarInterval
+from statelens.readers.unsaferow import compile_layout, decode_row
+from statelens.readers.values import (
     JsonObject,
     csv_cell,
     dumps_jsonl,

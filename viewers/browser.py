@@ -26,9 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from readers.model import OperatorInfo, StoreInfo
-from viewers.stores import fill_store_combo
-from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
+from statelens.readers.model import OperatorInfo, StoreInfo
+from statelens.viewers.stores import fill_store_combo
+from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
 #: Milliseconds between the last key press in the filter and filtering.
 FILTER_DELAY_MS = 150

@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from viewers import theme
-from viewers.stores import StorePickerMixin
-from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
+from statelens.viewers import theme
+from statelens.viewers.stores import StorePickerMixin
+from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
 #: Category -> (legend text, colour). Same order as the analysis' categories.
 CATEGORIES = {

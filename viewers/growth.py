@@ -16,9 +16,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter, QVBoxLayout, QWidget
 
-from viewers import theme
-from viewers.stores import StorePickerMixin
-from viewers.tables import ColumnTableModel, DataTableView
+from statelens.viewers import theme
+from statelens.viewers.stores import StorePickerMixin
+from statelens.viewers.tables import ColumnTableModel, DataTableView
 
 LEFT_AXIS_WIDTH = 80
 

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
+from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
 #: Row backgrounds by change (translucent: readable on light and dark palettes).
 CHANGE_COLORS = {

@@ -16,10 +16,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from readers.model import BatchInfo, OperatorInfo
-from viewers import theme
-from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
-from viewers.timefmt import TimeZoneState
+from statelens.readers.model import BatchInfo, OperatorInfo
+from statelens.viewers import theme
+from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
+from statelens.viewers.timefmt import TimeZoneState
 
 
 def format_duration_s(seconds: float) -> str:

@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from readers.model import BatchInfo, StoreSchema
-from viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
+from statelens.readers.model import BatchInfo, StoreSchema
+from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
 #: Translucent highlight of changed conf keys and schema files with changes (light and dark palettes).
 CHANGED_ROW = QColor(245, 158, 11, 80)

@@ -17,10 +17,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from readers.model import BatchInfo
-from viewers import theme
-from viewers.overview import format_duration_s
-from viewers.timefmt import TimeZoneState
+from statelens.readers.model import BatchInfo
+from statelens.viewers import theme
+from statelens.viewers.overview import format_duration_s
+from statelens.viewers.timefmt import TimeZoneState
 
 LEFT_AXIS_WIDTH = 70
 RIGHT_AXIS_WIDTH = 100

@@ -13,8 +13,8 @@ import struct
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
-from readers.errors import StatelensError
-from readers.model import Progress
+from statelens.readers.errors import StatelensError
+from statelens.readers.model import Progress
 
 T = TypeVar("T")
 
@@ -61,14 +61,14 @@ def encode_row(row: tuple[Any, ...] | None, schema: Any) -> Any:
     readers.values.JsonObject or None
         An ordered list of ``(name, value)`` pairs (struct names may repeat).
     """
-    from readers.values import row_to_json
+    from statelens.readers.values import row_to_json
 
     return row_to_json(row, schema)
 
 
 def row_converter(schema: Any) -> Callable[[tuple[Any, ...] | None], Any]:
     """:func:`encode_row` compiled once for ``schema`` (use it in loops)."""
-    from readers.values import json_converter
+    from statelens.readers.values import json_converter
 
     return json_converter(schema)
 
@@ -82,7 +82,7 @@ def key_fields(key: Any) -> dict[str, Any]:
 
 def key_text(key: Any) -> str:
     """One-line text of an encoded key, for tables (never rich text)."""
-    from readers.values import JsonObject, dumps_jsonl
+    from statelens.readers.values import JsonObject, dumps_jsonl
 
     if isinstance(key, JsonObject) and len(key) == 1:
         value = key[0][1]
@@ -100,7 +100,7 @@ def finite(x: float | None) -> float | None:
 
 def write_json(obj: Any, out: Any) -> None:
     """Write a JSON document (lists one item per line) keeping repeated struct names in keys."""
-    from readers.values import dumps_jsonl
+    from statelens.readers.values import dumps_jsonl
 
     if isinstance(obj, list) and not _is_json_object(obj):
         if not obj:
@@ -126,7 +126,7 @@ class JsonArrayWriter:
 
     def write(self, obj: Any) -> None:
         """Append one item."""
-        from readers.values import dumps_jsonl
+        from statelens.readers.values import dumps_jsonl
 
         self.out.write(("[\n" if self.items == 0 else ",\n") + dumps_jsonl(obj))
         self.items += 1
@@ -137,7 +137,7 @@ class JsonArrayWriter:
 
 
 def _is_json_object(obj: Any) -> bool:
-    from readers.values import JsonObject
+    from statelens.readers.values import JsonObject
 
     return isinstance(obj, JsonObject)
 

@@ -10,11 +10,11 @@ import argparse
 import sys
 from typing import IO, Any
 
-from app.analysis._common import key_text, run_to_end, write_json
+from statelens.app.analysis._common import key_text, run_to_end, write_json
 
 
 def _drive(gen: Any) -> Any:
-    from app.cli import _Progress
+    from statelens.app.cli import _Progress
 
     bar = _Progress()
     try:
@@ -24,7 +24,7 @@ def _drive(gen: Any) -> Any:
 
 
 def _exit_for(ckpt: Any, problems: list[Any]) -> int:
-    from app.cli import EXIT_OK, EXIT_PARTIAL, _report_problems
+    from statelens.app.cli import EXIT_OK, EXIT_PARTIAL, _report_problems
 
     code = _report_problems(ckpt)
     seen = {str(p) for p in ckpt.report.problems}
@@ -37,7 +37,7 @@ def _exit_for(ckpt: Any, problems: list[Any]) -> int:
 
 
 def _fmt_ms(ms: int | None) -> str:
-    from app.cli import _fmt_ms as fmt
+    from statelens.app.cli import _fmt_ms as fmt
 
     return fmt(ms) if ms is not None and ms > 0 else ("" if ms is None else str(ms))
 
@@ -133,13 +133,13 @@ def _expired_row(f: Any) -> list[Any]:
 
 
 def _backend_chooser(args: argparse.Namespace, ckpt: Any) -> Any:
-    from app.cli import _backends
+    from statelens.app.cli import _backends
 
     return _backends(args, ckpt)
 
 
 def _close_backends(args: argparse.Namespace, chooser: Any) -> None:
-    from app.cli import _say_backend
+    from statelens.app.cli import _say_backend
 
     _say_backend(args, chooser)
     chooser.close()
@@ -147,10 +147,10 @@ def _close_backends(args: argparse.Namespace, chooser: Any) -> None:
 
 def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
     """Stream every finding as it is found (text rows, a JSON list or JSON lines); keep only counts."""
-    from app.analysis._common import JsonArrayWriter
-    from app.analysis.expired import iter_expired
-    from app.cli import _open, _Progress
-    from readers.values import dumps_jsonl
+    from statelens.app.analysis._common import JsonArrayWriter
+    from statelens.app.analysis.expired import iter_expired
+    from statelens.app.cli import _open, _Progress
+    from statelens.readers.values import dumps_jsonl
 
     ckpt = _open(args)
     bar = _Progress()
@@ -236,8 +236,8 @@ def _source_text(s: Any) -> str:
 
 
 def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
-    from app.analysis.timeline import iter_timeline
-    from app.cli import _open, format_table
+    from statelens.app.analysis.timeline import iter_timeline
+    from statelens.app.cli import _open, format_table
 
     ckpt = _open(args)
     timeline = _drive(iter_timeline(ckpt))
@@ -265,8 +265,8 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- doctor --------------------------------------------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
-    from app.analysis.doctor import iter_doctor
-    from app.cli import _open
+    from statelens.app.analysis.doctor import iter_doctor
+    from statelens.app.cli import _open
 
     ckpt = _open(args)
     chooser = _backend_chooser(args, ckpt)
@@ -294,8 +294,8 @@ def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- report --------------------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
-    from app.analysis.report import iter_report
-    from app.cli import _open
+    from statelens.app.analysis.report import iter_report
+    from statelens.app.cli import _open
 
     ckpt = _open(args)
     chooser = _backend_chooser(args, ckpt)
@@ -322,8 +322,8 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
 # -- registration --------------------------------------------------------------------------------------
 def add_commands(sub: Any) -> None:
     """Add ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
-    from app.analysis.expired import DEFAULT_STALE_AFTER, TIMEOUT_KINDS
-    from app.cli import add_backend_options
+    from statelens.app.analysis.expired import DEFAULT_STALE_AFTER, TIMEOUT_KINDS
+    from statelens.app.cli import add_backend_options
 
     p = sub.add_parser(
         "expired",
@@ -342,7 +342,7 @@ def add_commands(sub: Any) -> None:
     add_backend_options(p)
     p.set_defaults(func=cmd_expired)
 
-    from app.analysis.doctor import DEFAULT_MIN_BATCHES_TO_RETAIN
+    from statelens.app.analysis.doctor import DEFAULT_MIN_BATCHES_TO_RETAIN
 
     p = sub.add_parser("doctor", help="health checks with severities and files; exit 0 clean, 1 warnings, 2 errors")
     p.add_argument("checkpoint")

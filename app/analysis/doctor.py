@@ -20,9 +20,9 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.analysis._common import BatchClock
-from readers.errors import StatelensError
-from readers.model import OperatorKind, Progress
+from statelens.app.analysis._common import BatchClock
+from statelens.readers.errors import StatelensError
+from statelens.readers.model import OperatorKind, Progress
 
 SEVERITIES = ("error", "warning", "info")
 DEFAULT_MIN_BATCHES_TO_RETAIN = 100
@@ -263,7 +263,7 @@ class _Doctor:
 
     def check_schemas(self) -> None:
         self.result.checked.append("schema files agree across partitions")
-        from readers import schemas
+        from statelens.readers import schemas
 
         for op in self.ckpt.operators:
             for st in op.stores:
@@ -391,8 +391,8 @@ class _Doctor:
 
     def iter_decode_files(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
         """Decompress and scan every HDFS state file; decode a sample of rows against the schema."""
-        from readers.codecs import decompress
-        from readers.records import scan_records
+        from statelens.readers.codecs import decompress
+        from statelens.readers.records import scan_records
 
         self.result.checked.append("every delta/snapshot decompresses, scans and matches its schema")
         jobs: list[tuple[Any, Any, Any, Any]] = []
@@ -429,7 +429,7 @@ class _Doctor:
                 for i in range(m)
             ]
             if getattr(reader, "row_checksum", False):  # each row starts with its CRC-32C (Spark 4.3)
-                from readers.rowchecksum import strip_hdfs
+                from statelens.readers.rowchecksum import strip_hdfs
 
                 try:
                     keys, values = strip_hdfs([k for k, _ in pairs], [v for _, v in pairs], sf.path)

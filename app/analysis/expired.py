@@ -49,9 +49,9 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from app.analysis._common import BatchClock, int_reader, row_converter, to_ms, walk_partition
-from readers.errors import BackendUnavailableError, StatelensError, UsageError
-from readers.model import OperatorKind, Progress
+from statelens.app.analysis._common import BatchClock, int_reader, row_converter, to_ms, walk_partition
+from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
+from statelens.readers.model import OperatorKind, Progress
 
 CATEGORIES = ("zombie", "overdue", "stale", "eviction_lag")
 TIMEOUT_KINDS = ("event_time", "processing_time")
@@ -480,7 +480,7 @@ class SparkSource:
     partition_major = False
 
     def __init__(self, backend: Any, ckpt: Any, store: Any):
-        from readers.values import json_converter
+        from statelens.readers.values import json_converter
 
         self.backend = backend
         self.operator_id = store.operator_id
@@ -875,13 +875,13 @@ class _KeyDecoder:
 
 
 def _value_layout(reader: Any) -> Any:
-    from readers.unsaferow import compile_layout
+    from statelens.readers.unsaferow import compile_layout
 
     return compile_layout(reader.schema.value_schema, long_fields=reader.long_value_fields)
 
 
 def _key_layout(reader: Any) -> Any:
-    from readers.unsaferow import compile_layout
+    from statelens.readers.unsaferow import compile_layout
 
     return compile_layout(reader.schema.key_schema)
 
@@ -1193,7 +1193,7 @@ def _check_transform_with_state(
 
     Read natively whatever the backend (Spark's reader does not show the timer families' history).
     """
-    from app.analysis.tws import iter_timer_zombies, leak_check_plan
+    from statelens.app.analysis.tws import iter_timer_zombies, leak_check_plan
 
     kind, plain, reason = leak_check_plan(ckpt, op.operator_id)
     if kind is None or st.store_name not in plain:

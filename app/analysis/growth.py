@@ -19,9 +19,9 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.analysis._common import BatchClock, finite, walk_partition
-from readers.errors import BackendUnavailableError, StatelensError
-from readers.model import Progress
+from statelens.app.analysis._common import BatchClock, finite, walk_partition
+from statelens.readers.errors import BackendUnavailableError, StatelensError
+from statelens.readers.model import Progress
 
 #: Files below this size count as small (object stores and HDFS pay per file, not per byte).
 SMALL_FILE_BYTES = 64 * 1024

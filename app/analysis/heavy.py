@@ -19,9 +19,9 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.analysis._common import key_text
-from readers.errors import BackendUnavailableError, StatelensError
-from readers.model import Progress
+from statelens.app.analysis._common import key_text
+from statelens.readers.errors import BackendUnavailableError, StatelensError
+from statelens.readers.model import Progress
 
 #: Keys listed per partition and per store unless asked otherwise.
 DEFAULT_TOP_KEYS = 10
@@ -78,7 +78,7 @@ class StoreTopKeys:
 
 def _grouping(reader: Any) -> tuple[str | None, Callable[[bytes], bytes] | None]:
     """How raw entries of a store group into keys: ``(kind, raw key -> grouping key bytes)``."""
-    from readers.cf_store import ColumnFamilyStoreReader, split_prefix_key
+    from statelens.readers.cf_store import ColumnFamilyStoreReader, split_prefix_key
 
     if not isinstance(reader, ColumnFamilyStoreReader):
         return None, None
@@ -159,7 +159,7 @@ def iter_top_keys(
         One :class:`StoreTopKeys` per store, and the problems met (files that could not be read; the
         partition is left out and the rest is still weighed).
     """
-    from readers.values import row_to_json
+    from statelens.readers.values import row_to_json
 
     if n < 1:
         raise ValueError(f"top keys: n must be at least 1, not {n}")

@@ -15,16 +15,16 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.analysis import svg
-from app.analysis._common import format_duration_ms as _dur
-from app.analysis._common import key_text, run_to_end
-from app.analysis.doctor import DoctorResult, iter_doctor
-from app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, ExpiredResult, iter_expired
-from app.analysis.growth import GrowthResult, iter_growth
-from app.analysis.heavy import StoreTopKeys, iter_top_keys
-from app.analysis.timeline import Timeline, iter_timeline
-from readers.errors import StatelensError
-from readers.model import Progress
+from statelens.app.analysis import svg
+from statelens.app.analysis._common import format_duration_ms as _dur
+from statelens.app.analysis._common import key_text, run_to_end
+from statelens.app.analysis.doctor import DoctorResult, iter_doctor
+from statelens.app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, ExpiredResult, iter_expired
+from statelens.app.analysis.growth import GrowthResult, iter_growth
+from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
+from statelens.app.analysis.timeline import Timeline, iter_timeline
+from statelens.readers.errors import StatelensError
+from statelens.readers.model import Progress
 
 #: Rows shown at most in the timeline and key tables (the JSON commands give everything).
 MAX_TABLE_ROWS = 500

@@ -34,8 +34,8 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from readers.errors import SchemaMismatchError, StatelensError, UsageError
-from readers.model import Progress
+from statelens.readers.errors import SchemaMismatchError, StatelensError, UsageError
+from statelens.readers.model import Progress
 
 #: The tables a query may use, in the order they are filled.
 TABLES = ("batches", "growth", "state", "changes", "expired")
@@ -120,7 +120,7 @@ def _batches_table(ckpt: Any, problems: list[StatelensError]) -> Generator[Progr
 
     import pyarrow as pa
 
-    from app.analysis.timeline import iter_timeline
+    from statelens.app.analysis.timeline import iter_timeline
 
     timeline = yield from iter_timeline(ckpt)
     problems += timeline.problems
@@ -170,7 +170,7 @@ def _state_rows(
 ) -> Generator[Progress, None, None]:
     from pyspark.sql import types as T
 
-    from readers.values import rows_to_arrow, state_row_schema
+    from statelens.readers.values import rows_to_arrow, state_row_schema
 
     described = ckpt.operator(operator_id).store(store)
     if described.schema is None:
@@ -213,8 +213,8 @@ def _expired(
 ) -> Generator[Progress, None, list[StatelensError]]:
     import pyarrow as pa
 
-    from app.analysis.expired import iter_expired
-    from readers.values import dumps_jsonl
+    from statelens.app.analysis.expired import iter_expired
+    from statelens.readers.values import dumps_jsonl
 
     types = {"operator_id": pa.int32(), "store_name": pa.string(), "partition_id": pa.int32(),
              "version": pa.int64(), "batch_id": pa.int64(), "category": pa.string(), "key": pa.string(),
@@ -295,7 +295,7 @@ def iter_sql(
     """
     import duckdb
 
-    from readers.backends import BackendChooser
+    from statelens.readers.backends import BackendChooser
 
     names = tables_named(query)
     if not names:

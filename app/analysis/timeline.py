@@ -16,9 +16,9 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from readers import logs
-from readers.errors import StatelensError
-from readers.model import Progress
+from statelens.readers import logs
+from statelens.readers.errors import StatelensError
+from statelens.readers.model import Progress
 
 
 @dataclass(frozen=True)

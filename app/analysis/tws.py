@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.analysis._common import BatchClock
-from readers.errors import StatelensError
+from statelens.app.analysis._common import BatchClock
+from statelens.readers.errors import StatelensError
 
 TIME_MODES = {"ProcessingTime": "processing_time", "EventTime": "event_time"}
 USER_TYPES = ("ValueState", "ListState", "MapState")

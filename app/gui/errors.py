@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from readers.errors import StatelensError, redact
+from statelens.readers.errors import StatelensError, redact
 
 _state: dict[str, Any] = {"headless": False, "dialogs": [], "parent": None}
 

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.gui.window import MainWindow
+    from statelens.app.gui.window import MainWindow
 
 #: Size of ``--screenshot`` images, in pixels.
 SCREENSHOT_SIZE = (1400, 900)
@@ -38,7 +38,7 @@ def run_gui(args: argparse.Namespace) -> int:
     int
         The exit code: 0, or 2 when ``--screenshot`` could not load the checkpoint.
     """
-    from app.gui.window import VIEWS
+    from statelens.app.gui.window import VIEWS
 
     view = getattr(args, "view", None) or "overview"
     if view not in VIEWS:
@@ -53,10 +53,15 @@ def run_gui(args: argparse.Namespace) -> int:
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "statelens"])
     app.setApplicationName("statelens")
     app.setOrganizationName("statelens")
+    from PySide6.QtGui import QIcon
+
+    from statelens.app.resources import icon_path
+
+    app.setWindowIcon(QIcon(str(icon_path())))
     _configure_pyqtgraph()
 
-    from app.cli import sample_checkpoint_path
-    from app.gui.window import MainWindow
+    from statelens.app.gui.window import MainWindow
+    from statelens.app.resources import sample_checkpoint_path
 
     checkpoint = getattr(args, "checkpoint", None)
     url = checkpoint if checkpoint else str(sample_checkpoint_path())
@@ -71,7 +76,7 @@ def run_gui(args: argparse.Namespace) -> int:
             window.close()
             window.deleteLater()
 
-    from app.gui import errors
+    from statelens.app.gui import errors
 
     errors.install_excepthooks()
     window = MainWindow(storage_options=storage_options)
@@ -116,7 +121,7 @@ def take_screenshot(
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from app.gui import errors
+    from statelens.app.gui import errors
 
     errors.set_headless(True)
     try:

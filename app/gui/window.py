@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.analysis.growth import iter_growth
-from app.analysis.heavy import iter_top_keys
-from app.explore import (
+from statelens.app.analysis.growth import iter_growth
+from statelens.app.analysis.heavy import iter_top_keys
+from statelens.app.explore import (
     ExpiredOverview,
     KeyHistory,
     conf_changes,
@@ -41,9 +41,9 @@ from app.explore import (
     iter_key_history,
     read_schema_history,
 )
-from app.gui import errors
-from app.gui.workers import JobRunner
-from app.session import (
+from statelens.app.gui import errors
+from statelens.app.gui.workers import JobRunner
+from statelens.app.session import (
     LoadedCheckpoint,
     SelectionState,
     StateTable,
@@ -56,17 +56,17 @@ from app.session import (
     iter_state_diff,
     iter_state_table,
 )
-from readers.errors import StatelensError, UsageError
-from readers.model import Progress
-from viewers.browser import StateBrowserView, store_label
-from viewers.expired import ExpiredView
-from viewers.growth import StateGrowthView
-from viewers.history import KeyHistoryPanel
-from viewers.overview import OverviewView
-from viewers.schema import SchemaConfView
-from viewers.tables import DataTableView, row_order
-from viewers.timefmt import TimeZoneState
-from viewers.timeline import BatchTimelineView
+from statelens.readers.errors import StatelensError, UsageError
+from statelens.readers.model import Progress
+from statelens.viewers.browser import StateBrowserView, store_label
+from statelens.viewers.expired import ExpiredView
+from statelens.viewers.growth import StateGrowthView
+from statelens.viewers.history import KeyHistoryPanel
+from statelens.viewers.overview import OverviewView
+from statelens.viewers.schema import SchemaConfView
+from statelens.viewers.tables import DataTableView, row_order
+from statelens.viewers.timefmt import TimeZoneState
+from statelens.viewers.timeline import BatchTimelineView
 
 #: View names, as accepted by ``statelens gui --view``, in tab order.
 VIEWS = ("overview", "timeline", "growth", "expired", "browser", "schema")
@@ -425,7 +425,7 @@ class MainWindow(QMainWindow):
 
     def open_sample(self) -> int:
         """Open the checkpoint bundled with statelens."""
-        from app.cli import sample_checkpoint_path
+        from statelens.app.resources import sample_checkpoint_path
 
         return self.open_checkpoint(str(sample_checkpoint_path()), is_sample=True)
 
@@ -459,7 +459,7 @@ class MainWindow(QMainWindow):
         return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
 
     def _remember(self, url: str) -> None:
-        from readers.errors import redact
+        from statelens.readers.errors import redact
 
         url = _without_userinfo(redact(url))  # never keep credentials in settings; they come from the environment
         recent = [url] + [u for u in self.recent_checkpoints() if u != url]
@@ -874,7 +874,7 @@ class MainWindow(QMainWindow):
             self.history.clear_history(f"Cannot read this store: {err}")
             self.history_updated.emit()
             return None
-        from app.analysis._common import key_text
+        from statelens.app.analysis._common import key_text
 
         self.history.set_loading(f"Following key {key_text(s.key)} through the versions of partition {pid}…")
         ckpt = self.loaded.checkpoint
@@ -995,7 +995,7 @@ class MainWindow(QMainWindow):
         if self._backend_name == "native" or self.loaded is None:
             return None
         if self._chooser is None:
-            from readers.backends import BackendChooser
+            from statelens.readers.backends import BackendChooser
 
             self._chooser = BackendChooser(self.loaded.checkpoint, self._backend_name, master=self._spark_master,
                                            spark=self._spark_session)
@@ -1074,7 +1074,7 @@ class MainWindow(QMainWindow):
         return os.path.join(folder, name)
 
     def _checked_path(self, path: str) -> str | None:
-        from app.export import check_output_path
+        from statelens.app.export import check_output_path
 
         try:
             out = check_output_path(path, self.loaded.url if self.loaded is not None else None)
@@ -1099,7 +1099,11 @@ class MainWindow(QMainWindow):
         int or None
             The job's token (None when the path was refused).
         """
-        from app.export import iter_export_display_table, iter_export_documents, iter_export_state_table
+        from statelens.app.export import (
+            iter_export_display_table,
+            iter_export_documents,
+            iter_export_state_table,
+        )
 
         out = self._checked_path(path)
         if out is None:
@@ -1156,7 +1160,7 @@ class MainWindow(QMainWindow):
             exporter = exporters.ImageExporter(scene)
             params = exporter.parameters()
             # Native size: scaling up leaves legend text at its screen size (tiny next to the axes).
-            from viewers import theme
+            from statelens.viewers import theme
 
             params["background"] = theme.background()
             exporter.export(out)
@@ -1165,7 +1169,7 @@ class MainWindow(QMainWindow):
 
     def export_report(self, path: str) -> int | None:
         """Write the whole checkpoint's HTML post-mortem report in a worker."""
-        from app.export import iter_export_report
+        from statelens.app.export import iter_export_report
 
         if self.loaded is None:
             return None
@@ -1303,8 +1307,8 @@ class MainWindow(QMainWindow):
             sys.stderr.write(f"statelens: warning: jobs still running at exit: {names}\n")
         self.selection.disconnect_all()
         self._close_backends()  # stops a Spark session the app started (a given one keeps running)
-        if "readers.backends.spark" in sys.modules:
-            from readers.backends.spark import stop_gateway
+        if "statelens.readers.backends.spark" in sys.modules:
+            from statelens.readers.backends.spark import stop_gateway
 
             stop_gateway()  # and the JVM PySpark launched for it, with py4j's threads
         errors.set_dialog_parent(None)
@@ -1327,7 +1331,7 @@ def _render_svg(scene: Any, widget: Any, path: str) -> None:
     generator.setTitle("statelens plot")
     painter = QPainter(generator)
     try:
-        from viewers import theme
+        from statelens.viewers import theme
 
         painter.fillRect(rect, theme.background())
         scene.render(painter, rect, widget.mapToScene(widget.viewport().rect()).boundingRect())
@@ -1363,7 +1367,7 @@ def _setting_bool(value: Any) -> bool:
 
 
 def _default_master() -> str:
-    from readers.backends.spark import DEFAULT_MASTER, MASTER_ENV
+    from statelens.readers.backends.spark import DEFAULT_MASTER, MASTER_ENV
 
     return os.environ.get(MASTER_ENV) or DEFAULT_MASTER
 

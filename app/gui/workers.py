@@ -23,7 +23,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThreadPool, Signal
 from superqt.utils import GeneratorWorker
 
-from readers.model import Progress
+from statelens.readers.model import Progress
 
 #: Milliseconds :meth:`JobRunner.shutdown` waits for running jobs to reach their next yield.
 SHUTDOWN_TIMEOUT_MS = 5000
@@ -210,7 +210,7 @@ class JobRunner(QObject):
         if on_error is not None:
             on_error(err)
         else:
-            from app.gui.errors import show_error
+            from statelens.app.gui.errors import show_error
 
             show_error(err, title=f"{job.what or job.channel} failed")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from readers.errors import UsageError
+from statelens.readers.errors import UsageError
 
 if TYPE_CHECKING:
-    from readers.checkpoint import Checkpoint
+    from statelens.readers.checkpoint import Checkpoint
 
 BACKENDS = ("native", "spark", "auto")
 
@@ -34,7 +34,7 @@ class BackendChooser:
                  conf: dict[str, str] | None = None, spark: Any = None):
         if name not in BACKENDS:
             raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
-        from readers.backends.native import NativeBackend
+        from statelens.readers.backends.native import NativeBackend
 
         self.name = name
         self.native = NativeBackend(ckpt)
@@ -46,7 +46,7 @@ class BackendChooser:
     @property
     def spark(self) -> Any:
         if self._spark_backend is None:
-            from readers.backends.spark import SparkBackend
+            from statelens.readers.backends.spark import SparkBackend
 
             master, conf, spark = self._spark_args
             self._spark_backend = SparkBackend(self._ckpt, master=master, conf=conf, spark=spark)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from readers.errors import StatelensError
-from readers.model import PartitionVersionStats, StateChange, StateRow
+from statelens.readers.errors import StatelensError
+from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
 
 if TYPE_CHECKING:
-    from readers.checkpoint import Checkpoint
+    from statelens.readers.checkpoint import Checkpoint
 
 
 class NativeBackend:

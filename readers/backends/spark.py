@@ -25,17 +25,17 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from readers.errors import (
+from statelens.readers.errors import (
     BackendUnavailableError,
     ReadCancelledError,
     SparkReadError,
     StatelensError,
     UsageError,
 )
-from readers.model import CalendarInterval, PartitionVersionStats, StateChange, StateRow
+from statelens.readers.model import CalendarInterval, PartitionVersionStats, StateChange, StateRow
 
 if TYPE_CHECKING:
-    from readers.checkpoint import Checkpoint
+    from statelens.readers.checkpoint import Checkpoint
 
 MASTER_ENV = "STATELENS_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
@@ -305,7 +305,7 @@ class SparkBackend:
 
     def _is_state_variable(self, operator_id: int, store_name: str | None) -> bool:
         """A transformWithState column family shown as a store (read by ``stateVarName``, not ``storeName``)."""
-        from readers.model import OperatorKind
+        from statelens.readers.model import OperatorKind
 
         return (
             store_name is not None

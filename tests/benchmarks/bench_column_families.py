@@ -79,8 +79,8 @@ def build_checkpoint(partitions: int, batches: int, rows: int) -> Path:
 
 def measure_raw(ckpt: Path) -> dict[str, float]:
     """Newest zip per partition extracted and scanned, later changelogs decompressed: the floor."""
-    from readers.checkpoint import open_checkpoint
-    from readers.codecs import decompress
+    from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.codecs import decompress
 
     t = time.perf_counter()
     c = open_checkpoint(str(ckpt))
@@ -101,7 +101,7 @@ def measure_raw(ckpt: Path) -> dict[str, float]:
 
 
 def measure_native(ckpt: Path) -> dict[str, float]:
-    from readers.checkpoint import open_checkpoint
+    from statelens.readers.checkpoint import open_checkpoint
 
     t = time.perf_counter()
     c = open_checkpoint(str(ckpt))
@@ -116,7 +116,7 @@ def measure_native(ckpt: Path) -> dict[str, float]:
 def measure_spark(ckpt: Path) -> dict[str, float]:
     from pyspark.sql import SparkSession
 
-    from readers.backends.spark import collect_converted
+    from statelens.readers.backends.spark import collect_converted
 
     spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
     spark.range(1).count()  # JVM warm, not timed

@@ -77,8 +77,8 @@ def build_checkpoint(partitions: int, batches: int, keys: int) -> Path:
 
 
 def measure_raw(ckpt: Path) -> dict[str, float]:
-    from readers.checkpoint import open_checkpoint
-    from readers.codecs import decompress
+    from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.codecs import decompress
 
     c = open_checkpoint(str(ckpt))
     t = time.perf_counter()
@@ -92,8 +92,8 @@ def measure_raw(ckpt: Path) -> dict[str, float]:
 
 
 def measure_native_growth(ckpt: Path) -> dict[str, float]:
-    from app.cli import iter_growth
-    from readers.checkpoint import open_checkpoint
+    from statelens.app.cli import iter_growth
+    from statelens.readers.checkpoint import open_checkpoint
 
     t = time.perf_counter()
     c = open_checkpoint(str(ckpt))
@@ -105,7 +105,7 @@ def measure_native_growth(ckpt: Path) -> dict[str, float]:
 
 
 def measure_native_decode(ckpt: Path) -> dict[str, float]:
-    from readers.checkpoint import open_checkpoint
+    from statelens.readers.checkpoint import open_checkpoint
 
     c = open_checkpoint(str(ckpt))
     reader = c.store_reader(0)
@@ -143,8 +143,8 @@ def measure_spark_growth(ckpt: Path) -> dict[str, float]:
 
 def measure_spark_backend_growth(ckpt: Path) -> dict[str, float]:
     """statelens' own Spark backend: growth from the change feed in one Spark job (session start excluded)."""
-    from readers.backends.spark import SparkBackend
-    from readers.checkpoint import open_checkpoint
+    from statelens.readers.backends.spark import SparkBackend
+    from statelens.readers.checkpoint import open_checkpoint
 
     c = open_checkpoint(str(ckpt))
     backend = SparkBackend(c, master="local[2]", conf={"spark.driver.memory": "4g"})

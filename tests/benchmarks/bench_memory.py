@@ -61,7 +61,7 @@ def _vm_rss_kib(pid: int) -> int | None:
 
 def measure(command: list[str], ckpt: Path) -> dict[str, Any]:
     """Run ``statelens <command> <ckpt>`` in a fresh process; its peak RSS, RSS quartiles and time."""
-    args = [sys.executable, "-m", "app.cli", command[0], str(ckpt), *command[1:]]
+    args = [sys.executable, "-m", "statelens.app.cli", command[0], str(ckpt), *command[1:]]
     started = time.monotonic()
     proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     samples: list[tuple[float, int]] = []

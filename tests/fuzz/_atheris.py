@@ -62,8 +62,9 @@ def _instrumented(name: str) -> Any:
     if name in _NO_DATAFLOW:
         from atheris.import_hook import HookManager
 
-        return HookManager({"readers"}, set(), True, trace_dataflow=False)
-    return atheris.instrument_imports(include=["readers"])
+        # atheris hooks whole top-level packages (instrument_imports keeps only the first name part too)
+        return HookManager({"statelens"}, set(), True, trace_dataflow=False)
+    return atheris.instrument_imports(include=["statelens.readers"])
 
 
 def main(name: str) -> None:

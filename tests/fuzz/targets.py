@@ -18,8 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from readers import codecs, logs, opmeta, records, rocksdb_store, schemas, unsaferow
-from readers.errors import StatelensError
+from statelens.readers import codecs, logs, opmeta, records, rocksdb_store, schemas, unsaferow
+from statelens.readers.errors import StatelensError
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
@@ -332,7 +332,7 @@ def _split_items(body: bytes) -> list[bytes]:
 def cf_families() -> tuple[Any, ...]:
     """The column families of ``cf_families.json``: real ones of generated checkpoints (tws, timers, TTL,
     join format 4) and synthetic ones (every range-scan type, Avro-only types), as ``ColumnFamily``."""
-    from readers.model import StoreSchema
+    from statelens.readers.model import StoreSchema
 
     out = []
     for entry in json.loads((HERE / "cf_families.json").read_text()):
@@ -368,7 +368,7 @@ def target_cf_rows(data: bytes) -> None:
     values, list values, keys under a key encoder spec given as the first item) and bit 2 Avro rows; the
     rest is items, each ``len:u8`` + bytes: keys without their column family id, values as stored.
     """
-    from readers import cf_store
+    from statelens.readers import cf_store
 
     if len(data) < 2:
         return
@@ -420,7 +420,7 @@ def target_row_checksums(data: bytes) -> None:
     of a list value built from the items (byte 1: delimiters), which must split. The rest is items
     (``len:u8`` + bytes).
     """
-    from readers import rowchecksum
+    from statelens.readers import rowchecksum
 
     if not data:
         return
