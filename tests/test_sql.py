@@ -107,6 +107,12 @@ def test_outputs_csv_parquet_and_table(checkpoint: Any, tmp_path: Path, capsys: 
     assert main(["sql", root, "SELECT * FROM batches", "--max-rows", "2"]) == 0
     text = capsys.readouterr().out
     assert "more rows not shown" in text and text.rstrip().endswith("rows)")
+    # table cells: timestamps bare ISO-8601 UTC as in the JSON, structs as JSON
+    batches = _sql(capsys, root, "SELECT batch_id, start FROM batches ORDER BY batch_id")
+    assert main(["sql", root, "SELECT batch_id, start, sources FROM batches ORDER BY batch_id"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split()[:2] == [str(batches[0]["batch_id"]), batches[0]["start"]]
+    assert '"' not in lines[2].split()[1] and batches[0]["start"].endswith("Z")
 
 
 def test_errors_are_clear_and_the_checkpoint_untouched(checkpoint: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -371,6 +371,16 @@ def _json_value(v: Any) -> Any:
     return v
 
 
+def _cell(v: Any) -> str:
+    """One table cell: NULL empty, text and timestamps bare (ISO-8601 UTC), structs and lists as JSON."""
+    import json
+
+    if v is None:
+        return ""
+    j = _json_value(v)
+    return j if isinstance(j, str) else json.dumps(j, ensure_ascii=False)
+
+
 def _flat(batch: Any) -> Any:
     """A record batch with struct columns flattened (``key.window.start``) and lists/maps as JSON text."""
     import json
@@ -464,14 +474,12 @@ def answer_rows(result: SqlResult, max_rows: int) -> tuple[list[list[str]], int]
 
     Structs, lists and timestamps are shown as JSON (timestamps ISO-8601 UTC); NULL as an empty cell.
     """
-    import json
 
     rows: list[list[str]] = []
     n = 0
     for batch in result.batches:
         for row in batch.to_pylist():
             if len(rows) < max_rows:
-                rows.append(["" if v is None else v if isinstance(v, str) else
-                             json.dumps(_json_value(v), ensure_ascii=False) for v in row.values()])
+                rows.append([_cell(v) for v in row.values()])
             n += 1
     return rows, n
