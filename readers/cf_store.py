@@ -314,6 +314,8 @@ class ColumnFamilyStoreReader(StoreReaderBase):
             yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(state), on_disk)
 
     # -- decoding --------------------------------------------------------------------------------------
+    columnar = False  # keys carry prefixes and positions, values may be Avro: decoded per row
+
     def decode_pairs(
         self, pairs: list[tuple[bytes, bytes | None]], path: str
     ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from statelens.readers.codecs import decompress
 from statelens.readers.errors import MissingFileError, StatelensError
@@ -18,7 +19,7 @@ from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
 from statelens.readers.records import RecordIndex, scan_records
 from statelens.readers.rowchecksum import strip_hdfs
-from statelens.readers.store_base import RawState, StoreReaderBase
+from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
@@ -135,9 +136,16 @@ class HDFSStoreReader(StoreReaderBase):
         MissingFileError
             When no snapshot plus unbroken delta chain reaches ``version``.
         """
+        state: RawState = {}
+        for sf in self._chain(partition_id, version):
+            self._apply(state, sf)
+        return state
+
+    def _chain(self, partition_id: int, version: int) -> list[StateFile]:
+        """The files that rebuild ``version``: the newest usable snapshot, then the deltas after it."""
         pf = self._partition(partition_id)
         if version == 0:
-            return {}
+            return []
         base = self._base_for(pf, version)
         missing = [v for v in range(base + 1, version + 1) if v not in pf.deltas]
         if missing:
@@ -146,12 +154,38 @@ class HDFSStoreReader(StoreReaderBase):
                 path=f"{pf.directory}/{missing[0]}.delta",
                 **self._ctx(partition_id, version),
             )
-        state: RawState = {}
-        if base:
-            self._apply(state, pf.snapshots[base])
-        for v in range(base + 1, version + 1):
-            self._apply(state, pf.deltas[v])
-        return state
+        return ([pf.snapshots[base]] if base else []) + [pf.deltas[v] for v in range(base + 1, version + 1)]
+
+    def _raw_arrays(self, partition_id: int, version: int) -> RawArrays:
+        """Replay the files of one version without a Python object per record.
+
+        The decompressed files are laid end to end; unless it is one snapshot, the last
+        record of each key wins, found by Arrow's hash grouping on the key bytes; removed keys drop
+        out. Rows come in the order of each key's first record (``read_raw``'s order, except for a key
+        removed and put again, which keeps its first place).
+        """
+        if self.row_checksum:  # records carry checksums to verify and strip: the per-record path
+            return super()._raw_arrays(partition_id, version)
+        import numpy as np
+
+        files = self._chain(partition_id, version)
+        datas: list[bytes] = []
+        parts: list[tuple[np.ndarray, ...]] = []
+        offset = 0
+        for sf in files:
+            data, idx = self._index(sf)
+            datas.append(data)
+            parts.append((idx.key_start + offset, idx.key_len, idx.val_start + offset, idx.val_len))
+            offset += len(data)
+        if not parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return b"", empty, empty, empty, empty
+        kstart, klen, vstart, vlen = (np.concatenate(c) for c in zip(*parts, strict=True))
+        buf = datas[0] if len(datas) == 1 else b"".join(datas)
+        if len(files) > 1 or files[0].kind != "snapshot" or (vlen < 0).any():  # a delta may put a key twice
+            keep = _last_record_per_key(buf, kstart, klen, vlen)
+            kstart, klen, vstart, vlen = kstart[keep], klen[keep], vstart[keep], vlen[keep]
+        return buf, kstart, klen, vstart, vlen
 
     def _apply(self, state: RawState, sf: StateFile) -> None:
         self.apply_records(state, *self._pairs(sf))
@@ -217,3 +251,28 @@ class HDFSStoreReader(StoreReaderBase):
             else:
                 live = set(self.read_raw(pid, v))
             yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v))
+
+
+def _last_record_per_key(buf: bytes, kstart: Any, klen: Any, vlen: Any) -> Any:
+    """Indices of the records that survive a replay (the last of each key, if it is not a remove),
+    ordered by each key's first record."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(kstart)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(klen, out=offsets[1:])
+    gather = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(kstart - offsets[:-1], klen)
+    key_bytes = np.frombuffer(buf, dtype=np.uint8)[gather]
+    large = offsets[-1] >= 2**31
+    keys = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), n,
+                                 [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+                                  pa.py_buffer(key_bytes)])
+    seq = pa.array(np.arange(n, dtype=np.int64))
+    grouped = pa.table({"k": keys, "i": seq}).group_by("k", use_threads=False).aggregate(
+        [("i", "min"), ("i", "max")])
+    first = grouped.column("i_min").to_numpy()
+    last = grouped.column("i_max").to_numpy()
+    order = np.argsort(first, kind="stable")
+    keep = last[order]
+    return keep[vlen[keep] >= 0]

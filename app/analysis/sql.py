@@ -184,6 +184,10 @@ def _state_rows(
     if not changes:
         head.append(T.StructField("version", T.LongType()))
     full = T.StructType(head + fields)
+    import numpy as np
+    import pyarrow as pa
+
+    empty = rows_to_arrow([], full, unique_names=True)
     pids = backend.partition_ids(operator_id, store)
     what = "changes" if changes else "state"
     for n, pid in enumerate(pids):
@@ -198,14 +202,20 @@ def _state_rows(
                         for c in backend.read_changes(operator_id, store, 1, last, pid)]
             else:
                 v = version if version is not None else backend.latest_version(operator_id, store, pid)
-                rows = [(operator_id, store, v, r.partition_id, r.key, r.value)
-                        for r in backend.read_rows(operator_id, store, v, pid)]
+                part = backend.read_arrow(operator_id, store, v, pid, unique_names=True)  # columns, not rows
+                rows = []
         except StatelensError as err:
             problems.append(err)  # one bad file: reported, the other partitions still answer
             continue
         if rows:
             out.add(rows_to_arrow(rows, full, unique_names=True))
-    out.finish(rows_to_arrow([], full, unique_names=True))
+        elif not changes and part.num_rows:
+            n = part.num_rows
+            head_arrays = [pa.repeat(pa.scalar(operator_id, pa.int32()), n), pa.repeat(pa.scalar(store), n),
+                           pa.array(np.full(n, v, dtype=np.int64))]
+            arrays = head_arrays + part.columns
+            out.add(pa.Table.from_arrays(arrays, names=empty.schema.names))
+    out.finish(empty)
 
 
 def _expired(

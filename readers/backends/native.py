@@ -13,6 +13,8 @@ from statelens.readers.errors import StatelensError
 from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from statelens.readers.checkpoint import Checkpoint
 
 
@@ -54,6 +56,17 @@ class NativeBackend:
         for pid in pids:
             out.extend(reader.read_rows(pid, version))
         return out
+
+    def read_arrow(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int, *,
+        unique_names: bool = False,
+    ) -> pa.Table:
+        """One partition of one store at ``version`` as Arrow: ``partition int32, key struct, value struct``.
+
+        Plain UnsafeRow stores are decoded column by column, with no Python object per row.
+        """
+        return self.ckpt.store_reader(operator_id, store_name).read_arrow(
+            partition_id, version, unique_names=unique_names)
 
     def read_state_variable(
         self, operator_id: int, name: str, version: int, partition_id: int | None = None

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from statelens.readers.errors import (
     BackendUnavailableError,
     ReadCancelledError,
+    SchemaMismatchError,
     SparkReadError,
     StatelensError,
     UsageError,
@@ -35,6 +36,8 @@ from statelens.readers.errors import (
 from statelens.readers.model import CalendarInterval, PartitionVersionStats, StateChange, StateRow
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from statelens.readers.checkpoint import Checkpoint
 
 MASTER_ENV = "STATELENS_SPARK_MASTER"
@@ -355,6 +358,22 @@ class SparkBackend:
                 df = df.where(F.col("partition_id") == partition_id)
             rows = collect_converted(df, ["partition_id", "key", "value"])
         return [StateRow(int(p), k, v) for p, k, v in rows]
+
+    def read_arrow(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int, *,
+        unique_names: bool = False,
+    ) -> pa.Table:
+        """One partition of one store at ``version`` as Arrow (see ``NativeBackend.read_arrow``)."""
+        from statelens.readers.values import rows_to_arrow, state_row_schema
+
+        op = self.ckpt.operator(operator_id)
+        store = op.stores[0] if store_name is None else op.store(store_name)
+        if store.key_schema is None or store.value_schema is None:
+            raise SchemaMismatchError("this store has no readable schema file, so its rows cannot be typed",
+                                      path=f"state/{operator_id}/0/_metadata/schema", operator_id=operator_id,
+                                      store_name=store.store_name)
+        rows = [(r.partition_id, r.key, r.value) for r in self.read_rows(operator_id, store_name, version, partition_id)]
+        return rows_to_arrow(rows, state_row_schema(store.key_schema, store.value_schema), unique_names=unique_names)
 
     def read_changes(
         self,

@@ -1,0 +1,177 @@
+"""UnsafeRows decoded straight to Arrow columns equal the per-row decoder converted to Arrow.
+
+On every store of every generated checkpoint (sampled versions, every partition), on the rows Spark
+wrote for each type (tests/test_unsaferow.py), on damaged rows (same errors, same located messages)
+and on randomly mutated rows (both decoders fail with a typed error, or agree).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import SchemaMismatchError, StatelensError
+from statelens.readers.unsaferow import compile_layout, decode_rows
+from statelens.readers.unsaferow_arrow import decode_arrow, iter_decode_arrow
+from statelens.readers.values import rows_to_arrow, state_row_schema, to_arrow_array, to_arrow_type
+from tests.spark_checkpoints import SCENARIOS
+from tests.test_unsaferow import ALL_ROWS, CORRUPT, _framed, hexrow
+
+
+def _same(a: Any, b: Any) -> bool:
+    return repr(a) == repr(b)  # NaN != NaN, but their reprs agree
+
+
+def _equal(a: pa.Array, b: pa.Array) -> bool:
+    """Same type and values (Arrow's equality first: values out of Python's range, e.g. year 10^6 dates,
+    cannot become Python objects; then the reprs, for NaN)."""
+    return a.type == b.type and (a.equals(b) or _same(a.to_pylist(), b.to_pylist()))
+
+
+def _per_row(buf: bytes, starts: Any, lengths: Any, schema: Any) -> pa.Array:
+    rows = decode_rows(buf, starts, lengths, compile_layout(schema))
+    return to_arrow_array(rows, schema)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_store_reads_the_same_as_arrow(scenario: str, checkpoint: Any) -> None:
+    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+    compared = columnar = 0
+    for op in ckpt.operators:
+        for store in op.stores:
+            if store.schema is None:
+                continue
+            reader = ckpt.store_reader(op.operator_id, store.store_name)
+            schema = state_row_schema(store.key_schema, store.value_schema)
+            for pid in reader.partition_ids():
+                versions = reader.versions(pid)
+                for v in sorted({versions[0], versions[len(versions) // 2], versions[-1]} if versions else set()):
+                    got = reader.read_arrow(pid, v, unique_names=True)
+                    rows = [(r.partition_id, r.key, r.value) for r in reader.read_rows(pid, v)]
+                    want = rows_to_arrow(rows, schema, unique_names=True)
+                    assert got.schema.equals(want.schema, check_metadata=True), (scenario, store.store_name)
+                    # the same rows; the order may differ where a key was removed and put again
+                    assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want.to_pylist())), (
+                        scenario, store.store_name, pid, v)
+                    compared += got.num_rows
+                    columnar += reader.columnar
+    assert compared > 0
+
+
+@pytest.mark.parametrize("row", ALL_ROWS, ids=[r[0] for r in ALL_ROWS])
+def test_rows_spark_wrote_decode_to_the_same_arrow(row: tuple[Any, ...]) -> None:
+    """Every type (nested structs, arrays, maps, intervals, decimals, strings...), three rows per buffer."""
+    name, schema, hex_ = row[0], row[1], row[2]
+    data = hexrow(hex_)
+    buf, starts, lengths = _framed([data, data, data])
+    want = _per_row(buf, starts, lengths, schema)
+    got = decode_arrow(buf, starts, lengths, compile_layout(schema), to_arrow_type(schema))
+    assert got.type == want.type, name
+    assert _same(got.to_pylist(), want.to_pylist()), name
+    # chunking changes nothing
+    parts = list(iter_decode_arrow(buf, starts, lengths, compile_layout(schema), to_arrow_type(schema),
+                                   chunk_rows=2))
+    assert [len(p) for p in parts] == [2, 1]
+    assert _same(pa.concat_arrays(parts).to_pylist(), want.to_pylist())
+
+
+def test_no_rows_is_an_empty_array() -> None:
+    schema = ALL_ROWS[0][1]
+    got = decode_arrow(b"", [], [], compile_layout(schema), to_arrow_type(schema))
+    assert len(got) == 0 and got.type == to_arrow_type(schema)
+
+
+@pytest.mark.parametrize(("name", "base", "mutate", "field", "message"), CORRUPT, ids=[c[0] for c in CORRUPT])
+def test_damaged_rows_raise_what_the_row_decoder_raises(
+    name: str, base: tuple[Any, ...], mutate: Any, field: str | None, message: str
+) -> None:
+    data, length = mutate(hexrow(base[2]))
+    good = hexrow(base[2])
+    buf, starts, lengths = _framed([good, data, good])
+    lengths[1] = length
+    layout = compile_layout(base[1])
+    path = "state/0/1/7.delta"
+    with pytest.raises(SchemaMismatchError, match=message) as err:
+        decode_arrow(buf, starts, lengths, layout, to_arrow_type(base[1]), path=path, records=[10, 11, 12])
+    assert err.value.path == path
+    assert err.value.offset == int(starts[1])
+    assert err.value.context["record"] == 11
+    assert err.value.context.get("field") == field
+
+
+def _both(data: bytes, length: int, schema: Any) -> tuple[Any, Any]:
+    layout = compile_layout(schema)
+    try:
+        rows: Any = ("ok", to_arrow_array(decode_rows(data, [0], [length], layout), schema))
+    except StatelensError as e:
+        rows = ("error", type(e))
+    except pa.ArrowInvalid:  # decoded, but Arrow refuses the value (a decimal beyond its precision)
+        rows = ("unconvertible", None)
+    try:
+        cols: Any = ("ok", decode_arrow(data, [0], [length], layout, to_arrow_type(schema)))
+    except StatelensError as e:
+        cols = ("error", type(e))
+    return rows, cols
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    row=st.sampled_from(ALL_ROWS),
+    edits=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), min_size=1, max_size=6),
+    cut=st.integers(0, 200),
+)
+def test_mutated_rows_agree_or_both_fail(row: tuple[Any, ...], edits: list[tuple[int, int]], cut: int) -> None:
+    data = bytearray(hexrow(row[2]))
+    for at, value in edits:
+        data[at % len(data)] = value
+    for length in (len(data), min(cut, len(data)), (len(data) // 8) * 8):
+        rows, cols = _both(bytes(data), length, row[1])
+        if rows[0] == "unconvertible":
+            assert cols[0] == "ok"  # the columnar path keeps the bits (Arrow does not check precision)
+            continue
+        assert rows[0] == cols[0], (row[0], rows, cols)
+        if rows[0] == "ok":
+            assert _equal(rows[1], cols[1]), row[0]
+
+
+def test_many_rows_with_nulls_match() -> None:
+    """A column of many rows where some values are null (null slots hold leftovers, never read)."""
+    picked = [r for r in ALL_ROWS if "null" in r[0].lower()] or ALL_ROWS[:3]
+    for name, schema, hex_, *_ in picked:
+        good = hexrow(hex_)
+        buf, starts, lengths = _framed([good] * 7)
+        want = _per_row(buf, starts, lengths, schema)
+        got = decode_arrow(buf, np.asarray(starts), np.asarray(lengths), compile_layout(schema),
+                           to_arrow_type(schema))
+        assert _same(got.to_pylist(), want.to_pylist()), name
+
+
+@pytest.mark.spark
+def test_a_damaged_file_fails_as_read_rows_does(checkpoint: Any, tmp_path: Any) -> None:
+    """A truncated delta: the columnar replay raises the same typed, located error as the row path."""
+    import shutil
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(checkpoint("agg_count") / "checkpoint", root)
+    reader = open_checkpoint(str(root)).store_reader(0, None)
+    pid = reader.partition_ids()[0]
+    v = reader.versions(pid)[-1]
+    delta = root / "state" / "0" / str(pid) / f"{v}.delta"
+    delta.write_bytes(delta.read_bytes()[: delta.stat().st_size // 2])
+    reader = open_checkpoint(str(root)).store_reader(0, None)
+    with pytest.raises(StatelensError) as by_rows:
+        reader.read_rows(pid, v)
+    with pytest.raises(StatelensError) as by_columns:
+        reader.read_arrow(pid, v)
+    assert type(by_columns.value) is type(by_rows.value)
+    assert str(by_columns.value) == str(by_rows.value) and f"{v}.delta" in str(by_columns.value)
+    # the other partitions still read
+    other = reader.partition_ids()[1]
+    assert reader.read_arrow(other, v).num_rows == len(reader.read_rows(other, v))
