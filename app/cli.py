@@ -20,7 +20,7 @@ EXIT_OK = 0
 EXIT_PARTIAL = 1
 EXIT_ERROR = 2
 
-SUBCOMMANDS = ("info", "rows", "growth", "sql", "gui", "expired", "doctor", "report", "timeline")
+SUBCOMMANDS = ("info", "rows", "growth", "sql", "gui", "expired", "doctor", "report", "timeline", "cache")
 
 
 class _Progress:
@@ -636,6 +636,7 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
 def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.analysis._common import run_to_end
     from statelens.app.analysis.sql import answer_rows, iter_sql, write_answer
+    from statelens.readers.cache import StateCache
 
     fmt = "json" if args.json else "jsonl" if args.jsonl else "csv" if args.csv else "parquet" if args.parquet else "table"
     if fmt == "parquet" and not args.output:
@@ -644,8 +645,9 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
     chooser = _backends(args, ckpt)
     bar = _Progress()
     try:
+        cache = None if args.no_cache else StateCache()
         result = run_to_end(iter_sql(ckpt, args.query, operator_id=args.operator, store_name=args.store,
-                                     version=args.version, backends=chooser), bar)
+                                     version=args.version, backends=chooser, cache=cache), bar)
     finally:
         bar.close()
     try:
@@ -686,6 +688,25 @@ def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
 # -- parsing -------------------------------------------------------------------------------------------
 class _UsageFailure(Exception):
     pass
+
+
+def cmd_cache(args: argparse.Namespace, out: IO[str]) -> int:
+    import json
+
+    from statelens.readers.cache import StateCache
+
+    cache = StateCache()
+    if args.action == "clear":
+        removed = cache.clear()
+        doc: dict[str, Any] = {"removed": removed, **cache.info().to_json()}
+        text = f"removed {removed:,} entr{'y' if removed == 1 else 'ies'} from {cache.root}"
+    else:
+        info = cache.info()
+        doc = info.to_json()
+        text = (f"cache   {info.path}\nentries {info.entries:,}\n"
+                f"size    {info.bytes / 2**20:,.1f} MiB of {info.max_bytes / 2**30:,.1f} GiB")
+    out.write((json.dumps(doc) if args.json else text) + "\n")
+    return 0
 
 
 def _usage(message: str) -> _UsageFailure:
@@ -785,8 +806,20 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--parquet", action="store_true", help="Parquet, typed (needs -o FILE)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument("--max-rows", type=int, default=1000, metavar="N", help="rows shown as a table (default 1000)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="decode state afresh and keep nothing (default: decoded versions are kept under the user's "
+                        "cache folder, $STATELENS_CACHE_DIR, and reused while their files are unchanged)")
     add_backend_options(p)
     p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("cache", help="the cache of decoded state: where it is, how big, clear it",
+                       description="Decoded state versions are kept as Parquet under the user's cache folder "
+                                   "($STATELENS_CACHE_DIR overrides it; $STATELENS_CACHE_MAX_BYTES caps it, default "
+                                   "4 GiB, least recently used first out) and reused while their source files are "
+                                   "unchanged. Nothing is ever written inside a checkpoint.")
+    p.add_argument("action", choices=("info", "clear"), help="info: folder, entries and bytes; clear: remove them")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_cache)
 
     _add_analysis_commands(sub)
 

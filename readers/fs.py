@@ -159,10 +159,21 @@ class FileEntry:
     path: str
     size_bytes: int
     is_dir: bool
+    #: What changes when the file is rewritten: the object's ETag on object stores, else its mtime.
+    version_tag: str = ""
 
     @property
     def name(self) -> str:
         return posixpath.basename(self.path)
+
+
+def _version_tag(info: dict[str, Any]) -> str:
+    """The listing's change marker of one file: ETag (object stores) or modification time."""
+    for key in ("ETag", "etag", "mtime", "LastModified", "last_modified", "updated"):
+        value = info.get(key)
+        if value not in (None, ""):
+            return f"{key}={value}"
+    return ""
 
 
 def _s3_userinfo(url: str, options: dict[str, Any]) -> str:
@@ -440,7 +451,7 @@ class CheckpointFS:
             if not full.startswith(prefix):
                 continue
             rel = full[len(prefix):]
-            entry = FileEntry(rel, int(info.get("size") or 0), info.get("type") == "directory")
+            entry = FileEntry(rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info))
             self._entries[rel] = entry
         # Object stores have no folders, only key prefixes, and s3fs reports them only when its listing
         # cache is cold: every parent of a listed file is a folder.

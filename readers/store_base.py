@@ -19,6 +19,8 @@ from statelens.readers.unsaferow import RowLayout, compile_layout, decode_rows
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from statelens.readers.cache import StateCache
+
 #: Raw state of one partition at one version: key bytes -> value bytes.
 RawState = dict[bytes, bytes]
 
@@ -207,13 +209,46 @@ class StoreReaderBase:
     #: Key and value bytes are plain UnsafeRows: :meth:`read_arrow` decodes them column by column.
     columnar = True
 
-    def read_arrow(self, partition_id: int, version: int, *, unique_names: bool = False) -> pa.Table:
+    def read_arrow(
+        self, partition_id: int, version: int, *, unique_names: bool = False, cache: StateCache | None = None
+    ) -> pa.Table:
         """One partition at one version as an Arrow table ``partition int32, key struct, value struct``.
 
         The values equal :meth:`read_rows` converted with :func:`readers.values.rows_to_arrow` (schema
         :func:`readers.values.state_row_schema`), but plain UnsafeRow stores are decoded straight into
-        Arrow columns (:mod:`readers.unsaferow_arrow`), with no Python object per row.
+        Arrow columns (:mod:`readers.unsaferow_arrow`), with no Python object per row. With ``cache``,
+        a version decoded before from the same files is read back from the cache instead.
         """
+        if cache is None:
+            return self._decode_arrow(partition_id, version, unique_names)
+        key = cache.key(self._cache_parts(partition_id, version, unique_names), self._sources(partition_id, version))
+        return cache.get_or_build(key, lambda: self._decode_arrow(partition_id, version, unique_names))
+
+    def _cache_parts(self, partition_id: int, version: int, unique_names: bool) -> dict[str, Any]:
+        assert self.schema is not None
+        return {
+            "checkpoint": self.fs.display_root, "reader": type(self).__name__, "operator": self.operator_id,
+            "store": self.store_name, "partition": partition_id, "version": version, "unique_names": unique_names,
+            "key_schema": self.schema.key_schema.json(), "value_schema": self.schema.value_schema.json(),
+            "long_value_fields": sorted(self.long_value_fields), "row_checksum": self.row_checksum,
+        }
+
+    def _sources(self, partition_id: int, version: int) -> list[tuple[str, int, str]]:
+        """Identity of every file a version may be rebuilt from: all files of the partition's folder
+        (SSTs and sidecars included) except the state files of later versions."""
+        pf = self._partition(partition_id)
+        later = {sf.path for files in (pf.deltas, pf.snapshots) for v, sf in files.items() if v > version}
+        out: list[tuple[str, int, str]] = []
+        folders = [pf.directory]
+        while folders:
+            for e in self.fs.list_dir(folders.pop()):
+                if e.is_dir:
+                    folders.append(e.path)
+                elif e.path not in later:
+                    out.append((e.path, e.size_bytes, e.version_tag))
+        return out
+
+    def _decode_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
         import numpy as np
         import pyarrow as pa
 

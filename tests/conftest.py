@@ -2,6 +2,7 @@
 
 * The process runs in UTC (``TZ=UTC``) and Qt renders offscreen — set at import, before any test
   module imports PySpark or Qt.
+* The decoded-state cache (``readers/cache.py``) lives in a temporary folder of the run.
 * ``spark``: the one SparkSession of the test run (started lazily, only by tests that ask for it).
 * ``checkpoint``: ``checkpoint("agg_count")`` → the scenario folder (``checkpoint/``, ``expected.json``,
   ``output.json``, ``input/``) of a real checkpoint written by PySpark, generated on first use and
@@ -23,6 +24,12 @@ os.environ["TZ"] = "UTC"
 if hasattr(time, "tzset"):
     time.tzset()
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
+# The decoded-state cache of the run: a folder of its own, never the user's cache (tests that look at
+# the cache set their own).
+if "STATELENS_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["STATELENS_CACHE_DIR"] = tempfile.mkdtemp(prefix="statelens-test-cache-")
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:

@@ -80,6 +80,10 @@ class SqlResult:
             self._spill = None
 
 
+#: Rows of decoded state gathered before one insert into DuckDB.
+_INSERT_ROWS = 250_000
+
+
 class _Appender:
     """Appends Arrow tables to one DuckDB table, creating it from the first."""
 
@@ -166,7 +170,7 @@ def _growth(ckpt: Any, backends: Any, out: _Appender) -> Generator[Progress, Non
 
 def _state_rows(
     ckpt: Any, backend: Any, operator_id: int, store: str, version: int | None, changes: bool,
-    out: _Appender, problems: list[StatelensError], cancelled: Callable[[], bool] | None,
+    out: _Appender, problems: list[StatelensError], cancelled: Callable[[], bool] | None, cache: Any = None,
 ) -> Generator[Progress, None, None]:
     from pyspark.sql import types as T
 
@@ -188,6 +192,8 @@ def _state_rows(
     import pyarrow as pa
 
     empty = rows_to_arrow([], full, unique_names=True)
+    pending: list[Any] = []
+    pending_rows = 0
     pids = backend.partition_ids(operator_id, store)
     what = "changes" if changes else "state"
     for n, pid in enumerate(pids):
@@ -202,7 +208,7 @@ def _state_rows(
                         for c in backend.read_changes(operator_id, store, 1, last, pid)]
             else:
                 v = version if version is not None else backend.latest_version(operator_id, store, pid)
-                part = backend.read_arrow(operator_id, store, v, pid, unique_names=True)  # columns, not rows
+                part = backend.read_arrow(operator_id, store, v, pid, unique_names=True, cache=cache)  # columns
                 rows = []
         except StatelensError as err:
             problems.append(err)  # one bad file: reported, the other partitions still answer
@@ -213,8 +219,13 @@ def _state_rows(
             n = part.num_rows
             head_arrays = [pa.repeat(pa.scalar(operator_id, pa.int32()), n), pa.repeat(pa.scalar(store), n),
                            pa.array(np.full(n, v, dtype=np.int64))]
-            arrays = head_arrays + part.columns
-            out.add(pa.Table.from_arrays(arrays, names=empty.schema.names))
+            pending.append(pa.Table.from_arrays(head_arrays + part.columns, names=empty.schema.names))
+            pending_rows += n
+            if pending_rows >= _INSERT_ROWS:  # few large inserts: DuckDB's per-insert cost is high
+                out.add(pa.concat_tables(pending))
+                pending, pending_rows = [], 0
+    if pending:
+        out.add(pa.concat_tables(pending))
     out.finish(empty)
 
 
@@ -268,6 +279,7 @@ def iter_sql(
     backends: Any = None,
     cancelled: Callable[[], bool] | None = None,
     rows_per_batch: int = 65_536,
+    cache: Any = None,
 ) -> Generator[Progress, None, SqlResult]:
     """Fill the tables ``query`` names, run it, and return its answer as a stream of Arrow batches.
 
@@ -287,6 +299,8 @@ def iter_sql(
         Polled between partitions.
     rows_per_batch : int
         Rows per Arrow record batch of the answer.
+    cache : readers.cache.StateCache, optional
+        Where decoded versions of ``state`` are kept and found again (default: decode every time).
 
     Yields
     ------
@@ -330,7 +344,7 @@ def iter_sql(
                 assert store is not None
                 backend = backends.for_store(*store)
                 yield from _state_rows(ckpt, backend, store[0], store[1], version, name == "changes",
-                                       _Appender(con, name), problems, cancelled)
+                                       _Appender(con, name), problems, cancelled, cache)
             else:
                 problems += yield from _expired(ckpt, backends, _Appender(con, "expired"), cancelled)
         yield Progress(len(names), len(names), "running the query")

@@ -15,6 +15,7 @@ from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from statelens.readers.cache import StateCache
     from statelens.readers.checkpoint import Checkpoint
 
 
@@ -59,14 +60,15 @@ class NativeBackend:
 
     def read_arrow(
         self, operator_id: int, store_name: str | None, version: int, partition_id: int, *,
-        unique_names: bool = False,
+        unique_names: bool = False, cache: StateCache | None = None,
     ) -> pa.Table:
         """One partition of one store at ``version`` as Arrow: ``partition int32, key struct, value struct``.
 
-        Plain UnsafeRow stores are decoded column by column, with no Python object per row.
+        Plain UnsafeRow stores are decoded column by column, with no Python object per row; with
+        ``cache``, a version decoded before from the same files is read back from it.
         """
         return self.ckpt.store_reader(operator_id, store_name).read_arrow(
-            partition_id, version, unique_names=unique_names)
+            partition_id, version, unique_names=unique_names, cache=cache)
 
     def read_state_variable(
         self, operator_id: int, name: str, version: int, partition_id: int | None = None

@@ -361,9 +361,10 @@ class SparkBackend:
 
     def read_arrow(
         self, operator_id: int, store_name: str | None, version: int, partition_id: int, *,
-        unique_names: bool = False,
+        unique_names: bool = False, cache: Any = None,
     ) -> pa.Table:
-        """One partition of one store at ``version`` as Arrow (see ``NativeBackend.read_arrow``)."""
+        """One partition of one store at ``version`` as Arrow (see ``NativeBackend.read_arrow``; Spark's
+        answers are not cached: ``cache`` is accepted for the common signature and unused)."""
         from statelens.readers.values import rows_to_arrow, state_row_schema
 
         op = self.ckpt.operator(operator_id)

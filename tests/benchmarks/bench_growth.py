@@ -11,6 +11,8 @@ old keys in every batch, on ``--partitions`` shuffle partitions. Then, in one ru
 * ``raw``: reading and decompressing every state file (the floor for any reader);
 * ``native_growth``: ``statelens growth`` (rows and bytes of every partition at every version);
 * ``native_decode``: decoding every row of the latest version (rows/s);
+* ``native_decode_arrow``: the same into Arrow columns (``read_arrow``, no Python object per row);
+* ``spark_decode``: Spark's ``statestore`` reader on the latest version (every column hashed);
 * ``spark_growth``: the same answer from Spark: one ``statestore`` read per committed batch, counted per
   partition;
 * ``spark_backend_growth``: the same answer from statelens' Spark backend (the change feed, one job);
@@ -117,6 +119,45 @@ def measure_native_decode(ckpt: Path) -> dict[str, float]:
     return {"seconds": secs, "rows": rows, "rows_per_second": rows / secs if secs else 0.0}
 
 
+def measure_native_decode_arrow(ckpt: Path) -> dict[str, float]:
+    """The latest version decoded into Arrow columns (``read_arrow``: no Python object per row)."""
+    from statelens.readers.checkpoint import open_checkpoint
+
+    c = open_checkpoint(str(ckpt))
+    reader = c.store_reader(0)
+    t = time.perf_counter()
+    rows = 0
+    for pid in reader.partition_ids():
+        rows += reader.read_arrow(pid, reader.versions(pid)[-1]).num_rows
+    secs = time.perf_counter() - t
+    return {"seconds": secs, "rows": rows, "rows_per_second": rows / secs if secs else 0.0}
+
+
+def measure_spark_decode(ckpt: Path) -> dict[str, float]:
+    """Spark's ``statestore`` reader decoding every row of the latest version (a hash over all columns
+    forces every value to be read); session start measured apart."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    t = time.perf_counter()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    start = time.perf_counter() - t
+    last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    t = time.perf_counter()
+    df = spark.read.format("statestore").option("batchId", last).load(str(ckpt))
+    row = df.agg(F.count("*").alias("n"), F.sum(F.hash("partition_id", "key", "value")).alias("h")).collect()[0]
+    secs = time.perf_counter() - t
+    spark.stop()
+    return {"seconds": secs, "session_start_seconds": start, "rows": row["n"],
+            "rows_per_second": row["n"] / secs if secs else 0.0}
+
+
 def measure_spark_growth(ckpt: Path) -> dict[str, float]:
     from pyspark.sql import SparkSession
 
@@ -165,7 +206,7 @@ def measure_spark_backend_growth(ckpt: Path) -> dict[str, float]:
 def peak_memory_of_growth(ckpt: Path) -> float:
     """Peak RSS (MiB) of ``statelens growth --json`` in a fresh process."""
     code = (
-        "import resource,sys,io;from app.cli import main;"
+        "import resource,sys,io;from statelens.app.cli import main;"
         "sys.stdout=io.StringIO();main(['growth','--json',sys.argv[1]]);"
         "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))"
     )
@@ -192,16 +233,23 @@ def main(argv: list[str] | None = None) -> int:
     print("native growth:", result["native_growth"], flush=True)
     result["native_decode"] = measure_native_decode(ckpt)
     print("native decode latest:", result["native_decode"], flush=True)
+    result["native_decode_arrow"] = measure_native_decode_arrow(ckpt)
+    print("native decode latest into Arrow:", result["native_decode_arrow"], flush=True)
     result["native_growth_peak_rss_mib"] = peak_memory_of_growth(ckpt)
     print("native growth peak RSS MiB:", result["native_growth_peak_rss_mib"], flush=True)
     if not args.skip_spark:
         result["spark_backend_growth"] = measure_spark_backend_growth(ckpt)
         print("statelens spark backend growth:", result["spark_backend_growth"], flush=True)
         result["speedup_vs_spark_backend"] = result["spark_backend_growth"]["seconds"] / result["native_growth"]["seconds"]  # type: ignore[index]
+        result["spark_decode"] = measure_spark_decode(ckpt)
+        print("spark decode latest:", result["spark_decode"], flush=True)
+        result["arrow_decode_vs_spark"] = result["spark_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]  # type: ignore[index]
         result["spark_growth"] = measure_spark_growth(ckpt)
         print("spark growth:", result["spark_growth"], flush=True)
         result["speedup_vs_spark"] = result["spark_growth"]["seconds"] / result["native_growth"]["seconds"]  # type: ignore[index]
     result["ratio_to_raw"] = result["native_growth"]["seconds"] / result["raw"]["seconds"]  # type: ignore[index]
+    result["arrow_decode_ratio_to_raw"] = result["native_decode_arrow"]["seconds"] / result["raw"]["seconds"]  # type: ignore[index]
+    result["arrow_decode_vs_rows"] = result["native_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]  # type: ignore[index]
     print(json.dumps({k: v for k, v in result.items() if k.startswith(("speedup", "ratio"))}, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
