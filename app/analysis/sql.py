@@ -502,8 +502,62 @@ def answer_rows(result: SqlResult, max_rows: int) -> tuple[list[list[str]], int]
     rows: list[list[str]] = []
     n = 0
     for batch in result.batches:
-        for row in batch.to_pylist():
-            if len(rows) < max_rows:
-                rows.append([_cell(v) for v in row.values()])
-            n += 1
+        room = max_rows - len(rows)
+        if room > 0:  # by position: answers may repeat a column name (SELECT a.x, b.x)
+            head = batch.slice(0, room)
+            cells = [[_cell(v) for v in head.column(i).to_pylist()] for i in range(head.num_columns)]
+            rows.extend(map(list, zip(*cells, strict=True)) if cells else [[] for _ in range(head.num_rows)])
+        n += batch.num_rows
     return rows, n
+
+
+#: Post-mortem questions as queries (the README's), offered by the app's SQL tab. ``{store}`` marks
+#: queries over ``state``/``changes`` (they need a store picked).
+EXAMPLES: list[tuple[str, str]] = [
+    ("Batches: start, watermark, interval",
+     "SELECT batch_id, start, watermark, watermark_move_ms / 1000 AS watermark_moved_s, interval_ms, committed\n"
+     "FROM batches ORDER BY batch_id"),
+    ("Slowest trigger intervals",
+     "SELECT batch_id, start, interval_ms FROM batches\nORDER BY interval_ms DESC NULLS LAST LIMIT 10"),
+    ("Keys per partition (skew)",
+     "SELECT partition_id, count(*) AS keys FROM state\nGROUP BY 1 ORDER BY keys DESC"),
+    ("Which partition's state grew most",
+     "SELECT operator_id, store_name, partition_id,\n"
+     "       arg_max(rows, version) - arg_min(rows, version) AS key_growth, max(bytes) AS max_bytes\n"
+     "FROM growth GROUP BY ALL ORDER BY key_growth DESC LIMIT 20"),
+    ("Keys last written before batch N, never removed",
+     "SELECT key, max(version) - 1 AS last_written_batch FROM changes\n"
+     "GROUP BY key HAVING max(version) - 1 < 3 AND arg_max(change, version) = 'put'\nORDER BY 2"),
+    ("Timed-out keys never removed, per partition",
+     "SELECT category, operator_id, partition_id, count(*) AS keys, max(age_batches) AS oldest_batches\n"
+     "FROM expired GROUP BY ALL ORDER BY keys DESC"),
+]
+
+
+@dataclass
+class SqlTable:
+    """A query's answer as display columns (the app's SQL tab): at most ``max_rows`` rows shown."""
+
+    headers: list[str]
+    columns: list[list[str]]
+    total_rows: int
+    seconds: float
+    problems: list[StatelensError] = field(default_factory=list)
+
+
+def iter_sql_table(
+    ckpt: Any, query: str, *, operator_id: int | None = None, store_name: str | None = None,
+    cache: Any = None, max_rows: int = 10_000, cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, SqlTable]:
+    """Run ``query`` (:func:`iter_sql`) and keep the first ``max_rows`` rows as display text."""
+    import time
+
+    start = time.perf_counter()
+    result = yield from iter_sql(ckpt, query, operator_id=operator_id, store_name=store_name, cache=cache,
+                                 cancelled=cancelled)
+    try:
+        rows, n = answer_rows(result, max_rows)
+        columns = [[row[i] for row in rows] for i in range(len(result.columns))]
+        return SqlTable(list(result.columns), columns, n, time.perf_counter() - start, list(result.problems))
+    finally:
+        result.close()

@@ -15,7 +15,8 @@ SCREENSHOT_SIZE = (1400, 900)
 
 #: Jobs (runner channels) whose results each view shows; ``--screenshot`` waits for these only.
 VIEW_JOBS = {"overview": ("load",), "timeline": ("load",), "growth": ("load", "growth", "heavy"),
-             "expired": ("load", "expired"), "browser": ("load", "browser"), "schema": ("load", "schema")}
+             "expired": ("load", "expired"), "browser": ("load", "browser"), "schema": ("load", "schema"),
+             "sql": ("load", "sql")}
 
 #: Milliseconds ``--screenshot`` gives other views' jobs to stop after their cancel.
 CANCEL_WAIT_MS = 5000

@@ -32,6 +32,8 @@ from PySide6.QtWidgets import (
 
 from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.heavy import iter_top_keys
+from statelens.app.analysis.sql import EXAMPLES as SQL_EXAMPLES
+from statelens.app.analysis.sql import SqlTable, iter_sql_table
 from statelens.app.explore import (
     ExpiredOverview,
     KeyHistory,
@@ -56,6 +58,7 @@ from statelens.app.session import (
     iter_state_diff,
     iter_state_table,
 )
+from statelens.readers.cache import StateCache
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import Progress
 from statelens.viewers.browser import StateBrowserView, store_label
@@ -64,14 +67,15 @@ from statelens.viewers.growth import StateGrowthView
 from statelens.viewers.history import KeyHistoryPanel
 from statelens.viewers.overview import OverviewView
 from statelens.viewers.schema import SchemaConfView
+from statelens.viewers.sql import SqlView
 from statelens.viewers.tables import DataTableView, row_order
 from statelens.viewers.timefmt import TimeZoneState
 from statelens.viewers.timeline import BatchTimelineView
 
 #: View names, as accepted by ``statelens gui --view``, in tab order.
-VIEWS = ("overview", "timeline", "growth", "expired", "browser", "schema")
+VIEWS = ("overview", "timeline", "growth", "expired", "browser", "sql", "schema")
 VIEW_TITLES = {"overview": "Overview", "timeline": "Batch timeline", "growth": "State growth",
-               "expired": "Expired keys", "browser": "State browser", "schema": "Schema and conf"}
+               "expired": "Expired keys", "browser": "State browser", "sql": "SQL", "schema": "Schema and conf"}
 
 #: Backends of the state browser (``readers.backends``), as shown in the picker.
 BACKENDS = {"native": "native decoder", "spark": "Spark", "auto": "auto (native, else Spark)"}
@@ -80,7 +84,7 @@ SETTINGS_MASTER = "spark_master"
 SETTINGS_UTC = "times_in_utc"
 
 #: Runner channels of per-checkpoint jobs (cancelled when another checkpoint is shown).
-CHECKPOINT_CHANNELS = ("growth", "heavy", "expired", "schema", "browser", "order", "history", "export")
+CHECKPOINT_CHANNELS = ("growth", "heavy", "expired", "schema", "browser", "order", "history", "export", "sql")
 
 #: Heaviest keys listed in the growth view for the selected store.
 TOP_KEYS_SHOWN = 25
@@ -119,6 +123,8 @@ class MainWindow(QMainWindow):
     schema_updated()
     history_updated()
         The key history panel shows a key's history (or why not).
+    sql_updated()
+        The SQL tab shows a query's answer (or why it failed).
     export_finished(str path)
         A table, plot or report was written.
     """
@@ -130,6 +136,7 @@ class MainWindow(QMainWindow):
     expired_updated = Signal()
     schema_updated = Signal()
     history_updated = Signal()
+    sql_updated = Signal()
     export_finished = Signal(str)
 
     def __init__(
@@ -139,6 +146,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.settings = settings if settings is not None else QSettings("statelens", "statelens")
         self.storage_options = dict(storage_options or {})
+        self._cache = StateCache()  # decoded state versions, shared with the command line
         self.selection = SelectionState()
         self.runner = JobRunner(self)
         self.loaded: LoadedCheckpoint | None = None
@@ -289,8 +297,11 @@ class MainWindow(QMainWindow):
         self.expired = ExpiredView(self.selection)
         self.browser = StateBrowserView(self.selection)
         self.schema = SchemaConfView(self.selection)
+        self.sql = SqlView()
+        self.sql.set_examples(SQL_EXAMPLES)
+        self.sql.run_requested.connect(self._on_sql_run_requested)
         self.views = {"overview": self.overview, "timeline": self.timeline, "growth": self.growth,
-                      "expired": self.expired, "browser": self.browser, "schema": self.schema}
+                      "expired": self.expired, "browser": self.browser, "sql": self.sql, "schema": self.schema}
         for name in VIEWS:
             self.tabs.addTab(self.views[name], VIEW_TITLES[name])
         layout.addWidget(self.tabs, 1)
@@ -521,6 +532,7 @@ class MainWindow(QMainWindow):
         self.schema.set_schemas([(*self._store_item(op, s), s.schema) for op in ckpt.operators for s in op.stores], [],
                                 tips)
         self.schema.set_conf(ckpt.batches, conf_changes(ckpt.batches))
+        self.sql.set_stores([self._store_item(op, s) for op, s in stores], groups, tips)
         self.status_label.setText(
             f"Opened {loaded.location}: {len(ckpt.batches):,} batches, {len(ckpt.operators)} stateful operators"
             + (f", {len(ckpt.report.problems)} file problems" if ckpt.report.problems else "")
@@ -562,6 +574,7 @@ class MainWindow(QMainWindow):
                 on_result=self._on_growth_finished,
                 on_error=self._on_growth_errored,
             )
+        self._on_sql_run_requested(self.sql.query(), self.sql.store())  # the editor's query, on this checkpoint
         if ckpt.operators:
             for op in ckpt.operators:
                 for s in op.stores:
@@ -666,6 +679,37 @@ class MainWindow(QMainWindow):
             self.problems.add_problems([err], where="state growth")
         else:
             errors.show_error(err, title="Measuring state growth failed")
+
+    # -- SQL -----------------------------------------------------------------------------------------
+    def _on_sql_run_requested(self, query: str, store: Any) -> None:
+        if self.loaded is None or not query.strip():
+            return
+        operator_id, store_name = store if store is not None else (None, None)
+        self.sql.set_running("Running the query (tables are filled from the checkpoint first)…")
+        self.runner.submit(
+            "sql", iter_sql_table, self.loaded.checkpoint, query, operator_id=operator_id, store_name=store_name,
+            cache=self._cache, what="Running the SQL query",
+            on_result=self._on_sql_finished, on_error=self._on_sql_errored,
+        )
+
+    def _on_sql_finished(self, answer: SqlTable) -> None:
+        shown = len(answer.columns[0]) if answer.columns else 0
+        status = f"{answer.total_rows:,} row{'s' if answer.total_rows != 1 else ''} in {answer.seconds:.2f} s"
+        if shown < answer.total_rows:
+            status += f" (the first {shown:,} shown; statelens sql --csv/--parquet writes them all)"
+        if answer.problems:
+            self.problems.add_problems(answer.problems, where="SQL query")
+            status += f" · {len(answer.problems)} file(s) could not be read: see Problems"
+        self.sql.set_answer(answer.headers, answer.columns, status)
+        self.sql_updated.emit()
+
+    def _on_sql_errored(self, err: BaseException) -> None:
+        if isinstance(err, StatelensError):
+            self.sql.set_error(str(err))
+        else:
+            self.sql.set_error(f"The query failed: {errors.short_message(err)}")
+            errors.show_error(err, title="SQL query failed")
+        self.sql_updated.emit()
 
     # -- expired keys --------------------------------------------------------------------------------
     def _on_expired_finished(self, overview: ExpiredOverview) -> None:

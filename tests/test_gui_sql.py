@@ -1,0 +1,98 @@
+"""The app's SQL tab: the editor's query runs on open, examples answer what ``statelens sql`` answers,
+errors are shown in the tab, Ctrl+Enter runs, the answer sorts numbers as numbers."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import Qt  # noqa: E402
+
+import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard before any signal is emitted
+from statelens.app.analysis.sql import EXAMPLES  # noqa: E402
+from statelens.app.cli import main  # noqa: E402
+from tests._gui import open_window  # noqa: E402
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+TIMEOUT_MS = 120_000
+
+
+@pytest.fixture
+def window(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("STATELENS_RAISE", "1")
+    yield from open_window(qtbot, tmp_path)
+
+
+def _open(qtbot: Any, win: Any, path: Path) -> None:
+    with qtbot.waitSignal(win.sql_updated, timeout=TIMEOUT_MS):
+        win.open_checkpoint(str(path))
+    qtbot.waitUntil(lambda: win.runner.idle, timeout=TIMEOUT_MS)
+
+
+def _run(qtbot: Any, win: Any, query: str) -> None:
+    win.sql.set_query(query)
+    with qtbot.waitSignal(win.sql_updated, timeout=TIMEOUT_MS):
+        win.sql.request_run()
+
+
+def _cli(capsys: pytest.CaptureFixture[str], root: Path, query: str, *extra: str) -> list[dict[str, Any]]:
+    assert main(["sql", str(root), "--json", *extra, query]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_examples_answer_as_the_command_line(qtbot: Any, window: Any, checkpoint: Any,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root = checkpoint("pandas_state_event") / "checkpoint"
+    _open(qtbot, window, root)
+    batches = _cli(capsys, root, "SELECT batch_id FROM batches")
+    assert window.sql.rows() == len(batches) > 0  # the first example ran on open
+    assert window.sql.model.headers()[0] == "batch_id"
+    op, store = window.sql.store()
+    for title, query in EXAMPLES:
+        _run(qtbot, window, query)
+        assert "failed" not in window.sql.status.text(), (title, window.sql.status.text())
+        want = _cli(capsys, root, query, "--operator", str(op), "--store", store)
+        assert window.sql.rows() == len(want), title
+        assert f"{len(want):,} row" in window.sql.status.text()
+        shown = [window.sql.model.row_texts(r)[0] for r in range(window.sql.rows())]
+        assert shown == [_text(list(row.values())[0]) for row in want], title
+
+
+def _text(v: Any) -> str:
+    """A JSON answer's value as the tab shows it (NULL empty, text bare, the rest as JSON)."""
+    return "" if v is None else v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+def test_errors_stay_in_the_tab_and_ctrl_enter_runs(qtbot: Any, window: Any) -> None:
+    from statelens.app.resources import sample_checkpoint_path
+
+    _open(qtbot, window, sample_checkpoint_path())
+    shown = window.sql.rows()
+    _run(qtbot, window, "SELEC nonsense FROM batches")
+    assert "the query failed" in window.sql.status.text() and "syntax" in window.sql.status.text().lower()
+    assert window.sql.rows() == shown and window.sql.run_button.isEnabled()
+    _run(qtbot, window, "SELECT 1")
+    assert "uses none of the tables" in window.sql.status.text()
+    window.sql.set_query("SELECT batch_id, interval_ms FROM batches ORDER BY batch_id DESC")
+    window.show()
+    window.select_view("sql")
+    window.sql.editor.setFocus()
+    with qtbot.waitSignal(window.sql_updated, timeout=TIMEOUT_MS):
+        qtbot.keyClick(window.sql.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert window.sql.model.row_texts(0)[0] == "6"
+    # numbers sort as numbers (10 after 9), whatever the text
+    window.sql.table.sortByColumn(1, Qt.SortOrder.AscendingOrder)
+    qtbot.waitUntil(lambda: window.runner.idle, timeout=TIMEOUT_MS)
+    texts = [window.sql.proxy.index(r, 1).data() for r in range(window.sql.proxy.rowCount())]
+    numbers = [float(t) for t in texts if t]
+    assert numbers == sorted(numbers)
