@@ -13,10 +13,12 @@ Everything here runs without Qt so it can be tested headless and reused by other
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
+from statelens.readers.arrow_values import ArrowStateRows
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import OperatorInfo, Progress, StoreInfo
 
@@ -760,6 +762,8 @@ class ColumnSpec:
     numeric: bool
     dtype: Any = None
     unit: str | None = None  # "ms"/"us" for integer time columns (event times, timeouts)
+    side: str = ""  # "partition", "key" or "value": where the column is in an Arrow state table
+    path: tuple[int, ...] = ()  # field positions inside the key or value struct
 
 
 def sort_getter(spec: ColumnSpec) -> Callable[[Any], Any]:
@@ -831,14 +835,14 @@ def state_columns(schema: Any, store_name: str, time_columns: Sequence[Any] = ()
     """
     units = {(t.side, tuple(t.path)): t.unit for t in time_columns if t.store_name == store_name}
     map_state = _is_map_state_key(schema)
-    specs = [ColumnSpec("partition", lambda r: r.partition_id, str, True)]
+    specs = [ColumnSpec("partition", lambda r: r.partition_id, str, True, side="partition")]
     for side, sch in (("key", schema.key_schema), ("value", schema.value_schema)):
         for name, dtype, path in _field_columns(side, sch):
             numeric = _type_name(dtype) in _NUMERIC
             get = _getter(side, path)
             unit = units.get((side, path))
             header = _map_key_header(name) if side == "key" and map_state else name
-            specs.append(ColumnSpec(header, get, _cell_formatter(dtype, unit), numeric, dtype, unit))
+            specs.append(ColumnSpec(header, get, _cell_formatter(dtype, unit), numeric, dtype, unit, side, path))
     return specs
 
 
@@ -879,6 +883,122 @@ def _build_table(
     return [s.header for s in specs], columns, sort_keys, keys
 
 
+class _PresortedKeys(Sequence[Any]):
+    """Sort keys read one by one from ``base``, ordered at once by ``order`` (Arrow, in a worker)."""
+
+    def __init__(self, base: Sequence[Any], order: Callable[[], Any]):
+        self._base = base
+        self._order = order
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._base[i]
+
+    def __iter__(self) -> Any:
+        return iter(self._base)
+
+    def ascending_order(self) -> Any:
+        """Row positions in ascending order, as ``viewers.tables.row_order`` sorts these keys."""
+        return self._order()
+
+
+class _ArrowTextColumn(Sequence[str]):
+    """Display text of a plain column (text shown as is, integers) cut from its Arrow array by runs;
+    single cells come from ``base`` (the records)."""
+
+    def __init__(self, leaf: Any, base: Sequence[str], kind: str):
+        self._leaf = leaf
+        self._base = base
+        self._kind = kind
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self._base))
+            if step != 1:
+                return self._base[i]
+            return _arrow_text(self._leaf.slice(start, max(stop - start, 0)), self._kind)
+        return self._base[i]
+
+    def __iter__(self) -> Any:
+        step = 65_536
+        for start in range(0, len(self), step):
+            yield from self[start:start + step]
+
+
+def _arrow_text(arr: Any, kind: str) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if kind == "int":
+        arr = pc.cast(arr, pa.string())
+    return list(pc.fill_null(arr, "null").to_pylist())
+
+
+def _arrow_columns(
+    records: Any, specs: Sequence[ColumnSpec], columns: list[Sequence[str]], sort_keys: list[Sequence[Any]]
+) -> tuple[list[Sequence[str]], list[Sequence[Any]]]:
+    """Columns of an Arrow-backed table that sort (and format, by runs) from their Arrow arrays: numbers,
+    times, dates and printable text. Others keep the per-row path; the results are the same."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tables = getattr(records, "tables", None)
+    if tables is None:
+        return columns, sort_keys
+    columns, sort_keys = list(columns), list(sort_keys)
+    for c, spec in enumerate(specs):
+        if spec.side not in ("partition", "key", "value"):
+            continue
+        index = {"partition": 0, "key": 1, "value": 2}[spec.side]
+        chunks = [t.column(index) for t in tables]
+        if not chunks:
+            continue
+        leaf = pa.chunked_array([ch for col in chunks for ch in col.chunks], type=chunks[0].type)
+        for i in spec.path:
+            leaf = pc.struct_field(leaf, [i])
+        t = leaf.type
+        is_int = pa.types.is_integer(t)
+        if spec.numeric and (is_int or pa.types.is_floating(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t)):
+            sort_keys[c] = _PresortedKeys(sort_keys[c], functools.partial(_numeric_order, leaf))
+            if is_int and spec.unit is None and _type_name(spec.dtype) not in ("date", "timestamp", "timestamp_ntz"):
+                columns[c] = _ArrowTextColumn(leaf, columns[c], "int")
+        elif pa.types.is_string(t) and pc.all(pc.utf8_is_printable(leaf)).as_py() is not False:
+            columns[c] = text = _ArrowTextColumn(leaf, columns[c], "text")
+            sort_keys[c] = _PresortedKeys(text, functools.partial(_text_order, leaf))
+    return columns, sort_keys
+
+
+def _text_order(leaf: Any) -> Any:
+    """Ascending positions of printable text (nulls show, and sort, as ``null``), ties in row order."""
+    import pyarrow.compute as pc
+
+    return pc.sort_indices(pc.fill_null(leaf, "null")).to_numpy()
+
+
+def _numeric_order(leaf: Any) -> Any:
+    """Ascending positions: numbers by value, nulls (and NaN) first, ties in row order."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = leaf.type
+    if pa.types.is_decimal(t) or pa.types.is_floating(t):
+        values = pc.cast(leaf, pa.float64()).to_numpy(zero_copy_only=False)
+        isnull = np.isnan(values)
+        values = np.where(isnull, 0.0, values)
+    else:
+        ints = pa.chunked_array([ch.view(pa.int64()) if ch.type.bit_width == 64 else pc.cast(ch.view(
+            pa.int32()) if pa.types.is_date32(ch.type) else ch, pa.int64()) for ch in leaf.chunks], pa.int64())
+        isnull = ints.is_null().to_numpy(zero_copy_only=False)
+        values = pc.fill_null(ints, 0).to_numpy(zero_copy_only=False)
+    return np.lexsort((values, ~isnull))
+
+
 def _require_schema(reader: Any) -> Any:
     schema = reader.schema
     if schema is None:
@@ -900,6 +1020,7 @@ def iter_state_table(
     max_rows: int | None = None,
     time_columns: Sequence[Any] = (),
     cancelled: Callable[[], bool] | None = None,
+    cache: Any = None,
 ) -> Generator[Progress, None, StateTable]:
     """Decode one store at one version into lazy display columns.
 
@@ -917,6 +1038,8 @@ def iter_state_table(
         The operator's time columns (those of other stores are ignored).
     cancelled : callable, optional
         Returns True when the work should stop early.
+    cache : readers.cache.StateCache, optional
+        Where decoded versions are kept and found again.
 
     Yields
     ------
@@ -936,8 +1059,8 @@ def iter_state_table(
     """
     schema = _require_schema(reader)
     pids = _partitions(reader, partition_id)
-    records: list[Any] = []
-    total = 0
+    tables: list[Any] = []
+    kept = total = 0
     notes: list[str] = []
     problems: list[StatelensError] = []
     skipped: list[int] = []
@@ -950,23 +1073,25 @@ def iter_state_table(
             skipped.append(pid)
             continue
         try:
-            rows = reader.read_rows(pid, version)
+            part = reader.read_arrow(pid, version, cache=cache)  # columns; rows are made a page at a time
         except StatelensError as err:
             if partition_id is not None:
                 raise
             problems.append(err)
             continue
-        total += len(rows)
-        if max_rows is None or len(records) + len(rows) <= max_rows:
-            records.extend(rows)
-        else:
-            records.extend(rows[: max(max_rows - len(records), 0)])
+        total += part.num_rows
+        room = part.num_rows if max_rows is None else max(max_rows - kept, 0)
+        if room:
+            tables.append(part.slice(0, room))
+            kept += min(room, part.num_rows)
     _check_skipped(reader, version, partition_id, pids, skipped, notes)
-    if total > len(records):
-        notes.append(f"showing the first {len(records):,} of {total:,} rows")
+    if total > kept:
+        notes.append(f"showing the first {kept:,} of {total:,} rows")
+    records = ArrowStateRows(tables, schema.key_schema, schema.value_schema)
     yield Progress(len(pids), len(pids), what)
     specs = state_columns(schema, reader.store_name, time_columns)
     headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
+    columns, sort_keys = _arrow_columns(records, specs, columns, sort_keys)
     return StateTable(
         reader.operator_id, reader.store_name, partition_id, version, headers, columns, sort_keys, keys,
         records, total, notes, problems, key_schema=schema.key_schema, value_schema=schema.value_schema,

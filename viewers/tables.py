@@ -303,7 +303,15 @@ def row_order(
 
 
 def _argsort(keys: Sequence[Any], descending: bool) -> np.ndarray:
-    """Stable order of ``keys``; numbers numerically with nulls first, anything else as text."""
+    """Stable order of ``keys``; numbers numerically with nulls first, anything else as text.
+
+    Sort keys that know their own order (an ``ascending_order()`` method returning int64 positions,
+    e.g. columns kept as Arrow arrays) are not read one by one.
+    """
+    presorted = getattr(keys, "ascending_order", None)
+    if presorted is not None:
+        order = np.asarray(presorted(), dtype=np.int64)
+        return order[::-1].copy() if descending else order
     keys = list(keys)
     n = len(keys)
     if n == 0:

@@ -824,6 +824,7 @@ class MainWindow(QMainWindow):
             self.browser.set_loading(f"Decoding operator {s.operator_id} {s.store_name}, {where}, version {s.version}…")
             self.runner.submit(
                 "browser", iter_state_table, reader, s.version, s.partition_id, time_columns=time_columns,
+                cache=self._cache,
                 what=f"Decoding version {s.version}",
                 on_result=self._on_table_finished, on_error=self._on_table_errored,
             )

@@ -1,0 +1,222 @@
+"""Arrow columns back to statelens' Python values, a page of rows at a time.
+
+Decoded state travels as Arrow tables (``partition``, ``key``, ``value``: see
+``StoreReaderBase.read_arrow``). Code that shows or exports a few rows at a time still wants the Python
+representation of :data:`readers.model.VALUE_REPRESENTATION` (structs as positional tuples, timestamps as
+integer microseconds, maps as lists of pairs...). :func:`values_converter` converts a whole Arrow
+column to that representation with vectorised casts (no per-value type dispatch), and
+:class:`ArrowStateRows` is a read-only sequence of :class:`~readers.model.StateRow` over Arrow tables
+that converts one page of rows when one of them is asked for, keeping a few pages: memory follows the
+Arrow tables (tens of bytes a row), not a Python object per row.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+from statelens.readers.model import CalendarInterval, StateRow
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import DataType
+
+__all__ = ["ArrowStateRows", "values_converter"]
+
+_Conv = Callable[[Any], list[Any]]
+
+
+def values_converter(data_type: DataType) -> _Conv:
+    """A function from an Arrow array (of ``to_arrow_type(data_type)``) to a list of Python values.
+
+    Parameters
+    ----------
+    data_type : pyspark.sql.types.DataType
+        The Spark SQL type the column was decoded from (it tells a calendar interval from a struct
+        of three fields, and a date from an int).
+    """
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    dt = data_type
+    if isinstance(dt, T.UserDefinedType):
+        return values_converter(dt.sqlType())
+    if isinstance(dt, T.StructType):
+        children = [values_converter(f.dataType) for f in dt.fields]
+
+        def struct(arr: Any) -> list[Any]:
+            n = len(arr)
+            if not children:
+                rows: list[Any] = [()] * n
+            else:
+                cols = [conv(child) for conv, child in zip(children, arr.flatten(), strict=True)]
+                rows = list(zip(*cols, strict=True))
+            return _nulls(arr, rows)
+
+        return struct
+    if isinstance(dt, T.CalendarIntervalType):
+        def interval(arr: Any) -> list[Any]:
+            m, d, u = (c.to_pylist() for c in arr.flatten())
+            return _nulls(arr, [CalendarInterval(*t) for t in zip(m, d, u, strict=True)])
+
+        return interval
+    if isinstance(dt, T.ArrayType):
+        element = values_converter(dt.elementType)
+
+        def array(arr: Any) -> list[Any]:
+            flat = element(arr.flatten())  # the values of the rows (null lists contribute none)
+            offsets = arr.offsets.to_pylist()
+            base = offsets[0]
+            out = [flat[a - base:b - base] for a, b in zip(offsets, offsets[1:], strict=False)]
+            return _nulls(arr, out)
+
+        return array
+    if isinstance(dt, T.MapType):
+        key_conv, value_conv = values_converter(dt.keyType), values_converter(dt.valueType)
+
+        def mapping(arr: Any) -> list[Any]:
+            offsets = arr.offsets.to_pylist()
+            base, end = offsets[0], offsets[-1]
+            keys = key_conv(arr.keys.slice(base, end - base))
+            items = value_conv(arr.items.slice(base, end - base))
+            pairs = list(zip(keys, items, strict=True))
+            return _nulls(arr, [pairs[a - base:b - base] for a, b in zip(offsets, offsets[1:], strict=False)])
+
+        return mapping
+    as_int: pa.DataType | None = None
+    if isinstance(dt, (T.TimestampType, T.TimestampNTZType, T.DayTimeIntervalType)):
+        as_int = pa.int64()
+    elif isinstance(dt, T.DateType):
+        as_int = pa.int32()
+    elif type(dt).__name__ == "TimeType":
+        as_int = pa.int64()
+    if as_int is not None:
+        target = as_int
+
+        def integers(arr: Any) -> list[Any]:
+            if arr.type.bit_width == target.bit_width and not pa.types.is_integer(arr.type):
+                return list(arr.view(target).to_pylist())
+            return list(arr.to_pylist())
+
+        return integers
+    if isinstance(dt, T.DecimalType) and dt.scale < 0:  # legacy: Arrow holds the integer, rows its scaled form
+        from decimal import Decimal
+
+        shift = -dt.scale
+
+        def negative_scale(arr: Any) -> list[Any]:
+            return [None if v is None else Decimal(int(v) // 10**shift).scaleb(shift) for v in arr.to_pylist()]
+
+        return negative_scale
+
+    def plain(arr: Any) -> list[Any]:
+        return list(arr.to_pylist())
+
+    return plain
+
+
+def _nulls(arr: Any, values: list[Any]) -> list[Any]:
+    if arr.null_count:
+        for i, valid in enumerate(arr.is_valid().to_pylist()):
+            if not valid:
+                values[i] = None
+    return values
+
+
+class ArrowStateRows(Sequence[StateRow]):
+    """Read-only rows (``StateRow``) over Arrow tables of ``partition, key, value``, converted a page at
+    a time on access.
+
+    Parameters
+    ----------
+    tables : sequence of pyarrow.Table
+        E.g. one per partition, as ``read_arrow`` returns them.
+    key_type, value_type : pyspark.sql.types.StructType
+        The store's key and value schemas.
+    page_rows : int
+        Rows converted together.
+    pages_kept : int
+        Converted pages kept (least recently used go first).
+    """
+
+    def __init__(self, tables: Sequence[pa.Table], key_type: Any, value_type: Any, *, page_rows: int = 2048,
+                 pages_kept: int = 8):
+        self._tables = [t for t in tables if t.num_rows]
+        self._starts: list[int] = []
+        total = 0
+        for t in self._tables:
+            self._starts.append(total)
+            total += t.num_rows
+        self._n = total
+        self._key = values_converter(key_type)
+        self._value = values_converter(value_type)
+        self._page_rows = page_rows
+        self._pages_kept = pages_kept
+        self._pages: OrderedDict[int, list[StateRow]] = OrderedDict()
+        self._lock = threading.Lock()  # the GUI thread and workers read the same rows
+
+    @property
+    def tables(self) -> list[pa.Table]:
+        """The Arrow tables (for columnar consumers: export, queries)."""
+        return list(self._tables)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self._tables)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> StateRow: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[StateRow]: ...
+
+    def __getitem__(self, i: int | slice) -> StateRow | list[StateRow]:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(self._n)
+            if step == 1:  # a run of rows (a worker formatting a column): converted at once, not cached
+                return self._convert(start, stop) if start < stop else []
+            return [self[j] for j in range(start, stop, step)]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        page, at = divmod(i, self._page_rows)
+        return self._page(page)[at]
+
+    def __iter__(self) -> Iterator[StateRow]:
+        for page in range((self._n + self._page_rows - 1) // self._page_rows):
+            yield from self._page(page)
+
+    def _page(self, page: int) -> list[StateRow]:
+        with self._lock:
+            rows = self._pages.get(page)
+            if rows is not None:
+                self._pages.move_to_end(page)
+                return rows
+        rows = self._convert(page * self._page_rows, min((page + 1) * self._page_rows, self._n))
+        with self._lock:
+            self._pages[page] = rows
+            while len(self._pages) > self._pages_kept:
+                self._pages.popitem(last=False)
+        return rows
+
+    def _convert(self, lo: int, hi: int) -> list[StateRow]:
+        out: list[StateRow] = []
+        t = bisect.bisect_right(self._starts, lo) - 1
+        while lo < hi:
+            table, start = self._tables[t], self._starts[t]
+            take = min(hi, start + table.num_rows) - lo
+            part = table.slice(lo - start, take)
+            pids = part.column(0).to_pylist()
+            keys = self._key(part.column(1).combine_chunks())
+            values = self._value(part.column(2).combine_chunks())
+            out.extend(StateRow(p, k, v) for p, k, v in zip(pids, keys, values, strict=True))
+            lo += take
+            t += 1
+        return out
