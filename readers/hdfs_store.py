@@ -156,6 +156,20 @@ class HDFSStoreReader(StoreReaderBase):
             )
         return ([pf.snapshots[base]] if base else []) + [pf.deltas[v] for v in range(base + 1, version + 1)]
 
+    def _raw_change_arrays(self, partition_id: int, version: int) -> RawArrays:
+        """The records of ``<version>.delta`` straight from its index (no object per record)."""
+        if self.row_checksum:
+            return super()._raw_change_arrays(partition_id, version)
+        pf = self._partition(partition_id)
+        if version not in pf.deltas:
+            raise MissingFileError(
+                f"no delta file for version {version}",
+                path=f"{pf.directory}/{version}.delta",
+                **self._ctx(partition_id, version),
+            )
+        data, idx = self._index(pf.deltas[version])
+        return data, idx.key_start, idx.key_len, idx.val_start, idx.val_len
+
     def _raw_arrays(self, partition_id: int, version: int) -> RawArrays:
         """Replay the files of one version without a Python object per record.
 

@@ -224,6 +224,22 @@ class StoreReaderBase:
         key = cache.key(self._cache_parts(partition_id, version, unique_names), self._sources(partition_id, version))
         return cache.get_or_build(key, lambda: self._decode_arrow(partition_id, version, unique_names))
 
+    def _arrow_types(self, unique_names: bool, changes: bool) -> tuple[Any, Any, Any]:
+        """Arrow key type, value type and the empty table of this store's rows (computed once)."""
+        memo = self.__dict__.setdefault("_arrow_type_memo", {})
+        got = memo.get((unique_names, changes))
+        if got is None:
+            from statelens.readers.values import rows_to_arrow, state_row_schema, to_arrow_type
+
+            assert self.schema is not None
+            schema = state_row_schema(self.schema.key_schema, self.schema.value_schema, changes=changes)
+            got = memo[(unique_names, changes)] = (
+                to_arrow_type(self.schema.key_schema, unique_names=unique_names),
+                to_arrow_type(self.schema.value_schema, unique_names=unique_names),
+                rows_to_arrow([], schema, unique_names=unique_names),
+            )
+        return got
+
     def _cache_parts(self, partition_id: int, version: int, unique_names: bool) -> dict[str, Any]:
         assert self.schema is not None
         return {
@@ -252,13 +268,13 @@ class StoreReaderBase:
         import numpy as np
         import pyarrow as pa
 
-        from statelens.readers.values import rows_to_arrow, state_row_schema, to_arrow_type
+        from statelens.readers.values import rows_to_arrow, state_row_schema
 
         key_layout, value_layout = self._layouts()
         assert self.schema is not None
-        schema = state_row_schema(self.schema.key_schema, self.schema.value_schema)
         if not self.columnar:
             rows = [(r.partition_id, r.key, r.value) for r in self.read_rows(partition_id, version)]
+            schema = state_row_schema(self.schema.key_schema, self.schema.value_schema)
             return rows_to_arrow(rows, schema, unique_names=unique_names)
         from statelens.readers.unsaferow_arrow import decode_arrow
 
@@ -267,13 +283,11 @@ class StoreReaderBase:
         n = len(kstart)
         if self.floor_values_to_8:
             vlen = (vlen // 8) * 8
+        key_type, value_type, empty = self._arrow_types(unique_names, False)
         columns = [
-            decode_arrow(buf, kstart, klen, key_layout, to_arrow_type(self.schema.key_schema, unique_names=unique_names),
-                         path=path),
-            decode_arrow(buf, vstart, vlen, value_layout,
-                         to_arrow_type(self.schema.value_schema, unique_names=unique_names), path=path),
+            decode_arrow(buf, kstart, klen, key_layout, key_type, path=path),
+            decode_arrow(buf, vstart, vlen, value_layout, value_type, path=path),
         ]
-        empty = rows_to_arrow([], schema, unique_names=unique_names)
         part = pa.array(np.full(n, partition_id, dtype=np.int32))
         fields = [empty.schema.field(0)] + [
             f if f.type == c.type else f.with_type(c.type) for f, c in zip(list(empty.schema)[1:], columns, strict=True)]
@@ -299,6 +313,59 @@ class StoreReaderBase:
         vstart[1:] += total_k
         buf = b"".join(raw.keys()) + b"".join(raw.values())
         return buf, kstart, klen, vstart, vlen
+
+    def read_changes_arrow(self, partition_id: int, version: int, *, unique_names: bool = False) -> pa.Table:
+        """The put/remove records of one version as Arrow: ``version, partition, change, key, value``
+        (``value`` null for a remove), equal to :meth:`read_changes` through ``rows_to_arrow``."""
+        import numpy as np
+        import pyarrow as pa
+
+        from statelens.readers.values import rows_to_arrow, state_row_schema
+
+        key_layout, value_layout = self._layouts()
+        assert self.schema is not None
+        if not self.columnar:
+            rows = [(c.version, c.partition_id, c.change, c.key, c.value) for c in self.read_changes(partition_id, version)]
+            schema = state_row_schema(self.schema.key_schema, self.schema.value_schema, changes=True)
+            return rows_to_arrow(rows, schema, unique_names=unique_names)
+        from statelens.readers.unsaferow_arrow import decode_arrow
+
+        buf, kstart, klen, vstart, vlen = self._raw_change_arrays(partition_id, version)
+        path = f"{self._partition(partition_id).directory}/{version}"
+        n = len(kstart)
+        key_type, value_type, empty = self._arrow_types(unique_names, True)
+        keys = decode_arrow(buf, kstart, klen, key_layout, key_type, path=path)
+        puts = np.flatnonzero(vlen >= 0)
+        lengths = (vlen[puts] // 8) * 8 if self.floor_values_to_8 else vlen[puts]
+        values = decode_arrow(buf, vstart[puts], lengths, value_layout, value_type, path=path, records=puts)
+        if len(puts) != n:  # removes: a null value in their place
+            take = np.full(n, -1, dtype=np.int64)
+            take[puts] = np.arange(len(puts), dtype=np.int64)
+            values = values.take(pa.array(take, mask=take < 0))
+        change = pa.DictionaryArray.from_arrays(pa.array((vlen < 0).astype(np.int8)), pa.array(["put", "remove"]))
+        arrays = [pa.array(np.full(n, version, dtype=np.int64)), pa.array(np.full(n, partition_id, dtype=np.int32)),
+                  change.cast(pa.string()), keys, values]
+        fields = [f if f.type == a.type else f.with_type(a.type) for f, a in zip(list(empty.schema), arrays, strict=True)]
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+    def _raw_change_arrays(self, partition_id: int, version: int) -> RawArrays:
+        """One version's change records as one buffer and offset arrays (value length -1: a remove)."""
+        import numpy as np
+
+        pairs = list(self.iter_raw_changes(partition_id, version))
+        n = len(pairs)
+        keys = [k for k, _ in pairs]
+        values = [v if v is not None else b"" for _, v in pairs]
+        klen = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+        vlen = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        total_k = int(klen.sum())
+        kstart = np.zeros(n, dtype=np.int64)
+        np.cumsum(klen[:-1], out=kstart[1:])
+        vstart = np.full(n, total_k, dtype=np.int64)
+        np.cumsum(vlen[:-1], out=vstart[1:])
+        vstart[1:] += total_k
+        vlen[[i for i, (_, v) in enumerate(pairs) if v is None]] = -1
+        return b"".join(keys) + b"".join(values), kstart, klen, vstart, vlen
 
     def read_changes(self, partition_id: int, version: int) -> list[StateChange]:
         """Decoded put/remove records of one version (written by batch ``version-1``)."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa  # noqa: TID253  (imported lazily itself, by the readers that produce Arrow)
 
+from statelens.readers.errors import SchemaMismatchError
 from statelens.readers.unsaferow import (
     _CHUNK_ROWS,
     _FIXED_KINDS,
@@ -229,7 +230,11 @@ def _column(
         return arr if arr.type == target else arr.cast(target)
     # arrays, maps, calendar intervals, wide decimals: the per-value path, converted by Arrow
     vals = _values(b, slots, isnull, t, base, lo, hi, rows, field, None)
-    return pa.array(vals, type=target)
+    try:
+        return pa.array(vals, type=target)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:  # damaged bytes: e.g. a null map key
+        raise SchemaMismatchError(f"values of {t.type_name} that Arrow cannot hold: {err}", path=rows.path,
+                                  field=field) from err
 
 
 def _bytes_column(

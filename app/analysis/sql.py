@@ -201,24 +201,21 @@ def _state_rows(
             return
         yield Progress(n, len(pids), f"{what}: operator {operator_id} {store} partition {pid}")
         try:
-            rows: list[tuple[Any, ...]]
             if changes:
                 last = backend.latest_version(operator_id, store, pid)
-                rows = [(operator_id, store, c.version, c.partition_id, c.change, c.key, c.value)
-                        for c in backend.read_changes(operator_id, store, 1, last, pid)]
+                parts = backend.read_changes_arrow(operator_id, store, 1, last, pid, unique_names=True)
             else:
                 v = version if version is not None else backend.latest_version(operator_id, store, pid)
                 part = backend.read_arrow(operator_id, store, v, pid, unique_names=True, cache=cache)  # columns
-                rows = []
+                parts = [part.add_column(0, "version", pa.array(np.full(part.num_rows, v, dtype=np.int64)))]
         except StatelensError as err:
             problems.append(err)  # one bad file: reported, the other partitions still answer
             continue
-        if rows:
-            out.add(rows_to_arrow(rows, full, unique_names=True))
-        elif not changes and part.num_rows:
+        for part in parts:
             n = part.num_rows
-            head_arrays = [pa.repeat(pa.scalar(operator_id, pa.int32()), n), pa.repeat(pa.scalar(store), n),
-                           pa.array(np.full(n, v, dtype=np.int64))]
+            if not n:
+                continue
+            head_arrays = [pa.repeat(pa.scalar(operator_id, pa.int32()), n), pa.repeat(pa.scalar(store), n)]
             pending.append(pa.Table.from_arrays(head_arrays + part.columns, names=empty.schema.names))
             pending_rows += n
             if pending_rows >= _INSERT_ROWS:  # few large inserts: DuckDB's per-insert cost is high

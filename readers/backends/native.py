@@ -70,6 +70,16 @@ class NativeBackend:
         return self.ckpt.store_reader(operator_id, store_name).read_arrow(
             partition_id, version, unique_names=unique_names, cache=cache)
 
+    def read_changes_arrow(
+        self, operator_id: int, store_name: str | None, start_version: int, end_version: int, partition_id: int,
+        *, unique_names: bool = False,
+    ) -> list[pa.Table]:
+        """The change feed of one partition, versions ``start_version .. end_version``, one Arrow table
+        per version: ``version, partition, change, key, value``."""
+        reader = self.ckpt.store_reader(operator_id, store_name)
+        return [reader.read_changes_arrow(partition_id, v, unique_names=unique_names)
+                for v in reader.delta_versions(partition_id) if start_version <= v <= end_version]
+
     def read_state_variable(
         self, operator_id: int, name: str, version: int, partition_id: int | None = None
     ) -> list[tuple[int, Any, Any, Any]]:
