@@ -27,9 +27,12 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"
 # The decoded-state cache of the run: a folder of its own, never the user's cache (tests that look at
 # the cache set their own).
 if "STATELENS_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["STATELENS_CACHE_DIR"] = tempfile.mkdtemp(prefix="statelens-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["STATELENS_CACHE_DIR"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
