@@ -615,6 +615,57 @@ class RocksDBStoreReader(StoreReaderBase):
             entries = read_zip(self._read_zip_bytes(sf), sf.path, self.limits)
             return self._metadata_of(entries, sf)
 
+    # -- verification (doctor) -------------------------------------------------------------------------
+    def verify_zip(self, partition_id: int, version: int) -> ZipMetadata:
+        """Check that the zip of ``version`` can be loaded as Spark loads it on a restart.
+
+        The zip must open, carry Spark's ``metadata``, and every SST and log file it names must be in
+        the store folder with the recorded size; RocksDB must then open the snapshot and read every
+        key (values are not decoded, so stores with column families are checked too).
+
+        Returns
+        -------
+        ZipMetadata
+            The zip's metadata (the SST files it names, for the orphan check).
+
+        Raises
+        ------
+        StatelensError
+            The first problem, naming the file (``MissingFileError`` for a missing SST,
+            ``TruncatedFileError``/``CorruptFileError`` for a wrong size or unreadable bytes).
+        """
+        with self.workspace() as ws:
+            self._zip_items(ws, partition_id, version, keys_only=True, column_families=True)
+        return self.zip_metadata(partition_id, version)
+
+    def verify_changelog(self, partition_id: int, version: int) -> int:
+        """Check that the changelog of ``version`` decompresses and frames whole records (any format
+        version, column families included); returns its record count.
+
+        Raises
+        ------
+        StatelensError
+            Missing, truncated or corrupt, naming the file.
+        """
+        pf = self._partition(partition_id)
+        if version not in pf.deltas:
+            raise MissingFileError(f"no changelog for version {version}", path=f"{pf.directory}/{version}.changelog",
+                                   **self._ctx(partition_id, version))
+        sf = pf.deltas[version]
+        with self._located(partition_id, version):
+            data = decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
+            _fmt, _lineage, idx = scan_changelog(data, sf.path)
+        return int(idx.count)
+
+    def restart_chain(self, partition_id: int, version: int) -> tuple[int | None, list[int]]:
+        """The files a restart loads for ``version``: the zip version it starts from (``0``: from empty,
+        ``None``: no chain reaches it) and the changelog versions replayed after it."""
+        pf = self._partition(partition_id)
+        base = self._base_for(pf, version)
+        if base is None:
+            return None, []
+        return base, list(range(base + 1, version + 1))
+
     def _zip_file(self, partition_id: int, version: int) -> StateFile:
         pf = self._partition(partition_id)
         if version not in pf.snapshots:

@@ -449,6 +449,119 @@ class _Doctor:
                     [sf.path, f"state/{op.operator_id}/0/_metadata/schema"], batch_id=sf.version - 1, **ctx,
                 )
 
+    def iter_check_rocksdb(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
+        """Every RocksDB store: the files a restart loads, then every other retained version, then SSTs
+        that no retained zip names.
+
+        A restart loads version ``last commit + 1``: its newest zip (every SST and log it names, present
+        with the recorded size, opened by RocksDB) and the changelogs after it. A problem there is an
+        error: the restart will fail. The same problem in another retained version is a warning (that
+        version cannot be read; the restart does not need it). SSTs no retained zip names are a note.
+        """
+        from statelens.readers.rocksdb_store import RocksDBStoreReader
+
+        self.result.checked.append(
+            "RocksDB: the zip, SSTs and changelogs a restart loads, every other retained zip and changelog, "
+            "orphan SSTs"
+        )
+        last = self.ckpt.last_committed_batch_id
+        jobs: list[tuple[Any, str, RocksDBStoreReader]] = []
+        for op in self.ckpt.operators:
+            seen: set[str] = set()
+            for st in op.stores:
+                physical = self.ckpt.physical_store(op.operator_id, st.store_name)
+                if st.provider != "rocksdb" or physical in seen:
+                    continue
+                seen.add(physical)
+                try:
+                    reader = self.ckpt.store_reader(op.operator_id, st.store_name)
+                except StatelensError:
+                    continue  # reported by the state-version checks
+                # A column family shown as a store reads its files through the physical store's reader.
+                files = reader if isinstance(reader, RocksDBStoreReader) else getattr(
+                    getattr(reader, "physical", None), "files", None)
+                if isinstance(files, RocksDBStoreReader):
+                    jobs.append((op, physical, files))
+        total = sum(len(files.partition_ids()) for _, _, files in jobs)
+        done = 0
+        for op, physical, files in jobs:
+            for pid in files.partition_ids():
+                if cancelled is not None and cancelled():
+                    return
+                yield Progress(done, total, f"checking RocksDB files of operator {op.operator_id} partition {pid}")
+                done += 1
+                self._check_rocksdb_partition(op, physical, files, pid, last)
+
+    def _check_rocksdb_partition(self, op: Any, store_name: str, files: Any, pid: int, last: int | None) -> None:
+        pf = files.partitions[pid]
+        ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
+        where = f"operator {op.operator_id} store {store_name} partition {pid}"
+        readable = pf.readable_versions()
+        restart = last + 1 if last is not None and (last + 1) in readable else None
+        base, replayed = files.restart_chain(pid, restart) if restart is not None else (None, [])
+        on_restart = ({base} if base else set(), set(replayed))
+        bad: list[tuple[str, int, StatelensError]] = []  # kind, version, problem
+        names_by_zip: dict[int, set[str]] = {}
+        for v in sorted(pf.snapshots):
+            try:
+                meta = files.verify_zip(pid, v)
+                names_by_zip[v] = {dfs for _, dfs, _ in meta.sst_files}
+            except StatelensError as err:
+                bad.append(("zip", v, err))
+        for v in sorted(pf.deltas):
+            try:
+                files.verify_changelog(pid, v)
+            except StatelensError as err:
+                bad.append(("changelog", v, err))
+        for kind, v, failure in bad:
+            own = pf.snapshots[v] if kind == "zip" else pf.deltas[v]
+            file = failure.path or own.path
+            problem = f"{type(failure).__name__}: {failure.message}"
+            if v in on_restart[0 if kind == "zip" else 1]:
+                self.add(
+                    f"rocksdb_restart_{kind}", "error",
+                    f"{where}: a restart loads version {restart} (the last commit, batch {last}, + 1) from "
+                    f"{self._chain_text(base, replayed)}, and its {kind} of version {v} cannot be read: {problem}. "
+                    "The restart will fail.",
+                    [file], batch_id=v - 1, **ctx,
+                )
+            else:
+                still = [u for u in readable if u not in self._needs(files, pid, bad, u)]
+                self.add(
+                    f"rocksdb_{kind}", "warning",
+                    f"{where}: the {kind} of retained version {v} cannot be read: {problem}. "
+                    + (f"A restart does not need it (it loads version {restart}); " if restart is not None else "")
+                    + (f"versions still readable: {_ranges(still)}" if still else "no version is readable"),
+                    [file], batch_id=v - 1, **ctx,
+                )
+        if len(names_by_zip) == len(pf.snapshots) and pf.sst_sizes:  # every zip's list known
+            named = set().union(*names_by_zip.values()) if names_by_zip else set()
+            # Only SST files: the local file system writes .<name>.crc checksum sidecars beside them.
+            orphans = sorted(n for n in pf.sst_sizes if n.endswith(".sst") and not n.startswith(".") and n not in named)
+            if orphans:
+                size = sum(pf.sst_sizes[n] for n in orphans)
+                self.add(
+                    "rocksdb_orphan_sst", "info",
+                    f"{where}: {len(orphans)} SST file(s), {size:,} bytes, named by no retained zip (left by "
+                    "versions cleaned up, or by batches that were retried; Spark deletes them in maintenance)",
+                    [f"{pf.directory}/SSTs/{n}" for n in orphans], **ctx,
+                )
+
+    @staticmethod
+    def _chain_text(base: int | None, replayed: list[int]) -> str:
+        parts = [f"zip {base}"] if base else ["an empty state"]
+        if replayed:
+            parts.append(f"changelogs {_ranges(replayed)}")
+        return " + ".join(parts)
+
+    @staticmethod
+    def _needs(files: Any, pid: int, bad: list[tuple[str, int, StatelensError]], version: int) -> set[int]:
+        """The unreadable versions among those a load of ``version`` reads (empty: it still loads)."""
+        base, replayed = files.restart_chain(pid, version)
+        broken = {(k, v) for k, v, _ in bad}
+        needed = ({("zip", base)} if base else set()) | {("changelog", v) for v in replayed}
+        return {v for _, v in needed & broken} if base is not None else {version}
+
     def iter_spark_cross_check(
         self, backends: Any, cancelled: Callable[[], bool] | None
     ) -> Generator[Progress, None, None]:
@@ -562,6 +675,7 @@ def iter_doctor(
         step()
     if decode_files:
         yield from doc.iter_decode_files(cancelled)
+        yield from doc.iter_check_rocksdb(cancelled)
     if backends is not None and backends.name == "spark":
         yield from doc.iter_spark_cross_check(backends, cancelled)
     yield Progress(len(steps) + 1, len(steps) + 1, "done")

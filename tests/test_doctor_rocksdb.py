@@ -1,0 +1,146 @@
+"""``statelens doctor`` on damaged RocksDB checkpoints: what a restart loads is an error (exit 2), other
+retained versions a warning (exit 1), orphan SSTs a note; every copy starts from a real PySpark
+checkpoint and the original is never written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.doctor import iter_doctor
+from statelens.app.cli import main
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.rocksdb_store import parse_zip_metadata, read_zip
+from tests.test_analysis_doctor import _tree_hash
+
+pytestmark = pytest.mark.spark
+
+
+def _copy(checkpoint: Any, name: str, tmp_path: Path) -> tuple[Path, int]:
+    """A copy of the scenario and the version a restart loads (last committed batch + 1)."""
+    dst = tmp_path / name
+    shutil.copytree(checkpoint(name) / "checkpoint", dst)
+    expected = json.loads((checkpoint(name) / "expected.json").read_text())
+    return dst, max(expected["committed_batches"]) + 1
+
+
+def _doctor(path: Path) -> Any:
+    return run_to_end(iter_doctor(open_checkpoint(str(path))))
+
+
+def _named(result: Any, check: str) -> list[Any]:
+    return [f for f in result.findings if f.check == check]
+
+
+def _file(part: Path, version: int, kind: str) -> Path:
+    (found,) = [p for p in part.glob(f"{version}*.{kind}")]  # checkpoint v2 names carry a unique id
+    return found
+
+
+def _restart_zip(part: Path, restart: int) -> int:
+    return max(int(p.name.split(".")[0].split("_")[0]) for p in part.glob("*.zip")
+               if int(p.name.split(".")[0].split("_")[0]) <= restart)
+
+
+def _ssts_of(zip_path: Path) -> list[tuple[str, int]]:
+    from statelens.readers.rocksdb_store import ZipLimits
+
+    entries = read_zip(zip_path.read_bytes(), str(zip_path), ZipLimits())
+    return [(dfs, size) for _, dfs, size in parse_zip_metadata(entries["metadata"], str(zip_path)).sst_files]
+
+
+@pytest.mark.parametrize("name", ["rocks_agg", "rocks_agg_changelog", "rocks_ckpt_v2", "rocks_tws_timers",
+                                  "rocks_join_v4"])
+def test_clean_rocksdb_checkpoints_pass_every_file_check(checkpoint: Any, name: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    root = checkpoint(name) / "checkpoint"
+    before = _tree_hash(root)
+    assert main(["doctor", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "OK: no problems found." in out
+    result = _doctor(root)
+    assert any(c.startswith("RocksDB: the zip, SSTs and changelogs a restart loads") for c in result.checked)
+    assert _tree_hash(root) == before
+
+
+@pytest.mark.parametrize("name", ["rocks_agg", "rocks_ckpt_v2", "rocks_tws"])
+def test_a_missing_sst_of_the_restart_zip_is_an_error_naming_it(checkpoint: Any, tmp_path: Path, name: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    root, restart = _copy(checkpoint, name, tmp_path)
+    part = root / "state" / "0" / "0"
+    zip_version = _restart_zip(part, restart)
+    sst, _ = _ssts_of(_file(part, zip_version, "zip"))[0]
+    (part / "SSTs" / sst).unlink()
+    assert main(["doctor", str(root)]) == 2
+    out = capsys.readouterr().out
+    assert f"state/0/0/SSTs/{sst}" in out and "The restart will fail" in out
+    (f,) = _named(_doctor(root), "rocksdb_restart_zip")
+    assert f.severity == "error" and f.partition == 0 and f.files == (f"state/0/0/SSTs/{sst}",)
+    assert "MissingFileError" in f.message and f"loads version {restart}" in f.message
+
+
+def test_a_truncated_sst_is_an_error_with_both_sizes(checkpoint: Any, tmp_path: Path) -> None:
+    root, restart = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
+    part = root / "state" / "0" / "1"
+    sst, size = _ssts_of(_file(part, _restart_zip(part, restart), "zip"))[-1]
+    (part / "SSTs" / sst).write_bytes((part / "SSTs" / sst).read_bytes()[: size // 2])
+    result = _doctor(root)
+    (f,) = _named(result, "rocksdb_restart_zip")
+    assert "TruncatedFileError" in f.message and str(size) in f.message and str(size // 2) in f.message
+    assert result.exit_code == 2
+
+
+def test_a_truncated_older_changelog_is_a_warning(checkpoint: Any, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    root, restart = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
+    part = root / "state" / "0" / "0"
+    zip_version = _restart_zip(part, restart)
+    old = max(int(p.name.split(".")[0]) for p in part.glob("*.changelog") if int(p.name.split(".")[0]) <= zip_version)
+    path = _file(part, old, "changelog")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert main(["doctor", str(root)]) == 1
+    capsys.readouterr()
+    result = _doctor(root)
+    (f,) = _named(result, "rocksdb_changelog")
+    assert f.severity == "warning" and f.files == (f"state/0/0/{path.name}",)
+    assert f"retained version {old}" in f.message and f"loads version {restart}" in f.message
+    assert "versions still readable" in f.message and not _named(result, "rocksdb_restart_changelog")
+
+
+def test_a_truncated_changelog_on_the_restart_path_is_an_error(checkpoint: Any, tmp_path: Path) -> None:
+    root, restart = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
+    part = root / "state" / "0" / "1"
+    if _restart_zip(part, restart) == restart:  # then the restart starts from an older zip and replays this
+        _file(part, restart, "zip").unlink()
+    path = _file(part, restart, "changelog")
+    path.write_bytes(path.read_bytes()[:-7])
+    result = _doctor(root)
+    (f,) = _named(result, "rocksdb_restart_changelog")
+    assert f.severity == "error" and f.files == (f"state/0/1/{path.name}",) and result.exit_code == 2
+
+
+def test_an_empty_older_zip_is_a_warning_and_names_what_still_reads(checkpoint: Any, tmp_path: Path) -> None:
+    root, restart = _copy(checkpoint, "rocks_agg", tmp_path)
+    part = root / "state" / "0" / "0"
+    old = min(int(p.name.split(".")[0]) for p in part.glob("*.zip"))
+    _file(part, old, "zip").write_bytes(b"")
+    result = _doctor(root)
+    (f,) = _named(result, "rocksdb_zip")
+    assert f.severity == "warning" and f.files == (f"state/0/0/{old}.zip",) and result.exit_code == 1
+    assert str(restart) in f.message.split("versions still readable:")[1]
+
+
+def test_an_orphan_sst_is_a_note_with_its_bytes(checkpoint: Any, tmp_path: Path) -> None:
+    root, _ = _copy(checkpoint, "rocks_agg", tmp_path)
+    ssts = root / "state" / "0" / "0" / "SSTs"
+    orphan = "000999-00000000-0000-0000-0000-000000000000.sst"
+    (ssts / orphan).write_bytes(next(ssts.glob("*.sst")).read_bytes())
+    result = _doctor(root)
+    (f,) = _named(result, "rocksdb_orphan_sst")
+    assert f.severity == "info" and f.files == (f"state/0/0/SSTs/{orphan}",)
+    assert f"{(ssts / orphan).stat().st_size:,} bytes" in f.message and result.exit_code == 0
