@@ -1,6 +1,6 @@
 """Qt-free data behind the explorer views: expired keys, a key's history, schemas and the session conf.
 
-Long work is a generator yielding :class:`~readers.model.Progress` and returning its result (STYLE §5),
+Long work is a generator yielding :class:`~readers.model.Progress` and returning its result,
 run by the GUI through ``app/gui/workers.py``; everything here also runs headless (tests, scripts).
 
 * :func:`iter_expired_overview` runs :func:`app.analysis.expired.iter_expired` over every version and
@@ -11,7 +11,7 @@ run by the GUI through ``app/gui/workers.py``; everything here also runs headles
 * :func:`read_schema_history` lists every schema file of every store, oldest first, and what changed.
 * :func:`conf_changes` compares the session conf pinned in consecutive offsets files.
 
-Version ``v`` is the state after batch ``v-1`` (``shared/spec/checkpoint-format.md`` §1.2).
+Version ``v`` is the state after batch ``v-1`` (``docs/format.md`` §1.2).
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 Everything here runs without Qt so it can be tested headless and reused by other front ends:
 
 * :class:`SelectionState` is the one observable selection (batch, operator, store, partition, version,
-  key) that every view watches; views never call each other (STYLE §4).
+  key) that every view watches; views never call each other.
 * :class:`LoadedCheckpoint` holds an opened checkpoint with where it came from.
 * ``iter_*`` generators are the long jobs the GUI runs through ``app/gui/workers.py``: they yield
-  :class:`~readers.model.Progress` records and return their result (STYLE §5).
+  :class:`~readers.model.Progress` records and return their result.
 * :func:`format_value` turns a decoded Spark value into display text (plain text, never markup).
 """
 

@@ -1,4 +1,4 @@
-"""Avro-encoded state rows (``spark.sql.streaming.stateStore.encodingFormat=avro``, spec §4.3, §7.7.4).
+"""Avro-encoded state rows (``spark.sql.streaming.stateStore.encodingFormat=avro``, docs/format.md §4.3, §7.7.4).
 
 Spark's ``AvroStateEncoder`` writes each key or value row as Avro binary of a record built from the
 row's Spark schema, after the state encoding version byte ``00`` and a ``schemaId:u16 LE`` (the schema id

@@ -2,7 +2,7 @@
 
 Stores with virtual column families (transformWithState; stream-stream join state formats 3 and 4) keep
 several logical stores in one RocksDB: every key starts with ``cfId:u16 LE`` and the rest is encoded by
-the family's key encoder (spec §4.3, §7.4.1, §7.7):
+the family's key encoder (docs/format.md §4.3, §7.4.1, §7.7):
 
 * ``NoPrefixKeyStateEncoderSpec``: ``00`` + key UnsafeRow.
 * ``PrefixKeyScanStateEncoderSpec(n)``: ``len:i32 LE`` + ``00`` + row of the first ``n`` key columns +
@@ -75,7 +75,7 @@ def decode_all(rows: list[bytes], schema: Any, path: str) -> list[tuple[Any, ...
 
 
 def _range_value(raw: bytes | None, data_type: Any, path: str) -> Any:
-    """One ordering column of a range-scan key: marker byte + big-endian value (spec §4.3)."""
+    """One ordering column of a range-scan key: marker byte + big-endian value (docs/format.md §4.3)."""
     from pyspark.sql.types import (
         ByteType,
         DoubleType,
@@ -134,7 +134,7 @@ def decode_values(rows: list[bytes], schema: Any, path: str, avro: bool = False)
 def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool = False) -> list[tuple[Any, ...]]:
     """Decode column family keys (``cfId`` removed) into tuples in the key schema's column order.
 
-    With ``avro`` the rows are Avro-encoded (spec §4.3): a schema id after each version byte, except in
+    With ``avro`` the rows are Avro-encoded (docs/format.md §4.3): a schema id after each version byte, except in
     the prefix part of a prefix-scan key and the ordering part of a range-scan key (a record of
     ``<col>_marker`` / ``<col>_value`` byte pairs, verified on Spark 4.3.0 files).
     """

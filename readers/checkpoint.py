@@ -1,7 +1,7 @@
 """Open a Structured Streaming checkpoint: logs, batches, operators, stores and their readers.
 
 Claims a folder as a checkpoint by its structure (``metadata``, ``offsets/``, ``commits/``, ``state/``,
-§1 of ``shared/spec/checkpoint-format.md``). Every per-file problem goes into the load report and the
+§1 of ``docs/format.md``). Every per-file problem goes into the load report and the
 rest of the checkpoint stays usable; only "this is not a checkpoint at all" is raised.
 """
 
@@ -37,7 +37,7 @@ from statelens.readers.rocksdb_store import (
 
 ROCKSDB_PROVIDER_HINT = "RocksDBStateStoreProvider"
 
-#: Order of the stores of a stream-stream join (v1/v2) in commit ``stateUniqueIds`` (spec §2.5).
+#: Order of the stores of a stream-stream join (v1/v2) in commit ``stateUniqueIds`` (docs/format.md §2.5).
 JOIN_STORE_ORDER = (
     "left-keyToNumValues",
     "left-keyWithIndexToValue",
@@ -271,7 +271,7 @@ class Checkpoint:
         )
 
     def _unique_ids(self, op_id: int, partition_id: int, store_name: str) -> dict[int, str]:
-        """Version -> checkpoint unique id of one store partition, from the v2 commit log (spec §2.5)."""
+        """Version -> checkpoint unique id of one store partition, from the v2 commit log (docs/format.md §2.5)."""
         index = JOIN_STORE_ORDER.index(store_name) if store_name in JOIN_STORE_ORDER else 0
         out: dict[int, str] = {}
         for batch_id, commit in self.commits.items():

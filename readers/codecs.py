@@ -4,10 +4,10 @@ Every HDFS-backed state file (``<v>.delta``, ``<v>.snapshot``) and every RocksDB
 (``<v>[_<uuid>].changelog``) is one byte stream written through Spark's
 ``org.apache.spark.io.CompressionCodec`` (``core/src/main/scala/org/apache/spark/io/CompressionCodec.scala``),
 configured by ``spark.sql.streaming.stateStore.compression.codec``. The codec is not recorded in the
-file (``shared/spec/checkpoint-format.md`` §3.2, §11 item 3), so it is picked here from the in-band
+file (``docs/format.md`` §3.2, §11 item 3), so it is picked here from the in-band
 magic; the value from the offsets ``conf`` is only a hint that makes error messages better.
 
-Formats, as Spark 2.x-4.x write them (spec §3.2):
+Formats, as Spark 2.x-4.x write them (docs/format.md §3.2):
 
 * ``lz4`` - ``LZ4CompressionCodec`` -> lz4-java ``net.jpountz.lz4.LZ4BlockOutputStream``: blocks with a
   21-byte header (``LZ4Block`` magic, token = method | log2(blockSize) - 10, compressed and original

@@ -1,9 +1,9 @@
 """HDFS-backed state store: ``<v>.delta`` / ``<v>.snapshot`` files of one store, all partitions.
 
 Written by ``HDFSBackedStateStoreProvider`` (Spark 2.2 to 4.x, the default provider). Follows
-``shared/spec/checkpoint-format.md`` §3: version ``v`` is rebuilt from the newest snapshot ``s <= v``
+``docs/format.md`` §3: version ``v`` is rebuilt from the newest snapshot ``s <= v``
 plus the deltas ``s+1 .. v`` (put = upsert, remove = delete); version ``v`` is written by batch
-``v-1``. Replay works on raw key bytes; only the survivors are decoded (§3.4, STYLE §3).
+``v-1``. Replay works on raw key bytes; only the survivors are decoded (§3.4).
 """
 
 from __future__ import annotations

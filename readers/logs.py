@@ -1,6 +1,6 @@
 """Parsers for the text logs of a streaming checkpoint: ``metadata``, ``offsets/``, ``commits/``, ``sources/``.
 
-Follows ``shared/spec/checkpoint-format.md`` §2. The files are written by Spark's ``HDFSMetadataLog``
+Follows ``docs/format.md`` §2. The files are written by Spark's ``HDFSMetadataLog``
 subclasses: ``StreamMetadata`` (``metadata``), ``OffsetSeqLog`` (``offsets/<batchId>``, format v1 since
 Spark 2.1, v2 with ``spark.sql.streaming.offsetLog.formatVersion=2`` on 4.3), ``CommitLog``
 (``commits/<batchId>``, v1 since 2.2, v2 with checkpoint format v2 on 4.0+, v3 with sink evolution on
@@ -44,7 +44,7 @@ _JAVA_SERIALIZATION_MAGIC = b"\xac\xed\x00\x05"
 VOID_OFFSET = "-"
 
 #: Values Spark assumes for offsets ``conf`` keys an older checkpoint lacks
-#: (``OffsetSeqMetadata.relevantSQLConfDefaultValues`` in 4.3.0, spec §2.2), plus the state store
+#: (``OffsetSeqMetadata.relevantSQLConfDefaultValues`` in 4.3.0, docs/format.md §2.2), plus the state store
 #: provider, which before 2.3 (no key) could only be the HDFS-backed one.
 SPARK_CONF_DEFAULTS: dict[str, str] = {
     "spark.sql.streaming.stateStore.providerClass": (
@@ -172,7 +172,7 @@ def parse_metadata_fields(data: bytes, path: str) -> dict[str, Any]:
     Parameters
     ----------
     data : bytes
-        The file's bytes: one line of JSON such as ``{"id":"78aa9857-..."}`` (spec §2.1).
+        The file's bytes: one line of JSON such as ``{"id":"78aa9857-..."}`` (docs/format.md §2.1).
     path : str
         Where the bytes came from, for error messages.
 
@@ -227,7 +227,7 @@ def parse_metadata(data: bytes, path: str) -> str:
 
 
 def _source_kind(parsed: Any) -> str:
-    """Guess the kind of source from the shape of its offset JSON (spec §2.3)."""
+    """Guess the kind of source from the shape of its offset JSON (docs/format.md §2.3)."""
     if isinstance(parsed, bool):
         return "unknown"
     if isinstance(parsed, int):
@@ -332,7 +332,7 @@ _OFFSETS_PARSERS: dict[int, Callable[[list[_Line], str, int], OffsetLogEntry]] =
 
 
 def parse_offsets(data: bytes, path: str, batch_id: int) -> OffsetLogEntry:
-    """Parse an ``offsets/<batchId>`` file (``OffsetSeqLog``, spec §2.2).
+    """Parse an ``offsets/<batchId>`` file (``OffsetSeqLog``, docs/format.md §2.2).
 
     Parameters
     ----------
@@ -379,7 +379,7 @@ def parse_offsets(data: bytes, path: str, batch_id: int) -> OffsetLogEntry:
 def effective_conf(offsets_entries: Iterable[OffsetLogEntry]) -> dict[str, str]:
     """The SQL confs the whole checkpoint runs with.
 
-    Spark pins the confs recorded in the first offsets file for the life of the checkpoint (spec §2.2).
+    Spark pins the confs recorded in the first offsets file for the life of the checkpoint (docs/format.md §2.2).
     This takes the earliest *surviving* entry (lowest ``batch_id``) and fills keys it lacks with
     :data:`SPARK_CONF_DEFAULTS` (codec ``lz4``, state format versions ``1``, HDFS provider, ...), as
     Spark does when it restarts an older checkpoint.
@@ -474,7 +474,7 @@ def kafka_record_counts(
 
 
 def parse_kafka_initial_offsets(data: bytes, path: str) -> Any:
-    """Parse ``sources/<i>/0`` of a Kafka source: the offsets it started from (spec §2.4).
+    """Parse ``sources/<i>/0`` of a Kafka source: the offsets it started from (docs/format.md §2.4).
 
     Parameters
     ----------
@@ -569,7 +569,7 @@ _COMMIT_PARSERS: dict[int, Callable[[list[_Line], str, int], CommitLogEntry]] = 
 
 
 def parse_commit(data: bytes, path: str, batch_id: int) -> CommitLogEntry:
-    """Parse a ``commits/<batchId>`` file (``CommitLog``, spec §2.5).
+    """Parse a ``commits/<batchId>`` file (``CommitLog``, docs/format.md §2.5).
 
     Parameters
     ----------
@@ -626,7 +626,7 @@ _FILE_SOURCE_LOG_PARSERS: dict[int, Callable[[list[_Line], str], list[dict[str, 
 
 
 def parse_file_source_log(data: bytes, path: str) -> list[dict[str, Any]]:
-    """Parse a file source log file ``sources/<i>/<n>`` or ``<n>.compact`` (spec §2.4).
+    """Parse a file source log file ``sources/<i>/<n>`` or ``<n>.compact`` (docs/format.md §2.4).
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Recognise what each stateful operator is and where it keeps its event time or timeout.
 
-Follows ``shared/spec/checkpoint-format.md`` §7 (per-operator layouts) and §8 (operator names in the
+Follows ``docs/format.md`` §7 (per-operator layouts) and §8 (operator names in the
 operator metadata written by Spark 4.0+). Checkpoints written before 4.0 have no operator metadata:
 the kind is then inferred from store names and key/value schemas.
 """

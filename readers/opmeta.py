@@ -1,6 +1,6 @@
 """Parser for operator metadata files ``state/<op>/_metadata/metadata`` (v1) and ``_metadata/v2/<batchId>`` (v2).
 
-Follows ``shared/spec/checkpoint-format.md`` §8. Written by Spark 4.0+ only
+Follows ``docs/format.md`` §8. Written by Spark 4.0+ only
 (``OperatorStateMetadataV1Writer`` / ``OperatorStateMetadataV2Writer`` in
 ``sql/core/.../execution/streaming/state/OperatorStateMetadata.scala``): a ``v<N>`` line, then one JSON
 line ``{"operatorInfo":{...},"stateStoreInfo":[...]}``; v2 (transformWithState on 4.0+, joins v3/v4 on
@@ -179,7 +179,7 @@ _PARSERS: dict[int, Callable[[dict[str, Any], str, int], OperatorMetadata]] = {
 
 
 def parse_operator_metadata(data: bytes, path: str) -> OperatorMetadata:
-    """Parse an operator metadata file (spec §8).
+    """Parse an operator metadata file (docs/format.md §8).
 
     Parameters
     ----------
@@ -249,7 +249,7 @@ def parse_operator_metadata(data: bytes, path: str) -> OperatorMetadata:
 def schema_file_name(uri: str) -> str:
     """The file name at the end of a schema file URI (``.../_stateSchema/default/0_6b12d3c5-...``).
 
-    The operator metadata stores absolute URIs of the machine that wrote the checkpoint (spec §8.2);
+    The operator metadata stores absolute URIs of the machine that wrote the checkpoint (docs/format.md §8.2);
     only the name is meaningful once the checkpoint is copied elsewhere.
 
     Parameters

@@ -1,7 +1,7 @@
 """Index the record stream inside a decompressed state file: HDFS deltas/snapshots and RocksDB changelogs.
 
 Spark writes these streams with ``java.io.DataOutputStream``, so every length is an int32 big-endian
-(``shared/spec/checkpoint-format.md`` §3.3, §4.4, §11 item 2):
+(``docs/format.md`` §3.3, §4.4, §11 item 2):
 
 * ``<v>.delta`` / ``<v>.snapshot`` (``HDFSBackedStateStoreProvider.writeUpdateToDeltaFile``,
   ``writeRemoveToDeltaFile``, ``finalizeDeltaFile``, ``writeSnapshotFile``; Spark 2.x-4.x)::
@@ -21,12 +21,12 @@ value is copied) and return a :class:`RecordIndex` of int64 offset/length arrays
 bytes. Every length is checked against the bytes left and ``max_record_bytes``; errors carry the file
 path, the offset in the *decompressed* stream and the record number.
 
-**Value-size quirk** (spec §3.3, §11 item 8): Spark points an HDFS value UnsafeRow at only
+**Value-size quirk** (docs/format.md §3.3, §11 item 5): Spark points an HDFS value UnsafeRow at only
 ``(valueSize / 8) * 8`` bytes, because Spark < 2.3 appended 4 stray bytes to aggregation values. Decode
 HDFS values with :attr:`RecordIndex.val_len_aligned` (or ``iter_records(..., aligned=True)``), never
-with ``val_len``. With row checksums on (spec §3.6) Spark first strips the 4-byte CRC prefix and floors
+with ``val_len``. With row checksums on (docs/format.md §3.6) Spark first strips the 4-byte CRC prefix and floors
 the remaining row length, so there use ``floor((val_len - 4) / 8) * 8`` bytes after the prefix. It does not
-apply to RocksDB changelog values (they carry their own header, spec §4.3).
+apply to RocksDB changelog values (they carry their own header, docs/format.md §4.3).
 """
 
 from __future__ import annotations

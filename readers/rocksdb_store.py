@@ -1,7 +1,7 @@
 """RocksDB state store: ``<v>.zip`` + ``SSTs/`` and ``<v>.changelog`` files of one store, all partitions.
 
 Written by ``RocksDBStateStoreProvider`` (Spark 3.2+; changelog checkpointing 3.4+; checkpoint format v2
-with ``<v>_<uniqueId>`` file names 4.0+). Follows ``shared/spec/checkpoint-format.md`` §4:
+with ``<v>_<uniqueId>`` file names 4.0+). Follows ``docs/format.md`` §4:
 
 * a ``<v>.zip`` holds a RocksDB checkpoint directory without its SST files plus Spark's ``metadata``
   JSON naming the SSTs (``SSTs/<dfsSstFileName>`` to be placed under ``<localFileName>``, §4.2);
@@ -71,7 +71,7 @@ __all__ = [
     "split_list_value",
 ]
 
-# ``^\d+(_<uuid>)?\.(zip|changelog)$`` (spec §11 item 4): ``2.zip.crc`` sidecars and temp files never match.
+# ``^\d+(_<uuid>)?\.(zip|changelog)$`` (docs/format.md §1.3): ``2.zip.crc`` sidecars and temp files never match.
 _ROCKS_FILE_RE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]{1,64}))?\.(zip|changelog)$")
 # Zip entries of a RocksDB checkpoint folder are flat file names (CURRENT, MANIFEST-n, OPTIONS-n, n.log,
 # metadata); SST names in the metadata likewise.
@@ -83,7 +83,7 @@ _ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
 _ZIP_UNSUPPORTED_FLAGS = 0x0001 | 0x0020 | 0x0040
 
 
-#: Spark's ``STATE_ENCODING_VERSION`` byte in front of every key and value row (spec §4.3).
+#: Spark's ``STATE_ENCODING_VERSION`` byte in front of every key and value row (docs/format.md §4.3).
 STATE_ENCODING_VERSION = 0
 
 
@@ -166,7 +166,7 @@ def list_rocksdb_partition_files(
         For the results.
     unique_ids : dict of int to str, optional
         Checkpoint format v2: version -> the unique id the commit log names for this store partition
-        (``commits/<v-1>`` ``stateUniqueIds``, spec §2.5). For a version without one, a single file of that
+        (``commits/<v-1>`` ``stateUniqueIds``, docs/format.md §2.5). For a version without one, a single file of that
         version and kind is used; several are all ignored (no way to tell which one Spark committed).
     """
     pf = RocksDBPartitionFiles(partition_id, directory)
@@ -204,7 +204,7 @@ def list_rocksdb_partition_files(
 # -- zip metadata --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ZipMetadata:
-    """Spark's ``metadata`` entry of a ``<v>.zip`` (``RocksDBCheckpointMetadata``, spec §4.2)."""
+    """Spark's ``metadata`` entry of a ``<v>.zip`` (``RocksDBCheckpointMetadata``, docs/format.md §4.2)."""
 
     sst_files: tuple[tuple[str, str, int], ...]  # (localFileName, dfsSstFileName, sizeBytes)
     log_files: tuple[tuple[str, str, int], ...]  # (localFileName, dfsLogFileName, sizeBytes)
@@ -536,7 +536,7 @@ class RocksDBStoreReader(StoreReaderBase):
     def _checked_changelog_pairs(
         self, data: bytes, idx: Any, path: str
     ) -> tuple[list[bytes], list[bytes | None]]:
-        """Keys and values of a changelog whose rows carry checksums (spec §3.6), every CRC checked.
+        """Keys and values of a changelog whose rows carry checksums (docs/format.md §3.6), every CRC checked.
 
         Puts: the value is ``crc`` + ``len`` + ``00`` + row. Removes: the *key* is ``crc:u32 LE`` (over the
         encoded key) + ``00`` + key row (observed on Spark 4.3.0 files; the spec says RocksDB keys are
@@ -559,7 +559,7 @@ class RocksDBStoreReader(StoreReaderBase):
 
     @staticmethod
     def _checked_values(keys: list[bytes], values: list[bytes | None], path: str) -> list[bytes | None]:
-        """Value rows (version byte removed) of checksummed values, each CRC checked (spec §3.6)."""
+        """Value rows (version byte removed) of checksummed values, each CRC checked (docs/format.md §3.6)."""
         return [
             None if v is None else strip_rocksdb_value(k, v, path, i)[1:]
             for i, (k, v) in enumerate(zip(keys, values, strict=True))
@@ -983,7 +983,7 @@ def _split_joined(value: bytes, read_at: Callable[[int], tuple[int, Any] | None]
 
 
 def split_list_value(value: bytes, path: str) -> list[bytes]:
-    """The element rows of a multi-value (list state) RocksDB value (spec §4.3, §4.6).
+    """The element rows of a multi-value (list state) RocksDB value (docs/format.md §4.3, §4.6).
 
     Elements are ``len:i32 LE`` + ``00`` + UnsafeRow, joined by ``,`` (merge operator v1) or by nothing
     (v2) — and, in values ``rocksdict`` merged itself, by a mix of both. Walks the ways the bytes can be
@@ -1055,7 +1055,7 @@ class RocksDBColumnFamilyReader:
     """Reads a RocksDB store with virtual column families (transformWithState), one state variable at a time.
 
     Keys are ``cfId:u16 LE`` + the key encoding of that family; changelogs are format v2/v4 with merge
-    records for list appends (spec §4.3, §4.4, §7.7). Decodes value, list and map state, timers and
+    records for list appends (docs/format.md §4.3, §4.4, §7.7). Decodes value, list and map state, timers and
     every internal family (``$rowCounter_*``, TTL indexes and timers by time, which are range-scan keyed;
     Spark's reader does not show those); the key encoders are in :mod:`readers.cf_store`. Versions are
     rebuilt like other RocksDB stores: the newest zip ``<= v`` plus the changelogs after it.
@@ -1072,7 +1072,7 @@ class RocksDBColumnFamilyReader:
     avro : bool
         Rows are Avro-encoded (``stateStore.encodingFormat=avro``, :mod:`readers.avro_rows`).
     row_checksum : bool
-        Values (and the keys of changelog removes) carry CRC-32C checksums, checked (spec §3.6).
+        Values (and the keys of changelog removes) carry CRC-32C checksums, checked (docs/format.md §3.6).
     """
 
     provider = "rocksdb"

@@ -1,4 +1,4 @@
-"""Row checksums of state stores (``spark.sql.streaming.stateStore.rowChecksum.enabled``, Spark 4.3+, spec §3.6).
+"""Row checksums of state stores (``spark.sql.streaming.stateStore.rowChecksum.enabled``, Spark 4.3+, docs/format.md §3.6).
 
 With the setting on (it is pinned in the offsets ``conf``), every stored row carries a CRC-32C
 (Castagnoli, ``java.util.zip.CRC32C``) written little-endian in front of it:

@@ -1,6 +1,6 @@
 """Parsers for state schema files: ``_metadata/schema`` (v1, v2) and ``_stateSchema/<store>/<batch>_<uuid>`` (v3).
 
-Follows ``shared/spec/checkpoint-format.md`` §5. Written by Spark's ``SchemaHelper`` (``SchemaV1Writer``
+Follows ``docs/format.md`` §5. Written by Spark's ``SchemaHelper`` (``SchemaV1Writer``
 in 3.1, ``SchemaV2Writer`` since 3.2, ``SchemaV3Writer`` for transformWithState on 4.0+ and joins v3/v4
 on 4.1+; ``sql/core/.../execution/streaming/state/SchemaHelper.scala``) through a Java
 ``DataOutputStream``:
@@ -223,7 +223,7 @@ def struct_type_from_json(text: str, path: str | None = None, offset: int | None
     Parameters
     ----------
     text : str
-        ``{"type":"struct","fields":[...]}`` (spec §5.4). Spark 2.x ``"null"`` types are read as
+        ``{"type":"struct","fields":[...]}`` (docs/format.md §5.4). Spark 2.x ``"null"`` types are read as
         ``void``; UDTs are replaced by their ``sqlType``.
     path : str, optional
         The file, for error messages.
@@ -371,7 +371,7 @@ def _read_v3_layout(data: bytes, path: str, start: int, with_ids: bool) -> tuple
 
 def _read_v3(cur: _Cursor) -> tuple[ColumnFamilySchema, ...]:
     # Spark 4.1+ writes i16 schema ids before the key and value schemas; an early 4.0 layout has none
-    # (spec §5.3). Parse the whole file both ways and keep the one that fits to the last byte.
+    # (docs/format.md §5.3). Parse the whole file both ways and keep the one that fits to the last byte.
     start = cur.pos
     try:
         return _read_v3_layout(cur.data, cur.path, start, with_ids=True)
@@ -419,7 +419,7 @@ def _read_any(data: bytes, path: str) -> tuple[ColumnFamilySchema, ...]:
 
 
 def parse_schema_file(data: bytes, path: str) -> StoreSchema:
-    """Parse a v1/v2 state schema file ``state/<op>/0/[<store>/]_metadata/schema`` (spec §5.2).
+    """Parse a v1/v2 state schema file ``state/<op>/0/[<store>/]_metadata/schema`` (docs/format.md §5.2).
 
     Parameters
     ----------
@@ -456,7 +456,7 @@ def parse_schema_v3_entries(data: bytes, path: str) -> tuple[ColumnFamilySchema,
     Parameters
     ----------
     data : bytes
-        A v3 file ``state/<op>/_stateSchema/<storeName>/<batchId>_<uuid>`` (spec §5.3), or a v1/v2
+        A v3 file ``state/<op>/_stateSchema/<storeName>/<batchId>_<uuid>`` (docs/format.md §5.3), or a v1/v2
         file (one family named ``default``).
     path : str
         Where the bytes came from.

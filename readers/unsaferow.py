@@ -3,7 +3,7 @@
 Spark writes every state-store key and value as an ``UnsafeRow`` (``UnsafeRow.java``,
 ``UnsafeArrayData.java``, ``UnsafeMapData.java`` and ``codegen/UnsafeRowWriter.java`` in
 ``sql/catalyst``), the same layout in Spark 2.1 to 4.3. This module follows
-``shared/spec/checkpoint-format.md`` §6 (layout), §5.4 (types) and §11 (pitfalls):
+``docs/format.md`` §6 (layout), §5.4 (types) and §11 (pitfalls):
 
 * a row is ``[null bitset][one 8-byte slot per field][variable-length payloads]``, all little-endian;
 * fixed-width values live in their slot; everything else is an ``(offset << 32) | size`` word whose
@@ -28,7 +28,7 @@ Every offset, size and element count is checked against the row before it is use
 fit the schema raise :class:`~readers.errors.SchemaMismatchError` naming the file, the record and the
 field, never ``IndexError``/``struct.error``, and never allocate more than the row's own size.
 
-**FMGWS v1 quirk** (spec §7.3): ``flatMapGroupsWithState`` state format 1 declares its trailing
+**FMGWS v1 quirk** (docs/format.md §7.3): ``flatMapGroupsWithState`` state format 1 declares its trailing
 ``timeoutTimestamp`` column as ``integer`` but writes a 64-bit long into the slot. Pass that column's
 index in ``long_fields`` (:func:`fmgws_v1_long_fields` finds it) to read the slot as int64.
 """
@@ -98,7 +98,7 @@ _FIXED_KINDS = frozenset(
     }
 )
 
-#: Packed element size inside UnsafeArrayData (spec §6.3); variable-length kinds use an 8-byte word.
+#: Packed element size inside UnsafeArrayData (docs/format.md §6.3); variable-length kinds use an 8-byte word.
 _ELEMENT_SIZE = {
     Kind.BOOLEAN: 1,
     Kind.BYTE: 1,
@@ -233,7 +233,7 @@ def compile_layout(schema: StructType, long_fields: Iterable[int] = ()) -> RowLa
         The row's schema, e.g. a store's key or value schema.
     long_fields : iterable of int, optional
         Indices of top-level fields whose slot holds an int64 whatever type they declare. This is
-        for the ``flatMapGroupsWithState`` state format 1 quirk (spec §7.3): its ``timeoutTimestamp``
+        for the ``flatMapGroupsWithState`` state format 1 quirk (docs/format.md §7.3): its ``timeoutTimestamp``
         column is declared ``integer`` but written with ``setLong``. Use :func:`fmgws_v1_long_fields`
         to find it.
 
@@ -263,7 +263,7 @@ def compile_layout(schema: StructType, long_fields: Iterable[int] = ()) -> RowLa
 
 
 def fmgws_v1_long_fields(value_schema: StructType) -> frozenset[int]:
-    """Indices of ``timeoutTimestamp`` columns declared ``integer`` (FMGWS state format 1, spec §7.3).
+    """Indices of ``timeoutTimestamp`` columns declared ``integer`` (FMGWS state format 1, docs/format.md §7.3).
 
     Parameters
     ----------
@@ -394,7 +394,7 @@ def decode_row(
     start : int
         Byte offset of the row in ``buf``.
     length : int
-        The row's size in bytes. For HDFS values pass ``floor(size / 8) * 8`` (spec §3.3).
+        The row's size in bytes. For HDFS values pass ``floor(size / 8) * 8`` (docs/format.md §3.3).
     layout : RowLayout
         From :func:`compile_layout`.
     path : str, optional
@@ -510,7 +510,7 @@ def _payload(
 
 
 def _array_at(mv: Any, pos: int, size: int, et: TypeLayout, field: str, where: _Where) -> list[Any]:
-    """Decode an UnsafeArrayData of ``size`` bytes at ``pos`` (spec §6.3)."""
+    """Decode an UnsafeArrayData of ``size`` bytes at ``pos`` (docs/format.md §6.3)."""
     if size < 8:
         raise where.fail(field, f"array of {size} bytes has no room for its 8-byte element count")
     n = _I64.unpack_from(mv, pos)[0]
@@ -562,7 +562,7 @@ def _array_at(mv: Any, pos: int, size: int, et: TypeLayout, field: str, where: _
 
 
 def _map_at(mv: Any, pos: int, size: int, t: TypeLayout, field: str, where: _Where) -> list[tuple[Any, Any]]:
-    """Decode an UnsafeMapData of ``size`` bytes at ``pos`` (spec §6.4) as a list of (key, value)."""
+    """Decode an UnsafeMapData of ``size`` bytes at ``pos`` (docs/format.md §6.4) as a list of (key, value)."""
     assert t.key is not None
     assert t.value is not None
     if size < 8:
@@ -638,7 +638,7 @@ def decode_rows(
         Bytes holding the rows (``bytes``, ``bytearray``, ``memoryview`` or a ``numpy.uint8`` array),
         e.g. a whole decompressed delta file.
     starts, lengths : array-like of int
-        Byte offset and size of each row in ``buf``. For HDFS values pass ``(size // 8) * 8`` (spec §3.3).
+        Byte offset and size of each row in ``buf``. For HDFS values pass ``(size // 8) * 8`` (docs/format.md §3.3).
     layout : RowLayout
         From :func:`compile_layout`.
     path : str, optional
@@ -903,7 +903,7 @@ def _check_room(
 def _arrays(
     b: _Buffer, pos: np.ndarray[Any, Any], size: np.ndarray[Any, Any], et: TypeLayout, rows: _Rows, field: str
 ) -> tuple[list[list[Any]], np.ndarray[Any, Any]]:
-    """Decode the UnsafeArrayData at ``pos`` (``size`` bytes each, spec §6.3) all at once.
+    """Decode the UnsafeArrayData at ``pos`` (``size`` bytes each, docs/format.md §6.3) all at once.
 
     Every element of every array becomes one entry of a flat column decoded by :func:`_values`, then
     the column is cut back into one list per array. Returns the lists and the element counts.
@@ -950,7 +950,7 @@ def _arrays(
 def _maps(
     b: _Buffer, pos: np.ndarray[Any, Any], size: np.ndarray[Any, Any], t: TypeLayout, rows: _Rows, field: str
 ) -> list[list[tuple[Any, Any]]]:
-    """Decode the UnsafeMapData at ``pos`` (spec §6.4) as lists of (key, value) tuples."""
+    """Decode the UnsafeMapData at ``pos`` (docs/format.md §6.4) as lists of (key, value) tuples."""
     assert t.key is not None
     assert t.value is not None
     i = _first(size < 8)

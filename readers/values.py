@@ -14,7 +14,7 @@ float, double                  numbers (float with the shortest digits that roun
                                as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
 string, char, varchar          strings
 binary, variant, geometry,     base64 (standard alphabet, padded); variant/geometry/geography
-geography                      are their opaque UnsafeRow payload (spec §6.6)
+geography                      are their opaque UnsafeRow payload (docs/format.md §6.6)
 date                           ``"YYYY-MM-DD"``
 timestamp                      ``"YYYY-MM-DDTHH:MM:SS.ffffffZ"`` (UTC, always six digits)
 timestamp_ntz                  the same without ``Z``
@@ -35,7 +35,7 @@ every value Spark can store formats exactly (pre-1970, year 1, years past 9999).
 ``-0001-12-31``).
 
 JSON objects are :class:`JsonObject`: an ordered list of ``(key, value)`` pairs, because struct field
-names repeat (aggregation buffers are ``sum, sum, count``; spec §5.4). :func:`dumps_jsonl` writes
+names repeat (aggregation buffers are ``sum, sum, count``; docs/format.md §5.4). :func:`dumps_jsonl` writes
 repeated keys in order; ``json.loads(line, object_pairs_hook=list)`` gives them all back.
 
 **CSV** (:func:`flatten_row`, :func:`flat_columns`, :func:`csv_cell`): structs are flattened into

@@ -108,7 +108,7 @@ SESSION_CONF: dict[str, str] = {
     # Short maintenance interval so background maintenance writes .snapshot files during a run.
     "spark.sql.streaming.stateStore.maintenanceInterval": "200ms",
     # NOT set: spark.sql.streaming.stateStore.coordinatorReportSnapshotUploadLag=false (the 4.1.1 workaround
-    # of spec §10.4). On 4.3.0 reading works without it, and with it every streaming batch fails
+    # of docs/format.md §10.4). On 4.3.0 reading works without it, and with it every streaming batch fails
     # ("forceSnapshotUploadOnLag can only be true if coordinatorReportSnapshotUploadLag is also true").
 }
 
@@ -491,7 +491,7 @@ def _codec_scenario(codec: str) -> Callable[[Ctx], dict[str, Any]]:
     return run
 
 
-#: First bytes of a state file per codec (spec §3.2).
+#: First bytes of a state file per codec (docs/format.md §3.2).
 CODEC_MAGIC = {
     "lz4": b"LZ4Block",
     "zstd": bytes.fromhex("28b52ffd"),
@@ -1367,7 +1367,7 @@ def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow", row_checksum: bool
     return _rocks_facts(ctx, facts, conf)
 
 
-#: The column families of join state format 4, shown as the operator's stores (spec §7.4.1).
+#: The column families of join state format 4, shown as the operator's stores (docs/format.md §7.4.1).
 JOIN_V4_STORES = ["left-keyWithTsToValues", "left-tsWithKey", "right-keyWithTsToValues", "right-tsWithKey"]
 
 

@@ -1,4 +1,4 @@
-"""Issue 5: ``expired``, ``doctor`` and ``report`` read state through ``--backend native|spark|auto``.
+"""``expired``, ``doctor`` and ``report`` read state through ``--backend native|spark|auto``.
 
 Through Spark the same checks run on the rows Spark's ``statestore`` source returns (keys identified by
 their decoded tuple); on real checkpoints the findings must equal the native ones. The tests share the

@@ -1,4 +1,4 @@
-"""Issue 3 §4: ``statelens doctor`` on real PySpark checkpoints, each copy broken one way.
+"""``statelens doctor`` on real PySpark checkpoints, each copy broken one way.
 
 Every test starts from a real checkpoint copied into ``tmp_path`` and checks the finding (check name,
 severity, files) and the exit code; the original is never touched (its tree hash is compared).

@@ -1,4 +1,4 @@
-"""Issue 3 §1: expired-but-unremoved keys on real PySpark checkpoints.
+"""Expired-but-unremoved keys on real PySpark checkpoints.
 
 The pandas scenarios' state function reports every call (which keys timed out, what it did), so the
 zombies expected at each version are derived from ``expected.json``'s ``key_history``: a key is a
@@ -249,7 +249,7 @@ def test_timeout_kind_decision(samples, watermarks, kind, words):
     assert ev.samples == len(samples)
 
 
-# -- bounded memory (issue 6 §4): findings stream, the result keeps counts and capped examples ---------
+# -- bounded memory: findings stream, the result keeps counts and capped examples ---------
 _WALK_ORDER = ("zombie", "overdue", "stale", "eviction_lag")
 
 
@@ -327,7 +327,7 @@ def test_examples_are_capped_and_counts_exact(checkpoint, tmp_path):
 
 @pytest.mark.spark
 def test_findings_are_not_retained_while_streaming(checkpoint, monkeypatch):
-    """Regression (issue 6 §4): at no point are more findings alive than the examples plus one chunk."""
+    """Regression: at no point are more findings alive than the examples plus one chunk."""
     import weakref
 
     import statelens.app.analysis.expired as expired

@@ -1,4 +1,4 @@
-"""Issue 3 §2: state growth, skew and footprint on real PySpark checkpoints."""
+"""State growth, skew and footprint on real PySpark checkpoints."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 3 §5: the self-contained HTML post-mortem report, checked as text and in headless Chromium."""
+"""The self-contained HTML post-mortem report, checked as text and in headless Chromium."""
 
 from __future__ import annotations
 

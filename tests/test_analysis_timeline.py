@@ -1,4 +1,4 @@
-"""Issue 3 §3: the batch timeline on real PySpark checkpoints (and copies edited one way each)."""
+"""The batch timeline on real PySpark checkpoints (and copies edited one way each)."""
 
 from __future__ import annotations
 

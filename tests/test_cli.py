@@ -1,6 +1,6 @@
 """``statelens info | rows | growth`` end to end on real checkpoints, against Spark and the logs.
 
-Also the bad-input contract of issue 2: a typed one-line error naming the file, a non-zero exit code,
+Also the bad-input contract: a typed one-line error naming the file, a non-zero exit code,
 the rest of the checkpoint still readable, and nothing inside the checkpoint written.
 """
 

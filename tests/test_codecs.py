@@ -1,6 +1,6 @@
 """readers.codecs on real Spark state files, and on corruption derived from them.
 
-Bytes used here are real: the lz4 ``1.delta`` dumped in spec §3.2, and state files written by PySpark
+Bytes used here are real: the lz4 ``1.delta`` dumped in docs/format.md §3.2, and state files written by PySpark
 4.3.0 (``local[2]``, aggregation ``count``/``sum`` by a string key, 3 batches, one state file per codec:
 the same 188-byte record stream compressed by lz4, zstd, snappy and lzf). Every corruption starts from
 those bytes.
@@ -49,7 +49,7 @@ SPEC_RECORDS = bytes.fromhex(
 )
 
 # PySpark 4.3.0: a partition's 1.delta when the batch wrote nothing (one RAW block holding ff ff ff ff,
-# then the end block) - also what an empty RocksDB v1 changelog looks like (spec §3.2, §4.4).
+# then the end block) - also what an empty RocksDB v1 changelog looks like (docs/format.md §3.2, §4.4).
 EMPTY_LZ4 = bytes.fromhex(
     "4c5a34426c6f636b150400000004000000db804d08ffffffff4c5a34426c6f636b15000000000000000000000000"
 )

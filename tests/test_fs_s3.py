@@ -1,4 +1,4 @@
-"""Flaky and slow storage (issue 6, point 5) against a real S3 endpoint on loopback.
+"""Flaky and slow storage against a real S3 endpoint on loopback.
 
 moto's server mode runs in this process on 127.0.0.1 (a free port); a real generated checkpoint is
 uploaded to a bucket. Reads go through :class:`FaultProxy`, a small HTTP proxy on 127.0.0.1 in front

@@ -1,4 +1,4 @@
-"""Decoders never crash on bytes (issue 6, point 1): fuzz corpora, crash regressions and a short fuzz run.
+"""Decoders never crash on bytes: fuzz corpora, crash regressions and a short fuzz run.
 
 * Every committed seed (``tests/fuzz/corpus/<target>/``, real files of generated checkpoints) and every
   input that once crashed a decoder (``tests/fuzz/regressions/<target>/``) goes through its target:

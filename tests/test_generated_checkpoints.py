@@ -46,7 +46,7 @@ def _rocks_files(cp: Path, suffix: str) -> list[Path]:
 
 @pytest.fixture
 def format_v2_session(spark):
-    """Checkpoint format v2 is not in offsets conf: the reading session must set it (spec §10.4)."""
+    """Checkpoint format v2 is not in offsets conf: the reading session must set it (docs/format.md §10.4)."""
     key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
     def use(exp: dict[str, Any]) -> None:

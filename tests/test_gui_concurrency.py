@@ -1,4 +1,4 @@
-"""Concurrency of the desktop app (issue 6, point 7): a second checkpoint opened while the first still
+"""Concurrency of the desktop app: a second checkpoint opened while the first still
 loads, and the window closed mid-load (native loading and Spark reads), stop cleanly.
 
 Loads are slowed down deterministically, never by timing: :class:`StalledStorage` holds every file read

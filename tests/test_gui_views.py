@@ -1,4 +1,4 @@
-"""Desktop app, round 2 of issue 4: expired keys, key history, schema and conf, diff, paging, export,
+"""Desktop app: expired keys, key history, schema and conf, diff, paging, export,
 the backend switch and linked selection — driven through the real widgets.
 
 Checkpoints: the bundled sample (``resources/sample_checkpoint``, the ``pandas_state_event`` scenario)
@@ -547,7 +547,7 @@ def test_expired_counts_over_versions_match_all_versions(checkpoint, name) -> No
 
 @pytest.mark.spark
 def test_expired_overview_caps_the_listed_keys_and_says_so(checkpoint) -> None:  # type: ignore[no-untyped-def]
-    """Issue 6 §4: the view lists at most max_examples keys per category (the most overdue), counts stay exact."""
+    """The view lists at most max_examples keys per category (the most overdue), counts stay exact."""
     from statelens.app.analysis._common import run_to_end
     from statelens.app.explore import iter_expired_overview
     from statelens.readers.checkpoint import open_checkpoint

@@ -20,10 +20,10 @@ from tests._mutations import EDITS, ROCKSDB_PROVIDER, mutate, run_files_query
 
 # --- real bytes -----------------------------------------------------------------------------------
 
-#: spec §2.1 [RUN 4.1.1][TEST-RES checkpoint-version-2.1.0/metadata]
+#: docs/format.md §2.1 [RUN 4.1.1][TEST-RES checkpoint-version-2.1.0/metadata]
 SPEC_METADATA = b'{"id":"78aa9857-107c-4971-acea-9c5495842e99"}'
 
-#: spec §2.2, offsets/0 of a 4.1.1 run with one MemoryStream source [RUN 4.1.1]
+#: docs/format.md §2.2, offsets/0 of a 4.1.1 run with one MemoryStream source [RUN 4.1.1]
 SPEC_OFFSETS_V1 = (
     b"v1\n"
     b'{"batchWatermarkMs":0,"batchTimestampMs":1795340810531,"conf":{"spark.sql.streaming.stateStore.providerClass":'
@@ -63,9 +63,9 @@ REAL_OFFSETS_V2_430 = (
     b'0:{"logOffset":1}'
 )
 
-#: spec §2.5 [RUN 4.1.1]
+#: docs/format.md §2.5 [RUN 4.1.1]
 SPEC_COMMIT_V1 = b'v1\n{"nextBatchWatermarkMs":0}'
-#: spec §2.5, Spark 2.2/2.3 [TEST-RES checkpoint-version-2.3.1-flatMapGroupsWithState-state-format-1/commits/1]
+#: docs/format.md §2.5, Spark 2.2/2.3 [TEST-RES checkpoint-version-2.3.1-flatMapGroupsWithState-state-format-1/commits/1]
 SPEC_COMMIT_V1_EMPTY = b"v1\n{}"
 #: commits/2 of a RocksDB aggregation with checkpointFormatVersion=2 [RUN 4.3.0]
 REAL_COMMIT_V2_430 = (
@@ -76,7 +76,7 @@ REAL_COMMIT_V2_430 = (
 REAL_FILE_SOURCE_LOG = (
     b'v1\n{"path":"file:///tmp/sl_ckpts/agg_src/part-001.json","timestamp":1795383764919,"batchId":1}'
 )
-#: spec §2.3 Kafka example
+#: docs/format.md §2.3 Kafka example
 SPEC_KAFKA_OFFSET = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
 
 REAL_FILES = {

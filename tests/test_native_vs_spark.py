@@ -1,6 +1,6 @@
 """Every state version of every store, decoded natively, equals Spark's own ``statestore`` reader.
 
-Issue 2's acceptance test: for each generated checkpoint kind, each operator, store, committed version
+For each generated checkpoint kind, each operator, store, committed version
 and partition, the native rows are compared row for row (positionally, canonicalised for NaN and map
 order) with ``spark.read.format("statestore")`` on the same checkpoint; and the batch list with the logs.
 """
@@ -32,7 +32,7 @@ VARIABLE_TYPES = {"ValueState", "ListState", "MapState"}
 
 @contextlib.contextmanager
 def reading_session(spark: Any, ckpt: Any) -> Iterator[None]:
-    """Checkpoint format v2 is not in offsets conf: Spark must be told to read it (spec §10.4)."""
+    """Checkpoint format v2 is not in offsets conf: Spark must be told to read it (docs/format.md §10.4)."""
     key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
     v2 = any(c.format_version >= 2 and c.state_unique_ids for c in ckpt.commits.values())
     if v2:

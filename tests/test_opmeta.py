@@ -18,7 +18,7 @@ from statelens.readers.errors import (
 )
 from tests._mutations import EDITS, mutate
 
-#: spec §8.1 [RUN 4.1.1]
+#: docs/format.md §8.1 [RUN 4.1.1]
 SPEC_V1_AGG = (
     b'v1\n{"operatorInfo":{"operatorId":0,"operatorName":"stateStoreSave"},'
     b'"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":2}]}'
@@ -52,7 +52,7 @@ REAL_V2_JOIN_V4 = (
     b'"{\\"useVirtualColumnFamilies\\":true}"}'
 )
 
-#: The 4.0.0 form (spec §8.2, TEST-RES checkpoint-version-4.0.0-tws-avro/state/0/_metadata/v2/0), one line,
+#: The 4.0.0 form (docs/format.md §8.2, TEST-RES checkpoint-version-4.0.0-tws-avro/state/0/_metadata/v2/0), one line,
 #: with the elided parts of the quoted path filled in.
 SPEC_V2_400 = (
     b'v2\n{"operatorInfo":{"operatorId":0,"operatorName":"transformWithStateExec"},"stateStoreInfo":[{"storeName":'

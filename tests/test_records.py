@@ -1,6 +1,6 @@
 """readers.records on real record streams (HDFS deltas/snapshots, RocksDB changelogs v1-v4).
 
-Real bytes: the spec §3.2/§3.3 ``1.delta``, and files written by PySpark 4.3.0 in ``local`` mode:
+Real bytes: the docs/format.md §3.2/§3.3 ``1.delta``, and files written by PySpark 4.3.0 in ``local`` mode:
 an aggregation (HDFS, lz4: a delta and a snapshot), a windowed count with watermark in append mode
 (a delta with a remove), the same aggregation on RocksDB with changelog checkpointing (v1; v3 with
 ``checkpointFormatVersion=2``) and a transformWithStateInPandas processor with a value state and a list
@@ -45,7 +45,7 @@ def _lz4(hex_text: str) -> bytes:
     return decompress(bytes.fromhex(hex_text), "fixture")
 
 
-# spec §3.2: 1.delta of a dedup query -> spec §3.3: one put, key user='a' (24 bytes), value 16 bytes
+# docs/format.md §3.2: 1.delta of a dedup query -> docs/format.md §3.3: one put, key user='a' (24 bytes), value 16 bytes
 SPEC_DELTA = _lz4(
     "4c5a34426c6f636b2523000000340000009616ed075300000018000100930100000010000000611000000f0000140007"
     "020050 00ffffffff 4c5a34426c6f636b15000000000000000000000000".replace(" ", "")

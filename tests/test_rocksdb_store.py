@@ -1,7 +1,7 @@
 """RocksDB state store read natively: file discovery, checkpoint v2 ids, corrupt files, read-only, temp folders.
 
 The comparisons with Spark's own reader live in ``test_native_vs_spark.py`` and ``test_backends.py``; here
-corruption starts from copies of real generated checkpoints (STYLE §9) and every error must be typed and
+corruption starts from copies of real generated checkpoints and every error must be typed and
 name the file.
 """
 

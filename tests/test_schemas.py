@@ -277,7 +277,7 @@ def test_modified_utf8_round_trip(text):
 
 
 def test_real_v2_header_matches_spec():
-    # spec §5.2: 00 02 76 32 | 00 00 00 01 | <u16 chunk length> {"type...
+    # docs/format.md §5.2: 00 02 76 32 | 00 00 00 01 | <u16 chunk length> {"type...
     assert REAL_SCHEMA_V2_AGG[:8] == bytes.fromhex("0002763200000001")
     assert REAL_SCHEMA_V2_AGG[10:17] == b'{"type"'
 
@@ -460,7 +460,7 @@ def test_real_v3_join_v4():
 
 
 def test_real_v3_start_matches_spec_layout():
-    # spec §5.3: 00 02 "v3" | i32 count | writeUTF(name) | i16 id 00 00 | i32 chunks 00 00 00 01 | u16 len {"type"...
+    # docs/format.md §5.3: 00 02 "v3" | i32 count | writeUTF(name) | i16 id 00 00 | i32 chunks 00 00 00 01 | u16 len {"type"...
     data = REAL_SCHEMA_V3_JOIN_V4
     assert data[:8] == bytes.fromhex("0002763300000004")
     name_len = struct.unpack_from(">H", data, 8)[0]
@@ -657,7 +657,7 @@ def test_every_schema_file_of_real_checkpoints(spark, checkpoint, name):
     for op in expected["operators"]:
         op_id = op["operator_id"]
         default_store = op["store_names"] == ["default"]
-        # only partition 0 has the schema file (spec §5.1)
+        # only partition 0 has the schema file (docs/format.md §5.1)
         for p in range(1, expected["num_partitions"]):
             assert not list((cp / "state" / str(op_id) / str(p)).rglob("_metadata"))
         for store in op["store_names"]:
@@ -757,7 +757,7 @@ def v3_checkpoints(spark, tmp_path_factory):
 
 
 def _v3_schemas_via_operator_metadata(cp):
-    """Follow state/0/_metadata/v2/<latest> to the v3 schema file(s) of the copy (spec §8.2)."""
+    """Follow state/0/_metadata/v2/<latest> to the v3 schema file(s) of the copy (docs/format.md §8.2)."""
     from statelens.readers import logs, opmeta
 
     meta_dir = cp / "state" / "0" / "_metadata" / "v2"

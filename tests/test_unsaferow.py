@@ -1,6 +1,6 @@
 """UnsafeRow decoding (``readers/unsaferow.py``) on real bytes written by Spark.
 
-* Every line of the verified dump in ``shared/spec/checkpoint-format.md`` §6.5 (Spark 4.1.1
+* Every line of the verified dump in ``docs/format.md`` §6.5 (Spark 4.1.1
   ``UnsafeProjection``), decoded by both the single-row and the columnar decoder.
 * A few rows captured from PySpark 4.3.0 (``SparkPlan.executeCollect`` returns the UnsafeRows Spark
   itself builds) for types the dump lacks: variant, geography, time, array<void>, decimal(38,0).
@@ -222,7 +222,7 @@ def test_decimals_keep_their_scale() -> None:
 
 
 def test_spec_dedup_record() -> None:
-    """The decoded 1.delta of spec §3.3: key user='a', value ``__dummy__ void`` (always null)."""
+    """The decoded 1.delta of docs/format.md §3.3: key user='a', value ``__dummy__ void`` (always null)."""
     key = hexrow("00×8 | 01 00 00 00 10 00 00 00 | 61 00×7")
     value = hexrow("01 00×7 | 00×8")
     assert decode_row(key, 0, 24, compile_layout(one(T.StringType(), "user"))) == ("a",)
@@ -273,7 +273,7 @@ def test_layout_is_compiled_once_and_sized_as_spark() -> None:
     for n, bitset in [(0, 0), (1, 8), (64, 8), (65, 16), (128, 16), (129, 24)]:
         layout = compile_layout(longs(n))
         assert (layout.bitset_bytes, layout.fixed_size) == (bitset, bitset + 8 * n)
-    # A row with no fields is 0 bytes long (spec §6.1).
+    # A row with no fields is 0 bytes long (docs/format.md §6.1).
     assert decode_row(b"", 0, 0, compile_layout(longs(0))) == ()
     assert decode_rows(b"", [0, 0], [0, 0], compile_layout(longs(0))) == [(), ()]
     assert decode_rows(b"", [], [], compile_layout(longs(1))) == []
@@ -595,7 +595,7 @@ def test_rows_built_by_spark(spark: Any, sql: str) -> None:
 
 
 def _lz4block(data: bytes) -> bytes:
-    """lz4-java ``LZ4BlockOutputStream`` (spec §3.2), just enough for the test."""
+    """lz4-java ``LZ4BlockOutputStream`` (docs/format.md §3.2), just enough for the test."""
     import lz4.block
 
     out, pos = [], 0
@@ -613,7 +613,7 @@ def _lz4block(data: bytes) -> bytes:
 
 
 def _replay(files: list[Path]) -> dict[bytes, bytes]:
-    """Apply snapshot/deltas in order (spec §3.3-3.4), keyed on raw key bytes."""
+    """Apply snapshot/deltas in order (docs/format.md §3.3-3.4), keyed on raw key bytes."""
     state: dict[bytes, bytes] = {}
     for f in files:
         data = _lz4block(f.read_bytes())

@@ -58,7 +58,7 @@ def field(name: str, dtype: T.DataType) -> T.StructField:
     return T.StructField(name, dtype)
 
 
-#: The aggregation buffer of spec §7.1 (v2): names repeat.
+#: The aggregation buffer of docs/format.md §7.1 (v2): names repeat.
 AGG = T.StructType(
     [
         field("count", T.LongType()),

@@ -1,4 +1,4 @@
-"""Qt table models over columns (STYLE §4): cells are served on demand from column sequences.
+"""Qt table models over columns: cells are served on demand from column sequences.
 
 :class:`ColumnTableModel` holds one sequence of display strings per column plus one of sort keys
 (lists, or lazy columns that format a cell when asked), exposes rows a page at a time

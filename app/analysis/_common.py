@@ -1,6 +1,6 @@
 """Helpers shared by the analyses: driving generators, batch clocks, raw version walks, key encoding.
 
-Batch/version arithmetic follows ``shared/spec/checkpoint-format.md`` §1.2: state version ``v`` holds
+Batch/version arithmetic follows ``docs/format.md`` §1.2: state version ``v`` holds
 the state after batch ``v-1``; batch ``b`` reads version ``b`` and writes version ``b+1``. Batch
 timestamps and watermarks come from ``offsets/<b>`` (§2.2), the next batch's watermark from
 ``commits/<b>`` (§2.5).
@@ -166,7 +166,7 @@ class BatchClock:
         self._wm_sorted = sorted(self.watermark_ms.items())
 
     def threshold(self, batch_id: int, kind: str) -> int | None:
-        """The timeout threshold batch ``batch_id`` used: its timestamp or its watermark (spec §7.3).
+        """The timeout threshold batch ``batch_id`` used: its timestamp or its watermark (docs/format.md §7.3).
 
         Returns ``None`` when the batch's offsets file is missing, or for event time when the batch
         had no watermark yet (0 means none: no event-time timeout can fire).
@@ -270,7 +270,7 @@ def walk_partition(
 def int_reader(layout: Any, path: tuple[int, ...]) -> Callable[[bytes], int | None]:
     """A function reading one fixed-width integer field of a raw UnsafeRow by positional path.
 
-    Follows nested structs through their offset/size words (spec §6.1), so the time column of a key or
+    Follows nested structs through their offset/size words (docs/format.md §6.1), so the time column of a key or
     value is read without decoding the rest of the row. Returns ``None`` for null or out-of-range.
     """
     steps = []

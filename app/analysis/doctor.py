@@ -1,10 +1,10 @@
-"""Checkpoint health checks: ``statelens doctor`` (issue 3 §4).
+"""Checkpoint health checks: ``statelens doctor``.
 
 Every finding has a severity (``error``: Spark will fail or lose data on restart, or a file is corrupt;
 ``warning``: something a person should look at; ``info``: explains a state that is normal after a
 crash) and the files involved. Exit code: 0 clean (info only), 1 warnings, 2 errors.
 
-The rules follow ``shared/spec/checkpoint-format.md``: offsets without a commit are the batch a restart
+The rules follow ``docs/format.md``: offsets without a commit are the batch a restart
 re-runs (§2.2, §2.6); version ``v`` is written by batch ``v-1`` so the latest state version must be the
 last committed batch + 1 (§1.2); temp files are ``.<name>.<uuid>[.TID..].tmp`` leftovers of atomic
 writes (§1.3); the partition count is ``spark.sql.shuffle.partitions`` pinned in the first offsets file

@@ -1,7 +1,7 @@
-"""Expired-but-unremoved keys: zombies, overdue and stale keys, and eviction lag (issue 3 §1).
+"""Expired-but-unremoved keys: zombies, overdue and stale keys, and eviction lag.
 
 In ``(flat)MapGroupsWithState`` and ``applyInPandasWithState`` Spark only *calls* the user function with
-``hasTimedOut``; removing the state is the user's job (``shared/spec/checkpoint-format.md`` §7.3,
+``hasTimedOut``; removing the state is the user's job (``docs/format.md`` §7.3,
 §7.3.1). The timeout lives in the value's last field ``timeoutTimestamp`` (ms, ``-1`` = none). A
 processing-time timeout fires in batch ``b`` when ``timeoutTimestamp < batchTimestampMs(b)``, an
 event-time one when ``timeoutTimestamp < batchWatermarkMs(b)`` (both from ``offsets/<b>``, §2.2).

@@ -1,9 +1,9 @@
-"""State growth and skew per operator and store, and the checkpoint's on-disk footprint (issue 3 §2).
+"""State growth and skew per operator and store, and the checkpoint's on-disk footprint.
 
 For every HDFS store partition the versions are streamed once (``_common.walk_partition``): rows and
 key+value bytes of the state at each version (what an executor holds in memory, give or take the
 JVM's overhead), and the bytes of the files written for that version (``<v>.delta`` / ``<v>.snapshot``,
-``shared/spec/checkpoint-format.md`` §3). Version ``v`` is the state after batch ``v-1`` (§1.2).
+``docs/format.md`` §3). Version ``v`` is the state after batch ``v-1`` (§1.2).
 
 Footprint: every file under the checkpoint by area (state, offsets, commits, sources, metadata...),
 small files, leftover temp files (§1.3), and the state files older than the newest snapshot each
@@ -216,7 +216,7 @@ def _area(path: str) -> str:
 
 
 def _base_for(pf: Any, version: int) -> int:
-    """Newest snapshot ``<= version`` with every delta after it up to ``version`` (else 0), spec §3.4."""
+    """Newest snapshot ``<= version`` with every delta after it up to ``version`` (else 0), docs/format.md §3.4."""
     for s in sorted((s for s in pf.snapshots if s <= version), reverse=True):
         if all(v in pf.deltas for v in range(s + 1, version + 1)):
             return int(s)

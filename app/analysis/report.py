@@ -1,4 +1,4 @@
-"""The post-mortem report: one self-contained HTML file to attach to an incident ticket (issue 3 §5).
+"""The post-mortem report: one self-contained HTML file to attach to an incident ticket.
 
 Sections: overview, batch timeline, state growth and skew (with each store's heaviest keys), expired keys
 (zombies and their top keys), health checks. Plots are inline SVG drawn by :mod:`app.analysis.svg`: no script, no stylesheet, font or

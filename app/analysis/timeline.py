@@ -1,8 +1,8 @@
-"""Batch timeline: when each batch started, how the watermark moved, what each source read (issue 3 §3).
+"""Batch timeline: when each batch started, how the watermark moved, what each source read.
 
 Reads ``offsets/<b>`` (start timestamp ``batchTimestampMs``, watermark ``batchWatermarkMs``, pinned
 ``conf``, one offset per source), ``commits/<b>`` (committed, ``nextBatchWatermarkMs``) and the file
-sources' own logs ``sources/<i>/<n>`` / ``<n>.compact`` (``shared/spec/checkpoint-format.md`` §2.2–§2.5).
+sources' own logs ``sources/<i>/<n>`` / ``<n>.compact`` (``docs/format.md`` §2.2–§2.5).
 
 Records per batch where offsets allow: Kafka ``offsets(b) - offsets(b-1)`` per partition (batch 0 from
 the initial offsets in ``sources/<i>/0``); file sources: the files listed in their log for the log
@@ -62,7 +62,7 @@ class BatchRow:
 
     @property
     def version(self) -> int:
-        """The state version this batch writes (spec §1.2)."""
+        """The state version this batch writes (docs/format.md §1.2)."""
         return self.batch_id + 1
 
     def to_json(self) -> dict[str, Any]:
@@ -203,7 +203,7 @@ def iter_timeline(ckpt: Any) -> Generator[Progress, None, Timeline]:
                 timestamp_ms=ts,
                 interval_ms=(ts - prev_ts) if ts is not None and prev_ts is not None else None,
                 watermark_ms=wm,
-                # 0 means "no watermark yet" (spec §2.2): the first real one is not a move.
+                # 0 means "no watermark yet" (docs/format.md §2.2): the first real one is not a move.
                 watermark_move_ms=(wm - prev_wm) if wm is not None and prev_wm else None,
                 next_watermark_ms=b.commit.next_watermark_ms if b.commit is not None else None,
                 committed=b.committed,

@@ -3,7 +3,7 @@
 transformWithState has no timeout attached to the state: the user registers timers and decides in
 ``handleExpiredTimer`` what to clear. The classic leak of ``mapGroupsWithState`` code (forgetting
 ``state.remove()``) becomes: the timer fires, the handler does not clear the state and registers no new
-timer — the key's state then stays forever unless a TTL covers it (spec §7.7).
+timer — the key's state then stays forever unless a TTL covers it (docs/format.md §7.7).
 
 On disk (Spark's internal column families, decoded natively): the timers are ``$procTimers_keyToTimestamp``
 (``$eventTimers_...`` in event time), keyed by (grouping key, expiry ms). Between versions ``v-1`` and

@@ -1,4 +1,4 @@
-"""The one place that turns exceptions into UI (STYLE §6).
+"""The one place that turns exceptions into UI.
 
 * :func:`show_error` — a dialog with a short message and the traceback under "Show details", for
   failures of something the user asked for (open a checkpoint, decode a version).

@@ -1,4 +1,4 @@
-"""The one runner of long work off the GUI thread (STYLE §5).
+"""The one runner of long work off the GUI thread.
 
 Every reader or analysis call from the GUI goes through :class:`JobRunner`. A job is a generator
 function that yields :class:`~readers.model.Progress` records and returns its result; it runs in

@@ -3,7 +3,7 @@
 The authority when something looks odd, and the way to scale past one desktop: an embedded ``local[*]``
 session started lazily on first use, or any master the user names (``--spark-master``,
 ``STATELENS_SPARK_MASTER``, or a ``spark-defaults``-style conf file). The state data sources exist from
-Spark 4.0 on and read checkpoints written by 3.2+ (§9 of ``shared/spec/checkpoint-format.md``). Values
+Spark 4.0 on and read checkpoints written by 3.2+ (§9 of ``docs/format.md``). Values
 are converted exactly (no time zone, no float rounding) to :data:`readers.model.VALUE_REPRESENTATION`.
 
 Same contract as :mod:`readers.backends.native`, with two differences Spark imposes: versions of
@@ -240,7 +240,7 @@ class SparkBackend:
             self._check_cancelled(generation, what)
             spark.sparkContext.setJobGroup(group, f"statelens: {what}", interruptOnCancel=True)
             # Checkpoint format v2 (unique-id file names) is not recorded in the offsets conf: the reading
-            # session must be told (spec §10.4). The session may be shared (tests, a user's own), so the
+            # session must be told (docs/format.md §10.4). The session may be shared (tests, a user's own), so the
             # previous value is put back afterwards: a leftover "2" breaks HDFS-backed queries and reads.
             key = "spark.sql.streaming.stateStore.checkpointFormatVersion"
             before = spark.conf.get(key, None)

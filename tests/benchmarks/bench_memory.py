@@ -1,4 +1,4 @@
-"""Benchmark: peak memory of ``statelens growth --json``, ``expired`` and ``doctor`` (issue 6, point 4).
+"""Benchmark: peak memory of ``statelens growth --json``, ``expired`` and ``doctor``.
 
 Run on demand (not collected by pytest)::
 
@@ -17,7 +17,7 @@ Checkpoints:
   versions, so each partition's state is 10x larger). It copies the logs, schema and operator metadata
   of the real one and writes every ``<v>.delta`` itself, in the exact layout Spark writes (lz4-java
   ``LZ4Block`` frames around ``[keySize][key UnsafeRow][valueSize][value UnsafeRow]`` records,
-  spec §3.2-§3.3, §6), with new keys and updates of older keys in every version like the real one.
+  docs/format.md §3.2-§3.3, §6), with new keys and updates of older keys in every version like the real one.
   Built in about a minute, cached under ``.cache/bench/``.
 
 Results are numbers and ratios for the README; nothing here asserts a timing.
@@ -106,7 +106,7 @@ _LZ4_BLOCK = 1 << 16  # lz4-java's default block size (token: log2(64 KiB) - 10 
 
 
 def _lz4_block_stream(raw: bytes) -> bytes:
-    """``LZ4BlockOutputStream`` framing (spec §3.2): 21-byte headers, LZ4 or RAW blocks, an end block."""
+    """``LZ4BlockOutputStream`` framing (docs/format.md §3.2): 21-byte headers, LZ4 or RAW blocks, an end block."""
     import lz4.block
     import xxhash
 
