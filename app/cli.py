@@ -56,7 +56,9 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     bar = _Progress()
     try:
-        return open_checkpoint(args.checkpoint, storage_options=getattr(args, "storage_options", None), progress=bar)
+        return open_checkpoint(
+            args.checkpoint, storage_options=getattr(args, "storage_options", None), progress=bar
+        )
     finally:
         bar.close()
 
@@ -85,7 +87,7 @@ def storage_option_value(text: str) -> Any:
         return int(text)
     if _FLOAT_RE.match(text.strip()):
         return float(text)
-    if text[:1] in "{[\"" and text:
+    if text[:1] in '{["' and text:
         try:
             return json.loads(text)
         except ValueError:
@@ -125,15 +127,19 @@ def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any]:
             raise UsageError(f"--storage-option #{n} has no '=': expected KEY=VALUE ({hint})")
         if not _OPTION_KEY_RE.match(key):
             shown = "" if _SECRET_KEY_RE.search(key) else f" {key[:40]!r}"
-            raise UsageError(f"--storage-option #{n}: key{shown} is not letters, digits, '_' or '-' "
-                             f"(dotted to nest; {hint})")
+            raise UsageError(
+                f"--storage-option #{n}: key{shown} is not letters, digits, '_' or '-' "
+                f"(dotted to nest; {hint})"
+            )
         *parents, leaf = key.split(".")
         node = out
         for depth, part in enumerate(parents):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise UsageError(f"--storage-option {'.'.join(parents[:depth + 1])} is given a value and also "
-                                 f"used as a group ({key})")
+                raise UsageError(
+                    f"--storage-option {'.'.join(parents[: depth + 1])} is given a value and also "
+                    f"used as a group ({key})"
+                )
             node = child
         if isinstance(node.get(leaf), dict):
             raise UsageError(f"--storage-option {key} is used as a group and also given a value")
@@ -166,7 +172,9 @@ def _fmt_ms(ms: int | None) -> str:
         return ""
     import datetime as dt
 
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return (
+        dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    )
 
 
 def _ranges(values: Sequence[int]) -> str:
@@ -196,7 +204,9 @@ def info_json(ckpt: Any) -> dict[str, Any]:
         sources = []
         if b.offsets is not None:
             for s in b.offsets.sources:
-                sources.append({"index": s.index, "source_id": s.source_id, "kind": s.source_kind, "offset": s.parsed})
+                sources.append(
+                    {"index": s.index, "source_id": s.source_id, "kind": s.source_kind, "offset": s.parsed}
+                )
         batches.append(
             {
                 "batch_id": b.batch_id,
@@ -268,10 +278,16 @@ def _print_info(doc: dict[str, Any], out: IO[str]) -> None:
     w(f"Checkpoint  {doc['checkpoint']}\n")
     w(f"Query id    {doc['query_id'] or '(no metadata file)'}\n")
     n = len(doc["batches"])
-    w(f"Batches     {n}" + (f" ({doc['batches'][0]['batch_id']}..{doc['last_batch_id']})" if n else "") + "\n")
+    w(
+        f"Batches     {n}"
+        + (f" ({doc['batches'][0]['batch_id']}..{doc['last_batch_id']})" if n else "")
+        + "\n"
+    )
     if doc["uncommitted_batches"]:
-        w(f"UNCOMMITTED {', '.join(map(str, doc['uncommitted_batches']))} (offsets written, no commit: "
-          "a restart re-runs the last one)\n")
+        w(
+            f"UNCOMMITTED {', '.join(map(str, doc['uncommitted_batches']))} (offsets written, no commit: "
+            "a restart re-runs the last one)\n"
+        )
     else:
         w("Committed   all planned batches committed\n")
     w("\n")
@@ -281,31 +297,62 @@ def _print_info(doc: dict[str, Any], out: IO[str]) -> None:
             f"{s['kind']}:{s['offset'] if not isinstance(s['offset'], (dict, list)) else _short_json(s['offset'])}"
             for s in b["sources"]
         )
-        rows.append([b["batch_id"], _fmt_ms(b["timestamp_ms"]), b["watermark_ms"], "yes" if b["committed"] else "NO", src])
+        rows.append(
+            [
+                b["batch_id"],
+                _fmt_ms(b["timestamp_ms"]),
+                b["watermark_ms"],
+                "yes" if b["committed"] else "NO",
+                src,
+            ]
+        )
     w(format_table(["batch", "timestamp (UTC)", "watermark_ms", "committed", "sources"], rows) + "\n\n")
     rows = []
     for op in doc["operators"]:
         for s in op["stores"]:
             versions = s["versions"]
-            rows.append([
-                op["operator_id"], op["kind"], s["name"], s["provider"], s["codec"], s["partitions"],
-                _ranges(versions) if versions else "-",
-                _schema_str(s["key_schema"]), _schema_str(s["value_schema"]),
-            ])
+            rows.append(
+                [
+                    op["operator_id"],
+                    op["kind"],
+                    s["name"],
+                    s["provider"],
+                    s["codec"],
+                    s["partitions"],
+                    _ranges(versions) if versions else "-",
+                    _schema_str(s["key_schema"]),
+                    _schema_str(s["value_schema"]),
+                ]
+            )
     if rows:
-        w(format_table(["op", "kind", "store", "provider", "codec", "parts", "versions", "key", "value"], rows) + "\n")
+        w(
+            format_table(
+                ["op", "kind", "store", "provider", "codec", "parts", "versions", "key", "value"], rows
+            )
+            + "\n"
+        )
     else:
         w("No stateful operators (no state/ folder).\n")
     rows = [
-        [op["operator_id"], v["name"], v["variable_type"] or "(internal)", "yes" if v["ttl"] else "",
-         _schema_str(v["key_schema"]), _schema_str(v["value_schema"])]
-        for op in doc["operators"] for v in op["state_variables"]
+        [
+            op["operator_id"],
+            v["name"],
+            v["variable_type"] or "(internal)",
+            "yes" if v["ttl"] else "",
+            _schema_str(v["key_schema"]),
+            _schema_str(v["value_schema"]),
+        ]
+        for op in doc["operators"]
+        for v in op["state_variables"]
     ]
     if rows:
         w("\nState variables (transformWithState; read one with rows --state-var NAME)\n")
         w(format_table(["op", "variable", "type", "ttl", "key", "value"], rows) + "\n")
-    keys = ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass",
-            "spark.sql.streaming.stateStore.compression.codec")
+    keys = (
+        "spark.sql.shuffle.partitions",
+        "spark.sql.streaming.stateStore.providerClass",
+        "spark.sql.streaming.stateStore.compression.codec",
+    )
     w("\n" + "\n".join(f"{k} = {doc['conf'].get(k)}" for k in keys if k in doc["conf"]) + "\n")
 
 
@@ -362,7 +409,9 @@ def _say_backend(args: argparse.Namespace, chooser: Any) -> None:
         sys.stderr.write(f"statelens: read with the {chooser.describe()}\n")
 
 
-def _iter_state_tuples(args: argparse.Namespace, ckpt: Any, backend: Any, store: str) -> Iterable[tuple[Any, ...]]:
+def _iter_state_tuples(
+    args: argparse.Namespace, ckpt: Any, backend: Any, store: str
+) -> Iterable[tuple[Any, ...]]:
     """Decoded rows in the field order of :func:`readers.values.state_row_schema`.
 
     ``(partition, key, value)``, or with ``--changes`` ``(version, partition, change, key, value)``. With
@@ -372,7 +421,9 @@ def _iter_state_tuples(args: argparse.Namespace, ckpt: Any, backend: Any, store:
     if backend.name == "spark":
         yield from _partition_tuples(args, backend, store, args.partition)
         return
-    partitions = [args.partition] if args.partition is not None else backend.partition_ids(args.operator, store)
+    partitions = (
+        [args.partition] if args.partition is not None else backend.partition_ids(args.operator, store)
+    )
     for pid in partitions:
         try:
             rows = list(_partition_tuples(args, backend, store, pid))
@@ -384,7 +435,9 @@ def _iter_state_tuples(args: argparse.Namespace, ckpt: Any, backend: Any, store:
         yield from rows
 
 
-def _partition_tuples(args: argparse.Namespace, backend: Any, store: str, pid: int | None) -> Iterable[tuple[Any, ...]]:
+def _partition_tuples(
+    args: argparse.Namespace, backend: Any, store: str, pid: int | None
+) -> Iterable[tuple[Any, ...]]:
     if args.changes:
         last = backend.latest_version(args.operator, store, pid)
         start, end = (args.version, args.version) if args.version is not None else (1, last)
@@ -431,11 +484,18 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
         if timer is None:
             raise UsageError(f"operator {args.operator} registers no timers (no timer column family)")
         if args.changes:
-            raise _usage("--changes is not available with --timers; read the timer family with "
-                         f"--state-var '{timer['name']}' --changes")
+            raise _usage(
+                "--changes is not available with --timers; read the timer family with "
+                f"--state-var '{timer['name']}' --changes"
+            )
         grouping = timer["key_schema"].fields[0].dataType
-        schema = StructType([StructField("partition", IntegerType()), StructField("key", grouping),
-                             StructField("expiration_timestamp_ms", LongType())])
+        schema = StructType(
+            [
+                StructField("partition", IntegerType()),
+                StructField("key", grouping),
+                StructField("expiration_timestamp_ms", LongType()),
+            ]
+        )
         chooser, backend = _column_family_backend(args, ckpt)
         version = _latest_state_version(args, ckpt, backend)
         return schema, backend.read_timers(args.operator, version, args.partition), chooser
@@ -448,7 +508,12 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
         key_schema, user_key_schema = key_schema.fields[0].dataType, key_schema.fields[1].dataType
     fields = [StructField("partition", IntegerType()), StructField("key", key_schema)]
     if args.changes:
-        fields = [StructField("version", LongType()), fields[0], StructField("change", StringType()), fields[1]]
+        fields = [
+            StructField("version", LongType()),
+            fields[0],
+            StructField("change", StringType()),
+            fields[1],
+        ]
     if user_key_schema is not None:
         fields.append(StructField("user_key", user_key_schema))
     fields.append(StructField("value", var["value_schema"]))
@@ -457,7 +522,9 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
     if args.changes:
         last = _latest_state_version(args, ckpt, backend) if args.version is None else args.version
         start = args.version if args.version is not None else 1
-        changes = backend.read_state_variable_changes(args.operator, args.state_var, start, last, args.partition)
+        changes = backend.read_state_variable_changes(
+            args.operator, args.state_var, start, last, args.partition
+        )
         if user_key_schema is None:
             rows = ((v, p, c, k, val) for v, p, c, k, val, _ in changes)
         else:
@@ -506,7 +573,9 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
         chooser.close()
 
 
-def _write_rows(args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iterable[tuple[Any, ...]], out: IO[str]) -> int:
+def _write_rows(
+    args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iterable[tuple[Any, ...]], out: IO[str]
+) -> int:
     """Write decoded rows (positional, in ``row_schema``'s field order) as JSON lines, CSV or Parquet."""
     from statelens.readers.values import row_to_json
 
@@ -609,13 +678,14 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
         t[1] += r["bytes"]
         t[2] = max(t[2], r["rows"])
         t[3] += 1
-    rows = [
-        [op, store, v, v - 1, t[3], t[0], t[1], t[2]]
-        for (op, store, v), t in sorted(totals.items())
-    ]
-    out.write(format_table(
-        ["op", "store", "version", "batch", "partitions", "rows", "bytes_on_disk", "max_partition_rows"], rows
-    ) + "\n")
+    rows = [[op, store, v, v - 1, t[3], t[0], t[1], t[2]] for (op, store, v), t in sorted(totals.items())]
+    out.write(
+        format_table(
+            ["op", "store", "version", "batch", "partitions", "rows", "bytes_on_disk", "max_partition_rows"],
+            rows,
+        )
+        + "\n"
+    )
     for store in heavy:
         from statelens.app.analysis._common import key_text
 
@@ -625,10 +695,16 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
             continue
         out.write(f"{head} at version {store.version} (of {store.keys} keys):\n")
         counted = ["elements"] if store.grouping else []
-        out.write(format_table(
-            ["partition", "key", "bytes", *counted],
-            [[h.partition_id, key_text(h.key), h.bytes, *([h.elements] if counted else [])] for h in store.overall],
-        ) + "\n")
+        out.write(
+            format_table(
+                ["partition", "key", "bytes", *counted],
+                [
+                    [h.partition_id, key_text(h.key), h.bytes, *([h.elements] if counted else [])]
+                    for h in store.overall
+                ],
+            )
+            + "\n"
+        )
     return _report_problems(ckpt)
 
 
@@ -638,7 +714,17 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.analysis.sql import answer_rows, iter_sql, write_answer
     from statelens.readers.cache import StateCache
 
-    fmt = "json" if args.json else "jsonl" if args.jsonl else "csv" if args.csv else "parquet" if args.parquet else "table"
+    fmt = (
+        "json"
+        if args.json
+        else "jsonl"
+        if args.jsonl
+        else "csv"
+        if args.csv
+        else "parquet"
+        if args.parquet
+        else "table"
+    )
     if fmt == "parquet" and not args.output:
         raise _usage("--parquet needs -o FILE")
     ckpt = _open(args)
@@ -646,8 +732,18 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
     bar = _Progress()
     try:
         cache = None if args.no_cache else StateCache()
-        result = run_to_end(iter_sql(ckpt, args.query, operator_id=args.operator, store_name=args.store,
-                                     version=args.version, backends=chooser, cache=cache), bar)
+        result = run_to_end(
+            iter_sql(
+                ckpt,
+                args.query,
+                operator_id=args.operator,
+                store_name=args.store,
+                version=args.version,
+                backends=chooser,
+                cache=cache,
+            ),
+            bar,
+        )
     finally:
         bar.close()
     try:
@@ -657,7 +753,9 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
             rows, n = answer_rows(result, args.max_rows)
             out.write(format_table(result.columns, rows) + "\n")
             if n > len(rows):
-                out.write(f"... {n - len(rows):,} more rows not shown (--csv, --json or --parquet -o FILE write all)\n")
+                out.write(
+                    f"... {n - len(rows):,} more rows not shown (--csv, --json or --parquet -o FILE write all)\n"
+                )
             out.write(f"({n:,} row{'s' if n != 1 else ''})\n")
         elif fmt == "parquet":
             write_answer(result, fmt, args.output)
@@ -703,8 +801,10 @@ def cmd_cache(args: argparse.Namespace, out: IO[str]) -> int:
     else:
         info = cache.info()
         doc = info.to_json()
-        text = (f"cache   {info.path}\nentries {info.entries:,}\n"
-                f"size    {info.bytes / 2**20:,.1f} MiB of {info.max_bytes / 2**30:,.1f} GiB")
+        text = (
+            f"cache   {info.path}\nentries {info.entries:,}\n"
+            f"size    {info.bytes / 2**20:,.1f} MiB of {info.max_bytes / 2**30:,.1f} GiB"
+        )
     out.write((json.dumps(doc) if args.json else text) + "\n")
     return 0
 
@@ -715,12 +815,21 @@ def _usage(message: str) -> _UsageFailure:
 
 def add_backend_options(p: argparse.ArgumentParser) -> None:
     """``--backend``, ``--spark-master``, ``--spark-conf`` for every command that reads state."""
-    p.add_argument("--backend", choices=("native", "spark", "auto"), default="auto",
-                   help="native decoder, Spark's state data sources, or auto: native where it can decode the "
-                   "files, Spark otherwise (default: auto)")
-    p.add_argument("--spark-master", metavar="URL",
-                   help="Spark master for --backend spark (default: $STATELENS_SPARK_MASTER or local[*])")
-    p.add_argument("--spark-conf", metavar="FILE", help="spark-defaults style file of extra Spark confs (S3A...)")
+    p.add_argument(
+        "--backend",
+        choices=("native", "spark", "auto"),
+        default="auto",
+        help="native decoder, Spark's state data sources, or auto: native where it can decode the "
+        "files, Spark otherwise (default: auto)",
+    )
+    p.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master for --backend spark (default: $STATELENS_SPARK_MASTER or local[*])",
+    )
+    p.add_argument(
+        "--spark-conf", metavar="FILE", help="spark-defaults style file of extra Spark confs (S3A...)"
+    )
 
 
 def _add_analysis_commands(sub: Any) -> None:
@@ -751,8 +860,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 finished but some files could not be read, 2 error.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE", dest="storage_option",
-                        default=[], help=STORAGE_OPTION_HELP)
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        dest="storage_option",
+        default=[],
+        help=STORAGE_OPTION_HELP,
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("info", help="query id, batches, conf, operators and stores")
@@ -764,15 +879,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint")
     p.add_argument("--operator", type=int, required=True, metavar="N", help="stateful operator id")
     p.add_argument("--store", metavar="NAME", help="store name (joins have four; default: the only one)")
-    p.add_argument("--version", type=int, metavar="V",
-                   help="state version (written by batch V-1); default: the latest readable")
+    p.add_argument(
+        "--version",
+        type=int,
+        metavar="V",
+        help="state version (written by batch V-1); default: the latest readable",
+    )
     p.add_argument("--partition", type=int, metavar="P", help="one partition only")
     p.add_argument("--changes", action="store_true", help="the put/remove records of each version instead")
-    p.add_argument("--state-var", metavar="NAME",
-                   help="transformWithState: read this state variable (see 'info' for the names; internal "
-                        "families such as '$ttl_NAME' too, natively)")
-    p.add_argument("--timers", action="store_true",
-                   help="transformWithState: the registered timers (key, expiration_timestamp_ms)")
+    p.add_argument(
+        "--state-var",
+        metavar="NAME",
+        help="transformWithState: read this state variable (see 'info' for the names; internal "
+        "families such as '$ttl_NAME' too, natively)",
+    )
+    p.add_argument(
+        "--timers",
+        action="store_true",
+        help="transformWithState: the registered timers (key, expiration_timestamp_ms)",
+    )
     p.add_argument("--format", choices=("jsonl", "csv", "parquet"), default="jsonl")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     add_backend_options(p)
@@ -781,19 +906,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("growth", help="rows and on-disk bytes per operator, store, version and partition")
     p.add_argument("checkpoint")
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per partition-version")
-    p.add_argument("--top-keys", type=int, metavar="N",
-                   help="also the N heaviest keys (encoded key + value bytes; list/map state by element) per "
-                        "partition and per store at the latest version")
+    p.add_argument(
+        "--top-keys",
+        type=int,
+        metavar="N",
+        help="also the N heaviest keys (encoded key + value bytes; list/map state by element) per "
+        "partition and per store at the latest version",
+    )
     add_backend_options(p)
     p.set_defaults(func=cmd_growth)
 
     p = sub.add_parser(
-        "sql", help="query the checkpoint with SQL (DuckDB): tables batches, growth, state, changes, expired",
+        "sql",
+        help="query the checkpoint with SQL (DuckDB): tables batches, growth, state, changes, expired",
         description="Run a DuckDB SQL query over the checkpoint. Tables (filled only when the query names them): "
-                    "batches (the timeline), growth (rows and bytes per store, version and partition), state (one "
-                    "store's rows at one version: partition_id, key, value as typed structs), changes (that store's "
-                    "change feed), expired (expired-but-unremoved keys). Example: statelens sql CKPT "
-                    "\"SELECT partition_id, count(*) FROM state GROUP BY 1 ORDER BY 2 DESC\"")
+        "batches (the timeline), growth (rows and bytes per store, version and partition), state (one "
+        "store's rows at one version: partition_id, key, value as typed structs), changes (that store's "
+        "change feed), expired (expired-but-unremoved keys). Example: statelens sql CKPT "
+        '"SELECT partition_id, count(*) FROM state GROUP BY 1 ORDER BY 2 DESC"',
+    )
     p.add_argument("checkpoint")
     p.add_argument("query", help="the SQL query (quote it)")
     p.add_argument("--operator", type=int, help="operator of the state and changes tables")
@@ -805,19 +936,29 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--csv", action="store_true", help="CSV (structs flattened to a.b columns)")
     fmt.add_argument("--parquet", action="store_true", help="Parquet, typed (needs -o FILE)")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
-    p.add_argument("--max-rows", type=int, default=1000, metavar="N", help="rows shown as a table (default 1000)")
-    p.add_argument("--no-cache", action="store_true",
-                   help="decode state afresh and keep nothing (default: decoded versions are kept under the user's "
-                        "cache folder, $STATELENS_CACHE_DIR, and reused while their files are unchanged)")
+    p.add_argument(
+        "--max-rows", type=int, default=1000, metavar="N", help="rows shown as a table (default 1000)"
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="decode state afresh and keep nothing (default: decoded versions are kept under the user's "
+        "cache folder, $STATELENS_CACHE_DIR, and reused while their files are unchanged)",
+    )
     add_backend_options(p)
     p.set_defaults(func=cmd_sql)
 
-    p = sub.add_parser("cache", help="the cache of decoded state: where it is, how big, clear it",
-                       description="Decoded state versions are kept as Parquet under the user's cache folder "
-                                   "($STATELENS_CACHE_DIR overrides it; $STATELENS_CACHE_MAX_BYTES caps it, default "
-                                   "4 GiB, least recently used first out) and reused while their source files are "
-                                   "unchanged. Nothing is ever written inside a checkpoint.")
-    p.add_argument("action", choices=("info", "clear"), help="info: folder, entries and bytes; clear: remove them")
+    p = sub.add_parser(
+        "cache",
+        help="the cache of decoded state: where it is, how big, clear it",
+        description="Decoded state versions are kept as Parquet under the user's cache folder "
+        "($STATELENS_CACHE_DIR overrides it; $STATELENS_CACHE_MAX_BYTES caps it, default "
+        "4 GiB, least recently used first out) and reused while their source files are "
+        "unchanged. Nothing is ever written inside a checkpoint.",
+    )
+    p.add_argument(
+        "action", choices=("info", "clear"), help="info: folder, entries and bytes; clear: remove them"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_cache)
 
@@ -831,8 +972,14 @@ def build_parser() -> argparse.ArgumentParser:
     # Also after the command (``statelens info s3://b/p --storage-option anon=true``); kept apart from
     # the ones given before it, then both are used.
     for command in sub.choices.values():
-        command.add_argument("--storage-option", action="append", metavar="KEY=VALUE", dest="storage_option_after",
-                             default=[], help=STORAGE_OPTION_HELP)
+        command.add_argument(
+            "--storage-option",
+            action="append",
+            metavar="KEY=VALUE",
+            dest="storage_option_after",
+            default=[],
+            help=STORAGE_OPTION_HELP,
+        )
     return parser
 
 
@@ -866,7 +1013,9 @@ def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | N
     args = parser.parse_args(argv)
     args.gui_runner = gui_runner
     try:
-        args.storage_options = parse_storage_options([*args.storage_option, *getattr(args, "storage_option_after", [])])
+        args.storage_options = parse_storage_options(
+            [*args.storage_option, *getattr(args, "storage_option_after", [])]
+        )
     except StatelensError as err:
         parser.error(str(err))
     debug = args.debug or os.environ.get("STATELENS_RAISE") == "1"

@@ -57,7 +57,10 @@ def _utc_ms(ms: int | None) -> str:
     if ms < 0:
         return f"{ms} (none)" if ms == -1 else str(ms)
     try:
-        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+        return (
+            dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+            + "Z"
+        )
     except (OverflowError, OSError, ValueError):
         return f"{ms} ms"
 
@@ -108,8 +111,10 @@ class StoreExpiry:
         if tk is not None:
             text += f"; timeout kind {tk.timeout_kind or 'unknown'} ({tk.source}: {tk.evidence})"
         if len(self.examples) < self.total_findings:
-            text += (f"; listing the {len(self.examples):,} most overdue of {self.total_findings:,} keys "
-                     "(statelens expired lists them all)")
+            text += (
+                f"; listing the {len(self.examples):,} most overdue of {self.total_findings:,} keys "
+                "(statelens expired lists them all)"
+            )
         return text
 
 
@@ -122,7 +127,9 @@ class ExpiredOverview:
     problems: list[StatelensError] = field(default_factory=list)
 
     def store(self, operator_id: int, store_name: str) -> StoreExpiry | None:
-        return next((s for s in self.stores if (s.operator_id, s.store_name) == (operator_id, store_name)), None)
+        return next(
+            (s for s in self.stores if (s.operator_id, s.store_name) == (operator_id, store_name)), None
+        )
 
 
 def iter_expired_overview(
@@ -184,15 +191,35 @@ def iter_expired_overview(
             counts[c][col[v]] += n
             if pid in pcol:
                 pcounts[c][pcol[pid]] += n
-        stores.append(StoreExpiry(summary.operator_id, summary.store_name, versions, counts, pids, pcounts,
-                                  by_store.get(key, []), summary, sum(tally.values())))
+        stores.append(
+            StoreExpiry(
+                summary.operator_id,
+                summary.store_name,
+                versions,
+                counts,
+                pids,
+                pcounts,
+                by_store.get(key, []),
+                summary,
+                sum(tally.values()),
+            )
+        )
     return ExpiredOverview(stores, result, result.problems)
 
 
 #: Columns of the findings table (in UTC; :func:`findings_table` names the zone it is given).
 FINDING_HEADERS = (
-    "category", "partition", "key", "timeout / event time (UTC)", "stored timeout (UTC)", "threshold (UTC)",
-    "age (batches)", "age (time)", "expired in batch", "version", "note",
+    "category",
+    "partition",
+    "key",
+    "timeout / event time (UTC)",
+    "stored timeout (UTC)",
+    "threshold (UTC)",
+    "age (batches)",
+    "age (time)",
+    "expired in batch",
+    "version",
+    "note",
 )
 
 
@@ -283,8 +310,10 @@ class KeyHistory:
             return f"key {self.key_text} not found in {where} ({self.versions_read} versions read)"
         n = Counter(self.changes)
         parts = [f"{n[c]} {c}" for c in ("added", "updated", "rewritten (same value)", "removed") if n.get(c)]
-        return (f"key {self.key_text} in {where}: present in {len(self.versions)} of {self.versions_read} versions "
-                f"({self.versions[0]}–{self.versions[-1]})" + (f"; {', '.join(parts)}" if parts else ""))
+        return (
+            f"key {self.key_text} in {where}: present in {len(self.versions)} of {self.versions_read} versions "
+            f"({self.versions[0]}–{self.versions[-1]})" + (f"; {', '.join(parts)}" if parts else "")
+        )
 
 
 def _identity(x: Any) -> Any:
@@ -362,7 +391,9 @@ def iter_key_history(
     """
     schema = _require_schema(reader)
     if partition_id not in reader.partition_ids():
-        raise UsageError(f"store {reader.store_name!r} of operator {reader.operator_id} has no partition {partition_id}")
+        raise UsageError(
+            f"store {reader.store_name!r} of operator {reader.operator_id} has no partition {partition_id}"
+        )
     convert = row_converter(schema.key_schema)
     target = convert(key) if isinstance(key, tuple) else key
     path = f"state/{reader.operator_id}/{partition_id}"
@@ -382,12 +413,17 @@ def iter_key_history(
             last_tick = time.monotonic()
             yield Progress(n, total, f"following the key through version {v}")
         if raw_key is None:
-            cands = [k for k, val in (changes if changes is not None else state.items())
-                     if val is not None and k not in checked and k in state]
+            cands = [
+                k
+                for k, val in (changes if changes is not None else state.items())
+                if val is not None and k not in checked and k in state
+            ]
             checked.update(cands)
             for start in range(0, len(cands), 10_000):
-                chunk = cands[start:start + 10_000]
-                for raw, (dk, _) in zip(chunk, reader.decode_pairs([(k, None) for k in chunk], path), strict=True):
+                chunk = cands[start : start + 10_000]
+                for raw, (dk, _) in zip(
+                    chunk, reader.decode_pairs([(k, None) for k in chunk], path), strict=True
+                ):
                     if convert(dk) == target:
                         raw_key, decoded_key = raw, dk
                         break
@@ -416,7 +452,9 @@ def iter_key_history(
         prev_value = value
         rows.append(_HistoryRow(v, change, partition_id, decoded_key, prev_decoded))
     yield Progress(total, total, "key history")
-    value_specs = [s for s in state_columns(schema, reader.store_name, time_columns) if s.header.startswith("value.")]
+    value_specs = [
+        s for s in state_columns(schema, reader.store_name, time_columns) if s.header.startswith("value.")
+    ]
     # Time columns (the timeout) first: they are what a history is read for, next to the watermark.
     value_specs.sort(key=lambda spec: spec.unit is None)
     specs = [
@@ -426,9 +464,15 @@ def iter_key_history(
     if batch_times:
         times = batch_times
         specs += [
-            ColumnSpec(f"batch start ({zone})", lambda r: times.get(r.version - 1, (None, None))[0], time_text, True),
-            ColumnSpec(f"batch watermark ({zone})", lambda r: times.get(r.version - 1, (None, None))[1],
-                       lambda ms: "0 (none yet)" if ms == 0 else time_text(ms), True),
+            ColumnSpec(
+                f"batch start ({zone})", lambda r: times.get(r.version - 1, (None, None))[0], time_text, True
+            ),
+            ColumnSpec(
+                f"batch watermark ({zone})",
+                lambda r: times.get(r.version - 1, (None, None))[1],
+                lambda ms: "0 (none yet)" if ms == 0 else time_text(ms),
+                True,
+            ),
         ]
     specs += [ColumnSpec("change", lambda r: r.change, str, False), *value_specs]
     columns: list[Sequence[str]] = []
@@ -441,9 +485,18 @@ def iter_key_history(
         columns.append(col)
         sort_keys.append(ValueColumn(rows, sort_getter(spec)) if spec.numeric else col)
     return KeyHistory(
-        reader.operator_id, reader.store_name, partition_id, target, [s.header for s in specs], columns, sort_keys,
-        [r.version for r in rows if r.change != "removed"], [r.change for r in rows], [r.version for r in rows],
-        read, problems,
+        reader.operator_id,
+        reader.store_name,
+        partition_id,
+        target,
+        [s.header for s in specs],
+        columns,
+        sort_keys,
+        [r.version for r in rows if r.change != "removed"],
+        [r.change for r in rows],
+        [r.version for r in rows],
+        read,
+        problems,
     )
 
 
@@ -496,6 +549,7 @@ def schema_changes(old: StoreSchema, new: StoreSchema) -> list[str]:
         b = _leaves(getattr(new, f"{side}_schema"), side)
         if a == b:
             continue
+
         # Compare by position among fields of the same name: aggregation buffers repeat names.
         def keyed(items: list[tuple[str, str]]) -> dict[tuple[str, int], str]:
             seen: Counter[str] = Counter()
@@ -547,7 +601,9 @@ def read_schema_history(ckpt: Any) -> tuple[list[SchemaVersion], list[StatelensE
             legacy = f"state/{op.operator_id}/0{sub}/_metadata/schema"
             try:
                 if ckpt.fs.exists(legacy):
-                    found.append((None, legacy, schemas.parse_schema_file(ckpt.fs.read_bytes(legacy), legacy)))
+                    found.append(
+                        (None, legacy, schemas.parse_schema_file(ckpt.fs.read_bytes(legacy), legacy))
+                    )
                 v3_dir = f"state/{op.operator_id}/_stateSchema/{physical}"
                 files = [e for e in ckpt.fs.list_dir(v3_dir) if not e.is_dir and not e.name.startswith(".")]
             except StatelensError as err:
@@ -559,7 +615,11 @@ def read_schema_history(ckpt: Any) -> tuple[list[SchemaVersion], list[StatelensE
                 except StatelensError as err:
                     problems.append(err)
                     continue
-                sch = families.get(st.store_name) or families.get("default") or next(iter(families.values()), None)
+                sch = (
+                    families.get(st.store_name)
+                    or families.get("default")
+                    or next(iter(families.values()), None)
+                )
                 if sch is not None:
                     found.append((_batch_of(e.name), e.path, sch))
             if not found and st.schema is not None:
@@ -598,7 +658,11 @@ def conf_changes(batches: Sequence[BatchInfo]) -> dict[int, dict[str, tuple[str 
         if not conf:
             continue
         if prev is not None:
-            diff = {k: (prev.get(k), conf.get(k)) for k in sorted(set(prev) | set(conf)) if prev.get(k) != conf.get(k)}
+            diff = {
+                k: (prev.get(k), conf.get(k))
+                for k in sorted(set(prev) | set(conf))
+                if prev.get(k) != conf.get(k)
+            }
             if diff:
                 out[b.batch_id] = diff
         prev = conf

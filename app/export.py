@@ -51,7 +51,9 @@ def check_output_path(path: str, checkpoint_location: str | None = None) -> str:
     if checkpoint_location and "://" not in checkpoint_location:
         root = os.path.abspath(checkpoint_location)
         if os.path.commonpath([out, root]) == root:
-            raise UsageError(f"{out} is inside the checkpoint {root}: statelens never writes there; pick another folder")
+            raise UsageError(
+                f"{out} is inside the checkpoint {root}: statelens never writes there; pick another folder"
+            )
     return out
 
 
@@ -82,8 +84,14 @@ def _stopped(cancelled: Callable[[], bool] | None) -> None:
         raise InterruptedError("export cancelled")
 
 
-def _write_csv_rows(tmp: str, header: Sequence[str], rows: Iterable[Sequence[str]], n: int, what: str,
-                    cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
+def _write_csv_rows(
+    tmp: str,
+    header: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    n: int,
+    what: str,
+    cancelled: Callable[[], bool] | None,
+) -> Generator[Progress, None, None]:
     import csv
 
     with open(tmp, "w", encoding="utf-8", newline="") as f:
@@ -97,7 +105,10 @@ def _write_csv_rows(tmp: str, header: Sequence[str], rows: Iterable[Sequence[str
 
 
 def iter_export_state_table(
-    table: Any, path: str, fmt: str, rows: Sequence[int] | None = None,
+    table: Any,
+    path: str,
+    fmt: str,
+    rows: Sequence[int] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, int]:
     """Write decoded state rows (an :class:`app.session.StateTable`) as ``statelens rows`` does.
@@ -157,14 +168,19 @@ def iter_export_state_table(
                 data.append(t)
             write_parquet(data, tmp, schema)
         else:
-            cells = ([csv_cell(v) for _, v in flatten_row(row_to_json(t, schema), "", schema)] for t in tuples())
+            cells = (
+                [csv_cell(v) for _, v in flatten_row(row_to_json(t, schema), "", schema)] for t in tuples()
+            )
             yield from _write_csv_rows(tmp, flat_columns(schema), cells, n, what, cancelled)
     yield Progress(n, n, what)
     return n
 
 
 def iter_export_documents(
-    docs: Iterable[Any], path: str, fmt: str, cancelled: Callable[[], bool] | None = None,
+    docs: Iterable[Any],
+    path: str,
+    fmt: str,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, int]:
     """Write JSON documents (``JsonObject``/dicts, e.g. ``ExpiredFinding.to_json()``).
 
@@ -191,7 +207,9 @@ def iter_export_documents(
     from statelens.readers.values import JsonObject, csv_cell, flatten_row, write_parquet
 
     _check_format(fmt)
-    docs = [d if isinstance(d, JsonObject) else JsonObject(d.items()) if isinstance(d, dict) else d for d in docs]
+    docs = [
+        d if isinstance(d, JsonObject) else JsonObject(d.items()) if isinstance(d, dict) else d for d in docs
+    ]
     n = len(docs)
     what = f"writing {n:,} rows to {os.path.basename(path)}"
     with _Partial(path) as tmp:
@@ -281,7 +299,9 @@ def _numeric(keys: Sequence[Any]) -> bool:
     return seen > 0
 
 
-def iter_export_report(ckpt: Any, path: str, cancelled: Callable[[], bool] | None = None) -> Generator[Progress, None, str]:
+def iter_export_report(
+    ckpt: Any, path: str, cancelled: Callable[[], bool] | None = None
+) -> Generator[Progress, None, str]:
     """Write the HTML post-mortem report (:func:`app.analysis.report.iter_report`) to ``path``.
 
     Parameters

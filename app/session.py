@@ -100,7 +100,9 @@ class SelectionState:
         """
         unknown = set(changes) - set(self.FIELDS)
         if unknown:
-            raise UsageError(f"not selection fields: {', '.join(sorted(unknown))}; fields: {', '.join(self.FIELDS)}")
+            raise UsageError(
+                f"not selection fields: {', '.join(sorted(unknown))}; fields: {', '.join(self.FIELDS)}"
+            )
         changed = {k: v for k, v in changes.items() if getattr(self, k) != v}
         for k, v in changed.items():
             setattr(self, k, v)
@@ -217,26 +219,34 @@ _TWS_TYPES = {
 }
 #: Prefix of an internal family -> (short text, description); ``{}`` is the variable it serves.
 _TWS_INTERNAL = {
-    "$ttl_": ("TTL index of {}", "(expiration ms, key) of every entry of {} with a TTL; Spark scans it to "
-              "remove expired entries"),
+    "$ttl_": (
+        "TTL index of {}",
+        "(expiration ms, key) of every entry of {} with a TTL; Spark scans it to remove expired entries",
+    ),
     "$min_": ("earliest TTL expiry of {}", "the earliest expiration (ms) among each key's elements of {}"),
     "$count_": ("TTL element count of {}", "the number of elements of {} per key, kept for its TTL"),
     "$rowCounter_": ("list size of {}", "the number of elements of the list {} per key"),
 }
 _TIMER_FAMILIES = {
     "$procTimers_keyToTimestamp": ("processing-time timers by key", "registered timers: (key, expiry ms)"),
-    "$procTimers_timestampToKey": ("processing-time timers by time", "registered timers: (expiry ms, key), "
-                                   "the order Spark fires them in"),
+    "$procTimers_timestampToKey": (
+        "processing-time timers by time",
+        "registered timers: (expiry ms, key), the order Spark fires them in",
+    ),
     "$eventTimers_keyToTimestamp": ("event-time timers by key", "registered timers: (key, expiry ms)"),
-    "$eventTimers_timestampToKey": ("event-time timers by time", "registered timers: (expiry ms, key), "
-                                    "the order Spark fires them in"),
+    "$eventTimers_timestampToKey": (
+        "event-time timers by time",
+        "registered timers: (expiry ms, key), the order Spark fires them in",
+    ),
 }
 #: Join store suffix -> (short text, description) for ``left-``/``right-`` stores (every state format).
 _JOIN_STORES = {
     "keyToNumValues": ("rows per key", "how many rows of this side each join key holds"),
     "keyWithIndexToValue": ("buffered rows by key and index", "the buffered input rows of this side"),
-    "keyWithTsToValues": ("buffered rows by key and event time", "the buffered input rows of this side, "
-                          "keyed by join key and event time (µs)"),
+    "keyWithTsToValues": (
+        "buffered rows by key and event time",
+        "the buffered input rows of this side, keyed by join key and event time (µs)",
+    ),
     "tsWithKey": ("keys by event time", "join keys ordered by event time (µs): the index Spark evicts with"),
 }
 
@@ -285,8 +295,11 @@ def store_role(op: OperatorInfo, store: StoreInfo, physical: str | None = None) 
     cf = physical if physical is not None and physical != store.store_name else None
     name = store.store_name
     if op.kind == OperatorKind.TRANSFORM_WITH_STATE:
-        declared = {str(v.get("stateName")): v for v in op.properties.get("stateVariables") or []
-                    if isinstance(v, dict)}
+        declared = {
+            str(v.get("stateName")): v
+            for v in op.properties.get("stateVariables") or []
+            if isinstance(v, dict)
+        }
         meta = declared.get(name, {})
         vtype = str(meta.get("stateVariableType") or "")
         if name in _TIMER_FAMILIES:
@@ -295,18 +308,29 @@ def store_role(op: OperatorInfo, store: StoreInfo, physical: str | None = None) 
         if name.startswith("$"):
             for prefix, (short, long) in _TWS_INTERNAL.items():
                 if name.startswith(prefix):
-                    var = name[len(prefix):]
-                    return StoreRole(f"internal: {short.format(var)}", f"Spark's {long.format(var)}",
-                                     GROUP_INTERNAL, True, cf)
+                    var = name[len(prefix) :]
+                    return StoreRole(
+                        f"internal: {short.format(var)}",
+                        f"Spark's {long.format(var)}",
+                        GROUP_INTERNAL,
+                        True,
+                        cf,
+                    )
             return StoreRole("internal", "one of Spark's internal column families", GROUP_INTERNAL, True, cf)
         if vtype in _TWS_TYPES:
             ttl = bool(meta.get("ttlEnabled", False))
             text = vtype + (" · TTL" if ttl else "")
             description = f"{vtype} {name!r}: {_TWS_TYPES[vtype]}" + (
-                "; entries expire after their TTL (ttlExpirationMs)" if ttl else "")
+                "; entries expire after their TTL (ttlExpirationMs)" if ttl else ""
+            )
             return StoreRole(text, description, GROUP_VARIABLES, False, cf)
-        return StoreRole("column family", f"column family {name!r} (not a declared state variable)",
-                         GROUP_INTERNAL, True, cf)
+        return StoreRole(
+            "column family",
+            f"column family {name!r} (not a declared state variable)",
+            GROUP_INTERNAL,
+            True,
+            cf,
+        )
     if op.kind == OperatorKind.JOIN:
         side, _, kind = name.partition("-")
         if side in ("left", "right") and kind in _JOIN_STORES:
@@ -389,10 +413,14 @@ def describe_state(ckpt: Any) -> list[str]:
     if not ckpt.operators:
         return lines
     if conf.get("spark.sql.streaming.stateStore.rowChecksum.enabled", "").lower() == "true":
-        lines.append("row checksums on (stateStore.rowChecksum.enabled): every row's CRC-32C is checked while decoding")
+        lines.append(
+            "row checksums on (stateStore.rowChecksum.enabled): every row's CRC-32C is checked while decoding"
+        )
     if conf.get("spark.sql.streaming.stateStore.encodingFormat", "unsaferow") != "unsaferow":
-        lines.append(f"state encoded as {conf['spark.sql.streaming.stateStore.encodingFormat']} "
-                     "(stateStore.encodingFormat)")
+        lines.append(
+            f"state encoded as {conf['spark.sql.streaming.stateStore.encodingFormat']} "
+            "(stateStore.encodingFormat)"
+        )
     return lines
 
 
@@ -473,8 +501,10 @@ def iter_load_checkpoint(
 
     yield Progress(0, 0, f"listing {url}")
     # ``cancelled`` reaches the storage layer, so a stalled listing or read (S3) stops within a second.
-    gen = cast("Generator[Progress | Checkpoint, None, None]",
-               iter_open_checkpoint(url, storage_options, cancelled=cancelled))
+    gen = cast(
+        "Generator[Progress | Checkpoint, None, None]",
+        iter_open_checkpoint(url, storage_options, cancelled=cancelled),
+    )
     try:
         for item in gen:
             if isinstance(item, Checkpoint):
@@ -654,7 +684,18 @@ def _type_name(dtype: Any) -> str:
         return ""
 
 
-_NUMERIC = {"byte", "short", "integer", "long", "float", "double", "decimal", "date", "timestamp", "timestamp_ntz"}
+_NUMERIC = {
+    "byte",
+    "short",
+    "integer",
+    "long",
+    "float",
+    "double",
+    "decimal",
+    "date",
+    "timestamp",
+    "timestamp_ntz",
+}
 
 
 def format_value(value: Any, dtype: Any = None) -> str:
@@ -715,7 +756,9 @@ def format_value(value: Any, dtype: Any = None) -> str:
 
 
 def _is_pairs(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(x, tuple) and len(x) == 2 for x in value) and bool(value)
+    return (
+        isinstance(value, list) and all(isinstance(x, tuple) and len(x) == 2 for x in value) and bool(value)
+    )
 
 
 def _sort_key(value: Any, dtype: Any) -> Any:
@@ -731,12 +774,18 @@ def _sort_key(value: Any, dtype: Any) -> Any:
 MAX_FLATTEN_DEPTH = 3
 
 
-def _field_columns(prefix: str, schema: Any, path: tuple[int, ...] = (), depth: int = 0) -> list[tuple[str, Any, tuple[int, ...]]]:
+def _field_columns(
+    prefix: str, schema: Any, path: tuple[int, ...] = (), depth: int = 0
+) -> list[tuple[str, Any, tuple[int, ...]]]:
     """``(name, dtype, path)`` per display column; struct fields become ``prefix.struct.field`` columns."""
     out: list[tuple[str, Any, tuple[int, ...]]] = []
     for i, f in enumerate(list(getattr(schema, "fields", None) or [])):
         name = f"{prefix}.{f.name}"
-        if _type_name(f.dataType) == "struct" and depth < MAX_FLATTEN_DEPTH and getattr(f.dataType, "fields", None):
+        if (
+            _type_name(f.dataType) == "struct"
+            and depth < MAX_FLATTEN_DEPTH
+            and getattr(f.dataType, "fields", None)
+        ):
             out.extend(_field_columns(name, f.dataType, (*path, i), depth + 1))
         else:
             out.append((name, f.dataType, (*path, i)))
@@ -842,7 +891,9 @@ def state_columns(schema: Any, store_name: str, time_columns: Sequence[Any] = ()
             get = _getter(side, path)
             unit = units.get((side, path))
             header = _map_key_header(name) if side == "key" and map_state else name
-            specs.append(ColumnSpec(header, get, _cell_formatter(dtype, unit), numeric, dtype, unit, side, path))
+            specs.append(
+                ColumnSpec(header, get, _cell_formatter(dtype, unit), numeric, dtype, unit, side, path)
+            )
     return specs
 
 
@@ -860,7 +911,7 @@ def _map_key_header(name: str) -> str:
         if name == prefix:
             return shown
         if name.startswith(prefix + "."):
-            return shown + name[len(prefix):]
+            return shown + name[len(prefix) :]
     return name
 
 
@@ -927,7 +978,7 @@ class _ArrowTextColumn(Sequence[str]):
     def __iter__(self) -> Any:
         step = 65_536
         for start in range(0, len(self), step):
-            yield from self[start:start + step]
+            yield from self[start : start + step]
 
 
 def _arrow_text(arr: Any, kind: str) -> list[str]:
@@ -963,9 +1014,15 @@ def _arrow_columns(
             leaf = pc.struct_field(leaf, [i])
         t = leaf.type
         is_int = pa.types.is_integer(t)
-        if spec.numeric and (is_int or pa.types.is_floating(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t)):
+        if spec.numeric and (
+            is_int or pa.types.is_floating(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t)
+        ):
             sort_keys[c] = _PresortedKeys(sort_keys[c], functools.partial(_numeric_order, leaf))
-            if is_int and spec.unit is None and _type_name(spec.dtype) not in ("date", "timestamp", "timestamp_ntz"):
+            if (
+                is_int
+                and spec.unit is None
+                and _type_name(spec.dtype) not in ("date", "timestamp", "timestamp_ntz")
+            ):
                 columns[c] = _ArrowTextColumn(leaf, columns[c], "int")
         elif pa.types.is_string(t) and pc.all(pc.utf8_is_printable(leaf)).as_py() is not False:
             columns[c] = text = _ArrowTextColumn(leaf, columns[c], "text")
@@ -992,8 +1049,15 @@ def _numeric_order(leaf: Any) -> Any:
         isnull = np.isnan(values)
         values = np.where(isnull, 0.0, values)
     else:
-        ints = pa.chunked_array([ch.view(pa.int64()) if ch.type.bit_width == 64 else pc.cast(ch.view(
-            pa.int32()) if pa.types.is_date32(ch.type) else ch, pa.int64()) for ch in leaf.chunks], pa.int64())
+        ints = pa.chunked_array(
+            [
+                ch.view(pa.int64())
+                if ch.type.bit_width == 64
+                else pc.cast(ch.view(pa.int32()) if pa.types.is_date32(ch.type) else ch, pa.int64())
+                for ch in leaf.chunks
+            ],
+            pa.int64(),
+        )
         isnull = ints.is_null().to_numpy(zero_copy_only=False)
         values = pc.fill_null(ints, 0).to_numpy(zero_copy_only=False)
     return np.lexsort((values, ~isnull))
@@ -1093,8 +1157,20 @@ def iter_state_table(
     headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
     columns, sort_keys = _arrow_columns(records, specs, columns, sort_keys)
     return StateTable(
-        reader.operator_id, reader.store_name, partition_id, version, headers, columns, sort_keys, keys,
-        records, total, notes, problems, key_schema=schema.key_schema, value_schema=schema.value_schema,
+        reader.operator_id,
+        reader.store_name,
+        partition_id,
+        version,
+        headers,
+        columns,
+        sort_keys,
+        keys,
+        records,
+        total,
+        notes,
+        problems,
+        key_schema=schema.key_schema,
+        value_schema=schema.value_schema,
     )
 
 
@@ -1135,7 +1211,9 @@ def iter_backend_table(
         ``BackendUnavailableError`` without PySpark or Java).
     """
     if store.schema is None:
-        raise UsageError(f"store {store.store_name!r} of operator {store.operator_id} has no schema: rows cannot be decoded")
+        raise UsageError(
+            f"store {store.store_name!r} of operator {store.operator_id} has no schema: rows cannot be decoded"
+        )
     what = f"reading operator {store.operator_id} {store.store_name} version {version} through {backend.name}"
     yield Progress(0, 0, what)  # one job with no steps to count: a busy indicator
     rows = backend.read_rows(store.operator_id, store.store_name, version, partition_id)
@@ -1146,9 +1224,21 @@ def iter_backend_table(
     specs = state_columns(store.schema, store.store_name, time_columns)
     headers, columns, sort_keys, keys = _build_table(rows, specs, store.schema.key_schema)
     return StateTable(
-        store.operator_id, store.store_name, partition_id, version, headers, columns, sort_keys, keys,
-        rows, len(rows), [], [], backend.describe(),
-        key_schema=store.schema.key_schema, value_schema=store.schema.value_schema,
+        store.operator_id,
+        store.store_name,
+        partition_id,
+        version,
+        headers,
+        columns,
+        sort_keys,
+        keys,
+        rows,
+        len(rows),
+        [],
+        [],
+        backend.describe(),
+        key_schema=store.schema.key_schema,
+        value_schema=store.schema.value_schema,
     )
 
 
@@ -1162,7 +1252,12 @@ def _partitions(reader: Any, partition_id: int | None) -> list[int]:
 
 
 def _check_skipped(
-    reader: Any, version: int, partition_id: int | None, pids: Sequence[int], skipped: Sequence[int], notes: list[str]
+    reader: Any,
+    version: int,
+    partition_id: int | None,
+    pids: Sequence[int],
+    skipped: Sequence[int],
+    notes: list[str],
 ) -> None:
     if not skipped:
         return
@@ -1247,11 +1342,11 @@ def iter_state_diff(
         path = f"state/{reader.operator_id}/{pid}/{new_version}"
         dec_new = reader.decode_pairs([(k, new[k]) for k in (*added, *changed)], path)
         dec_old = reader.decode_pairs([(k, old[k]) for k in (*removed, *changed)], path)
-        for (key, value) in dec_new[: len(added)]:
+        for key, value in dec_new[: len(added)]:
             records.append(DiffRow("added", pid, key, value))
-        for (key, value) in dec_old[: len(removed)]:
+        for key, value in dec_old[: len(removed)]:
             records.append(DiffRow("removed", pid, key, value))
-        for (key, value), (_, before) in zip(dec_new[len(added):], dec_old[len(removed):], strict=True):
+        for (key, value), (_, before) in zip(dec_new[len(added) :], dec_old[len(removed) :], strict=True):
             records.append(DiffRow("changed", pid, key, value, before))
         counts["added"] += len(added)
         counts["removed"] += len(removed)
@@ -1267,9 +1362,21 @@ def iter_state_diff(
     ]
     headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
     return StateTable(
-        reader.operator_id, reader.store_name, partition_id, new_version, headers, columns, sort_keys, keys,
-        records, len(records), notes, problems, compare_version=old_version,
-        key_schema=schema.key_schema, value_schema=schema.value_schema,
+        reader.operator_id,
+        reader.store_name,
+        partition_id,
+        new_version,
+        headers,
+        columns,
+        sort_keys,
+        keys,
+        records,
+        len(records),
+        notes,
+        problems,
+        compare_version=old_version,
+        key_schema=schema.key_schema,
+        value_schema=schema.value_schema,
     )
 
 
@@ -1299,4 +1406,3 @@ def _ranges(values: Sequence[int]) -> str:
         else:
             spans.append((v, v))
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
-

@@ -58,6 +58,7 @@ def values_converter(data_type: DataType) -> _Conv:
 
         return struct
     if isinstance(dt, T.CalendarIntervalType):
+
         def interval(arr: Any) -> list[Any]:
             m, d, u = (c.to_pylist() for c in arr.flatten())
             return _nulls(arr, [CalendarInterval(*t) for t in zip(m, d, u, strict=True)])
@@ -70,7 +71,7 @@ def values_converter(data_type: DataType) -> _Conv:
             flat = element(arr.flatten())  # the values of the rows (null lists contribute none)
             offsets = arr.offsets.to_pylist()
             base = offsets[0]
-            out = [flat[a - base:b - base] for a, b in zip(offsets, offsets[1:], strict=False)]
+            out = [flat[a - base : b - base] for a, b in zip(offsets, offsets[1:], strict=False)]
             return _nulls(arr, out)
 
         return array
@@ -83,7 +84,9 @@ def values_converter(data_type: DataType) -> _Conv:
             keys = key_conv(arr.keys.slice(base, end - base))
             items = value_conv(arr.items.slice(base, end - base))
             pairs = list(zip(keys, items, strict=True))
-            return _nulls(arr, [pairs[a - base:b - base] for a, b in zip(offsets, offsets[1:], strict=False)])
+            return _nulls(
+                arr, [pairs[a - base : b - base] for a, b in zip(offsets, offsets[1:], strict=False)]
+            )
 
         return mapping
     as_int: pa.DataType | None = None
@@ -102,13 +105,17 @@ def values_converter(data_type: DataType) -> _Conv:
             return list(arr.to_pylist())
 
         return integers
-    if isinstance(dt, T.DecimalType) and dt.scale < 0:  # legacy: Arrow holds the integer, rows its scaled form
+    if (
+        isinstance(dt, T.DecimalType) and dt.scale < 0
+    ):  # legacy: Arrow holds the integer, rows its scaled form
         from decimal import Decimal
 
         shift = -dt.scale
 
         def negative_scale(arr: Any) -> list[Any]:
-            return [None if v is None else Decimal(int(v) // 10**shift).scaleb(shift) for v in arr.to_pylist()]
+            return [
+                None if v is None else Decimal(int(v) // 10**shift).scaleb(shift) for v in arr.to_pylist()
+            ]
 
         return negative_scale
 
@@ -142,8 +149,15 @@ class ArrowStateRows(Sequence[StateRow]):
         Converted pages kept (least recently used go first).
     """
 
-    def __init__(self, tables: Sequence[pa.Table], key_type: Any, value_type: Any, *, page_rows: int = 2048,
-                 pages_kept: int = 8):
+    def __init__(
+        self,
+        tables: Sequence[pa.Table],
+        key_type: Any,
+        value_type: Any,
+        *,
+        page_rows: int = 2048,
+        pages_kept: int = 8,
+    ):
         self._tables = [t for t in tables if t.num_rows]
         self._starts: list[int] = []
         total = 0

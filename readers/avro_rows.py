@@ -58,7 +58,8 @@ def _avro_type(dt: Any, path: str) -> Any:
             )
         return {"type": "array", "items": ["null", item] if dt.containsNull else item}
     raise UnsupportedVersionError(
-        f"Avro-encoded state with a {dt.simpleString()} column is not decoded natively; use --backend spark", path
+        f"Avro-encoded state with a {dt.simpleString()} column is not decoded natively; use --backend spark",
+        path,
     )
 
 
@@ -66,8 +67,10 @@ def _takes_no_bytes(avro_type: Any) -> bool:
     """Values of this Avro type are encoded in zero bytes: ``null``, or records of such fields only."""
     if avro_type == "null":
         return True
-    return isinstance(avro_type, dict) and avro_type.get("type") == "record" and all(
-        _takes_no_bytes(f["type"]) for f in avro_type["fields"]
+    return (
+        isinstance(avro_type, dict)
+        and avro_type.get("type") == "record"
+        and all(_takes_no_bytes(f["type"]) for f in avro_type["fields"])
     )
 
 
@@ -129,10 +132,13 @@ def decode_avro(rows: list[bytes], schema: Any, path: str) -> list[tuple[Any, ..
         except StatelensError:
             raise
         except Exception as err:  # noqa: BLE001 - fastavro raises EOFError, ValueError, IndexError...
-            raise CorruptFileError(f"Avro row {n} ({row[:12].hex(' ')}...) does not decode: {err}", path) from err
+            raise CorruptFileError(
+                f"Avro row {n} ({row[:12].hex(' ')}...) does not decode: {err}", path
+            ) from err
         if buf.tell() != len(row):
             raise CorruptFileError(
-                f"Avro row {n} ends after {buf.tell()} of its {len(row)} bytes: not written with this schema", path
+                f"Avro row {n} ends after {buf.tell()} of its {len(row)} bytes: not written with this schema",
+                path,
             )
         out.append(_to_tuple(record, schema))
     return out

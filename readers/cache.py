@@ -66,7 +66,12 @@ class CacheInfo:
     max_bytes: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": str(self.path), "entries": self.entries, "bytes": self.bytes, "max_bytes": self.max_bytes}
+        return {
+            "path": str(self.path),
+            "entries": self.entries,
+            "bytes": self.bytes,
+            "max_bytes": self.max_bytes,
+        }
 
 
 class StateCache:
@@ -83,7 +88,9 @@ class StateCache:
     def __init__(self, root: str | Path | None = None, max_bytes: int | None = None):
         self.root = Path(root) if root is not None else default_cache_dir()
         env_cap = os.environ.get(MAX_BYTES_ENV)
-        self.max_bytes = max_bytes if max_bytes is not None else int(env_cap) if env_cap else DEFAULT_MAX_BYTES
+        self.max_bytes = (
+            max_bytes if max_bytes is not None else int(env_cap) if env_cap else DEFAULT_MAX_BYTES
+        )
         self.hits = 0
         self.misses = 0
         self.rebuilt = 0
@@ -148,8 +155,9 @@ class StateCache:
             os.close(fd)
             try:
                 meta = {**(table.schema.metadata or {}), _KEY_META: key.encode()}
-                pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd",
-                               write_page_checksum=True)
+                pq.write_table(
+                    table.replace_schema_metadata(meta), tmp, compression="zstd", write_page_checksum=True
+                )
                 os.replace(tmp, path)
             finally:
                 _unlink(Path(tmp))
@@ -158,7 +166,9 @@ class StateCache:
             return
         self.evict()
 
-    def get_or_build(self, key: str, build: Callable[[], pa.Table], expected: pa.Schema | None = None) -> pa.Table:
+    def get_or_build(
+        self, key: str, build: Callable[[], pa.Table], expected: pa.Schema | None = None
+    ) -> pa.Table:
         """The cached table for ``key``, or ``build()``'s, which is then cached."""
         table = self.get(key, expected)
         if table is not None:

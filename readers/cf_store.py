@@ -62,7 +62,9 @@ def split_prefix_key(key: bytes, path: str) -> tuple[bytes, bytes]:
         raise CorruptFileError(f"prefix/range-scan key of {len(key)} bytes has no length word", path)
     size = _I32_LE.unpack_from(key, 0)[0]
     if size < 1 or 4 + size > len(key):
-        raise CorruptFileError(f"prefix/range-scan key declares a {size}-byte prefix in {len(key) - 4} bytes", path)
+        raise CorruptFileError(
+            f"prefix/range-scan key declares a {size}-byte prefix in {len(key) - 4} bytes", path
+        )
     rest = key[4 + size :]
     return strip_version(key[4 : 4 + size], path), (strip_version(rest, path) if rest else b"")
 
@@ -93,7 +95,15 @@ def _range_value(raw: bytes | None, data_type: Any, path: str) -> Any:
         return None
     if marker not in (_NEGATIVE, _POSITIVE):
         raise CorruptFileError(f"range-scan column has marker {marker:02x} (expected 00, 01 or 02)", path)
-    sizes = {ByteType: 1, ShortType: 2, IntegerType: 4, LongType: 8, TimestampType: 8, FloatType: 4, DoubleType: 8}
+    sizes = {
+        ByteType: 1,
+        ShortType: 2,
+        IntegerType: 4,
+        LongType: 8,
+        TimestampType: 8,
+        FloatType: 4,
+        DoubleType: 8,
+    }
     size = sizes.get(type(data_type))
     if size is None:
         raise UnsupportedVersionError(
@@ -102,7 +112,9 @@ def _range_value(raw: bytes | None, data_type: Any, path: str) -> Any:
             path,
         )
     if len(body) < size:
-        raise CorruptFileError(f"range-scan {data_type.simpleString()} column has {len(body)} of {size} bytes", path)
+        raise CorruptFileError(
+            f"range-scan {data_type.simpleString()} column has {len(body)} of {size} bytes", path
+        )
     body = body[:size]
     if isinstance(data_type, (FloatType, DoubleType)):
         bits = int.from_bytes(body, "big")
@@ -131,7 +143,9 @@ def decode_values(rows: list[bytes], schema: Any, path: str, avro: bool = False)
     return decode_avro([split_schema_id(r, path)[1] for r in rows], schema, path)
 
 
-def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool = False) -> list[tuple[Any, ...]]:
+def decode_keys(
+    family: ColumnFamily, keys: list[bytes], path: str, avro: bool = False
+) -> list[tuple[Any, ...]]:
     """Decode column family keys (``cfId`` removed) into tuples in the key schema's column order.
 
     With ``avro`` the rows are Avro-encoded (docs/format.md §4.3): a schema id after each version byte, except in
@@ -143,8 +157,11 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
     schema = family.schema
     fields = list(schema.key_schema.fields)
     encoder = family.encoder
-    if avro and encoder not in ("NoPrefixKeyStateEncoderSpec", "PrefixKeyScanStateEncoderSpec",
-                                "RangeKeyScanStateEncoderSpec"):
+    if avro and encoder not in (
+        "NoPrefixKeyStateEncoderSpec",
+        "PrefixKeyScanStateEncoderSpec",
+        "RangeKeyScanStateEncoderSpec",
+    ):
         raise UnsupportedVersionError(
             f"Avro-encoded {encoder} keys (column family {family.name!r}) are not decoded natively; "
             "use --backend spark",
@@ -153,9 +170,13 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
     if encoder == "NoPrefixKeyStateEncoderSpec":
         return decode_values([strip_version(k, path) for k in keys], schema.key_schema, path, avro)
     if encoder == "PrefixKeyScanStateEncoderSpec":
-        n = _spec_int((schema.key_encoder or {}).get("numColsPrefixKey", 1), "numColsPrefixKey", family.name, path)
+        n = _spec_int(
+            (schema.key_encoder or {}).get("numColsPrefixKey", 1), "numColsPrefixKey", family.name, path
+        )
         if not 1 <= n <= len(fields):
-            raise CorruptFileError(f"prefix-scan numColsPrefixKey {n} outside the {len(fields)}-column key", path)
+            raise CorruptFileError(
+                f"prefix-scan numColsPrefixKey {n} outside the {len(fields)}-column key", path
+            )
         split = [split_prefix_key(k, path) for k in keys]
         if avro:
             from statelens.readers.avro_rows import decode_avro
@@ -168,22 +189,35 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
     if encoder == "RangeKeyScanStateEncoderSpec":
         listed = (schema.key_encoder or {}).get("orderingOrdinals", [0])
         if not isinstance(listed, list):
-            raise CorruptFileError(f"range-scan orderingOrdinals {str(listed)[:40]} of {family.name!r} is not a list", path)
+            raise CorruptFileError(
+                f"range-scan orderingOrdinals {str(listed)[:40]} of {family.name!r} is not a list", path
+            )
         ordinals = [_spec_int(o, "orderingOrdinals", family.name, path) for o in listed]
         if any(o < 0 or o >= len(fields) for o in ordinals):
-            raise CorruptFileError(f"range-scan ordinals {ordinals} outside the {len(fields)}-column key", path)
+            raise CorruptFileError(
+                f"range-scan ordinals {ordinals} outside the {len(fields)}-column key", path
+            )
         if len(set(ordinals)) != len(ordinals) or not ordinals:
-            raise CorruptFileError(f"range-scan ordinals {ordinals[:8]} name no column or one column twice", path)
+            raise CorruptFileError(
+                f"range-scan ordinals {ordinals[:8]} name no column or one column twice", path
+            )
         others = [i for i in range(len(fields)) if i not in ordinals]
         split = [split_prefix_key(k, path) for k in keys]
         if avro:  # the ordering part: a record of (<col>_marker bytes, <col>_value bytes) pairs, no schema id
             from statelens.readers.avro_rows import decode_avro
 
-            pairs = StructType([StructField(f"{fields[o].name}_{part}", BinaryType())
-                                for o in ordinals for part in ("marker", "value")])
+            pairs = StructType(
+                [
+                    StructField(f"{fields[o].name}_{part}", BinaryType())
+                    for o in ordinals
+                    for part in ("marker", "value")
+                ]
+            )
             ordered = [
-                tuple((m or b"") + (v or b"") if m is not None else None for m, v in zip(row[::2], row[1::2],
-                                                                                       strict=True))
+                tuple(
+                    (m or b"") + (v or b"") if m is not None else None
+                    for m, v in zip(row[::2], row[1::2], strict=True)
+                )
                 for row in decode_avro([a for a, _ in split], pairs, path)
             ]
         else:
@@ -206,7 +240,9 @@ def decode_keys(family: ColumnFamily, keys: list[bytes], path: str, avro: bool =
         times: list[int] = []
         for k in keys:
             if len(k) < 9:
-                raise CorruptFileError(f"timestamp-keyed key of {len(k)} bytes has no 8-byte event time", path)
+                raise CorruptFileError(
+                    f"timestamp-keyed key of {len(k)} bytes has no 8-byte event time", path
+                )
             if postfix:
                 stamp, key_row = k[-8:], strip_version(k[:-8], path)
             else:
@@ -326,8 +362,12 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         else:
             keys = decode_keys(self.family, keys_raw, path, self.physical.avro)
         present = [i for i, (_, v) in enumerate(pairs) if v is not None]
-        values = decode_values([pairs[i][1] for i in present], self.family.schema.value_schema, path,  # type: ignore[misc]
-                               self.physical.avro)
+        values = decode_values(
+            [pairs[i][1] for i in present],  # type: ignore[misc]
+            self.family.schema.value_schema,
+            path,
+            self.physical.avro,
+        )
         out: list[tuple[tuple[Any, ...], tuple[Any, ...] | None]] = [(k, None) for k in keys]
         for i, decoded in zip(present, values, strict=True):
             out[i] = (keys[i], decoded)

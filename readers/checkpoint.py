@@ -166,7 +166,9 @@ class Checkpoint:
             )
         return self._readers[key]
 
-    def column_family_reader(self, operator_id: int, store_name: str | None = None) -> RocksDBColumnFamilyReader:
+    def column_family_reader(
+        self, operator_id: int, store_name: str | None = None
+    ) -> RocksDBColumnFamilyReader:
         """The reader of a RocksDB store with virtual column families (transformWithState), by state variable.
 
         Raises
@@ -187,7 +189,9 @@ class Checkpoint:
         families = self._store_families.get((operator_id, name))
         provider = next((s.provider for s in op.stores if s.store_name == name), "rocksdb")
         if provider != "rocksdb" or families is None:
-            raise UsageError(f"operator {operator_id} store {name!r} has no column families; use store_reader")
+            raise UsageError(
+                f"operator {operator_id} store {name!r} has no column families; use store_reader"
+            )
         encoding = self.conf.get("spark.sql.streaming.stateStore.encodingFormat", "unsaferow")
         if encoding not in ("unsaferow", "avro"):
             raise BackendUnavailableError(
@@ -225,23 +229,27 @@ class Checkpoint:
         if op.kind != OperatorKind.TRANSFORM_WITH_STATE:
             return []
         declared = {
-            str(v.get("stateName")): v for v in op.properties.get("stateVariables", []) or [] if isinstance(v, dict)
+            str(v.get("stateName")): v
+            for v in op.properties.get("stateVariables", []) or []
+            if isinstance(v, dict)
         }
         physical = list(dict.fromkeys(self.physical_store(operator_id, s.store_name) for s in op.stores))
         out: list[dict[str, Any]] = []
         for store_name in physical:
             for name, schema in (self._store_families.get((operator_id, store_name)) or {}).items():
                 meta = declared.get(name, {})
-                out.append({
-                    "name": name,
-                    "store_name": store_name,
-                    "variable_type": meta.get("stateVariableType"),
-                    "ttl": bool(meta.get("ttlEnabled", False)),
-                    "key_encoder": schema.key_encoder,
-                    "key_schema": schema.key_schema,
-                    "value_schema": schema.value_schema,
-                    "user_key_schema": schema.user_key_schema,
-                })
+                out.append(
+                    {
+                        "name": name,
+                        "store_name": store_name,
+                        "variable_type": meta.get("stateVariableType"),
+                        "ttl": bool(meta.get("ttlEnabled", False)),
+                        "key_encoder": schema.key_encoder,
+                        "key_schema": schema.key_schema,
+                        "value_schema": schema.value_schema,
+                        "user_key_schema": schema.user_key_schema,
+                    }
+                )
         return out
 
     def _rocksdb_reader(self, op: OperatorInfo, store: StoreInfo) -> RocksDBStoreReader:
@@ -349,7 +357,9 @@ class Checkpoint:
         if meta is not None:
             names = {opmeta.schema_file_name(p) for s in meta.stores for p in s.state_schema_file_paths}
             wanted = next((e for e in files if e.name in names), None)
-        entry = wanted or max(files, key=lambda e: (int(e.name.split("_", 1)[0]) if e.name[0].isdigit() else -1))
+        entry = wanted or max(
+            files, key=lambda e: int(e.name.split("_", 1)[0]) if e.name[0].isdigit() else -1
+        )
         data = self._read(entry.path)
         if data is None:
             return None
@@ -388,13 +398,19 @@ class Checkpoint:
             meta = self._load_operator_metadata(op_id)
             self.operator_metadata[op_id] = meta
             part_dirs = sorted(
-                (int(e.name), e.path) for e in self.fs.list_dir(f"state/{op_id}") if e.is_dir and _is_int(e.name)
+                (int(e.name), e.path)
+                for e in self.fs.list_dir(f"state/{op_id}")
+                if e.is_dir and _is_int(e.name)
             )
             # Store folders: the partition folder itself ("default") or named sub-folders (joins).
             store_names: set[str] = set()
             for _, pdir in part_dirs:
                 for e in self.fs.list_dir(pdir):
-                    if e.is_dir and e.name not in ("_metadata", "SSTs", "logs") and not e.name.startswith("."):
+                    if (
+                        e.is_dir
+                        and e.name not in ("_metadata", "SSTs", "logs")
+                        and not e.name.startswith(".")
+                    ):
                         store_names.add(e.name)
             if not store_names:
                 store_names = {"default"}
@@ -412,7 +428,9 @@ class Checkpoint:
                 provider = "rocksdb" if rocks or ROCKSDB_PROVIDER_HINT in provider_conf else "hdfs"
                 for pid, sdir in sdirs:
                     if provider == "rocksdb":
-                        rpf = list_rocksdb_partition_files(self.fs, sdir, pid, self._unique_ids(op_id, pid, store_name))
+                        rpf = list_rocksdb_partition_files(
+                            self.fs, sdir, pid, self._unique_ids(op_id, pid, store_name)
+                        )
                         for f in rpf.ignored:
                             self.notes.append(
                                 f"{f.path}: ignored, the commit log names another unique id for version {f.version}"
@@ -428,7 +446,15 @@ class Checkpoint:
                     versions.update(pf.readable_versions())
                 self._store_files[(op_id, store_name)] = files
                 stores.append(
-                    StoreInfo(op_id, store_name, provider, tuple(sorted(files)), tuple(sorted(versions)), schema, codec)
+                    StoreInfo(
+                        op_id,
+                        store_name,
+                        provider,
+                        tuple(sorted(files)),
+                        tuple(sorted(versions)),
+                        schema,
+                        codec,
+                    )
                 )
             name = getattr(meta, "operator_name", None)
             kind = infer_kind(name, sorted(store_names), stores_schemas)
@@ -459,15 +485,24 @@ class Checkpoint:
         """
         stores: list[StoreInfo] = []
         schemas_: dict[str, StoreSchema] = {}
-        ordered = sorted(families.items(), key=lambda item: item[0].startswith(("$", "_")))  # user state first
+        ordered = sorted(
+            families.items(), key=lambda item: item[0].startswith(("$", "_"))
+        )  # user state first
         for cf, schema in ordered:
             if cf == "default":
                 continue  # created always, unused by joins
             self._virtual_stores[(physical.operator_id, cf)] = physical.store_name
             schemas_[cf] = schema
             stores.append(
-                StoreInfo(physical.operator_id, cf, physical.provider, physical.partitions, physical.versions,
-                          schema, physical.codec)
+                StoreInfo(
+                    physical.operator_id,
+                    cf,
+                    physical.provider,
+                    physical.partitions,
+                    physical.versions,
+                    schema,
+                    physical.codec,
+                )
             )
         return stores, schemas_
 

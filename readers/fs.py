@@ -61,14 +61,35 @@ POLL_S = 0.05
 _TRANSIENT_ERRNOS = frozenset(
     getattr(errno, name)
     for name in (
-        "EIO", "EBUSY", "EAGAIN", "EREMOTEIO", "ECONNRESET", "ECONNABORTED", "ECONNREFUSED",
-        "ETIMEDOUT", "EPIPE", "ENETDOWN", "ENETUNREACH", "ENETRESET", "EHOSTUNREACH", "EHOSTDOWN",
+        "EIO",
+        "EBUSY",
+        "EAGAIN",
+        "EREMOTEIO",
+        "ECONNRESET",
+        "ECONNABORTED",
+        "ECONNREFUSED",
+        "ETIMEDOUT",
+        "EPIPE",
+        "ENETDOWN",
+        "ENETUNREACH",
+        "ENETRESET",
+        "EHOSTUNREACH",
+        "EHOSTDOWN",
     )
     if hasattr(errno, name)
 )
 #: Exceptions of HTTP client libraries (botocore, aiohttp, urllib3) that s3fs may let through untranslated.
-_TRANSIENT_NAME_PARTS = ("Timeout", "Connection", "Connect", "IncompleteRead", "Payload", "Disconnected",
-                         "ResponseStreaming", "ProtocolError", "ReadError")
+_TRANSIENT_NAME_PARTS = (
+    "Timeout",
+    "Connection",
+    "Connect",
+    "IncompleteRead",
+    "Payload",
+    "Disconnected",
+    "ResponseStreaming",
+    "ProtocolError",
+    "ReadError",
+)
 _CLIENT_MODULES = ("botocore", "aiobotocore", "aiohttp", "urllib3", "requests", "http.client", "fsspec")
 #: fsspec protocols whose own retry layers are switched off (see the module docstring).
 _S3_PROTOCOLS = ("s3", "s3a")
@@ -346,7 +367,9 @@ class CheckpointFS:
             return own or default  # type: ignore[return-value]
         return lambda: own() or default()
 
-    def _call_once(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], stop: Callable[[], bool]) -> Any:
+    def _call_once(
+        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], stop: Callable[[], bool]
+    ) -> Any:
         """One storage call; on an async filesystem it is awaited in slices so ``stop`` can end it."""
         self._count("requests")
         fs = self._fs
@@ -378,7 +401,12 @@ class CheckpointFS:
             time.sleep(min(POLL_S, left))
 
     def _retrying(
-        self, what: str, path: str, method: str, args: tuple[Any, ...], stop: Callable[[], bool],
+        self,
+        what: str,
+        path: str,
+        method: str,
+        args: tuple[Any, ...],
+        stop: Callable[[], bool],
         **kwargs: Any,
     ) -> Any:
         """Call ``fs.<method>(*args)`` with the retry policy; typed errors naming ``path``."""
@@ -420,7 +448,12 @@ class CheckpointFS:
                 self._count("retries")
                 log.warning(
                     "%s: %s failed (%s), attempt %d of %d; retrying in %.2f s",
-                    _scrub(path, self._secrets), what, cause, attempt, policy.attempts, delay,
+                    _scrub(path, self._secrets),
+                    what,
+                    cause,
+                    attempt,
+                    policy.attempts,
+                    delay,
                 )
                 self._sleep(delay, stop, path)
 
@@ -450,8 +483,10 @@ class CheckpointFS:
             full = full.rstrip("/")
             if not full.startswith(prefix):
                 continue
-            rel = full[len(prefix):]
-            entry = FileEntry(rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info))
+            rel = full[len(prefix) :]
+            entry = FileEntry(
+                rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info)
+            )
             self._entries[rel] = entry
         # Object stores have no folders, only key prefixes, and s3fs reports them only when its listing
         # cache is cold: every parent of a listed file is a folder.

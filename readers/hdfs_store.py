@@ -24,7 +24,6 @@ from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
 
-
 def sniff_state_file_name(name: str) -> tuple[int, str] | None:
     """Return ``(version, kind)`` for ``<digits>.delta`` / ``<digits>.snapshot``, else ``None``.
 
@@ -264,7 +263,9 @@ class HDFSStoreReader(StoreReaderBase):
                 self._apply_keys(live, pf.deltas[v])
             else:
                 live = set(self.read_raw(pid, v))
-            yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v))
+            yield PartitionVersionStats(
+                self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v)
+            )
 
 
 def _last_record_per_key(buf: bytes, kstart: Any, klen: Any, vlen: Any) -> Any:
@@ -279,12 +280,17 @@ def _last_record_per_key(buf: bytes, kstart: Any, klen: Any, vlen: Any) -> Any:
     gather = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(kstart - offsets[:-1], klen)
     key_bytes = np.frombuffer(buf, dtype=np.uint8)[gather]
     large = offsets[-1] >= 2**31
-    keys = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), n,
-                                 [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)),
-                                  pa.py_buffer(key_bytes)])
+    keys = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(),
+        n,
+        [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(key_bytes)],
+    )
     seq = pa.array(np.arange(n, dtype=np.int64))
-    grouped = pa.table({"k": keys, "i": seq}).group_by("k", use_threads=False).aggregate(
-        [("i", "min"), ("i", "max")])
+    grouped = (
+        pa.table({"k": keys, "i": seq})
+        .group_by("k", use_threads=False)
+        .aggregate([("i", "min"), ("i", "max")])
+    )
     first = grouped.column("i_min").to_numpy()
     last = grouped.column("i_max").to_numpy()
     order = np.argsort(first, kind="stable")

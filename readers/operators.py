@@ -99,7 +99,9 @@ def _event_time_in(schema: StructType, store: str, side: str) -> list[TimeColumn
     for i, f in enumerate(schema.fields):
         meta: dict[str, Any] = f.metadata or {}
         tname = f.dataType.typeName()
-        if meta.get(WINDOW_META) or (tname == "struct" and _names(f.dataType) == ["start", "end"] and WATERMARK_META in meta):
+        if meta.get(WINDOW_META) or (
+            tname == "struct" and _names(f.dataType) == ["start", "end"] and WATERMARK_META in meta
+        ):
             out.append(TimeColumn(store, side, (i, 1), f"{f.name}.end", "us", "event_time"))
         elif WATERMARK_META in meta and tname in ("timestamp", "timestamp_ntz", "long"):
             out.append(TimeColumn(store, side, (i,), f.name, "us" if tname != "long" else "ms", "event_time"))

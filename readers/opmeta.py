@@ -163,7 +163,9 @@ def _parse_v2(meta: dict[str, Any], path: str, offset: int) -> OperatorMetadata:
             except RecursionError as err:
                 raise CorruptFileError("'operatorPropertiesJson' is nested too deeply", path, offset) from err
             except ValueError as err:  # e.g. an integer of more than 4300 digits
-                raise CorruptFileError(f"bad JSON inside 'operatorPropertiesJson': {err}", path, offset) from err
+                raise CorruptFileError(
+                    f"bad JSON inside 'operatorPropertiesJson': {err}", path, offset
+                ) from err
             if not isinstance(properties, dict):
                 raise CorruptFileError("'operatorPropertiesJson' is not a JSON object", path, offset)
     extra = {

@@ -486,7 +486,9 @@ class RocksDBStoreReader(StoreReaderBase):
         limits: ZipLimits | None = None,
         temp_dir: str | None = None,
     ):
-        super().__init__(fs, operator_id, store_name, partitions, schema, codec, long_value_fields, row_checksum)
+        super().__init__(
+            fs, operator_id, store_name, partitions, schema, codec, long_value_fields, row_checksum
+        )
         self.value_skip = ROCKSDB_VALUE_HEADER + 1 if row_checksum else 1
         self.limits = limits or ZipLimits()
         self.temp_dir = temp_dir
@@ -551,7 +553,10 @@ class RocksDBStoreReader(StoreReaderBase):
                 key = strip_rocksdb_removed_key(key, path, i)
             if not key or key[0] != STATE_ENCODING_VERSION:
                 raise CorruptFileError(
-                    f"key of record {i} does not start with the state encoding version byte 00", path, k0, record=i
+                    f"key of record {i} does not start with the state encoding version byte 00",
+                    path,
+                    k0,
+                    record=i,
                 )
             keys.append(key[1:])
             values.append(None if vn < 0 else strip_rocksdb_value(key, data[v0 : v0 + vn], path, i)[1:])
@@ -649,8 +654,11 @@ class RocksDBStoreReader(StoreReaderBase):
         """
         pf = self._partition(partition_id)
         if version not in pf.deltas:
-            raise MissingFileError(f"no changelog for version {version}", path=f"{pf.directory}/{version}.changelog",
-                                   **self._ctx(partition_id, version))
+            raise MissingFileError(
+                f"no changelog for version {version}",
+                path=f"{pf.directory}/{version}.changelog",
+                **self._ctx(partition_id, version),
+            )
         sf = pf.deltas[version]
         with self._located(partition_id, version):
             data = decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
@@ -974,7 +982,9 @@ def _split_joined(value: bytes, read_at: Callable[[int], tuple[int, Any] | None]
         if (pos, found is not None) in seen:
             continue
         seen.add((pos, found is not None))
-        starts = [pos] + ([pos + 1] if found is not None and pos < n and value[pos] == _MERGE_DELIMITER else [])
+        starts = [pos] + (
+            [pos + 1] if found is not None and pos < n and value[pos] == _MERGE_DELIMITER else []
+        )
         for start in starts:
             got = read_at(start)
             if got is not None:
@@ -1010,7 +1020,8 @@ def split_list_value(value: bytes, path: str) -> list[bytes]:
     elements = _split_joined(value, element_at)
     if elements is None:
         raise CorruptFileError(
-            f"list value of {n} bytes ({value[:12].hex(' ')}...) is not a sequence of length-prefixed rows", path
+            f"list value of {n} bytes ({value[:12].hex(' ')}...) is not a sequence of length-prefixed rows",
+            path,
         )
     return elements
 
@@ -1211,7 +1222,9 @@ class RocksDBColumnFamilyReader:
         data = decompress(self.files.fs.read_bytes(sf.path), sf.path, self.files.codec)
         fmt, _lineage, idx = scan_changelog(data, sf.path)
         if fmt not in (2, 4):
-            raise CorruptFileError(f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0)
+            raise CorruptFileError(
+                f"changelog format v{fmt} in a column family store (expected v2 or v4)", sf.path, 0
+            )
         return data, idx
 
     def iter_changelog(self, partition_id: int, version: int) -> Iterator[tuple[str, bytes, Any]]:
@@ -1226,14 +1239,16 @@ class RocksDBColumnFamilyReader:
         multi = self._multi_value_prefixes(partition_id)
         with self.files._located(sf.partition_id, sf.version):
             data, idx = self._changelog_index(sf)
-            for n, (kind, ks, kl, vs, vl) in enumerate(zip(
-                idx.kind.tolist(),
-                idx.key_start.tolist(),
-                idx.key_len.tolist(),
-                idx.val_start.tolist(),
-                idx.val_len.tolist(),
-                strict=True,
-            )):
+            for n, (kind, ks, kl, vs, vl) in enumerate(
+                zip(
+                    idx.kind.tolist(),
+                    idx.key_start.tolist(),
+                    idx.key_len.tolist(),
+                    idx.val_start.tolist(),
+                    idx.val_len.tolist(),
+                    strict=True,
+                )
+            ):
                 key = data[ks : ks + kl]
                 if kind == KIND_REMOVE:
                     if self.row_checksum:
@@ -1265,8 +1280,14 @@ class RocksDBColumnFamilyReader:
 
         with self.files._located(sf.partition_id, sf.version):  # the same records, one tight loop
             data, idx = self._changelog_index(sf)
-            for kind, ks, kl, vs, vl in zip(idx.kind.tolist(), idx.key_start.tolist(), idx.key_len.tolist(),
-                                            idx.val_start.tolist(), idx.val_len.tolist(), strict=True):
+            for kind, ks, kl, vs, vl in zip(
+                idx.kind.tolist(),
+                idx.key_start.tolist(),
+                idx.key_len.tolist(),
+                idx.val_start.tolist(),
+                idx.val_len.tolist(),
+                strict=True,
+            ):
                 key = data[ks : ks + kl]
                 if only is not None and key[:2] != only:
                     continue
@@ -1375,7 +1396,8 @@ class RocksDBColumnFamilyReader:
         return (
             family.variable_type == "MapState"
             and family.encoder == "PrefixKeyScanStateEncoderSpec"
-            and n_prefix == 1  # not int(): the spec is JSON of the schema file, "x" or 1e400 there is refused later
+            and n_prefix
+            == 1  # not int(): the spec is JSON of the schema file, "x" or 1e400 there is refused later
         )
 
     def timer_family(self) -> str | None:
@@ -1391,8 +1413,7 @@ class RocksDBColumnFamilyReader:
         if name is None:
             return []
         return [
-            (r.partition_id, r.key[0], int(r.key[1]))
-            for r in self.read_variable(partition_id, version, name)
+            (r.partition_id, r.key[0], int(r.key[1])) for r in self.read_variable(partition_id, version, name)
         ]
 
     def _decode_family(
@@ -1413,7 +1434,9 @@ class RocksDBColumnFamilyReader:
                 ColumnFamilyRow(partition_id, keys[i], value, user_keys[i])
                 for (i, _), value in zip(owners, values, strict=True)
             ]
-        values = decode_values([strip_version(v, path) for _, v in entries], schema.value_schema, path, self.avro)
+        values = decode_values(
+            [strip_version(v, path) for _, v in entries], schema.value_schema, path, self.avro
+        )
         return [
             ColumnFamilyRow(partition_id, key, value, user_key)
             for key, user_key, value in zip(keys, user_keys, values, strict=True)

@@ -81,7 +81,9 @@ def strip_rocksdb_value(key: bytes, value: bytes, path: str, record: int) -> byt
     """
     if len(value) < ROCKSDB_VALUE_HEADER:
         raise CorruptFileError(
-            f"value of record {record} ({len(value)} bytes) is shorter than its checksum header", path, record=record
+            f"value of record {record} ({len(value)} bytes) is shorter than its checksum header",
+            path,
+            record=record,
         )
     stored, size = _CRC_LEN.unpack_from(value)
     body = value[ROCKSDB_VALUE_HEADER:]
@@ -100,7 +102,9 @@ def strip_rocksdb_value(key: bytes, value: bytes, path: str, record: int) -> byt
 def _strip_key_checksum(key: bytes, path: str, record: int) -> bytes:
     """A removed key without its ``crc:u32 LE`` prefix (the CRC covers the rest), after checking it."""
     if len(key) < 5:
-        raise CorruptFileError(f"removed key of record {record} is shorter than its row checksum", path, record=record)
+        raise CorruptFileError(
+            f"removed key of record {record} is shorter than its row checksum", path, record=record
+        )
     stored, body = _U32_LE.unpack_from(key)[0], key[4:]
     computed = crc32c(body)
     if stored != computed:

@@ -221,7 +221,9 @@ class StoreReaderBase:
         """
         if cache is None:
             return self._decode_arrow(partition_id, version, unique_names)
-        key = cache.key(self._cache_parts(partition_id, version, unique_names), self._sources(partition_id, version))
+        key = cache.key(
+            self._cache_parts(partition_id, version, unique_names), self._sources(partition_id, version)
+        )
         return cache.get_or_build(key, lambda: self._decode_arrow(partition_id, version, unique_names))
 
     def _arrow_types(self, unique_names: bool, changes: bool) -> tuple[Any, Any, Any]:
@@ -243,10 +245,17 @@ class StoreReaderBase:
     def _cache_parts(self, partition_id: int, version: int, unique_names: bool) -> dict[str, Any]:
         assert self.schema is not None
         return {
-            "checkpoint": self.fs.display_root, "reader": type(self).__name__, "operator": self.operator_id,
-            "store": self.store_name, "partition": partition_id, "version": version, "unique_names": unique_names,
-            "key_schema": self.schema.key_schema.json(), "value_schema": self.schema.value_schema.json(),
-            "long_value_fields": sorted(self.long_value_fields), "row_checksum": self.row_checksum,
+            "checkpoint": self.fs.display_root,
+            "reader": type(self).__name__,
+            "operator": self.operator_id,
+            "store": self.store_name,
+            "partition": partition_id,
+            "version": version,
+            "unique_names": unique_names,
+            "key_schema": self.schema.key_schema.json(),
+            "value_schema": self.schema.value_schema.json(),
+            "long_value_fields": sorted(self.long_value_fields),
+            "row_checksum": self.row_checksum,
         }
 
     def _sources(self, partition_id: int, version: int) -> list[tuple[str, int, str]]:
@@ -290,7 +299,9 @@ class StoreReaderBase:
         ]
         part = pa.array(np.full(n, partition_id, dtype=np.int32))
         fields = [empty.schema.field(0)] + [
-            f if f.type == c.type else f.with_type(c.type) for f, c in zip(list(empty.schema)[1:], columns, strict=True)]
+            f if f.type == c.type else f.with_type(c.type)
+            for f, c in zip(list(empty.schema)[1:], columns, strict=True)
+        ]
         return pa.Table.from_arrays([part, *columns], schema=pa.schema(fields))
 
     def _raw_arrays(self, partition_id: int, version: int) -> RawArrays:
@@ -325,7 +336,10 @@ class StoreReaderBase:
         key_layout, value_layout = self._layouts()
         assert self.schema is not None
         if not self.columnar:
-            rows = [(c.version, c.partition_id, c.change, c.key, c.value) for c in self.read_changes(partition_id, version)]
+            rows = [
+                (c.version, c.partition_id, c.change, c.key, c.value)
+                for c in self.read_changes(partition_id, version)
+            ]
             schema = state_row_schema(self.schema.key_schema, self.schema.value_schema, changes=True)
             return rows_to_arrow(rows, schema, unique_names=unique_names)
         from statelens.readers.unsaferow_arrow import decode_arrow
@@ -342,10 +356,20 @@ class StoreReaderBase:
             take = np.full(n, -1, dtype=np.int64)
             take[puts] = np.arange(len(puts), dtype=np.int64)
             values = values.take(pa.array(take, mask=take < 0))
-        change = pa.DictionaryArray.from_arrays(pa.array((vlen < 0).astype(np.int8)), pa.array(["put", "remove"]))
-        arrays = [pa.array(np.full(n, version, dtype=np.int64)), pa.array(np.full(n, partition_id, dtype=np.int32)),
-                  change.cast(pa.string()), keys, values]
-        fields = [f if f.type == a.type else f.with_type(a.type) for f, a in zip(list(empty.schema), arrays, strict=True)]
+        change = pa.DictionaryArray.from_arrays(
+            pa.array((vlen < 0).astype(np.int8)), pa.array(["put", "remove"])
+        )
+        arrays = [
+            pa.array(np.full(n, version, dtype=np.int64)),
+            pa.array(np.full(n, partition_id, dtype=np.int32)),
+            change.cast(pa.string()),
+            keys,
+            values,
+        ]
+        fields = [
+            f if f.type == a.type else f.with_type(a.type)
+            for f, a in zip(list(empty.schema), arrays, strict=True)
+        ]
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     def _raw_change_arrays(self, partition_id: int, version: int) -> RawArrays:

@@ -741,8 +741,11 @@ def _columns(
     words = [u64[starts + 8 * w] for w in range(layout.bitset_bytes // 8)]
     _check_room(
         b,
-        [(starts + f.slot, ((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool))
-         for f in layout.fields if f.type.kind not in _FIXED_KINDS],
+        [
+            (starts + f.slot, ((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool))
+            for f in layout.fields
+            if f.type.kind not in _FIXED_KINDS
+        ],
         layout.fixed_size,
         lengths,
         rows,

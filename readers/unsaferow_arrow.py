@@ -88,7 +88,9 @@ def iter_decode_arrow(
     n = len(starts)
     if len(lengths) != n:
         raise ValueError(f"{n} starts but {len(lengths)} lengths")
-    recs = np.arange(n, dtype=np.int64) if records is None else np.asarray(records, dtype=np.int64).reshape(-1)
+    recs = (
+        np.arange(n, dtype=np.int64) if records is None else np.asarray(records, dtype=np.int64).reshape(-1)
+    )
     if len(arrow_type) != layout.num_fields:
         raise ValueError(f"Arrow type has {len(arrow_type)} fields, the layout {layout.num_fields}")
     outside = (starts < 0) | (lengths < 0) | (starts + lengths > len(b))
@@ -143,8 +145,11 @@ def _struct(
     nulls = [((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool) for f in layout.fields]
     _check_room(
         b,
-        [(starts + f.slot, isnull) for f, isnull in zip(layout.fields, nulls, strict=True)
-         if f.type.kind not in _FIXED_KINDS],
+        [
+            (starts + f.slot, isnull)
+            for f, isnull in zip(layout.fields, nulls, strict=True)
+            if f.type.kind not in _FIXED_KINDS
+        ],
         layout.fixed_size,
         lengths,
         rows,
@@ -157,13 +162,17 @@ def _struct(
         if f.index in layout.long_fields:  # FMGWS v1: declared int, a long in the slot
             t, target = TypeLayout(Kind.LONG, "bigint"), pa.int64()
         children.append(
-            _column(b, starts + f.slot, isnull, t, target, starts, layout.fixed_size, lengths, rows, f.qualname)
+            _column(
+                b, starts + f.slot, isnull, t, target, starts, layout.fixed_size, lengths, rows, f.qualname
+            )
         )
     if not fields:
         return pa.array([{}] * n, type=arrow_type)
     # an FMGWS v1 long read from a field declared int keeps its 64 bits (the type says int64 then)
-    fields = [af if c.type == af.type else pa.field(af.name, c.type, metadata=af.metadata)
-              for af, c in zip(fields, children, strict=True)]
+    fields = [
+        af if c.type == af.type else pa.field(af.name, c.type, metadata=af.metadata)
+        for af, c in zip(fields, children, strict=True)
+    ]
     return pa.StructArray.from_arrays(children, fields=fields)
 
 
@@ -214,12 +223,15 @@ def _column(
         i = _first(present & ((offs < lo) | (offs + sizes > hi)))
         if i is not None:
             low = int(lo[i]) if isinstance(lo, np.ndarray) else lo
-            raise rows.fail(i, field, _outside_message(t, int(offs[i]), int(sizes[i]), low, int(hi[i]), element=False))
+            raise rows.fail(
+                i, field, _outside_message(t, int(offs[i]), int(sizes[i]), low, int(hi[i]), element=False)
+            )
         pos = base + offs
         if kind == Kind.STRUCT:
             assert t.row is not None
-            return _struct(b, np.where(present, pos, 0), np.where(present, sizes, 0), t.row, target, rows,
-                           mask=isnull)
+            return _struct(
+                b, np.where(present, pos, 0), np.where(present, sizes, 0), t.row, target, rows, mask=isnull
+            )
         arr = _bytes_column(b, pos, np.where(present, sizes, 0), mask, kind)
         if kind == Kind.STRING and target == pa.string():
             try:
@@ -233,12 +245,17 @@ def _column(
     try:
         return pa.array(vals, type=target)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:  # damaged bytes: e.g. a null map key
-        raise SchemaMismatchError(f"values of {t.type_name} that Arrow cannot hold: {err}", path=rows.path,
-                                  field=field) from err
+        raise SchemaMismatchError(
+            f"values of {t.type_name} that Arrow cannot hold: {err}", path=rows.path, field=field
+        ) from err
 
 
 def _bytes_column(
-    b: _Buffer, pos: np.ndarray[Any, Any], sizes: np.ndarray[Any, Any], mask: np.ndarray[Any, Any] | None, kind: int
+    b: _Buffer,
+    pos: np.ndarray[Any, Any],
+    sizes: np.ndarray[Any, Any],
+    mask: np.ndarray[Any, Any] | None,
+    kind: int,
 ) -> pa.Array:
     """Variable-length payloads (``sizes`` bytes at ``pos``) gathered into one Arrow string/binary array."""
     n = len(pos)
@@ -251,20 +268,27 @@ def _bytes_column(
     else:
         data = np.zeros(0, dtype=np.uint8)
     large = total >= 2**31
-    typ = (pa.large_string() if large else pa.string()) if kind == Kind.STRING else (
-        pa.large_binary() if large else pa.binary())
+    typ = (
+        (pa.large_string() if large else pa.string())
+        if kind == Kind.STRING
+        else (pa.large_binary() if large else pa.binary())
+    )
     off_buf = pa.py_buffer(offsets if large else offsets.astype(np.int32))
     validity = None if mask is None else pa.array(~mask).buffers()[1]
-    return pa.Array.from_buffers(typ, n, [validity, off_buf, pa.py_buffer(data)],
-                                 null_count=-1 if mask is None else int(mask.sum()))
+    return pa.Array.from_buffers(
+        typ, n, [validity, off_buf, pa.py_buffer(data)], null_count=-1 if mask is None else int(mask.sum())
+    )
 
 
-def _decimal128(raw: np.ndarray[Any, Any], mask: np.ndarray[Any, Any] | None, target: pa.DataType) -> pa.Array:
+def _decimal128(
+    raw: np.ndarray[Any, Any], mask: np.ndarray[Any, Any] | None, target: pa.DataType
+) -> pa.Array:
     """Unscaled int64 decimals as Arrow decimal128 (16-byte little-endian two's complement)."""
     n = len(raw)
     words = np.empty((n, 2), dtype=np.int64)
     words[:, 0] = raw
     words[:, 1] = raw >> 63  # sign extension
     validity = None if mask is None else pa.array(~mask).buffers()[1]
-    return pa.Array.from_buffers(target, n, [validity, pa.py_buffer(words)],
-                                 null_count=0 if mask is None else int(mask.sum()))
+    return pa.Array.from_buffers(
+        target, n, [validity, pa.py_buffer(words)], null_count=0 if mask is None else int(mask.sum())
+    )

@@ -25,6 +25,7 @@ python -m pip install -q --disable-pip-version-check -e ".[test]"
 
 export QT_QPA_PLATFORM=offscreen
 python -m ruff check app readers viewers tests statelens
+python -m ruff format --check app readers viewers tests statelens
 lint-imports
 python -m mypy
 python -m pytest "$@"

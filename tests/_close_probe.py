@@ -146,8 +146,14 @@ def phase_during_job(app: Any, path: str, folder: str) -> dict[str, Any]:
         _wait(app, entered.is_set, "the Spark read to start its job")
         from pyspark import SparkContext
 
-        _wait(app, lambda: SparkContext._active_spark_context is not None
-              and SparkContext._active_spark_context.statusTracker().getActiveJobsIds(), "the job to run")
+        _wait(
+            app,
+            lambda: (
+                SparkContext._active_spark_context is not None
+                and SparkContext._active_spark_context.statusTracker().getActiveJobsIds()
+            ),
+            "the job to run",
+        )
         t = time.monotonic()
         win.close()
         close_s = time.monotonic() - t

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 #: Up to four edits: (operation, position, byte).
 EDITS = st.lists(
-    st.tuples(st.sampled_from(["flip", "cut", "insert", "delete"]), st.integers(0, 10_000), st.integers(0, 255)),
+    st.tuples(
+        st.sampled_from(["flip", "cut", "insert", "delete"]), st.integers(0, 10_000), st.integers(0, 255)
+    ),
     min_size=1,
     max_size=4,
 )
@@ -40,7 +42,11 @@ def mutate(original: bytes, edits: list[tuple[str, int, int]]) -> bytes:
 
 
 def run_files_query(
-    spark: Any, base: Path, build: Callable[[Any], Any], mode: str, conf: dict[str, str],
+    spark: Any,
+    base: Path,
+    build: Callable[[Any], Any],
+    mode: str,
+    conf: dict[str, str],
     batches: list[list[dict[str, Any]]],
 ) -> Path:
     """Run ``build(df)`` over JSON files ``user, v, ts``, one file per trigger; returns the checkpoint."""

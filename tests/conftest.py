@@ -76,5 +76,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     copies of every class and module state."""
     bare = sorted(m for m in sys.modules if m.split(".")[0] in ("app", "readers", "viewers"))
     if bare:
-        sys.stderr.write(f"\nstatelens tests: modules imported without the statelens root: {', '.join(bare[:10])}\n")
+        sys.stderr.write(
+            f"\nstatelens tests: modules imported without the statelens root: {', '.join(bare[:10])}\n"
+        )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

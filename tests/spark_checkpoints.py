@@ -1358,12 +1358,14 @@ def scenario_rocks_tws(ctx: Ctx, encoding: str = "unsaferow", row_checksum: bool
         return {}
 
     facts = _in_spark_path(ctx, body)
-    facts.update({
-        "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
-        "state_variables": ["cnt", "lst", "mp"],
-        "encoding_format": encoding,
-        "row_checksum": row_checksum,
-    })
+    facts.update(
+        {
+            "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
+            "state_variables": ["cnt", "lst", "mp"],
+            "encoding_format": encoding,
+            "row_checksum": row_checksum,
+        }
+    )
     return _rocks_facts(ctx, facts, conf)
 
 
@@ -1475,13 +1477,15 @@ def scenario_rocks_tws_timers(ctx: Ctx, encoding: str = "unsaferow") -> dict[str
             leaked = key[0] == "s1"
             if not leaked:
                 self.cnt.clear()
-            yield pd.DataFrame({
-                "key": [key[0]],
-                "cnt": [self.cnt.get()[0] if leaked else -1],
-                "event": ["timer"],
-                "timer_ms": [expiredTimerInfo.getExpiryTimeInMs()],
-                "batch_ms": [timerValues.getCurrentProcessingTimeInMs()],
-            })
+            yield pd.DataFrame(
+                {
+                    "key": [key[0]],
+                    "cnt": [self.cnt.get()[0] if leaked else -1],
+                    "event": ["timer"],
+                    "timer_ms": [expiredTimerInfo.getExpiryTimeInMs()],
+                    "batch_ms": [timerValues.getCurrentProcessingTimeInMs()],
+                }
+            )
 
         def close(self) -> None:
             pass
@@ -1508,12 +1512,14 @@ def scenario_rocks_tws_timers(ctx: Ctx, encoding: str = "unsaferow") -> dict[str
 
     facts = _in_spark_path(ctx, body)
     conf = facts.pop("rocksdb_conf")
-    facts.update({
-        "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
-        "state_variables": ["cnt", "ttlv", "ttll", "ttlm"],
-        "ttl_ms": hour,
-        "encoding_format": encoding,
-    })
+    facts.update(
+        {
+            "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
+            "state_variables": ["cnt", "ttlv", "ttll", "ttlm"],
+            "ttl_ms": hour,
+            "encoding_format": encoding,
+        }
+    )
     return _rocks_facts(ctx, facts, conf)
 
 
@@ -1542,17 +1548,29 @@ def scenario_rocks_tws_event_time(ctx: Ctx) -> dict[str, Any]:
             for old in list(self.handle.listTimers()):
                 self.handle.deleteTimer(old)
             self.handle.registerTimer(last + 5_000)
-            yield pd.DataFrame({"key": [key[0]], "cnt": [total], "event": ["input"], "timer_ms": [last + 5_000],
-                                "wm": [timerValues.getCurrentWatermarkInMs()]})
+            yield pd.DataFrame(
+                {
+                    "key": [key[0]],
+                    "cnt": [total],
+                    "event": ["input"],
+                    "timer_ms": [last + 5_000],
+                    "wm": [timerValues.getCurrentWatermarkInMs()],
+                }
+            )
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
             leaked = key[0] == "b"
             if not leaked:
                 self.cnt.clear()
-            yield pd.DataFrame({
-                "key": [key[0]], "cnt": [self.cnt.get()[0] if leaked else -1], "event": ["timer"],
-                "timer_ms": [expiredTimerInfo.getExpiryTimeInMs()], "wm": [timerValues.getCurrentWatermarkInMs()],
-            })
+            yield pd.DataFrame(
+                {
+                    "key": [key[0]],
+                    "cnt": [self.cnt.get()[0] if leaked else -1],
+                    "event": ["timer"],
+                    "timer_ms": [expiredTimerInfo.getExpiryTimeInMs()],
+                    "wm": [timerValues.getCurrentWatermarkInMs()],
+                }
+            )
 
         def close(self) -> None:
             pass
@@ -1580,11 +1598,13 @@ def scenario_rocks_tws_event_time(ctx: Ctx) -> dict[str, Any]:
 
     facts = _in_spark_path(ctx, body)
     conf = facts.pop("rocksdb_conf")
-    facts.update({
-        "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
-        "state_variables": ["cnt"],
-        "watermark_delay_ms": 2_000,
-    })
+    facts.update(
+        {
+            "operators": [_op("transformWithState", "transformWithStateInPandasExec")],
+            "state_variables": ["cnt"],
+            "watermark_delay_ms": 2_000,
+        }
+    )
     return _rocks_facts(ctx, facts, conf)
 
 

@@ -30,10 +30,10 @@ pytestmark = pytest.mark.spark
 @pytest.fixture
 def shared_spark_cli(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The CLI's backends use the test run's SparkSession instead of starting a second JVM."""
-    monkeypatch.setattr(statelens.app.cli, "_backends", lambda args, ckpt: BackendChooser(ckpt, args.backend, spark=spark))
+    monkeypatch.setattr(
+        statelens.app.cli, "_backends", lambda args, ckpt: BackendChooser(ckpt, args.backend, spark=spark)
+    )
     return spark
-
-
 
 
 def _last_batch(ckpt: Path) -> int:
@@ -60,7 +60,12 @@ def _compare(path: Path, spark: Any, **kw: Any) -> list[str]:
     for n, s in zip(native.operators, through.operators, strict=True):
         assert (n.backend, s.backend) == ("native", "spark")
         assert (n.check, n.timeout_kind, n.counts, n.keys_at_latest, n.partitions) == (
-            s.check, s.timeout_kind, s.counts, s.keys_at_latest, s.partitions)
+            s.check,
+            s.timeout_kind,
+            s.counts,
+            s.keys_at_latest,
+            s.partitions,
+        )
         assert not s.reason  # Spark's change feed answered for every version after the first
     return a
 
@@ -83,7 +88,9 @@ def test_expired_through_spark_equals_native_on_timeouts(
     assert {json.loads(f)["category"] for f in found} == categories
 
 
-def test_expired_through_spark_equals_native_on_overdue_keys(checkpoint: Any, spark: Any, tmp_path: Path) -> None:
+def test_expired_through_spark_equals_native_on_overdue_keys(
+    checkpoint: Any, spark: Any, tmp_path: Path
+) -> None:
     ckpt = tmp_path / "checkpoint"
     shutil.copytree(checkpoint("pandas_state_event") / "checkpoint", ckpt)
     # The last commit promises a watermark far ahead: every armed timeout is due, no batch ran.
@@ -92,7 +99,9 @@ def test_expired_through_spark_equals_native_on_overdue_keys(checkpoint: Any, sp
     assert {json.loads(f)["category"] for f in found} == {"zombie", "overdue"}
 
 
-def test_expired_through_spark_equals_native_on_eviction_lag(checkpoint: Any, spark: Any, tmp_path: Path) -> None:
+def test_expired_through_spark_equals_native_on_eviction_lag(
+    checkpoint: Any, spark: Any, tmp_path: Path
+) -> None:
     folder = checkpoint("window_agg_watermark")
     assert _compare(folder / "checkpoint", spark, all_versions=True) == []
     ckpt = tmp_path / "checkpoint"
@@ -148,8 +157,9 @@ def test_expired_through_spark_without_change_feed_reads_versions_whole(
     (op,) = result.operators
     assert "change feed is unavailable" in op.reason
     assert op.timeout_kind.timeout_kind is None  # no fresh timeouts seen without changes: undecided
-    result, through = _run(path, BackendChooser(ckpt, "spark", spark=spark), stale_after=0,
-                           timeout_kind="event_time")
+    result, through = _run(
+        path, BackendChooser(ckpt, "spark", spark=spark), stale_after=0, timeout_kind="event_time"
+    )
     assert not result.problems
     keys = {key_fields(f.key)["key"] for f in through}
     assert keys <= {key_fields(f.key)["key"] for f in native}
@@ -196,9 +206,13 @@ def test_doctor_names_the_partition_where_spark_and_native_disagree(
 
     monkeypatch.setattr(SparkBackend, "row_counts", one_more_in_partition_1)
     ckpt = open_checkpoint(str(checkpoint("agg_count") / "checkpoint"))
-    result = run_to_end(iter_doctor(ckpt, decode_files=False, backends=BackendChooser(ckpt, "spark", spark=spark)))
+    result = run_to_end(
+        iter_doctor(ckpt, decode_files=False, backends=BackendChooser(ckpt, "spark", spark=spark))
+    )
     bad = [f for f in result.findings if f.check == "spark_native_disagree"]
-    assert [(f.severity, f.operator_id, f.store_name, f.partition) for f in bad] == [("error", 0, "default", 1)]
+    assert [(f.severity, f.operator_id, f.store_name, f.partition) for f in bad] == [
+        ("error", 0, "default", 1)
+    ]
     assert "partition 1" in bad[0].message
     assert result.exit_code == 2
 

@@ -176,7 +176,9 @@ def test_watermark_going_backwards(copy_of):
 def test_batch_gap_far_beyond_the_usual_interval(copy_of):
     ckpt, expected = copy_of("join")
     last = max(expected["batches"])
-    _edit_offsets(ckpt / "offsets" / str(last), batchTimestampMs=expected["batch_timestamp_ms"][str(last)] + 3_600_000)
+    _edit_offsets(
+        ckpt / "offsets" / str(last), batchTimestampMs=expected["batch_timestamp_ms"][str(last)] + 3_600_000
+    )
     result = _doctor(ckpt)
     (f,) = _only(result, "batch_gap")
     assert (f.severity, f.batch_id) == ("warning", last)
@@ -251,7 +253,9 @@ def test_row_checksummed_files_decode_clean_and_a_bad_checksum_is_named(copy_of)
 
 
 # -- RocksDB stores: the same version checks on zips and changelogs ---------------------------------------
-@pytest.mark.parametrize("name", ["rocks_agg_changelog", "rocks_ckpt_v2", "rocks_tws_timers", "rocks_join_v4"])
+@pytest.mark.parametrize(
+    "name", ["rocks_agg_changelog", "rocks_ckpt_v2", "rocks_tws_timers", "rocks_join_v4"]
+)
 def test_clean_rocksdb_checkpoints_pass_the_version_checks(checkpoint, name):
     result = _doctor(checkpoint(name) / "checkpoint")
     assert "state versions vs commits, delta and changelog chains, retention" in result.checked
@@ -263,8 +267,13 @@ def test_rocksdb_changelog_missing_in_the_chain_to_the_last_version(copy_of):
     latest = max(expected["committed_batches"]) + 1
     part = ckpt / "state" / "0" / "0"
     zips = sorted(int(p.name.split(".")[0]) for p in part.glob("*.zip"))
-    gap = next(v for v in range(latest, 0, -1) if (part / f"{v}.changelog").exists() and v > max(
-        (z for z in zips if z < v), default=0) and v not in zips)
+    gap = next(
+        v
+        for v in range(latest, 0, -1)
+        if (part / f"{v}.changelog").exists()
+        and v > max((z for z in zips if z < v), default=0)
+        and v not in zips
+    )
     for z in [z for z in zips if z >= gap]:  # no zip may cover the gap either
         (part / f"{z}.zip").unlink()
     (part / f"{gap}.changelog").unlink()

@@ -121,8 +121,19 @@ def test_latest_version_only_by_default_and_json_cli(checkpoint, capsys):
     assert {dict(d["key"])["key"] for d in docs} == set(_expected_zombies(expected, last_version))
     assert {d["version"] for d in docs} == {last_version}
     for d in docs:
-        for name in ("operator_id", "partition", "version", "batch_id", "category", "key", "timeout_ms",
-                     "threshold_ms", "timeout_kind", "age_batches", "age_ms"):
+        for name in (
+            "operator_id",
+            "partition",
+            "version",
+            "batch_id",
+            "category",
+            "key",
+            "timeout_ms",
+            "threshold_ms",
+            "timeout_kind",
+            "age_batches",
+            "age_ms",
+        ):
             assert name in d
         assert d["category"] == "zombie"
         assert d["timeout_kind"] == "event_time"
@@ -151,8 +162,6 @@ def test_override_timeout_kind_and_stale(checkpoint):
     no_timeout = {k for k, h in expected["key_history"].items() if h[-1]["action"] == "update_no_timeout"}
     assert stale == no_timeout
     assert all(f.timeout_ms == -1 and f.age_batches >= 1 for f in result.findings)
-
-
 
 
 @pytest.mark.spark
@@ -191,7 +200,9 @@ def test_eviction_lag_only_when_keys_stay_behind_the_watermark(checkpoint, tmp_p
     lag = _findings(ckpt)
     assert lag.findings
     assert {f.category for f in lag.findings} == {"eviction_lag"}
-    assert all(f.version == last + 1 and f.threshold_ms == 10**13 and f.timeout_ms < 10**13 for f in lag.findings)
+    assert all(
+        f.version == last + 1 and f.threshold_ms == 10**13 and f.timeout_ms < 10**13 for f in lag.findings
+    )
     assert all(set(key_fields(f.key)) == {"window", "key"} for f in lag.findings)
 
 
@@ -232,11 +243,19 @@ class _Clock:
         # A timeout below the watermark: processing time.
         ([(1_500, 1_000, 2_000)], {0: 2_000}, "processing_time", "below their batch's watermark"),
         # Event times near wall-clock time, both clocks fit: a fixed offset means setTimeoutDuration...
-        ([(11_000, 1_000, 500), (12_000, 2_000, 900), (13_000, 3_000, 900)], {0: 500}, "processing_time",
-         "exactly 10000 ms"),
+        (
+            [(11_000, 1_000, 500), (12_000, 2_000, 900), (13_000, 3_000, 900)],
+            {0: 500},
+            "processing_time",
+            "exactly 10000 ms",
+        ),
         # ...offsets that follow the data mean event time.
-        ([(1_700, 1_000, 500), (2_900, 2_000, 900), (3_350, 3_000, 900)], {0: 500}, "event_time",
-         "follow the data"),
+        (
+            [(1_700, 1_000, 500), (2_900, 2_000, 900), (3_350, 3_000, 900)],
+            {0: 500},
+            "event_time",
+            "follow the data",
+        ),
     ],
 )
 def test_timeout_kind_decision(samples, watermarks, kind, words):
@@ -304,10 +323,15 @@ def test_examples_are_capped_and_counts_exact(checkpoint, tmp_path):
     assert max(per_category.values()) > 3
     for sink in (True, False):
         found: list[ExpiredFinding] = []
-        result = run_to_end(iter_expired(
-            open_checkpoint(str(folder / "checkpoint")), all_versions=True, stale_after=1, max_examples=3,
-            sink=found.append if sink else None,
-        ))
+        result = run_to_end(
+            iter_expired(
+                open_checkpoint(str(folder / "checkpoint")),
+                all_versions=True,
+                stale_after=1,
+                max_examples=3,
+                sink=found.append if sink else None,
+            )
+        )
         assert result.tally == full.result.tally
         assert result.counts() == {c: per_category.get(c, 0) for c in _WALK_ORDER}
         assert result.ages == full.result.ages
@@ -315,7 +339,9 @@ def test_examples_are_capped_and_counts_exact(checkpoint, tmp_path):
         kept = Counter(f.category for f in result.examples)
         assert kept == {c: min(3, n) for c, n in per_category.items()}
         for category in per_category:
-            ranked = sorted((f for f in full.findings if f.category == category), key=lambda f: -(f.age_ms or 0))
+            ranked = sorted(
+                (f for f in full.findings if f.category == category), key=lambda f: -(f.age_ms or 0)
+            )
             got = [f for f in result.examples if f.category == category]
             assert sorted(f.age_ms or 0 for f in got) == sorted(f.age_ms or 0 for f in ranked[:3])
             assert all(f in full.findings for f in got)
@@ -349,8 +375,15 @@ def test_findings_are_not_retained_while_streaming(checkpoint, monkeypatch):
         total += 1
         most = max(most, alive)
 
-    result = run_to_end(iter_expired(open_checkpoint(str(folder / "checkpoint")), all_versions=True,
-                                     stale_after=1, max_examples=1, sink=sink))
+    result = run_to_end(
+        iter_expired(
+            open_checkpoint(str(folder / "checkpoint")),
+            all_versions=True,
+            stale_after=1,
+            max_examples=1,
+            sink=sink,
+        )
+    )
     groups = len({(op, store, c) for op, store, _, _, c in result.tally})
     assert total == result.total() > groups + 2 + 5
     assert most <= groups + 2  # one example per store and category, plus the chunk being handed over

@@ -75,9 +75,24 @@ def test_untrusted_text_is_escaped(checkpoint, tmp_path):
     growth = run_to_end(iter_growth(ckpt))
     doctor = run_to_end(iter_doctor(ckpt, decode_files=False))
     # A key holding markup, as a decoded key would arrive from a state file.
-    expired.add(ExpiredFinding(
-        0, "default", 0, 7, 2, "zombie", JsonObject([("key", EVIL)]), 1, 2, "event_time", 1, 1, 1, EVIL,
-    ))
+    expired.add(
+        ExpiredFinding(
+            0,
+            "default",
+            0,
+            7,
+            2,
+            "zombie",
+            JsonObject([("key", EVIL)]),
+            1,
+            2,
+            "event_time",
+            1,
+            1,
+            1,
+            EVIL,
+        )
+    )
     text = render_html(ckpt, timeline, growth, expired, doctor, target_rows=100)
     assert EVIL not in text
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;_script&gt;" in text  # the folder name
@@ -86,8 +101,12 @@ def test_untrusted_text_is_escaped(checkpoint, tmp_path):
 
 
 def test_charts_escape_labels_and_have_axes():
-    svg = line_chart([(EVIL, [1, 2, 3], [5, None, 7]), ("b", [1, 2, 3], [1, 2, 3])],
-                     title=EVIL, x_label="batch id", y_label="rows")
+    svg = line_chart(
+        [(EVIL, [1, 2, 3], [5, None, 7]), ("b", [1, 2, 3], [1, 2, 3])],
+        title=EVIL,
+        x_label="batch id",
+        y_label="rows",
+    )
     assert EVIL not in svg
     assert svg.count("<polyline") == 1  # the gap splits the first line into single points
     assert "batch id" in svg
@@ -125,9 +144,19 @@ def test_report_renders_in_headless_chromium(checkpoint, tmp_path):
         page.write_text(head + body + "</body></html>", encoding="utf-8")
         png = tmp_path / f"{sec}.png"
         subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-             "--window-size=1100,1400", f"--screenshot={png}", page.as_uri()],
-            check=True, capture_output=True, timeout=120,
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--window-size=1100,1400",
+                f"--screenshot={png}",
+                page.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
         assert _png_size(png) == (1100, 1400)
         shots[sec] = png.stat().st_size
@@ -135,9 +164,19 @@ def test_report_renders_in_headless_chromium(checkpoint, tmp_path):
     blank = tmp_path / "blank.html"
     blank.write_text("<!DOCTYPE html><html><body></body></html>")
     subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         "--window-size=1100,1400", f"--screenshot={tmp_path / 'blank.png'}", blank.as_uri()],
-        check=True, capture_output=True, timeout=120,
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1100,1400",
+            f"--screenshot={tmp_path / 'blank.png'}",
+            blank.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     empty = (tmp_path / "blank.png").stat().st_size
     for sec, size in shots.items():

@@ -12,7 +12,9 @@ from statelens.app.cli import main
 pytestmark = pytest.mark.spark
 
 
-def test_expired_on_rocksdb_matches_the_functions_own_report(checkpoint: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_expired_on_rocksdb_matches_the_functions_own_report(
+    checkpoint: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = checkpoint("rocks_pandas_state")
     expected = json.loads((folder / "expected.json").read_text())
     assert expected["provider"].endswith("RocksDBStateStoreProvider")

@@ -78,7 +78,12 @@ def test_conf_change_and_kafka_record_counts(checkpoint, tmp_path, capsys):
     ckpt = tmp_path / "checkpoint"
     shutil.copytree(folder / "checkpoint", ckpt)
     # Turn the file source into a Kafka source: initial offsets, then end offsets per batch.
-    ends = [{"t": {"0": 10, "1": 5}}, {"t": {"0": 14, "1": 5}}, {"t": {"0": 20, "1": 9}}, {"t": {"0": 20, "1": 9}}]
+    ends = [
+        {"t": {"0": 10, "1": 5}},
+        {"t": {"0": 14, "1": 5}},
+        {"t": {"0": 20, "1": 9}},
+        {"t": {"0": 20, "1": 9}},
+    ]
     for b, end in enumerate(ends):
         _rewrite_offsets(ckpt / "offsets" / str(b), sources=[json.dumps(end, separators=(",", ":"))])
     shutil.rmtree(ckpt / "sources" / "0")

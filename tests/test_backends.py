@@ -33,9 +33,14 @@ SCENARIOS = [
     "rocks_join",
 ]
 
+
 def _rows(backend: Any, op: int, store: str, version: int, schema: Any) -> Counter:
     return Counter(
-        (r.partition_id, repr(canonical(r.key, schema.key_schema)), repr(canonical(r.value, schema.value_schema)))
+        (
+            r.partition_id,
+            repr(canonical(r.key, schema.key_schema)),
+            repr(canonical(r.value, schema.value_schema)),
+        )
         for r in backend.read_rows(op, store, version)
     )
 
@@ -57,8 +62,13 @@ def test_rows_and_changes_agree(scenario: str, checkpoint: Any, spark: Any) -> N
 
             def norm(changes: list[Any], schema: Any = store.schema) -> Counter:
                 return Counter(
-                    (c.version, c.partition_id, c.change, repr(canonical(c.key, schema.key_schema)),
-                     repr(canonical(c.value, schema.value_schema)))
+                    (
+                        c.version,
+                        c.partition_id,
+                        c.change,
+                        repr(canonical(c.key, schema.key_schema)),
+                        repr(canonical(c.value, schema.value_schema)),
+                    )
                     for c in changes
                 )
 
@@ -85,8 +95,14 @@ def test_growth_from_spark_change_feed_equals_native(scenario: str, checkpoint: 
     committed_versions = {b + 1 for b in ckpt.commits}
     for op in ckpt.operators:
         for store in op.stores:
-            a = {(s.partition_id, s.version): (s.rows, s.bytes) for s in native.iter_stats(op.operator_id, store.store_name)}
-            b = {(s.partition_id, s.version): (s.rows, s.bytes) for s in sparkb.iter_stats(op.operator_id, store.store_name)}
+            a = {
+                (s.partition_id, s.version): (s.rows, s.bytes)
+                for s in native.iter_stats(op.operator_id, store.store_name)
+            }
+            b = {
+                (s.partition_id, s.version): (s.rows, s.bytes)
+                for s in sparkb.iter_stats(op.operator_id, store.store_name)
+            }
             assert sparkb.notes == ["growth computed from Spark's change feed in one job"]
             a = {k: v for k, v in a.items() if k[1] in committed_versions}
             assert a == b, store.store_name
@@ -130,8 +146,10 @@ def test_spark_backend_reads_state_variable_and_join_family_stores(checkpoint: A
     """A transformWithState variable or a format-4 join family, as a store: Spark's rows equal native ones."""
     from tests.test_native_vs_spark import canon
 
-    for scenario, stores in (("rocks_tws", ("cnt", "lst", "mp")),
-                             ("rocks_join_v4", ("left-keyWithTsToValues", "right-tsWithKey"))):
+    for scenario, stores in (
+        ("rocks_tws", ("cnt", "lst", "mp")),
+        ("rocks_join_v4", ("left-keyWithTsToValues", "right-tsWithKey")),
+    ):
         ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
         sparkb = SparkBackend(ckpt, spark=spark)
         native = NativeBackend(ckpt)

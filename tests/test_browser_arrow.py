@@ -14,8 +14,15 @@ from statelens.viewers.tables import row_order
 
 pytestmark = pytest.mark.spark
 
-SCENARIOS = ["rich_types", "window_agg_watermark", "pandas_state_event", "join", "agg_many_partitions",
-             "rocks_pandas_state", "session_window"]
+SCENARIOS = [
+    "rich_types",
+    "window_agg_watermark",
+    "pandas_state_event",
+    "join",
+    "agg_many_partitions",
+    "rocks_pandas_state",
+    "session_window",
+]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -27,8 +34,12 @@ def test_arrow_table_shows_sorts_and_filters_as_python_rows(scenario: str, check
             if store.schema is None or not store.versions:
                 continue
             reader = ckpt.store_reader(op.operator_id, store.store_name)
-            version = max(store.versions, key=lambda v: sum(len(reader.read_rows(p, v)) for p in reader.partition_ids()
-                                                           if v in reader.versions(p)))
+            version = max(
+                store.versions,
+                key=lambda v: sum(
+                    len(reader.read_rows(p, v)) for p in reader.partition_ids() if v in reader.versions(p)
+                ),
+            )
             table = run_to_end(iter_state_table(reader, version))
             rows = list(table.records)  # plain Python rows: the reference path
             specs = state_columns(reader.schema, reader.store_name)

@@ -43,8 +43,10 @@ def _copy(checkpoint: Any, name: str, tmp_path: Path) -> Path:
 
 def _latest(reader: Any) -> tuple[int, int]:
     """The partition and version holding the most rows (watermarks may leave the latest empty)."""
-    return max(((p, v) for p in reader.partition_ids() for v in reader.versions(p)),
-               key=lambda pv: (len(reader.read_rows(*pv)), pv[1]))
+    return max(
+        ((p, v) for p in reader.partition_ids() for v in reader.versions(p)),
+        key=lambda pv: (len(reader.read_rows(*pv)), pv[1]),
+    )
 
 
 def test_a_version_is_decoded_once_and_read_back(checkpoint: Any, tmp_path: Path) -> None:
@@ -89,11 +91,17 @@ def test_a_damaged_entry_is_rebuilt_never_shown(checkpoint: Any, tmp_path: Path)
     pid, v = _latest(reader)
     want = reader.read_arrow(pid, v, cache=cache)
     (entry,) = (tmp_path / "cache").rglob("*.parquet")
+
     def flip(b: bytes) -> bytes:  # one bit in the first data page (after the 4-byte magic and page header)
         at = 40
-        return b[:at] + bytes([b[at] ^ 0x10]) + b[at + 1:]
+        return b[:at] + bytes([b[at] ^ 0x10]) + b[at + 1 :]
 
-    for damage in (lambda b: b[: len(b) // 2], lambda b: b[:8] + bytes(len(b) - 16) + b[-8:], lambda b: b"", flip):
+    for damage in (
+        lambda b: b[: len(b) // 2],
+        lambda b: b[:8] + bytes(len(b) - 16) + b[-8:],
+        lambda b: b"",
+        flip,
+    ):
         entry.write_bytes(damage(entry.read_bytes()))  # the entry written again by the read before
         got = reader.read_arrow(pid, v, cache=cache)
         assert got.equals(want)
@@ -131,16 +139,22 @@ def test_the_size_cap_evicts_least_recently_used(checkpoint: Any, tmp_path: Path
     assert cache.clear() == info.entries and cache.info().entries == 0
 
 
-def test_the_app_and_the_command_line_share_the_cache(checkpoint: Any, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_app_and_the_command_line_share_the_cache(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Threads (an app's workers) and a separate statelens process fill and read the same entries."""
     root = checkpoint("agg_many_partitions") / "checkpoint"
     folder = tmp_path / "cache"
     query = "SELECT partition_id, count(*) AS n FROM state GROUP BY 1 ORDER BY 1"
     env = {**os.environ, "STATELENS_CACHE_DIR": str(folder)}
-    proc = subprocess.Popen([sys.executable, "-m", "statelens.app.cli", "sql", str(root), "--json", query],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "statelens.app.cli", "sql", str(root), "--json", query],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     reader = open_checkpoint(str(root)).store_reader(0, None)
     cache = StateCache(folder)
     errors: list[BaseException] = []
@@ -149,8 +163,9 @@ def test_the_app_and_the_command_line_share_the_cache(checkpoint: Any, tmp_path:
     def work() -> None:
         try:
             for pid in reader.partition_ids():
-                counts[pid] = reader.read_arrow(pid, reader.versions(pid)[-1], unique_names=True,
-                                                cache=cache).num_rows
+                counts[pid] = reader.read_arrow(
+                    pid, reader.versions(pid)[-1], unique_names=True, cache=cache
+                ).num_rows
         except BaseException as err:  # noqa: BLE001 - reported by the assertion below
             errors.append(err)
 
@@ -170,8 +185,9 @@ def test_the_app_and_the_command_line_share_the_cache(checkpoint: Any, tmp_path:
     assert json.loads(capsys.readouterr().out) == json.loads(out)
 
 
-def test_no_cache_keeps_nothing(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_cache_keeps_nothing(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("STATELENS_CACHE_DIR", str(tmp_path / "cache"))
     root = str(checkpoint("agg_count") / "checkpoint")
     assert main(["sql", root, "--no-cache", "--json", "SELECT count(*) AS n FROM state"]) == 0
@@ -182,12 +198,17 @@ def test_no_cache_keeps_nothing(checkpoint: Any, tmp_path: Path, capsys: pytest.
     assert list((tmp_path / "cache").rglob("*.parquet"))
 
 
-def test_cache_info_and_clear_commands(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cache_info_and_clear_commands(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("STATELENS_CACHE_DIR", str(tmp_path / "cache"))
     assert main(["cache", "info", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"path": str(tmp_path / "cache"), "entries": 0, "bytes": 0,
-                                                   "max_bytes": 4 << 30}
+    assert json.loads(capsys.readouterr().out) == {
+        "path": str(tmp_path / "cache"),
+        "entries": 0,
+        "bytes": 0,
+        "max_bytes": 4 << 30,
+    }
     assert main(["sql", str(checkpoint("agg_count") / "checkpoint"), "SELECT count(*) FROM state"]) == 0
     capsys.readouterr()
     assert main(["cache", "info"]) == 0

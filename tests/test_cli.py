@@ -38,7 +38,9 @@ def tree_digest(root: Path) -> dict[str, str]:
     }
 
 
-def test_info_json_matches_logs_and_spark(checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_json_matches_logs_and_spark(
+    checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = checkpoint("agg_count")
     expected = json.loads((folder / "expected.json").read_text())
     code, out, _ = run(capsys, "info", str(folder / "checkpoint"), "--json")
@@ -59,7 +61,9 @@ def test_info_json_matches_logs_and_spark(checkpoint: Any, spark: Any, capsys: p
     assert store["value_schema"] == json.loads(df.schema["value"].dataType.json())
 
 
-def test_info_human_table_names_uncommitted_batch(checkpoint: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_human_table_names_uncommitted_batch(
+    checkpoint: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = checkpoint("uncommitted")
     expected = json.loads((folder / "expected.json").read_text())
     code, out, _ = run(capsys, "info", str(folder / "checkpoint"))
@@ -69,7 +73,9 @@ def test_info_human_table_names_uncommitted_batch(checkpoint: Any, capsys: pytes
     assert json.loads(out)["uncommitted_batches"] == [expected["uncommitted_batch"]]
 
 
-@pytest.mark.parametrize("scenario", ["window_agg_watermark", "pandas_state_event", "dedup_watermark", "rich_types"])
+@pytest.mark.parametrize(
+    "scenario", ["window_agg_watermark", "pandas_state_event", "dedup_watermark", "rich_types"]
+)
 def test_rows_jsonl_equals_spark(
     scenario: str, checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -81,7 +87,11 @@ def test_rows_jsonl_equals_spark(
     lines = [ln for ln in out.splitlines() if ln]
     expected = []
     for pid, key, value in oracle.read_state(spark, root, operator_id=0):
-        doc = [("partition", pid), ("key", row_to_json(key, store.key_schema)), ("value", row_to_json(value, store.value_schema))]
+        doc = [
+            ("partition", pid),
+            ("key", row_to_json(key, store.key_schema)),
+            ("value", row_to_json(value, store.value_schema)),
+        ]
         from statelens.readers.values import JsonObject
 
         expected.append(dumps_jsonl(JsonObject(doc)))
@@ -115,7 +125,9 @@ def test_rows_csv_and_parquet(checkpoint: Any, tmp_path: Path, capsys: pytest.Ca
     root = checkpoint("rich_types") / "checkpoint"
     code, out, _ = run(capsys, "rows", str(root), "--operator", "0")
     n = len(out.splitlines())
-    code, _, _ = run(capsys, "rows", str(root), "--operator", "0", "--format", "csv", "-o", str(tmp_path / "r.csv"))
+    code, _, _ = run(
+        capsys, "rows", str(root), "--operator", "0", "--format", "csv", "-o", str(tmp_path / "r.csv")
+    )
     assert code == 0
     with open(tmp_path / "r.csv", newline="") as f:
         rows = list(csv.reader(f))
@@ -123,7 +135,9 @@ def test_rows_csv_and_parquet(checkpoint: Any, tmp_path: Path, capsys: pytest.Ca
     assert rows[0][0] == "partition" and "key.k_struct.a" in rows[0]
     assert len({len(r) for r in rows}) == 1, "a null struct still gives one cell per leaf"
     assert {"true", "false"} & {c for r in rows[1:] for c in r}
-    code, _, _ = run(capsys, "rows", str(root), "--operator", "0", "--format", "parquet", "-o", str(tmp_path / "r.parquet"))
+    code, _, _ = run(
+        capsys, "rows", str(root), "--operator", "0", "--format", "parquet", "-o", str(tmp_path / "r.parquet")
+    )
     assert code == 0
     table = pq.read_table(tmp_path / "r.parquet")
     assert table.num_rows == n
@@ -143,14 +157,23 @@ def test_growth_json_equals_spark_counts(
     for op in ckpt.operators:
         for store in op.stores:
             for batch_id in sorted(ckpt.commits):
-                df = spark.read.format("statestore").option("operatorId", op.operator_id).option("batchId", batch_id)
+                df = (
+                    spark.read.format("statestore")
+                    .option("operatorId", op.operator_id)
+                    .option("batchId", batch_id)
+                )
                 if store.store_name != "default":
                     df = df.option("storeName", store.store_name)
-                counts = {r["partition_id"]: r["count"] for r in df.load(str(root)).groupBy("partition_id").count().collect()}
+                counts = {
+                    r["partition_id"]: r["count"]
+                    for r in df.load(str(root)).groupBy("partition_id").count().collect()
+                }
                 ours = {
                     r["partition_id"]: r["rows"]
                     for r in records
-                    if r["operator_id"] == op.operator_id and r["store_name"] == store.store_name and r["version"] == batch_id + 1
+                    if r["operator_id"] == op.operator_id
+                    and r["store_name"] == store.store_name
+                    and r["version"] == batch_id + 1
                 }
                 assert {p: n for p, n in ours.items() if n} == counts, (store.store_name, batch_id)
                 assert all(r["bytes"] > 0 for r in records)
@@ -199,7 +222,9 @@ def test_truncated_delta_is_named_and_the_rest_still_reads(
     assert code == 0
 
 
-def test_wrong_magic_and_flipped_checksum(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_wrong_magic_and_flipped_checksum(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = _copy(checkpoint, "agg_count", tmp_path)
     victim = root / "state/0/0/2.delta"
     data = bytearray(victim.read_bytes())
@@ -215,7 +240,9 @@ def test_wrong_magic_and_flipped_checksum(checkpoint: Any, tmp_path: Path, capsy
     assert code == 2 and "state/0/1/1.delta" in err and "checksum" in err.lower()
 
 
-def test_corrupt_schema_and_missing_commit(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_corrupt_schema_and_missing_commit(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = _copy(checkpoint, "agg_count", tmp_path)
     schema = root / "state/0/0/_metadata/schema"
     schema.write_bytes(schema.read_bytes()[:20])
@@ -231,7 +258,9 @@ def test_corrupt_schema_and_missing_commit(checkpoint: Any, tmp_path: Path, caps
     assert code == 2 and "no stateful operator 7" in err
 
 
-def test_commands_never_write_inside_the_checkpoint(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_commands_never_write_inside_the_checkpoint(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = _copy(checkpoint, "join", tmp_path)
     before = tree_digest(root)
     run(capsys, "info", str(root), "--json")
@@ -257,7 +286,9 @@ def test_info_and_rows_of_transform_with_state_variables(
     ckpt = open_checkpoint(str(root))
     sparkb = SparkBackend(ckpt, spark=spark)
     for name in ("cnt", "lst", "mp"):
-        code, out, _ = run(capsys, "rows", str(root), "--operator", "0", "--state-var", name, "--backend", "native")
+        code, out, _ = run(
+            capsys, "rows", str(root), "--operator", "0", "--state-var", name, "--backend", "native"
+        )
         assert code == 0
         native = sorted(out.splitlines())
         assert native, name
@@ -275,16 +306,35 @@ def test_info_and_rows_of_transform_with_state_variables(
 def test_storage_options_are_parsed_and_nested() -> None:
     from statelens.app.cli import parse_storage_options
 
-    got = parse_storage_options([
-        "endpoint_url=http://localhost:9000", "anon=true", "use_ssl=False", "client_kwargs.region_name=eu-west-1",
-        "client_kwargs.verify=false", "default_block_size=5242880", "timeout=2.5", "requester_pays=null",
-        'config_kwargs={"connect_timeout": 5}', 'version_id="123"', "secret=12345", "token=true", "anon=false",
-    ])
+    got = parse_storage_options(
+        [
+            "endpoint_url=http://localhost:9000",
+            "anon=true",
+            "use_ssl=False",
+            "client_kwargs.region_name=eu-west-1",
+            "client_kwargs.verify=false",
+            "default_block_size=5242880",
+            "timeout=2.5",
+            "requester_pays=null",
+            'config_kwargs={"connect_timeout": 5}',
+            'version_id="123"',
+            "secret=12345",
+            "token=true",
+            "anon=false",
+        ]
+    )
     assert got == {
-        "endpoint_url": "http://localhost:9000", "anon": False, "use_ssl": False,
-        "client_kwargs": {"region_name": "eu-west-1", "verify": False}, "default_block_size": 5242880,
-        "timeout": 2.5, "requester_pays": None, "config_kwargs": {"connect_timeout": 5}, "version_id": "123",
-        "secret": "12345", "token": "true",  # credentials stay strings, whatever they look like
+        "endpoint_url": "http://localhost:9000",
+        "anon": False,
+        "use_ssl": False,
+        "client_kwargs": {"region_name": "eu-west-1", "verify": False},
+        "default_block_size": 5242880,
+        "timeout": 2.5,
+        "requester_pays": None,
+        "config_kwargs": {"connect_timeout": 5},
+        "version_id": "123",
+        "secret": "12345",
+        "token": "true",  # credentials stay strings, whatever they look like
     }
     assert parse_storage_options(None) == {} == parse_storage_options([])
 
@@ -295,7 +345,10 @@ def test_storage_options_are_parsed_and_nested() -> None:
         (["sEcReTvAlUe"], "#1 has no '='"),
         (["anon=true", "secret key=sEcReTvAlUe"], "#2: key is not"),
         (["we ird=sEcReTvAlUe"], "key 'we ird' is not"),
-        (["client_kwargs=sEcReTvAlUe", "client_kwargs.region_name=x"], "client_kwargs is given a value and also used"),
+        (
+            ["client_kwargs=sEcReTvAlUe", "client_kwargs.region_name=x"],
+            "client_kwargs is given a value and also used",
+        ),
         (["a.b=1", "a=sEcReTvAlUe"], "a is used as a group"),
     ],
 )
@@ -316,7 +369,9 @@ def test_bad_storage_options_are_refused_without_showing_values(
     assert message in err and "sEcReTvAlUe" not in err
 
 
-def test_storage_options_before_or_after_the_command_and_for_the_app(capsys: pytest.CaptureFixture[str]) -> None:
+def test_storage_options_before_or_after_the_command_and_for_the_app(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     seen: list[Any] = []
 
     def gui(args: Any) -> int:
@@ -328,12 +383,24 @@ def test_storage_options_before_or_after_the_command_and_for_the_app(capsys: pyt
     assert main([*opts, "s3://b/ckpt"], gui_runner=gui) == 0  # a bare path: the app
     assert main(["--debug", *opts], gui_runner=gui) == 0  # no path: the app on the sample
     assert main(["gui", "s3://b/ckpt", *opts], gui_runner=gui) == 0
-    assert main([opts[0], "anon=true", "gui", "s3://b/ckpt", opts[0], "endpoint_url=http://127.0.0.1:9"],
-                gui_runner=gui) == 0
-    assert seen == [("s3://b/ckpt", expected), (None, expected), ("s3://b/ckpt", expected), ("s3://b/ckpt", expected)]
+    assert (
+        main(
+            [opts[0], "anon=true", "gui", "s3://b/ckpt", opts[0], "endpoint_url=http://127.0.0.1:9"],
+            gui_runner=gui,
+        )
+        == 0
+    )
+    assert seen == [
+        ("s3://b/ckpt", expected),
+        (None, expected),
+        ("s3://b/ckpt", expected),
+        ("s3://b/ckpt", expected),
+    ]
 
 
-def test_storage_options_reach_the_filesystem(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_storage_options_reach_the_filesystem(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import statelens.readers.checkpoint
     from statelens.app.resources import sample_checkpoint_path
 
@@ -345,6 +412,8 @@ def test_storage_options_reach_the_filesystem(monkeypatch: pytest.MonkeyPatch, c
         return real(url, **kwargs)
 
     monkeypatch.setattr(statelens.readers.checkpoint, "open_checkpoint", spy)
-    code, out, _ = run(capsys, "info", str(sample_checkpoint_path()), "--storage-option", "client_kwargs.region_name=x")
+    code, out, _ = run(
+        capsys, "info", str(sample_checkpoint_path()), "--storage-option", "client_kwargs.region_name=x"
+    )
     assert code == 0 and "Query id" in out
     assert got == [{"client_kwargs": {"region_name": "x"}}]

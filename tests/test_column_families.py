@@ -24,8 +24,14 @@ from tests.test_native_vs_spark import canon
 
 pytestmark = pytest.mark.spark
 
-TWS = ["rocks_tws", "rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum", "rocks_tws_timers_avro",
-       "rocks_tws_event_time"]
+TWS = [
+    "rocks_tws",
+    "rocks_tws_timers",
+    "rocks_tws_avro",
+    "rocks_tws_checksum",
+    "rocks_tws_timers_avro",
+    "rocks_tws_event_time",
+]
 TIMERS = ["rocks_tws_timers", "rocks_tws_timers_avro"]
 
 
@@ -52,7 +58,9 @@ def _native_variable(reader: Any, var: str, version: int) -> Counter:
 
 
 # -- transformWithState ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("scenario", ["rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum", "rocks_tws_timers_avro"])
+@pytest.mark.parametrize(
+    "scenario", ["rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum", "rocks_tws_timers_avro"]
+)
 def test_state_variables_match_spark_at_every_version(scenario: str, checkpoint: Any, spark: Any) -> None:
     root = checkpoint(scenario) / "checkpoint"
     expected = json.loads((checkpoint(scenario) / "expected.json").read_text())
@@ -94,8 +102,12 @@ def test_timer_and_ttl_indexes_agree_with_what_they_index(scenario: str, checkpo
     registered = {(r["key"], r["timer_ms"]) for r in out if r["event"] == "input"}
     for version in reader.versions():
         for pid in reader.partition_ids():
-            by_key = {(r.key[0], r.key[1]) for r in reader.read_variable(pid, version, "$procTimers_keyToTimestamp")}
-            by_time = {(r.key[1], r.key[0]) for r in reader.read_variable(pid, version, "$procTimers_timestampToKey")}
+            by_key = {
+                (r.key[0], r.key[1]) for r in reader.read_variable(pid, version, "$procTimers_keyToTimestamp")
+            }
+            by_time = {
+                (r.key[1], r.key[0]) for r in reader.read_variable(pid, version, "$procTimers_timestampToKey")
+            }
             assert by_key == by_time, (version, pid)
             assert {(k[0], t) for k, t in by_key} <= registered  # only timers the function registered
             ttl_index = {(r.key[1], r.key[0]) for r in reader.read_variable(pid, version, "$ttl_ttlv")}
@@ -215,12 +227,17 @@ def _expected_timer_zombies(folder: Path) -> set[tuple[str, int, int]]:
     return zombies
 
 
-@pytest.mark.parametrize(("scenario", "leak", "kind"), [
-    ("rocks_tws_timers", "s1", "processing_time"),
-    ("rocks_tws_timers_avro", "s1", "processing_time"),
-    ("rocks_tws_event_time", "b", "event_time"),
-])
-def test_expired_finds_the_timer_handler_leak(scenario: str, leak: str, kind: str, checkpoint: Any, capsys: Any) -> None:
+@pytest.mark.parametrize(
+    ("scenario", "leak", "kind"),
+    [
+        ("rocks_tws_timers", "s1", "processing_time"),
+        ("rocks_tws_timers_avro", "s1", "processing_time"),
+        ("rocks_tws_event_time", "b", "event_time"),
+    ],
+)
+def test_expired_finds_the_timer_handler_leak(
+    scenario: str, leak: str, kind: str, checkpoint: Any, capsys: Any
+) -> None:
     folder = checkpoint(scenario)
     expected = _expected_timer_zombies(folder)
     assert {k for k, _, _ in expected} == {leak}  # the scenario's one leaking key, from the function's output

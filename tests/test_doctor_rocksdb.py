@@ -43,8 +43,11 @@ def _file(part: Path, version: int, kind: str) -> Path:
 
 
 def _restart_zip(part: Path, restart: int) -> int:
-    return max(int(p.name.split(".")[0].split("_")[0]) for p in part.glob("*.zip")
-               if int(p.name.split(".")[0].split("_")[0]) <= restart)
+    return max(
+        int(p.name.split(".")[0].split("_")[0])
+        for p in part.glob("*.zip")
+        if int(p.name.split(".")[0].split("_")[0]) <= restart
+    )
 
 
 def _ssts_of(zip_path: Path) -> list[tuple[str, int]]:
@@ -54,10 +57,12 @@ def _ssts_of(zip_path: Path) -> list[tuple[str, int]]:
     return [(dfs, size) for _, dfs, size in parse_zip_metadata(entries["metadata"], str(zip_path)).sst_files]
 
 
-@pytest.mark.parametrize("name", ["rocks_agg", "rocks_agg_changelog", "rocks_ckpt_v2", "rocks_tws_timers",
-                                  "rocks_join_v4"])
-def test_clean_rocksdb_checkpoints_pass_every_file_check(checkpoint: Any, name: str,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "name", ["rocks_agg", "rocks_agg_changelog", "rocks_ckpt_v2", "rocks_tws_timers", "rocks_join_v4"]
+)
+def test_clean_rocksdb_checkpoints_pass_every_file_check(
+    checkpoint: Any, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = checkpoint(name) / "checkpoint"
     before = _tree_hash(root)
     assert main(["doctor", str(root)]) == 0
@@ -69,8 +74,9 @@ def test_clean_rocksdb_checkpoints_pass_every_file_check(checkpoint: Any, name: 
 
 
 @pytest.mark.parametrize("name", ["rocks_agg", "rocks_ckpt_v2", "rocks_tws"])
-def test_a_missing_sst_of_the_restart_zip_is_an_error_naming_it(checkpoint: Any, tmp_path: Path, name: str,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_sst_of_the_restart_zip_is_an_error_naming_it(
+    checkpoint: Any, tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     root, restart = _copy(checkpoint, name, tmp_path)
     part = root / "state" / "0" / "0"
     zip_version = _restart_zip(part, restart)
@@ -95,12 +101,17 @@ def test_a_truncated_sst_is_an_error_with_both_sizes(checkpoint: Any, tmp_path: 
     assert result.exit_code == 2
 
 
-def test_a_truncated_older_changelog_is_a_warning(checkpoint: Any, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_truncated_older_changelog_is_a_warning(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root, restart = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
     part = root / "state" / "0" / "0"
     zip_version = _restart_zip(part, restart)
-    old = max(int(p.name.split(".")[0]) for p in part.glob("*.changelog") if int(p.name.split(".")[0]) <= zip_version)
+    old = max(
+        int(p.name.split(".")[0])
+        for p in part.glob("*.changelog")
+        if int(p.name.split(".")[0]) <= zip_version
+    )
     path = _file(part, old, "changelog")
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     assert main(["doctor", str(root)]) == 1

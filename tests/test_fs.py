@@ -32,7 +32,9 @@ def test_memory_url_reads_like_the_local_copy(checkpoint: Any) -> None:
         assert not remote.fs.is_local and here.fs.is_local
         assert remote.query_id == here.query_id
         assert [b.batch_id for b in remote.batches] == [b.batch_id for b in here.batches]
-        assert [s.store_name for s in remote.operators[0].stores] == [s.store_name for s in here.operators[0].stores]
+        assert [s.store_name for s in remote.operators[0].stores] == [
+            s.store_name for s in here.operators[0].stores
+        ]
         for store in here.operators[0].stores:
             a = remote.store_reader(0, store.store_name)
             b = here.store_reader(0, store.store_name)
@@ -72,7 +74,9 @@ def test_unknown_protocol_is_a_storage_error() -> None:
 def test_credentials_never_appear_in_errors() -> None:
     from statelens.readers.errors import StatelensError, redact
 
-    err = StatelensError("cannot read aws_secret_access_key=abc123XYZ", path="s3://AKIAxyz:secret@bucket/ckpt")
+    err = StatelensError(
+        "cannot read aws_secret_access_key=abc123XYZ", path="s3://AKIAxyz:secret@bucket/ckpt"
+    )
     text = str(err)
     assert "abc123XYZ" not in text and "secret@" not in text and "AKIAxyz" not in text
     assert json.dumps(err.to_json()).count("***") >= 2

@@ -211,8 +211,11 @@ def uploaded(moto_endpoint: str, local_checkpoint: Path) -> str:
     client.create_bucket(Bucket=BUCKET)
     for p in sorted(local_checkpoint.rglob("*")):
         if p.is_file():
-            client.put_object(Bucket=BUCKET, Key=f"{PREFIX}/{p.relative_to(local_checkpoint).as_posix()}",
-                              Body=p.read_bytes())
+            client.put_object(
+                Bucket=BUCKET,
+                Key=f"{PREFIX}/{p.relative_to(local_checkpoint).as_posix()}",
+                Body=p.read_bytes(),
+            )
     return f"s3://{BUCKET}/{PREFIX}"
 
 
@@ -277,8 +280,9 @@ def wait_for(predicate: Any, timeout: float = 10) -> None:
 # same answers as locally
 
 
-def test_s3_checkpoint_reads_like_the_local_copy(uploaded: str, proxy: FaultProxy, local_checkpoint: Path,
-                                                  all_logs: pytest.LogCaptureFixture) -> None:
+def test_s3_checkpoint_reads_like_the_local_copy(
+    uploaded: str, proxy: FaultProxy, local_checkpoint: Path, all_logs: pytest.LogCaptureFixture
+) -> None:
     remote = open_checkpoint(uploaded, storage_options=options(proxy.url))
     here = open_checkpoint(str(local_checkpoint))
     assert not remote.fs.is_local
@@ -312,10 +316,14 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def test_cli_info_rows_growth_on_s3_match_local(uploaded: str, proxy: FaultProxy, local_checkpoint: Path,
-                                                 monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str],
-                                                 all_logs: pytest.LogCaptureFixture) -> None:
+def test_cli_info_rows_growth_on_s3_match_local(
+    uploaded: str,
+    proxy: FaultProxy,
+    local_checkpoint: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    all_logs: pytest.LogCaptureFixture,
+) -> None:
     """The command line has no storage options: the endpoint and keys come from the usual AWS variables."""
     aws_env(monkeypatch, proxy.url)
     outputs = []
@@ -340,9 +348,9 @@ def test_cli_info_rows_growth_on_s3_match_local(uploaded: str, proxy: FaultProxy
 # retries, the typed error, partial results
 
 
-def test_throttling_server_errors_and_resets_are_retried(uploaded: str, proxy: FaultProxy,
-                                                         local_checkpoint: Path,
-                                                         all_logs: pytest.LogCaptureFixture) -> None:
+def test_throttling_server_errors_and_resets_are_retried(
+    uploaded: str, proxy: FaultProxy, local_checkpoint: Path, all_logs: pytest.LogCaptureFixture
+) -> None:
     proxy.inject(
         Fault(f"{PREFIX}/state/0/0/1.delta", "503", times=2),
         Fault(f"{PREFIX}/offsets/1", "500", times=1),
@@ -366,15 +374,19 @@ def test_throttling_server_errors_and_resets_are_retried(uploaded: str, proxy: F
     assert retries in (6, 7)
     warnings = [r.getMessage() for r in all_logs.records if r.name == "statelens.readers.fs"]
     assert len(warnings) == retries
-    assert any("state/0/0/1.delta" in w and "attempt 1 of 4" in w and "reduce your request rate" in w
-               for w in warnings)
+    assert any(
+        "state/0/0/1.delta" in w and "attempt 1 of 4" in w and "reduce your request rate" in w
+        for w in warnings
+    )
     assert any("offsets/1" in w and "attempt 1 of 5" in w and "internal error" in w for w in warnings)
     assert time.monotonic() - started < 30
     assert_no_credentials(all_logs.text)
 
 
 def test_backoff_grows_between_attempts(uploaded: str, proxy: FaultProxy) -> None:
-    fs = CheckpointFS(uploaded, options(proxy.url), retry=RetryPolicy(attempts=4, first_delay_s=0.2, jitter=0))
+    fs = CheckpointFS(
+        uploaded, options(proxy.url), retry=RetryPolicy(attempts=4, first_delay_s=0.2, jitter=0)
+    )
     proxy.inject(Fault(f"{PREFIX}/metadata", "503", times=3))
     stamps: list[float] = []
     original = proxy.take
@@ -393,10 +405,13 @@ def test_backoff_grows_between_attempts(uploaded: str, proxy: FaultProxy) -> Non
         assert planned <= gap < planned + 1.0
 
 
-def test_file_that_stays_unreadable_is_named_and_the_rest_still_read(uploaded: str, proxy: FaultProxy,
-                                                                     all_logs: pytest.LogCaptureFixture) -> None:
+def test_file_that_stays_unreadable_is_named_and_the_rest_still_read(
+    uploaded: str, proxy: FaultProxy, all_logs: pytest.LogCaptureFixture
+) -> None:
     bad = "state/0/1/2.delta"
-    proxy.inject(Fault(f"{PREFIX}/{bad}", "503", times=-1), Fault(f"{PREFIX}/state/0/0/3.delta", "403", times=-1))
+    proxy.inject(
+        Fault(f"{PREFIX}/{bad}", "503", times=-1), Fault(f"{PREFIX}/state/0/0/3.delta", "403", times=-1)
+    )
     fs = CheckpointFS(uploaded, options(proxy.url), retry=FAST)
     paths = [e.path for e in fs.walk_files("state") if e.name.endswith(".delta")]
     got = fs.read_many(paths)
@@ -408,7 +423,9 @@ def test_file_that_stays_unreadable_is_named_and_the_rest_still_read(uploaded: s
     assert "reduce your request rate" in str(err)
     assert proxy.count(bad, "503") == FAST.attempts
     denied = got["state/0/0/3.delta"]
-    assert isinstance(denied, StorageError) and "not retried" in str(denied) and "Access Denied" in str(denied)
+    assert (
+        isinstance(denied, StorageError) and "not retried" in str(denied) and "Access Denied" in str(denied)
+    )
     assert proxy.count("state/0/0/3.delta", "403") == 1  # denied access is not retried
     assert all(isinstance(v, bytes) for p, v in got.items() if p not in (bad, "state/0/0/3.delta"))
     assert fs.stats["failures"] == 2
@@ -434,8 +451,9 @@ def test_missing_object_is_a_missing_file_error(uploaded: str, proxy: FaultProxy
 
 
 def test_slow_answers_time_out_and_are_retried(uploaded: str, proxy: FaultProxy) -> None:
-    fs = CheckpointFS(uploaded, options(proxy.url),
-                      retry=RetryPolicy(attempts=3, first_delay_s=0.05, attempt_timeout_s=0.5))
+    fs = CheckpointFS(
+        uploaded, options(proxy.url), retry=RetryPolicy(attempts=3, first_delay_s=0.05, attempt_timeout_s=0.5)
+    )
     proxy.inject(Fault(f"{PREFIX}/offsets/0", "delay", times=1, seconds=3))
     started = time.monotonic()
     assert fs.read_bytes("offsets/0").startswith(b"v1")
@@ -449,8 +467,11 @@ def test_slow_answers_time_out_and_are_retried(uploaded: str, proxy: FaultProxy)
 
 
 def test_deadline_bounds_the_total_time(uploaded: str, proxy: FaultProxy) -> None:
-    fs = CheckpointFS(uploaded, options(proxy.url),
-                      retry=RetryPolicy(attempts=50, first_delay_s=0.2, max_delay_s=0.2, deadline_s=1.0, jitter=0))
+    fs = CheckpointFS(
+        uploaded,
+        options(proxy.url),
+        retry=RetryPolicy(attempts=50, first_delay_s=0.2, max_delay_s=0.2, deadline_s=1.0, jitter=0),
+    )
     proxy.inject(Fault(f"{PREFIX}/metadata", "500", times=-1))
     started = time.monotonic()
     with pytest.raises(StorageError, match="still failing"):
@@ -509,7 +530,9 @@ def test_cancel_stops_a_stalled_read_within_a_second(uploaded: str, proxy: Fault
 
 
 def test_cancel_stops_the_backoff_within_a_second(uploaded: str, proxy: FaultProxy) -> None:
-    fs = CheckpointFS(uploaded, options(proxy.url), retry=RetryPolicy(attempts=5, first_delay_s=30, max_delay_s=30))
+    fs = CheckpointFS(
+        uploaded, options(proxy.url), retry=RetryPolicy(attempts=5, first_delay_s=30, max_delay_s=30)
+    )
     proxy.inject(Fault(f"{PREFIX}/metadata", "503", times=-1))
     cancel = CancelLater(0.3)
     with pytest.raises(ReadCancelledError, match="waiting to retry"):
@@ -518,7 +541,9 @@ def test_cancel_stops_the_backoff_within_a_second(uploaded: str, proxy: FaultPro
     assert proxy.count("metadata") == 1
 
 
-def test_cancel_stops_a_batch_within_a_second_and_keeps_what_was_read(uploaded: str, proxy: FaultProxy) -> None:
+def test_cancel_stops_a_batch_within_a_second_and_keeps_what_was_read(
+    uploaded: str, proxy: FaultProxy
+) -> None:
     fs = CheckpointFS(uploaded, options(proxy.url))
     paths = [e.path for e in fs.walk_files()]
     assert len(paths) > 20
@@ -549,17 +574,25 @@ def test_cancel_stops_a_stalled_listing_within_a_second(uploaded: str, proxy: Fa
 # credentials
 
 
-def test_credentials_never_appear_in_errors_logs_or_output(uploaded: str, proxy: FaultProxy,
-                                                          all_logs: pytest.LogCaptureFixture,
-                                                          capsys: pytest.CaptureFixture[str],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_credentials_never_appear_in_errors_logs_or_output(
+    uploaded: str,
+    proxy: FaultProxy,
+    all_logs: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     texts: list[str] = []
 
     def keep(err: StatelensError) -> None:
-        texts.extend([str(err), json.dumps(err.to_json()), repr(err), "".join(traceback.format_exception(err))])
+        texts.extend(
+            [str(err), json.dumps(err.to_json()), repr(err), "".join(traceback.format_exception(err))]
+        )
 
     # a prefix that is not there, with the keys in the URL's user info too
-    for url in (f"s3://{BUCKET}/nope", f"s3://{ACCESS_KEY}:{urllib.parse.quote(SECRET_KEY, safe='')}@{BUCKET}/nope"):
+    for url in (
+        f"s3://{BUCKET}/nope",
+        f"s3://{ACCESS_KEY}:{urllib.parse.quote(SECRET_KEY, safe='')}@{BUCKET}/nope",
+    ):
         with pytest.raises(StatelensError) as info:
             CheckpointFS(url, options(proxy.url), retry=FAST)
         assert isinstance(info.value, (NotACheckpointError, StorageError))
@@ -621,31 +654,54 @@ def _public_copy(endpoint: str, local: Path) -> str:
     """The checkpoint in a second bucket, every object readable by anyone (``public-read``)."""
     import boto3
 
-    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS_KEY,
-                          aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name="us-east-1",
+    )
     client.create_bucket(Bucket="statelens-public")
     for p in sorted(local.rglob("*")):
         if p.is_file():
-            client.put_object(Bucket="statelens-public", Key=f"team/{p.relative_to(local).as_posix()}",
-                              Body=p.read_bytes(), ACL="public-read")
+            client.put_object(
+                Bucket="statelens-public",
+                Key=f"team/{p.relative_to(local).as_posix()}",
+                Body=p.read_bytes(),
+                ACL="public-read",
+            )
     return "s3://statelens-public/team"
 
 
 def _storage_args(endpoint: str) -> list[str]:
-    return ["--storage-option", f"endpoint_url={endpoint}", "--storage-option", f"key={ACCESS_KEY}",
-            "--storage-option", f"secret={SECRET_KEY}", "--storage-option", "client_kwargs.region_name=us-east-1"]
+    return [
+        "--storage-option",
+        f"endpoint_url={endpoint}",
+        "--storage-option",
+        f"key={ACCESS_KEY}",
+        "--storage-option",
+        f"secret={SECRET_KEY}",
+        "--storage-option",
+        "client_kwargs.region_name=us-east-1",
+    ]
 
 
-def test_cli_storage_options_give_the_endpoint_and_keys(uploaded: str, proxy: FaultProxy, local_checkpoint: Path,
-                                                        monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str],
-                                                        all_logs: pytest.LogCaptureFixture) -> None:
+def test_cli_storage_options_give_the_endpoint_and_keys(
+    uploaded: str,
+    proxy: FaultProxy,
+    local_checkpoint: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    all_logs: pytest.LogCaptureFixture,
+) -> None:
     _no_aws_env(monkeypatch)
     opts = _storage_args(proxy.url)
     code, out, err = _cli(capsys, *opts, "info", "--json", uploaded)  # before the command
     assert code == 0, err
     local = json.loads(_cli(capsys, "info", "--json", str(local_checkpoint))[1])
-    remote = json.loads(out.replace(uploaded, str(local_checkpoint)).replace(f"{BUCKET}/{PREFIX}", str(local_checkpoint)))
+    remote = json.loads(
+        out.replace(uploaded, str(local_checkpoint)).replace(f"{BUCKET}/{PREFIX}", str(local_checkpoint))
+    )
     remote.pop("checkpoint"), local.pop("checkpoint")
     assert remote == local
     code, rows, err = _cli(capsys, "rows", uploaded, "--operator", "0", *opts)  # after it
@@ -654,8 +710,15 @@ def test_cli_storage_options_give_the_endpoint_and_keys(uploaded: str, proxy: Fa
     assert proxy.count(f"{PREFIX}/offsets/0") >= 2  # both commands read through the endpoint given
     # anonymous access to a public copy: nothing but the endpoint and anon=true
     public = _public_copy(proxy.url, local_checkpoint)
-    code, out, err = _cli(capsys, "--storage-option", f"endpoint_url={proxy.url}", "--storage-option", "anon=true",
-                          "info", public)
+    code, out, err = _cli(
+        capsys,
+        "--storage-option",
+        f"endpoint_url={proxy.url}",
+        "--storage-option",
+        "anon=true",
+        "info",
+        public,
+    )
     assert code == 0, err
     assert "Query id" in out and proxy.count("statelens-public/team/offsets/0") >= 1
     # an endpoint that refuses: one line, exit 2, and the secret given on the command line is not shown
@@ -665,8 +728,9 @@ def test_cli_storage_options_give_the_endpoint_and_keys(uploaded: str, proxy: Fa
     assert_no_credentials(out, err, all_logs.text, *(r.getMessage() for r in all_logs.records))
 
 
-def test_app_opens_s3_with_storage_options(uploaded: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch,
-                                           qtbot: Any, tmp_path: Path) -> None:
+def test_app_opens_s3_with_storage_options(
+    uploaded: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch, qtbot: Any, tmp_path: Path
+) -> None:
     pytest.importorskip("PySide6")
     from PySide6.QtCore import QSettings
 

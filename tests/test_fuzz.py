@@ -239,8 +239,11 @@ def test_fuzz_crash_rocksdb_zip_metadata_size_bytes_infinity() -> None:
     with pytest.raises(CorruptFileError, match="no integer sizeBytes") as info:
         parse_zip_metadata(data[1:], "state/0/0/1.zip")
     assert info.value.path == "state/0/0/1.zip"
-    ok = parse_zip_metadata(b'v1\n{"sstFiles":[{"localFileName":"000008.sst","dfsSstFileName":"000008-a.sst",'
-                            b'"sizeBytes":1119}],"numKeys":2}', "p")
+    ok = parse_zip_metadata(
+        b'v1\n{"sstFiles":[{"localFileName":"000008.sst","dfsSstFileName":"000008-a.sst",'
+        b'"sizeBytes":1119}],"numKeys":2}',
+        "p",
+    )
     assert ok.sst_files == (("000008.sst", "000008-a.sst", 1119),) and ok.num_keys == 2
 
 
@@ -270,7 +273,9 @@ def test_zip_entries_spark_never_writes_are_refused() -> None:
     from statelens.readers.errors import UnsupportedVersionError
     from statelens.readers.rocksdb_store import ZipLimits, read_zip
 
-    seeds = {p.name.rsplit("-", 1)[0]: p.read_bytes()[1:] for p in (CORPUS / "rocksdb_zip").glob("synthetic-*")}
+    seeds = {
+        p.name.rsplit("-", 1)[0]: p.read_bytes()[1:] for p in (CORPUS / "rocksdb_zip").glob("synthetic-*")
+    }
     assert set(read_zip(seeds["synthetic-stored"], "1.zip", ZipLimits())) == {"CURRENT", "metadata"}
     for method, code in (("bzip2", zipfile.ZIP_BZIP2), ("lzma", zipfile.ZIP_LZMA)):
         with pytest.raises(UnsupportedVersionError, match=f"compression method {code} "):
@@ -320,7 +325,9 @@ def test_avro_array_of_nulls_count_2_pow_40() -> None:
         decode_avro([data[6:]], family.schema.value_schema, "state/0/0/2.changelog")
     assert info.value.path == "state/0/0/2.changelog"
     rich = _cf_family("synthetic_rich_values").schema.value_schema  # arrays with nullable elements decode
-    row = bytes(len(rich.fields) - 1)  # every field null (union branch 0) but the void one, which has no bytes
+    row = bytes(
+        len(rich.fields) - 1
+    )  # every field null (union branch 0) but the void one, which has no bytes
     assert decode_avro([row], rich, "p") == [(None,) * len(rich.fields)]
 
 
@@ -352,7 +359,9 @@ def test_key_encoder_spec_numbers_not_integers(name: str, message: str) -> None:
         decode_keys(odd, keys, "state/0/0/2.changelog", avro=bool(data[1] & 4))
     assert RocksDBColumnFamilyReader._is_map(odd) is False
     spec = {"keyStateEncoderType": "PrefixKeyScanStateEncoderSpec", "numColsPrefixKey": 3}
-    too_many = ColumnFamily("ttlm", dataclasses.replace(_cf_family("ttlm").schema, key_encoder=spec), "MapState")
+    too_many = ColumnFamily(
+        "ttlm", dataclasses.replace(_cf_family("ttlm").schema, key_encoder=spec), "MapState"
+    )
     with pytest.raises(CorruptFileError, match="numColsPrefixKey 3 outside the 2-column key"):
         decode_keys(too_many, keys, "p")
 

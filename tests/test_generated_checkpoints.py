@@ -39,9 +39,7 @@ def _state_files(cp: Path) -> list[Path]:
 
 
 def _rocks_files(cp: Path, suffix: str) -> list[Path]:
-    return sorted(
-        p for p in (cp / "state").rglob(f"*{suffix}") if p.is_file() and ROCKS_FILE.match(p.name)
-    )
+    return sorted(p for p in (cp / "state").rglob(f"*{suffix}") if p.is_file() and ROCKS_FILE.match(p.name))
 
 
 @pytest.fixture

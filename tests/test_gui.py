@@ -116,13 +116,21 @@ def test_overview_highlights_uncommitted_and_emits_batch_selected(qtbot) -> None
 
     view = OverviewView()
     qtbot.addWidget(view)
-    view.set_checkpoint("/data/<b>ckpt</b>", "<i>q</i>", BATCHES, [], [TruncatedFileError("cut", path="state/0/0/1.delta", offset=7)])
+    view.set_checkpoint(
+        "/data/<b>ckpt</b>",
+        "<i>q</i>",
+        BATCHES,
+        [],
+        [TruncatedFileError("cut", path="state/0/0/1.delta", offset=7)],
+    )
     assert view.location_label.textFormat() == Qt.TextFormat.PlainText
     assert view.location_label.text() == "/data/<b>ckpt</b>"
     assert "UNCOMMITTED" in view.commit_label.text()
     assert "batch 3" in view.commit_label.text()
     model = view.batch_model
-    backgrounds = [model.data(model.index(r, 0), Qt.ItemDataRole.BackgroundRole) for r in range(model.rowCount())]
+    backgrounds = [
+        model.data(model.index(r, 0), Qt.ItemDataRole.BackgroundRole) for r in range(model.rowCount())
+    ]
     assert [b is not None for b in backgrounds] == [False, False, False, True]
     assert view.problem_model.rowCount() == 1
     assert view.problem_model.data(view.problem_model.index(0, 1)) == "state/0/0/1.delta"
@@ -183,7 +191,9 @@ def test_growth_labels_top_partitions(qtbot) -> None:  # type: ignore[no-untyped
     n = TOP_PARTITIONS + 3
     rows = np.array([[p * 10.0 + v for v in range(4)] for p in range(n)])
     rows[0, 1] = np.nan
-    view.set_growth(0, "default", list(range(n)), [1, 2, 3, 4], {"rows": rows, "state_bytes": rows[::-1] * 100})
+    view.set_growth(
+        0, "default", list(range(n)), [1, 2, 3, 4], {"rows": rows, "state_bytes": rows[::-1] * 100}
+    )
     assert view.shown_partitions() == list(range(n - 1, n - 1 - TOP_PARTITIONS, -1))
     view.set_metric("state_bytes")
     assert view.shown_partitions() == list(range(TOP_PARTITIONS))
@@ -195,7 +205,9 @@ def test_growth_labels_top_partitions(qtbot) -> None:  # type: ignore[no-untyped
 def test_table_model_sorts_numbers_and_filters(qtbot) -> None:  # type: ignore[no-untyped-def]
     from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel
 
-    model = ColumnTableModel(["k", "n"], [["b", "<a>", "c"], ["10", "9", "null"]], [["b", "<a>", "c"], [10, 9, None]])
+    model = ColumnTableModel(
+        ["k", "n"], [["b", "<a>", "c"], ["10", "9", "null"]], [["b", "<a>", "c"], [10, 9, None]]
+    )
     proxy = ColumnFilterProxyModel()
     proxy.setSourceModel(model)
     proxy.sort(1, Qt.SortOrder.AscendingOrder)
@@ -233,8 +245,11 @@ def test_select_batch_moves_browser_version(qtbot, window, checkpoint, raise_err
     loaded = _open(qtbot, window, checkpoint("agg_count") / "checkpoint")
     committed = [b.batch_id for b in loaded.checkpoint.batches if b.committed]
     target = committed[len(committed) // 2]
-    row = next(r for r in range(window.overview.batch_proxy.rowCount())
-               if window.overview.batch_proxy.index(r, 0).data() == str(target))
+    row = next(
+        r
+        for r in range(window.overview.batch_proxy.rowCount())
+        if window.overview.batch_proxy.index(r, 0).data() == str(target)
+    )
     with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
         window.overview.batch_table.setCurrentIndex(window.overview.batch_proxy.index(row, 0))
     assert window.selection.batch_id == target
@@ -276,8 +291,12 @@ def test_filter_state_table(qtbot, window, checkpoint, raise_errors) -> None:  #
     assert total > 1
     first = window.browser.proxy.index(0, 1).data()
     qtbot.keyClicks(window.browser.filter_edit, first)
-    qtbot.waitUntil(lambda: window.browser.visible_rows() < total or window.browser.proxy.filter_text() == first.casefold(),
-                    timeout=2000)
+    qtbot.waitUntil(
+        lambda: (
+            window.browser.visible_rows() < total or window.browser.proxy.filter_text() == first.casefold()
+        ),
+        timeout=2000,
+    )
     shown = window.browser.visible_rows()
     assert 1 <= shown <= total
     for r in range(shown):
@@ -376,8 +395,13 @@ def test_drop_folder_opens_it(qtbot, window, tmp_path, show_errors) -> None:  # 
     folder.mkdir()
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(folder))])
-    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                       Qt.KeyboardModifier.NoModifier)
+    event = QDropEvent(
+        QPointF(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
     with qtbot.waitSignal(window.load_failed, timeout=LOAD_TIMEOUT_MS):
         window.dropEvent(event)
     assert window._loading_url == str(folder)
@@ -410,8 +434,9 @@ def test_screenshot_writes_png(qapp, checkpoint, tmp_path, view, raise_errors) -
     from statelens.app.gui.main import run_gui
 
     out = tmp_path / f"{view}.png"
-    args = argparse.Namespace(checkpoint=str(checkpoint("window_agg_watermark") / "checkpoint"),
-                              screenshot=str(out), view=view)
+    args = argparse.Namespace(
+        checkpoint=str(checkpoint("window_agg_watermark") / "checkpoint"), screenshot=str(out), view=view
+    )
     assert run_gui(args) == 0
     image = QImage(str(out))
     assert (image.width(), image.height()) == (1400, 900)

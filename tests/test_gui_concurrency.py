@@ -52,7 +52,9 @@ def python_threads() -> set[threading.Thread]:
 
 
 def assert_no_stray_threads(qtbot: Any, before: set[threading.Thread], timeout_ms: int = 10_000) -> None:
-    assert QThreadPool.globalInstance().waitForDone(timeout_ms), "a worker of Qt's thread pool is still running"
+    assert QThreadPool.globalInstance().waitForDone(timeout_ms), (
+        "a worker of Qt's thread pool is still running"
+    )
     assert QThreadPool.globalInstance().activeThreadCount() == 0
     qtbot.waitUntil(lambda: python_threads() <= before, timeout=timeout_ms)
 
@@ -151,8 +153,13 @@ def _open(qtbot: Any, win: Any, path: Path) -> Any:
 
 
 # -- a second checkpoint while the first loads -----------------------------------------------------------
-def test_second_checkpoint_cancels_the_first_still_loading(qtbot, make_window, checkpoint, monkeypatch,  # type: ignore[no-untyped-def]
-                                                           raise_errors) -> None:
+def test_second_checkpoint_cancels_the_first_still_loading(
+    qtbot,
+    make_window,
+    checkpoint,
+    monkeypatch,  # type: ignore[no-untyped-def]
+    raise_errors,
+) -> None:
     from statelens.app.gui import errors
 
     first, second = checkpoint("agg_count") / "checkpoint", checkpoint("window_agg_watermark") / "checkpoint"
@@ -186,8 +193,14 @@ def test_second_checkpoint_cancels_the_first_still_loading(qtbot, make_window, c
 
 
 # -- closing the window mid-load -------------------------------------------------------------------------
-def test_close_while_loading_cancels_the_read_and_leaves_no_thread(qtbot, make_window, checkpoint, monkeypatch,  # type: ignore[no-untyped-def]
-                                                                   capsys, raise_errors) -> None:
+def test_close_while_loading_cancels_the_read_and_leaves_no_thread(
+    qtbot,
+    make_window,
+    checkpoint,
+    monkeypatch,  # type: ignore[no-untyped-def]
+    capsys,
+    raise_errors,
+) -> None:
     path = checkpoint("agg_many_partitions") / "checkpoint"
     before = python_threads()
     stalled = StalledStorage(path)
@@ -211,9 +224,15 @@ def test_close_while_loading_cancels_the_read_and_leaves_no_thread(qtbot, make_w
         stalled.gate.set()
 
 
-def test_close_during_a_spark_read_cancels_its_job_and_keeps_a_given_session(qtbot, make_window, checkpoint,  # type: ignore[no-untyped-def]
-                                                                             spark, monkeypatch, capsys,
-                                                                             raise_errors) -> None:
+def test_close_during_a_spark_read_cancels_its_job_and_keeps_a_given_session(
+    qtbot,
+    make_window,
+    checkpoint,  # type: ignore[no-untyped-def]
+    spark,
+    monkeypatch,
+    capsys,
+    raise_errors,
+) -> None:
     """With a session the caller supplied (the tests'), closing cancels the app's Spark job only."""
     win = make_window()
     _open(qtbot, win, checkpoint("agg_count") / "checkpoint")
@@ -271,8 +290,14 @@ def test_closing_the_app_stops_the_spark_session_it_started() -> None:
     path = get_checkpoint("agg_count") / "checkpoint"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(REPO)}
     env.pop("STATELENS_SPARK_MASTER", None)
-    proc = subprocess.run([sys.executable, "-m", "tests._close_probe", str(path)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests._close_probe", str(path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-6000:]
     report = json.loads(lines[-1])

@@ -50,8 +50,9 @@ def _cli(capsys: pytest.CaptureFixture[str], root: Path, query: str, *extra: str
     return json.loads(capsys.readouterr().out)
 
 
-def test_the_examples_answer_as_the_command_line(qtbot: Any, window: Any, checkpoint: Any,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_examples_answer_as_the_command_line(
+    qtbot: Any, window: Any, checkpoint: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = checkpoint("pandas_state_event") / "checkpoint"
     _open(qtbot, window, root)
     batches = _cli(capsys, root, "SELECT batch_id FROM batches")

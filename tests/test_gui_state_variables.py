@@ -53,8 +53,14 @@ def _open(qtbot, win, path: Path):  # type: ignore[no-untyped-def]
 
 def _cli(*args: str) -> str:
     """What this checkout's ``statelens`` prints (in a subprocess)."""
-    out = subprocess.run([sys.executable, "-m", "statelens.app.launcher", *args], cwd=REPO, capture_output=True, text=True,
-                         check=False, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "statelens.app.launcher", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert out.returncode in (0, 1), out.stderr
     return out.stdout
 
@@ -62,8 +68,14 @@ def _cli(*args: str) -> str:
 def _items(combo) -> list[tuple[Any, str, bool]]:  # type: ignore[no-untyped-def]
     """``(data, text, enabled)`` of every item of a combo box (headers have no data and are disabled)."""
     model = combo.model()
-    return [(combo.itemData(i), combo.itemText(i), bool(model.flags(model.index(i, 0)) & Qt.ItemFlag.ItemIsEnabled))
-            for i in range(combo.count())]
+    return [
+        (
+            combo.itemData(i),
+            combo.itemText(i),
+            bool(model.flags(model.index(i, 0)) & Qt.ItemFlag.ItemIsEnabled),
+        )
+        for i in range(combo.count())
+    ]
 
 
 def _pick(combo, key: tuple[int, str]) -> None:  # type: ignore[no-untyped-def]
@@ -100,8 +112,10 @@ def test_state_variables_are_in_every_store_picker(qtbot, window, checkpoint) ->
         assert all("internal" not in text[n] for n in TWS_VARIABLES)
         # Two group headers, neither of which can be picked, each above its group.
         headers = [(i, t) for i, (data, t, enabled) in enumerate(items) if data is None]
-        assert [t for _, t in headers] == ["── operator 0 · transformWithState: state variables ──",
-                                           "── operator 0 · transformWithState: Spark's internal column families ──"]
+        assert [t for _, t in headers] == [
+            "── operator 0 · transformWithState: state variables ──",
+            "── operator 0 · transformWithState: Spark's internal column families ──",
+        ]
         assert not any(enabled for data, _t, enabled in items if data is None)
         assert headers[0][0] == 0 and items[headers[1][0] + 1][0] == (0, internal[0])
         # What a store holds, as a tooltip.
@@ -115,7 +129,9 @@ def test_state_variables_are_in_every_store_picker(qtbot, window, checkpoint) ->
     assert "timeMode ProcessingTime" in state
 
 
-@pytest.mark.parametrize("name", ["rocks_tws", "rocks_tws_avro", "rocks_tws_checksum", "rocks_join_v3", "rocks_join_v4"])
+@pytest.mark.parametrize(
+    "name", ["rocks_tws", "rocks_tws_avro", "rocks_tws_checksum", "rocks_join_v3", "rocks_join_v4"]
+)
 def test_column_family_stores_are_browsable(qtbot, window, checkpoint, name) -> None:  # type: ignore[no-untyped-def]
     """Every column family opens in the browser natively; none says it cannot be decoded."""
     loaded = _open(qtbot, window, checkpoint(name) / "checkpoint")
@@ -137,8 +153,10 @@ def test_column_family_stores_are_browsable(qtbot, window, checkpoint, name) -> 
 
 
 # -- map state in the browser ----------------------------------------------------------------------------
-@pytest.mark.parametrize(("name", "variable"), [("rocks_tws_timers", "ttlm"), ("rocks_tws_avro", "mp"),
-                                              ("rocks_tws_timers_avro", "ttlm")])
+@pytest.mark.parametrize(
+    ("name", "variable"),
+    [("rocks_tws_timers", "ttlm"), ("rocks_tws_avro", "mp"), ("rocks_tws_timers_avro", "ttlm")],
+)
 def test_browser_shows_map_state_with_its_user_key(qtbot, window, checkpoint, name, variable) -> None:  # type: ignore[no-untyped-def]
     """A map state variable: one row per (grouping key, user key), as ``rows --state-var`` prints it."""
     path = checkpoint(name) / "checkpoint"
@@ -154,8 +172,13 @@ def test_browser_shows_map_state_with_its_user_key(qtbot, window, checkpoint, na
     want = []
     for line in _cli("rows", str(path), "--operator", "0", "--state-var", variable).splitlines():
         doc = json.loads(line)
-        want.append((str(doc["partition"]), *(str(v) for v in doc["key"].values()),
-                     *(str(v) for v in doc["user_key"].values())))
+        want.append(
+            (
+                str(doc["partition"]),
+                *(str(v) for v in doc["key"].values()),
+                *(str(v) for v in doc["user_key"].values()),
+            )
+        )
     assert want, "the scenario's map state has entries"
     cols = [headers.index(h) for h in ("partition", *key_cols, *user_cols)]
     got = [tuple(table.columns[c][r] for c in cols) for r in range(table.total_rows)]
@@ -180,7 +203,8 @@ def test_expired_view_lists_the_tws_timer_zombie(qtbot, window, checkpoint, name
     window.select_view("expired")
     cli = json.loads(_cli("expired", str(path), "--json"))
     assert [(f["store_name"], f["partition"], f["key"], f["category"]) for f in cli] == [
-        ("cnt", 1, {"key": "s1"}, "zombie")]
+        ("cnt", 1, {"key": "s1"}, "zombie")
+    ]
     view = window.expired
     # The picker says which variable has expired keys.
     text = {data[1]: t for data, t, _e in _items(view.store_combo) if data is not None}
@@ -200,14 +224,18 @@ def test_expired_view_lists_the_tws_timer_zombie(qtbot, window, checkpoint, name
     with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
         index = view.table.model().index(0, 0)
         view.table.scrollTo(index)
-        qtbot.mouseClick(view.table.viewport(), Qt.MouseButton.LeftButton, pos=view.table.visualRect(index).center())
+        qtbot.mouseClick(
+            view.table.viewport(), Qt.MouseButton.LeftButton, pos=view.table.visualRect(index).center()
+        )
     assert "timer fired; the handler kept this state" in view.hint.text()
     assert (window.selection.store_name, window.selection.key_partition_id) == ("cnt", 1)
     # A TTL'd variable is not checked (Spark removes expired entries itself): the view says so.
     _pick(view.store_combo, (0, "ttlv"))
     assert "not checked" in view.status.text()
     assert "not checked" in view.counts_label.text() and "nothing expired" not in view.counts_label.text()
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)  # the browser and history follow the pick
+    qtbot.waitUntil(
+        lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS
+    )  # the browser and history follow the pick
 
 
 @pytest.mark.parametrize("view", ["overview", "growth", "expired", "browser", "schema"])
@@ -220,8 +248,9 @@ def test_screenshots_keep_their_size_with_long_store_labels(qtbot, checkpoint, t
     from statelens.app.gui.main import run_gui
 
     out = tmp_path / f"{view}.png"
-    args = argparse.Namespace(checkpoint=str(checkpoint("rocks_tws_timers") / "checkpoint"), screenshot=str(out),
-                              view=view)
+    args = argparse.Namespace(
+        checkpoint=str(checkpoint("rocks_tws_timers") / "checkpoint"), screenshot=str(out), view=view
+    )
     assert run_gui(args) == 0
     assert QImage(str(out)).size().toTuple() == (1400, 900)
 
@@ -237,13 +266,16 @@ def test_growth_view_lists_the_heaviest_keys_of_the_picked_store(qtbot, window, 
     loaded = _open(qtbot, window, checkpoint("rocks_tws_timers") / "checkpoint")
     window.select_view("growth")
     _pick(window.growth.store_combo, (0, "ttll"))
-    qtbot.waitUntil(lambda: window.runner.idle and bool(window.growth.top_key_rows()), timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: window.runner.idle and bool(window.growth.top_key_rows()), timeout=LOAD_TIMEOUT_MS
+    )
     (expected,), problems = run_to_end(iter_top_keys(loaded.checkpoint, TOP_KEYS_SHOWN, only=(0, "ttll")))
     assert problems == [] and expected.overall
     assert window.growth.heavy_model.headers() == ["partition", "bytes", "elements", "key"]
     rows = window.growth.top_key_rows()
     assert [(int(r[0]), int(r[2]), r[3]) for r in rows] == [
-        (h.partition_id, h.elements, h.key_text) for h in expected.overall]
+        (h.partition_id, h.elements, h.key_text) for h in expected.overall
+    ]
     assert f"at version {expected.version} of {expected.keys:,} keys" in window.growth.heavy_label.text()
     assert "list elements" in window.growth.heavy_label.text()
     last = len(rows) - 1

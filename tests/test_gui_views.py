@@ -69,8 +69,14 @@ def _sample() -> Path:
 
 def _cli_expired(path: Path) -> list[dict[str, Any]]:
     """What ``statelens expired --json`` prints (this checkout's code, in a subprocess)."""
-    out = subprocess.run([sys.executable, "-m", "statelens.app.launcher", "expired", str(path), "--json"], cwd=REPO,
-                         capture_output=True, text=True, check=False, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "statelens.app.launcher", "expired", str(path), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert out.returncode in (0, 1), out.stderr
     return json.loads(out.stdout)
 
@@ -83,7 +89,10 @@ def _kt(key: Any) -> str:
 
 
 def _finding_rows(win) -> list[tuple[int, str]]:  # type: ignore[no-untyped-def]
-    return sorted((pid, key_text(key)) for pid, _v, key in (win.expired.row_ref(r) for r in range(win.expired.visible_rows())))
+    return sorted(
+        (pid, key_text(key))
+        for pid, _v, key in (win.expired.row_ref(r) for r in range(win.expired.visible_rows()))
+    )
 
 
 def _click_row(qtbot, table, row: int) -> None:  # type: ignore[no-untyped-def]
@@ -105,7 +114,8 @@ def test_expired_view_lists_the_cli_zombies_of_the_sample(qtbot, window) -> None
     assert _finding_rows(window) == sorted((f["partition"], _kt(f["key"])) for f in cli)
     shown = [window.expired.model.index(r, 0).data() for r in range(window.expired.visible_rows())]
     assert sorted(p for p, _ in zombies) == sorted(
-        window.expired.row_ref(r)[0] for r in range(window.expired.visible_rows()) if shown[r] == "zombie")
+        window.expired.row_ref(r)[0] for r in range(window.expired.visible_rows()) if shown[r] == "zombie"
+    )
     # Counts: the latest version's bar holds every finding; per partition they add up.
     data = window.expired._data[window.expired.shown_store()]
     assert data["counts"]["zombie"][-1] == len(zombies)
@@ -117,7 +127,9 @@ def test_expired_view_lists_the_cli_zombies_of_the_sample(qtbot, window) -> None
 def test_clicking_a_zombie_opens_its_history_and_selects_it_everywhere(qtbot, window) -> None:  # type: ignore[no-untyped-def]
     loaded = _open(qtbot, window, _sample())
     window.select_view("expired")
-    row = next(r for r in range(window.expired.visible_rows()) if key_text(window.expired.row_ref(r)[2]) == "leak1")
+    row = next(
+        r for r in range(window.expired.visible_rows()) if key_text(window.expired.row_ref(r)[2]) == "leak1"
+    )
     pid, version, key = window.expired.row_ref(row)
     with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
         _click_row(qtbot, window.expired.table, row)
@@ -126,8 +138,9 @@ def test_clicking_a_zombie_opens_its_history_and_selects_it_everywhere(qtbot, wi
     assert history is not None and key_text(history.key) == "leak1"
     # leak1 was written by batch 0 and never touched again: in every version of its partition.
     reader = loaded.checkpoint.store_reader(0, "default")
-    expected = [v for v in reader.versions(pid)
-                if any(key_text(k) == "leak1" for k in _keys_at(reader, pid, v))]
+    expected = [
+        v for v in reader.versions(pid) if any(key_text(k) == "leak1" for k in _keys_at(reader, pid, v))
+    ]
     assert history.versions == expected
     assert history.changes[0] == "added" and set(history.changes[1:]) == {"unchanged"}
     assert window.history.rows() == len(expected)
@@ -167,7 +180,8 @@ def test_expired_view_on_generated_pandas_state_checkpoint(qtbot, window, checkp
     direct = run_to_end(iter_expired(window.loaded.checkpoint, sink=streamed.append))
     assert not direct.truncated()  # a small checkpoint: the view lists every finding
     assert [f.to_json() for f in sorted(streamed, key=_fkey)] == [
-        f.to_json() for f in sorted(window.expired_findings(), key=_fkey)]
+        f.to_json() for f in sorted(window.expired_findings(), key=_fkey)
+    ]
 
 
 def _fkey(f: Any) -> tuple[Any, ...]:
@@ -188,13 +202,18 @@ def test_key_history_from_the_browser_row(qtbot, window, checkpoint) -> None:  #
         qtbot.mouseClick(browser.history_button, Qt.MouseButton.LeftButton)
     history = window.key_history()
     reader = loaded.checkpoint.store_reader(0, "default")
-    expected = [v for v in reader.versions(pid) if any(key_text(k) == "live1" for k in _keys_at(reader, pid, v))]
+    expected = [
+        v for v in reader.versions(pid) if any(key_text(k) == "live1" for k in _keys_at(reader, pid, v))
+    ]
     assert history.versions == expected
     # live1 gets an event in every batch: updated, not merely unchanged.
     assert "updated" in history.changes
     # While the history is shown, selecting another key follows it.
-    other = next(r for r in range(browser.visible_rows())
-                 if "live1" not in browser.model.row_texts(r) and int(browser.model.row_texts(r)[0]) == pid)
+    other = next(
+        r
+        for r in range(browser.visible_rows())
+        if "live1" not in browser.model.row_texts(r) and int(browser.model.row_texts(r)[0]) == pid
+    )
     with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
         _click_row(qtbot, browser.table, other)
     assert window.key_history().key == browser.selected_key()[1]
@@ -214,13 +233,21 @@ def test_diff_shows_added_changed_removed(qtbot, window, checkpoint) -> None:  #
     table = window.state_table()
     assert table.is_diff and (table.compare_version, table.version) == (old, new)
     assert window.browser.model.headers()[0] == "change"
+
     # The oracle: decoded rows of both versions.
     def rows(v: int) -> dict[tuple[int, str], Any]:
-        return {(r.partition_id, key_text(_json_key(reader, r.key))): r.value for p in reader.partition_ids()
-                for r in reader.read_rows(p, v)}
+        return {
+            (r.partition_id, key_text(_json_key(reader, r.key))): r.value
+            for p in reader.partition_ids()
+            for r in reader.read_rows(p, v)
+        }
+
     a, b = rows(old), rows(new)
-    expected = {("added", k) for k in b.keys() - a.keys()} | {("removed", k) for k in a.keys() - b.keys()} | {
-        ("changed", k) for k in a.keys() & b.keys() if a[k] != b[k]}
+    expected = (
+        {("added", k) for k in b.keys() - a.keys()}
+        | {("removed", k) for k in a.keys() - b.keys()}
+        | {("changed", k) for k in a.keys() & b.keys() if a[k] != b[k]}
+    )
     got = {(r.change, (r.partition_id, key_text(_json_key(reader, r.key)))) for r in table.records}
     assert got == expected
     assert {c for c, _ in got} >= {"added", "removed"}
@@ -249,8 +276,14 @@ def test_table_model_pages_and_sorts_large_tables_in_a_worker(qtbot) -> None:  #
     qtbot.addWidget(view)
     view.resize(900, 600)
     view.show()
-    view.set_table(["partition", "key.k"], [[str(i % 4) for i in ids], texts], [[i % 4 for i in ids], texts],
-                   texts, "big", [i % 4 for i in ids])
+    view.set_table(
+        ["partition", "key.k"],
+        [[str(i % 4) for i in ids], texts],
+        [[i % 4 for i in ids], texts],
+        texts,
+        "big",
+        [i % 4 for i in ids],
+    )
     model = view.model
     assert model.rowCount() == PAGE_ROWS and model.total_rows() == n
     assert model.canFetchMore()
@@ -268,7 +301,12 @@ def test_table_model_pages_and_sorts_large_tables_in_a_worker(qtbot) -> None:  #
         view.filter_edit.setText("key-00000")
         view.apply_filter()
     column, descending, needle = blocker.args
-    view.apply_order(column, descending, needle, row_order(model.sort_keys(), model.columns(), n, column, descending, needle))
+    view.apply_order(
+        column,
+        descending,
+        needle,
+        row_order(model.sort_keys(), model.columns(), n, column, descending, needle),
+    )
     matching = [t for t in texts if "key-00000" in t]
     assert view.visible_rows() == len(matching)
     assert [model.index(r, 1).data() for r in range(model.rowCount())] == sorted(matching, reverse=True)
@@ -291,7 +329,9 @@ def test_window_sorts_a_large_table_in_the_worker(qtbot, window, checkpoint, mon
     browser = window.browser
     total = browser.visible_rows()
     assert total > 2
-    value_col = browser.model.headers().index("value.count") if "value.count" in browser.model.headers() else 0
+    value_col = (
+        browser.model.headers().index("value.count") if "value.count" in browser.model.headers() else 0
+    )
     browser.proxy.sort(value_col, Qt.SortOrder.DescendingOrder)
     qtbot.waitUntil(lambda: browser.model.sort_state() == (value_col, True), timeout=LOAD_TIMEOUT_MS)
     keys = browser.model.sort_keys()[value_col]
@@ -394,14 +434,24 @@ def test_schema_view_shows_fields_and_conf_changes(qtbot, window, tmp_path) -> N
     assert ("timeoutTimestamp", "bigint") in texts
     assert ("groupState", "struct (4 fields)") in texts
     # Batches 3 and 4 changed the conf (to 8, then back to 2); highlighted, "before" shown.
-    changed = [view.batch_model.index(r, 0).data() for r in range(view.batch_model.rowCount())
-               if view.batch_model.data(view.batch_model.index(r, 0), Qt.ItemDataRole.BackgroundRole) is not None]
+    changed = [
+        view.batch_model.index(r, 0).data()
+        for r in range(view.batch_model.rowCount())
+        if view.batch_model.data(view.batch_model.index(r, 0), Qt.ItemDataRole.BackgroundRole) is not None
+    ]
     assert changed == ["3", "4"]
     window.timeline.batch_selected.emit(3)
     assert "batch 3" in view.conf_box.title() and "1 key changed" in view.conf_box.title()
-    row = next(r for r in range(view.conf_model.rowCount())
-               if view.conf_model.index(r, 0).data() == "spark.sql.shuffle.partitions")
-    assert [view.conf_model.index(row, c).data() for c in range(3)] == ["spark.sql.shuffle.partitions", "8", "2"]
+    row = next(
+        r
+        for r in range(view.conf_model.rowCount())
+        if view.conf_model.index(r, 0).data() == "spark.sql.shuffle.partitions"
+    )
+    assert [view.conf_model.index(row, c).data() for c in range(3)] == [
+        "spark.sql.shuffle.partitions",
+        "8",
+        "2",
+    ]
     assert view.file_model.rowCount() == 1
 
 
@@ -419,12 +469,35 @@ def test_schema_changes_between_files() -> None:
     from statelens.readers.model import StoreSchema
 
     key = T.StructType([T.StructField("user", T.StringType())])
-    old = StoreSchema(key, T.StructType([T.StructField("sum", T.LongType()), T.StructField("sum", T.LongType()),
-                                         T.StructField("count", T.LongType())]), 3, "a")
-    new = StoreSchema(key, T.StructType([T.StructField("sum", T.LongType()), T.StructField("sum", T.DoubleType()),
-                                         T.StructField("last", T.StringType())]), 3, "b")
-    assert schema_changes(old, new) == ["changed value.sum bigint -> double", "added value.last string",
-                                        "removed value.count bigint"]
+    old = StoreSchema(
+        key,
+        T.StructType(
+            [
+                T.StructField("sum", T.LongType()),
+                T.StructField("sum", T.LongType()),
+                T.StructField("count", T.LongType()),
+            ]
+        ),
+        3,
+        "a",
+    )
+    new = StoreSchema(
+        key,
+        T.StructType(
+            [
+                T.StructField("sum", T.LongType()),
+                T.StructField("sum", T.DoubleType()),
+                T.StructField("last", T.StringType()),
+            ]
+        ),
+        3,
+        "b",
+    )
+    assert schema_changes(old, new) == [
+        "changed value.sum bigint -> double",
+        "added value.last string",
+        "removed value.count bigint",
+    ]
     assert schema_changes(old, old) == []
 
 
@@ -444,8 +517,10 @@ def test_schema_history_of_a_v3_schema_file(checkpoint) -> None:  # type: ignore
 def test_backend_switch_to_spark_reads_the_same_rows(qtbot, window, checkpoint, spark) -> None:  # type: ignore[no-untyped-def]
     _open(qtbot, window, checkpoint("pandas_state_event") / "checkpoint")
     native = window.state_table()
-    native_rows = sorted(key_text(native.keys[i]) + "|" + "|".join(c[i] for c in native.columns)
-                         for i in range(len(native.records)))
+    native_rows = sorted(
+        key_text(native.keys[i]) + "|" + "|".join(c[i] for c in native.columns)
+        for i in range(len(native.records))
+    )
     assert "native decoder" in window.backend_label.text()
     with qtbot.waitSignal(window.table_updated, timeout=300_000):
         window.set_backend("spark", spark=spark)
@@ -453,8 +528,10 @@ def test_backend_switch_to_spark_reads_the_same_rows(qtbot, window, checkpoint, 
     assert window.master_edit.isEnabled()
     table = window.state_table()
     assert table is not None and table.backend.startswith("Spark")
-    spark_rows = sorted(key_text(table.keys[i]) + "|" + "|".join(c[i] for c in table.columns)
-                        for i in range(len(table.records)))
+    spark_rows = sorted(
+        key_text(table.keys[i]) + "|" + "|".join(c[i] for c in table.columns)
+        for i in range(len(table.records))
+    )
     assert spark_rows == native_rows
     assert "Spark" in window.backend_label.text()
     assert "read by Spark" in window.browser.status.text()
@@ -530,8 +607,15 @@ def test_expired_counts_over_versions_match_all_versions(checkpoint, name) -> No
     run_to_end(iter_expired(ckpt, all_versions=True, sink=every.append))
     want = Counter((f.operator_id, f.store_name, f.version, f.category) for f in every)
     overview = run_to_end(iter_expired_overview(ckpt))
-    got = Counter({(st.operator_id, st.store_name, v, c): n for st in overview.stores
-                   for c, per in st.counts.items() for v, n in zip(st.versions, per, strict=True) if n})
+    got = Counter(
+        {
+            (st.operator_id, st.store_name, v, c): n
+            for st in overview.stores
+            for c, per in st.counts.items()
+            for v, n in zip(st.versions, per, strict=True)
+            if n
+        }
+    )
     assert got == want
     latest: list[Any] = []
     run_to_end(iter_expired(ckpt, sink=latest.append))
@@ -539,10 +623,17 @@ def test_expired_counts_over_versions_match_all_versions(checkpoint, name) -> No
     assert sum(st.total_findings for st in overview.stores) == len(latest)
     # Per partition at the latest version, exact.
     for st in overview.stores:
-        per_partition = Counter((f.partition, f.category) for f in latest
-                                if (f.operator_id, f.store_name) == (st.operator_id, st.store_name))
-        assert {(p, c): n for c, per in st.partition_counts.items() for p, n in zip(st.partitions, per, strict=True)
-                if n} == dict(per_partition)
+        per_partition = Counter(
+            (f.partition, f.category)
+            for f in latest
+            if (f.operator_id, f.store_name) == (st.operator_id, st.store_name)
+        )
+        assert {
+            (p, c): n
+            for c, per in st.partition_counts.items()
+            for p, n in zip(st.partitions, per, strict=True)
+            if n
+        } == dict(per_partition)
 
 
 @pytest.mark.spark
@@ -557,7 +648,11 @@ def test_expired_overview_caps_the_listed_keys_and_says_so(checkpoint) -> None: 
     capped = run_to_end(iter_expired_overview(ckpt, stale_after=1, max_examples=1))
     for a, b in zip(full.stores, capped.stores, strict=True):
         assert (a.versions, a.counts, a.partition_counts, a.total_findings) == (
-            b.versions, b.counts, b.partition_counts, b.total_findings)
+            b.versions,
+            b.counts,
+            b.partition_counts,
+            b.total_findings,
+        )
         assert len(b.examples) == len({f.category for f in a.examples})
         if len(a.examples) > len(b.examples):
             assert "most overdue of" in b.describe()
@@ -574,8 +669,11 @@ def test_key_history_follows_removal_and_return() -> None:
     ckpt = open_checkpoint(str(_sample()))
     reader = ckpt.store_reader(0, "default")
     key = JsonObject([("key", "ok1")])
-    pid = next(p for p in reader.partition_ids() if any(_kt(k) == "ok1" for v in reader.versions(p)
-                                                        for k in _keys_at(reader, p, v)))
+    pid = next(
+        p
+        for p in reader.partition_ids()
+        if any(_kt(k) == "ok1" for v in reader.versions(p) for k in _keys_at(reader, p, v))
+    )
     present = [v for v in reader.versions(pid) if any(_kt(k) == "ok1" for k in _keys_at(reader, pid, v))]
     times = {b: (e.timestamp_ms, e.watermark_ms) for b, e in ckpt.offsets.items()}
     history = run_to_end(iter_key_history(reader, pid, key, ckpt.operator(0).time_columns, times))
@@ -618,7 +716,10 @@ def test_time_format_helper_local_and_utc(paris_time) -> None:  # type: ignore[n
     assert format_ms(jan) == "2024-01-01 01:00:00.000"
     assert format_ms(jul) == "2024-07-01 02:00:00.000"  # summer time
     assert format_ms(-1) == "-1 (none)" and format_ms(None) == ""
-    assert zone_label(False, jan / 1000) == "local, UTC+01:00" and zone_label(False, jul / 1000) == "local, UTC+02:00"
+    assert (
+        zone_label(False, jan / 1000) == "local, UTC+01:00"
+        and zone_label(False, jul / 1000) == "local, UTC+02:00"
+    )
     assert zone_label(True) == "UTC" and offset_text(-19_800) == "UTC-05:30"
     state, seen = TimeZoneState(), []
     state.connect(seen.append)
@@ -651,11 +752,14 @@ def test_utc_setting_switches_overview_and_timeline(qtbot, window, paris_time) -
     assert started() == (f"started ({local_zone})", format_ms(first))
     assert not started()[1].endswith("Z")
     assert bottom_label().startswith(f"batch start time ({local_zone}, ")
-    assert window.timeline.batch_plot.getAxis("bottom").utcOffset == -window.time_zone.axis_offset_s(first / 1000)
+    assert window.timeline.batch_plot.getAxis("bottom").utcOffset == -window.time_zone.axis_offset_s(
+        first / 1000
+    )
     assert f"({local_zone})" in window.timeline.describe(0)
-    assert "UTC)" not in " ".join(window.expired.model.headerData(c, Qt.Orientation.Horizontal,
-                                                                  Qt.ItemDataRole.DisplayRole)
-                                  for c in range(window.expired.model.columnCount()))
+    assert "UTC)" not in " ".join(
+        window.expired.model.headerData(c, Qt.Orientation.Horizontal, Qt.ItemDataRole.DisplayRole)
+        for c in range(window.expired.model.columnCount())
+    )
 
     window.utc_action.trigger()  # View > Show times in UTC
     assert window.time_zone.utc and window.settings.value("times_in_utc") in (True, "true")
@@ -663,9 +767,10 @@ def test_utc_setting_switches_overview_and_timeline(qtbot, window, paris_time) -
     assert bottom_label().startswith("batch start time (UTC, ")
     assert window.timeline.batch_plot.getAxis("bottom").utcOffset == 0
     assert window.timeline.describe(0).count("Z") >= 1 and "(UTC)" in window.timeline.describe(0)
-    assert "threshold (UTC)" in [window.expired.model.headerData(c, Qt.Orientation.Horizontal,
-                                                                 Qt.ItemDataRole.DisplayRole)
-                                 for c in range(window.expired.model.columnCount())]
+    assert "threshold (UTC)" in [
+        window.expired.model.headerData(c, Qt.Orientation.Horizontal, Qt.ItemDataRole.DisplayRole)
+        for c in range(window.expired.model.columnCount())
+    ]
 
     window.utc_action.trigger()
     assert started() == (f"started ({local_zone})", format_ms(first))
@@ -690,7 +795,11 @@ def test_short_spans_read_as_clock_times(qtbot) -> None:  # type: ignore[no-unty
 
     axis = theme.TimeAxisItem(utc_offset_s=3600)
     t0 = 1_704_067_200.0  # 2024-01-01 00:00:00 UTC, 01:00:00 at UTC+01:00
-    assert axis.tickStrings([t0 + 0.5, t0 + 1.0, t0 + 1.5], 1, 0.001) == ["01:00:00.5", "01:00:01.0", "01:00:01.5"]
+    assert axis.tickStrings([t0 + 0.5, t0 + 1.0, t0 + 1.5], 1, 0.001) == [
+        "01:00:00.5",
+        "01:00:01.0",
+        "01:00:01.5",
+    ]
     assert axis.tickStrings([t0 + 1, t0 + 2], 1, 0.001) == ["01:00:01", "01:00:02"]
     axis.set_utc_offset_s(0)
     assert axis.tickStrings([t0 + 0.25], 1, 0.001) == ["00:00:00.25"]

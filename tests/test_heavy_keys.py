@@ -46,8 +46,10 @@ def test_ranking_equals_brute_force_and_keys_are_sparks(scenario: str, checkpoin
         raw = reader.read_raw(pid, store.version)
         decoded = reader.decode_pairs(list(raw.items()), "brute force")
         sizes = [len(k) + len(v) for k, v in raw.items()]
-        mine = [(len(k) + len(v), row_to_json(key, reader.schema.key_schema))
-                for (k, v), (key, _) in zip(raw.items(), decoded, strict=True)]
+        mine = [
+            (len(k) + len(v), row_to_json(key, reader.schema.key_schema))
+            for (k, v), (key, _) in zip(raw.items(), decoded, strict=True)
+        ]
         everything += [(pid, b, key) for b, key in mine]
         weighed += len(raw)
         got = store.by_partition.get(pid, [])
@@ -56,8 +58,10 @@ def test_ranking_equals_brute_force_and_keys_are_sparks(scenario: str, checkpoin
             assert (h.bytes, h.key) in mine and h.elements is None
     assert store.keys == weighed > 0
     assert [h.bytes for h in store.overall] == sorted((b for _, b, _ in everything), reverse=True)[:n]
-    spark_keys = {(pid, json.dumps(row_to_json(key, reader.schema.key_schema)))
-                  for pid, key, _ in oracle.read_state(spark, root, batch_id=store.version - 1)}
+    spark_keys = {
+        (pid, json.dumps(row_to_json(key, reader.schema.key_schema)))
+        for pid, key, _ in oracle.read_state(spark, root, batch_id=store.version - 1)
+    }
     assert {(h.partition_id, json.dumps(h.key)) for h in store.overall} <= spark_keys
 
 
@@ -69,11 +73,19 @@ def test_list_and_map_state_are_weighed_per_grouping_key(checkpoint: Any, spark:
     assert stores["cnt"].grouping is None
     for var in ("ttll", "ttlm"):
         s = stores[var]
-        df = (spark.read.format("statestore").option("operatorId", "0").option("stateVarName", var)
-              .option("batchId", str(s.version - 1)).load(str(root)))
+        df = (
+            spark.read.format("statestore")
+            .option("operatorId", "0")
+            .option("stateVarName", var)
+            .option("batchId", str(s.version - 1))
+            .load(str(root))
+        )
         per_key = Counter((r["partition_id"], r["key"]["key"]) for r in df.collect())
         assert per_key, var
-        got = {(h.partition_id, h.key[0][1] if var == "ttll" else h.key[0][1][0][1]): h.elements for h in s.overall}
+        got = {
+            (h.partition_id, h.key[0][1] if var == "ttll" else h.key[0][1][0][1]): h.elements
+            for h in s.overall
+        }
         assert got == dict(per_key), var
         assert s.keys == len(per_key)
         assert all(h.bytes > 0 for h in s.overall)
@@ -95,7 +107,9 @@ def test_cli_growth_top_keys(checkpoint: Any, capsys: pytest.CaptureFixture[str]
     heaviest = sorted((k for d in latest for k in d["top_keys"]), key=lambda k: -k["bytes"])[:3]
     assert [k["bytes"] for k in rollup["top_keys"]] == [k["bytes"] for k in heaviest]
     assert set(rollup["top_keys"][0]) == {"partition", "key", "bytes", "elements"}
-    assert [{k: v for k, v in d.items() if k != "top_keys"} for d in docs if d["partition_id"] is not None] == plain
+    assert [
+        {k: v for k, v in d.items() if k != "top_keys"} for d in docs if d["partition_id"] is not None
+    ] == plain
 
     assert main(["growth", root, "--top-keys", "2"]) == 0
     text = capsys.readouterr().out
@@ -121,7 +135,9 @@ def test_a_damaged_partition_is_reported_and_the_rest_weighed(checkpoint: Any, t
     (root / victim).write_bytes(data[: len(data) - 7])
     stores, problems = run_to_end(iter_top_keys(open_checkpoint(str(root)), 2))
     assert problems and all(str(p.path).endswith(victim) for p in problems), [str(p) for p in problems]
-    assert pid not in stores[0].by_partition and len(stores[0].by_partition) == len(reader.partition_ids()) - 1
+    assert (
+        pid not in stores[0].by_partition and len(stores[0].by_partition) == len(reader.partition_ids()) - 1
+    )
 
 
 def test_report_lists_each_stores_heaviest_keys_escaped(checkpoint: Any, tmp_path: Path) -> None:
@@ -145,7 +161,12 @@ def test_report_lists_each_stores_heaviest_keys_escaped(checkpoint: Any, tmp_pat
 
     evil = "<script>alert('x')</script>"
     store.overall.insert(0, HeavyKey(0, JsonObject([("key", evil)]), 10**9, None))
-    html = render_html(ckpt, run_to_end(iter_timeline(ckpt)), run_to_end(iter_growth(ckpt)),
-                       run_to_end(iter_expired(ckpt)), run_to_end(iter_doctor(ckpt, decode_files=False)),
-                       heavy=[store])
+    html = render_html(
+        ckpt,
+        run_to_end(iter_timeline(ckpt)),
+        run_to_end(iter_growth(ckpt)),
+        run_to_end(iter_expired(ckpt)),
+        run_to_end(iter_doctor(ckpt, decode_files=False)),
+        heavy=[store],
+    )
     assert evil not in html and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html

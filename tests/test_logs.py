@@ -621,8 +621,6 @@ def test_every_log_file_of_real_checkpoints(checkpoint, name):
 # --- offsets v2 and commits v2, written by PySpark 4.3.0 in this session --------------------------
 
 
-
-
 _ROCKSDB = ROCKSDB_PROVIDER
 _V2_BATCHES = [
     [

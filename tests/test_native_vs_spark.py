@@ -25,8 +25,14 @@ pytestmark = pytest.mark.spark
 SCENARIOS = list(GENERATED_SCENARIOS)  # every generated checkpoint kind
 
 #: transformWithState: one store of column families, each shown (and compared) as a store of its own.
-COLUMN_FAMILY_SCENARIOS = {"rocks_tws", "rocks_tws_timers", "rocks_tws_avro", "rocks_tws_checksum",
-                           "rocks_tws_timers_avro", "rocks_tws_event_time"}
+COLUMN_FAMILY_SCENARIOS = {
+    "rocks_tws",
+    "rocks_tws_timers",
+    "rocks_tws_avro",
+    "rocks_tws_checksum",
+    "rocks_tws_timers_avro",
+    "rocks_tws_event_time",
+}
 VARIABLE_TYPES = {"ValueState", "ListState", "MapState"}
 
 
@@ -102,10 +108,17 @@ def test_every_version_matches_spark(scenario: str, checkpoint: Any, spark: Any)
                 continue
             reader = ckpt.store_reader(0, store.store_name)
             for version in store.versions:
-                native = [(r.partition_id, r.key, r.value) for pid in reader.partition_ids()
-                          for r in reader.read_rows(pid, version)]
-                theirs = [(r.partition_id, r.key, r.value) for r in sparkb.read_rows(0, store.store_name, version)]
-                _compare(_canon_rows(native), _canon_rows(theirs), f"{scenario} {store.store_name} v{version}")
+                native = [
+                    (r.partition_id, r.key, r.value)
+                    for pid in reader.partition_ids()
+                    for r in reader.read_rows(pid, version)
+                ]
+                theirs = [
+                    (r.partition_id, r.key, r.value) for r in sparkb.read_rows(0, store.store_name, version)
+                ]
+                _compare(
+                    _canon_rows(native), _canon_rows(theirs), f"{scenario} {store.store_name} v{version}"
+                )
                 compared += 1
         assert compared >= 5  # every version of every declared variable (one variable in event_time)
         return
@@ -127,7 +140,9 @@ def _compare_every_version(scenario: str, ckpt: Any, root: Any, committed: set[i
                 native = []
                 for pid in reader.partition_ids():
                     if version in reader.versions(pid):
-                        native.extend((r.partition_id, r.key, r.value) for r in reader.read_rows(pid, version))
+                        native.extend(
+                            (r.partition_id, r.key, r.value) for r in reader.read_rows(pid, version)
+                        )
                 store_arg = None if store.store_name == "default" else store.store_name
                 expected = oracle.read_state(
                     spark, root, operator_id=op.operator_id, store_name=store_arg, batch_id=batch_id
@@ -183,10 +198,14 @@ def _compare_changes(scenario: str, ckpt: Any, root: Any, spark: Any) -> None:
                         kind = {"put": "update", "remove": "delete"}.get(ch.change, ch.change)
                         native.append((version - 1, kind, pid, ch.key, ch.value))
             store_arg = None if store.store_name == "default" else store.store_name
-            expected = oracle.read_change_feed(spark, root, op.operator_id, store_name=store_arg, start_batch=0)
+            expected = oracle.read_change_feed(
+                spark, root, op.operator_id, store_name=store_arg, start_batch=0
+            )
             n = Counter((b, t, p, canon(k), canon(v)) for b, t, p, k, v in native)
             s = Counter((b, t, p, canon(k), canon(v)) for b, t, p, k, v in expected)
-            assert n == s, f"{scenario} {store.store_name}: {list((n - s).items())[:3]} vs {list((s - n).items())[:3]}"
+            assert n == s, (
+                f"{scenario} {store.store_name}: {list((n - s).items())[:3]} vs {list((s - n).items())[:3]}"
+            )
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

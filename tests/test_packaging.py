@@ -33,9 +33,18 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _run(args: list[str | Path], cwd: Path, timeout: int = 900, **env: str) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run([str(a) for a in args], cwd=cwd, env=_clean_env(**env), capture_output=True, text=True,
-                         timeout=timeout, check=False)
+def _run(
+    args: list[str | Path], cwd: Path, timeout: int = 900, **env: str
+) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=_clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert out.returncode == 0, f"{args}\nstdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-3000:]}"
     return out
 
@@ -44,8 +53,21 @@ def _run(args: list[str | Path], cwd: Path, timeout: int = 900, **env: str) -> s
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A wheel built from this repository (as `pip wheel .` builds it for `pip install .`)."""
     out = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check", str(REPO),
-          "-w", out], cwd=out)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            str(REPO),
+            "-w",
+            out,
+        ],
+        cwd=out,
+    )
     (whl,) = out.glob("statelens-*.whl")
     return whl
 
@@ -54,8 +76,11 @@ def test_wheel_has_one_import_root_and_the_whole_sample(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     roots = {n.split("/")[0] for n in names}
     assert roots == {"statelens", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
-    shipped = {n.removeprefix("statelens/resources/sample_checkpoint/") for n in names
-               if n.startswith("statelens/resources/sample_checkpoint/")}
+    shipped = {
+        n.removeprefix("statelens/resources/sample_checkpoint/")
+        for n in names
+        if n.startswith("statelens/resources/sample_checkpoint/")
+    }
     in_repo = {p.relative_to(SAMPLE).as_posix() for p in SAMPLE.rglob("*") if p.is_file()}
     assert in_repo and shipped == in_repo  # hidden .crc files too
     assert any(n.endswith("/.metadata.crc") for n in names)
@@ -72,13 +97,21 @@ def test_installed_wheel_opens_the_sample_outside_the_source_tree(wheel: Path, t
     work = tmp_path / "elsewhere"
     work.mkdir()
 
-    where = _run([py, "-c", "import statelens, statelens.app.resources as r; print(statelens.__file__);"
-                  " print(r.sample_checkpoint_path())"], cwd=work).stdout.splitlines()
+    where = _run(
+        [
+            py,
+            "-c",
+            "import statelens, statelens.app.resources as r; print(statelens.__file__);"
+            " print(r.sample_checkpoint_path())",
+        ],
+        cwd=work,
+    ).stdout.splitlines()
     assert where[0].startswith(str(env_dir)), where
     sample = Path(where[1])
     assert sample.is_relative_to(env_dir) and (sample / "metadata").is_file()
-    generic = subprocess.run([py, "-c", "import app"], cwd=work, env=_clean_env(), capture_output=True, text=True,
-                             check=False)
+    generic = subprocess.run(
+        [py, "-c", "import app"], cwd=work, env=_clean_env(), capture_output=True, text=True, check=False
+    )
     assert "No module named 'app'" in generic.stderr
 
     statelens = env_dir / "bin" / "statelens"

@@ -38,7 +38,14 @@ from statelens.readers.rocksdb_store import (
 )
 from tests.test_cli import tree_digest
 
-ROCKS = ["rocks_agg", "rocks_agg_changelog", "rocks_dedup_changelog", "rocks_pandas_state", "rocks_ckpt_v2", "rocks_join"]
+ROCKS = [
+    "rocks_agg",
+    "rocks_agg_changelog",
+    "rocks_dedup_changelog",
+    "rocks_pandas_state",
+    "rocks_ckpt_v2",
+    "rocks_join",
+]
 
 
 # -- pure helpers ------------------------------------------------------------------------------------------
@@ -155,7 +162,9 @@ def test_column_family_store_shows_each_family_as_a_store(checkpoint: Any) -> No
 
 
 @pytest.mark.spark
-def test_reading_writes_nothing_and_cleans_its_temp_folders(checkpoint: Any, tmp_path: Path, private_tmp: Path) -> None:
+def test_reading_writes_nothing_and_cleans_its_temp_folders(
+    checkpoint: Any, tmp_path: Path, private_tmp: Path
+) -> None:
     for scenario in ROCKS:
         root = _copy(checkpoint, scenario, tmp_path)
         before = tree_digest(root)
@@ -208,7 +217,9 @@ def test_zip_and_changelog_give_the_same_state(checkpoint: Any) -> None:
 
 
 @pytest.mark.spark
-def test_truncated_zip_is_named_and_other_versions_still_read(checkpoint: Any, tmp_path: Path, private_tmp: Path) -> None:
+def test_truncated_zip_is_named_and_other_versions_still_read(
+    checkpoint: Any, tmp_path: Path, private_tmp: Path
+) -> None:
     root = _copy(checkpoint, "rocks_agg", tmp_path)
     target = root / "state/0/0/3.zip"
     target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
@@ -277,7 +288,9 @@ def test_truncated_changelog_is_named(checkpoint: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_checkpoint_v2_uses_the_committed_unique_id_and_notes_the_others(checkpoint: Any, tmp_path: Path) -> None:
+def test_checkpoint_v2_uses_the_committed_unique_id_and_notes_the_others(
+    checkpoint: Any, tmp_path: Path
+) -> None:
     root = _copy(checkpoint, "rocks_ckpt_v2", tmp_path)
     clean = _reader(root)
     want = {v: clean.read_raw(0, v) for v in clean.versions(0)}
@@ -285,7 +298,9 @@ def test_checkpoint_v2_uses_the_committed_unique_id_and_notes_the_others(checkpo
     stray = root / "state/0/0/3_00000000-0000-0000-0000-000000000000.changelog"
     stray.write_bytes((root / "state/0/0").glob("1_*.changelog").__next__().read_bytes())
     ckpt = open_checkpoint(str(root))
-    assert ckpt.notes == [f"state/0/0/{stray.name}: ignored, the commit log names another unique id for version 3"]
+    assert ckpt.notes == [
+        f"state/0/0/{stray.name}: ignored, the commit log names another unique id for version 3"
+    ]
     reader = ckpt.store_reader(0)
     assert isinstance(reader, RocksDBStoreReader)
     assert reader.partitions[0].deltas[3].path == f"state/0/0/{real.name}"
@@ -302,7 +317,9 @@ def test_cli_info_rows_growth_on_rocksdb(checkpoint: Any, capsys: pytest.Capture
     assert main(["rows", root, "--operator", "0", "--backend", "native"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     exp = json.loads((checkpoint("rocks_ckpt_v2") / "expected.json").read_text())
-    assert {r["key"]["key"]: r["value"]["count"] for r in rows} == {k: v[0] for k, v in exp["final_state"].items()}
+    assert {r["key"]["key"]: r["value"]["count"] for r in rows} == {
+        k: v[0] for k, v in exp["final_state"].items()
+    }
     assert main(["growth", root, "--json"]) == 0
     growth = json.loads(capsys.readouterr().out)
     last = max(g["version"] for g in growth)

@@ -59,8 +59,11 @@ def _damaged_copy(checkpoint: Any, scenario: str, tmp_path: Path, suffix: str) -
 
 @pytest.mark.parametrize(
     ("scenario", "suffix", "store"),
-    [("checksum_window", "delta", None), ("rocks_checksum_window", "changelog", None),
-     ("rocks_tws_checksum", "changelog", "cnt")],
+    [
+        ("checksum_window", "delta", None),
+        ("rocks_checksum_window", "changelog", None),
+        ("rocks_tws_checksum", "changelog", "cnt"),
+    ],
 )
 def test_a_flipped_bit_in_a_row_is_a_checksum_error_naming_the_file(
     scenario: str, suffix: str, store: str | None, checkpoint: Any, tmp_path: Path, capsys: Any
@@ -96,6 +99,7 @@ def test_a_flipped_bit_in_a_row_is_a_checksum_error_naming_the_file(
 
 def test_checksummed_stores_decode_to_the_same_rows_as_without(checkpoint: Any) -> None:
     """The same query with and without checksums leaves the same state (the prefixes are stripped)."""
+
     def latest(scenario: str) -> set[Any]:
         ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
         reader = ckpt.store_reader(0)

@@ -695,8 +695,6 @@ def test_every_schema_file_of_real_checkpoints(spark, checkpoint, name):
 # --- v3 schema files and v2 operator metadata, written by PySpark 4.3.0 in this session -----------
 
 
-
-
 _ROCKSDB = ROCKSDB_PROVIDER
 _BATCHES = [
     [

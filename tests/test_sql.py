@@ -39,23 +39,37 @@ def _pairs_positional(text: str) -> Any:
     return json.loads(text, object_pairs_hook=lambda pairs: tuple(v for _, v in pairs))
 
 
-@pytest.mark.parametrize("scenario", ["window_agg_watermark", "pandas_state_event", "rich_types", "rocks_agg_changelog"])
-def test_state_table_equals_sparks_reader(scenario: str, checkpoint: Any, spark: Any,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "scenario", ["window_agg_watermark", "pandas_state_event", "rich_types", "rocks_agg_changelog"]
+)
+def test_state_table_equals_sparks_reader(
+    scenario: str, checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     from statelens.readers.checkpoint import open_checkpoint
 
     root = checkpoint(scenario) / "checkpoint"
     store = open_checkpoint(str(root)).operator(0).stores[0]
-    got = _sql(capsys, str(root), "SELECT partition_id, key, value FROM state", "--operator", "0", "--store",
-               store.store_name)
+    got = _sql(
+        capsys,
+        str(root),
+        "SELECT partition_id, key, value FROM state",
+        "--operator",
+        "0",
+        "--store",
+        store.store_name,
+    )
     expected = [
-        (pid, _pairs_positional(dumps_jsonl(row_to_json(k, store.key_schema))),
-         _pairs_positional(dumps_jsonl(row_to_json(v, store.value_schema))))
+        (
+            pid,
+            _pairs_positional(dumps_jsonl(row_to_json(k, store.key_schema))),
+            _pairs_positional(dumps_jsonl(row_to_json(v, store.value_schema))),
+        )
         for pid, k, v in oracle.read_state(spark, root, store_name=store.store_name)
     ]
     assert expected
     assert Counter(_positional([d["partition_id"], d["key"], d["value"]]) for d in got) == Counter(
-        _positional(list(e)) for e in expected)
+        _positional(list(e)) for e in expected
+    )
 
 
 def test_changes_growth_batches_and_expired_equal_the_other_commands(
@@ -64,32 +78,45 @@ def test_changes_growth_batches_and_expired_equal_the_other_commands(
     root = str(checkpoint("pandas_state_event") / "checkpoint")
     changes = _sql(capsys, root, "SELECT version, partition_id, change FROM changes")
     feed = oracle.read_change_feed(spark, root, 0)
-    assert Counter((d["version"] - 1, d["partition_id"], {"put": "update", "remove": "delete"}[d["change"]])
-                   for d in changes) == Counter((b, p, c) for b, c, p, _, _ in feed)
+    assert Counter(
+        (d["version"] - 1, d["partition_id"], {"put": "update", "remove": "delete"}[d["change"]])
+        for d in changes
+    ) == Counter((b, p, c) for b, c, p, _, _ in feed)
 
     assert main(["growth", root, "--json"]) == 0
     growth = json.loads(capsys.readouterr().out)
     table = _sql(capsys, root, "SELECT * FROM growth")
     assert Counter(json.dumps(d, sort_keys=True) for d in table) == Counter(
-        json.dumps({**g, "partition_id": g["partition_id"]}, sort_keys=True) for g in growth)
+        json.dumps({**g, "partition_id": g["partition_id"]}, sort_keys=True) for g in growth
+    )
 
     assert main(["timeline", root, "--json"]) == 0
     timeline = json.loads(capsys.readouterr().out)["batches"]
-    batches = _sql(capsys, root, "SELECT batch_id, version, timestamp_ms, start, committed, watermark_ms FROM batches "
-                                 "ORDER BY batch_id")
+    batches = _sql(
+        capsys,
+        root,
+        "SELECT batch_id, version, timestamp_ms, start, committed, watermark_ms FROM batches "
+        "ORDER BY batch_id",
+    )
     assert [(b["batch_id"], b["timestamp_ms"], b["committed"], b["watermark_ms"]) for b in timeline] == [
-        (b["batch_id"], b["timestamp_ms"], b["committed"], b["watermark_ms"]) for b in batches]
+        (b["batch_id"], b["timestamp_ms"], b["committed"], b["watermark_ms"]) for b in batches
+    ]
     assert all(b["version"] == b["batch_id"] + 1 and b["start"].endswith("Z") for b in batches)
 
     assert main(["expired", root, "--json"]) == 0
     findings = json.loads(capsys.readouterr().out)
     expired = _sql(capsys, root, "SELECT category, key, version, partition_id, age_batches FROM expired")
-    assert findings and Counter((f["category"], dumps_jsonl(f["key"]), f["version"], f["partition"], f["age_batches"])
-                                for f in findings) == Counter(
-        (e["category"], e["key"], e["version"], e["partition_id"], e["age_batches"]) for e in expired)
+    assert findings and Counter(
+        (f["category"], dumps_jsonl(f["key"]), f["version"], f["partition"], f["age_batches"])
+        for f in findings
+    ) == Counter(
+        (e["category"], e["key"], e["version"], e["partition_id"], e["age_batches"]) for e in expired
+    )
 
 
-def test_outputs_csv_parquet_and_table(checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_outputs_csv_parquet_and_table(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import pyarrow.parquet as pq
 
     root = str(checkpoint("window_agg_watermark") / "checkpoint")
@@ -103,7 +130,9 @@ def test_outputs_csv_parquet_and_table(checkpoint: Any, tmp_path: Path, capsys: 
     out = tmp_path / "a.parquet"
     assert main(["sql", root, query, "--parquet", "-o", str(out)]) == 0
     table = pq.read_table(out)
-    assert table.num_rows == len(docs) and str(table.schema.field("key").type).startswith("struct<window: struct<")
+    assert table.num_rows == len(docs) and str(table.schema.field("key").type).startswith(
+        "struct<window: struct<"
+    )
     assert main(["sql", root, "SELECT * FROM batches", "--max-rows", "2"]) == 0
     text = capsys.readouterr().out
     assert "more rows not shown" in text and text.rstrip().endswith("rows)")
@@ -115,12 +144,17 @@ def test_outputs_csv_parquet_and_table(checkpoint: Any, tmp_path: Path, capsys: 
     assert '"' not in lines[2].split()[1] and batches[0]["start"].endswith("Z")
 
 
-def test_errors_are_clear_and_the_checkpoint_untouched(checkpoint: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_errors_are_clear_and_the_checkpoint_untouched(
+    checkpoint: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = checkpoint("join") / "checkpoint"
 
     def tree() -> dict[str, str]:
-        return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(folder.rglob("*")) if p.is_file()}
+        return {
+            str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file()
+        }
 
     before = tree()
     root = str(folder)

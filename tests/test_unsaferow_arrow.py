@@ -52,14 +52,20 @@ def test_every_store_reads_the_same_as_arrow(scenario: str, checkpoint: Any) -> 
             schema = state_row_schema(store.key_schema, store.value_schema)
             for pid in reader.partition_ids():
                 versions = reader.versions(pid)
-                for v in sorted({versions[0], versions[len(versions) // 2], versions[-1]} if versions else set()):
+                for v in sorted(
+                    {versions[0], versions[len(versions) // 2], versions[-1]} if versions else set()
+                ):
                     got = reader.read_arrow(pid, v, unique_names=True)
                     rows = [(r.partition_id, r.key, r.value) for r in reader.read_rows(pid, v)]
                     want = rows_to_arrow(rows, schema, unique_names=True)
                     assert got.schema.equals(want.schema, check_metadata=True), (scenario, store.store_name)
                     # the same rows; the order may differ where a key was removed and put again
                     assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, want.to_pylist())), (
-                        scenario, store.store_name, pid, v)
+                        scenario,
+                        store.store_name,
+                        pid,
+                        v,
+                    )
                     compared += got.num_rows
                     columnar += reader.columnar
     assert compared > 0
@@ -76,8 +82,9 @@ def test_rows_spark_wrote_decode_to_the_same_arrow(row: tuple[Any, ...]) -> None
     assert got.type == want.type, name
     assert _same(got.to_pylist(), want.to_pylist()), name
     # chunking changes nothing
-    parts = list(iter_decode_arrow(buf, starts, lengths, compile_layout(schema), to_arrow_type(schema),
-                                   chunk_rows=2))
+    parts = list(
+        iter_decode_arrow(buf, starts, lengths, compile_layout(schema), to_arrow_type(schema), chunk_rows=2)
+    )
     assert [len(p) for p in parts] == [2, 1]
     assert _same(pa.concat_arrays(parts).to_pylist(), want.to_pylist())
 
@@ -127,7 +134,9 @@ def _both(data: bytes, length: int, schema: Any) -> tuple[Any, Any]:
     edits=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), min_size=1, max_size=6),
     cut=st.integers(0, 200),
 )
-def test_mutated_rows_agree_or_both_fail(row: tuple[Any, ...], edits: list[tuple[int, int]], cut: int) -> None:
+def test_mutated_rows_agree_or_both_fail(
+    row: tuple[Any, ...], edits: list[tuple[int, int]], cut: int
+) -> None:
     data = bytearray(hexrow(row[2]))
     for at, value in edits:
         data[at % len(data)] = value
@@ -149,8 +158,9 @@ def test_many_rows_with_nulls_match() -> None:
         good = hexrow(hex_)
         buf, starts, lengths = _framed([good] * 7)
         want = _per_row(buf, starts, lengths, schema)
-        got = decode_arrow(buf, np.asarray(starts), np.asarray(lengths), compile_layout(schema),
-                           to_arrow_type(schema))
+        got = decode_arrow(
+            buf, np.asarray(starts), np.asarray(lengths), compile_layout(schema), to_arrow_type(schema)
+        )
         assert _same(got.to_pylist(), want.to_pylist()), name
 
 
@@ -194,13 +204,27 @@ def test_arrow_rows_read_back_as_the_row_decoder_gives_them(scenario: str, check
             for pid in reader.partition_ids():
                 versions = reader.versions(pid)
                 for v in sorted({versions[len(versions) // 2], versions[-1]} if versions else set()):
-                    rows = ArrowStateRows([reader.read_arrow(pid, v)], store.key_schema, store.value_schema,
-                                          page_rows=3, pages_kept=2)
+                    rows = ArrowStateRows(
+                        [reader.read_arrow(pid, v)],
+                        store.key_schema,
+                        store.value_schema,
+                        page_rows=3,
+                        pages_kept=2,
+                    )
                     want = reader.read_rows(pid, v)
                     assert len(rows) == len(want)
-                    assert sorted(map(repr, rows)) == sorted(map(repr, want)), (scenario, store.store_name, pid, v)
+                    assert sorted(map(repr, rows)) == sorted(map(repr, want)), (
+                        scenario,
+                        store.store_name,
+                        pid,
+                        v,
+                    )
                     if len(rows) > 4:  # random access and slices agree with iteration
-                        assert rows[4] == list(rows)[4] and rows[-1] == list(rows)[-1] and rows[1:3] == list(rows)[1:3]
+                        assert (
+                            rows[4] == list(rows)[4]
+                            and rows[-1] == list(rows)[-1]
+                            and rows[1:3] == list(rows)[1:3]
+                        )
                     compared += len(rows)
     assert compared > 0
 
@@ -226,8 +250,11 @@ def test_change_feed_reads_the_same_as_arrow(scenario: str, checkpoint: Any) -> 
                             reader.read_changes_arrow(pid, v)
                         continue
                     got = reader.read_changes_arrow(pid, v, unique_names=True)
-                    want = rows_to_arrow([(c.version, c.partition_id, c.change, c.key, c.value) for c in changes],
-                                         schema, unique_names=True)
+                    want = rows_to_arrow(
+                        [(c.version, c.partition_id, c.change, c.key, c.value) for c in changes],
+                        schema,
+                        unique_names=True,
+                    )
                     assert got.schema.equals(want.schema), (scenario, store.store_name)
                     assert _same(got.to_pylist(), want.to_pylist()), (scenario, store.store_name, pid, v)
                     compared += got.num_rows

@@ -38,8 +38,11 @@ KEY_SCAN_ROWS = 300_000
 
 
 #: Diff row backgrounds (translucent: readable on light and dark palettes).
-CHANGE_COLORS = {"added": QColor(16, 185, 129, 60), "changed": QColor(59, 130, 246, 50),
-                 "removed": QColor(239, 68, 68, 60)}
+CHANGE_COLORS = {
+    "added": QColor(16, 185, 129, 60),
+    "changed": QColor(59, 130, 246, 50),
+    "removed": QColor(239, 68, 68, 60),
+}
 
 
 class _ChangeColors(Sequence[QColor | None]):
@@ -350,7 +353,9 @@ class StateBrowserView(QWidget):
         """
         n = min(len(self._keys), KEY_SCAN_ROWS)
         for src in range(n):
-            if (partition_id is None or not self._partitions or self._partitions[src] == partition_id) and self._keys[src] == key:
+            if (
+                partition_id is None or not self._partitions or self._partitions[src] == partition_id
+            ) and self._keys[src] == key:
                 row = self.model.row_of_source(src)
                 if row < 0:
                     return False
@@ -437,7 +442,9 @@ class StateBrowserView(QWidget):
         row = self.proxy.mapToSource(current).row()
         texts = self.model.row_texts(row)
         width = max((len(h) for h in self.model.headers()), default=0)
-        self.detail.setPlainText("\n".join(f"{h.ljust(width)}  {t}" for h, t in zip(self.model.headers(), texts, strict=True)))
+        self.detail.setPlainText(
+            "\n".join(f"{h.ljust(width)}  {t}" for h, t in zip(self.model.headers(), texts, strict=True))
+        )
         src = self.model.source_row(row)
         if 0 <= src < len(self._keys):
             self.history_button.setEnabled(True)

@@ -97,14 +97,24 @@ class ExpiredView(StorePickerMixin, QWidget):
         splitter.addWidget(self.graphics)
 
         self.version_plot = self.graphics.addPlot(
-            row=0, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom"),
-                                     "left": theme.IntegerAxisItem(orientation="left")})
+            row=0,
+            col=0,
+            axisItems={
+                "bottom": theme.IntegerAxisItem(orientation="bottom"),
+                "left": theme.IntegerAxisItem(orientation="left"),
+            },
+        )
         theme.style_plot(self.version_plot, "Expired keys still in the state, per version")
         theme.set_axis_label(self.version_plot, "bottom", "state version (written by batch version − 1)")
         theme.set_axis_label(self.version_plot, "left", "keys")
         self.partition_plot = self.graphics.addPlot(
-            row=0, col=1, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom"),
-                                     "left": theme.IntegerAxisItem(orientation="left")})
+            row=0,
+            col=1,
+            axisItems={
+                "bottom": theme.IntegerAxisItem(orientation="bottom"),
+                "left": theme.IntegerAxisItem(orientation="left"),
+            },
+        )
         theme.style_plot(self.partition_plot, "Per partition, at its latest version")
         theme.set_axis_label(self.partition_plot, "bottom", "partition")
         theme.set_axis_label(self.partition_plot, "left", "keys")
@@ -119,8 +129,13 @@ class ExpiredView(StorePickerMixin, QWidget):
         self.version_bars: dict[str, pg.BarGraphItem] = {}
         self.partition_bars: dict[str, pg.BarGraphItem] = {}
         for name, (_label, color) in CATEGORIES.items():
-            for plot, store in ((self.version_plot, self.version_bars), (self.partition_plot, self.partition_bars)):
-                item = pg.BarGraphItem(x=[], height=[], width=0.7, brush=pg.mkBrush(color + "cc"), pen=pg.mkPen(color))
+            for plot, store in (
+                (self.version_plot, self.version_bars),
+                (self.partition_plot, self.partition_bars),
+            ):
+                item = pg.BarGraphItem(
+                    x=[], height=[], width=0.7, brush=pg.mkBrush(color + "cc"), pen=pg.mkPen(color)
+                )
                 plot.addItem(item)
                 store[name] = item
         selected_pen = pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine)
@@ -199,10 +214,14 @@ class ExpiredView(StorePickerMixin, QWidget):
             "total": sum(latest.values()) if total is None else int(total),
             "checked": checked,
             "versions": np.asarray(versions, dtype=np.float64),
-            "counts": {c: np.asarray(counts.get(c, [0] * len(versions)), dtype=np.float64) for c in CATEGORIES},
+            "counts": {
+                c: np.asarray(counts.get(c, [0] * len(versions)), dtype=np.float64) for c in CATEGORIES
+            },
             "partitions": np.asarray(partitions, dtype=np.float64),
-            "partition_counts": {c: np.asarray(partition_counts.get(c, [0] * len(partitions)), dtype=np.float64)
-                                 for c in CATEGORIES},
+            "partition_counts": {
+                c: np.asarray(partition_counts.get(c, [0] * len(partitions)), dtype=np.float64)
+                for c in CATEGORIES
+            },
             "table": (list(headers), list(columns), list(sort_keys)),
             "refs": list(refs),
         }
@@ -257,7 +276,9 @@ class ExpiredView(StorePickerMixin, QWidget):
         if data is None:
             for item in (*self.version_bars.values(), *self.partition_bars.values()):
                 item.setOpts(x=[], height=[], y0=[])
-            self.message.setText("No state store to check." if self._shown is None else "Looking for expired keys…")
+            self.message.setText(
+                "No state store to check." if self._shown is None else "Looking for expired keys…"
+            )
             self.message.setPos(0.5, 0.5)
             self.version_plot.setRange(xRange=(0, 1), yRange=(0, 1))
             self._refs = []
@@ -302,8 +323,10 @@ class ExpiredView(StorePickerMixin, QWidget):
         if not data["checked"]:
             self.counts_label.setText("This store was not checked for expired keys.")
         else:
-            self.counts_label.setText("Keys at each partition's latest version: "
-                                      + (", ".join(found) if found else "nothing expired"))
+            self.counts_label.setText(
+                "Keys at each partition's latest version: "
+                + (", ".join(found) if found else "nothing expired")
+            )
         headers, columns, sort_keys = data["table"]
         self._refs = data["refs"]
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
@@ -403,8 +426,10 @@ class ExpiredView(StorePickerMixin, QWidget):
         data = self._data.get(self._shown) if self._shown is not None else None
         if data is None:
             return
-        for plot, xs, signal in ((self.version_plot, data["versions"], self.version_selected),
-                                 (self.partition_plot, data["partitions"], self.partition_selected)):
+        for plot, xs, signal in (
+            (self.version_plot, data["versions"], self.version_selected),
+            (self.partition_plot, data["partitions"], self.partition_selected),
+        ):
             if plot.vb.sceneBoundingRect().contains(pos) and len(xs):
                 x = plot.vb.mapSceneToView(pos).x()
                 i = int(np.argmin(np.abs(xs - x)))

@@ -108,16 +108,29 @@ class StateGrowthView(StorePickerMixin, QWidget):
         self._heavy_pids: list[int] = []
 
         self.total_plot = self.graphics.addPlot(
-            row=0, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom"),
-                                     "left": theme.IntegerAxisItem(orientation="left")}
+            row=0,
+            col=0,
+            axisItems={
+                "bottom": theme.IntegerAxisItem(orientation="bottom"),
+                "left": theme.IntegerAxisItem(orientation="left"),
+            },
         )
         theme.style_plot(self.total_plot, "Total over all partitions")
-        self.total_curve = pg.PlotDataItem(pen=pg.mkPen(theme.SERIES[0], width=2), symbol="o", symbolSize=5,
-                                           symbolBrush=theme.SERIES[0], symbolPen=None)
+        self.total_curve = pg.PlotDataItem(
+            pen=pg.mkPen(theme.SERIES[0], width=2),
+            symbol="o",
+            symbolSize=5,
+            symbolBrush=theme.SERIES[0],
+            symbolPen=None,
+        )
         self.total_plot.addItem(self.total_curve)
         self.partition_plot = self.graphics.addPlot(
-            row=1, col=0, axisItems={"bottom": theme.IntegerAxisItem(orientation="bottom"),
-                                     "left": theme.IntegerAxisItem(orientation="left")}
+            row=1,
+            col=0,
+            axisItems={
+                "bottom": theme.IntegerAxisItem(orientation="bottom"),
+                "left": theme.IntegerAxisItem(orientation="left"),
+            },
         )
         for plot in (self.total_plot, self.partition_plot):
             plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
@@ -131,7 +144,9 @@ class StateGrowthView(StorePickerMixin, QWidget):
         theme.style_legend(self.legend)
         self.graphics.addItem(self.legend, row=1, col=1)
         self.legend.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
-        self.graphics.ci.layout.setAlignment(self.legend, Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.graphics.ci.layout.setAlignment(
+            self.legend, Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft
+        )
         self.graphics.ci.layout.setColumnStretchFactor(0, 1)
 
         others = theme.muted()
@@ -142,23 +157,31 @@ class StateGrowthView(StorePickerMixin, QWidget):
         self.top_labels: list[pg.TextItem] = []
         for i in range(TOP_PARTITIONS):
             color = theme.SERIES[(i + 1) % len(theme.SERIES)]
-            curve = pg.PlotDataItem(pen=pg.mkPen(color, width=2), connect="finite",
-                                    clipToView=True, autoDownsample=True, downsampleMethod="peak")
+            curve = pg.PlotDataItem(
+                pen=pg.mkPen(color, width=2),
+                connect="finite",
+                clipToView=True,
+                autoDownsample=True,
+                downsampleMethod="peak",
+            )
             self.partition_plot.addItem(curve)
             self.top_curves.append(curve)
             label = pg.TextItem("", color=color, anchor=(0, 0.5))
             self.partition_plot.addItem(label, ignoreBounds=True)
             self.top_labels.append(label)
         self.version_lines = [
-            pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine))
+            pg.InfiniteLine(
+                angle=90, movable=False, pen=pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine)
+            )
             for _ in range(2)
         ]
         for plot, line in zip((self.total_plot, self.partition_plot), self.version_lines, strict=True):
             line.setVisible(False)
             plot.addItem(line, ignoreBounds=True)
         # The selected partition (shared selection) drawn on top, whatever its rank.
-        self.selected_curve = pg.PlotDataItem(pen=pg.mkPen(theme.SELECTED, width=3, style=Qt.PenStyle.DashLine),
-                                              connect="finite")
+        self.selected_curve = pg.PlotDataItem(
+            pen=pg.mkPen(theme.SELECTED, width=3, style=Qt.PenStyle.DashLine), connect="finite"
+        )
         self.partition_plot.addItem(self.selected_curve)
         self.selected_label = pg.TextItem("", color=theme.SELECTED, anchor=(0, 1))
         self.partition_plot.addItem(self.selected_label, ignoreBounds=True)
@@ -188,8 +211,11 @@ class StateGrowthView(StorePickerMixin, QWidget):
         }
         for name in METRICS:
             matrix = metrics.get(name)
-            data[name] = (np.asarray(matrix, dtype=np.float64) if matrix is not None
-                          else np.full((len(data["partition_ids"]), len(data["versions"])), np.nan))
+            data[name] = (
+                np.asarray(matrix, dtype=np.float64)
+                if matrix is not None
+                else np.full((len(data["partition_ids"]), len(data["versions"])), np.nan)
+            )
         self._data[(operator_id, store_name)] = data
         if self._shown == (operator_id, store_name):
             self._redraw()
@@ -208,7 +234,11 @@ class StateGrowthView(StorePickerMixin, QWidget):
         heaviest first. ``elements_of`` names what ``elements`` counts (list elements, map entries...);
         ``note`` replaces the table's title (e.g. why the store was not weighed)."""
         self._heavy[(operator_id, store_name)] = {
-            "version": version, "keys": keys_weighed, "rows": list(rows), "elements_of": elements_of, "note": note,
+            "version": version,
+            "keys": keys_weighed,
+            "rows": list(rows),
+            "elements_of": elements_of,
+            "note": note,
         }
         if self._shown == (operator_id, store_name):
             self._show_heavy()
@@ -226,13 +256,16 @@ class StateGrowthView(StorePickerMixin, QWidget):
         if data["note"]:
             self.heavy_label.setText(f"Heaviest keys: {data['note']}")
         else:
-            counted = {"list": "list elements", "map": "map entries", "values": "values"}.get(data["elements_of"] or "")
+            counted = {"list": "list elements", "map": "map entries", "values": "values"}.get(
+                data["elements_of"] or ""
+            )
             what = "encoded key + value bytes as the store holds them"
             if counted:
                 what += f", of all {counted} of a key together"
             self.heavy_label.setText(
                 f"Heaviest keys at version {data['version']} of {data['keys']:,} keys ({what}); "
-                "click one to select its partition")
+                "click one to select its partition"
+            )
         rows = data["rows"]
         # The key last: it takes the width that is left.
         headers = ["partition", "bytes"]
@@ -280,8 +313,12 @@ class StateGrowthView(StorePickerMixin, QWidget):
         _text, label, units, title = METRICS[self._metric]
         theme.set_axis_label(self.total_plot, "left", label, units=units)
         theme.set_axis_label(self.partition_plot, "left", label, units=units)
-        self.total_plot.setTitle(f"{title}: total over all partitions", color=theme.foreground().name(), size=theme.TITLE_SIZE)
-        self.partition_plot.setTitle(f"{title}: per partition", color=theme.foreground().name(), size=theme.TITLE_SIZE)
+        self.total_plot.setTitle(
+            f"{title}: total over all partitions", color=theme.foreground().name(), size=theme.TITLE_SIZE
+        )
+        self.partition_plot.setTitle(
+            f"{title}: per partition", color=theme.foreground().name(), size=theme.TITLE_SIZE
+        )
 
     def _redraw(self) -> None:
         self._show_heavy()
@@ -326,7 +363,9 @@ class StateGrowthView(StorePickerMixin, QWidget):
             xs = np.concatenate([np.append(x, np.nan) for _ in rest])
             ys = np.concatenate([np.append(values[i], np.nan) for i in rest])
             self.other_curve.setData(xs, ys)
-            self.legend.addItem(self.other_curve, f"{len(rest)} other partition{'s' if len(rest) != 1 else ''}")
+            self.legend.addItem(
+                self.other_curve, f"{len(rest)} other partition{'s' if len(rest) != 1 else ''}"
+            )
         else:
             self.other_curve.setData([], [])
         unit = "rows" if self._metric == "rows" else "B"
@@ -356,8 +395,10 @@ class StateGrowthView(StorePickerMixin, QWidget):
         pad = max((x[-1] - x[0]) * 0.06, 0.5)
         self.total_plot.setXRange(x[0] - 0.5, x[-1] + pad, padding=0)
         # Growth reads against zero: both y axes start there.
-        for plot, top_value in ((self.total_plot, np.nanmax(totals, initial=0.0)),
-                                (self.partition_plot, float(peak.max(initial=0.0)))):
+        for plot, top_value in (
+            (self.total_plot, np.nanmax(totals, initial=0.0)),
+            (self.partition_plot, float(peak.max(initial=0.0))),
+        ):
             plot.setYRange(0, max(float(top_value), 1.0) * 1.08, padding=0)
         if self._selection is not None:
             self.show_version(self._selection.version)
@@ -366,8 +407,11 @@ class StateGrowthView(StorePickerMixin, QWidget):
     def show_partition(self, partition_id: int | None) -> None:
         """Draw one partition's line in the selection colour (hidden for None or unknown)."""
         data = self._data.get(self._shown) if self._shown is not None else None
-        hits: Any = (np.nonzero(data["partition_ids"] == partition_id)[0]
-                     if data is not None and partition_id is not None else [])
+        hits: Any = (
+            np.nonzero(data["partition_ids"] == partition_id)[0]
+            if data is not None and partition_id is not None
+            else []
+        )
         if not len(hits):
             self.selected_curve.setData([], [])
             self.selected_label.setText("")

@@ -43,7 +43,9 @@ class KeyHistoryPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         top = QHBoxLayout()
-        self.title = QLabel("Select a key (state browser or expired keys) to see its history across versions.")
+        self.title = QLabel(
+            "Select a key (state browser or expired keys) to see its history across versions."
+        )
         self.title.setTextFormat(Qt.TextFormat.PlainText)
         self.title.setWordWrap(True)
         self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

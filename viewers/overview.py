@@ -79,17 +79,36 @@ class OverviewView(QWidget):
     batch_selected = Signal(int)
     store_selected = Signal(int, str)
 
-    BATCH_HEADERS = ("batch", "started ({zone})", "watermark ({zone})", "interval (s)", "committed", "sources")
-    OPERATOR_HEADERS = ("operator", "kind", "name", "store", "holds", "provider", "codec", "partitions", "versions",
-                        "key schema", "value schema")
+    BATCH_HEADERS = (
+        "batch",
+        "started ({zone})",
+        "watermark ({zone})",
+        "interval (s)",
+        "committed",
+        "sources",
+    )
+    OPERATOR_HEADERS = (
+        "operator",
+        "kind",
+        "name",
+        "store",
+        "holds",
+        "provider",
+        "codec",
+        "partitions",
+        "versions",
+        "key schema",
+        "value schema",
+    )
     #: Operators described one per line in the State row; more are counted.
     MAX_DESCRIBED = 6
     #: Approximate table row height (pixels) for sizing the operators table.
     ROW_HEIGHT = 22
     PROBLEM_HEADERS = ("problem", "file", "offset", "message")
 
-    def __init__(self, selection: Any = None, time_zone: TimeZoneState | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, selection: Any = None, time_zone: TimeZoneState | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self._selection = selection
         self.time_zone = time_zone if time_zone is not None else TimeZoneState()
@@ -130,7 +149,9 @@ class OverviewView(QWidget):
 
         self.operator_model = ColumnTableModel()
         self.operator_table = self._table(self.operator_model, "stateful operators")
-        self.operator_table.selectionModel().currentRowChanged.connect(self._on_operator_table_current_changed)
+        self.operator_table.selectionModel().currentRowChanged.connect(
+            self._on_operator_table_current_changed
+        )
         splitter.addWidget(self._group("Stateful operators", self.operator_table))
 
         self.problem_model = ColumnTableModel()
@@ -165,8 +186,15 @@ class OverviewView(QWidget):
 
     # -- data ----------------------------------------------------------------------------------------
     def clear(self) -> None:
-        for label in (self.location_label, self.query_label, self.batches_label, self.time_label,
-                      self.commit_label, self.state_label, self.problems_label):
+        for label in (
+            self.location_label,
+            self.query_label,
+            self.batches_label,
+            self.time_label,
+            self.commit_label,
+            self.state_label,
+            self.problems_label,
+        ):
             label.setText("—")
         self.batch_model.clear()
         self.operator_model.clear()
@@ -195,7 +223,11 @@ class OverviewView(QWidget):
         if batches:
             self.batches_label.setText(
                 f"{len(batches):,} batches, {batches[0].batch_id} to {batches[-1].batch_id}"
-                + (f"; ids missing: {ranges(_gaps([b.batch_id for b in batches]))}" if _gaps([b.batch_id for b in batches]) else "")
+                + (
+                    f"; ids missing: {ranges(_gaps([b.batch_id for b in batches]))}"
+                    if _gaps([b.batch_id for b in batches])
+                    else ""
+                )
             )
         else:
             self.batches_label.setText("no batches (no offsets or commits files)")
@@ -211,8 +243,12 @@ class OverviewView(QWidget):
             self.commit_label.setText("all planned batches committed" if batches else "—")
             self.commit_label.setFont(QFont())
         stores = sum(len(op.stores) for op in operators)
-        text = (f"{len(operators)} stateful operator{'s' if len(operators) != 1 else ''}, "
-                f"{stores} store{'s' if stores != 1 else ''}" if operators else "no stateful operators (no state/ folder)")
+        text = (
+            f"{len(operators)} stateful operator{'s' if len(operators) != 1 else ''}, "
+            f"{stores} store{'s' if stores != 1 else ''}"
+            if operators
+            else "no stateful operators (no state/ folder)"
+        )
         lines = list(descriptions[: self.MAX_DESCRIBED])
         if len(descriptions) > len(lines):
             lines.append(f"… and {len(descriptions) - len(lines)} more operators (see the table below)")
@@ -239,7 +275,9 @@ class OverviewView(QWidget):
         if times:
             span = (max(times) - min(times)) / 1000
             zone = self.time_zone.label(min(times) / 1000)
-            self.time_label.setText(f"{fmt(min(times))} to {fmt(max(times))} ({format_duration_s(span)}; {zone})")
+            self.time_label.setText(
+                f"{fmt(min(times))} to {fmt(max(times))} ({format_duration_s(span)}; {zone})"
+            )
         else:
             self.time_label.setText("no batch timestamps")
         ids, started, watermark, interval, committed, sources = [], [], [], [], [], []
@@ -289,15 +327,26 @@ class OverviewView(QWidget):
             for s in op.stores:
                 self._stores.append((op.operator_id, s.store_name))
                 role = roles.get((op.operator_id, s.store_name))
-                provider = s.provider if role is None or not role.column_family_of else (
-                    f"{s.provider} (column family)")
-                rows.append([
-                    str(op.operator_id), op.kind.value, op.operator_name or "", s.store_name,
-                    role.text if role is not None else "", provider, s.codec,
-                    str(len(s.partitions)),
-                    f"{ranges(s.versions)} ({len(s.versions)})" if s.versions else "none",
-                    _schema_text(s.key_schema), _schema_text(s.value_schema),
-                ])
+                provider = (
+                    s.provider
+                    if role is None or not role.column_family_of
+                    else (f"{s.provider} (column family)")
+                )
+                rows.append(
+                    [
+                        str(op.operator_id),
+                        op.kind.value,
+                        op.operator_name or "",
+                        s.store_name,
+                        role.text if role is not None else "",
+                        provider,
+                        s.codec,
+                        str(len(s.partitions)),
+                        f"{ranges(s.versions)} ({len(s.versions)})" if s.versions else "none",
+                        _schema_text(s.key_schema),
+                        _schema_text(s.value_schema),
+                    ]
+                )
         columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in self.OPERATOR_HEADERS]
         self.operator_model.set_columns(self.OPERATOR_HEADERS, columns)
         holds = self.OPERATOR_HEADERS.index("holds")
@@ -313,8 +362,11 @@ class OverviewView(QWidget):
             cols[2].append("" if offset is None else str(offset))
             cols[3].append(getattr(err, "message", None) or str(err))
         self.problem_model.set_columns(self.PROBLEM_HEADERS, cols)
-        text = (f"{len(problems)} file{'s' if len(problems) != 1 else ''} could not be read; everything else is shown"
-                if problems else "none: every file read")
+        text = (
+            f"{len(problems)} file{'s' if len(problems) != 1 else ''} could not be read; everything else is shown"
+            if problems
+            else "none: every file read"
+        )
         self.problems_label.setText(text)
         self.problems_box.setTitle(f"Problems while loading: {text}")
         self.problems_box.setVisible(bool(problems))

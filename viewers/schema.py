@@ -104,7 +104,9 @@ class SchemaConfView(QWidget):
         self.tree.setAlternatingRowColors(True)
         self.tree.setUniformRowHeights(True)
         self.tree.currentItemChanged.connect(self._on_tree_current_changed)
-        left.addWidget(_group("State schemas (key and value of each store; field names as stored)", self.tree))
+        left.addWidget(
+            _group("State schemas (key and value of each store; field names as stored)", self.tree)
+        )
         self.file_model = ColumnTableModel()
         self.file_table = DataTableView(self.file_model, "schema files")
         left.addWidget(_group("Schema files across versions", self.file_table))
@@ -192,8 +194,13 @@ class SchemaConfView(QWidget):
             cols[0].append(label)
             cols[1].append("" if batch is None else str(batch))
             cols[2].append(path)
-            cols[3].append("; ".join(changes) if changes else "(first file)" if batch is not None
-                           else "one file for every version (format v1/v2 files are never rewritten)")
+            cols[3].append(
+                "; ".join(changes)
+                if changes
+                else "(first file)"
+                if batch is not None
+                else "one file for every version (format v1/v2 files are never rewritten)"
+            )
             background.append(CHANGED_ROW if changes else None)
         self.file_model.set_columns(self.FILE_HEADERS, cols, None, background)
         self.file_table.resizeColumnsToContents()
@@ -205,7 +212,9 @@ class SchemaConfView(QWidget):
         return dict(self._store_items)
 
     # -- conf ----------------------------------------------------------------------------------------
-    def set_conf(self, batches: Sequence[BatchInfo], changes: dict[int, dict[str, tuple[str | None, str | None]]]) -> None:
+    def set_conf(
+        self, batches: Sequence[BatchInfo], changes: dict[int, dict[str, tuple[str | None, str | None]]]
+    ) -> None:
         """Batches (their offsets files hold the conf) and the keys that changed at each batch."""
         self._batches = [b for b in batches if b.offsets is not None]
         self._batch_ids = [b.batch_id for b in self._batches]
@@ -217,15 +226,19 @@ class SchemaConfView(QWidget):
             counts.append(str(len(b.offsets.conf)) if b.offsets is not None else "")
             changed.append(", ".join(f"{k}: {_text(a)} → {_text(c)}" for k, (a, c) in diff.items()))
             background.append(CHANGED_ROW if diff else None)
-        self.batch_model.set_columns(self.BATCH_HEADERS, [ids, counts, changed],
-                                     [self._batch_ids, [len(b.offsets.conf) for b in self._batches if b.offsets], changed],
-                                     background)
+        self.batch_model.set_columns(
+            self.BATCH_HEADERS,
+            [ids, counts, changed],
+            [self._batch_ids, [len(b.offsets.conf) for b in self._batches if b.offsets], changed],
+            background,
+        )
         header = self.batch_table.horizontalHeader()
         for col, width in enumerate((70, 80)):
             header.resizeSection(col, width)
         n = len(changes)
         self.conf_note.setText(
-            f"{n} batch{'es' if n != 1 else ''} changed the conf; select a batch to see its conf." if n
+            f"{n} batch{'es' if n != 1 else ''} changed the conf; select a batch to see its conf."
+            if n
             else "The conf is the same in every batch; select a batch to see it."
         )
         if self._batches:
@@ -274,7 +287,9 @@ class SchemaConfView(QWidget):
         self._syncing = True
         try:
             self.batch_table.selectionModel().setCurrentIndex(
-                index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+                index,
+                QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows,
+            )
             self.batch_table.scrollTo(index)
         finally:
             self._syncing = False

@@ -232,12 +232,18 @@ class ColumnTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.BackgroundRole and self._background is not None:
             color = self._background[r]
             return QBrush(color) if color is not None else None
-        if (role == Qt.ItemDataRole.FontRole and self.bold_highlights and self._background is not None
-                and self._background[r] is not None):
+        if (
+            role == Qt.ItemDataRole.FontRole
+            and self.bold_highlights
+            and self._background is not None
+            and self._background[r] is not None
+        ):
             return self._bold
         return None
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         if orientation == Qt.Orientation.Horizontal:
@@ -250,7 +256,9 @@ class ColumnTableModel(QAbstractTableModel):
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
 
 
-def haystacks(columns: Sequence[Sequence[str]], n: int, cancelled: Callable[[], bool] | None = None) -> list[str]:
+def haystacks(
+    columns: Sequence[Sequence[str]], n: int, cancelled: Callable[[], bool] | None = None
+) -> list[str]:
     """Lower-cased text of every row (cells joined by a separator no cell holds), for filtering."""
     out: list[str] = []
     step = 20_000
@@ -294,7 +302,11 @@ def row_order(
     numpy.ndarray
         int64 row positions.
     """
-    order = _argsort(sort_keys[column], descending) if 0 <= column < len(sort_keys) else np.arange(n, dtype=np.int64)
+    order = (
+        _argsort(sort_keys[column], descending)
+        if 0 <= column < len(sort_keys)
+        else np.arange(n, dtype=np.int64)
+    )
     if not needle:
         return order
     hay = haystack if haystack is not None else haystacks(columns, n, cancelled)

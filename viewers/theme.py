@@ -135,7 +135,9 @@ class TimeAxisItem(pg.DateAxisItem):
             return list(super().tickStrings(values, scale, spacing))
         # Sub-second level: as many decimals as the ticks need (whole seconds: none, 0.5 s steps: one).
         millis = [int(round(v * 1000)) % 1000 for v in values]
-        decimals = next(d for d, unit in ((0, 1000), (1, 100), (2, 10), (3, 1)) if all(m % unit == 0 for m in millis))
+        decimals = next(
+            d for d, unit in ((0, 1000), (1, 100), (2, 10), (3, 1)) if all(m % unit == 0 for m in millis)
+        )
         out = []
         for v in values:
             try:
@@ -143,6 +145,7 @@ class TimeAxisItem(pg.DateAxisItem):
             except (OverflowError, OSError, ValueError):
                 out.append("")
                 continue
-            out.append(when.strftime("%H:%M:%S.%f")[: 9 + decimals] if decimals else when.strftime("%H:%M:%S"))
+            out.append(
+                when.strftime("%H:%M:%S.%f")[: 9 + decimals] if decimals else when.strftime("%H:%M:%S")
+            )
         return out
-

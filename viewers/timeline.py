@@ -77,8 +77,9 @@ class BatchTimelineView(QWidget):
 
     batch_selected = Signal(int)
 
-    def __init__(self, selection: Any = None, time_zone: TimeZoneState | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, selection: Any = None, time_zone: TimeZoneState | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.time_zone = time_zone if time_zone is not None else TimeZoneState()
         self._ids = np.zeros(0, dtype=np.int64)
@@ -99,7 +100,8 @@ class BatchTimelineView(QWidget):
 
         # -- top: batches and watermark ----------------------------------------------------------------
         self.batch_plot = self.graphics.addPlot(
-            row=0, col=0,
+            row=0,
+            col=0,
             axisItems={
                 "bottom": theme.TimeAxisItem(),
                 "right": theme.TimeAxisItem(orientation="right"),
@@ -108,8 +110,14 @@ class BatchTimelineView(QWidget):
         )
         theme.style_plot(self.batch_plot, "Batches over time")
         theme.set_axis_label(self.batch_plot, "left", "batch id")
-        theme.set_axis_label(self.batch_plot, "right", _axis_label("watermark, event time", self._wm, self.time_zone, short=True))
-        theme.set_axis_label(self.batch_plot, "bottom", _axis_label("batch start time", self._t, self.time_zone))
+        theme.set_axis_label(
+            self.batch_plot,
+            "right",
+            _axis_label("watermark, event time", self._wm, self.time_zone, short=True),
+        )
+        theme.set_axis_label(
+            self.batch_plot, "bottom", _axis_label("batch start time", self._t, self.time_zone)
+        )
         self.batch_plot.showAxis("right")
         self.batch_plot.setMouseEnabled(x=True, y=False)
 
@@ -125,10 +133,17 @@ class BatchTimelineView(QWidget):
         self.batch_line = pg.PlotDataItem(pen=pg.mkPen(theme.muted(), width=1))
         self.batch_plot.addItem(self.batch_line)
         self.committed_points = pg.ScatterPlotItem(
-            size=8, symbol="o", pen=pg.mkPen(theme.COMMITTED), brush=pg.mkBrush(theme.COMMITTED), name="committed batch"
+            size=8,
+            symbol="o",
+            pen=pg.mkPen(theme.COMMITTED),
+            brush=pg.mkBrush(theme.COMMITTED),
+            name="committed batch",
         )
         self.uncommitted_points = pg.ScatterPlotItem(
-            size=14, symbol="t", pen=pg.mkPen(theme.UNCOMMITTED, width=2), brush=pg.mkBrush(theme.UNCOMMITTED),
+            size=14,
+            symbol="t",
+            pen=pg.mkPen(theme.UNCOMMITTED, width=2),
+            brush=pg.mkBrush(theme.UNCOMMITTED),
             name="uncommitted batch (no commit file)",
         )
         self.batch_plot.addItem(self.committed_points)
@@ -143,7 +158,9 @@ class BatchTimelineView(QWidget):
         self.interval_plot = self.graphics.addPlot(row=1, col=0, axisItems={"bottom": theme.TimeAxisItem()})
         theme.style_plot(self.interval_plot, "Interval between batch starts")
         theme.set_axis_label(self.interval_plot, "left", "interval", units="s")
-        theme.set_axis_label(self.interval_plot, "bottom", _axis_label("batch start time", self._t, self.time_zone))
+        theme.set_axis_label(
+            self.interval_plot, "bottom", _axis_label("batch start time", self._t, self.time_zone)
+        )
         self.interval_plot.setXLink(self.batch_plot)
         self.interval_plot.setMouseEnabled(x=True, y=False)
         # Same axis widths in both plots so their time axes line up pixel for pixel.
@@ -153,7 +170,9 @@ class BatchTimelineView(QWidget):
             plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
             plot.getAxis("right").setWidth(RIGHT_AXIS_WIDTH)
         fill = theme.COMMITTED
-        self.interval_bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush=pg.mkBrush(fill + "99"), pen=pg.mkPen(fill))
+        self.interval_bars = pg.BarGraphItem(
+            x0=[], x1=[], height=[], brush=pg.mkBrush(fill + "99"), pen=pg.mkPen(fill)
+        )
         self.interval_plot.addItem(self.interval_bars)
         self.graphics.ci.layout.setRowStretchFactor(0, 3)
         self.graphics.ci.layout.setRowStretchFactor(1, 2)
@@ -163,14 +182,18 @@ class BatchTimelineView(QWidget):
         selected_pen = pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine)
         self.cursors = [pg.InfiniteLine(angle=90, movable=False, pen=cursor_pen) for _ in range(2)]
         self.selected_lines = [pg.InfiniteLine(angle=90, movable=False, pen=selected_pen) for _ in range(2)]
-        for plot, cursor, selected in zip((self.batch_plot, self.interval_plot), self.cursors, self.selected_lines, strict=True):
+        for plot, cursor, selected in zip(
+            (self.batch_plot, self.interval_plot), self.cursors, self.selected_lines, strict=True
+        ):
             for line in (cursor, selected):
                 line.setVisible(False)
                 plot.addItem(line, ignoreBounds=True)
         self.empty_text = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
         self.batch_plot.addItem(self.empty_text, ignoreBounds=True)
 
-        self._mouse_proxy = pg.SignalProxy(self.graphics.scene().sigMouseMoved, rateLimit=30, slot=self._on_scene_mouse_moved)
+        self._mouse_proxy = pg.SignalProxy(
+            self.graphics.scene().sigMouseMoved, rateLimit=30, slot=self._on_scene_mouse_moved
+        )
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
 
         self._selection = selection
@@ -191,16 +214,20 @@ class BatchTimelineView(QWidget):
         timed = [b for b in batches if b.timestamp_ms is not None]
         self._ids = np.array([b.batch_id for b in timed], dtype=np.int64)
         self._t = np.array([b.timestamp_ms / 1000 for b in timed], dtype=np.float64)  # type: ignore[operator]
-        self._wm = np.array([b.watermark_ms / 1000 if b.watermark_ms else np.nan for b in timed], dtype=np.float64)
+        self._wm = np.array(
+            [b.watermark_ms / 1000 if b.watermark_ms else np.nan for b in timed], dtype=np.float64
+        )
         self._committed = np.array([b.committed for b in timed], dtype=bool)
 
         self.batch_line.setData(self._t, self._ids.astype(np.float64))
         self.committed_points.setData(
-            x=self._t[self._committed], y=self._ids[self._committed].astype(np.float64),
+            x=self._t[self._committed],
+            y=self._ids[self._committed].astype(np.float64),
             data=self._ids[self._committed],
         )
         self.uncommitted_points.setData(
-            x=self._t[~self._committed], y=self._ids[~self._committed].astype(np.float64),
+            x=self._t[~self._committed],
+            y=self._ids[~self._committed].astype(np.float64),
             data=self._ids[~self._committed],
         )
         # The watermark a batch ran with holds until the next batch starts: draw it as steps.
@@ -224,7 +251,9 @@ class BatchTimelineView(QWidget):
 
         gaps = np.diff(self._t) if len(self._t) > 1 else np.zeros(0)
         if len(gaps):
-            brushes = [pg.mkBrush((theme.COMMITTED if c else theme.UNCOMMITTED) + "99") for c in self._committed[1:]]
+            brushes = [
+                pg.mkBrush((theme.COMMITTED if c else theme.UNCOMMITTED) + "99") for c in self._committed[1:]
+            ]
             self.interval_bars.setOpts(x0=self._t[:-1], x1=self._t[1:], height=gaps, brushes=brushes)
         else:
             self.interval_bars.setOpts(x0=[], x1=[], height=[], brushes=None)
@@ -233,7 +262,9 @@ class BatchTimelineView(QWidget):
             self.empty_text.setText("")
             pad = max((self._t[-1] - self._t[0]) * 0.03, 1.0)
             self.batch_plot.setXRange(self._t[0] - pad, self._t[-1] + pad, padding=0)
-            self.batch_plot.setYRange(float(self._ids.min()) - 0.5, float(self._ids.max()) + 0.5, padding=0.05)
+            self.batch_plot.setYRange(
+                float(self._ids.min()) - 0.5, float(self._ids.max()) + 0.5, padding=0.05
+            )
             if has_wm:
                 finite = self._wm[np.isfinite(self._wm)]
                 lo, hi = float(finite.min()), float(finite.max())
@@ -258,10 +289,14 @@ class BatchTimelineView(QWidget):
             axis.set_utc_offset_s(offset)
         wm = self._wm[np.isfinite(self._wm)]
         self.batch_plot.getAxis("right").set_utc_offset_s(
-            self.time_zone.axis_offset_s(float((wm.min() + wm.max()) / 2) if len(wm) else middle))
+            self.time_zone.axis_offset_s(float((wm.min() + wm.max()) / 2) if len(wm) else middle)
+        )
         theme.set_axis_label(
-            self.batch_plot, "right",
-            _axis_label("watermark", self._wm, self.time_zone, short=True) if has_wm else "watermark: none in this query",
+            self.batch_plot,
+            "right",
+            _axis_label("watermark", self._wm, self.time_zone, short=True)
+            if has_wm
+            else "watermark: none in this query",
         )
         for plot in (self.batch_plot, self.interval_plot):
             theme.set_axis_label(plot, "bottom", _axis_label("batch start time", self._t, self.time_zone))
@@ -318,11 +353,16 @@ class BatchTimelineView(QWidget):
         """Plain-text read-out of the i-th timed batch."""
         fmt = self.time_zone.format_ms
         started = fmt(int(round(self._t[i] * 1000)))
-        parts = [f"batch {int(self._ids[i])}", f"started {started} ({self.time_zone.label(float(self._t[i]))})"]
+        parts = [
+            f"batch {int(self._ids[i])}",
+            f"started {started} ({self.time_zone.label(float(self._t[i]))})",
+        ]
         wm = self._wm[i]
         parts.append(f"watermark {fmt(int(round(wm * 1000)))}" if np.isfinite(wm) else "no watermark")
         if i > 0:
-            parts.append(f"{format_duration_s(self._t[i] - self._t[i - 1])} after batch {int(self._ids[i - 1])}")
+            parts.append(
+                f"{format_duration_s(self._t[i] - self._t[i - 1])} after batch {int(self._ids[i - 1])}"
+            )
         parts.append("committed" if self._committed[i] else "NOT committed")
         return "  ·  ".join(parts)
 

@@ -65,8 +65,17 @@ def _dur(ms: int | None) -> str:
 
 # -- expired -------------------------------------------------------------------------------------------
 EXPIRED_HEADERS = (
-    "op", "part", "version", "category", "key", "batch", "timeout/event time (UTC)", "threshold (UTC)",
-    "age_batches", "age", "stored_timeout_ms",
+    "op",
+    "part",
+    "version",
+    "category",
+    "key",
+    "batch",
+    "timeout/event time (UTC)",
+    "threshold (UTC)",
+    "age_batches",
+    "age",
+    "stored_timeout_ms",
 )
 
 
@@ -107,8 +116,10 @@ class _StreamingTable:
         for cells in self.lead:
             widths = [max(w, len(c)) for w, c in zip(widths, cells, strict=True)]
         self.widths = widths
-        lines = ["  ".join(h.ljust(w) for h, w in zip(self.headers, widths, strict=True)).rstrip(),
-                 "  ".join("-" * w for w in widths)]
+        lines = [
+            "  ".join(h.ljust(w) for h, w in zip(self.headers, widths, strict=True)).rstrip(),
+            "  ".join("-" * w for w in widths),
+        ]
         if self.before_write is not None:
             self.before_write()
         self.out.write("\n".join(lines) + "\n")
@@ -119,15 +130,26 @@ class _StreamingTable:
         if self.before_write is not None:
             self.before_write()
         widths = self.widths or []
-        self.out.write("".join(
-            "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() + "\n" for cells in rows
-        ))
+        self.out.write(
+            "".join(
+                "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip() + "\n"
+                for cells in rows
+            )
+        )
 
 
 def _expired_row(f: Any) -> list[Any]:
     return [
-        f.operator_id, f.partition, f.version, f.category, key_text(f.key), f.batch_id,
-        _fmt_ms(f.timeout_ms), _fmt_ms(f.threshold_ms), f.age_batches, _dur(f.age_ms),
+        f.operator_id,
+        f.partition,
+        f.version,
+        f.category,
+        key_text(f.key),
+        f.batch_id,
+        _fmt_ms(f.timeout_ms),
+        _fmt_ms(f.threshold_ms),
+        f.age_batches,
+        _dur(f.age_ms),
         "" if f.stored_timeout_ms is None else f.stored_timeout_ms,
     ]
 
@@ -165,6 +187,7 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
                 clear()
             array.write(f.to_json())
     elif args.jsonl:
+
         def sink(f: Any) -> None:
             if clear is not None:
                 clear()
@@ -218,8 +241,10 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
                 line += f"; {op.reason}"
         w(line + "\n")
     for op_id, names in internal.items():
-        w(f"operator {op_id}: {len(names)} internal column families not checked (Spark's own bookkeeping: "
-          f"{', '.join(names)})\n")
+        w(
+            f"operator {op_id}: {len(names)} internal column families not checked (Spark's own bookkeeping: "
+            f"{', '.join(names)})\n"
+        )
     if table.rows:
         counts = ", ".join(f"{n} {c}" for c, n in result.counts().items() if n)
         w(f"\n{result.total()} findings: {counts}\n")
@@ -231,7 +256,11 @@ def _source_text(s: Any) -> str:
     if s.files is not None:
         return f"{s.index}:{s.kind} {s.files} files"
     if s.records is not None:
-        return f"{s.index}:{s.kind} {s.records} records" if s.kind == "kafka" else f"{s.index}:{s.kind} +{s.records}"
+        return (
+            f"{s.index}:{s.kind} {s.records} records"
+            if s.kind == "kafka"
+            else f"{s.index}:{s.kind} +{s.records}"
+        )
     return f"{s.index}:{s.kind} ?" + (f" ({s.note})" if s.note else "")
 
 
@@ -246,17 +275,39 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
         return _exit_for(ckpt, timeline.problems)
     rows = []
     for r in timeline.rows:
-        changes = "; ".join(f"{k.removeprefix('spark.sql.')}: {a} -> {b}" for k, (a, b) in r.conf_changes.items())
-        rows.append([
-            r.batch_id, _fmt_ms(r.timestamp_ms), _dur(r.interval_ms), _fmt_ms(r.watermark_ms),
-            _dur(r.watermark_move_ms) if r.watermark_move_ms else ("" if r.watermark_move_ms is None else "0"),
-            "yes" if r.committed else ("NO" if r.has_offsets else "no offsets"),
-            ", ".join(_source_text(s) for s in r.sources), changes,
-        ])
-    out.write(format_table(
-        ["batch", "start (UTC)", "interval", "watermark (UTC)", "wm moved", "committed", "sources", "conf changes"],
-        rows,
-    ) + "\n")
+        changes = "; ".join(
+            f"{k.removeprefix('spark.sql.')}: {a} -> {b}" for k, (a, b) in r.conf_changes.items()
+        )
+        rows.append(
+            [
+                r.batch_id,
+                _fmt_ms(r.timestamp_ms),
+                _dur(r.interval_ms),
+                _fmt_ms(r.watermark_ms),
+                _dur(r.watermark_move_ms)
+                if r.watermark_move_ms
+                else ("" if r.watermark_move_ms is None else "0"),
+                "yes" if r.committed else ("NO" if r.has_offsets else "no offsets"),
+                ", ".join(_source_text(s) for s in r.sources),
+                changes,
+            ]
+        )
+    out.write(
+        format_table(
+            [
+                "batch",
+                "start (UTC)",
+                "interval",
+                "watermark (UTC)",
+                "wm moved",
+                "committed",
+                "sources",
+                "conf changes",
+            ],
+            rows,
+        )
+        + "\n"
+    )
     med = timeline.median_interval_ms()
     if med is not None:
         out.write(f"\nmedian interval {_dur(int(med))}, longest {_dur(max(timeline.intervals_ms()))}\n")
@@ -271,8 +322,14 @@ def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
     ckpt = _open(args)
     chooser = _backend_chooser(args, ckpt)
     try:
-        result = _drive(iter_doctor(ckpt, min_batches_to_retain=args.min_batches_to_retain,
-                                    decode_files=not args.quick, backends=chooser))
+        result = _drive(
+            iter_doctor(
+                ckpt,
+                min_batches_to_retain=args.min_batches_to_retain,
+                decode_files=not args.quick,
+                backends=chooser,
+            )
+        )
     finally:
         _close_backends(args, chooser)
     if args.json:
@@ -300,14 +357,16 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
     ckpt = _open(args)
     chooser = _backend_chooser(args, ckpt)
     try:
-        result = _drive(iter_report(
-            ckpt,
-            target_rows=args.target_rows,
-            stale_after=args.stale_after,
-            timeout_kind=args.timeout_kind,
-            decode_files=not args.quick,
-            backends=chooser,
-        ))
+        result = _drive(
+            iter_report(
+                ckpt,
+                target_rows=args.target_rows,
+                stale_after=args.stale_after,
+                timeout_kind=args.timeout_kind,
+                decode_files=not args.quick,
+                backends=chooser,
+            )
+        )
     finally:
         _close_backends(args, chooser)
     if args.output:
@@ -331,42 +390,74 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("checkpoint")
     p.add_argument("--operator", type=int, metavar="N", help="only this stateful operator")
-    p.add_argument("--all-versions", action="store_true", help="report every readable version, not just the latest")
-    p.add_argument("--stale-after", type=int, default=DEFAULT_STALE_AFTER, metavar="K",
-                   help=f"a key without timeout unwritten for K versions is stale (default {DEFAULT_STALE_AFTER}; 0 = off)")
-    p.add_argument("--timeout-kind", choices=TIMEOUT_KINDS,
-                   help="override the inferred timeout kind of (flat)MapGroupsWithState/applyInPandasWithState")
+    p.add_argument(
+        "--all-versions", action="store_true", help="report every readable version, not just the latest"
+    )
+    p.add_argument(
+        "--stale-after",
+        type=int,
+        default=DEFAULT_STALE_AFTER,
+        metavar="K",
+        help=f"a key without timeout unwritten for K versions is stale (default {DEFAULT_STALE_AFTER}; 0 = off)",
+    )
+    p.add_argument(
+        "--timeout-kind",
+        choices=TIMEOUT_KINDS,
+        help="override the inferred timeout kind of (flat)MapGroupsWithState/applyInPandasWithState",
+    )
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print a JSON list of findings (written as they are found)")
+    fmt.add_argument(
+        "--json", action="store_true", help="print a JSON list of findings (written as they are found)"
+    )
     fmt.add_argument("--jsonl", action="store_true", help="print one JSON object per finding and line")
     add_backend_options(p)
     p.set_defaults(func=cmd_expired)
 
     from statelens.app.analysis.doctor import DEFAULT_MIN_BATCHES_TO_RETAIN
 
-    p = sub.add_parser("doctor", help="health checks with severities and files; exit 0 clean, 1 warnings, 2 errors")
+    p = sub.add_parser(
+        "doctor", help="health checks with severities and files; exit 0 clean, 1 warnings, 2 errors"
+    )
     p.add_argument("checkpoint")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--quick", action="store_true", help="do not read every state file (skip decode checks)")
-    p.add_argument("--min-batches-to-retain", type=int, default=DEFAULT_MIN_BATCHES_TO_RETAIN, metavar="N",
-                   help="the query's spark.sql.streaming.minBatchesToRetain (not recorded in the checkpoint)")
+    p.add_argument(
+        "--min-batches-to-retain",
+        type=int,
+        default=DEFAULT_MIN_BATCHES_TO_RETAIN,
+        metavar="N",
+        help="the query's spark.sql.streaming.minBatchesToRetain (not recorded in the checkpoint)",
+    )
     add_backend_options(p)
     p.set_defaults(func=cmd_doctor)
 
-    p = sub.add_parser("report", help="one self-contained HTML post-mortem report (overview, timeline, growth, "
-                       "expired keys, health)")
+    p = sub.add_parser(
+        "report",
+        help="one self-contained HTML post-mortem report (overview, timeline, growth, expired keys, health)",
+    )
     p.add_argument("checkpoint")
     p.add_argument("-o", "--output", metavar="FILE", help="write the HTML here (default: standard output)")
-    p.add_argument("--target-rows", type=int, metavar="N",
-                   help="project when each store reaches N rows (default: 10x the largest store)")
-    p.add_argument("--stale-after", type=int, default=DEFAULT_STALE_AFTER, metavar="K",
-                   help="versions without a write before a key without timeout is stale (0 = off)")
+    p.add_argument(
+        "--target-rows",
+        type=int,
+        metavar="N",
+        help="project when each store reaches N rows (default: 10x the largest store)",
+    )
+    p.add_argument(
+        "--stale-after",
+        type=int,
+        default=DEFAULT_STALE_AFTER,
+        metavar="K",
+        help="versions without a write before a key without timeout is stale (0 = off)",
+    )
     p.add_argument("--timeout-kind", choices=TIMEOUT_KINDS, help="override the inferred timeout kind")
     p.add_argument("--quick", action="store_true", help="health checks without reading every state file")
     add_backend_options(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("timeline", help="per batch: start, interval, watermark, commit, records per source, conf changes")
+    p = sub.add_parser(
+        "timeline", help="per batch: start, interval, watermark, commit, records per source, conf changes"
+    )
     p.add_argument("checkpoint")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=cmd_timeline)

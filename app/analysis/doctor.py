@@ -107,7 +107,9 @@ class _Doctor:
         self.min_retain = min_batches_to_retain
         self.result = DoctorResult()
 
-    def add(self, check: str, severity: str, message: str, files: list[str] | tuple[str, ...] = (), **ctx: Any) -> None:
+    def add(
+        self, check: str, severity: str, message: str, files: list[str] | tuple[str, ...] = (), **ctx: Any
+    ) -> None:
         files = list(files)
         if len(files) > _FILES_SHOWN:
             message += f" ({len(files)} files, first {_FILES_SHOWN} listed)"
@@ -118,7 +120,12 @@ class _Doctor:
     def check_load_report(self) -> None:
         self.result.checked.append("readable logs and metadata")
         for err in self.ckpt.report.problems:
-            self.add("unreadable_file", "error", f"{type(err).__name__}: {err.message}", [err.path] if err.path else [])
+            self.add(
+                "unreadable_file",
+                "error",
+                f"{type(err).__name__}: {err.message}",
+                [err.path] if err.path else [],
+            )
 
     def check_batches(self) -> None:
         self.result.checked.append("offsets vs commits, batch id gaps")
@@ -130,34 +137,45 @@ class _Doctor:
         for b in sorted(set(offsets) - set(commits)):
             if last_commit is not None and b < last_commit:
                 self.add(
-                    "offsets_without_commit", "error",
+                    "offsets_without_commit",
+                    "error",
                     f"batch {b} has offsets but no commit while later batch {last_commit} committed "
-                    "(a commit file was lost)", [f"offsets/{b}"], batch_id=b,
+                    "(a commit file was lost)",
+                    [f"offsets/{b}"],
+                    batch_id=b,
                 )
             else:
                 self.add(
-                    "offsets_without_commit", "warning",
-                    f"batch {b} was planned but never committed: a restart re-runs it", [f"offsets/{b}"], batch_id=b,
+                    "offsets_without_commit",
+                    "warning",
+                    f"batch {b} was planned but never committed: a restart re-runs it",
+                    [f"offsets/{b}"],
+                    batch_id=b,
                 )
         for b in sorted(set(commits) - set(offsets)):
             self.add(
-                "commit_without_offsets", "error",
+                "commit_without_offsets",
+                "error",
                 f"batch {b} has a commit but no offsets file (offsets lost or deleted by hand)",
-                [f"commits/{b}"], batch_id=b,
+                [f"commits/{b}"],
+                batch_id=b,
             )
         for name, ids in (("offsets", sorted(offsets)), ("commits", sorted(commits))):
             missing = [b for b in range(ids[0], ids[-1] + 1) if b not in set(ids)] if ids else []
             if missing:
                 self.add(
-                    "batch_id_gap", "error",
+                    "batch_id_gap",
+                    "error",
                     f"{name}/ has no file for batch ids {_ranges(missing)} between {ids[0]} and {ids[-1]}",
                     [f"{name}/{b}" for b in missing],
                 )
         if len(offsets) > 2 * self.min_retain + RETENTION_MARGIN:
             self.add(
-                "logs_beyond_retention", "warning",
+                "logs_beyond_retention",
+                "warning",
                 f"{len(offsets)} offsets files kept although minBatchesToRetain is {self.min_retain}: "
-                "log purging may not be running", ["offsets/"],
+                "log purging may not be running",
+                ["offsets/"],
             )
 
     def check_watermark_and_clock(self) -> None:
@@ -168,10 +186,12 @@ class _Doctor:
             wm = clock.watermark_ms[b]
             if prev is not None and wm < prev[1]:
                 self.add(
-                    "watermark_backwards", "error",
+                    "watermark_backwards",
+                    "error",
                     f"watermark went backwards from {prev[1]} ms (batch {prev[0]}) to {wm} ms (batch {b}); "
                     "Spark never moves it back: an offsets file was edited or mixed from another checkpoint",
-                    [f"offsets/{prev[0]}", f"offsets/{b}"], batch_id=b,
+                    [f"offsets/{prev[0]}", f"offsets/{b}"],
+                    batch_id=b,
                 )
             if wm:
                 prev = (b, wm)
@@ -179,21 +199,27 @@ class _Doctor:
             planned = clock.watermark_ms.get(b + 1)
             if planned is not None and nxt and planned != nxt:
                 self.add(
-                    "watermark_mismatch", "warning",
+                    "watermark_mismatch",
+                    "warning",
                     f"commits/{b} says the next batch uses watermark {nxt} ms, offsets/{b + 1} says {planned} ms",
-                    [f"commits/{b}", f"offsets/{b + 1}"], batch_id=b + 1,
+                    [f"commits/{b}", f"offsets/{b + 1}"],
+                    batch_id=b + 1,
                 )
         ids = clock.batches_with_timestamp()
         intervals = [
-            (a, c, clock.timestamp_ms[c] - clock.timestamp_ms[a]) for a, c in zip(ids, ids[1:], strict=False) if c == a + 1
+            (a, c, clock.timestamp_ms[c] - clock.timestamp_ms[a])
+            for a, c in zip(ids, ids[1:], strict=False)
+            if c == a + 1
         ]
         for a, c, d in intervals:
             if d < 0:
                 self.add(
-                    "timestamp_backwards", "warning",
+                    "timestamp_backwards",
+                    "warning",
                     f"batch {c} started {-d} ms before batch {a} (driver clock moved back, or a restart on "
                     "another machine): processing-time timeouts may fire late",
-                    [f"offsets/{a}", f"offsets/{c}"], batch_id=c,
+                    [f"offsets/{a}", f"offsets/{c}"],
+                    batch_id=c,
                 )
         positive = [d for *_, d in intervals if d >= 0]
         if len(positive) >= 3:
@@ -202,9 +228,12 @@ class _Doctor:
             for a, c, d in intervals:
                 if d > limit:
                     self.add(
-                        "batch_gap", "warning",
+                        "batch_gap",
+                        "warning",
                         f"{d / 1000:.1f} s between batch {a} and {c}, the usual interval is {med / 1000:.1f} s: "
-                        "the query was stopped or stalled", [f"offsets/{a}", f"offsets/{c}"], batch_id=c,
+                        "the query was stopped or stalled",
+                        [f"offsets/{a}", f"offsets/{c}"],
+                        batch_id=c,
                     )
 
     def check_conf(self) -> None:
@@ -222,10 +251,12 @@ class _Doctor:
                 changed = sorted(k for k in set(c) | set(prev[1]) if c.get(k) != prev[1].get(k))
                 if changed:
                     self.add(
-                        "conf_changed", "warning" if key in changed or any("stateStore" in k for k in changed) else "info",
+                        "conf_changed",
+                        "warning" if key in changed or any("stateStore" in k for k in changed) else "info",
                         f"conf changed between batch {prev[0]} and {b}: "
                         + ", ".join(f"{k} {prev[1].get(k)} -> {c.get(k)}" for k in changed),
-                        [f"offsets/{prev[0]}", f"offsets/{b}"], batch_id=b,
+                        [f"offsets/{prev[0]}", f"offsets/{b}"],
+                        batch_id=b,
                     )
             if c:
                 prev = (b, c)
@@ -245,20 +276,27 @@ class _Doctor:
                     if extra:
                         detail.append(f"extra {_ranges(extra)}")
                     self.add(
-                        "partition_count", "error",
+                        "partition_count",
+                        "error",
                         f"operator {op.operator_id} store {st.store_name} has {have} partition folders, "
                         f"{key} = {want} ({'; '.join(detail)})",
-                        [f"state/{op.operator_id}"], operator_id=op.operator_id, store_name=st.store_name,
+                        [f"state/{op.operator_id}"],
+                        operator_id=op.operator_id,
+                        store_name=st.store_name,
                     )
 
     # -- files -------------------------------------------------------------------------------------
     def check_temp_files(self) -> None:
         self.result.checked.append("leftover temporary files")
-        temps = [e.path for e in self.ckpt.fs.walk_files("") if e.name.startswith(".") and e.name.endswith(".tmp")]
+        temps = [
+            e.path for e in self.ckpt.fs.walk_files("") if e.name.startswith(".") and e.name.endswith(".tmp")
+        ]
         if temps:
             self.add(
-                "temp_files", "warning",
-                f"{len(temps)} leftover temporary file(s): a writer died mid-write (Spark ignores them)", temps,
+                "temp_files",
+                "warning",
+                f"{len(temps)} leftover temporary file(s): a writer died mid-write (Spark ignores them)",
+                temps,
             )
 
     def check_schemas(self) -> None:
@@ -276,24 +314,36 @@ class _Doctor:
                     try:
                         parsed = schemas.parse_schema_file(self.ckpt.fs.read_bytes(path), path)
                     except StatelensError as err:
-                        self.add("bad_schema_file", "error", f"schema file cannot be read: {err.message}", [path],
-                                 operator_id=op.operator_id, partition=pid, store_name=st.store_name)
+                        self.add(
+                            "bad_schema_file",
+                            "error",
+                            f"schema file cannot be read: {err.message}",
+                            [path],
+                            operator_id=op.operator_id,
+                            partition=pid,
+                            store_name=st.store_name,
+                        )
                         continue
                     found[path] = (parsed.key_schema.json(), parsed.value_schema.json())
                 if len(set(found.values())) > 1:
                     first = next(iter(found.values()))
                     odd = [p for p, s in found.items() if s != first]
                     self.add(
-                        "schema_disagrees", "error",
+                        "schema_disagrees",
+                        "error",
                         f"operator {op.operator_id} store {st.store_name}: schema files differ across partitions",
-                        [next(iter(found)), *odd], operator_id=op.operator_id, store_name=st.store_name,
+                        [next(iter(found)), *odd],
+                        operator_id=op.operator_id,
+                        store_name=st.store_name,
                     )
                 if st.provider == "hdfs" and st.schema is None and st.partitions:
                     self.add(
-                        "missing_schema", "warning",
+                        "missing_schema",
+                        "warning",
                         f"operator {op.operator_id} store {st.store_name}: no schema file, rows cannot be decoded",
                         [f"state/{op.operator_id}/0{sub}/_metadata/schema"],
-                        operator_id=op.operator_id, store_name=st.store_name,
+                        operator_id=op.operator_id,
+                        store_name=st.store_name,
                     )
 
     def check_state_versions(self) -> None:
@@ -313,14 +363,25 @@ class _Doctor:
                 try:
                     reader = self.ckpt.store_reader(op.operator_id, st.store_name)
                 except StatelensError as err:
-                    self.add("unreadable_store", "error", f"operator {op.operator_id} store {physical}: {err}",
-                             operator_id=op.operator_id, store_name=physical)
+                    self.add(
+                        "unreadable_store",
+                        "error",
+                        f"operator {op.operator_id} store {physical}: {err}",
+                        operator_id=op.operator_id,
+                        store_name=physical,
+                    )
                     continue
                 for pid in reader.partition_ids():
                     self._check_partition(op, physical, reader, pid, expected, planned, st.provider)
 
     def _check_partition(
-        self, op: Any, store_name: str, reader: Any, pid: int, expected: int | None, planned: int | None,
+        self,
+        op: Any,
+        store_name: str,
+        reader: Any,
+        pid: int,
+        expected: int | None,
+        planned: int | None,
         provider: str = "hdfs",
     ) -> None:
         pf = reader.partitions[pid]
@@ -335,58 +396,78 @@ class _Doctor:
 
         files = sorted(set(pf.deltas) | set(pf.snapshots))
         if not files:
-            self.add("no_state_files", "error" if expected else "info", f"{where}: no {delta} or {snapshot} files",
-                     [pf.directory], **ctx)
+            self.add(
+                "no_state_files",
+                "error" if expected else "info",
+                f"{where}: no {delta} or {snapshot} files",
+                [pf.directory],
+                **ctx,
+            )
             return
         latest = max(files)
         readable = set(pf.readable_versions())
         if expected is not None:
             if latest < expected:
                 self.add(
-                    "missing_state_version", "error",
+                    "missing_state_version",
+                    "error",
                     f"{where}: latest state version is {latest} but the last commit (batch {expected - 1}) "
                     f"needs version {expected}: a restart cannot load the state",
-                    [path(expected)], batch_id=expected - 1, **ctx,
+                    [path(expected)],
+                    batch_id=expected - 1,
+                    **ctx,
                 )
             elif latest > expected:
                 if planned is not None and latest == planned + 1 and planned == expected:
                     self.add(
-                        "uncommitted_state_version", "info",
+                        "uncommitted_state_version",
+                        "info",
                         f"{where}: version {latest} was written by uncommitted batch {latest - 1}; "
                         "Spark rewrites it when the batch is re-run",
-                        [path(latest)], batch_id=latest - 1, **ctx,
+                        [path(latest)],
+                        batch_id=latest - 1,
+                        **ctx,
                     )
                 else:
                     extra = [v for v in files if v > expected]
                     self.add(
-                        "extra_state_version", "error",
+                        "extra_state_version",
+                        "error",
                         f"{where}: state versions {_ranges(extra)} are beyond the last committed batch "
                         f"({expected - 1}) and not explained by a planned batch",
-                        [path(v) for v in extra], **ctx,
+                        [path(v) for v in extra],
+                        **ctx,
                     )
             if expected <= latest and expected not in readable:
                 base = max((s for s in pf.snapshots if s <= expected), default=0)
                 gap = [v for v in range(base + 1, expected + 1) if v not in pf.deltas]
                 self.add(
-                    "unrebuildable_version", "error",
+                    "unrebuildable_version",
+                    "error",
                     f"{where}: version {expected} cannot be rebuilt: {delta}(s) {_ranges(gap)} missing and no "
                     f"{snapshot} covers them",
-                    [path(v) for v in gap], batch_id=expected - 1, **ctx,
+                    [path(v) for v in gap],
+                    batch_id=expected - 1,
+                    **ctx,
                 )
         oldest = min(files)
         holes = [v for v in range(oldest + 1, latest + 1) if v not in readable]
         if holes and (expected is None or expected in readable or expected > latest):
             self.add(
-                "unreadable_history", "warning",
+                "unreadable_history",
+                "warning",
                 f"{where}: versions {_ranges(holes)} cannot be rebuilt ({delta}s missing); later versions are fine",
-                [path(v) for v in holes if v not in pf.deltas], **ctx,
+                [path(v) for v in holes if v not in pf.deltas],
+                **ctx,
             )
         if latest - oldest + 1 > 2 * self.min_retain + RETENTION_MARGIN:
             self.add(
-                "state_beyond_retention", "warning",
+                "state_beyond_retention",
+                "warning",
                 f"{where}: {latest - oldest + 1} versions on disk (oldest {oldest}) although minBatchesToRetain "
                 f"is {self.min_retain}: state maintenance/cleanup may not be running",
-                [pf.directory], **ctx,
+                [pf.directory],
+                **ctx,
             )
 
     def iter_decode_files(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
@@ -414,18 +495,24 @@ class _Doctor:
                 idx = scan_records(data, sf.path, allow_removes=sf.kind == "delta")
             except StatelensError as err:
                 self.add(
-                    "undecodable_file", "error", f"{sf.kind} {sf.version} cannot be decoded: {type(err).__name__}: "
+                    "undecodable_file",
+                    "error",
+                    f"{sf.kind} {sf.version} cannot be decoded: {type(err).__name__}: "
                     f"{err.message}" + (f" at byte {err.offset}" if err.offset is not None else ""),
-                    [sf.path], batch_id=sf.version - 1, **ctx,
+                    [sf.path],
+                    batch_id=sf.version - 1,
+                    **ctx,
                 )
                 continue
             if reader.schema is None or idx.count == 0:
                 continue
             m = min(idx.count, SAMPLE_ROWS)
             mv = memoryview(data)
-            ks, kl, vs, vl = (a[:m].tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
+            ks, kl, vs, vl = (
+                a[:m].tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len)
+            )
             pairs = [
-                (bytes(mv[ks[i]: ks[i] + kl[i]]), bytes(mv[vs[i]: vs[i] + vl[i]]) if vl[i] >= 0 else None)
+                (bytes(mv[ks[i] : ks[i] + kl[i]]), bytes(mv[vs[i] : vs[i] + vl[i]]) if vl[i] >= 0 else None)
                 for i in range(m)
             ]
             if getattr(reader, "row_checksum", False):  # each row starts with its CRC-32C (Spark 4.3)
@@ -435,8 +522,12 @@ class _Doctor:
                     keys, values = strip_hdfs([k for k, _ in pairs], [v for _, v in pairs], sf.path)
                 except StatelensError as err:
                     self.add(
-                        "row_checksum", "error", f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}",
-                        [sf.path], batch_id=sf.version - 1, **ctx,
+                        "row_checksum",
+                        "error",
+                        f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}",
+                        [sf.path],
+                        batch_id=sf.version - 1,
+                        **ctx,
                     )
                     continue
                 pairs = list(zip(keys, values, strict=True))
@@ -444,9 +535,12 @@ class _Doctor:
                 reader.decode_pairs(pairs, sf.path)
             except StatelensError as err:
                 self.add(
-                    "rows_disagree_with_schema", "error",
+                    "rows_disagree_with_schema",
+                    "error",
                     f"{sf.kind} {sf.version}: rows do not fit the store's schema: {err.message}",
-                    [sf.path, f"state/{op.operator_id}/0/_metadata/schema"], batch_id=sf.version - 1, **ctx,
+                    [sf.path, f"state/{op.operator_id}/0/_metadata/schema"],
+                    batch_id=sf.version - 1,
+                    **ctx,
                 )
 
     def iter_check_rocksdb(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
@@ -478,8 +572,11 @@ class _Doctor:
                 except StatelensError:
                     continue  # reported by the state-version checks
                 # A column family shown as a store reads its files through the physical store's reader.
-                files = reader if isinstance(reader, RocksDBStoreReader) else getattr(
-                    getattr(reader, "physical", None), "files", None)
+                files = (
+                    reader
+                    if isinstance(reader, RocksDBStoreReader)
+                    else getattr(getattr(reader, "physical", None), "files", None)
+                )
                 if isinstance(files, RocksDBStoreReader):
                     jobs.append((op, physical, files))
         total = sum(len(files.partition_ids()) for _, _, files in jobs)
@@ -488,11 +585,15 @@ class _Doctor:
             for pid in files.partition_ids():
                 if cancelled is not None and cancelled():
                     return
-                yield Progress(done, total, f"checking RocksDB files of operator {op.operator_id} partition {pid}")
+                yield Progress(
+                    done, total, f"checking RocksDB files of operator {op.operator_id} partition {pid}"
+                )
                 done += 1
                 self._check_rocksdb_partition(op, physical, files, pid, last)
 
-    def _check_rocksdb_partition(self, op: Any, store_name: str, files: Any, pid: int, last: int | None) -> None:
+    def _check_rocksdb_partition(
+        self, op: Any, store_name: str, files: Any, pid: int, last: int | None
+    ) -> None:
         pf = files.partitions[pid]
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
         where = f"operator {op.operator_id} store {store_name} partition {pid}"
@@ -519,32 +620,46 @@ class _Doctor:
             problem = f"{type(failure).__name__}: {failure.message}"
             if v in on_restart[0 if kind == "zip" else 1]:
                 self.add(
-                    f"rocksdb_restart_{kind}", "error",
+                    f"rocksdb_restart_{kind}",
+                    "error",
                     f"{where}: a restart loads version {restart} (the last commit, batch {last}, + 1) from "
                     f"{self._chain_text(base, replayed)}, and its {kind} of version {v} cannot be read: {problem}. "
                     "The restart will fail.",
-                    [file], batch_id=v - 1, **ctx,
+                    [file],
+                    batch_id=v - 1,
+                    **ctx,
                 )
             else:
                 still = [u for u in readable if u not in self._needs(files, pid, bad, u)]
                 self.add(
-                    f"rocksdb_{kind}", "warning",
+                    f"rocksdb_{kind}",
+                    "warning",
                     f"{where}: the {kind} of retained version {v} cannot be read: {problem}. "
-                    + (f"A restart does not need it (it loads version {restart}); " if restart is not None else "")
+                    + (
+                        f"A restart does not need it (it loads version {restart}); "
+                        if restart is not None
+                        else ""
+                    )
                     + (f"versions still readable: {_ranges(still)}" if still else "no version is readable"),
-                    [file], batch_id=v - 1, **ctx,
+                    [file],
+                    batch_id=v - 1,
+                    **ctx,
                 )
         if len(names_by_zip) == len(pf.snapshots) and pf.sst_sizes:  # every zip's list known
             named = set().union(*names_by_zip.values()) if names_by_zip else set()
             # Only SST files: the local file system writes .<name>.crc checksum sidecars beside them.
-            orphans = sorted(n for n in pf.sst_sizes if n.endswith(".sst") and not n.startswith(".") and n not in named)
+            orphans = sorted(
+                n for n in pf.sst_sizes if n.endswith(".sst") and not n.startswith(".") and n not in named
+            )
             if orphans:
                 size = sum(pf.sst_sizes[n] for n in orphans)
                 self.add(
-                    "rocksdb_orphan_sst", "info",
+                    "rocksdb_orphan_sst",
+                    "info",
                     f"{where}: {len(orphans)} SST file(s), {size:,} bytes, named by no retained zip (left by "
                     "versions cleaned up, or by batches that were retried; Spark deletes them in maintenance)",
-                    [f"{pf.directory}/SSTs/{n}" for n in orphans], **ctx,
+                    [f"{pf.directory}/SSTs/{n}" for n in orphans],
+                    **ctx,
                 )
 
     @staticmethod
@@ -589,41 +704,66 @@ class _Doctor:
             folder = f"state/{op.operator_id}"
             yield Progress(n, len(stores), f"Spark reads {where} version {version}")
             if op.kind == OperatorKind.TRANSFORM_WITH_STATE:
-                self.add("spark_not_compared", "info",
-                         f"{where}: transformWithState state is read per state variable (rows --state-var); "
-                         "row counts not compared", [folder], **ctx)
+                self.add(
+                    "spark_not_compared",
+                    "info",
+                    f"{where}: transformWithState state is read per state variable (rows --state-var); "
+                    "row counts not compared",
+                    [folder],
+                    **ctx,
+                )
                 continue
             try:
                 counted = spark.row_counts(op.operator_id, st.store_name, version)
             except StatelensError as err:
-                self.add("spark_unreadable", "error",
-                         f"{where}: Spark cannot read version {version} (last committed batch {last}): {err.message}",
-                         [folder], **ctx)
+                self.add(
+                    "spark_unreadable",
+                    "error",
+                    f"{where}: Spark cannot read version {version} (last committed batch {last}): {err.message}",
+                    [folder],
+                    **ctx,
+                )
                 continue
             try:
                 reader = self.ckpt.store_reader(op.operator_id, st.store_name)
             except StatelensError as err:
-                self.add("spark_not_compared", "info",
-                         f"{where}: Spark reads version {version} ({sum(counted.values()):,} rows); the native "
-                         f"decoder cannot, nothing to compare: {err.message}", [folder], **ctx)
+                self.add(
+                    "spark_not_compared",
+                    "info",
+                    f"{where}: Spark reads version {version} ({sum(counted.values()):,} rows); the native "
+                    f"decoder cannot, nothing to compare: {err.message}",
+                    [folder],
+                    **ctx,
+                )
                 continue
             for pid in sorted(set(reader.partition_ids()) | set(counted)):
                 spark_rows = counted.get(pid, 0)
                 if pid not in reader.partitions or version not in reader.versions(pid):
                     if spark_rows:
-                        self.add("spark_native_disagree", "error",
-                                 f"{where} partition {pid}: Spark reads {spark_rows:,} rows at version {version}, "
-                                 "the native decoder cannot rebuild that version", [f"{folder}/{pid}"],
-                                 partition=pid, **ctx)
+                        self.add(
+                            "spark_native_disagree",
+                            "error",
+                            f"{where} partition {pid}: Spark reads {spark_rows:,} rows at version {version}, "
+                            "the native decoder cannot rebuild that version",
+                            [f"{folder}/{pid}"],
+                            partition=pid,
+                            **ctx,
+                        )
                     continue
                 try:
                     native_rows = len(reader.read_raw(pid, version))
                 except StatelensError:
                     continue  # reported by the decode and state-version checks
                 if native_rows != spark_rows:
-                    self.add("spark_native_disagree", "error",
-                             f"{where} partition {pid}: at version {version} Spark reads {spark_rows:,} rows, the "
-                             f"native decoder {native_rows:,}", [f"{folder}/{pid}"], partition=pid, **ctx)
+                    self.add(
+                        "spark_native_disagree",
+                        "error",
+                        f"{where} partition {pid}: at version {version} Spark reads {spark_rows:,} rows, the "
+                        f"native decoder {native_rows:,}",
+                        [f"{folder}/{pid}"],
+                        partition=pid,
+                        **ctx,
+                    )
 
 
 def iter_doctor(

@@ -393,15 +393,19 @@ def _decide_timeout_kind(samples: list[tuple[int, int | None, int]], clock: Any)
         # fixed offsets from the batch timestamp; event-time timeouts follow the data instead.
         if top_count >= 2 and top_count >= 0.3 * len(timed):
             return TimeoutKindEvidence(
-                "processing_time", "inferred",
+                "processing_time",
+                "inferred",
                 f"{fixed} (a setTimeoutDuration); no contradiction either way, so weak evidence: "
-                "override with --timeout-kind", n,
+                "override with --timeout-kind",
+                n,
             )
         return TimeoutKindEvidence(
-            "event_time", "inferred",
+            "event_time",
+            "inferred",
             f"{len(offsets)} different offsets from the batch timestamp among {len(timed)} timeouts: they "
             "follow the data, not the batch clock; no contradiction either way, so weak evidence: override "
-            "with --timeout-kind", n,
+            "with --timeout-kind",
+            n,
         )
     kind = "event_time" if proc_bad > evt_bad else "processing_time"
     return TimeoutKindEvidence(
@@ -411,7 +415,6 @@ def _decide_timeout_kind(samples: list[tuple[int, int | None, int]], clock: Any)
         "chose the kind with fewer contradictions, override with --timeout-kind",
         n,
     )
-
 
 
 # -- where the state comes from ------------------------------------------------------------------------
@@ -441,8 +444,12 @@ class NativeSource:
         return versions[-1] if versions else None
 
     def walk(
-        self, problems: list[StatelensError], cancelled: Callable[[], bool] | None = None, *,
-        need_state: bool = True, only_last: bool = False,
+        self,
+        problems: list[StatelensError],
+        cancelled: Callable[[], bool] | None = None,
+        *,
+        need_state: bool = True,
+        only_last: bool = False,
     ) -> StateWalk:
         """``(partition, version, state, changes)`` as :func:`walk_partition` yields them, partition by partition.
 
@@ -499,8 +506,12 @@ class SparkSource:
         return self.versions[-1] if self.versions else None
 
     def walk(
-        self, problems: list[StatelensError], cancelled: Callable[[], bool] | None = None, *,
-        need_state: bool = True, only_last: bool = False,
+        self,
+        problems: list[StatelensError],
+        cancelled: Callable[[], bool] | None = None,
+        *,
+        need_state: bool = True,
+        only_last: bool = False,
     ) -> StateWalk:
         """``(partition, version, state, changes)``, version by version, every partition at each.
 
@@ -720,7 +731,9 @@ def iter_expired(
     problems: list[StatelensError] = []
     out = _Emitter(result, sink)
     # Walk order: operator id, then store name (the order the findings were always sorted in).
-    jobs = sorted(((op, st) for op in operators for st in op.stores), key=lambda j: (j[0].operator_id, j[1].store_name))
+    jobs = sorted(
+        ((op, st) for op in operators for st in op.stores), key=lambda j: (j[0].operator_id, j[1].store_name)
+    )
     for n, (op, st) in enumerate(jobs):
         summary = OperatorExpiry(op.operator_id, op.kind.value, st.store_name, "skipped")
         result.operators.append(summary)
@@ -748,8 +761,9 @@ def iter_expired(
                 continue
             check = "eviction"
         elif op.kind == OperatorKind.TRANSFORM_WITH_STATE:
-            yield from _check_transform_with_state(ckpt, op, st, clock, summary, out, problems, all_versions,
-                                                   cancelled, version_counts)
+            yield from _check_transform_with_state(
+                ckpt, op, st, clock, summary, out, problems, all_versions, cancelled, version_counts
+            )
             continue
         else:
             summary.reason = f"{op.kind.value}: no timeout or eviction rule known"
@@ -763,12 +777,22 @@ def iter_expired(
         summary.check = check
         if col is None:
             yield from _check_timeouts(
-                op, source, clock, summary, out, problems, all_versions, stale_after, timeout_kind, cancelled,
+                op,
+                source,
+                clock,
+                summary,
+                out,
+                problems,
+                all_versions,
+                stale_after,
+                timeout_kind,
+                cancelled,
                 version_counts,
             )
         else:
-            yield from _check_eviction(op, source, clock, col, summary, out, problems, all_versions, cancelled,
-                                       version_counts)
+            yield from _check_eviction(
+                op, source, clock, col, summary, out, problems, all_versions, cancelled, version_counts
+            )
         if isinstance(source, SparkSource) and source.feed_note:
             summary.reason = source.feed_note
     yield Progress(len(jobs), len(jobs), "expired keys")
@@ -892,15 +916,22 @@ class _TimeoutState:
     Keys are whatever the source identifies them by (raw bytes natively, decoded tuples through Spark).
     """
 
-    def __init__(self, read_timeout: Callable[[Any], int | None], clock: BatchClock, kind: str | None,
-                 tiebreak: Callable[[Any], Any]):
+    def __init__(
+        self,
+        read_timeout: Callable[[Any], int | None],
+        clock: BatchClock,
+        kind: str | None,
+        tiebreak: Callable[[Any], Any],
+    ):
         self.read_timeout = read_timeout
         self.clock = clock
         self.kind = kind
         self.tiebreak = tiebreak
         self.timeouts: dict[Any, int] = {}
         self.last_write: dict[Any, int] = {}
-        self.zombies: dict[Any, tuple[int | None, int, int | None]] = {}  # key -> (fired batch, timeout, threshold)
+        self.zombies: dict[
+            Any, tuple[int | None, int, int | None]
+        ] = {}  # key -> (fired batch, timeout, threshold)
         self.heap: list[tuple[int, Any, Any]] = []  # (timeout, tie, key) of armed timeouts
 
     def step(self, v: int, state: Mapping[Any, Any], changes: list[tuple[Any, Any]] | None) -> int | None:
@@ -959,7 +990,9 @@ class _TimeoutState:
             else:
                 heapq.heappush(heap, (t2, tie(k), k))
         if len(heap) > 2 * len(timeouts) + 1024:
-            self.heap = [(t, tie(k), k) for k, t in timeouts.items() if t != NO_TIMESTAMP and k not in zombies]
+            self.heap = [
+                (t, tie(k), k) for k, t in timeouts.items() if t != NO_TIMESTAMP and k not in zombies
+            ]
             heapq.heapify(self.heap)
         return thr
 
@@ -980,7 +1013,9 @@ def _check_timeouts(
     path = _timeout_column(op, source.store_name)
     if path is None:
         read_timeout: Callable[[Any], int | None] = lambda _v: NO_TIMESTAMP  # noqa: E731
-        evidence = TimeoutKindEvidence("none", "schema", "no timeoutTimestamp column: timeouts are not configured")
+        evidence = TimeoutKindEvidence(
+            "none", "schema", "no timeoutTimestamp column: timeouts are not configured"
+        )
     else:
         read_timeout = source.value_reader(path)
         if override is not None:
@@ -1004,10 +1039,16 @@ def _check_timeouts(
                 current = pid
                 if source.partition_major:
                     states.clear()  # a finished partition is not seen again
-                    yield Progress(pids.index(pid) if pid in pids else 0, len(pids),
-                                   f"operator {op.operator_id}: partition {pid}")
+                    yield Progress(
+                        pids.index(pid) if pid in pids else 0,
+                        len(pids),
+                        f"operator {op.operator_id}: partition {pid}",
+                    )
             if pid not in states:
-                states[pid] = (_TimeoutState(read_timeout, clock, kind, source.tiebreak), source.key_decoder(pid))
+                states[pid] = (
+                    _TimeoutState(read_timeout, clock, kind, source.tiebreak),
+                    source.key_decoder(pid),
+                )
             ts, keys = states[pid]
             summary.versions_read += 1
             thr = ts.step(v, state, changes)
@@ -1015,14 +1056,22 @@ def _check_timeouts(
             if v == last:
                 summary.keys_at_latest += len(ts.timeouts)
             if all_versions or v == last:
-                out.emit(summary, pid, v, _timeout_candidates(ts, clock, kind, ev_text, v, thr, stale_after, v == last),
-                         keys)
+                out.emit(
+                    summary,
+                    pid,
+                    v,
+                    _timeout_candidates(ts, clock, kind, ev_text, v, thr, stale_after, v == last),
+                    keys,
+                )
             elif version_counts is not None:
                 _count_timeout_findings(op, source, v, ts, stale_after, version_counts)
             if time.monotonic() - last_tick > 0.1:
                 last_tick = time.monotonic()
-                yield Progress(pids.index(pid) if pid in pids else 0, len(pids),
-                               f"operator {op.operator_id}: partition {pid}, version {v}")
+                yield Progress(
+                    pids.index(pid) if pid in pids else 0,
+                    len(pids),
+                    f"operator {op.operator_id}: partition {pid}, version {v}",
+                )
     finally:
         walk.close()
 
@@ -1048,21 +1097,40 @@ def _timeout_candidates(
             if stored == t0
             else "stored again without a timeout (-1): never fires again"
         )
-        yield k, dict(
-            category="zombie", batch_id=b0, timeout_ms=t0, threshold_ms=thr0, timeout_kind=kind_label,
-            age_batches=(b - b0 + 1) if b0 is not None else None,
-            age_ms=(thr - t0) if thr is not None else None, stored_timeout_ms=stored, note=note,
-            evidence=evidence,
+        yield (
+            k,
+            dict(
+                category="zombie",
+                batch_id=b0,
+                timeout_ms=t0,
+                threshold_ms=thr0,
+                timeout_kind=kind_label,
+                age_batches=(b - b0 + 1) if b0 is not None else None,
+                age_ms=(thr - t0) if thr is not None else None,
+                stored_timeout_ms=stored,
+                note=note,
+                evidence=evidence,
+            ),
         )
     if is_latest and kind is not None:
         nthr, source = clock.next_threshold(b, kind)
         if nthr is not None:
             for k, t in timeouts.items():
                 if t != NO_TIMESTAMP and t < nthr and k not in zombies:
-                    yield k, dict(
-                        category="overdue", batch_id=v, timeout_ms=t, threshold_ms=nthr, timeout_kind=kind_label,
-                        age_batches=0, age_ms=nthr - t, stored_timeout_ms=t,
-                        note=f"no batch processed it; next threshold from {source}", evidence=evidence,
+                    yield (
+                        k,
+                        dict(
+                            category="overdue",
+                            batch_id=v,
+                            timeout_ms=t,
+                            threshold_ms=nthr,
+                            timeout_kind=kind_label,
+                            age_batches=0,
+                            age_ms=nthr - t,
+                            stored_timeout_ms=t,
+                            note=f"no batch processed it; next threshold from {source}",
+                            evidence=evidence,
+                        ),
                     )
     if stale_after:
         ts_now = clock.timestamp_ms.get(b)
@@ -1072,13 +1140,20 @@ def _timeout_candidates(
             written = last_write.get(k, v)
             if v - written >= stale_after:
                 ts_then = clock.timestamp_ms.get(written - 1)
-                yield k, dict(
-                    category="stale", batch_id=written - 1, timeout_ms=NO_TIMESTAMP, threshold_ms=None,
-                    timeout_kind="none", age_batches=v - written,
-                    age_ms=(ts_now - ts_then) if ts_now is not None and ts_then is not None else None,
-                    stored_timeout_ms=NO_TIMESTAMP,
-                    note="no timeout and not written since" + (" (at least)" if written == v else ""),
-                    evidence="no timeout set on the key",
+                yield (
+                    k,
+                    dict(
+                        category="stale",
+                        batch_id=written - 1,
+                        timeout_ms=NO_TIMESTAMP,
+                        threshold_ms=None,
+                        timeout_kind="none",
+                        age_batches=v - written,
+                        age_ms=(ts_now - ts_then) if ts_now is not None and ts_then is not None else None,
+                        stored_timeout_ms=NO_TIMESTAMP,
+                        note="no timeout and not written since" + (" (at least)" if written == v else ""),
+                        evidence="no timeout set on the key",
+                    ),
                 )
 
 
@@ -1096,8 +1171,11 @@ def _count_timeout_findings(
         counts[(*where, "zombie")] += len(ts.zombies)
     if stale_after:
         zombies, last_write = ts.zombies, ts.last_write
-        n = sum(1 for k, t in ts.timeouts.items()
-                if t == NO_TIMESTAMP and k not in zombies and v - last_write.get(k, v) >= stale_after)
+        n = sum(
+            1
+            for k, t in ts.timeouts.items()
+            if t == NO_TIMESTAMP and k not in zombies and v - last_write.get(k, v) >= stale_after
+        )
         if n:
             counts[(*where, "stale")] += n
 
@@ -1127,14 +1205,19 @@ def _check_eviction(
     last_tick = time.monotonic()
     current: int | None = None
     keys: Any = None
-    walk = source.walk(problems, cancelled, need_state=True, only_last=not all_versions and version_counts is None)
+    walk = source.walk(
+        problems, cancelled, need_state=True, only_last=not all_versions and version_counts is None
+    )
     try:
         for pid, v, state, _changes in walk:
             if pid != current:
                 current = pid
                 keys = source.key_decoder(pid)
-                yield Progress(pids.index(pid) if pid in pids else 0, len(pids),
-                               f"operator {op.operator_id} {source.store_name}: partition {pid}")
+                yield Progress(
+                    pids.index(pid) if pid in pids else 0,
+                    len(pids),
+                    f"operator {op.operator_id} {source.store_name}: partition {pid}",
+                )
             summary.versions_read += 1
             last = last_versions.get(pid)
             if v == last:
@@ -1147,9 +1230,9 @@ def _check_eviction(
             if not wm:
                 continue
             behind = (
-                (k, t) for k, t in (
-                    (k, to_ms(read(k if side == "key" else val), unit)) for k, val in state.items()
-                ) if t is not None and t < wm
+                (k, t)
+                for k, t in ((k, to_ms(read(k if side == "key" else val), unit)) for k, val in state.items())
+                if t is not None and t < wm
             )
             if count_only:
                 n = sum(1 for _ in behind)
@@ -1159,8 +1242,11 @@ def _check_eviction(
             out.emit(summary, pid, v, _eviction_candidates(behind, clock, b, wm, note, ev_text), keys)
             if time.monotonic() - last_tick > 0.1:
                 last_tick = time.monotonic()
-                yield Progress(pids.index(pid) if pid in pids else 0, len(pids),
-                               f"operator {op.operator_id}: partition {pid}, version {v}")
+                yield Progress(
+                    pids.index(pid) if pid in pids else 0,
+                    len(pids),
+                    f"operator {op.operator_id}: partition {pid}, version {v}",
+                )
     finally:
         walk.close()
 
@@ -1170,10 +1256,20 @@ def _eviction_candidates(
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     for k, t in behind:
         b0 = clock.first_batch_over(t, "event_time", b)
-        yield k, dict(
-            batch_id=b0, category="eviction_lag", timeout_ms=t, threshold_ms=wm, timeout_kind="event_time",
-            age_batches=(b - b0 + 1) if b0 is not None else None, age_ms=wm - t, stored_timeout_ms=None,
-            note=note, evidence=evidence,
+        yield (
+            k,
+            dict(
+                batch_id=b0,
+                category="eviction_lag",
+                timeout_ms=t,
+                threshold_ms=wm,
+                timeout_kind="event_time",
+                age_batches=(b - b0 + 1) if b0 is not None else None,
+                age_ms=wm - t,
+                stored_timeout_ms=None,
+                note=note,
+                evidence=evidence,
+            ),
         )
 
 
@@ -1198,7 +1294,8 @@ def _check_transform_with_state(
     kind, plain, reason = leak_check_plan(ckpt, op.operator_id)
     if kind is None or st.store_name not in plain:
         summary.reason = reason or (
-            "Spark's internal column family" if st.store_name.startswith("$")
+            "Spark's internal column family"
+            if st.store_name.startswith("$")
             else "state with a TTL: Spark removes expired entries itself"
         )
         return
@@ -1221,12 +1318,23 @@ def _check_transform_with_state(
             version_counts[(op.operator_id, st.store_name, z.version, "zombie")] += 1  # type: ignore[index]
             continue
         now = clock.threshold(z.version - 1, kind)
-        by_place.setdefault((z.partition, z.version), []).append((z.key, dict(
-            batch_id=z.fired_batch, category="zombie", timeout_ms=z.expiry_ms, threshold_ms=z.threshold_ms,
-            timeout_kind=kind, age_batches=z.version - 1 - z.fired_batch,
-            age_ms=(now - z.expiry_ms) if now is not None else None, stored_timeout_ms=None,
-            note="timer fired; the handler kept this state and registered no new timer", evidence=evidence,
-        )))
+        by_place.setdefault((z.partition, z.version), []).append(
+            (
+                z.key,
+                dict(
+                    batch_id=z.fired_batch,
+                    category="zombie",
+                    timeout_ms=z.expiry_ms,
+                    threshold_ms=z.threshold_ms,
+                    timeout_kind=kind,
+                    age_batches=z.version - 1 - z.fired_batch,
+                    age_ms=(now - z.expiry_ms) if now is not None else None,
+                    stored_timeout_ms=None,
+                    note="timer fired; the handler kept this state and registered no new timer",
+                    evidence=evidence,
+                ),
+            )
+        )
     for pid in reader.partition_ids():
         versions = reader.versions(pid)
         summary.versions_read += len(versions)

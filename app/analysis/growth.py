@@ -74,8 +74,11 @@ class StoreGrowth:
     # -- derived --------------------------------------------------------------------------------------
     def rows_per_batch(self) -> float | None:
         """Least-squares slope of total rows over the last :data:`RATE_WINDOW` versions."""
-        pairs = [(v, r) for v, r in zip(self.versions, self.total_rows(), strict=True)
-                 if self.partitions_at(v) == len(self.rows)][-RATE_WINDOW:]
+        pairs = [
+            (v, r)
+            for v, r in zip(self.versions, self.total_rows(), strict=True)
+            if self.partitions_at(v) == len(self.rows)
+        ][-RATE_WINDOW:]
         if len(pairs) < 2:
             return None
         xs = [p[0] for p in pairs]
@@ -121,7 +124,9 @@ class StoreGrowth:
             )
         return out
 
-    def to_json(self, target_rows: int | None = None, batch_interval_ms: float | None = None) -> dict[str, Any]:
+    def to_json(
+        self, target_rows: int | None = None, batch_interval_ms: float | None = None
+    ) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "operator_id": self.operator_id,
             "store_name": self.store_name,
@@ -330,7 +335,9 @@ def iter_growth(
             for v, state, _ in walk_partition(reader, pid, problems, cancelled, sizes):
                 rows[v] = len(state)
                 sbytes[v] = sizes["state_bytes"]
-                fbytes[v] = sum(f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None)
+                fbytes[v] = sum(
+                    f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None
+                )
                 if time.monotonic() - last_tick > 0.1:
                     last_tick = time.monotonic()
                     yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid} v{v}")

@@ -42,7 +42,12 @@ class HeavyKey:
     elements: int | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"partition": self.partition_id, "key": self.key, "bytes": self.bytes, "elements": self.elements}
+        return {
+            "partition": self.partition_id,
+            "key": self.key,
+            "bytes": self.bytes,
+            "elements": self.elements,
+        }
 
     @property
     def key_text(self) -> str:
@@ -71,7 +76,9 @@ class StoreTopKeys:
             "keys": self.keys,
             "elements_of": self.grouping,
             "top_keys": [k.to_json() for k in self.overall],
-            "top_keys_by_partition": {str(p): [k.to_json() for k in ks] for p, ks in sorted(self.by_partition.items())},
+            "top_keys_by_partition": {
+                str(p): [k.to_json() for k in ks] for p, ks in sorted(self.by_partition.items())
+            },
             "skipped": self.skipped or None,
         }
 
@@ -92,7 +99,12 @@ def _grouping(reader: Any) -> tuple[str | None, Callable[[bytes], bytes] | None]
 
 
 def _top_of_partition(
-    reader: Any, pid: int, version: int, n: int, group: Callable[[bytes], bytes] | None, list_like: bool = True
+    reader: Any,
+    pid: int,
+    version: int,
+    n: int,
+    group: Callable[[bytes], bytes] | None,
+    list_like: bool = True,
 ) -> tuple[list[tuple[int, int | None, bytes, bytes | None]], int]:
     """The ``n`` heaviest ``(bytes, elements, raw key, raw value)`` of one partition, and its key count.
 
@@ -106,7 +118,9 @@ def _top_of_partition(
         keys = list(raw)
         if not keys:
             return [], 0
-        sizes = np.fromiter(map(len, keys), np.int64, len(keys)) + np.fromiter(map(len, raw.values()), np.int64, len(keys))
+        sizes = np.fromiter(map(len, keys), np.int64, len(keys)) + np.fromiter(
+            map(len, raw.values()), np.int64, len(keys)
+        )
         take = min(n, len(keys))
         idx = np.argpartition(-sizes, take - 1)[:take] if take < len(keys) else np.arange(len(keys))
         idx = idx[np.lexsort((idx, -sizes[idx]))]  # heaviest first, ties in state order
@@ -165,8 +179,12 @@ def iter_top_keys(
         raise ValueError(f"top keys: n must be at least 1, not {n}")
     problems: list[StatelensError] = []
     out: list[StoreTopKeys] = []
-    jobs = [(op, st) for op in ckpt.operators for st in op.stores
-            if only is None or (op.operator_id, st.store_name) == only]
+    jobs = [
+        (op, st)
+        for op in ckpt.operators
+        for st in op.stores
+        if only is None or (op.operator_id, st.store_name) == only
+    ]
     for done, (op, st) in enumerate(jobs):
         yield Progress(done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name}")
         result = StoreTopKeys(op.operator_id, st.store_name, None, None)
@@ -179,7 +197,11 @@ def iter_top_keys(
         kind, group = _grouping(reader)
         result.grouping = kind
         pids = reader.partition_ids()
-        chosen = version if version is not None else max((max(reader.versions(p), default=0) for p in pids), default=0)
+        chosen = (
+            version
+            if version is not None
+            else max((max(reader.versions(p), default=0) for p in pids), default=0)
+        )
         result.version = chosen or None
         if not chosen:
             result.skipped = "no readable version"
@@ -199,10 +221,14 @@ def iter_top_keys(
                 return out, problems
             if chosen not in reader.versions(pid):
                 continue
-            yield Progress(done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}")
+            yield Progress(
+                done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}"
+            )
             try:
                 top, count = _top_of_partition(reader, pid, chosen, n, group, kind != "map")
-                decoded = reader.decode_pairs([(k, v) for _, _, k, v in top], f"{st.store_name} partition {pid}")
+                decoded = reader.decode_pairs(
+                    [(k, v) for _, _, k, v in top], f"{st.store_name} partition {pid}"
+                )
             except StatelensError as err:
                 problems.append(err)
                 continue
@@ -217,7 +243,6 @@ def iter_top_keys(
         result.overall = [h for _, _, h in heapq.nlargest(n, merged)]
     yield Progress(len(jobs), len(jobs), "heaviest keys")
     return out, problems
-
 
 
 def with_top_keys(records: list[dict[str, Any]], stores: list[StoreTopKeys]) -> list[dict[str, Any]]:
@@ -252,9 +277,18 @@ def with_top_keys(records: list[dict[str, Any]], stores: list[StoreTopKeys]) -> 
         out.append(r)
     for (op, name), s in weighed.items():
         rows, nbytes = totals.get((op, name), [0, 0])
-        out.append({
-            "operator_id": op, "store_name": name, "version": s.version, "batch_id": s.version - 1,  # type: ignore[operator]
-            "partition_id": None, "rows": rows, "bytes": nbytes, "keys": s.keys, "elements_of": s.grouping,
-            "top_keys": [k.to_json() for k in s.overall],
-        })
+        out.append(
+            {
+                "operator_id": op,
+                "store_name": name,
+                "version": s.version,
+                "batch_id": s.version - 1,  # type: ignore[operator]
+                "partition_id": None,
+                "rows": rows,
+                "bytes": nbytes,
+                "keys": s.keys,
+                "elements_of": s.grouping,
+                "top_keys": [k.to_json() for k in s.overall],
+            }
+        )
     return out

@@ -52,7 +52,9 @@ def _e(value: object) -> str:
 def _utc(ms: int | None) -> str:
     if ms is None or ms <= 0:
         return "" if ms is None else str(ms)
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return (
+        dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    )
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
@@ -66,7 +68,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], numeric: Seque
         out.append("</tr>")
     out.append("</tbody></table>")
     if len(rows) > MAX_TABLE_ROWS:
-        out.append(f'<p class="muted">{len(rows) - MAX_TABLE_ROWS} more rows not shown (use the --json commands).</p>')
+        out.append(
+            f'<p class="muted">{len(rows) - MAX_TABLE_ROWS} more rows not shown (use the --json commands).</p>'
+        )
     return "".join(out)
 
 
@@ -75,7 +79,9 @@ def _chart(markup: str) -> str:
 
 
 # -- sections ------------------------------------------------------------------------------------------
-def _overview(ckpt: Any, tl: Timeline, growth: GrowthResult, expired: ExpiredResult, doctor: DoctorResult) -> str:
+def _overview(
+    ckpt: Any, tl: Timeline, growth: GrowthResult, expired: ExpiredResult, doctor: DoctorResult
+) -> str:
     uncommitted = ckpt.uncommitted_batches()
     counts = expired.counts()
     dc = doctor.counts()
@@ -88,10 +94,17 @@ def _overview(ckpt: Any, tl: Timeline, growth: GrowthResult, expired: ExpiredRes
         f"{len(ckpt.batches)} batches"
         + (f" ({ckpt.batches[0].batch_id}..{ckpt.last_batch_id})" if ckpt.batches else "")
         + f", last committed {_e(ckpt.last_committed_batch_id)}",
-        ("<span class='warning'>Uncommitted: batch " + _e(", ".join(map(str, uncommitted)))
-         + " (a restart re-runs the last one)</span>") if uncommitted else "All planned batches committed",
+        (
+            "<span class='warning'>Uncommitted: batch "
+            + _e(", ".join(map(str, uncommitted)))
+            + " (a restart re-runs the last one)</span>"
+        )
+        if uncommitted
+        else "All planned batches committed",
         f"First batch {_e(_utc(tl.rows[0].timestamp_ms))}, last {_e(_utc(tl.rows[-1].timestamp_ms))}"
-        + (f", median interval {_e(_dur(med))}" if med is not None else "") if tl.rows else "No batches",
+        + (f", median interval {_e(_dur(med))}" if med is not None else "")
+        if tl.rows
+        else "No batches",
         f"Health: <span class='error'>{dc['error']} error(s)</span>, "
         f"<span class='warning'>{dc['warning']} warning(s)</span>, {dc['info']} note(s)",
         "Expired keys at the latest version: " + ", ".join(f"{n} {_e(c)}" for c, n in counts.items()),
@@ -101,19 +114,37 @@ def _overview(ckpt: Any, tl: Timeline, growth: GrowthResult, expired: ExpiredRes
     ops = []
     for op in ckpt.operators:
         for st in op.stores:
-            ops.append([
-                op.operator_id, op.kind.value, op.operator_name or "", st.store_name, st.provider, st.codec,
-                len(st.partitions), f"{st.versions[0]}..{st.versions[-1]}" if st.versions else "-",
-            ])
-    keys = ("spark.sql.shuffle.partitions", "spark.sql.streaming.stateStore.providerClass",
-            "spark.sql.streaming.stateStore.compression.codec")
+            ops.append(
+                [
+                    op.operator_id,
+                    op.kind.value,
+                    op.operator_name or "",
+                    st.store_name,
+                    st.provider,
+                    st.codec,
+                    len(st.partitions),
+                    f"{st.versions[0]}..{st.versions[-1]}" if st.versions else "-",
+                ]
+            )
+    keys = (
+        "spark.sql.shuffle.partitions",
+        "spark.sql.streaming.stateStore.providerClass",
+        "spark.sql.streaming.stateStore.compression.codec",
+    )
     conf_rows = [[k, ckpt.conf.get(k)] for k in keys if k in ckpt.conf]
     return (
         '<section id="overview"><h2>Overview</h2><ul class="summary">'
         + "".join(f"<li>{i}</li>" for i in items)
         + "</ul><h3>Stateful operators</h3>"
-        + (_table(["op", "kind", "operator name", "store", "provider", "codec", "partitions", "versions"], ops, (0, 6))
-           if ops else "<p>No stateful operators (no state/ folder).</p>")
+        + (
+            _table(
+                ["op", "kind", "operator name", "store", "provider", "codec", "partitions", "versions"],
+                ops,
+                (0, 6),
+            )
+            if ops
+            else "<p>No stateful operators (no state/ folder).</p>"
+        )
         + _table(["conf", "value"], conf_rows)
         + "</section>"
     )
@@ -127,18 +158,32 @@ def _timeline(tl: Timeline) -> str:
     ids = [r.batch_id for r in rows]
     iv = [(r.batch_id, r.interval_ms / 1000) for r in rows if r.interval_ms is not None]
     if iv:
-        parts.append(_chart(svg.bar_chart(
-            [str(b) for b, _ in iv], [("interval", [v for _, v in iv])],
-            title="Time since the previous batch started", x_label="batch id",
-            y_label="interval (s)", y_format=svg.fmt_seconds,
-        )))
+        parts.append(
+            _chart(
+                svg.bar_chart(
+                    [str(b) for b, _ in iv],
+                    [("interval", [v for _, v in iv])],
+                    title="Time since the previous batch started",
+                    x_label="batch id",
+                    y_label="interval (s)",
+                    y_format=svg.fmt_seconds,
+                )
+            )
+        )
     wms = [r.watermark_ms if r.watermark_ms else None for r in rows]
     if any(w is not None for w in wms):
-        parts.append(_chart(svg.line_chart(
-            [("watermark", ids, wms)], title="Event-time watermark used by each batch",
-            x_label="batch id", y_label=f"watermark (UTC, {svg.epoch_range_label(wms)})",
-            y_format=svg.fmt_epoch_ms, y_zero=False,
-        )))
+        parts.append(
+            _chart(
+                svg.line_chart(
+                    [("watermark", ids, wms)],
+                    title="Event-time watermark used by each batch",
+                    x_label="batch id",
+                    y_label=f"watermark (UTC, {svg.epoch_range_label(wms)})",
+                    y_format=svg.fmt_epoch_ms,
+                    y_zero=False,
+                )
+            )
+        )
     else:
         parts.append('<p class="muted">No batch had an event-time watermark.</p>')
     n_sources = max((len(r.sources) for r in rows), default=0)
@@ -155,26 +200,59 @@ def _timeline(tl: Timeline) -> str:
         kind = next((x.kind for r in rows for x in r.sources if x.index == i), "?")
         series.append((f"source {i} ({kind})", vals))
     if series:
-        parts.append(_chart(svg.bar_chart(
-            [str(b) for b in ids], series, title="Input per batch and source",
-            x_label="batch id", y_label=" / ".join(sorted(unit)) + " per batch", integer_y=True,
-        )))
+        parts.append(
+            _chart(
+                svg.bar_chart(
+                    [str(b) for b in ids],
+                    series,
+                    title="Input per batch and source",
+                    x_label="batch id",
+                    y_label=" / ".join(sorted(unit)) + " per batch",
+                    integer_y=True,
+                )
+            )
+        )
     table = []
     for r in rows:
         src = "; ".join(
             f"{s.index}:{s.kind} "
-            + (f"{s.files} files" if s.files is not None else f"{s.records} records" if s.records is not None else "?")
+            + (
+                f"{s.files} files"
+                if s.files is not None
+                else f"{s.records} records"
+                if s.records is not None
+                else "?"
+            )
             for s in r.sources
         )
-        table.append([
-            r.batch_id, _utc(r.timestamp_ms), _dur(r.interval_ms), _utc(r.watermark_ms), _dur(r.watermark_move_ms),
-            "yes" if r.committed else "NO", src,
-            "; ".join(f"{k}: {a} -> {b}" for k, (a, b) in r.conf_changes.items()),
-        ])
-    parts.append(_table(
-        ["batch", "start (UTC)", "interval", "watermark (UTC)", "watermark moved", "committed", "sources", "conf changes"],
-        table, (0,),
-    ))
+        table.append(
+            [
+                r.batch_id,
+                _utc(r.timestamp_ms),
+                _dur(r.interval_ms),
+                _utc(r.watermark_ms),
+                _dur(r.watermark_move_ms),
+                "yes" if r.committed else "NO",
+                src,
+                "; ".join(f"{k}: {a} -> {b}" for k, (a, b) in r.conf_changes.items()),
+            ]
+        )
+    parts.append(
+        _table(
+            [
+                "batch",
+                "start (UTC)",
+                "interval",
+                "watermark (UTC)",
+                "watermark moved",
+                "committed",
+                "sources",
+                "conf changes",
+            ],
+            table,
+            (0,),
+        )
+    )
     parts.append("</section>")
     return "".join(parts)
 
@@ -184,11 +262,16 @@ def _heavy(store: StoreTopKeys | None) -> str:
     if store is None or store.skipped or not store.overall:
         return ""
     counted = {"list": "list elements", "map": "map entries", "values": "values"}.get(store.grouping or "")
-    head = (f"<h4>Heaviest keys at version {store.version} (of {store.keys:,} keys; encoded key + value bytes"
-            + (f", all {counted} of a key together" if counted else "") + ")</h4>")
+    head = (
+        f"<h4>Heaviest keys at version {store.version} (of {store.keys:,} keys; encoded key + value bytes"
+        + (f", all {counted} of a key together" if counted else "")
+        + ")</h4>"
+    )
     headers = ["partition", "bytes", *(["elements"] if counted else []), "key"]
-    rows = [[h.partition_id, svg.fmt_bytes(h.bytes), *([f"{h.elements:,}"] if counted else []), h.key_text]
-            for h in store.overall]
+    rows = [
+        [h.partition_id, svg.fmt_bytes(h.bytes), *([f"{h.elements:,}"] if counted else []), h.key_text]
+        for h in store.overall
+    ]
     return head + _table(headers, rows, (0, 1, 2) if counted else (0, 1))
 
 
@@ -205,60 +288,104 @@ def _growth(growth: GrowthResult, target_rows: int | None, heavy: Sequence[Store
         if not g.versions:
             parts.append('<p class="muted">No readable versions.</p>')
             continue
-        parts.append(_chart(svg.line_chart(
-            [("rows", g.versions, g.total_rows())], title="Rows in the state (all partitions)",
-            x_label="state version (= batch id + 1)", y_label="rows", integer_y=True,
-        )))
+        parts.append(
+            _chart(
+                svg.line_chart(
+                    [("rows", g.versions, g.total_rows())],
+                    title="Rows in the state (all partitions)",
+                    x_label="state version (= batch id + 1)",
+                    y_label="rows",
+                    integer_y=True,
+                )
+            )
+        )
         sizes = [("files written for the version", g.versions, g.total_file_bytes())]
         if g.backend == "native":
             sizes.insert(0, ("state (key + value bytes)", g.versions, g.total_state_bytes()))
         else:
-            parts.append(f'<p class="muted">Read by {_e(g.backend)}: rows from its change feed; the key + value '
-                         "bytes held are not known.</p>")
-        parts.append(_chart(svg.line_chart(
-            sizes,
-            title="State size (all partitions)", x_label="state version (= batch id + 1)", y_label="size (bytes)",
-            y_format=svg.fmt_bytes,
-        )))
+            parts.append(
+                f'<p class="muted">Read by {_e(g.backend)}: rows from its change feed; the key + value '
+                "bytes held are not known.</p>"
+            )
+        parts.append(
+            _chart(
+                svg.line_chart(
+                    sizes,
+                    title="State size (all partitions)",
+                    x_label="state version (= batch id + 1)",
+                    y_label="size (bytes)",
+                    y_format=svg.fmt_bytes,
+                )
+            )
+        )
         latest = g.latest_rows()
         if latest:
             pids = sorted(latest)
-            parts.append(_chart(svg.bar_chart(
-                [str(p) for p in pids], [("rows", [float(latest[p]) for p in pids])],
-                title="Rows per partition at the latest version", x_label="partition id",
-                y_label="rows", integer_y=True,
-            )))
+            parts.append(
+                _chart(
+                    svg.bar_chart(
+                        [str(p) for p in pids],
+                        [("rows", [float(latest[p]) for p in pids])],
+                        title="Rows per partition at the latest version",
+                        x_label="partition id",
+                        y_label="rows",
+                        integer_y=True,
+                    )
+                )
+            )
         parts.append(_heavy(weighed.get((g.operator_id, g.store_name))))
         rate = g.rows_per_batch()
         skew = g.skew()
         share = g.zombie_share()
         proj = g.projection(target_rows, growth.median_interval_ms) if target_rows else None
-        summary.append([
-            g.operator_id, g.store_name, f"{sum(latest.values()):,}",
-            "" if rate is None else f"{rate:.2f}",
-            "" if skew is None else f"{skew:.2f}",
-            ", ".join(f"p{p}: {r}" for p, r in g.top_partitions()),
-            "" if share is None else f"{share:.1%}",
-            "" if proj is None else (
-                "reached" if proj["reached"] else "never at this rate" if proj["batches"] is None
-                else f"{proj['batches']:.0f} batches" + (f" (~{_dur(proj['ms'])})" if proj["ms"] else "")
-            ),
-        ])
+        summary.append(
+            [
+                g.operator_id,
+                g.store_name,
+                f"{sum(latest.values()):,}",
+                "" if rate is None else f"{rate:.2f}",
+                "" if skew is None else f"{skew:.2f}",
+                ", ".join(f"p{p}: {r}" for p, r in g.top_partitions()),
+                "" if share is None else f"{share:.1%}",
+                ""
+                if proj is None
+                else (
+                    "reached"
+                    if proj["reached"]
+                    else "never at this rate"
+                    if proj["batches"] is None
+                    else f"{proj['batches']:.0f} batches" + (f" (~{_dur(proj['ms'])})" if proj["ms"] else "")
+                ),
+            ]
+        )
     if summary:
         parts.append("<h3>Summary</h3>")
-        parts.append(_table(
-            ["op", "store", "rows now", "rows per batch (last versions)", "skew (max/median)", "top partitions",
-             "zombie share", f"reaches {target_rows:,} rows in" if target_rows else "projection"],
-            summary, (0, 2, 3, 4),
-        ))
+        parts.append(
+            _table(
+                [
+                    "op",
+                    "store",
+                    "rows now",
+                    "rows per batch (last versions)",
+                    "skew (max/median)",
+                    "top partitions",
+                    "zombie share",
+                    f"reaches {target_rows:,} rows in" if target_rows else "projection",
+                ],
+                summary,
+                (0, 2, 3, 4),
+            )
+        )
     fp = growth.footprint
     parts.append("<h3>Checkpoint footprint</h3>")
-    parts.append(_table(
-        ["area", "files", "bytes"],
-        [[a, f, svg.fmt_bytes(b)] for a, (f, b) in sorted(fp.areas.items())]
-        + [["total", fp.total_files, svg.fmt_bytes(fp.total_bytes)]],
-        (1, 2),
-    ))
+    parts.append(
+        _table(
+            ["area", "files", "bytes"],
+            [[a, f, svg.fmt_bytes(b)] for a, (f, b) in sorted(fp.areas.items())]
+            + [["total", fp.total_files, svg.fmt_bytes(fp.total_bytes)]],
+            (1, 2),
+        )
+    )
     parts.append(
         f"<p>{fp.small_files:,} files under {svg.fmt_bytes(65536)}; {len(fp.temp_files)} leftover temp files; "
         f"{fp.old_state_files:,} state files ({_e(svg.fmt_bytes(fp.old_state_bytes))}) are older than the snapshot "
@@ -274,44 +401,99 @@ def _expired(expired: ExpiredResult, top: int) -> str:
     op_rows = []
     for o in expired.operators:
         tk = o.timeout_kind
-        op_rows.append([
-            o.operator_id, o.kind, o.store_name, o.check if o.check != "skipped" else f"skipped: {o.reason}",
-            "" if tk is None else f"{tk.timeout_kind or 'unknown'} ({tk.source})",
-            "" if tk is None else tk.evidence,
-            ", ".join(f"{n} {c}" for c, n in sorted(o.counts.items())) or "none",
-        ])
-    parts.append(_table(["op", "kind", "store", "check", "timeout kind", "evidence", "findings"], op_rows, (0,)))
+        op_rows.append(
+            [
+                o.operator_id,
+                o.kind,
+                o.store_name,
+                o.check if o.check != "skipped" else f"skipped: {o.reason}",
+                "" if tk is None else f"{tk.timeout_kind or 'unknown'} ({tk.source})",
+                "" if tk is None else tk.evidence,
+                ", ".join(f"{n} {c}" for c, n in sorted(o.counts.items())) or "none",
+            ]
+        )
+    parts.append(
+        _table(["op", "kind", "store", "check", "timeout kind", "evidence", "findings"], op_rows, (0,))
+    )
     counts = expired.counts()
     if not expired.total():
         parts.append("<p>No expired-but-present keys at the latest version.</p></section>")
         return "".join(parts)
     cats = [c for c in CATEGORIES if counts.get(c)]
-    parts.append(_chart(svg.bar_chart(
-        cats, [("keys", [float(counts[c]) for c in cats])], title="Expired-but-present keys by category",
-        x_label="category", y_label="keys", integer_y=True,
-    )))
+    parts.append(
+        _chart(
+            svg.bar_chart(
+                cats,
+                [("keys", [float(counts[c]) for c in cats])],
+                title="Expired-but-present keys by category",
+                x_label="category",
+                y_label="keys",
+                integer_y=True,
+            )
+        )
+    )
     ages: Counter[int] = Counter()
     for (_, _, category, age), n in expired.ages.items():
         if category == "zombie" and age is not None:
             ages[min(age, 50)] += n
     if ages:
         xs = list(range(min(ages), max(ages) + 1))
-        parts.append(_chart(svg.bar_chart(
-            [f"{a}" if a < 50 else "50+" for a in xs], [("zombies", [float(ages[a]) for a in xs])],
-            title="Zombie age: batches run since the timeout fired", x_label="age (batches)", y_label="keys",
-            integer_y=True,
-        )))
+        parts.append(
+            _chart(
+                svg.bar_chart(
+                    [f"{a}" if a < 50 else "50+" for a in xs],
+                    [("zombies", [float(ages[a]) for a in xs])],
+                    title="Zombie age: batches run since the timeout fired",
+                    x_label="age (batches)",
+                    y_label="keys",
+                    integer_y=True,
+                )
+            )
+        )
     # The examples hold the most overdue findings of every store and category: the top keys overall.
     findings = expired.examples
     ranked = sorted(findings, key=lambda f: (CATEGORIES.index(f.category), -(f.age_ms or 0)))[:top]
-    parts.append(f"<h3>Top {len(ranked)} of {expired.total():,} keys (oldest first within each category)</h3>")
-    parts.append(_table(
-        ["category", "op", "store", "partition", "version", "key", "timeout / event time (UTC)", "threshold (UTC)",
-         "timeout kind", "expired in batch", "age (batches)", "age", "note"],
-        [[f.category, f.operator_id, f.store_name, f.partition, f.version, key_text(f.key), _utc(f.timeout_ms),
-          _utc(f.threshold_ms), f.timeout_kind, f.batch_id, f.age_batches, _dur(f.age_ms), f.note] for f in ranked],
-        (1, 3, 4, 9, 10),
-    ))
+    parts.append(
+        f"<h3>Top {len(ranked)} of {expired.total():,} keys (oldest first within each category)</h3>"
+    )
+    parts.append(
+        _table(
+            [
+                "category",
+                "op",
+                "store",
+                "partition",
+                "version",
+                "key",
+                "timeout / event time (UTC)",
+                "threshold (UTC)",
+                "timeout kind",
+                "expired in batch",
+                "age (batches)",
+                "age",
+                "note",
+            ],
+            [
+                [
+                    f.category,
+                    f.operator_id,
+                    f.store_name,
+                    f.partition,
+                    f.version,
+                    key_text(f.key),
+                    _utc(f.timeout_ms),
+                    _utc(f.threshold_ms),
+                    f.timeout_kind,
+                    f.batch_id,
+                    f.age_batches,
+                    _dur(f.age_ms),
+                    f.note,
+                ]
+                for f in ranked
+            ],
+            (1, 3, 4, 9, 10),
+        )
+    )
     parts.append("</section>")
     return "".join(parts)
 
@@ -330,7 +512,8 @@ def _doctor(doctor: DoctorResult) -> str:
             )
         parts.append(
             "<table><thead><tr><th>severity</th><th>check</th><th>finding</th><th>files</th></tr></thead><tbody>"
-            + "".join(rows[:MAX_TABLE_ROWS]) + "</tbody></table>"
+            + "".join(rows[:MAX_TABLE_ROWS])
+            + "</tbody></table>"
         )
     parts.append("</section>")
     return "".join(parts)
@@ -367,19 +550,21 @@ def render_html(
             + "".join(f"<li><code>{_e(t)}</code></li>" for t in seen)
             + "</ul></section>"
         )
-    body = "".join([
-        _overview(ckpt, timeline, growth, expired, doctor),
-        _timeline(timeline),
-        _growth(growth, target_rows, heavy),
-        _expired(expired, top_keys),
-        _doctor(doctor),
-        prob,
-    ])
+    body = "".join(
+        [
+            _overview(ckpt, timeline, growth, expired, doctor),
+            _timeline(timeline),
+            _growth(growth, target_rows, heavy),
+            _expired(expired, top_keys),
+            _doctor(doctor),
+            prob,
+        ]
+    )
     title = f"statelens post-mortem: {ckpt.location}"
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>Streaming checkpoint post-mortem</h1><p class=\"muted\">{_e(ckpt.location)} · generated {_e(when)} "
+        f'<h1>Streaming checkpoint post-mortem</h1><p class="muted">{_e(ckpt.location)} · generated {_e(when)} '
         "by statelens</p>"
         '<nav><a href="#overview">Overview</a><a href="#timeline">Timeline</a><a href="#growth">Growth</a>'
         '<a href="#zombies">Expired keys</a><a href="#doctor">Health</a></nav>'
@@ -447,25 +632,34 @@ def iter_report(
 
     timeline = yield from sub(0, iter_timeline(ckpt))
     # Only the top keys are shown: keep (and decode) no more than that many per store and category.
-    expired = yield from sub(1, iter_expired(
-        ckpt, stale_after=stale_after, timeout_kind=timeout_kind, cancelled=cancelled, max_examples=max(top_keys, 1),
-        backends=backends,
-    ))
+    expired = yield from sub(
+        1,
+        iter_expired(
+            ckpt,
+            stale_after=stale_after,
+            timeout_kind=timeout_kind,
+            cancelled=cancelled,
+            max_examples=max(top_keys, 1),
+            backends=backends,
+        ),
+    )
     zombies: Counter[tuple[int, str]] = Counter()
     for (op_id, store, _, _, category), n in expired.tally.items():
         if category == "zombie":
             zombies[(op_id, store)] += n
     timeout_stores = {(o.operator_id, o.store_name) for o in expired.operators if o.check == "timeouts"}
-    growth = yield from sub(2, iter_growth(ckpt, {k: zombies.get(k, 0) for k in timeout_stores}, cancelled,
-                                           backends=backends))
+    growth = yield from sub(
+        2, iter_growth(ckpt, {k: zombies.get(k, 0) for k in timeout_stores}, cancelled, backends=backends)
+    )
     heavy, heavy_problems = yield from sub(3, iter_top_keys(ckpt, top_keys, cancelled=cancelled))
     doctor = yield from sub(4, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
     if target_rows is None:
         current = max((sum(g.latest_rows().values()) for g in growth.stores), default=0)
         target_rows = max(10 * current, 1000)
     yield Progress(steps, steps, "writing the report")
-    text = render_html(ckpt, timeline, growth, expired, doctor, target_rows=target_rows, top_keys=top_keys,
-                       heavy=heavy)
+    text = render_html(
+        ckpt, timeline, growth, expired, doctor, target_rows=target_rows, top_keys=top_keys, heavy=heavy
+    )
     problems: dict[str, StatelensError] = {}
     for p in [*timeline.problems, *growth.problems, *expired.problems, *heavy_problems]:
         problems.setdefault(str(p), p)

@@ -108,12 +108,22 @@ class _Appender:
 
 
 def _pick_store(ckpt: Any, operator_id: int | None, store_name: str | None) -> tuple[int, str]:
-    stores = [(op.operator_id, s.store_name) for op in ckpt.operators for s in op.stores
-              if (operator_id is None or op.operator_id == operator_id) and (store_name is None or s.store_name == store_name)]
+    stores = [
+        (op.operator_id, s.store_name)
+        for op in ckpt.operators
+        for s in op.stores
+        if (operator_id is None or op.operator_id == operator_id)
+        and (store_name is None or s.store_name == store_name)
+    ]
     if len(stores) == 1:
         return stores[0]
-    every = ", ".join(f"--operator {o} --store {s}" for o, s in
-                      [(op.operator_id, s.store_name) for op in ckpt.operators for s in op.stores]) or "none"
+    every = (
+        ", ".join(
+            f"--operator {o} --store {s}"
+            for o, s in [(op.operator_id, s.store_name) for op in ckpt.operators for s in op.stores]
+        )
+        or "none"
+    )
     if not stores:
         raise UsageError(f"no such store; the stores of this checkpoint: {every}")
     raise UsageError(f"the state and changes tables hold one store; pick it: {every}")
@@ -130,24 +140,33 @@ def _batches_table(ckpt: Any, problems: list[StatelensError]) -> Generator[Progr
     problems += timeline.problems
     rows = [b.to_json() for b in timeline.rows]
     ts = pa.timestamp("ms", tz="UTC")
-    return pa.table({
-        "batch_id": pa.array([r["batch_id"] for r in rows], pa.int64()),
-        "version": pa.array([r["batch_id"] + 1 for r in rows], pa.int64()),
-        "start": pa.array([r["timestamp_ms"] for r in rows], ts),
-        "timestamp_ms": pa.array([r["timestamp_ms"] for r in rows], pa.int64()),
-        "interval_ms": pa.array([r["interval_ms"] for r in rows], pa.int64()),
-        "watermark": pa.array([r["watermark_ms"] or None for r in rows], ts),
-        "watermark_ms": pa.array([r["watermark_ms"] for r in rows], pa.int64()),
-        "watermark_move_ms": pa.array([r["watermark_move_ms"] for r in rows], pa.int64()),
-        "committed": pa.array([r["committed"] for r in rows], pa.bool_()),
-        "has_offsets": pa.array([r["has_offsets"] for r in rows], pa.bool_()),
-        "sources": pa.array([json.dumps(r["sources"]) for r in rows], pa.string()),
-        "conf_changes": pa.array([json.dumps(r["conf_changes"]) for r in rows], pa.string()),
-    })
+    return pa.table(
+        {
+            "batch_id": pa.array([r["batch_id"] for r in rows], pa.int64()),
+            "version": pa.array([r["batch_id"] + 1 for r in rows], pa.int64()),
+            "start": pa.array([r["timestamp_ms"] for r in rows], ts),
+            "timestamp_ms": pa.array([r["timestamp_ms"] for r in rows], pa.int64()),
+            "interval_ms": pa.array([r["interval_ms"] for r in rows], pa.int64()),
+            "watermark": pa.array([r["watermark_ms"] or None for r in rows], ts),
+            "watermark_ms": pa.array([r["watermark_ms"] for r in rows], pa.int64()),
+            "watermark_move_ms": pa.array([r["watermark_move_ms"] for r in rows], pa.int64()),
+            "committed": pa.array([r["committed"] for r in rows], pa.bool_()),
+            "has_offsets": pa.array([r["has_offsets"] for r in rows], pa.bool_()),
+            "sources": pa.array([json.dumps(r["sources"]) for r in rows], pa.string()),
+            "conf_changes": pa.array([json.dumps(r["conf_changes"]) for r in rows], pa.string()),
+        }
+    )
 
 
-_GROWTH_TYPES = {"operator_id": "int32", "store_name": "string", "version": "int64", "batch_id": "int64",
-                 "partition_id": "int32", "rows": "int64", "bytes": "int64"}
+_GROWTH_TYPES = {
+    "operator_id": "int32",
+    "store_name": "string",
+    "version": "int64",
+    "batch_id": "int64",
+    "partition_id": "int32",
+    "rows": "int64",
+    "bytes": "int64",
+}
 
 
 def _growth(ckpt: Any, backends: Any, out: _Appender) -> Generator[Progress, None, None]:
@@ -160,17 +179,31 @@ def _growth(ckpt: Any, backends: Any, out: _Appender) -> Generator[Progress, Non
         backend = backends.for_store(op.operator_id, s.store_name)
         cols: dict[str, list[Any]] = {k: [] for k in _GROWTH_TYPES}
         for st in backend.iter_stats(op.operator_id, s.store_name, on_error=ckpt.report.add):
-            for k, v in (("operator_id", st.operator_id), ("store_name", st.store_name), ("version", st.version),
-                         ("batch_id", st.version - 1), ("partition_id", st.partition_id), ("rows", st.rows),
-                         ("bytes", st.bytes)):
+            for k, v in (
+                ("operator_id", st.operator_id),
+                ("store_name", st.store_name),
+                ("version", st.version),
+                ("batch_id", st.version - 1),
+                ("partition_id", st.partition_id),
+                ("rows", st.rows),
+                ("bytes", st.bytes),
+            ):
                 cols[k].append(v)
         out.add(pa.table(cols, schema=schema))
     out.finish(schema.empty_table())
 
 
 def _state_rows(
-    ckpt: Any, backend: Any, operator_id: int, store: str, version: int | None, changes: bool,
-    out: _Appender, problems: list[StatelensError], cancelled: Callable[[], bool] | None, cache: Any = None,
+    ckpt: Any,
+    backend: Any,
+    operator_id: int,
+    store: str,
+    version: int | None,
+    changes: bool,
+    out: _Appender,
+    problems: list[StatelensError],
+    cancelled: Callable[[], bool] | None,
+    cache: Any = None,
 ) -> Generator[Progress, None, None]:
     from pyspark.sql import types as T
 
@@ -178,13 +211,18 @@ def _state_rows(
 
     described = ckpt.operator(operator_id).store(store)
     if described.schema is None:
-        raise SchemaMismatchError("this store has no readable schema file, so its rows cannot be decoded",
-                                  path=f"state/{operator_id}/0/_metadata/schema", operator_id=operator_id,
-                                  store_name=store)
+        raise SchemaMismatchError(
+            "this store has no readable schema file, so its rows cannot be decoded",
+            path=f"state/{operator_id}/0/_metadata/schema",
+            operator_id=operator_id,
+            store_name=store,
+        )
     row_schema = state_row_schema(described.key_schema, described.value_schema, changes=changes)
     # SQL's own names: "partition" is a keyword (PARTITION BY), Spark's statestore source says partition_id
     head = [T.StructField("operator_id", T.IntegerType()), T.StructField("store_name", T.StringType())]
-    fields = [T.StructField("partition_id", f.dataType) if f.name == "partition" else f for f in row_schema.fields]
+    fields = [
+        T.StructField("partition_id", f.dataType) if f.name == "partition" else f for f in row_schema.fields
+    ]
     if not changes:
         head.append(T.StructField("version", T.LongType()))
     full = T.StructType(head + fields)
@@ -206,7 +244,9 @@ def _state_rows(
                 parts = backend.read_changes_arrow(operator_id, store, 1, last, pid, unique_names=True)
             else:
                 v = version if version is not None else backend.latest_version(operator_id, store, pid)
-                part = backend.read_arrow(operator_id, store, v, pid, unique_names=True, cache=cache)  # columns
+                part = backend.read_arrow(
+                    operator_id, store, v, pid, unique_names=True, cache=cache
+                )  # columns
                 parts = [part.add_column(0, "version", pa.array(np.full(part.num_rows, v, dtype=np.int64)))]
         except StatelensError as err:
             problems.append(err)  # one bad file: reported, the other partitions still answer
@@ -227,29 +267,49 @@ def _state_rows(
 
 
 def _expired(
-    ckpt: Any, backends: Any, out: _Appender, cancelled: Callable[[], bool] | None,
+    ckpt: Any,
+    backends: Any,
+    out: _Appender,
+    cancelled: Callable[[], bool] | None,
 ) -> Generator[Progress, None, list[StatelensError]]:
     import pyarrow as pa
 
     from statelens.app.analysis.expired import iter_expired
     from statelens.readers.values import dumps_jsonl
 
-    types = {"operator_id": pa.int32(), "store_name": pa.string(), "partition_id": pa.int32(),
-             "version": pa.int64(), "batch_id": pa.int64(), "category": pa.string(), "key": pa.string(),
-             "timeout_ms": pa.int64(), "threshold_ms": pa.int64(), "timeout_kind": pa.string(),
-             "age_batches": pa.int64(), "age_ms": pa.int64(), "note": pa.string()}
+    types = {
+        "operator_id": pa.int32(),
+        "store_name": pa.string(),
+        "partition_id": pa.int32(),
+        "version": pa.int64(),
+        "batch_id": pa.int64(),
+        "category": pa.string(),
+        "key": pa.string(),
+        "timeout_ms": pa.int64(),
+        "threshold_ms": pa.int64(),
+        "timeout_kind": pa.string(),
+        "age_batches": pa.int64(),
+        "age_ms": pa.int64(),
+        "note": pa.string(),
+    }
     schema = pa.schema(list(types.items()))
     pending: list[Any] = []
 
     def flush() -> None:
         if pending:
             cols = {
-                "operator_id": [f.operator_id for f in pending], "store_name": [f.store_name for f in pending],
-                "partition_id": [f.partition for f in pending], "version": [f.version for f in pending],
-                "batch_id": [f.batch_id for f in pending], "category": [f.category for f in pending],
-                "key": [dumps_jsonl(f.key) for f in pending], "timeout_ms": [f.timeout_ms for f in pending],
-                "threshold_ms": [f.threshold_ms for f in pending], "timeout_kind": [f.timeout_kind for f in pending],
-                "age_batches": [f.age_batches for f in pending], "age_ms": [f.age_ms for f in pending],
+                "operator_id": [f.operator_id for f in pending],
+                "store_name": [f.store_name for f in pending],
+                "partition_id": [f.partition for f in pending],
+                "version": [f.version for f in pending],
+                "batch_id": [f.batch_id for f in pending],
+                "category": [f.category for f in pending],
+                "key": [dumps_jsonl(f.key) for f in pending],
+                "timeout_ms": [f.timeout_ms for f in pending],
+                "threshold_ms": [f.threshold_ms for f in pending],
+                "timeout_kind": [f.timeout_kind for f in pending],
+                "age_batches": [f.age_batches for f in pending],
+                "age_ms": [f.age_ms for f in pending],
                 "note": [f.note for f in pending],
             }
             out.add(pa.table(cols, schema=schema))
@@ -340,8 +400,18 @@ def iter_sql(
             elif name in ("state", "changes"):
                 assert store is not None
                 backend = backends.for_store(*store)
-                yield from _state_rows(ckpt, backend, store[0], store[1], version, name == "changes",
-                                       _Appender(con, name), problems, cancelled, cache)
+                yield from _state_rows(
+                    ckpt,
+                    backend,
+                    store[0],
+                    store[1],
+                    version,
+                    name == "changes",
+                    _Appender(con, name),
+                    problems,
+                    cancelled,
+                    cache,
+                )
             else:
                 problems += yield from _expired(ckpt, backends, _Appender(con, "expired"), cancelled)
         yield Progress(len(names), len(names), "running the query")
@@ -465,8 +535,16 @@ def write_answer(result: SqlResult, fmt: str, target: Any) -> int:
                 out.writerow(table.column_names)
                 header = True
             for row in zip(*(table.column(i).to_pylist() for i in range(table.num_columns)), strict=True):
-                out.writerow(["" if v is None else json.dumps(_json_value(v)).strip('"')
-                              if not isinstance(v, (int, float, str)) else v for v in row])
+                out.writerow(
+                    [
+                        ""
+                        if v is None
+                        else json.dumps(_json_value(v)).strip('"')
+                        if not isinstance(v, (int, float, str))
+                        else v
+                        for v in row
+                    ]
+                )
                 n += 1
         if not header:
             out.writerow(result.columns)
@@ -511,23 +589,35 @@ def answer_rows(result: SqlResult, max_rows: int) -> tuple[list[list[str]], int]
 #: Post-mortem questions as queries (the README's), offered by the app's SQL tab. ``{store}`` marks
 #: queries over ``state``/``changes`` (they need a store picked).
 EXAMPLES: list[tuple[str, str]] = [
-    ("Batches: start, watermark, interval",
-     "SELECT batch_id, start, watermark, watermark_move_ms / 1000 AS watermark_moved_s, interval_ms, committed\n"
-     "FROM batches ORDER BY batch_id"),
-    ("Slowest trigger intervals",
-     "SELECT batch_id, start, interval_ms FROM batches\nORDER BY interval_ms DESC NULLS LAST LIMIT 10"),
-    ("Keys per partition (skew)",
-     "SELECT partition_id, count(*) AS keys FROM state\nGROUP BY 1 ORDER BY keys DESC"),
-    ("Which partition's state grew most",
-     "SELECT operator_id, store_name, partition_id,\n"
-     "       arg_max(rows, version) - arg_min(rows, version) AS key_growth, max(bytes) AS max_bytes\n"
-     "FROM growth GROUP BY ALL ORDER BY key_growth DESC LIMIT 20"),
-    ("Keys last written before batch N, never removed",
-     "SELECT key, max(version) - 1 AS last_written_batch FROM changes\n"
-     "GROUP BY key HAVING max(version) - 1 < 3 AND arg_max(change, version) = 'put'\nORDER BY 2"),
-    ("Timed-out keys never removed, per partition",
-     "SELECT category, operator_id, partition_id, count(*) AS keys, max(age_batches) AS oldest_batches\n"
-     "FROM expired GROUP BY ALL ORDER BY keys DESC"),
+    (
+        "Batches: start, watermark, interval",
+        "SELECT batch_id, start, watermark, watermark_move_ms / 1000 AS watermark_moved_s, interval_ms, committed\n"
+        "FROM batches ORDER BY batch_id",
+    ),
+    (
+        "Slowest trigger intervals",
+        "SELECT batch_id, start, interval_ms FROM batches\nORDER BY interval_ms DESC NULLS LAST LIMIT 10",
+    ),
+    (
+        "Keys per partition (skew)",
+        "SELECT partition_id, count(*) AS keys FROM state\nGROUP BY 1 ORDER BY keys DESC",
+    ),
+    (
+        "Which partition's state grew most",
+        "SELECT operator_id, store_name, partition_id,\n"
+        "       arg_max(rows, version) - arg_min(rows, version) AS key_growth, max(bytes) AS max_bytes\n"
+        "FROM growth GROUP BY ALL ORDER BY key_growth DESC LIMIT 20",
+    ),
+    (
+        "Keys last written before batch N, never removed",
+        "SELECT key, max(version) - 1 AS last_written_batch FROM changes\n"
+        "GROUP BY key HAVING max(version) - 1 < 3 AND arg_max(change, version) = 'put'\nORDER BY 2",
+    ),
+    (
+        "Timed-out keys never removed, per partition",
+        "SELECT category, operator_id, partition_id, count(*) AS keys, max(age_batches) AS oldest_batches\n"
+        "FROM expired GROUP BY ALL ORDER BY keys DESC",
+    ),
 ]
 
 
@@ -543,15 +633,22 @@ class SqlTable:
 
 
 def iter_sql_table(
-    ckpt: Any, query: str, *, operator_id: int | None = None, store_name: str | None = None,
-    cache: Any = None, max_rows: int = 10_000, cancelled: Callable[[], bool] | None = None,
+    ckpt: Any,
+    query: str,
+    *,
+    operator_id: int | None = None,
+    store_name: str | None = None,
+    cache: Any = None,
+    max_rows: int = 10_000,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, SqlTable]:
     """Run ``query`` (:func:`iter_sql`) and keep the first ``max_rows`` rows as display text."""
     import time
 
     start = time.perf_counter()
-    result = yield from iter_sql(ckpt, query, operator_id=operator_id, store_name=store_name, cache=cache,
-                                 cancelled=cancelled)
+    result = yield from iter_sql(
+        ckpt, query, operator_id=operator_id, store_name=store_name, cache=cache, cancelled=cancelled
+    )
     try:
         rows, n = answer_rows(result, max_rows)
         columns = [[row[i] for row in rows] for i in range(len(result.columns))]

@@ -93,7 +93,9 @@ def epoch_range_label(values: Sequence[float | None]) -> str:
     vs = [v for v in values if v is not None]
     if not vs:
         return ""
-    a, b = (dt.datetime.fromtimestamp(x / 1000, tz=dt.timezone.utc).date().isoformat() for x in (min(vs), max(vs)))
+    a, b = (
+        dt.datetime.fromtimestamp(x / 1000, tz=dt.timezone.utc).date().isoformat() for x in (min(vs), max(vs))
+    )
     return a if a == b else f"{a}..{b}"
 
 
@@ -117,11 +119,15 @@ def _axes(
     ]
     for v, label in yticks:
         y = sy(v)
-        out.append(f'<line x1="{_MARGIN_LEFT}" x2="{_MARGIN_LEFT + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>')
+        out.append(
+            f'<line x1="{_MARGIN_LEFT}" x2="{_MARGIN_LEFT + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>'
+        )
         out.append(f'<text x="{_MARGIN_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{_esc(label)}</text>')
     for v, label in xticks:
         x = sx(v)
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_MARGIN_TOP + ph}" y2="{_MARGIN_TOP + ph + 5}" stroke="#666"/>')
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_MARGIN_TOP + ph}" y2="{_MARGIN_TOP + ph + 5}" stroke="#666"/>'
+        )
         out.append(f'<text x="{x:.1f}" y="{_MARGIN_TOP + ph + 18}" text-anchor="middle">{_esc(label)}</text>')
     out.append(
         f'<text x="{_MARGIN_LEFT + pw / 2}" y="{HEIGHT - 8}" text-anchor="middle" font-weight="600">{_esc(x_label)}</text>'
@@ -219,7 +225,9 @@ def line_chart(
         xt = [v for v in xt if x_lo <= v <= x_hi] or [x_lo]
     pad = (x_hi - x_lo) * 0.02 or 0.5
     sx, sy = _scales(x_lo - pad, x_hi + pad, yt[0], yt[-1])
-    out = _axes(title, x_label, y_label, [(v, x_format(v)) for v in xt], [(v, y_format(v)) for v in yt], sx, sy)
+    out = _axes(
+        title, x_label, y_label, [(v, x_format(v)) for v in xt], [(v, y_format(v)) for v in yt], sx, sy
+    )
     for i, (label, xs, ys) in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
         segments: list[list[str]] = [[]]
@@ -230,7 +238,9 @@ def line_chart(
             segments[-1].append(f"{sx(x):.1f},{sy(y):.1f}")
         for seg in segments:
             if len(seg) > 1:
-                out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(seg)}"/>')
+                out.append(
+                    f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(seg)}"/>'
+                )
         if len(xs) <= 200:
             for x, y in zip(xs, ys, strict=True):
                 if y is not None:

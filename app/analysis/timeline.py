@@ -179,7 +179,9 @@ def iter_timeline(ckpt: Any) -> Generator[Progress, None, Timeline]:
         if n % 100 == 0:
             yield Progress(n, total, "timeline")
         off = b.offsets
-        prev_off = prev_batch.offsets if prev_batch is not None and prev_batch.batch_id == b.batch_id - 1 else None
+        prev_off = (
+            prev_batch.offsets if prev_batch is not None and prev_batch.batch_id == b.batch_id - 1 else None
+        )
         ts = b.timestamp_ms
         prev_ts = prev_batch.timestamp_ms if prev_batch is not None else None
         wm = b.watermark_ms
@@ -247,7 +249,11 @@ def _activity(
         return SourceActivity(s.index, kind, s.parsed, sum(known) if known else None, None, per, note)
     if kind == "file":
         cur = _long(s.parsed.get("logOffset"))
-        prev_lo = _long(before.parsed.get("logOffset")) if before is not None and before.source_kind == "file" else None
+        prev_lo = (
+            _long(before.parsed.get("logOffset"))
+            if before is not None and before.source_kind == "file"
+            else None
+        )
         flog = file_logs.get(s.index)
         if flog is None:
             flog = file_logs[s.index] = _FileSourceLog(ckpt, s.index, problems)
@@ -261,13 +267,17 @@ def _activity(
         per_log = [flog.files_at(lo) for lo in range(start, cur + 1)]
         files = [c for c in per_log if c is not None]
         if len(files) != len(per_log):
-            return SourceActivity(s.index, kind, s.parsed, note="file source log entries purged or unreadable")
+            return SourceActivity(
+                s.index, kind, s.parsed, note="file source log entries purged or unreadable"
+            )
         return SourceActivity(s.index, kind, s.parsed, files=sum(files))
     if kind == "long":
         prev = _long(before.parsed) if before is not None else None
         cur = _long(s.parsed)
         delta = (cur - prev) if cur is not None and prev is not None else None
-        return SourceActivity(s.index, kind, s.parsed, records=delta, note="offset delta (source-defined units)")
+        return SourceActivity(
+            s.index, kind, s.parsed, records=delta, note="offset delta (source-defined units)"
+        )
     return SourceActivity(s.index, kind, s.parsed)
 
 

@@ -50,11 +50,12 @@ def leak_check_plan(ckpt: Any, operator_id: int) -> tuple[str | None, list[str],
     op = ckpt.operator(operator_id)
     mode = str(op.properties.get("timeMode", ""))
     kind = TIME_MODES.get(mode)
-    variables = [
-        v for v in op.properties.get("stateVariables", []) or [] if isinstance(v, dict)
+    variables = [v for v in op.properties.get("stateVariables", []) or [] if isinstance(v, dict)]
+    plain = [
+        str(v["stateName"])
+        for v in variables
+        if v.get("stateVariableType") in USER_TYPES and not v.get("ttlEnabled", False)
     ]
-    plain = [str(v["stateName"]) for v in variables
-             if v.get("stateVariableType") in USER_TYPES and not v.get("ttlEnabled", False)]
     if kind is None:
         return None, plain, f"timeMode {mode or 'None'}: no timers, state is removed only by the function"
     if not plain:
@@ -92,9 +93,7 @@ def iter_timer_zombies(
         if not versions:
             continue
         try:
-            yield from _partition_zombies(
-                reader, pid, versions, plain, kind, clock, all_versions, cancelled
-            )
+            yield from _partition_zombies(reader, pid, versions, plain, kind, clock, all_versions, cancelled)
         except StatelensError as err:
             problems.append(err)
         if cancelled is not None and cancelled():
@@ -139,4 +138,6 @@ def _partition_zombies(
                 holders.add(row.key)  # the grouping key (map state: without the user key)
             for key in sorted(holders & fired.keys(), key=repr):
                 b_fired, expiry = fired[key]
-                yield TimerZombie(pid, v, variable, key, b_fired, expiry, clock.threshold(b_fired, kind), kind)
+                yield TimerZombie(
+                    pid, v, variable, key, b_fired, expiry, clock.threshold(b_fired, kind), kind
+                )

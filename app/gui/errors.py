@@ -105,7 +105,9 @@ def open_dialogs() -> list[QMessageBox]:
     return list(alive)
 
 
-def show_error(err: BaseException, title: str = "statelens", parent: QWidget | None = None) -> QMessageBox | None:
+def show_error(
+    err: BaseException, title: str = "statelens", parent: QWidget | None = None
+) -> QMessageBox | None:
     """Show ``err`` to the user: a window-modal dialog, the traceback under "Show details".
 
     Parameters
@@ -132,7 +134,9 @@ def show_error(err: BaseException, title: str = "statelens", parent: QWidget | N
         sys.stderr.write(f"statelens: error: {title}: {short_message(err)}\n")
         return None
     box = QMessageBox(parent or _state["parent"])
-    box.setIcon(QMessageBox.Icon.Critical if not isinstance(err, StatelensError) else QMessageBox.Icon.Warning)
+    box.setIcon(
+        QMessageBox.Icon.Critical if not isinstance(err, StatelensError) else QMessageBox.Icon.Warning
+    )
     box.setWindowTitle(title)
     box.setTextFormat(Qt.TextFormat.PlainText)
     box.setText(short_message(err))
@@ -162,8 +166,10 @@ def _excepthook(kind: type[BaseException], err: BaseException, tb: TracebackType
 def _threading_excepthook(args: threading.ExceptHookArgs) -> None:
     # Qt widgets may only be touched on the GUI thread: other threads print the one line.
     if args.exc_value is not None:
-        sys.stderr.write(f"statelens: error in thread {args.thread.name if args.thread else '?'}: "
-                         f"{short_message(args.exc_value)}\n")
+        sys.stderr.write(
+            f"statelens: error in thread {args.thread.name if args.thread else '?'}: "
+            f"{short_message(args.exc_value)}\n"
+        )
 
 
 def install_excepthooks() -> None:
@@ -257,8 +263,14 @@ class ProblemsPanel(QWidget):
             if _state["headless"]:
                 sys.stderr.write(f"statelens: warning: {short_message(err)}\n")
             # QTreeWidgetItem text is plain text: paths and messages from files are never markup.
-            item = QTreeWidgetItem([type(err).__name__, path or "", "" if offset is None else str(offset),
-                                    f"{where}: {message}" if where else message])
+            item = QTreeWidgetItem(
+                [
+                    type(err).__name__,
+                    path or "",
+                    "" if offset is None else str(offset),
+                    f"{where}: {message}" if where else message,
+                ]
+            )
             item.setToolTip(1, "")
             self.tree.addTopLevelItem(item)
             added += 1
@@ -268,7 +280,10 @@ class ProblemsPanel(QWidget):
 
     def _update_summary(self) -> None:
         n = self.count()
-        self.summary.setText("No problems." if n == 0 else
-                             f"{n} file problem{'s' if n != 1 else ''}: these files could not be read; "
-                             "everything else is shown.")
+        self.summary.setText(
+            "No problems."
+            if n == 0
+            else f"{n} file problem{'s' if n != 1 else ''}: these files could not be read; "
+            "everything else is shown."
+        )
         self.problems_changed.emit(n)

@@ -14,9 +14,15 @@ if TYPE_CHECKING:
 SCREENSHOT_SIZE = (1400, 900)
 
 #: Jobs (runner channels) whose results each view shows; ``--screenshot`` waits for these only.
-VIEW_JOBS = {"overview": ("load",), "timeline": ("load",), "growth": ("load", "growth", "heavy"),
-             "expired": ("load", "expired"), "browser": ("load", "browser"), "schema": ("load", "schema"),
-             "sql": ("load", "sql")}
+VIEW_JOBS = {
+    "overview": ("load",),
+    "timeline": ("load",),
+    "growth": ("load", "growth", "heavy"),
+    "expired": ("load", "expired"),
+    "browser": ("load", "browser"),
+    "schema": ("load", "schema"),
+    "sql": ("load", "sql"),
+}
 
 #: Milliseconds ``--screenshot`` gives other views' jobs to stop after their cancel.
 CANCEL_WAIT_MS = 5000
@@ -97,7 +103,11 @@ def _configure_pyqtgraph() -> None:
 
 
 def take_screenshot(
-    window: MainWindow, url: str, out: str, view: str = "overview", is_sample: bool = False,
+    window: MainWindow,
+    url: str,
+    out: str,
+    view: str = "overview",
+    is_sample: bool = False,
     timeout_s: float = SCREENSHOT_TIMEOUT_S,
 ) -> int:
     """Load ``url`` in ``window``, wait for the jobs the view shows (:data:`VIEW_JOBS`), save a PNG.

@@ -74,8 +74,15 @@ from statelens.viewers.timeline import BatchTimelineView
 
 #: View names, as accepted by ``statelens gui --view``, in tab order.
 VIEWS = ("overview", "timeline", "growth", "expired", "browser", "sql", "schema")
-VIEW_TITLES = {"overview": "Overview", "timeline": "Batch timeline", "growth": "State growth",
-               "expired": "Expired keys", "browser": "State browser", "sql": "SQL", "schema": "Schema and conf"}
+VIEW_TITLES = {
+    "overview": "Overview",
+    "timeline": "Batch timeline",
+    "growth": "State growth",
+    "expired": "Expired keys",
+    "browser": "State browser",
+    "sql": "SQL",
+    "schema": "Schema and conf",
+}
 
 #: Backends of the state browser (``readers.backends``), as shown in the picker.
 BACKENDS = {"native": "native decoder", "spark": "Spark", "auto": "auto (native, else Spark)"}
@@ -140,7 +147,9 @@ class MainWindow(QMainWindow):
     export_finished = Signal(str)
 
     def __init__(
-        self, settings: QSettings | None = None, parent: QWidget | None = None,
+        self,
+        settings: QSettings | None = None,
+        parent: QWidget | None = None,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(parent)
@@ -225,7 +234,10 @@ class MainWindow(QMainWindow):
         self.backend_actions = QActionGroup(self)
         self.backend_actions.setExclusive(True)
         for name, text in BACKENDS.items():
-            action = QAction(f"Read state with the {text}" if name != "auto" else "Read state: auto (native, else Spark)", self)
+            action = QAction(
+                f"Read state with the {text}" if name != "auto" else "Read state: auto (native, else Spark)",
+                self,
+            )
             action.setCheckable(True)
             action.setData(name)
             action.triggered.connect(lambda _checked=False, n=name: self.set_backend(n))
@@ -233,13 +245,22 @@ class MainWindow(QMainWindow):
         self.utc_action = QAction("Show times in &UTC", self)
         self.utc_action.setCheckable(True)
         self.utc_action.setChecked(self.time_zone.utc)
-        self.utc_action.setToolTip("Batch starts, watermarks, timeouts and thresholds in UTC instead of local time "
-                                   "(times inside state values are always UTC)")
+        self.utc_action.setToolTip(
+            "Batch starts, watermarks, timeouts and thresholds in UTC instead of local time "
+            "(times inside state values are always UTC)"
+        )
         self.utc_action.toggled.connect(self._on_utc_action_toggled)
         self.master_action = QAction("Spark &master…", self)
         self.master_action.triggered.connect(self._on_master_action_triggered)
-        for action in (self.open_action, self.open_url_action, self.reload_action, self.cancel_action,
-                       self.find_action, self.quit_action, self.export_report_action):
+        for action in (
+            self.open_action,
+            self.open_url_action,
+            self.reload_action,
+            self.cancel_action,
+            self.find_action,
+            self.quit_action,
+            self.export_report_action,
+        ):
             self.addAction(action)
 
     def _build_toolbar(self) -> None:
@@ -250,7 +271,9 @@ class MainWindow(QMainWindow):
         bar.addSeparator()
         bar.addWidget(QLabel(" Path or URL: "))
         self.url_edit = QLineEdit()
-        self.url_edit.setPlaceholderText("/path/to/checkpoint, file:///…, s3://bucket/prefix (any fsspec URL)")
+        self.url_edit.setPlaceholderText(
+            "/path/to/checkpoint, file:///…, s3://bucket/prefix (any fsspec URL)"
+        )
         self.url_edit.setClearButtonEnabled(True)
         self.url_edit.returnPressed.connect(self._on_url_edit_return_pressed)
         bar.addWidget(self.url_edit)
@@ -262,14 +285,17 @@ class MainWindow(QMainWindow):
         self.backend_combo = QComboBox()
         for name, text in BACKENDS.items():
             self.backend_combo.addItem(text, name)
-        self.backend_combo.setToolTip("Who decodes the state the browser shows: statelens itself, or Spark's "
-                                      "statestore data source")
+        self.backend_combo.setToolTip(
+            "Who decodes the state the browser shows: statelens itself, or Spark's statestore data source"
+        )
         self.backend_combo.activated.connect(self._on_backend_combo_activated)
         bar.addWidget(self.backend_combo)
         bar.addWidget(QLabel(" Spark master: "))
         self.master_edit = QLineEdit()
         self.master_edit.setMaximumWidth(200)
-        self.master_edit.setToolTip("Spark master URL used by the Spark backend (local[*], spark://host:7077, yarn...)")
+        self.master_edit.setToolTip(
+            "Spark master URL used by the Spark backend (local[*], spark://host:7077, yarn...)"
+        )
         self.master_edit.editingFinished.connect(self._on_master_edit_editing_finished)
         bar.addWidget(self.master_edit)
         self.addToolBar(bar)
@@ -300,8 +326,15 @@ class MainWindow(QMainWindow):
         self.sql = SqlView()
         self.sql.set_examples(SQL_EXAMPLES)
         self.sql.run_requested.connect(self._on_sql_run_requested)
-        self.views = {"overview": self.overview, "timeline": self.timeline, "growth": self.growth,
-                      "expired": self.expired, "browser": self.browser, "sql": self.sql, "schema": self.schema}
+        self.views = {
+            "overview": self.overview,
+            "timeline": self.timeline,
+            "growth": self.growth,
+            "expired": self.expired,
+            "browser": self.browser,
+            "sql": self.sql,
+            "schema": self.schema,
+        }
         for name in VIEWS:
             self.tabs.addTab(self.views[name], VIEW_TITLES[name])
         layout.addWidget(self.tabs, 1)
@@ -366,7 +399,9 @@ class MainWindow(QMainWindow):
         self.history_dock.setVisible(False)
         self.history.version_selected.connect(self._on_view_version_selected)
         self.history.refresh_requested.connect(self._on_browser_history_requested)
-        self.history.table.export_requested.connect(lambda fmt: self.export_table_dialog(self.history.table, fmt))
+        self.history.table.export_requested.connect(
+            lambda fmt: self.export_table_dialog(self.history.table, fmt)
+        )
 
     def _build_menus(self) -> None:
         menu = self.menuBar().addMenu("&File")
@@ -377,8 +412,13 @@ class MainWindow(QMainWindow):
         menu.addMenu(self.recent_menu)
         menu.addAction(self.sample_action)
         menu.addSeparator()
-        for action in (self.export_csv_action, self.export_parquet_action, self.export_png_action,
-                       self.export_svg_action, self.export_report_action):
+        for action in (
+            self.export_csv_action,
+            self.export_parquet_action,
+            self.export_png_action,
+            self.export_svg_action,
+            self.export_report_action,
+        ):
             menu.addAction(action)
         menu.aboutToShow.connect(self._update_export_actions)
         menu.addSeparator()
@@ -461,7 +501,9 @@ class MainWindow(QMainWindow):
         loading = self.runner.current("load") is not None
         self._cancel_spark_read()  # a Spark job does not yield: cancel its job group
         self.runner.cancel()
-        self.status_label.setText(f"Cancelled opening {_short(self._loading_url or '')}" if loading else "Cancelled")
+        self.status_label.setText(
+            f"Cancelled opening {_short(self._loading_url or '')}" if loading else "Cancelled"
+        )
 
     def recent_checkpoints(self) -> list[str]:
         value = self.settings.value(SETTINGS_RECENT, [])
@@ -472,7 +514,9 @@ class MainWindow(QMainWindow):
     def _remember(self, url: str) -> None:
         from statelens.readers.errors import redact
 
-        url = _without_userinfo(redact(url))  # never keep credentials in settings; they come from the environment
+        url = _without_userinfo(
+            redact(url)
+        )  # never keep credentials in settings; they come from the environment
         recent = [url] + [u for u in self.recent_checkpoints() if u != url]
         self.settings.setValue(SETTINGS_RECENT, recent[:MAX_RECENT])
         self.settings.sync()
@@ -518,19 +562,31 @@ class MainWindow(QMainWindow):
         self._roles = roles = loaded.store_roles()
         groups = self._store_groups()
         tips = {key: role.description for key, role in roles.items()}
-        self.overview.set_checkpoint(loaded.location, ckpt.query_id, ckpt.batches, ckpt.operators, ckpt.report.problems,
-                                     roles=roles, descriptions=describe_state(ckpt))
+        self.overview.set_checkpoint(
+            loaded.location,
+            ckpt.query_id,
+            ckpt.batches,
+            ckpt.operators,
+            ckpt.report.problems,
+            roles=roles,
+            descriptions=describe_state(ckpt),
+        )
         self.timeline.set_batches(ckpt.batches)
         self.browser.set_operators(ckpt.operators, roles, groups)
         self.browser.compare_combo.setCurrentIndex(0)
-        self.history.clear_history("Select a key (state browser or expired keys) to see its history across versions.")
+        self.history.clear_history(
+            "Select a key (state browser or expired keys) to see its history across versions."
+        )
         stores = loaded.decodable_stores()
         self.growth.clear()
         self.growth.set_stores([self._store_item(op, s) for op, s in stores], groups, tips)
         self.expired.clear()
-        self.expired.set_stores([self._store_item(op, s) for op in ckpt.operators for s in op.stores], groups, tips)
-        self.schema.set_schemas([(*self._store_item(op, s), s.schema) for op in ckpt.operators for s in op.stores], [],
-                                tips)
+        self.expired.set_stores(
+            [self._store_item(op, s) for op in ckpt.operators for s in op.stores], groups, tips
+        )
+        self.schema.set_schemas(
+            [(*self._store_item(op, s), s.schema) for op in ckpt.operators for s in op.stores], [], tips
+        )
         self.schema.set_conf(ckpt.batches, conf_changes(ckpt.batches))
         self.sql.set_stores([self._store_item(op, s) for op, s in stores], groups, tips)
         self.status_label.setText(
@@ -555,14 +611,22 @@ class MainWindow(QMainWindow):
         elif default is not None:
             versions = loaded.checkpoint.operator(default[0]).store(default[1]).versions
             self.selection.update(
-                operator_id=default[0], store_name=default[1], partition_id=None,
+                operator_id=default[0],
+                store_name=default[1],
+                partition_id=None,
                 version=versions[-1] if versions else None,
             )
         else:
             self.browser.clear_table("This checkpoint has no state store the native reader can decode.")
             self.table_updated.emit()
-        self.runner.submit("schema", _iter_schema_history, ckpt, what="Reading schema files",
-                           on_result=self._on_schema_finished, on_error=self._on_schema_errored)
+        self.runner.submit(
+            "schema",
+            _iter_schema_history,
+            ckpt,
+            what="Reading schema files",
+            on_result=self._on_schema_finished,
+            on_error=self._on_schema_errored,
+        )
         if stores:
             for op, s in stores:
                 self.growth.set_store_status(op.operator_id, s.store_name, "computing…")
@@ -574,7 +638,9 @@ class MainWindow(QMainWindow):
                 on_result=self._on_growth_finished,
                 on_error=self._on_growth_errored,
             )
-        self._on_sql_run_requested(self.sql.query(), self.sql.store())  # the editor's query, on this checkpoint
+        self._on_sql_run_requested(
+            self.sql.query(), self.sql.store()
+        )  # the editor's query, on this checkpoint
         if ckpt.operators:
             for op in ckpt.operators:
                 for s in op.stores:
@@ -592,21 +658,30 @@ class MainWindow(QMainWindow):
 
     def _store_item(self, op: Any, store: Any) -> tuple[int, str, str]:
         """``(operator_id, store_name, label)`` of a store picker item (labelled with what it holds)."""
-        return op.operator_id, store.store_name, store_label(op, store, self._roles.get((op.operator_id, store.store_name)))
+        return (
+            op.operator_id,
+            store.store_name,
+            store_label(op, store, self._roles.get((op.operator_id, store.store_name))),
+        )
 
     def _store_groups(self) -> dict[tuple[int, str], str]:
         """Picker groups: a transformWithState operator's state variables, then its internal families."""
         if self.loaded is None:
             return {}
         kinds = {op.operator_id: op.kind.value for op in self.loaded.checkpoint.operators}
-        return {key: f"operator {key[0]} · {kinds[key[0]]}: {role.group}"
-                for key, role in self._roles.items() if role.group is not None}
+        return {
+            key: f"operator {key[0]} · {kinds[key[0]]}: {role.group}"
+            for key, role in self._roles.items()
+            if role.group is not None
+        }
 
     def _store_exists(self, operator_id: int | None, store_name: str | None) -> bool:
         if self.loaded is None or operator_id is None:
             return False
-        return any(op.operator_id == operator_id and s.store_name == store_name
-                   for op, s in self.loaded.decodable_stores())
+        return any(
+            op.operator_id == operator_id and s.store_name == store_name
+            for op, s in self.loaded.decodable_stores()
+        )
 
     def _on_load_errored(self, err: BaseException) -> None:
         message = errors.short_message(err)
@@ -631,13 +706,23 @@ class MainWindow(QMainWindow):
                 continue
             pids, versions, metrics = growth_arrays(store)
             self.growth.set_growth(store.operator_id, store.store_name, pids, versions, metrics)
-            bad = [p for p in result.problems
-                   if p.context.get("operator_id") == store.operator_id and p.context.get("store_name") == store.store_name]
-            notes = [f"{len(bad)} file(s) could not be read; their versions are gaps. See Problems."] if bad else []
+            bad = [
+                p
+                for p in result.problems
+                if p.context.get("operator_id") == store.operator_id
+                and p.context.get("store_name") == store.store_name
+            ]
+            notes = (
+                [f"{len(bad)} file(s) could not be read; their versions are gaps. See Problems."]
+                if bad
+                else []
+            )
             role = self._roles.get((store.operator_id, store.store_name))
             if role is not None and role.column_family_of:
-                notes.append(f"A column family of RocksDB store {role.column_family_of!r}: rows and key + value bytes "
-                             "are this family's; bytes written count the whole store's files (shared by its families).")
+                notes.append(
+                    f"A column family of RocksDB store {role.column_family_of!r}: rows and key + value bytes "
+                    "are this family's; bytes written count the whole store's files (shared by its families)."
+                )
             if role is not None and role.text.startswith("ListState"):
                 notes.append("List state: one row per list element.")
             self.growth.set_store_status(store.operator_id, store.store_name, " ".join(notes))
@@ -650,25 +735,46 @@ class MainWindow(QMainWindow):
         """Weigh the selected store's keys (once per store and checkpoint), after growth: heaviest keys
         are read in the background for the growth view, never delaying its plots."""
         key = (self.selection.operator_id, self.selection.store_name)
-        if (self.loaded is None or not self._growth_done or key[0] is None or key in self._weighed
-                or not self._store_exists(*key)):
+        if (
+            self.loaded is None
+            or not self._growth_done
+            or key[0] is None
+            or key in self._weighed
+            or not self._store_exists(*key)
+        ):
             return
         self._weighed.add(key)  # type: ignore[arg-type]
-        self.runner.submit("heavy", iter_top_keys, self.loaded.checkpoint, TOP_KEYS_SHOWN, only=key,
-                           what="Weighing the heaviest keys", on_result=self._on_top_keys_finished,
-                           on_error=lambda err, k=key: self._on_top_keys_errored(k, err))
+        self.runner.submit(
+            "heavy",
+            iter_top_keys,
+            self.loaded.checkpoint,
+            TOP_KEYS_SHOWN,
+            only=key,
+            what="Weighing the heaviest keys",
+            on_result=self._on_top_keys_finished,
+            on_error=lambda err, k=key: self._on_top_keys_errored(k, err),
+        )
 
     def _on_top_keys_finished(self, result: Any) -> None:
         stores, problems = result
         self.problems.add_problems(problems, where="heaviest keys")
         for s in stores:
             rows = [(h.partition_id, h.key_text, h.bytes, h.elements) for h in s.overall]
-            self.growth.set_top_keys(s.operator_id, s.store_name, s.version, s.keys, rows, s.grouping,
-                                     note=f"not weighed ({s.skipped})" if s.skipped else "")
+            self.growth.set_top_keys(
+                s.operator_id,
+                s.store_name,
+                s.version,
+                s.keys,
+                rows,
+                s.grouping,
+                note=f"not weighed ({s.skipped})" if s.skipped else "",
+            )
 
     def _on_top_keys_errored(self, key: tuple[Any, Any], err: BaseException) -> None:
         self._weighed.discard(key)
-        self.growth.set_top_keys(key[0], key[1], None, 0, [], note=f"could not be weighed: {errors.short_message(err)}")
+        self.growth.set_top_keys(
+            key[0], key[1], None, 0, [], note=f"could not be weighed: {errors.short_message(err)}"
+        )
         if isinstance(err, StatelensError):
             self.problems.add_problems([err], where="heaviest keys")
         else:
@@ -687,9 +793,16 @@ class MainWindow(QMainWindow):
         operator_id, store_name = store if store is not None else (None, None)
         self.sql.set_running("Running the query (tables are filled from the checkpoint first)…")
         self.runner.submit(
-            "sql", iter_sql_table, self.loaded.checkpoint, query, operator_id=operator_id, store_name=store_name,
-            cache=self._cache, what="Running the SQL query",
-            on_result=self._on_sql_finished, on_error=self._on_sql_errored,
+            "sql",
+            iter_sql_table,
+            self.loaded.checkpoint,
+            query,
+            operator_id=operator_id,
+            store_name=store_name,
+            cache=self._cache,
+            what="Running the SQL query",
+            on_result=self._on_sql_finished,
+            on_error=self._on_sql_errored,
         )
 
     def _on_sql_finished(self, answer: SqlTable) -> None:
@@ -724,20 +837,37 @@ class MainWindow(QMainWindow):
         zone = self.time_zone
         for st in overview.stores:
             examples = st.examples  # the most overdue keys; st.total_findings counts them all
-            times = [ms for f in examples for ms in (f.timeout_ms, f.threshold_ms) if ms is not None and ms >= 0]
+            times = [
+                ms for f in examples for ms in (f.timeout_ms, f.threshold_ms) if ms is not None and ms >= 0
+            ]
             headers, columns, sort_keys = findings_table(
-                examples, zone.format_ms, zone.label(min(times) / 1000 if times else None))
+                examples, zone.format_ms, zone.label(min(times) / 1000 if times else None)
+            )
             refs = [(f.partition, f.version, f.key) for f in examples]
-            self.expired.set_expiry(st.operator_id, st.store_name, st.versions, st.counts, st.partitions,
-                                    st.partition_counts, headers, columns, sort_keys, refs,
-                                    total=st.total_findings, checked=st.summary.check != "skipped")
+            self.expired.set_expiry(
+                st.operator_id,
+                st.store_name,
+                st.versions,
+                st.counts,
+                st.partitions,
+                st.partition_counts,
+                headers,
+                columns,
+                sort_keys,
+                refs,
+                total=st.total_findings,
+                checked=st.summary.check != "skipped",
+            )
 
     def _on_expired_errored(self, err: BaseException) -> None:
         if self.loaded is not None:
             for op in self.loaded.checkpoint.operators:
                 for s in op.stores:
-                    self.expired.set_store_status(op.operator_id, s.store_name,
-                                                  f"Could not look for expired keys: {errors.short_message(err)}")
+                    self.expired.set_store_status(
+                        op.operator_id,
+                        s.store_name,
+                        f"Could not look for expired keys: {errors.short_message(err)}",
+                    )
         self.expired_updated.emit()
         if isinstance(err, StatelensError):
             self.problems.add_problems([err], where="expired keys")
@@ -756,8 +886,13 @@ class MainWindow(QMainWindow):
         op, store = shown
         change: dict[str, Any] = {"key": key, "key_partition_id": partition_id}
         if self._store_exists(op, store):
-            change.update(operator_id=op, store_name=store, partition_id=partition_id, version=version,
-                          batch_id=version - 1 if version > 0 else None)
+            change.update(
+                operator_id=op,
+                store_name=store,
+                partition_id=partition_id,
+                version=version,
+                batch_id=version - 1 if version > 0 else None,
+            )
         was_visible = self.history_dock.isVisible()
         changed = self.selection.update(**change)
         if not (was_visible and {"key", "key_partition_id", "operator_id", "store_name"} & set(changed)):
@@ -772,7 +907,10 @@ class MainWindow(QMainWindow):
             self.schema.set_schemas(
                 [(*self._store_item(op, s), s.schema) for op in ckpt.operators for s in op.stores],
                 # Short labels: the files table is narrow, and every store of an operator starts alike.
-                [(f"operator {v.operator_id} · {v.store_name}", v.from_batch, v.path, v.changes) for v in versions],
+                [
+                    (f"operator {v.operator_id} · {v.store_name}", v.from_batch, v.path, v.changes)
+                    for v in versions
+                ],
                 {key: role.description for key, role in self._roles.items()},
             )
             self.schema.show_store(self.selection.operator_id, self.selection.store_name)
@@ -812,31 +950,56 @@ class MainWindow(QMainWindow):
         if diff:
             assert compare is not None
             old, new = sorted((compare, s.version))
-            self.browser.set_loading(f"Comparing versions {old} and {new} of operator {s.operator_id} "
-                                     f"{s.store_name}, {where}…")
+            self.browser.set_loading(
+                f"Comparing versions {old} and {new} of operator {s.operator_id} {s.store_name}, {where}…"
+            )
             self.runner.submit(
-                "browser", iter_state_diff, reader, old, new, s.partition_id, time_columns=time_columns,
+                "browser",
+                iter_state_diff,
+                reader,
+                old,
+                new,
+                s.partition_id,
+                time_columns=time_columns,
                 what=f"Comparing versions {old} and {new}",
-                on_result=self._on_table_finished, on_error=self._on_table_errored,
+                on_result=self._on_table_finished,
+                on_error=self._on_table_errored,
             )
             return
         if backend is None or backend.name == "native":
-            self.browser.set_loading(f"Decoding operator {s.operator_id} {s.store_name}, {where}, version {s.version}…")
+            self.browser.set_loading(
+                f"Decoding operator {s.operator_id} {s.store_name}, {where}, version {s.version}…"
+            )
             self.runner.submit(
-                "browser", iter_state_table, reader, s.version, s.partition_id, time_columns=time_columns,
+                "browser",
+                iter_state_table,
+                reader,
+                s.version,
+                s.partition_id,
+                time_columns=time_columns,
                 cache=self._cache,
                 what=f"Decoding version {s.version}",
-                on_result=self._on_table_finished, on_error=self._on_table_errored,
+                on_result=self._on_table_finished,
+                on_error=self._on_table_errored,
             )
             return
         store = self.loaded.checkpoint.operator(s.operator_id).store(s.store_name)
-        self.browser.set_loading(f"Reading operator {s.operator_id} {s.store_name}, {where}, version {s.version} "
-                                 f"through Spark on {self._spark_master} (the first read starts a Spark session)…")
+        self.browser.set_loading(
+            f"Reading operator {s.operator_id} {s.store_name}, {where}, version {s.version} "
+            f"through Spark on {self._spark_master} (the first read starts a Spark session)…"
+        )
         self._spark_reading = backend
         self.runner.submit(
-            "browser", iter_backend_table, backend, store, s.version, s.partition_id, time_columns=time_columns,
+            "browser",
+            iter_backend_table,
+            backend,
+            store,
+            s.version,
+            s.partition_id,
+            time_columns=time_columns,
             what=f"Reading version {s.version} through Spark",
-            on_result=self._on_table_finished, on_error=self._on_table_errored,
+            on_result=self._on_table_finished,
+            on_error=self._on_table_errored,
         )
 
     def _on_table_finished(self, table: StateTable) -> None:
@@ -848,8 +1011,12 @@ class MainWindow(QMainWindow):
         else:
             head = f"{table.total_rows:,} row{'s' if table.total_rows != 1 else ''}"
         role = self._roles.get((table.operator_id, table.store_name))
-        parts = [head, f"operator {table.operator_id} {table.store_name}"
-                 + (f" ({role.text})" if role is not None else ""), where]
+        parts = [
+            head,
+            f"operator {table.operator_id} {table.store_name}"
+            + (f" ({role.text})" if role is not None else ""),
+            where,
+        ]
         if not table.is_diff:
             parts.append(f"version {table.version} (state after batch {table.version - 1})")
         parts.extend(table.notes)
@@ -858,7 +1025,9 @@ class MainWindow(QMainWindow):
             self.problems.add_problems(table.problems, where=f"decoding version {table.version}")
             parts.append(f"{len(table.problems)} partition(s) could not be read: see Problems")
         partitions = table.sort_keys[table.headers.index("partition")]
-        self.browser.set_table(table.headers, table.columns, table.sort_keys, table.keys, " · ".join(parts), partitions)
+        self.browser.set_table(
+            table.headers, table.columns, table.sort_keys, table.keys, " · ".join(parts), partitions
+        )
         self.backend_label.setText(f"State read by {_backend_text(table.backend)}")
         self.table_updated.emit()
 
@@ -883,7 +1052,14 @@ class MainWindow(QMainWindow):
         model = self.browser.model
         columns, sort_keys, n = model.columns(), model.sort_keys(), model.total_rows()
         self.runner.submit(
-            "order", _iter_row_order, sort_keys, columns, n, column, descending, needle,
+            "order",
+            _iter_row_order,
+            sort_keys,
+            columns,
+            n,
+            column,
+            descending,
+            needle,
             what=f"Sorting and filtering {n:,} rows",
             on_result=lambda rows: self.browser.apply_order(column, descending, needle, rows),
         )
@@ -905,12 +1081,16 @@ class MainWindow(QMainWindow):
         self.history_dock.setVisible(True)
         self.history_dock.raise_()
         if self.loaded is None or s.key is None or s.operator_id is None or s.store_name is None:
-            self.history.clear_history("Select a key (state browser or expired keys) to see its history across versions.")
+            self.history.clear_history(
+                "Select a key (state browser or expired keys) to see its history across versions."
+            )
             self.history_updated.emit()
             return None
         pid = s.key_partition_id if s.key_partition_id is not None else s.partition_id
         if pid is None or pid < 0:
-            self.history.clear_history("The selected key's partition is not known: pick a partition in the browser.")
+            self.history.clear_history(
+                "The selected key's partition is not known: pick a partition in the browser."
+            )
             self.history_updated.emit()
             return None
         try:
@@ -935,10 +1115,18 @@ class MainWindow(QMainWindow):
         starts = [t for t, _wm in batch_times.values() if t is not None]
         zone = self.time_zone
         return self.runner.submit(
-            "history", iter_key_history, reader, pid, key, time_columns, batch_times,
-            time_text=zone.format_ms, zone=zone.label(min(starts) / 1000 if starts else None),
+            "history",
+            iter_key_history,
+            reader,
+            pid,
+            key,
+            time_columns,
+            batch_times,
+            time_text=zone.format_ms,
+            zone=zone.label(min(starts) / 1000 if starts else None),
             what="Following the key through its versions",
-            on_result=self._on_history_finished, on_error=self._on_history_errored,
+            on_result=self._on_history_finished,
+            on_error=self._on_history_errored,
         )
 
     def _on_utc_action_toggled(self, checked: bool) -> None:
@@ -971,8 +1159,14 @@ class MainWindow(QMainWindow):
     def _on_history_finished(self, history: KeyHistory) -> None:
         self._history = history
         self.problems.add_problems(history.problems, where="key history")
-        self.history.set_history(history.describe(), history.headers, history.columns, history.sort_keys,
-                                 history.row_versions, history.changes)
+        self.history.set_history(
+            history.describe(),
+            history.headers,
+            history.columns,
+            history.sort_keys,
+            history.row_versions,
+            history.changes,
+        )
         self.history_updated.emit()
 
     def _on_history_errored(self, err: BaseException) -> None:
@@ -993,7 +1187,9 @@ class MainWindow(QMainWindow):
         self.show_key_history()
 
     # -- backends ------------------------------------------------------------------------------------
-    def set_backend(self, name: str, master: str | None = None, spark: Any = None, remember: bool = True) -> None:
+    def set_backend(
+        self, name: str, master: str | None = None, spark: Any = None, remember: bool = True
+    ) -> None:
         """Read the browser's state with ``native``, ``spark`` or ``auto`` (native where it can decode).
 
         Parameters
@@ -1008,7 +1204,11 @@ class MainWindow(QMainWindow):
         """
         if name not in BACKENDS:
             raise UsageError(f"unknown backend {name!r}; backends: {', '.join(BACKENDS)}")
-        changed = name != self._backend_name or (master is not None and master != self._spark_master) or spark is not None
+        changed = (
+            name != self._backend_name
+            or (master is not None and master != self._spark_master)
+            or spark is not None
+        )
         self._backend_name = name
         if master is not None:
             self._spark_master = master
@@ -1032,8 +1232,10 @@ class MainWindow(QMainWindow):
         for action in self.backend_actions.actions():
             action.setChecked(action.data() == self._backend_name)
         if not self.backend_label.text() or self._table is None:
-            self.backend_label.setText(f"Backend: {BACKENDS[self._backend_name]}"
-                                       + (f" on {self._spark_master}" if self._backend_name != "native" else ""))
+            self.backend_label.setText(
+                f"Backend: {BACKENDS[self._backend_name]}"
+                + (f" on {self._spark_master}" if self._backend_name != "native" else "")
+            )
 
     def _backend_for(self, operator_id: int, store_name: str) -> Any:
         """The backend object reading this store (None: the native reader path)."""
@@ -1042,8 +1244,12 @@ class MainWindow(QMainWindow):
         if self._chooser is None:
             from statelens.readers.backends import BackendChooser
 
-            self._chooser = BackendChooser(self.loaded.checkpoint, self._backend_name, master=self._spark_master,
-                                           spark=self._spark_session)
+            self._chooser = BackendChooser(
+                self.loaded.checkpoint,
+                self._backend_name,
+                master=self._spark_master,
+                spark=self._spark_session,
+            )
         return self._chooser.for_store(operator_id, store_name)
 
     def _cancel_spark_read(self) -> None:
@@ -1068,20 +1274,32 @@ class MainWindow(QMainWindow):
             self.set_backend(self._backend_name, master=text)
 
     def _on_master_action_triggered(self) -> None:
-        text, ok = QInputDialog.getText(self, "Spark master", "Spark master URL (local[*], spark://host:7077, yarn…):",
-                                        QLineEdit.EchoMode.Normal, self._spark_master)
+        text, ok = QInputDialog.getText(
+            self,
+            "Spark master",
+            "Spark master URL (local[*], spark://host:7077, yarn…):",
+            QLineEdit.EchoMode.Normal,
+            self._spark_master,
+        )
         if ok and text.strip():
             self.set_backend(self._backend_name, master=text.strip())
 
     # -- export --------------------------------------------------------------------------------------
     def _main_table(self, view: str | None = None) -> DataTableView | None:
-        tables = {"overview": self.overview.batch_table, "expired": self.expired.table, "browser": self.browser.table,
-                  "schema": self.schema.conf_table}
+        tables = {
+            "overview": self.overview.batch_table,
+            "expired": self.expired.table,
+            "browser": self.browser.table,
+            "schema": self.schema.conf_table,
+        }
         return tables.get(view or self.current_view())
 
     def _main_plot(self, view: str | None = None) -> Any:
-        return {"timeline": self.timeline.graphics, "growth": self.growth.graphics,
-                "expired": self.expired.graphics}.get(view or self.current_view())
+        return {
+            "timeline": self.timeline.graphics,
+            "growth": self.growth.graphics,
+            "expired": self.expired.graphics,
+        }.get(view or self.current_view())
 
     def _update_export_actions(self) -> None:
         has_table = self._main_table() is not None
@@ -1102,15 +1320,20 @@ class MainWindow(QMainWindow):
         if graphics is None:
             return
         name = f"{self.current_view()}.{fmt}"
-        path, _ = QFileDialog.getSaveFileName(self, f"Export plot as {fmt.upper()}", self._export_dir(name),
-                                              f"{fmt.upper()} (*.{fmt})")
+        path, _ = QFileDialog.getSaveFileName(
+            self, f"Export plot as {fmt.upper()}", self._export_dir(name), f"{fmt.upper()} (*.{fmt})"
+        )
         if path:
             self.export_plot(self.current_view(), path)
 
     def export_table_dialog(self, table: DataTableView, fmt: str) -> None:
         name = f"{table.name.replace(' ', '_')}.{fmt}"
-        path, _ = QFileDialog.getSaveFileName(self, f"Export {table.name} as {fmt.upper()}", self._export_dir(name),
-                                              "CSV (*.csv)" if fmt == "csv" else "Parquet (*.parquet)")
+        path, _ = QFileDialog.getSaveFileName(
+            self,
+            f"Export {table.name} as {fmt.upper()}",
+            self._export_dir(name),
+            "CSV (*.csv)" if fmt == "csv" else "Parquet (*.parquet)",
+        )
         if path:
             self.export_table(table, path, fmt)
 
@@ -1162,11 +1385,26 @@ class MainWindow(QMainWindow):
             shown = self.expired.shown_store()
             st = self._expired.store(*shown) if shown is not None else None
             findings = st.examples if st is not None else []
-            job = (iter_export_documents, (findings[i].to_json() for i in rows), out, fmt)  # built in the worker
+            job = (
+                iter_export_documents,
+                (findings[i].to_json() for i in rows),
+                out,
+                fmt,
+            )  # built in the worker
         else:
-            job = (iter_export_display_table, source.headers(), source.columns(), source.sort_keys(), out, fmt, rows)
+            job = (
+                iter_export_display_table,
+                source.headers(),
+                source.columns(),
+                source.sort_keys(),
+                out,
+                fmt,
+                rows,
+            )
         return self.runner.submit(
-            "export", *job, what=f"Exporting {table.name} to {os.path.basename(out)}",
+            "export",
+            *job,
+            what=f"Exporting {table.name} to {os.path.basename(out)}",
             on_result=lambda n: self._on_export_finished(out, f"{n:,} rows of {table.name}"),
             on_error=lambda err: self._on_export_errored(err, "Export failed"),
         )
@@ -1222,7 +1460,11 @@ class MainWindow(QMainWindow):
         if out is None:
             return None
         return self.runner.submit(
-            "export", iter_export_report, self.loaded.checkpoint, out, what="Writing the HTML report",
+            "export",
+            iter_export_report,
+            self.loaded.checkpoint,
+            out,
+            what="Writing the HTML report",
             on_result=lambda p: self._on_export_finished(p, "HTML report"),
             on_error=lambda err: self._on_export_errored(err, "Writing the report failed"),
         )
@@ -1230,8 +1472,9 @@ class MainWindow(QMainWindow):
     def _on_export_report_action_triggered(self) -> None:
         if self.loaded is None:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Export HTML report", self._export_dir("statelens-report.html"),
-                                              "HTML (*.html)")
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export HTML report", self._export_dir("statelens-report.html"), "HTML (*.html)"
+        )
         if path:
             self.export_report(path)
 
@@ -1254,8 +1497,14 @@ class MainWindow(QMainWindow):
         if self.selection.batch_id is None and self.loaded is not None:
             versions = self.loaded.checkpoint.operator(operator_id).store(store_name).versions
             version = versions[-1] if versions else None
-        self.selection.update(operator_id=operator_id, store_name=store_name, partition_id=None,
-                              version=version, key=None, key_partition_id=None)
+        self.selection.update(
+            operator_id=operator_id,
+            store_name=store_name,
+            partition_id=None,
+            version=version,
+            key=None,
+            key_partition_id=None,
+        )
 
     def _on_view_partition_selected(self, partition_id: int | None) -> None:
         self.selection.update(partition_id=partition_id)
@@ -1271,8 +1520,11 @@ class MainWindow(QMainWindow):
             self._request_table()
         if {"operator_id", "store_name"} & set(changes):
             self._request_top_keys()
-        if ({"key", "key_partition_id", "operator_id", "store_name"} & set(changes) and self.history_dock.isVisible()
-                and self.selection.key is not None):
+        if (
+            {"key", "key_partition_id", "operator_id", "store_name"} & set(changes)
+            and self.history_dock.isVisible()
+            and self.selection.key is not None
+        ):
             self.show_key_history()
 
     # -- views ---------------------------------------------------------------------------------------
@@ -1391,7 +1643,12 @@ def _iter_schema_history(ckpt: Any) -> Generator[Progress, None, Any]:
 
 
 def _iter_row_order(
-    sort_keys: Any, columns: Any, n: int, column: int, descending: bool, needle: str,
+    sort_keys: Any,
+    columns: Any,
+    n: int,
+    column: int,
+    descending: bool,
+    needle: str,
     cancelled: Any = None,
 ) -> Generator[Progress, None, Any]:
     """:func:`viewers.tables.row_order` of a large table as a runner job (formats cells as needed)."""
@@ -1427,7 +1684,7 @@ def _dropped_folder(mime: Any) -> str | None:
 
 
 def _short(url: str, limit: int = 80) -> str:
-    return url if len(url) <= limit else "…" + url[-(limit - 1):]
+    return url if len(url) <= limit else "…" + url[-(limit - 1) :]
 
 
 def _without_userinfo(url: str) -> str:

@@ -204,7 +204,9 @@ class JobRunner(QObject):
         if self.is_current(job.channel, job.token) and on_result is not None:
             on_result(result)
 
-    def _on_worker_errored(self, job: Job, err: BaseException, on_error: Callable[[BaseException], None] | None) -> None:
+    def _on_worker_errored(
+        self, job: Job, err: BaseException, on_error: Callable[[BaseException], None] | None
+    ) -> None:
         if not self.is_current(job.channel, job.token):
             return
         if on_error is not None:

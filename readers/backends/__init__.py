@@ -30,8 +30,14 @@ class BackendChooser:
         Passed to :class:`readers.backends.spark.SparkBackend`.
     """
 
-    def __init__(self, ckpt: Checkpoint, name: str = "auto", master: str | None = None,
-                 conf: dict[str, str] | None = None, spark: Any = None):
+    def __init__(
+        self,
+        ckpt: Checkpoint,
+        name: str = "auto",
+        master: str | None = None,
+        conf: dict[str, str] | None = None,
+        spark: Any = None,
+    ):
         if name not in BACKENDS:
             raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
         from statelens.readers.backends.native import NativeBackend

@@ -42,7 +42,9 @@ class NativeBackend:
     def partition_ids(self, operator_id: int, store_name: str | None = None) -> list[int]:
         return self.ckpt.store_reader(operator_id, store_name).partition_ids()
 
-    def latest_version(self, operator_id: int, store_name: str | None = None, partition_id: int | None = None) -> int:
+    def latest_version(
+        self, operator_id: int, store_name: str | None = None, partition_id: int | None = None
+    ) -> int:
         """Newest readable version (of one partition, or of any)."""
         versions = self.ckpt.store_reader(operator_id, store_name).versions(partition_id)
         return versions[-1] if versions else 0
@@ -59,8 +61,14 @@ class NativeBackend:
         return out
 
     def read_arrow(
-        self, operator_id: int, store_name: str | None, version: int, partition_id: int, *,
-        unique_names: bool = False, cache: StateCache | None = None,
+        self,
+        operator_id: int,
+        store_name: str | None,
+        version: int,
+        partition_id: int,
+        *,
+        unique_names: bool = False,
+        cache: StateCache | None = None,
     ) -> pa.Table:
         """One partition of one store at ``version`` as Arrow: ``partition int32, key struct, value struct``.
 
@@ -68,17 +76,27 @@ class NativeBackend:
         ``cache``, a version decoded before from the same files is read back from it.
         """
         return self.ckpt.store_reader(operator_id, store_name).read_arrow(
-            partition_id, version, unique_names=unique_names, cache=cache)
+            partition_id, version, unique_names=unique_names, cache=cache
+        )
 
     def read_changes_arrow(
-        self, operator_id: int, store_name: str | None, start_version: int, end_version: int, partition_id: int,
-        *, unique_names: bool = False,
+        self,
+        operator_id: int,
+        store_name: str | None,
+        start_version: int,
+        end_version: int,
+        partition_id: int,
+        *,
+        unique_names: bool = False,
     ) -> list[pa.Table]:
         """The change feed of one partition, versions ``start_version .. end_version``, one Arrow table
         per version: ``version, partition, change, key, value``."""
         reader = self.ckpt.store_reader(operator_id, store_name)
-        return [reader.read_changes_arrow(partition_id, v, unique_names=unique_names)
-                for v in reader.delta_versions(partition_id) if start_version <= v <= end_version]
+        return [
+            reader.read_changes_arrow(partition_id, v, unique_names=unique_names)
+            for v in reader.delta_versions(partition_id)
+            if start_version <= v <= end_version
+        ]
 
     def read_state_variable(
         self, operator_id: int, name: str, version: int, partition_id: int | None = None
@@ -88,11 +106,18 @@ class NativeBackend:
         pids = [partition_id] if partition_id is not None else cf.partition_ids()
         out: list[tuple[int, Any, Any, Any]] = []
         for pid in pids:
-            out.extend((r.partition_id, r.key, r.value, r.user_key) for r in cf.read_variable(pid, version, name))
+            out.extend(
+                (r.partition_id, r.key, r.value, r.user_key) for r in cf.read_variable(pid, version, name)
+            )
         return out
 
     def read_state_variable_changes(
-        self, operator_id: int, name: str, start_version: int, end_version: int, partition_id: int | None = None
+        self,
+        operator_id: int,
+        name: str,
+        start_version: int,
+        end_version: int,
+        partition_id: int | None = None,
     ) -> list[tuple[int, int, str, Any, Any, Any]]:
         """Changes of one transformWithState variable: ``(version, partition, change, key, value, user_key)``."""
         cf = self.ckpt.column_family_reader(operator_id)

@@ -135,7 +135,7 @@ class SparkBackend:
     def path(self) -> str:
         """The checkpoint location as Spark should see it (``s3://`` becomes ``s3a://``)."""
         url = self.ckpt.fs.url
-        return "s3a://" + url[len("s3://"):] if url.startswith("s3://") else url
+        return "s3a://" + url[len("s3://") :] if url.startswith("s3://") else url
 
     def session(self) -> Any:
         """The SparkSession, started on first use.
@@ -178,7 +178,9 @@ class SparkBackend:
             try:
                 spark = builder.getOrCreate()
             except Exception as err:  # noqa: BLE001 - py4j/JVM start-up errors have no common type
-                raise BackendUnavailableError(f"Spark could not start on master {self.master}: {err}") from err
+                raise BackendUnavailableError(
+                    f"Spark could not start on master {self.master}: {err}"
+                ) from err
             if gateway_before is None and SparkContext._gateway is not None:
                 _GATEWAY_LAUNCHED = True
             spark.sparkContext.setLogLevel("ERROR")  # our own errors say what failed
@@ -280,7 +282,12 @@ class SparkBackend:
         return r
 
     def _change_feed(
-        self, spark: Any, operator_id: int, store_name: str | None, start_version: int, end_version: int,
+        self,
+        spark: Any,
+        operator_id: int,
+        store_name: str | None,
+        start_version: int,
+        end_version: int,
         partition_id: int | None,
     ) -> Any:
         """The change feed of versions ``start_version .. end_version`` of one store (or state variable)."""
@@ -336,7 +343,9 @@ class SparkBackend:
         op = self.ckpt.operator(operator_id)
         return list(op.stores[0].partitions if store_name is None else op.store(store_name).partitions)
 
-    def latest_version(self, operator_id: int, store_name: str | None = None, partition_id: int | None = None) -> int:
+    def latest_version(
+        self, operator_id: int, store_name: str | None = None, partition_id: int | None = None
+    ) -> int:
         """Newest version Spark can read: the last committed batch + 1."""
         last = self.ckpt.last_committed_batch_id
         return 0 if last is None else last + 1
@@ -353,15 +362,25 @@ class SparkBackend:
             return [StateRow(p, k if u is None else (k, u), v) for p, k, v, u in entries]
         self._check_version(version)
         with self._job(f"rows of operator {operator_id} version {version}") as spark:
-            df = self._reader(spark, operator_id, store_name).option("batchId", str(version - 1)).load(self.path)
+            df = (
+                self._reader(spark, operator_id, store_name)
+                .option("batchId", str(version - 1))
+                .load(self.path)
+            )
             if partition_id is not None:
                 df = df.where(F.col("partition_id") == partition_id)
             rows = collect_converted(df, ["partition_id", "key", "value"])
         return [StateRow(int(p), k, v) for p, k, v in rows]
 
     def read_arrow(
-        self, operator_id: int, store_name: str | None, version: int, partition_id: int, *,
-        unique_names: bool = False, cache: Any = None,
+        self,
+        operator_id: int,
+        store_name: str | None,
+        version: int,
+        partition_id: int,
+        *,
+        unique_names: bool = False,
+        cache: Any = None,
     ) -> pa.Table:
         """One partition of one store at ``version`` as Arrow (see ``NativeBackend.read_arrow``; Spark's
         answers are not cached: ``cache`` is accepted for the common signature and unused)."""
@@ -370,15 +389,29 @@ class SparkBackend:
         op = self.ckpt.operator(operator_id)
         store = op.stores[0] if store_name is None else op.store(store_name)
         if store.key_schema is None or store.value_schema is None:
-            raise SchemaMismatchError("this store has no readable schema file, so its rows cannot be typed",
-                                      path=f"state/{operator_id}/0/_metadata/schema", operator_id=operator_id,
-                                      store_name=store.store_name)
-        rows = [(r.partition_id, r.key, r.value) for r in self.read_rows(operator_id, store_name, version, partition_id)]
-        return rows_to_arrow(rows, state_row_schema(store.key_schema, store.value_schema), unique_names=unique_names)
+            raise SchemaMismatchError(
+                "this store has no readable schema file, so its rows cannot be typed",
+                path=f"state/{operator_id}/0/_metadata/schema",
+                operator_id=operator_id,
+                store_name=store.store_name,
+            )
+        rows = [
+            (r.partition_id, r.key, r.value)
+            for r in self.read_rows(operator_id, store_name, version, partition_id)
+        ]
+        return rows_to_arrow(
+            rows, state_row_schema(store.key_schema, store.value_schema), unique_names=unique_names
+        )
 
     def read_changes_arrow(
-        self, operator_id: int, store_name: str | None, start_version: int, end_version: int, partition_id: int,
-        *, unique_names: bool = False,
+        self,
+        operator_id: int,
+        store_name: str | None,
+        start_version: int,
+        end_version: int,
+        partition_id: int,
+        *,
+        unique_names: bool = False,
     ) -> list[pa.Table]:
         """The change feed as Arrow (see ``NativeBackend.read_changes_arrow``), one table in all."""
         from statelens.readers.values import rows_to_arrow, state_row_schema
@@ -386,11 +419,16 @@ class SparkBackend:
         op = self.ckpt.operator(operator_id)
         store = op.stores[0] if store_name is None else op.store(store_name)
         if store.key_schema is None or store.value_schema is None:
-            raise SchemaMismatchError("this store has no readable schema file, so its rows cannot be typed",
-                                      path=f"state/{operator_id}/0/_metadata/schema", operator_id=operator_id,
-                                      store_name=store.store_name)
-        rows = [(c.version, c.partition_id, c.change, c.key, c.value)
-                for c in self.read_changes(operator_id, store_name, start_version, end_version, partition_id)]
+            raise SchemaMismatchError(
+                "this store has no readable schema file, so its rows cannot be typed",
+                path=f"state/{operator_id}/0/_metadata/schema",
+                operator_id=operator_id,
+                store_name=store.store_name,
+            )
+        rows = [
+            (c.version, c.partition_id, c.change, c.key, c.value)
+            for c in self.read_changes(operator_id, store_name, start_version, end_version, partition_id)
+        ]
         schema = state_row_schema(store.key_schema, store.value_schema, changes=True)
         return [rows_to_arrow(rows, schema, unique_names=unique_names)]
 
@@ -441,7 +479,9 @@ class SparkBackend:
                 counts = self._stats_from_change_feed(operator_id, store_name)
                 self.notes = ["growth computed from Spark's change feed in one job"]
             except StatelensError as err:
-                self.notes = [f"change feed unavailable ({err.message}); one statestore read per version instead"]
+                self.notes = [
+                    f"change feed unavailable ({err.message}); one statestore read per version instead"
+                ]
                 counts = self._stats_per_version(operator_id, store_name)
         sizes = self._sizes(operator_id, self.ckpt.physical_store(operator_id, store))
         for (pid, version), rows in sorted(counts.items()):
@@ -481,7 +521,11 @@ class SparkBackend:
                 .withColumn("alive", F.col("change_type") != "delete")
                 .withColumn("was", F.lag("alive", 1, False).over(by_key))
             )
-            delta = F.when(F.col("alive") & ~F.col("was"), 1).when(~F.col("alive") & F.col("was"), -1).otherwise(0)
+            delta = (
+                F.when(F.col("alive") & ~F.col("was"), 1)
+                .when(~F.col("alive") & F.col("was"), -1)
+                .otherwise(0)
+            )
             rows = alive.groupBy("partition_id", "batch_id").agg(F.sum(delta).alias("d")).collect()
         moves: dict[tuple[int, int], int] = {(r["partition_id"], r["batch_id"]): int(r["d"]) for r in rows}
         out: dict[tuple[int, int], int] = {}
@@ -499,8 +543,12 @@ class SparkBackend:
         for b in sorted(self.ckpt.commits):
             with self._job(f"row counts of operator {operator_id} batch {b}", since) as spark:
                 rows = (
-                    self._reader(spark, operator_id, store_name).option("batchId", str(b)).load(self.path)
-                    .groupBy("partition_id").count().collect()
+                    self._reader(spark, operator_id, store_name)
+                    .option("batchId", str(b))
+                    .load(self.path)
+                    .groupBy("partition_id")
+                    .count()
+                    .collect()
                 )
             counts = {r["partition_id"]: r["count"] for r in rows}
             for pid in pids:
@@ -512,8 +560,12 @@ class SparkBackend:
         self._check_version(version)
         with self._job(f"row counts of operator {operator_id} version {version}") as spark:
             rows = (
-                self._reader(spark, operator_id, store_name).option("batchId", str(version - 1)).load(self.path)
-                .groupBy("partition_id").count().collect()
+                self._reader(spark, operator_id, store_name)
+                .option("batchId", str(version - 1))
+                .load(self.path)
+                .groupBy("partition_id")
+                .count()
+                .collect()
             )
         return {int(r["partition_id"]): int(r["count"]) for r in rows}
 
@@ -530,8 +582,11 @@ class SparkBackend:
         self._check_version(version)
         with self._job(f"state variable {name} of operator {operator_id} version {version}") as spark:
             df = (
-                spark.read.format("statestore").option("operatorId", str(operator_id))
-                .option("stateVarName", name).option("batchId", str(version - 1)).load(self.path)
+                spark.read.format("statestore")
+                .option("operatorId", str(operator_id))
+                .option("stateVarName", name)
+                .option("batchId", str(version - 1))
+                .load(self.path)
             )
             if partition_id is not None:
                 df = df.where(F.col("partition_id") == partition_id)
@@ -539,7 +594,12 @@ class SparkBackend:
         return [(int(p), k, v, u) for p, k, v, u in rows]
 
     def read_state_variable_changes(
-        self, operator_id: int, name: str, start_version: int, end_version: int, partition_id: int | None = None
+        self,
+        operator_id: int,
+        name: str,
+        start_version: int,
+        end_version: int,
+        partition_id: int | None = None,
     ) -> list[tuple[int, int, str, Any, Any, Any]]:
         """Change feed of one transformWithState variable: ``(version, partition, change, key, value, user_key)``."""
 
@@ -561,8 +621,11 @@ class SparkBackend:
         self._check_version(version)
         with self._job(f"timers of operator {operator_id} version {version}") as spark:
             df = (
-                spark.read.format("statestore").option("operatorId", str(operator_id))
-                .option("readRegisteredTimers", "true").option("batchId", str(version - 1)).load(self.path)
+                spark.read.format("statestore")
+                .option("operatorId", str(operator_id))
+                .option("readRegisteredTimers", "true")
+                .option("batchId", str(version - 1))
+                .load(self.path)
             )
             if partition_id is not None:
                 df = df.where(F.col("partition_id") == partition_id)
@@ -681,7 +744,9 @@ def _collect_internal(df: Any) -> list[tuple[Any, ...]]:
     with _raw_rows():
         rows = df.collect()
     if rows and isinstance(rows[0], Row):  # pragma: no cover - PySpark changed its pickling
-        raise BackendUnavailableError("this PySpark version cannot hand over raw values; use the native backend")
+        raise BackendUnavailableError(
+            "this PySpark version cannot hand over raw values; use the native backend"
+        )
     return [tuple(r) for r in rows]
 
 
@@ -704,7 +769,9 @@ def _renamed(dt: Any) -> Any:
     from pyspark.sql import types as T
 
     if isinstance(dt, T.StructType):
-        return T.StructType([T.StructField(f"_{i}", _renamed(f.dataType), f.nullable) for i, f in enumerate(dt.fields)])
+        return T.StructType(
+            [T.StructField(f"_{i}", _renamed(f.dataType), f.nullable) for i, f in enumerate(dt.fields)]
+        )
     if isinstance(dt, T.ArrayType):
         return T.ArrayType(_renamed(dt.elementType), dt.containsNull)
     if isinstance(dt, T.MapType):
@@ -720,6 +787,7 @@ def _prepare(col: Any, dt: Any) -> Any:
     if not _has_calendar_interval(dt):
         return col
     if isinstance(dt, T.CalendarIntervalType):
+
         def part(unit: str) -> Any:
             return F.extract(F.lit(unit), col)
 
@@ -729,11 +797,15 @@ def _prepare(col: Any, dt: Any) -> Any:
             + part("MINUTE").cast("long") * 60_000_000
             + (part("SECOND") * 1_000_000).cast("long")
         )
-        converted = F.struct(months.alias("months"), part("DAY").cast("int").alias("days"), micros.alias("microseconds"))
+        converted = F.struct(
+            months.alias("months"), part("DAY").cast("int").alias("days"), micros.alias("microseconds")
+        )
         return F.when(col.isNull(), F.lit(None)).otherwise(converted)
     if isinstance(dt, T.StructType):
         renamed = col.cast(_renamed(dt))
-        fields = [_prepare(renamed.getField(f"_{i}"), f.dataType).alias(f"_{i}") for i, f in enumerate(dt.fields)]
+        fields = [
+            _prepare(renamed.getField(f"_{i}"), f.dataType).alias(f"_{i}") for i, f in enumerate(dt.fields)
+        ]
         return F.when(col.isNull(), F.lit(None)).otherwise(F.struct(*fields))
     if isinstance(dt, T.ArrayType):
         return F.transform(col, lambda x: _prepare(x, dt.elementType))

@@ -44,33 +44,51 @@ def build_checkpoint(partitions: int, batches: int, rows: int) -> Path:
                 for i in range(per_batch):
                     n = b * per_batch + i
                     # Event time moves 1 s per batch; keys repeat across sides so rows match and stay.
-                    f.write(json.dumps({"k": n % (rows // 4), "ts_ms": 1_704_067_200_000 + b * 1000 + i % 1000,
-                                        "v": f"{side}-{n}"}) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "k": n % (rows // 4),
+                                "ts_ms": 1_704_067_200_000 + b * 1000 + i % 1000,
+                                "v": f"{side}-{n}",
+                            }
+                        )
+                        + "\n"
+                    )
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     spark = (
-        SparkSession.builder.master("local[2]").appName("statelens-bench")
+        SparkSession.builder.master("local[2]")
+        .appName("statelens-bench")
         .config("spark.sql.shuffle.partitions", str(partitions))
-        .config("spark.sql.streaming.stateStore.providerClass",
-                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+        .config(
+            "spark.sql.streaming.stateStore.providerClass",
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        )
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.streaming.join.stateFormatVersion", "4")
-        .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "2g")
         .getOrCreate()
     )
 
     def side(name: str) -> Any:
         return (
-            spark.readStream.schema("k LONG, ts_ms LONG, v STRING").option("maxFilesPerTrigger", "1")
+            spark.readStream.schema("k LONG, ts_ms LONG, v STRING")
+            .option("maxFilesPerTrigger", "1")
             .json(str(root / name))
-            .withColumn(f"{name[0]}ts", F.timestamp_millis("ts_ms")).withWatermark(f"{name[0]}ts", "1 hour")
+            .withColumn(f"{name[0]}ts", F.timestamp_millis("ts_ms"))
+            .withWatermark(f"{name[0]}ts", "1 hour")
             .select(F.col("k").alias(f"{name[0]}k"), f"{name[0]}ts", F.col("v").alias(f"{name[0]}v"))
         )
 
     joined = side("left").join(side("right"), F.expr("lk = rk AND rts BETWEEN lts - INTERVAL 1 HOUR AND lts"))
-    q = (joined.writeStream.format("noop").option("checkpointLocation", str(ckpt))
-         .trigger(availableNow=True).start())
+    q = (
+        joined.writeStream.format("noop")
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination()
     spark.stop()
     (root / "done").write_text("ok\n")

@@ -68,9 +68,13 @@ def build_checkpoint(partitions: int, batches: int, keys: int) -> Path:
     )
     df = spark.readStream.schema("k string, n long").option("maxFilesPerTrigger", 1).json(str(inputs))
     q = (
-        df.groupBy("k").agg(F.count("*").alias("c"), F.sum("n").alias("s"))
-        .writeStream.format("noop").outputMode("update")
-        .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+        df.groupBy("k")
+        .agg(F.count("*").alias("c"), F.sum("n").alias("s"))
+        .writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
     )
     q.awaitTermination()
     spark.stop()
@@ -90,7 +94,12 @@ def measure_raw(ckpt: Path) -> dict[str, float]:
         out_bytes += len(decompress(data, sf.path))
         n_files += 1
         n_bytes += len(data)
-    return {"seconds": time.perf_counter() - t, "files": n_files, "bytes": n_bytes, "decompressed_bytes": out_bytes}
+    return {
+        "seconds": time.perf_counter() - t,
+        "files": n_files,
+        "bytes": n_bytes,
+        "decompressed_bytes": out_bytes,
+    }
 
 
 def measure_native_growth(ckpt: Path) -> dict[str, float]:
@@ -151,11 +160,17 @@ def measure_spark_decode(ckpt: Path) -> dict[str, float]:
     last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
     t = time.perf_counter()
     df = spark.read.format("statestore").option("batchId", last).load(str(ckpt))
-    row = df.agg(F.count("*").alias("n"), F.sum(F.hash("partition_id", "key", "value")).alias("h")).collect()[0]
+    row = df.agg(F.count("*").alias("n"), F.sum(F.hash("partition_id", "key", "value")).alias("h")).collect()[
+        0
+    ]
     secs = time.perf_counter() - t
     spark.stop()
-    return {"seconds": secs, "session_start_seconds": start, "rows": row["n"],
-            "rows_per_second": row["n"] / secs if secs else 0.0}
+    return {
+        "seconds": secs,
+        "session_start_seconds": start,
+        "rows": row["n"],
+        "rows_per_second": row["n"] / secs if secs else 0.0,
+    }
 
 
 def measure_spark_growth(ckpt: Path) -> dict[str, float]:
@@ -173,8 +188,12 @@ def measure_spark_growth(ckpt: Path) -> dict[str, float]:
     total = 0
     for b in commits:
         rows = (
-            spark.read.format("statestore").option("batchId", b).load(str(ckpt))
-            .groupBy("partition_id").count().collect()
+            spark.read.format("statestore")
+            .option("batchId", b)
+            .load(str(ckpt))
+            .groupBy("partition_id")
+            .count()
+            .collect()
         )
         total = sum(r["count"] for r in rows)
     secs = time.perf_counter() - t
@@ -210,7 +229,9 @@ def peak_memory_of_growth(ckpt: Path) -> float:
         "sys.stdout=io.StringIO();main(['growth','--json',sys.argv[1]]);"
         "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(ckpt)], cwd=REPO, capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(ckpt)], cwd=REPO, capture_output=True, text=True, check=True
+    )
     return int(proc.stderr.strip().splitlines()[-1]) / 1024
 
 
@@ -240,16 +261,22 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_spark:
         result["spark_backend_growth"] = measure_spark_backend_growth(ckpt)
         print("statelens spark backend growth:", result["spark_backend_growth"], flush=True)
-        result["speedup_vs_spark_backend"] = result["spark_backend_growth"]["seconds"] / result["native_growth"]["seconds"]  # type: ignore[index]
+        result["speedup_vs_spark_backend"] = (
+            result["spark_backend_growth"]["seconds"] / result["native_growth"]["seconds"]
+        )  # type: ignore[index]
         result["spark_decode"] = measure_spark_decode(ckpt)
         print("spark decode latest:", result["spark_decode"], flush=True)
-        result["arrow_decode_vs_spark"] = result["spark_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]  # type: ignore[index]
+        result["arrow_decode_vs_spark"] = (
+            result["spark_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]
+        )  # type: ignore[index]
         result["spark_growth"] = measure_spark_growth(ckpt)
         print("spark growth:", result["spark_growth"], flush=True)
         result["speedup_vs_spark"] = result["spark_growth"]["seconds"] / result["native_growth"]["seconds"]  # type: ignore[index]
     result["ratio_to_raw"] = result["native_growth"]["seconds"] / result["raw"]["seconds"]  # type: ignore[index]
     result["arrow_decode_ratio_to_raw"] = result["native_decode_arrow"]["seconds"] / result["raw"]["seconds"]  # type: ignore[index]
-    result["arrow_decode_vs_rows"] = result["native_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]  # type: ignore[index]
+    result["arrow_decode_vs_rows"] = (
+        result["native_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]
+    )  # type: ignore[index]
     print(json.dumps({k: v for k, v in result.items() if k.startswith(("speedup", "ratio"))}, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

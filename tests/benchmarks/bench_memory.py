@@ -149,8 +149,15 @@ def build_scaled_checkpoint(base: Path, scale: int, keys: int, partitions: int, 
     if (root / "done").exists():
         return ckpt
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(base, ckpt, ignore=lambda d, names: [n for n in names if n.endswith((".delta", ".snapshot"))
-                                                         or n.endswith((".delta.crc", ".snapshot.crc"))])
+    shutil.copytree(
+        base,
+        ckpt,
+        ignore=lambda d, names: [
+            n
+            for n in names
+            if n.endswith((".delta", ".snapshot")) or n.endswith((".delta.crc", ".snapshot.crc"))
+        ],
+    )
     rng = np.random.default_rng(7)
     new_per_version = max(1, keys * scale // batches // partitions)
     for p in range(partitions):
@@ -227,7 +234,9 @@ def build_windowed_checkpoint(partitions: int, batches: int, keys: int, zombie_e
     watermark = [max(0, t0_ms + (b - 1) * 10_000) if b >= 2 else 0 for b in range(batches + 1)]
     for b in range(batches):
         meta.update(batchWatermarkMs=watermark[b], batchTimestampMs=t0_ms + b * 10_000 + 5_000)
-        (ckpt / "offsets" / str(b)).write_text(f"v1\n{json.dumps(meta, separators=(',', ':'))}\n{{\"logOffset\":{b}}}")
+        (ckpt / "offsets" / str(b)).write_text(
+            f'v1\n{json.dumps(meta, separators=(",", ":"))}\n{{"logOffset":{b}}}'
+        )
         (ckpt / "commits" / str(b)).write_text(f'v1\n{{"nextBatchWatermarkMs":{watermark[b + 1]}}}')
     op_dir = ckpt / "state" / "0"
     (op_dir / "_metadata").mkdir(parents=True)
@@ -279,11 +288,16 @@ def main(argv: list[str] | None = None) -> int:
     builders = {
         "benchmark": lambda: build_checkpoint(args.partitions, args.batches, args.keys),
         "scaled": lambda: build_scaled_checkpoint(
-            build_checkpoint(args.partitions, args.batches, args.keys), args.scale, args.keys,
-            args.partitions, args.batches,
+            build_checkpoint(args.partitions, args.batches, args.keys),
+            args.scale,
+            args.keys,
+            args.partitions,
+            args.batches,
         ),
         "windowed": lambda: build_windowed_checkpoint(args.partitions, args.batches, args.keys),
-        "windowed_scaled": lambda: build_windowed_checkpoint(args.partitions, args.batches, args.keys * args.scale),
+        "windowed_scaled": lambda: build_windowed_checkpoint(
+            args.partitions, args.batches, args.keys * args.scale
+        ),
     }
     result: dict[str, Any] = {"runs": [], "build_seconds": {}}
     for label in args.checkpoints.split(","):

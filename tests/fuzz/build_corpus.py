@@ -193,7 +193,9 @@ def _rocksdb_seeds(corpus: _Corpus) -> None:
     for scenario in ROCKS_SCENARIOS:
         root = get_checkpoint(scenario) / "checkpoint"
         # the first store of the first operator, partition 0 (other stores' files look alike)
-        part_dir = next(p.parent for p in sorted(root.glob("state/*/0/**/*")) if sniff_rocksdb_file_name(p.name))
+        part_dir = next(
+            p.parent for p in sorted(root.glob("state/*/0/**/*")) if sniff_rocksdb_file_name(p.name)
+        )
         files = [p for p in part_dir.iterdir() if p.is_file() and sniff_rocksdb_file_name(p.name)]
         tag = f"{scenario}-{part_dir.relative_to(root).as_posix().replace('/', '_')}"
         zips = sorted((p for p in files if p.suffix == ".zip"), key=lambda p: p.stat().st_size)
@@ -207,7 +209,9 @@ def _rocksdb_seeds(corpus: _Corpus) -> None:
                 corpus.add("rocksdb_zip", f"{tag}-{z.name}", bytes([0]) + data)
             # The same entries without the 7.6 KB OPTIONS file: a smaller seed of the same structure.
             slim = {k: v for k, v in entries.items() if not k.startswith("OPTIONS")}
-            corpus.add("rocksdb_zip", f"{tag}-{z.name}-slim", bytes([0]) + _repacked(slim, zipfile.ZIP_DEFLATED))
+            corpus.add(
+                "rocksdb_zip", f"{tag}-{z.name}-slim", bytes([0]) + _repacked(slim, zipfile.ZIP_DEFLATED)
+            )
         changelogs = sorted((p for p in files if p.suffix == ".changelog"), key=lambda p: p.stat().st_size)
         plain = [(p, decompress(p.read_bytes(), str(p))) for p in changelogs]
         useful = [(p, d) for p, d in plain if len(d) > 8]  # records, not just an end marker
@@ -215,22 +219,34 @@ def _rocksdb_seeds(corpus: _Corpus) -> None:
             corpus.add("changelog", f"{tag}-{p.name}", bytes([0x80]) + d)
     # Other compression methods a zip may declare (zipfile reads them: their own error types).
     small = {"CURRENT": b"MANIFEST-000005\n", "metadata": b'v1\n{"sstFiles":[],"numKeys":0}'}
-    for method, name in ((zipfile.ZIP_STORED, "stored"), (zipfile.ZIP_BZIP2, "bzip2"), (zipfile.ZIP_LZMA, "lzma")):
+    for method, name in (
+        (zipfile.ZIP_STORED, "stored"),
+        (zipfile.ZIP_BZIP2, "bzip2"),
+        (zipfile.ZIP_LZMA, "lzma"),
+    ):
         corpus.add("rocksdb_zip", f"synthetic-{name}", bytes([0]) + _repacked(small, method))
 
 
 def _unit_test_seeds(corpus: _Corpus) -> None:
     from tests import test_logs, test_opmeta, test_records, test_rocksdb_store, test_schemas
 
-    for name in ("CHANGELOG_V1", "CHANGELOG_V2", "CHANGELOG_V3", "CHANGELOG_V4", "CHANGELOG_V2_EMPTY",
-                 "CHANGELOG_V3_EMPTY"):
+    for name in (
+        "CHANGELOG_V1",
+        "CHANGELOG_V2",
+        "CHANGELOG_V3",
+        "CHANGELOG_V4",
+        "CHANGELOG_V2_EMPTY",
+        "CHANGELOG_V3_EMPTY",
+    ):
         corpus.add("records", f"unit-{name.lower()}", bytes([0x81]) + getattr(test_records, name))
         corpus.add("changelog", f"unit-{name.lower()}", bytes([0x80]) + getattr(test_records, name))
     corpus.add("changelog", "unit-changelog_v1-row-checksums", bytes([0x82]) + test_records.CHANGELOG_V1)
     # the archives the archive-safety tests craft: a parent path, a link
     zip_bytes = test_rocksdb_store._zip_bytes
     corpus.add("rocksdb_zip", "unit-parent-path", bytes([0]) + zip_bytes({"../evil": b"x"}))
-    corpus.add("rocksdb_zip", "unit-symlink", bytes([0]) + zip_bytes({"CURRENT": b"/etc/passwd"}, symlink="CURRENT"))
+    corpus.add(
+        "rocksdb_zip", "unit-symlink", bytes([0]) + zip_bytes({"CURRENT": b"/etc/passwd"}, symlink="CURRENT")
+    )
     for name in ("REAL_SCHEMA_V3_TWS", "REAL_SCHEMA_V3_JOIN_V4", "REAL_SCHEMA_V2_SURROGATES"):
         corpus.add("schemas", f"unit-{name.lower()}", getattr(test_schemas, name))
     for name, data in test_opmeta.REAL.items():
@@ -239,7 +255,9 @@ def _unit_test_seeds(corpus: _Corpus) -> None:
     corpus.add("logs", "unit-offsets_v2", bytes([0]) + test_logs.REAL_OFFSETS_V2_430)
     kafka = b"\x00v1\n" + test_logs.SPEC_KAFKA_OFFSET.encode()
     corpus.add("logs", "unit-kafka_initial", bytes([4]) + kafka)
-    kafka_offsets = b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n' + test_logs.SPEC_KAFKA_OFFSET.encode()
+    kafka_offsets = (
+        b'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n' + test_logs.SPEC_KAFKA_OFFSET.encode()
+    )
     corpus.add("logs", "unit-offsets_kafka", bytes([0]) + kafka_offsets)
 
 
@@ -249,7 +267,13 @@ def _unit_test_seeds(corpus: _Corpus) -> None:
 
 #: Column family stores (transformWithState, join state format 4; UnsafeRow, Avro, row checksums) and
 #: the HDFS store with row checksums.
-CF_SCENARIOS = ("rocks_tws_timers", "rocks_tws_timers_avro", "rocks_tws_avro", "rocks_tws_checksum", "rocks_join_v4")
+CF_SCENARIOS = (
+    "rocks_tws_timers",
+    "rocks_tws_timers_avro",
+    "rocks_tws_avro",
+    "rocks_tws_checksum",
+    "rocks_join_v4",
+)
 CHECKSUM_HDFS_SCENARIO = "checksum_window"
 
 
@@ -266,13 +290,27 @@ def _array(element: object, contains_null: bool = True) -> dict[str, object]:
 
 
 _ORDERED = _struct(
-    _field("b", "byte"), _field("s", "short"), _field("i", "integer"), _field("l", "long"),
-    _field("f", "float"), _field("d", "double"), _field("t", "timestamp"), _field("k", "string"),
+    _field("b", "byte"),
+    _field("s", "short"),
+    _field("i", "integer"),
+    _field("l", "long"),
+    _field("f", "float"),
+    _field("d", "double"),
+    _field("t", "timestamp"),
+    _field("k", "string"),
 )
 _RICH = _struct(
-    _field("b", "boolean"), _field("i", "integer"), _field("l", "long", False), _field("f", "float"),
-    _field("d", "double"), _field("s", "string"), _field("bin", "binary"), _field("dt", "date"),
-    _field("ts", "timestamp"), _field("ntz", "timestamp_ntz"), _field("n", "null"),
+    _field("b", "boolean"),
+    _field("i", "integer"),
+    _field("l", "long", False),
+    _field("f", "float"),
+    _field("d", "double"),
+    _field("s", "string"),
+    _field("bin", "binary"),
+    _field("dt", "date"),
+    _field("ts", "timestamp"),
+    _field("ntz", "timestamp_ntz"),
+    _field("n", "null"),
     _field("a", _array(_struct(_field("x", "integer", False), _field("y", _array("string", False))))),
     _field("st", _struct(_field("p", "string", False), _field("q", _array(_array("binary"))))),
 )
@@ -289,22 +327,57 @@ def _deep(levels: int) -> dict[str, object]:
 #: order), a two-column prefix, values of every type Avro rows support, arrays whose elements take no
 #: bytes (Avro amplification), types Avro rows do not support, deep nesting.
 SYNTHETIC_FAMILIES = (
-    ("range_every_type", _ORDERED, _struct(_field("v", "long")),
-     {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [5, 0, 1, 2, 3, 4, 6]}),
-    ("range_all_columns", _struct(_field("d", "double"), _field("f", "float")), _struct(_field("n", "null")),
-     {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [0, 1]}),
-    ("range_string", _ORDERED, _struct(_field("n", "null")),
-     {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [7]}),
-    ("prefix_two", _ORDERED, _RICH, {"keyStateEncoderType": "PrefixKeyScanStateEncoderSpec", "numColsPrefixKey": 2}),
-    ("rich_values", _struct(_field("k", "string")), _RICH, {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}),
-    ("null_arrays", _struct(_field("k", "string")),
-     _struct(_field("a", _array("null", False)), _field("b", _array(_struct(_field("n", "null")), False))),
-     {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}),
-    ("unsupported", _struct(_field("k", "string")),
-     _struct(_field("m", {"type": "map", "keyType": "string", "valueType": "long", "valueContainsNull": True}),
-             _field("dec", "decimal(10,2)")),
-     {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}),
-    ("deep", _struct(_field("k", "string")), _deep(60), {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"}),
+    (
+        "range_every_type",
+        _ORDERED,
+        _struct(_field("v", "long")),
+        {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [5, 0, 1, 2, 3, 4, 6]},
+    ),
+    (
+        "range_all_columns",
+        _struct(_field("d", "double"), _field("f", "float")),
+        _struct(_field("n", "null")),
+        {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [0, 1]},
+    ),
+    (
+        "range_string",
+        _ORDERED,
+        _struct(_field("n", "null")),
+        {"keyStateEncoderType": "RangeKeyScanStateEncoderSpec", "orderingOrdinals": [7]},
+    ),
+    (
+        "prefix_two",
+        _ORDERED,
+        _RICH,
+        {"keyStateEncoderType": "PrefixKeyScanStateEncoderSpec", "numColsPrefixKey": 2},
+    ),
+    (
+        "rich_values",
+        _struct(_field("k", "string")),
+        _RICH,
+        {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"},
+    ),
+    (
+        "null_arrays",
+        _struct(_field("k", "string")),
+        _struct(_field("a", _array("null", False)), _field("b", _array(_struct(_field("n", "null")), False))),
+        {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"},
+    ),
+    (
+        "unsupported",
+        _struct(_field("k", "string")),
+        _struct(
+            _field("m", {"type": "map", "keyType": "string", "valueType": "long", "valueContainsNull": True}),
+            _field("dec", "decimal(10,2)"),
+        ),
+        {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"},
+    ),
+    (
+        "deep",
+        _struct(_field("k", "string")),
+        _deep(60),
+        {"keyStateEncoderType": "NoPrefixKeyStateEncoderSpec"},
+    ),
 )
 
 
@@ -338,8 +411,15 @@ def _cf_seeds(corpus: _Corpus) -> None:
         ident = json.dumps([key, value, spec, variable_type], sort_keys=True)
         if ident not in index:
             index[ident] = len(families)
-            families.append({"name": name, "key_schema": key, "value_schema": value, "key_encoder": spec,
-                             "variable_type": variable_type})
+            families.append(
+                {
+                    "name": name,
+                    "key_schema": key,
+                    "value_schema": value,
+                    "key_encoder": spec,
+                    "variable_type": variable_type,
+                }
+            )
         return index[ident]
 
     for scenario in CF_SCENARIOS:
@@ -352,8 +432,13 @@ def _cf_seeds(corpus: _Corpus) -> None:
             ids = reader.column_family_ids(pid)
             state = reader.read_raw(pid, max(reader.versions(pid)))
             for name, family in reader.families.items():
-                fid = family_id(name, family.schema.key_schema.json(), family.schema.value_schema.json(),
-                                family.schema.key_encoder, family.variable_type)
+                fid = family_id(
+                    name,
+                    family.schema.key_schema.json(),
+                    family.schema.value_schema.json(),
+                    family.schema.key_encoder,
+                    family.variable_type,
+                )
                 prefix = struct.pack("<H", ids[name]) if name in ids else None
                 entries = [(k[2:], v) for k, v in state.items() if prefix is not None and k[:2] == prefix][:3]
                 tag = f"{scenario}-{name.replace('$', '')}"
@@ -368,7 +453,9 @@ def _cf_seeds(corpus: _Corpus) -> None:
                         values = [_list_value(v, delimiter) for _, v in entries]
                         corpus.add("cf_rows", f"{tag}-lists", bytes([fid, 2 | avro]) + _items(*values))
                 else:
-                    corpus.add("cf_rows", f"{tag}-values", bytes([fid, 1 | avro]) + _items(*[v for _, v in entries]))
+                    corpus.add(
+                        "cf_rows", f"{tag}-values", bytes([fid, 1 | avro]) + _items(*[v for _, v in entries])
+                    )
             if not reader.row_checksum:
                 continue
             # values and removed keys as stored: changelog records and the zip's SST entries
@@ -381,27 +468,44 @@ def _cf_seeds(corpus: _Corpus) -> None:
                     if n >= 6:
                         break
                     if value is None:
-                        corpus.add("row_checksums", f"{scenario}-{version}-removed-key", bytes([2]) + _items(key))
+                        corpus.add(
+                            "row_checksums", f"{scenario}-{version}-removed-key", bytes([2]) + _items(key)
+                        )
                     else:
-                        corpus.add("row_checksums", f"{scenario}-{version}-value", bytes([1]) + _items(key, value))
+                        corpus.add(
+                            "row_checksums", f"{scenario}-{version}-value", bytes([1]) + _items(key, value)
+                        )
             with reader.files.workspace() as ws:
                 items = list(reader.files._zip_items(ws, pid, max(pf.snapshots), False, column_families=True))
             multi = reader._multi_value_prefixes(pid)
             for key, value in items[:12]:
                 op_code = 3 if key[:2] in multi else 1
-                corpus.add("row_checksums", f"{scenario}-zip-{'operands' if op_code == 3 else 'value'}",
-                           bytes([op_code]) + _items(key, value))
+                corpus.add(
+                    "row_checksums",
+                    f"{scenario}-zip-{'operands' if op_code == 3 else 'value'}",
+                    bytes([op_code]) + _items(key, value),
+                )
                 if op_code == 3:
                     rows = state.get(key) or []
-                    corpus.add("row_checksums", f"{scenario}-zip-built-operands", bytes([4, 0x55])
-                               + _items(key, _list_value(rows[:1], b""), _list_value(rows[1:], b",")))
-                    corpus.add("row_checksums", f"{scenario}-zip-list", bytes([5]) + _items(_list_value(rows, b",")))
-                    corpus.add("row_checksums", f"{scenario}-zip-built-list", bytes([6, 0x05]) + _items(*rows))
+                    corpus.add(
+                        "row_checksums",
+                        f"{scenario}-zip-built-operands",
+                        bytes([4, 0x55])
+                        + _items(key, _list_value(rows[:1], b""), _list_value(rows[1:], b",")),
+                    )
+                    corpus.add(
+                        "row_checksums", f"{scenario}-zip-list", bytes([5]) + _items(_list_value(rows, b","))
+                    )
+                    corpus.add(
+                        "row_checksums", f"{scenario}-zip-built-list", bytes([6, 0x05]) + _items(*rows)
+                    )
     for name, key, value, spec in SYNTHETIC_FAMILIES:
         key_json = json.dumps(key, separators=(",", ":"))
         value_json = json.dumps(value, separators=(",", ":"))
         fid = family_id(f"synthetic_{name}", key_json, value_json, spec, None)
-        corpus.add("cf_rows", f"synthetic-{name}-spec-keys", bytes([fid, 3]) + _items(json.dumps(spec).encode()))
+        corpus.add(
+            "cf_rows", f"synthetic-{name}-spec-keys", bytes([fid, 3]) + _items(json.dumps(spec).encode())
+        )
         corpus.add("cf_rows", f"synthetic-{name}-values", bytes([fid, 1 | 4]) + _items(b"\x00\x00\x00\x02"))
     # HDFS deltas and snapshots with row checksums: (key, crc + value) and removed (crc + key)
     root = get_checkpoint(CHECKSUM_HDFS_SCENARIO) / "checkpoint"
@@ -411,7 +515,9 @@ def _cf_seeds(corpus: _Corpus) -> None:
         pairs = list(iter_records(plain, idx, aligned=False))[:4]
         removes = sum(1 << n for n, (_, v) in enumerate(pairs) if v is None)
         flat = [b for k, v in pairs for b in ((k,) if v is None else (k, v))]
-        corpus.add("row_checksums", f"{CHECKSUM_HDFS_SCENARIO}-{sf.name}", bytes([0, removes]) + _items(*flat))
+        corpus.add(
+            "row_checksums", f"{CHECKSUM_HDFS_SCENARIO}-{sf.name}", bytes([0, removes]) + _items(*flat)
+        )
     (HERE / "cf_families.json").write_text(json.dumps(families, indent=1) + "\n")
     print(f"cf_families.json: {len(families)} families")
 

@@ -54,7 +54,9 @@ _DICTS = {
 _STAT_RE = re.compile(r"stat::(\w+):\s*(\d+)")
 _STATUS_RE = re.compile(r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)", re.M)
 _ARTIFACT_RE = re.compile(r"Test unit written to (\S+)")
-_PROBLEM_RE = re.compile(r"(Uncaught Python exception|ERROR: libFuzzer: (\S+)|ALARM: working on the last Unit)")
+_PROBLEM_RE = re.compile(
+    r"(Uncaught Python exception|ERROR: libFuzzer: (\S+)|ALARM: working on the last Unit)"
+)
 
 
 def run_target(

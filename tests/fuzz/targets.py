@@ -133,9 +133,7 @@ def target_unsaferow(data: bytes) -> None:
     layout = layouts[data[0] % len(layouts)]
     row = data[2:]
     one = _outcome(lambda: unsaferow.decode_row(row, 0, len(row), layout, path="fuzz/row", record=0))
-    many = _outcome(
-        lambda: unsaferow.decode_rows(row, [0], [len(row)], layout, path="fuzz/row", records=[0])
-    )
+    many = _outcome(lambda: unsaferow.decode_rows(row, [0], [len(row)], layout, path="fuzz/row", records=[0]))
     if isinstance(one, StatelensError) or isinstance(many, StatelensError):
         assert type(one) is type(many), f"decode_row gave {one!r}, decode_rows gave {many!r}"
     else:
@@ -309,7 +307,6 @@ def target_changelog(data: bytes) -> None:
         _tolerate(lambda: check(body, index.val_start[put], index.val_len[put], path, "value", skip))
 
 
-
 # --------------------------------------------------------------------------------------------------
 # column family keys and values (every key encoder, UnsafeRow and Avro), row checksums
 
@@ -459,8 +456,10 @@ def target_row_checksums(data: bytes) -> None:
         if len(items) < 2:
             return
         key, bodies = items[0], items[1:]
-        value = b"".join((b"," if n and flags >> (n - 1) & 1 else b"") + _checked_operand(key, body)
-                         for n, body in enumerate(bodies))
+        value = b"".join(
+            (b"," if n and flags >> (n - 1) & 1 else b"") + _checked_operand(key, body)
+            for n, body in enumerate(bodies)
+        )
         got = rocksdb_store.split_checked_operands(key, value, path, 0)
         assert got == bodies, (got, bodies)
     elif op == 5:
@@ -470,8 +469,10 @@ def target_row_checksums(data: bytes) -> None:
     else:
         if not items:
             return
-        value = b"".join((b"," if n and flags >> (n - 1) & 1 else b"") + struct.pack("<i", len(row) + 1) + b"\x00" + row
-                         for n, row in enumerate(items))
+        value = b"".join(
+            (b"," if n and flags >> (n - 1) & 1 else b"") + struct.pack("<i", len(row) + 1) + b"\x00" + row
+            for n, row in enumerate(items)
+        )
         elements = rocksdb_store.split_list_value(value, path)
         assert elements and sum(len(e) + 5 for e in elements) <= len(value)
 
