@@ -16,14 +16,13 @@ Version ``v`` is the state after batch ``v-1`` (``docs/format.md`` §1.2).
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from statelens.app.analysis._common import format_duration_ms, key_text, row_converter, walk_partition
+from statelens.app.analysis._common import key_text, row_converter, walk_partition
 from statelens.app.analysis.expired import (
     CATEGORIES,
     ExpiredFinding,
@@ -41,6 +40,7 @@ from statelens.app.session import (
 )
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import BatchInfo, Progress, StoreSchema
+from statelens.readers.textfmt import format_duration_ms, format_epoch_ms
 
 #: Category labels for legends and tables.
 CATEGORY_LABELS = {
@@ -49,20 +49,6 @@ CATEGORY_LABELS = {
     "stale": "stale (no timeout, not written for a while)",
     "eviction_lag": "eviction lag (behind the watermark)",
 }
-
-
-def _utc_ms(ms: int | None) -> str:
-    if ms is None:
-        return ""
-    if ms < 0:
-        return f"{ms} (none)" if ms == -1 else str(ms)
-    try:
-        return (
-            dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-            + "Z"
-        )
-    except (OverflowError, OSError, ValueError):
-        return f"{ms} ms"
 
 
 # -- expired keys --------------------------------------------------------------------------------------
@@ -225,7 +211,7 @@ FINDING_HEADERS = (
 
 def findings_table(
     findings: Sequence[ExpiredFinding],
-    time_text: Callable[[int | None], str] = _utc_ms,
+    time_text: Callable[[int | None], str] = format_epoch_ms,
     zone: str = "UTC",
 ) -> tuple[list[str], list[Sequence[str]], list[Sequence[Any]]]:
     """Display columns of findings (plain text) and their sort keys.
@@ -348,7 +334,7 @@ def iter_key_history(
     time_columns: Sequence[Any] = (),
     batch_times: dict[int, tuple[int | None, int | None]] | None = None,
     cancelled: Callable[[], bool] | None = None,
-    time_text: Callable[[int | None], str] = _utc_ms,
+    time_text: Callable[[int | None], str] = format_epoch_ms,
     zone: str = "UTC",
 ) -> Generator[Progress, None, KeyHistory]:
     """Follow one key through every readable version of one store partition.

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, cast
 from statelens.readers.arrow_values import ArrowStateRows
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import OperatorInfo, Progress, StoreInfo
+from statelens.readers.textfmt import ranges as _ranges
 
 #: Callback of a :class:`SelectionState` observer: receives ``{field: new_value}`` of what changed.
 SelectionCallback = Callable[[dict[str, Any]], None]
@@ -1395,14 +1396,3 @@ def _format_micros(micros: int) -> str | None:
     except OverflowError:
         return None
     return text[:-3] if micros % 1000 == 0 else text
-
-
-def _ranges(values: Sequence[int]) -> str:
-    """``1-4,7`` for sorted ints."""
-    spans: list[tuple[int, int]] = []
-    for v in values:
-        if spans and spans[-1][1] == v - 1:
-            spans[-1] = (spans[-1][0], v)
-        else:
-            spans.append((v, v))
-    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)

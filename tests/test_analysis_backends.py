@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-import statelens.app.cli
+import statelens.app.cli._common
 from statelens.app.analysis._common import key_fields, run_to_end
 from statelens.app.analysis.expired import ExpiredFinding, iter_expired
 from statelens.app.cli import main
@@ -31,7 +31,9 @@ pytestmark = pytest.mark.spark
 def shared_spark_cli(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The CLI's backends use the test run's SparkSession instead of starting a second JVM."""
     monkeypatch.setattr(
-        statelens.app.cli, "_backends", lambda args, ckpt: BackendChooser(ckpt, args.backend, spark=spark)
+        statelens.app.cli._common,
+        "_backends",
+        lambda args, ckpt: BackendChooser(ckpt, args.backend, spark=spark),
     )
     return spark
 

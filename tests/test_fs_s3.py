@@ -462,8 +462,9 @@ def test_slow_answers_time_out_and_are_retried(uploaded: str, proxy: FaultProxy)
     # been retried too, so the retry counter is at least one
     assert proxy.count("offsets/0") == 2 and fs.stats["retries"] >= 1
     # a slow answer within the per-attempt limit is simply waited for
-    proxy.inject(Fault(f"{PREFIX}/offsets/1", "delay", times=1, seconds=0.3))
-    assert fs.read_bytes("offsets/1").startswith(b"v1") and fs.stats["retries"] == 1
+    retries = fs.stats["retries"]  # the folder check may have been retried too on a loaded machine
+    proxy.inject(Fault(f"{PREFIX}/offsets/1", "delay", times=1, seconds=0.2))
+    assert fs.read_bytes("offsets/1").startswith(b"v1") and fs.stats["retries"] == retries
 
 
 def test_deadline_bounds_the_total_time(uploaded: str, proxy: FaultProxy) -> None:

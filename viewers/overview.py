@@ -17,34 +17,21 @@ from PySide6.QtWidgets import (
 )
 
 from statelens.readers.model import BatchInfo, OperatorInfo
+from statelens.readers.textfmt import format_duration_ms
+from statelens.readers.textfmt import ranges as text_ranges
 from statelens.viewers import theme
 from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 from statelens.viewers.timefmt import TimeZoneState
 
 
 def format_duration_s(seconds: float) -> str:
-    """``3 h 2 min``, ``4.2 s`` ..."""
-    seconds = abs(seconds)
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, s = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes} min {s} s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min"
-    return f"{hours // 24} d {hours % 24} h"
+    """``3 h 2 min``, ``4.2 s`` ... (``readers.textfmt.format_duration_ms``, words style)."""
+    return format_duration_ms(seconds * 1000, "words")
 
 
 def ranges(values: Sequence[int]) -> str:
-    """``1-4, 7`` for sorted ints."""
-    spans: list[list[int]] = []
-    for v in values:
-        if spans and spans[-1][1] == v - 1:
-            spans[-1][1] = v
-        else:
-            spans.append([v, v])
-    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in spans)
+    """``1–4, 7`` for sorted ints."""
+    return text_ranges(values, ", ", "–")
 
 
 def _plain_label(text: str = "") -> QLabel:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
+from statelens.readers.textfmt import format_epoch_ms
+
 TimeZoneCallback = Callable[[bool], None]
 
 
@@ -36,21 +38,9 @@ def offset_text(offset_s: int) -> str:
 
 
 def format_ms(ms: int | None, utc: bool = False) -> str:
-    """Epoch milliseconds as ``2024-01-02 03:04:05.678Z`` (UTC) or ``2024-01-02 04:04:05.678`` (local).
-
-    Empty for None; negative values (Spark's "no timeout" -1) and out-of-range values are shown as numbers.
-    """
-    if ms is None:
-        return ""
-    if ms < 0:
-        return f"{ms} (none)" if ms == -1 else str(ms)
-    try:
-        when = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
-        if utc:
-            return when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-        return when.astimezone().strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    except (OverflowError, OSError, ValueError):
-        return f"{ms} ms"
+    """Epoch milliseconds as ``2024-01-02 03:04:05.678Z`` (UTC) or ``2024-01-02 04:04:05.678`` (local);
+    see ``readers.textfmt.format_epoch_ms``."""
+    return format_epoch_ms(ms, utc)
 
 
 def zone_label(utc: bool, seconds: float | None = None) -> str:

@@ -316,19 +316,3 @@ def to_ms(value: int | None, unit: str) -> int | None:
     if value is None:
         return None
     return value // 1000 if unit == "us" else value
-
-
-def format_duration_ms(ms: float | None) -> str:
-    """``850 ms``, ``12.5 s``, ``3.2 min``, ``4.0 h``, ``2.1 days`` for a duration in ms (empty for None)."""
-    if ms is None:
-        return ""
-    s = ms / 1000
-    if abs(s) < 1:
-        return f"{ms:.0f} ms"
-    if abs(s) < 120:
-        return f"{s:.1f} s"
-    if abs(s) < 7200:
-        return f"{s / 60:.1f} min"
-    if abs(s) < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} days"

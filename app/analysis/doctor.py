@@ -23,6 +23,7 @@ from typing import Any
 from statelens.app.analysis._common import BatchClock
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import OperatorKind, Progress
+from statelens.readers.textfmt import ranges as _ranges
 
 SEVERITIES = ("error", "warning", "info")
 DEFAULT_MIN_BATCHES_TO_RETAIN = 100
@@ -87,18 +88,6 @@ class DoctorResult:
             "checked": list(self.checked),
             "findings": [f.to_json() for f in self.findings],
         }
-
-
-def _ranges(values: list[int]) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 class _Doctor:

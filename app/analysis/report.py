@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statelens.app.analysis import svg
-from statelens.app.analysis._common import format_duration_ms as _dur
 from statelens.app.analysis._common import key_text, run_to_end
 from statelens.app.analysis.doctor import DoctorResult, iter_doctor
 from statelens.app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, ExpiredResult, iter_expired
@@ -25,6 +24,7 @@ from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.analysis.timeline import Timeline, iter_timeline
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
+from statelens.readers.textfmt import format_duration_ms as _dur
 
 #: Rows shown at most in the timeline and key tables (the JSON commands give everything).
 MAX_TABLE_ROWS = 500

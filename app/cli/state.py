@@ -1,197 +1,24 @@
-"""The ``statelens`` command line: ``info``, ``rows``, ``growth`` and ``gui``.
-
-Tables for people, ``--json`` (or JSON lines) for scripts. Exit codes: 0 success; 1 the command ran
-but some files could not be read (each named on stderr); 2 the request failed (not a checkpoint,
-unknown operator, unreadable file...). Tracebacks only with ``--debug``.
-"""
+"""The commands that read a checkpoint's logs and state: ``info``, ``rows``, ``growth``, ``sql`` and
+``cache``."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 
+from statelens.app.cli import _common
+from statelens.app.cli._common import (
+    _open,
+    _Progress,
+    _report_problems,
+    _say_backend,
+    _usage,
+    add_backend_options,
+    format_table,
+)
 from statelens.readers.errors import StatelensError
-
-EXIT_OK = 0
-EXIT_PARTIAL = 1
-EXIT_ERROR = 2
-
-SUBCOMMANDS = ("info", "rows", "growth", "sql", "gui", "expired", "doctor", "report", "timeline", "cache")
-
-
-class _Progress:
-    """A one-line stderr progress bar, shown only on a terminal and only after a second."""
-
-    def __init__(self, stream: IO[str] | None = None):
-        import time
-
-        self._time = time.monotonic
-        self._start = self._time()
-        self._stream = stream or sys.stderr
-        self._enabled = self._stream.isatty()
-        self._shown = False
-
-    def __call__(self, p: Any) -> None:
-        if not self._enabled or self._time() - self._start < 1.0:
-            return
-        total = max(p.total, 1)
-        width = 30
-        filled = int(width * min(p.done, total) / total)
-        self._stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {p.done}/{p.total} {p.what[:40]:<40}")
-        self._stream.flush()
-        self._shown = True
-
-    def close(self) -> None:
-        if self._shown:
-            self._stream.write("\r" + " " * 90 + "\r")
-            self._stream.flush()
-
-
-def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from statelens.readers.checkpoint import open_checkpoint
-
-    bar = _Progress()
-    try:
-        return open_checkpoint(
-            args.checkpoint, storage_options=getattr(args, "storage_options", None), progress=bar
-        )
-    finally:
-        bar.close()
-
-
-# -- storage options -----------------------------------------------------------------------------------
-#: Option names whose values are credentials: never shown, not even in an error about the option.
-_SECRET_KEY_RE = re.compile(r"(?i)key|secret|token|password|passwd|credential|session|auth|user|profile")
-_OPTION_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_-]*)*$")
-_INT_RE = re.compile(r"^[+-]?\d{1,18}$")
-_FLOAT_RE = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)$")
-
-
-def storage_option_value(text: str) -> Any:
-    """One ``--storage-option`` value: ``true``/``false``, ``none``/``null``, an int, a float, a JSON
-    object or array, or else the text itself (quote it, ``'"123"'``, to keep digits a string)."""
-    import json
-
-    low = text.strip().lower()
-    if low == "true":
-        return True
-    if low == "false":
-        return False
-    if low in ("none", "null"):
-        return None
-    if _INT_RE.match(text.strip()):
-        return int(text)
-    if _FLOAT_RE.match(text.strip()):
-        return float(text)
-    if text[:1] in '{["' and text:
-        try:
-            return json.loads(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any]:
-    """``KEY=VALUE`` strings (``--storage-option``, repeatable) as fsspec ``storage_options``.
-
-    ``client_kwargs.region_name=eu-west-1`` nests (``{"client_kwargs": {"region_name": ...}}``); a key
-    given twice keeps its last value. Values are parsed by :func:`storage_option_value`, except those of
-    credential-looking keys (``key``, ``secret``, ``token``...), which stay strings.
-
-    Parameters
-    ----------
-    items : sequence of str, optional
-
-    Returns
-    -------
-    dict
-
-    Raises
-    ------
-    UsageError
-        An item without ``=`` or with a malformed key, or a key used both as a value and as a group.
-        Messages name the key (when it is not secret-looking) but never a value.
-    """
-    from statelens.readers.errors import UsageError
-
-    out: dict[str, Any] = {}
-    for n, item in enumerate(items or (), start=1):
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        hint = "e.g. endpoint_url=http://localhost:9000 or client_kwargs.region_name=eu-west-1"
-        if not sep:  # perhaps a mistyped secret: described, never shown
-            raise UsageError(f"--storage-option #{n} has no '=': expected KEY=VALUE ({hint})")
-        if not _OPTION_KEY_RE.match(key):
-            shown = "" if _SECRET_KEY_RE.search(key) else f" {key[:40]!r}"
-            raise UsageError(
-                f"--storage-option #{n}: key{shown} is not letters, digits, '_' or '-' "
-                f"(dotted to nest; {hint})"
-            )
-        *parents, leaf = key.split(".")
-        node = out
-        for depth, part in enumerate(parents):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise UsageError(
-                    f"--storage-option {'.'.join(parents[: depth + 1])} is given a value and also "
-                    f"used as a group ({key})"
-                )
-            node = child
-        if isinstance(node.get(leaf), dict):
-            raise UsageError(f"--storage-option {key} is used as a group and also given a value")
-        node[leaf] = raw if _SECRET_KEY_RE.search(leaf) else storage_option_value(raw)
-    return out
-
-
-def _report_problems(ckpt: Any, stream: IO[str] | None = None) -> int:
-    stream = stream or sys.stderr
-    for err in ckpt.report.problems:
-        stream.write(f"statelens: warning: {err}\n")
-    return EXIT_PARTIAL if ckpt.report.problems else EXIT_OK
-
-
-# -- tables --------------------------------------------------------------------------------------------
-def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Left-aligned text table with a header rule."""
-    rows = [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [len(h) for h in headers]
-    for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    out = [line.rstrip(), "  ".join("-" * w for w in widths)]
-    out.extend("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
-    return "\n".join(out)
-
-
-def _fmt_ms(ms: int | None) -> str:
-    if ms is None:
-        return ""
-    import datetime as dt
-
-    return (
-        dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
-    )
-
-
-def _ranges(values: Sequence[int]) -> str:
-    """``1-4,7,9-10`` for a sorted list of ints."""
-    out: list[str] = []
-    start = prev = None
-    for v in values:
-        if start is None:
-            start = prev = v
-        elif v == prev + 1:  # type: ignore[operator]
-            prev = v
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = v
-    if start is not None:
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(out)
+from statelens.readers.textfmt import format_epoch_ms, ranges
 
 
 # -- info ----------------------------------------------------------------------------------------------
@@ -300,7 +127,7 @@ def _print_info(doc: dict[str, Any], out: IO[str]) -> None:
         rows.append(
             [
                 b["batch_id"],
-                _fmt_ms(b["timestamp_ms"]),
+                format_epoch_ms(b["timestamp_ms"]),
                 b["watermark_ms"],
                 "yes" if b["committed"] else "NO",
                 src,
@@ -319,7 +146,7 @@ def _print_info(doc: dict[str, Any], out: IO[str]) -> None:
                     s["provider"],
                     s["codec"],
                     s["partitions"],
-                    _ranges(versions) if versions else "-",
+                    ranges(versions) if versions else "-",
                     _schema_str(s["key_schema"]),
                     _schema_str(s["value_schema"]),
                 ]
@@ -395,20 +222,6 @@ def cmd_info(args: argparse.Namespace, out: IO[str]) -> int:
     return _report_problems(ckpt)
 
 
-# -- rows ----------------------------------------------------------------------------------------------
-def _backends(args: argparse.Namespace, ckpt: Any) -> Any:
-    from statelens.readers.backends import BackendChooser
-    from statelens.readers.backends.spark import parse_spark_defaults
-
-    conf = parse_spark_defaults(args.spark_conf) if getattr(args, "spark_conf", None) else None
-    return BackendChooser(ckpt, args.backend, master=args.spark_master, conf=conf)
-
-
-def _say_backend(args: argparse.Namespace, chooser: Any) -> None:
-    if "spark" in chooser.used:  # say so whenever a JVM answered; native is the silent default
-        sys.stderr.write(f"statelens: read with the {chooser.describe()}\n")
-
-
 def _iter_state_tuples(
     args: argparse.Namespace, ckpt: Any, backend: Any, store: str
 ) -> Iterable[tuple[Any, ...]]:
@@ -451,7 +264,7 @@ def _partition_tuples(
 
 def _column_family_backend(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Any]:
     """``(chooser, backend)`` for transformWithState reads: ``auto`` is native unless it cannot decode."""
-    chooser = _backends(args, ckpt)
+    chooser = _common._backends(args, ckpt)
     backend = chooser.native
     if args.backend == "spark":
         backend = chooser.spark
@@ -562,7 +375,7 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
             "this store has no readable schema file, so its rows cannot be decoded",
             path=f"state/{args.operator}/0/_metadata/schema",
         )
-    chooser = _backends(args, ckpt)
+    chooser = _common._backends(args, ckpt)
     backend = chooser.for_store(args.operator, store.store_name)
     row_schema = state_row_schema(store.key_schema, store.value_schema, changes=args.changes)
     rows = _iter_state_tuples(args, ckpt, backend, store.store_name)
@@ -644,7 +457,7 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
 
     ckpt = _open(args)
     bar = _Progress()
-    chooser = _backends(args, ckpt)
+    chooser = _common._backends(args, ckpt)
     if args.top_keys is not None and args.top_keys < 1:
         raise _usage(f"--top-keys must be at least 1, not {args.top_keys}")
     heavy: list[Any] = []
@@ -728,7 +541,7 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
     if fmt == "parquet" and not args.output:
         raise _usage("--parquet needs -o FILE")
     ckpt = _open(args)
-    chooser = _backends(args, ckpt)
+    chooser = _common._backends(args, ckpt)
     bar = _Progress()
     try:
         cache = None if args.no_cache else StateCache()
@@ -773,21 +586,6 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
     return _report_problems(ckpt)
 
 
-# -- gui -----------------------------------------------------------------------------------------------
-def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
-    runner = getattr(args, "gui_runner", None)
-    if runner is None:
-        from statelens.readers.errors import BackendUnavailableError
-
-        raise BackendUnavailableError("the desktop app is started by the 'statelens' launcher (app.launcher)")
-    return int(runner(args))
-
-
-# -- parsing -------------------------------------------------------------------------------------------
-class _UsageFailure(Exception):
-    pass
-
-
 def cmd_cache(args: argparse.Namespace, out: IO[str]) -> int:
     import json
 
@@ -809,67 +607,8 @@ def cmd_cache(args: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
-def _usage(message: str) -> _UsageFailure:
-    return _UsageFailure(message)
-
-
-def add_backend_options(p: argparse.ArgumentParser) -> None:
-    """``--backend``, ``--spark-master``, ``--spark-conf`` for every command that reads state."""
-    p.add_argument(
-        "--backend",
-        choices=("native", "spark", "auto"),
-        default="auto",
-        help="native decoder, Spark's state data sources, or auto: native where it can decode the "
-        "files, Spark otherwise (default: auto)",
-    )
-    p.add_argument(
-        "--spark-master",
-        metavar="URL",
-        help="Spark master for --backend spark (default: $STATELENS_SPARK_MASTER or local[*])",
-    )
-    p.add_argument(
-        "--spark-conf", metavar="FILE", help="spark-defaults style file of extra Spark confs (S3A...)"
-    )
-
-
-def _add_analysis_commands(sub: Any) -> None:
-    """Post-mortem commands (``expired``, ``doctor``, ``report``...) live in ``app.analysis.cli``."""
-    try:
-        from statelens.app.analysis.cli import add_commands
-    except ImportError:
-        return
-    add_commands(sub)
-
-
-STORAGE_OPTION_HELP = (
-    "fsspec storage option for opening the checkpoint, repeatable: endpoint_url=http://localhost:9000, anon=true, "
-    "client_kwargs.region_name=eu-west-1 (dots nest; true/false, null, numbers and JSON are parsed; values of "
-    "key/secret/token options stay strings and are never shown)"
-)
-
-#: Options whose value is the next argument (not a checkpoint path) when looking for the first path.
-_OPTIONS_WITH_VALUES = ("--screenshot", "--view", "--storage-option")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (``statelens --help``)."""
-    parser = argparse.ArgumentParser(
-        prog="statelens",
-        description="Open a Spark Structured Streaming checkpoint and see what happened inside it. "
-        "Run with no command (or 'gui') to open the desktop app; with no path it opens the bundled sample.",
-        epilog="Exit codes: 0 ok, 1 finished but some files could not be read, 2 error.",
-    )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument(
-        "--storage-option",
-        action="append",
-        metavar="KEY=VALUE",
-        dest="storage_option",
-        default=[],
-        help=STORAGE_OPTION_HELP,
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def add_commands(sub: Any) -> None:
+    """Add ``info``, ``rows``, ``growth``, ``sql`` and ``cache`` to the ``statelens`` subparsers."""
     p = sub.add_parser("info", help="query id, batches, conf, operators and stores")
     p.add_argument("checkpoint", help="checkpoint folder: local path, file:// or any fsspec URL (s3://...)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
@@ -961,81 +700,3 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_cache)
-
-    _add_analysis_commands(sub)
-
-    p = sub.add_parser("gui", help="open the desktop app (default command)")
-    p.add_argument("checkpoint", nargs="?", help="checkpoint to open (default: the bundled sample)")
-    p.add_argument("--screenshot", metavar="PNG", help="render offscreen, save a PNG and exit")
-    p.add_argument("--view", default="overview", help="view to show or screenshot")
-    p.set_defaults(func=cmd_gui)
-    # Also after the command (``statelens info s3://b/p --storage-option anon=true``); kept apart from
-    # the ones given before it, then both are used.
-    for command in sub.choices.values():
-        command.add_argument(
-            "--storage-option",
-            action="append",
-            metavar="KEY=VALUE",
-            dest="storage_option_after",
-            default=[],
-            help=STORAGE_OPTION_HELP,
-        )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | None = None) -> int:
-    """Run the command line; ``gui_runner(args)`` opens the desktop app (see :mod:`app.launcher`)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    # No command, or a bare path: the desktop app. Values of the app's own options are not paths.
-    first = None
-    i = 0
-    while i < len(argv):
-        if argv[i] in _OPTIONS_WITH_VALUES:
-            i += 2
-        elif argv[i].startswith("-"):
-            i += 1
-        else:
-            first = i
-            break
-    lead = 0  # where "gui" goes when no command is given: after the top-level options
-    while lead < len(argv):
-        if argv[lead] == "--debug" or argv[lead].startswith("--storage-option="):
-            lead += 1
-        elif argv[lead] == "--storage-option":
-            lead += 2
-        else:
-            break
-    if first is None and not any(a in ("-h", "--help") for a in argv):
-        argv.insert(min(lead, len(argv)), "gui")
-    elif first is not None and argv[first] not in SUBCOMMANDS:
-        argv.insert(first, "gui")
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.gui_runner = gui_runner
-    try:
-        args.storage_options = parse_storage_options(
-            [*args.storage_option, *getattr(args, "storage_option_after", [])]
-        )
-    except StatelensError as err:
-        parser.error(str(err))
-    debug = args.debug or os.environ.get("STATELENS_RAISE") == "1"
-    try:
-        return int(args.func(args, sys.stdout))
-    except _UsageFailure as err:
-        parser.error(str(err))
-        return EXIT_ERROR  # pragma: no cover
-    except StatelensError as err:
-        if debug:
-            raise
-        sys.stderr.write(f"statelens: error: {err}\n")
-        return EXIT_ERROR
-    except BrokenPipeError:
-        sys.stderr.close()
-        return EXIT_OK
-    except KeyboardInterrupt:
-        sys.stderr.write("statelens: interrupted\n")
-        return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

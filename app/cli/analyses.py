@@ -1,6 +1,6 @@
 """The post-mortem subcommands of ``statelens``: ``expired``, ``timeline``, ``doctor``, ``report``.
 
-``app.cli.build_parser`` calls :func:`add_commands`. Exit codes follow ``app.cli``: 0 ok, 1 finished
+``statelens.app.cli.build_parser`` calls :func:`add_commands`. Exit codes follow ``statelens.app.cli``: 0 ok, 1 finished
 but some files could not be read (or, for ``doctor``, warnings), 2 error.
 """
 
@@ -11,10 +11,15 @@ import sys
 from typing import IO, Any
 
 from statelens.app.analysis._common import key_text, run_to_end, write_json
+from statelens.readers.textfmt import format_duration_ms, format_epoch_ms
+
+
+def _dur(ms: int | None) -> str:
+    return format_duration_ms(ms, "compact")
 
 
 def _drive(gen: Any) -> Any:
-    from statelens.app.cli import _Progress
+    from statelens.app.cli._common import _Progress
 
     bar = _Progress()
     try:
@@ -24,7 +29,7 @@ def _drive(gen: Any) -> Any:
 
 
 def _exit_for(ckpt: Any, problems: list[Any]) -> int:
-    from statelens.app.cli import EXIT_OK, EXIT_PARTIAL, _report_problems
+    from statelens.app.cli._common import EXIT_OK, EXIT_PARTIAL, _report_problems
 
     code = _report_problems(ckpt)
     seen = {str(p) for p in ckpt.report.problems}
@@ -37,30 +42,7 @@ def _exit_for(ckpt: Any, problems: list[Any]) -> int:
 
 
 def _fmt_ms(ms: int | None) -> str:
-    from statelens.app.cli import _fmt_ms as fmt
-
-    return fmt(ms) if ms is not None and ms > 0 else ("" if ms is None else str(ms))
-
-
-def _dur(ms: int | None) -> str:
-    """``1h02m``, ``3.2s``, ``850ms`` for a duration in ms."""
-    if ms is None:
-        return ""
-    sign = "-" if ms < 0 else ""
-    ms = abs(ms)
-    if ms < 1000:
-        return f"{sign}{ms}ms"
-    s = ms / 1000
-    if s < 60:
-        return f"{sign}{s:.1f}s"
-    m, s = divmod(int(s), 60)
-    if m < 60:
-        return f"{sign}{m}m{s:02d}s"
-    h, m = divmod(m, 60)
-    if h < 48:
-        return f"{sign}{h}h{m:02d}m"
-    d, h = divmod(h, 24)
-    return f"{sign}{d}d{h:02d}h"
+    return format_epoch_ms(ms) if ms is not None and ms > 0 else ("" if ms is None else str(ms))
 
 
 # -- expired -------------------------------------------------------------------------------------------
@@ -155,13 +137,13 @@ def _expired_row(f: Any) -> list[Any]:
 
 
 def _backend_chooser(args: argparse.Namespace, ckpt: Any) -> Any:
-    from statelens.app.cli import _backends
+    from statelens.app.cli._common import _backends
 
     return _backends(args, ckpt)
 
 
 def _close_backends(args: argparse.Namespace, chooser: Any) -> None:
-    from statelens.app.cli import _say_backend
+    from statelens.app.cli._common import _say_backend
 
     _say_backend(args, chooser)
     chooser.close()
@@ -171,7 +153,7 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
     """Stream every finding as it is found (text rows, a JSON list or JSON lines); keep only counts."""
     from statelens.app.analysis._common import JsonArrayWriter
     from statelens.app.analysis.expired import iter_expired
-    from statelens.app.cli import _open, _Progress
+    from statelens.app.cli._common import _open, _Progress
     from statelens.readers.values import dumps_jsonl
 
     ckpt = _open(args)
@@ -266,7 +248,7 @@ def _source_text(s: Any) -> str:
 
 def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.analysis.timeline import iter_timeline
-    from statelens.app.cli import _open, format_table
+    from statelens.app.cli._common import _open, format_table
 
     ckpt = _open(args)
     timeline = _drive(iter_timeline(ckpt))
@@ -317,7 +299,7 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
 # -- doctor --------------------------------------------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.analysis.doctor import iter_doctor
-    from statelens.app.cli import _open
+    from statelens.app.cli._common import _open
 
     ckpt = _open(args)
     chooser = _backend_chooser(args, ckpt)
@@ -352,7 +334,7 @@ def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
 # -- report --------------------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.analysis.report import iter_report
-    from statelens.app.cli import _open
+    from statelens.app.cli._common import _open
 
     ckpt = _open(args)
     chooser = _backend_chooser(args, ckpt)
@@ -382,7 +364,7 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
 def add_commands(sub: Any) -> None:
     """Add ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
     from statelens.app.analysis.expired import DEFAULT_STALE_AFTER, TIMEOUT_KINDS
-    from statelens.app.cli import add_backend_options
+    from statelens.app.cli._common import add_backend_options
 
     p = sub.add_parser(
         "expired",

@@ -1,0 +1,159 @@
+"""The ``statelens`` command line.
+
+Commands live in ``state`` (``info``, ``rows``, ``growth``, ``sql``, ``cache``) and ``analyses``
+(``expired``, ``timeline``, ``doctor``, ``report``); what they share is in ``_common``; this module
+parses arguments and runs one (``gui`` opens the desktop app through the launcher).
+
+Tables for people, ``--json`` (or JSON lines) for scripts. Exit codes: 0 success; 1 the command ran
+but some files could not be read (each named on stderr); 2 the request failed (not a checkpoint,
+unknown operator, unreadable file...). Tracebacks only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+from statelens.app.cli import analyses, state
+from statelens.app.cli._common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    STORAGE_OPTION_HELP,
+    _UsageFailure,
+    add_backend_options,
+    format_table,
+    parse_storage_options,
+    storage_option_value,
+)
+from statelens.app.cli.state import info_json, iter_growth
+from statelens.readers.errors import StatelensError
+
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_PARTIAL",
+    "SUBCOMMANDS",
+    "add_backend_options",
+    "build_parser",
+    "format_table",
+    "info_json",
+    "iter_growth",
+    "main",
+    "parse_storage_options",
+    "storage_option_value",
+]
+
+SUBCOMMANDS = ("info", "rows", "growth", "sql", "gui", "expired", "doctor", "report", "timeline", "cache")
+
+
+# -- gui -----------------------------------------------------------------------------------------------
+def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
+    runner = getattr(args, "gui_runner", None)
+    if runner is None:
+        from statelens.readers.errors import BackendUnavailableError
+
+        raise BackendUnavailableError("the desktop app is started by the 'statelens' launcher (app.launcher)")
+    return int(runner(args))
+
+
+#: Options whose value is the next argument (not a checkpoint path) when looking for the first path.
+_OPTIONS_WITH_VALUES = ("--screenshot", "--view", "--storage-option")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (``statelens --help``)."""
+    parser = argparse.ArgumentParser(
+        prog="statelens",
+        description="Open a Spark Structured Streaming checkpoint and see what happened inside it. "
+        "Run with no command (or 'gui') to open the desktop app; with no path it opens the bundled sample.",
+        epilog="Exit codes: 0 ok, 1 finished but some files could not be read, 2 error.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        dest="storage_option",
+        default=[],
+        help=STORAGE_OPTION_HELP,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    state.add_commands(sub)
+    analyses.add_commands(sub)
+
+    p = sub.add_parser("gui", help="open the desktop app (default command)")
+    p.add_argument("checkpoint", nargs="?", help="checkpoint to open (default: the bundled sample)")
+    p.add_argument("--screenshot", metavar="PNG", help="render offscreen, save a PNG and exit")
+    p.add_argument("--view", default="overview", help="view to show or screenshot")
+    p.set_defaults(func=cmd_gui)
+    # Also after the command (``statelens info s3://b/p --storage-option anon=true``); kept apart from
+    # the ones given before it, then both are used.
+    for command in sub.choices.values():
+        command.add_argument(
+            "--storage-option",
+            action="append",
+            metavar="KEY=VALUE",
+            dest="storage_option_after",
+            default=[],
+            help=STORAGE_OPTION_HELP,
+        )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | None = None) -> int:
+    """Run the command line; ``gui_runner(args)`` opens the desktop app (see :mod:`app.launcher`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # No command, or a bare path: the desktop app. Values of the app's own options are not paths.
+    first = None
+    i = 0
+    while i < len(argv):
+        if argv[i] in _OPTIONS_WITH_VALUES:
+            i += 2
+        elif argv[i].startswith("-"):
+            i += 1
+        else:
+            first = i
+            break
+    lead = 0  # where "gui" goes when no command is given: after the top-level options
+    while lead < len(argv):
+        if argv[lead] == "--debug" or argv[lead].startswith("--storage-option="):
+            lead += 1
+        elif argv[lead] == "--storage-option":
+            lead += 2
+        else:
+            break
+    if first is None and not any(a in ("-h", "--help") for a in argv):
+        argv.insert(min(lead, len(argv)), "gui")
+    elif first is not None and argv[first] not in SUBCOMMANDS:
+        argv.insert(first, "gui")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.gui_runner = gui_runner
+    try:
+        args.storage_options = parse_storage_options(
+            [*args.storage_option, *getattr(args, "storage_option_after", [])]
+        )
+    except StatelensError as err:
+        parser.error(str(err))
+    debug = args.debug or os.environ.get("STATELENS_RAISE") == "1"
+    try:
+        return int(args.func(args, sys.stdout))
+    except _UsageFailure as err:
+        parser.error(str(err))
+        return EXIT_ERROR  # pragma: no cover
+    except StatelensError as err:
+        if debug:
+            raise
+        sys.stderr.write(f"statelens: error: {err}\n")
+        return EXIT_ERROR
+    except BrokenPipeError:
+        sys.stderr.close()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        sys.stderr.write("statelens: interrupted\n")
+        return 130
