@@ -133,14 +133,8 @@ def iter_export_state_table(
     int
         Rows written.
     """
-    from statelens.readers.values import (
-        csv_cell,
-        flat_columns,
-        flatten_row,
-        row_to_json,
-        state_row_schema,
-        write_parquet,
-    )
+    from statelens.app.output import csv_cell, flat_columns, flatten_row, write_parquet
+    from statelens.readers.values import row_to_json, state_row_schema
 
     _check_format(fmt)
     records = table.records
@@ -204,7 +198,8 @@ def iter_export_documents(
     int
         Documents written.
     """
-    from statelens.readers.values import JsonObject, csv_cell, flatten_row, write_parquet
+    from statelens.app.output import csv_cell, flatten_row, write_parquet
+    from statelens.readers.values import JsonObject
 
     _check_format(fmt)
     docs = [

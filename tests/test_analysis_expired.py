@@ -21,8 +21,8 @@ import pytest
 from statelens.app.analysis._common import key_fields, run_to_end
 from statelens.app.analysis.expired import ExpiredFinding, ExpiredResult, iter_expired
 from statelens.app.cli import main
+from statelens.app.output import dumps_jsonl
 from statelens.readers.checkpoint import open_checkpoint
-from statelens.readers.values import dumps_jsonl
 from tests._mutations import set_log_json
 
 UNHANDLED = ("ignore", "update_no_timeout")

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from statelens.app.cli import main
+from statelens.app.output import dumps_jsonl
 from statelens.readers.checkpoint import open_checkpoint
-from statelens.readers.values import dumps_jsonl, row_to_json
+from statelens.readers.values import row_to_json
 from tests import oracle
 
 pytestmark = pytest.mark.spark

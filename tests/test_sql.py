@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from statelens.app.cli import main
-from statelens.readers.values import dumps_jsonl, row_to_json
+from statelens.app.output import dumps_jsonl
+from statelens.readers.values import row_to_json
 from tests import oracle
 
 pytestmark = pytest.mark.spark

@@ -1,4 +1,5 @@
-"""JSON / CSV / Arrow forms of decoded values (``readers/values.py``): the contract of ``statelens rows``."""
+"""JSON, CSV and Arrow forms of decoded values (``readers/values.py``) and their writers (``app/output.py``): the
+contract of ``statelens rows``."""
 
 from __future__ import annotations
 
@@ -15,14 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
+from statelens.app.output import csv_cell, dumps_jsonl, flat_columns, flatten_row, write_parquet
 from statelens.readers.model import CalendarInterval
 from statelens.readers.unsaferow import compile_layout, decode_row
 from statelens.readers.values import (
     JsonObject,
-    csv_cell,
-    dumps_jsonl,
-    flat_columns,
-    flatten_row,
     format_date,
     format_decimal,
     format_time,
@@ -32,7 +30,6 @@ from statelens.readers.values import (
     state_row_schema,
     to_arrow_type,
     to_json_value,
-    write_parquet,
 )
 
 

@@ -82,7 +82,8 @@ def key_fields(key: Any) -> dict[str, Any]:
 
 def key_text(key: Any) -> str:
     """One-line text of an encoded key, for tables (never rich text)."""
-    from statelens.readers.values import JsonObject, dumps_jsonl
+    from statelens.app.output import dumps_jsonl
+    from statelens.readers.values import JsonObject
 
     if isinstance(key, JsonObject) and len(key) == 1:
         value = key[0][1]
@@ -100,7 +101,7 @@ def finite(x: float | None) -> float | None:
 
 def write_json(obj: Any, out: Any) -> None:
     """Write a JSON document (lists one item per line) keeping repeated struct names in keys."""
-    from statelens.readers.values import dumps_jsonl
+    from statelens.app.output import dumps_jsonl
 
     if isinstance(obj, list) and not _is_json_object(obj):
         if not obj:
@@ -126,7 +127,7 @@ class JsonArrayWriter:
 
     def write(self, obj: Any) -> None:
         """Append one item."""
-        from statelens.readers.values import dumps_jsonl
+        from statelens.app.output import dumps_jsonl
 
         self.out.write(("[\n" if self.items == 0 else ",\n") + dumps_jsonl(obj))
         self.items += 1

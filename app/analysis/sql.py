@@ -275,7 +275,7 @@ def _expired(
     import pyarrow as pa
 
     from statelens.app.analysis.expired import iter_expired
-    from statelens.readers.values import dumps_jsonl
+    from statelens.app.output import dumps_jsonl
 
     types = {
         "operator_id": pa.int32(),

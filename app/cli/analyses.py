@@ -154,7 +154,7 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.analysis._common import JsonArrayWriter
     from statelens.app.analysis.expired import iter_expired
     from statelens.app.cli._common import _open, _Progress
-    from statelens.readers.values import dumps_jsonl
+    from statelens.app.output import dumps_jsonl
 
     ckpt = _open(args)
     bar = _Progress()

@@ -395,7 +395,7 @@ def _write_rows(
     if args.format == "parquet":
         if not args.output:
             raise _usage("--format parquet needs -o FILE")
-        from statelens.readers.values import write_parquet
+        from statelens.app.output import write_parquet
 
         write_parquet(list(rows), args.output, row_schema)
         return _report_problems(ckpt)
@@ -403,7 +403,7 @@ def _write_rows(
     target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
     try:
         if args.format == "jsonl":
-            from statelens.readers.values import dumps_jsonl
+            from statelens.app.output import dumps_jsonl
 
             for doc in docs:
                 target.write(dumps_jsonl(doc) + "\n")
@@ -418,7 +418,7 @@ def _write_rows(
 def _write_csv(docs: Iterable[Any], row_schema: Any, target: IO[str]) -> None:
     import csv
 
-    from statelens.readers.values import csv_cell, flat_columns, flatten_row
+    from statelens.app.output import csv_cell, flat_columns, flatten_row
 
     writer = csv.writer(target)
     writer.writerow(flat_columns(row_schema))
