@@ -58,7 +58,8 @@ output rows are what the function saw and did (``event`` input/timer, ``timer_ms
 ``rocks_tws_checksum``: ``rocks_tws`` with row checksums (``row_checksum``); ``rocks_tws_timers_avro``:
 ``rocks_tws_timers`` Avro-encoded (``encoding_format``). ``rocks_tws_event_time``: event-time timers
 (watermark 2 s, ``watermark_delay_ms``), the handler leaks key ``b``; output rows carry the watermark seen.
-Their other facts are those of the HDFS scenario they repeat.
+``rocks_pandas_state`` / ``rocks_pandas_state_processing``: the applyInPandasWithState scenarios on RocksDB
+with changelogs. Their other facts are those of the HDFS scenario they repeat.
 """
 
 from __future__ import annotations
@@ -537,7 +538,7 @@ def scenario_window_agg_watermark(ctx: Ctx) -> dict[str, Any]:
     with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "3"}):
         src = ctx.read_json_stream("in", "key STRING, ts_ms LONG, v DOUBLE")
         df = (
-            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            src.withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
             .withWatermark("ts", "10 seconds")
             .groupBy(F.window("ts", "10 seconds"), "key")
             .agg(
@@ -572,7 +573,7 @@ def scenario_dedup_watermark(ctx: Ctx) -> dict[str, Any]:
     with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
         src = ctx.read_json_stream("in", "id STRING, ts_ms LONG, payload STRING")
         df = (
-            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            src.withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
             .withWatermark("ts", "5 seconds")
             .dropDuplicates(["id", "ts"])
         )
@@ -608,12 +609,12 @@ def scenario_join(ctx: Ctx) -> dict[str, Any]:
     with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
         left = (
             ctx.read_json_stream("left", "lkey INT, lts_ms LONG, lval STRING")
-            .withColumn("lts", F.timestamp_millis("lts_ms"))
+            .withColumn("lts", F.expr("timestamp_millis(lts_ms)"))
             .withWatermark("lts", "10 seconds")
         )
         right = (
             ctx.read_json_stream("right", "rkey INT, rts_ms LONG, rval STRING")
-            .withColumn("rts", F.timestamp_millis("rts_ms"))
+            .withColumn("rts", F.expr("timestamp_millis(rts_ms)"))
             .withWatermark("rts", "10 seconds")
         )
         df = left.join(
@@ -662,7 +663,7 @@ def scenario_session_window(ctx: Ctx) -> dict[str, Any]:
     with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
         src = ctx.read_json_stream("in", "user STRING, ts_ms LONG, v DOUBLE")
         df = (
-            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            src.withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
             .withWatermark("ts", "10 seconds")
             .groupBy(F.session_window("ts", "10 seconds"), "user")
             .agg(F.count("*").alias("cnt"), F.sum("v").alias("sum_v"))
@@ -709,7 +710,7 @@ def scenario_dedup_within_watermark(ctx: Ctx) -> dict[str, Any]:
     with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
         src = ctx.read_json_stream("in", "id STRING, ts_ms LONG, payload STRING")
         df = (
-            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            src.withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
             .withWatermark("ts", "5 seconds")
             .dropDuplicatesWithinWatermark(["id"])
         )
@@ -767,7 +768,7 @@ def scenario_agg_state_format_v1(ctx: Ctx) -> dict[str, Any]:
     with session_conf(ctx.spark, conf):
         src = ctx.read_json_stream("in", "key STRING, k2 INT, ts_ms LONG, v DOUBLE")
         df = (
-            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            src.withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
             .withWatermark("ts", "10 seconds")
             .groupBy(F.window("ts", "10 seconds"), "key", "k2")
             .agg(
@@ -1003,7 +1004,7 @@ def scenario_pandas_state_event(ctx: Ctx) -> dict[str, Any]:
     with session_conf(ctx.spark, {"spark.sql.shuffle.partitions": "2"}):
         src = ctx.read_json_stream("in", "key STRING, ts_ms LONG, v DOUBLE, tag STRING")
         df = (
-            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            src.withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
             .withWatermark("ts", "10 seconds")
             .groupBy("key")
             .applyInPandasWithState(
@@ -1261,7 +1262,7 @@ def scenario_rocks_dedup_changelog(ctx: Ctx) -> dict[str, Any]:
     with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
         src = ctx.read_json_stream("in", "id STRING, ts_ms LONG, payload STRING")
         df = (
-            src.withColumn("ts", F.timestamp_millis("ts_ms"))
+            src.withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
             .withWatermark("ts", "5 seconds")
             .dropDuplicates(["id", "ts"])
         )
@@ -1279,6 +1280,13 @@ def scenario_rocks_pandas_state(ctx: Ctx) -> dict[str, Any]:
     conf = _rocks_conf(changelog=True, min_deltas=2)
     with session_conf(ctx.spark, conf):
         facts = scenario_pandas_state_event(ctx)
+    return _rocks_facts(ctx, facts, conf)
+
+
+def scenario_rocks_pandas_state_processing(ctx: Ctx) -> dict[str, Any]:
+    conf = _rocks_conf(changelog=True, min_deltas=2)
+    with session_conf(ctx.spark, conf):
+        facts = scenario_pandas_state_processing(ctx)
     return _rocks_facts(ctx, facts, conf)
 
 
@@ -1584,7 +1592,7 @@ def scenario_rocks_tws_event_time(ctx: Ctx) -> dict[str, Any]:
         with session_conf(ctx.spark, {**conf, "spark.sql.shuffle.partitions": "2"}):
             src = (
                 run.read_json_stream("in", "key STRING, ts_ms LONG")
-                .withColumn("ts", F.timestamp_millis("ts_ms"))
+                .withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
                 .withWatermark("ts", "2 seconds")
             )
             df = src.groupBy("key").transformWithStateInPandas(
@@ -1629,6 +1637,7 @@ SCENARIOS: dict[str, Callable[[Ctx], dict[str, Any]]] = {
     "rocks_agg_changelog": scenario_rocks_agg_changelog,
     "rocks_dedup_changelog": scenario_rocks_dedup_changelog,
     "rocks_pandas_state": scenario_rocks_pandas_state,
+    "rocks_pandas_state_processing": scenario_rocks_pandas_state_processing,
     "rocks_ckpt_v2": scenario_rocks_ckpt_v2,
     "rocks_join": scenario_rocks_join,
     "rocks_tws": scenario_rocks_tws,

@@ -225,8 +225,10 @@ def walk_partition(
 
     Yields ``(version, state, changes)``: ``state`` is the live raw map (key bytes to value bytes; do
     not keep it across iterations); ``changes`` the records of ``<version>.delta`` that turned the
-    previous version into this one (a ``None`` value is a remove), or ``None`` when the state had to be
-    rebuilt from scratch (first version, after a snapshot-only version or after a bad file). A file that
+    previous version into this one (a ``None`` value is a remove; the difference of the two whole states
+    when no delta or changelog continues the version before, as in RocksDB stores without changelog
+    checkpointing), or ``None`` when the state had to be rebuilt from scratch (first version, after a
+    gap or after a bad file). A file that
     cannot be read goes into ``problems`` and the walk restarts at the next version it can rebuild.
     When ``sizes`` is given, ``sizes["state_bytes"]`` holds the key plus value bytes of the yielded
     state, kept up to date change by change.
@@ -250,6 +252,16 @@ def walk_partition(
                     if value is not None:
                         state[key] = value
                         nbytes += len(key) + len(value)
+            elif current is not None and v == current + 1:
+                # The version before was just read but no delta/changelog continues it (RocksDB without
+                # changelog checkpointing: a zip per version, as every Spark 3.4 RocksDB store): the
+                # changes are what differs between the two whole states.
+                new = reader.read_raw(partition_id, v)
+                changes = [(k, val) for k, val in new.items() if state.get(k) != val]
+                changes += [(k, None) for k in state if k not in new]
+                state = new
+                if sizes is not None:
+                    nbytes = sum(len(k) + len(x) for k, x in state.items())
             else:
                 state = reader.read_raw(partition_id, v)
                 changes = None
