@@ -59,6 +59,7 @@ class BatchRow:
     has_offsets: bool
     sources: tuple[SourceActivity, ...]
     conf_changes: dict[str, tuple[str | None, str | None]]
+    progress: Any = None  # readers.eventlog.QueryProgress of this batch, when an event log covers it
 
     @property
     def version(self) -> int:
@@ -79,6 +80,10 @@ class BatchRow:
             "conf_changes": {k: {"before": a, "after": b} for k, (a, b) in self.conf_changes.items()},
         }
 
+    def to_json_with_progress(self) -> dict[str, Any]:
+        """:meth:`to_json` plus ``progress`` (null when no event log covers this batch)."""
+        return {**self.to_json(), "progress": self.progress.to_json() if self.progress is not None else None}
+
 
 @dataclass
 class Timeline:
@@ -86,6 +91,8 @@ class Timeline:
 
     rows: list[BatchRow]
     problems: list[StatelensError]
+    event_logs: Any = None  # readers.eventlog.EventLogRead, when event logs were given
+    query_id: str | None = None
 
     def intervals_ms(self) -> list[int]:
         return [r.interval_ms for r in self.rows if r.interval_ms is not None]
@@ -96,12 +103,31 @@ class Timeline:
 
     def to_json(self) -> dict[str, Any]:
         iv = self.intervals_ms()
+        if self.event_logs is not None:
+            return {
+                "batches": [r.to_json_with_progress() for r in self.rows],
+                "median_interval_ms": self.median_interval_ms(),
+                "max_interval_ms": max(iv) if iv else None,
+                "uncommitted": [r.batch_id for r in self.rows if not r.committed],
+                "event_logs": {**self.event_logs.to_json(self.query_id), **self.progress_coverage()},
+                "problems": [p.to_json() for p in self.problems],
+            }
         return {
             "batches": [r.to_json() for r in self.rows],
             "median_interval_ms": self.median_interval_ms(),
             "max_interval_ms": max(iv) if iv else None,
             "uncommitted": [r.batch_id for r in self.rows if not r.committed],
             "problems": [p.to_json() for p in self.problems],
+        }
+
+    def progress_coverage(self) -> dict[str, Any]:
+        """Batches the event logs cover, and batches they report that the checkpoint does not have."""
+        assert self.event_logs is not None
+        reported = self.event_logs.for_query(self.query_id)
+        ids = {r.batch_id for r in self.rows}
+        return {
+            "batches_with_progress": sorted(b for b in reported if b in ids),
+            "batches_not_in_checkpoint": sorted(b for b in reported if b not in ids),
         }
 
 
@@ -153,13 +179,23 @@ def _long(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def iter_timeline(ckpt: Any) -> Generator[Progress, None, Timeline]:
+def iter_timeline(
+    ckpt: Any,
+    event_logs: list[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    cancelled: Any = None,
+) -> Generator[Progress, None, Timeline]:
     """Build the batch timeline of a checkpoint.
 
     Parameters
     ----------
     ckpt : readers.checkpoint.Checkpoint
         The opened checkpoint.
+    event_logs : list of str, optional
+        Spark event logs, driver logs or progress dumps (paths or URLs, see :mod:`readers.eventlog`):
+        each batch gains the progress its query reported (matched by the checkpoint's query id).
+    storage_options : dict, optional
+        fsspec options for the event log URLs.
 
     Yields
     ------
@@ -216,7 +252,29 @@ def iter_timeline(ckpt: Any) -> Generator[Progress, None, Timeline]:
         )
         prev_batch = b
     yield Progress(total, total, "timeline")
-    return Timeline(rows, problems)
+    timeline = Timeline(rows, problems)
+    if event_logs:
+        from dataclasses import replace
+
+        from statelens.readers.eventlog import iter_read_event_logs
+
+        read = yield from iter_read_event_logs(event_logs, storage_options, cancelled)
+        timeline.event_logs, timeline.query_id = read, ckpt.query_id
+        problems.extend(read.warnings)
+        by_batch = read.for_query(ckpt.query_id)
+        timeline.rows = [replace(r, progress=by_batch.get(r.batch_id)) for r in rows]
+        others = read.other_queries(ckpt.query_id)
+        if others:
+            from statelens.readers.errors import UsageError
+
+            problems.append(
+                UsageError(
+                    "the event logs also hold progress of other queries, left out: "
+                    + ", ".join(f"{q} ({n} batches)" for q, n in sorted(others.items())),
+                    path=", ".join(event_logs),
+                )
+            )
+    return timeline
 
 
 def _activity(

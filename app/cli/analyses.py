@@ -251,7 +251,7 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.cli._common import _open, format_table
 
     ckpt = _open(args)
-    timeline = _drive(iter_timeline(ckpt))
+    timeline = _drive(iter_timeline(ckpt, args.event_log, getattr(args, "storage_options", None)))
     if args.json:
         write_json(timeline.to_json(), out)
         return _exit_for(ckpt, timeline.problems)
@@ -274,12 +274,26 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
                 changes,
             ]
         )
+        if timeline.event_logs is not None:
+            pj = r.progress.to_json() if r.progress is not None else None
+            rows[-1][3:3] = (
+                [
+                    _dur(pj["duration_ms"].get("triggerExecution")),
+                    pj["num_input_rows"],
+                    f"{pj['processed_rows_per_second']:.1f}"
+                    if pj["processed_rows_per_second"] is not None
+                    else "",
+                ]
+                if pj is not None
+                else ["", "", ""]
+            )
     out.write(
         format_table(
             [
                 "batch",
                 "start (UTC)",
                 "interval",
+                *(["duration", "input rows", "rows/s"] if timeline.event_logs is not None else []),
                 "watermark (UTC)",
                 "wm moved",
                 "committed",
@@ -293,6 +307,19 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
     med = timeline.median_interval_ms()
     if med is not None:
         out.write(f"\nmedian interval {_dur(int(med))}, longest {_dur(max(timeline.intervals_ms()))}\n")
+    if timeline.event_logs is not None:
+        cover = timeline.progress_coverage()
+        runs = [r for r in timeline.event_logs.runs.values() if r.query_id == ckpt.query_id]
+        out.write(
+            f"event logs: {len(timeline.event_logs.files)} file(s), {len(runs)} run(s) of this query, progress for "
+            f"{len(cover['batches_with_progress'])} of {len(timeline.rows)} batches"
+            + (
+                f"; batches {cover['batches_not_in_checkpoint']} are in the logs but not in the checkpoint"
+                if cover["batches_not_in_checkpoint"]
+                else ""
+            )
+            + "\n"
+        )
     return _exit_for(ckpt, timeline.problems)
 
 
@@ -442,4 +469,12 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("checkpoint")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument(
+        "--event-log",
+        action="append",
+        default=[],
+        metavar="PATH_OR_URL",
+        help="Spark event log (file or eventlog_v2_* folder, compressed or not), driver log or progress JSON "
+        "lines, repeatable: each batch gains its duration, rows and state metrics as the query reported them",
+    )
     p.set_defaults(func=cmd_timeline)

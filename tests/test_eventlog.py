@@ -1,0 +1,159 @@
+"""Query progress from real Spark event logs (zstd rolling, lz4, plain, a restart with two run ids), a real
+driver log and progress JSON lines, on the timeline: every figure equals the progress objects the query
+itself reported; damaged logs give located warnings and the rest still shows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statelens.app.cli import main
+from tests.eventlog_gen import get_event_log
+
+pytestmark = pytest.mark.spark
+
+
+def _timeline(capsys: pytest.CaptureFixture[str], ckpt: Path, *logs: Path, code: int = 0) -> dict[str, Any]:
+    args = ["timeline", str(ckpt), "--json"]
+    for log in logs:
+        args += ["--event-log", str(log)]
+    assert main(args) == code
+    return json.loads(capsys.readouterr().out)
+
+
+def _reported(folder: Path) -> dict[int, dict[str, Any]]:
+    """Batch -> the progress object the query reported for it (the last run that ran it)."""
+    out: dict[int, dict[str, Any]] = {}
+    for run in json.loads((folder / "progress.json").read_text()):
+        for p in run:
+            out[p["batchId"]] = p
+    return out
+
+
+def _same_rate(ours: float | None, theirs: float | None) -> bool:
+    """``query.recentProgress`` JSON rounds rates to one decimal; the logs keep full precision."""
+    if theirs is None or ours is None:
+        return ours == theirs
+    return abs(ours - theirs) <= 0.05 + 1e-9 * abs(theirs)
+
+
+def _check(batches: list[dict[str, Any]], reported: dict[int, dict[str, Any]]) -> None:
+    by_id = {b["batch_id"]: b["progress"] for b in batches}
+    assert set(reported) <= set(by_id)
+    for batch_id, p in reported.items():
+        got = by_id[batch_id]
+        assert got is not None, batch_id
+        assert got["run_id"] == p["runId"] and got["timestamp"] == p["timestamp"]
+        assert got["duration_ms"] == p["durationMs"]
+        assert got["num_input_rows"] == p["numInputRows"] > 0
+        assert _same_rate(got["input_rows_per_second"], p["inputRowsPerSecond"])
+        assert _same_rate(got["processed_rows_per_second"], p["processedRowsPerSecond"])
+        assert got["sink_num_output_rows"] == p["sink"]["numOutputRows"]
+        assert len(got["state_operators"]) == len(p["stateOperators"]) == 1
+        for ours, theirs in zip(got["state_operators"], p["stateOperators"], strict=True):
+            assert ours["operator_name"] == theirs["operatorName"] == "stateStoreSave"
+            assert ours["num_rows_total"] == theirs["numRowsTotal"]
+            assert ours["num_rows_updated"] == theirs["numRowsUpdated"]
+            assert ours["num_rows_removed"] == theirs["numRowsRemoved"]
+            assert ours["num_rows_dropped_by_watermark"] == theirs["numRowsDroppedByWatermark"]
+            assert ours["memory_used_bytes"] == theirs["memoryUsedBytes"]
+            assert ours["custom_metrics"] == theirs["customMetrics"] and ours["custom_metrics"]
+
+
+@pytest.mark.parametrize("variant", ["zstd_rolling", "lz4", "plain"])
+def test_event_logs_give_every_figure_the_query_reported(
+    variant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = get_event_log(variant)
+    doc = _timeline(capsys, folder / "checkpoint", folder / "events")
+    _check(doc["batches"], _reported(folder))
+    logs = doc["event_logs"]
+    assert len(logs["runs"]) == 1 and logs["runs"][0]["terminated"] and not logs["warnings"]
+    assert logs["batches_with_progress"] == [b["batch_id"] for b in doc["batches"]]
+    suffix = {"zstd_rolling": ".zstd", "lz4": ".lz4", "plain": ""}[variant]
+    assert all(f.endswith(suffix) for f in logs["files"]) and len(logs["files"]) == 1
+
+
+def test_a_driver_log_and_progress_json_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    folder = get_event_log("lz4")
+    assert "Streaming query made progress" in (folder / "driver.log").read_text()
+    _check(_timeline(capsys, folder / "checkpoint", folder / "driver.log")["batches"], _reported(folder))
+    lines = tmp_path / "progress.jsonl"  # what a job that logs query.lastProgress after each batch keeps
+    lines.write_text(
+        "\n".join(json.dumps(p) for run in json.loads((folder / "progress.json").read_text()) for p in run)
+        + "\n"
+    )
+    _check(_timeline(capsys, folder / "checkpoint", lines)["batches"], _reported(folder))
+
+
+def test_a_restart_is_a_second_run(capsys: pytest.CaptureFixture[str]) -> None:
+    folder = get_event_log("restart")
+    doc = _timeline(capsys, folder / "checkpoint", folder / "events")
+    reported = _reported(folder)
+    _check(doc["batches"], reported)
+    runs = doc["event_logs"]["runs"]
+    assert len(runs) == 2 and len({r["run_id"] for r in runs}) == 2 and len(doc["event_logs"]["files"]) == 2
+    first, second = json.loads((folder / "progress.json").read_text())
+    assert {b["batch_id"]: b["progress"]["run_id"] for b in doc["batches"]} == {
+        **{p["batchId"]: p["runId"] for p in first},
+        **{p["batchId"]: p["runId"] for p in second},
+    }
+    assert main(["timeline", str(folder / "checkpoint"), "--event-log", str(folder / "events")]) == 0
+    text = capsys.readouterr().out
+    assert "duration" in text and "input rows" in text and "2 run(s) of this query" in text
+
+
+def test_damaged_logs_warn_where_and_keep_the_rest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = get_event_log("plain")
+    (log,) = [p for p in (folder / "events").iterdir() if not p.name.startswith(".")]
+    lines = log.read_text().splitlines()
+    progress_lines = [i for i, line in enumerate(lines) if "QueryProgressEvent" in line]
+    damaged = list(lines)
+    damaged[progress_lines[0]] = damaged[progress_lines[0]][: len(damaged[progress_lines[0]]) // 2]  # cut
+    bad = tmp_path / "events.log"
+    bad.write_text("\n".join(damaged) + "\n")
+    doc = _timeline(capsys, folder / "checkpoint", bad, code=1)
+    (warning,) = doc["event_logs"]["warnings"]
+    assert warning["path"] == str(bad) and warning["line"] == progress_lines[0] + 1
+    first = _reported(folder)
+    got = {b["batch_id"]: b["progress"] for b in doc["batches"]}
+    assert got[0] is None and all(got[b] is not None for b in first if b != 0)
+    _check([b for b in doc["batches"] if b["batch_id"] != 0], {b: p for b, p in first.items() if b != 0})
+    # a compressed log cut short: what was read still shows, the cut is named
+    zlog = next((get_event_log("zstd_rolling") / "events").rglob("events_1_*"))
+    cut = tmp_path / "eventlog_v2_local-cut" / zlog.name
+    cut.parent.mkdir()
+    cut.write_bytes(zlog.read_bytes()[: zlog.stat().st_size * 2 // 3])
+    zfolder = get_event_log("zstd_rolling")
+    doc = _timeline(capsys, zfolder / "checkpoint", cut.parent, code=1)
+    assert any(w["path"] == str(cut) and "ends early" in w["message"] for w in doc["event_logs"]["warnings"])
+
+
+def test_logs_of_another_query_are_named_not_mixed_in(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ours, theirs = get_event_log("plain"), get_event_log("zstd_rolling")
+    doc = _timeline(capsys, ours / "checkpoint", theirs / "events", code=1)
+    assert all(b["progress"] is None for b in doc["batches"])
+    assert list(doc["event_logs"]["other_queries"].values()) == [len(_reported(theirs))]
+    assert any("other queries" in p["message"] for p in doc["problems"])
+    missing = tmp_path / "nope"
+    assert main(["timeline", str(ours / "checkpoint"), "--event-log", str(missing)]) == 2
+    assert f"{missing}: event log not found" in capsys.readouterr().err
+
+
+def test_the_checkpoint_and_logs_are_not_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from tests.test_analysis_doctor import _tree_hash
+
+    folder = get_event_log("restart")
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    before = _tree_hash(copy)
+    _timeline(capsys, copy / "checkpoint", copy / "events")
+    assert _tree_hash(copy) == before
