@@ -157,3 +157,63 @@ def test_the_checkpoint_and_logs_are_not_written(capsys: pytest.CaptureFixture[s
     before = _tree_hash(copy)
     _timeline(capsys, copy / "checkpoint", copy / "events")
     assert _tree_hash(copy) == before
+
+
+# -- doctor --event-log -----------------------------------------------------------------------------------
+def _doctor(capsys: pytest.CaptureFixture[str], ckpt: Path, log: Path, code: int) -> dict[str, Any]:
+    assert main(["doctor", str(ckpt), "--json", "--event-log", str(log)]) == code
+    return json.loads(capsys.readouterr().out)
+
+
+def test_doctor_agrees_with_the_logs_of_its_own_query(capsys: pytest.CaptureFixture[str]) -> None:
+    folder = get_event_log("restart")
+    doc = _doctor(capsys, folder / "checkpoint", folder / "events", 0)
+    assert any("event logs' progress" in c for c in doc["checked"]) and doc["findings"] == []
+
+
+def test_doctor_names_logs_of_another_query(capsys: pytest.CaptureFixture[str]) -> None:
+    ours, theirs = get_event_log("plain"), get_event_log("zstd_rolling")
+    doc = _doctor(capsys, ours / "checkpoint", theirs / "events", 1)
+    (f,) = doc["findings"]
+    assert f["check"] == "event_log_other_query" and "nothing to compare" in f["message"]
+
+
+def test_doctor_sees_a_copy_older_than_the_logs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The checkpoint copied before the last batch ran: the logs report a batch it does not have."""
+    folder = get_event_log("plain")
+    copy = tmp_path / "ckpt"
+    shutil.copytree(folder / "checkpoint", copy)
+    last = max(int(p.name) for p in (copy / "commits").iterdir() if p.name.isdigit())
+    for p in [
+        copy / "offsets" / str(last),
+        copy / "commits" / str(last),
+        *(copy / "state").rglob(f"{last + 1}.*"),
+    ]:
+        p.unlink()
+    doc = _doctor(capsys, copy, folder / "events", 1)
+    (f,) = [f for f in doc["findings"] if f["check"] == "event_log_beyond_checkpoint"]
+    assert (
+        f["severity"] == "warning"
+        and f"batches {last} after this checkpoint's last batch ({last - 1})" in f["message"]
+    )
+
+
+def test_doctor_compares_state_rows_with_num_rows_total(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A log whose numRowsTotal for a batch says otherwise than the state files (the log damaged on purpose)."""
+    folder = get_event_log("plain")
+    (log,) = [p for p in (folder / "events").iterdir() if not p.name.startswith(".")]
+    lines = log.read_text().splitlines()
+    i = max(n for n, line in enumerate(lines) if "QueryProgressEvent" in line)
+    event = json.loads(lines[i])
+    batch = event["progress"]["batchId"]
+    rows = event["progress"]["stateOperators"][0]["numRowsTotal"]
+    event["progress"]["stateOperators"][0]["numRowsTotal"] = rows + 7
+    lines[i] = json.dumps(event)
+    edited = tmp_path / "events.log"
+    edited.write_text("\n".join(lines) + "\n")
+    doc = _doctor(capsys, folder / "checkpoint", edited, 1)
+    (f,) = [f for f in doc["findings"] if f["check"] == "progress_rows_disagree"]
+    assert f["batch_id"] == batch and f"reported {rows + 7:,} state rows" in f["message"]
+    assert f"version {batch + 1} hold {rows:,}" in f["message"]

@@ -762,6 +762,8 @@ def iter_doctor(
     decode_files: bool = True,
     cancelled: Callable[[], bool] | None = None,
     backends: Any = None,
+    event_logs: list[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Generator[Progress, None, DoctorResult]:
     """Run every health check on an opened checkpoint.
 
@@ -779,6 +781,11 @@ def iter_doctor(
         With the ``spark`` backend, also check that Spark reads the latest committed version of every
         store and counts the rows of each partition as the native decoder does (a disagreement is an
         error naming the store and partition).
+    event_logs : list of str, optional
+        Event logs, driver logs or progress dumps of the query: their progress is checked against the
+        checkpoint (:mod:`app.analysis.progress_checks`).
+    storage_options : dict, optional
+        fsspec options for the event log URLs.
 
     Yields
     ------
@@ -807,6 +814,13 @@ def iter_doctor(
         yield from doc.iter_check_rocksdb(cancelled)
     if backends is not None and backends.name == "spark":
         yield from doc.iter_spark_cross_check(backends, cancelled)
+    if event_logs:
+        from statelens.app.analysis.progress_checks import iter_check_progress
+
+        doc.result.checked.append(
+            "the event logs' progress against the checkpoint (query id, batches, state rows)"
+        )
+        yield from iter_check_progress(ckpt, event_logs, doc.add, storage_options, cancelled)
     yield Progress(len(steps) + 1, len(steps) + 1, "done")
     order = {s: i for i, s in enumerate(SEVERITIES)}
     doc.result.findings.sort(key=lambda f: (order[f.severity], f.check, f.operator_id or 0, f.partition or 0))

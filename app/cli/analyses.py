@@ -337,6 +337,8 @@ def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
                 min_batches_to_retain=args.min_batches_to_retain,
                 decode_files=not args.quick,
                 backends=chooser,
+                event_logs=args.event_log,
+                storage_options=getattr(args, "storage_options", None),
             )
         )
     finally:
@@ -436,6 +438,14 @@ def add_commands(sub: Any) -> None:
         default=DEFAULT_MIN_BATCHES_TO_RETAIN,
         metavar="N",
         help="the query's spark.sql.streaming.minBatchesToRetain (not recorded in the checkpoint)",
+    )
+    p.add_argument(
+        "--event-log",
+        action="append",
+        default=[],
+        metavar="PATH_OR_URL",
+        help="event log, driver log or progress JSON lines of the query (repeatable): check its progress "
+        "against the checkpoint (query id, batches, state rows per operator)",
     )
     add_backend_options(p)
     p.set_defaults(func=cmd_doctor)

@@ -1,0 +1,124 @@
+"""``doctor --event-log``: what the query reported (event logs, driver logs) against what the checkpoint holds.
+
+* The logs' progress belongs to this checkpoint's query (the query id in ``metadata``); progress of
+  other queries is named, never compared.
+* Batches the logs report after the checkpoint's last batch mean the copy is older than the query's
+  life (a restart from it re-runs them); batches of the checkpoint the logs do not cover are a note.
+* For single-store operators, ``numRowsTotal`` of a batch's progress equals the rows of the state
+  version that batch wrote (version = batch + 1), decoded natively; the last few reported batches are
+  compared. A difference means the state files are not what the query committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+from statelens.readers.errors import StatelensError
+from statelens.readers.model import Progress
+
+#: Reported batches whose state row counts are compared (the most recent ones, which a restart uses).
+COMPARED_BATCHES = 5
+
+
+def iter_check_progress(
+    ckpt: Any,
+    event_logs: list[str],
+    add: Callable[..., None],
+    storage_options: dict[str, Any] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, None]:
+    """Run the cross-checks; ``add(check, severity, message, files, **ctx)`` records each finding."""
+    from statelens.readers.eventlog import iter_read_event_logs
+    from statelens.readers.textfmt import ranges
+
+    read = yield from iter_read_event_logs(event_logs, storage_options, cancelled)
+    files = list(event_logs)
+    for w in read.warnings:
+        add("event_log_unreadable", "warning", f"{w.path}: {w.message}", [w.path or files[0]])
+    others = read.other_queries(ckpt.query_id)
+    reported = read.for_query(ckpt.query_id)
+    if others:
+        add(
+            "event_log_other_query",
+            "warning" if not reported else "info",
+            "the event logs hold progress of other queries ("
+            + ", ".join(f"{q}: {n} batches" for q, n in sorted(others.items()))
+            + f"), not of this checkpoint's query {ckpt.query_id}"
+            + ("" if reported else ": nothing to compare"),
+            files,
+        )
+    if not reported:
+        if not others:
+            add("event_log_no_progress", "warning", "the event logs hold no streaming query progress", files)
+        return
+    batch_ids = {b.batch_id for b in ckpt.batches}
+    last = max(batch_ids) if batch_ids else -1
+    beyond = sorted(b for b in reported if b > last)
+    if beyond:
+        add(
+            "event_log_beyond_checkpoint",
+            "warning",
+            f"the query reported batches {ranges(beyond)} after this checkpoint's last batch ({last}): the copy is "
+            "older than the query's life, and a restart from it runs those batches again",
+            files,
+        )
+    uncovered = sorted(b for b in batch_ids if b not in reported)
+    if uncovered:
+        add(
+            "event_log_not_covering",
+            "info",
+            f"batches {ranges(uncovered)} of the checkpoint have no progress in these logs",
+            files,
+        )
+    yield from _compare_rows(ckpt, reported, add, files, cancelled)
+
+
+def _compare_rows(
+    ckpt: Any,
+    reported: dict[int, Any],
+    add: Callable[..., None],
+    files: list[str],
+    cancelled: Callable[[], bool] | None,
+) -> Generator[Progress, None, None]:
+    batches = sorted(reported)[-COMPARED_BATCHES:]
+    for op in ckpt.operators:
+        if len(op.stores) != 1:
+            continue  # joins: numRowsTotal sums stores whose rows mean different things
+        store = op.stores[0]
+        try:
+            reader = ckpt.store_reader(op.operator_id, store.store_name)
+        except StatelensError:
+            continue  # column families, unreadable stores: reported by the other checks
+        for n, b in enumerate(batches):
+            if cancelled is not None and cancelled():
+                return
+            yield Progress(
+                n, len(batches), f"operator {op.operator_id}: state rows of batch {b} vs its progress"
+            )
+            ops = reported[b].raw.get("stateOperators") or []
+            if op.operator_id >= len(ops):
+                continue
+            want = ops[op.operator_id].get("numRowsTotal")
+            version = b + 1
+            try:
+                got = sum(
+                    len(reader.read_raw(pid, version))
+                    for pid in reader.partition_ids()
+                    if version in reader.versions(pid)
+                )
+            except StatelensError:
+                continue  # an unreadable version is reported by the state-version and file checks
+            if not any(version in reader.versions(pid) for pid in reader.partition_ids()):
+                continue  # cleaned up since
+            if isinstance(want, int) and want != got:
+                add(
+                    "progress_rows_disagree",
+                    "warning",
+                    f"operator {op.operator_id} store {store.store_name}: batch {b} reported {want:,} state rows "
+                    f"(numRowsTotal), the state files of version {version} hold {got:,}",
+                    [f"state/{op.operator_id}", *files],
+                    batch_id=b,
+                    operator_id=op.operator_id,
+                    store_name=store.store_name,
+                )
