@@ -217,3 +217,42 @@ def test_doctor_compares_state_rows_with_num_rows_total(
     (f,) = [f for f in doc["findings"] if f["check"] == "progress_rows_disagree"]
     assert f["batch_id"] == batch and f"reported {rows + 7:,} state rows" in f["message"]
     assert f"version {batch + 1} hold {rows:,}" in f["message"]
+
+
+@pytest.fixture
+def window(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    pytest.importorskip("PySide6")
+    import statelens.app.gui  # noqa: F401 - the PySide6 refcount guard
+    from tests._gui import open_window
+
+    monkeypatch.setenv("STATELENS_RAISE", "1")
+    yield from open_window(qtbot, tmp_path)
+
+
+@pytest.mark.qt_log_ignore("propagateSizeHints")
+def test_the_app_shows_durations_and_rates_on_the_timeline(qtbot: Any, window: Any) -> None:
+    folder = get_event_log("restart")
+    reported = _reported(folder)
+    last = reported[max(reported)]
+    rolling_file = next(
+        (folder / "events").rglob("events_1_*")
+    )  # a file of a rolling log stands for its folder
+    second = next(p for p in (folder / "events").iterdir() if p.name != rolling_file.parent.name)
+    window.add_event_logs([str(rolling_file), str(second)])
+    assert window.event_logs == [str(rolling_file.parent), str(second)]
+    with qtbot.waitSignal(window.progress_updated, timeout=120_000):
+        window.open_checkpoint(str(folder / "checkpoint"))
+    qtbot.waitUntil(lambda: window.runner.idle, timeout=120_000)
+    view = window.timeline
+    assert view.duration_plot is not None and view.rate_plot is not None
+    i = int(list(view._ids).index(max(reported)))
+    shown = sum(float(v[i]) for v in view._progress.values())
+    assert abs(shown - last["durationMs"]["triggerExecution"] / 1000) < 1e-6  # the parts add up to the whole
+    text = view.describe(i)
+    assert "took" in text and "rows/s in" in text and f"run {last['runId'][:8]}" in text
+    assert "Event logs: progress for 5 batches of this query in 2 run(s)" in window.progress_summary
+    # another checkpoint without event logs: the reported figures go
+    window.event_logs.clear()
+    with qtbot.waitSignal(window.checkpoint_loaded, timeout=120_000):
+        window.open_checkpoint(str(get_event_log("plain") / "checkpoint"))
+    assert view.duration_plot is None

@@ -87,6 +87,11 @@ class BatchTimelineView(QWidget):
         self._wm = np.zeros(0)  # watermark, seconds (NaN when none)
         self._committed = np.zeros(0, dtype=bool)
         self._hover_index: int | None = None
+        # What the query reported per timed batch (event logs), NaN where no log covers it.
+        self._progress: dict[str, np.ndarray] = {}
+        self._progress_text: list[str] = []
+        self.duration_plot: Any = None
+        self.rate_plot: Any = None
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -280,13 +285,164 @@ class BatchTimelineView(QWidget):
         if self._selection is not None:
             self.show_batch(self._selection.batch_id)
 
+    # -- what the query reported (event logs) ------------------------------------------------------
+    def set_progress(
+        self,
+        batch_ids: Sequence[int],
+        parts: Sequence[tuple[str, Sequence[float]]],
+        input_rate: Sequence[float],
+        processed_rate: Sequence[float],
+        dropped: Sequence[float],
+        notes: Sequence[str] = (),
+    ) -> None:
+        """Show the durations and rates the query reported, one value per ``batch_ids`` entry.
+
+        ``parts`` are ``(name, seconds)`` of the batch duration (Spark's ``durationMs`` parts, stacked in
+        the given order); rates in rows per second; ``dropped`` rows dropped by the watermark (all state
+        operators). ``notes`` (one per batch) extend the read-out, e.g. the run id. NaN where a batch has
+        no report. Batches without a start time are left out, as in the plots above.
+        """
+        index = {int(b): i for i, b in enumerate(batch_ids)}
+        rows = [index.get(int(b)) for b in self._ids]
+
+        def pick(values: Sequence[float]) -> np.ndarray:
+            arr = np.asarray(values, dtype=np.float64)
+            return np.array([arr[r] if r is not None else np.nan for r in rows], dtype=np.float64)
+
+        self._progress = {name: pick(v) for name, v in parts}
+        self._progress_rates = (pick(input_rate), pick(processed_rate), pick(dropped))
+        self._progress_text = [notes[r] if r is not None and r < len(notes) else "" for r in rows]
+        self._ensure_progress_plots()
+        self._draw_progress()
+        if self._selection is not None:
+            self.show_batch(self._selection.batch_id)
+
+    def clear_progress(self) -> None:
+        """Remove the reported durations and rates (another checkpoint, no event log)."""
+        self._progress = {}
+        self._progress_text = []
+        for plot in (self.duration_plot, self.rate_plot):
+            if plot is not None:
+                self.graphics.removeItem(plot)
+        self.duration_plot = self.rate_plot = None
+
+    def _ensure_progress_plots(self) -> None:
+        if self.duration_plot is not None:
+            return
+        self.duration_plot = self.graphics.addPlot(row=2, col=0, axisItems={"bottom": theme.TimeAxisItem()})
+        theme.style_plot(self.duration_plot, "Batch duration by part (event logs)")
+        theme.set_axis_label(self.duration_plot, "left", "duration", units="s")
+        self.rate_plot = self.graphics.addPlot(row=3, col=0, axisItems={"bottom": theme.TimeAxisItem()})
+        theme.style_plot(self.rate_plot, "Rows per second, and rows dropped by the watermark (event logs)")
+        theme.set_axis_label(self.rate_plot, "left", "rows/s")
+        for plot in (self.duration_plot, self.rate_plot):
+            plot.setXLink(self.batch_plot)
+            plot.setMouseEnabled(x=True, y=False)
+            plot.showAxis("right")
+            plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
+            plot.getAxis("right").setWidth(RIGHT_AXIS_WIDTH)
+            plot.getAxis("right").setStyle(showValues=False)
+        theme.set_axis_label(self.rate_plot, "right", "rows dropped")
+        self.rate_plot.getAxis("right").setStyle(showValues=True)
+        self.duration_legend = self.duration_plot.addLegend(offset=(-10, 5), colCount=4)
+        theme.style_legend(self.duration_legend)
+        self.rate_legend = self.rate_plot.addLegend(offset=(-10, 5), colCount=3)
+        theme.style_legend(self.rate_legend)
+        self.dropped_box = pg.ViewBox()
+        self.rate_plot.scene().addItem(self.dropped_box)
+        self.rate_plot.getAxis("right").linkToView(self.dropped_box)
+        self.dropped_box.setXLink(self.rate_plot)
+
+        def follow() -> None:
+            self.dropped_box.setGeometry(self.rate_plot.vb.sceneBoundingRect())
+            self.dropped_box.linkedViewChanged(self.rate_plot.vb, self.dropped_box.XAxis)
+
+        self.rate_plot.vb.sigResized.connect(follow)
+        self._follow_dropped = follow
+        self.graphics.ci.layout.setRowStretchFactor(2, 2)
+        self.graphics.ci.layout.setRowStretchFactor(3, 2)
+        selected_pen = pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine)
+        for plot in (self.duration_plot, self.rate_plot):
+            line = pg.InfiniteLine(angle=90, movable=False, pen=selected_pen)
+            line.setVisible(False)
+            plot.addItem(line, ignoreBounds=True)
+            self.selected_lines.append(line)
+
+    def _draw_progress(self) -> None:
+        for plot in (self.duration_plot, self.rate_plot):
+            for item in [i for i in plot.items if not isinstance(i, pg.InfiniteLine)]:
+                plot.removeItem(item)
+        self.dropped_box.clear()
+        self.duration_legend.clear()
+        self.rate_legend.clear()
+        t = self._t
+        gaps = np.diff(t)
+        width = float(np.nanmin(gaps[gaps > 0]) * 0.6) if len(gaps) and (gaps > 0).any() else 1.0
+        bottom = np.zeros(len(t))
+        for n, (name, seconds) in enumerate(self._progress.items()):
+            height = np.nan_to_num(seconds)
+            if not height.any():
+                continue
+            color = theme.SERIES[n % len(theme.SERIES)]
+            bars = pg.BarGraphItem(
+                x=t,
+                width=width,
+                y0=bottom.copy(),
+                height=height,
+                brush=pg.mkBrush(color),
+                pen=pg.mkPen(color),
+            )
+            self.duration_plot.addItem(bars)
+            self.duration_legend.addItem(bars, name)
+            bottom += height
+        if bottom.any():
+            self.duration_plot.setYRange(0, float(bottom.max()) * 1.15, padding=0)
+        inp, proc, dropped = self._progress_rates
+        for values, name, color in (
+            (inp, "input rows/s", theme.SERIES[0]),
+            (proc, "processed rows/s", theme.SERIES[2]),
+        ):
+            curve = pg.PlotDataItem(
+                t,
+                values,
+                pen=pg.mkPen(color, width=2),
+                symbol="o",
+                symbolSize=5,
+                symbolBrush=color,
+                connect="finite",
+            )
+            self.rate_plot.addItem(curve)
+            self.rate_legend.addItem(curve, name)
+        finite = np.concatenate([inp[np.isfinite(inp)], proc[np.isfinite(proc)]])
+        if len(finite):
+            self.rate_plot.setYRange(0, float(finite.max()) * 1.15 or 1.0, padding=0)
+        drop_color = theme.UNCOMMITTED
+        some = np.nan_to_num(dropped) > 0
+        drops = pg.ScatterPlotItem(
+            x=t[some],
+            y=dropped[some],
+            symbol="x",
+            size=10,
+            pen=pg.mkPen(drop_color),
+            brush=pg.mkBrush(drop_color),
+        )
+        self.dropped_box.addItem(drops)
+        self.rate_legend.addItem(
+            drops, "dropped by watermark (right axis)" if some.any() else "none dropped by the watermark"
+        )
+        self.dropped_box.setYRange(
+            0, max(float(np.nanmax(dropped)) if np.isfinite(dropped).any() else 0, 1) * 1.15, padding=0
+        )
+        self._set_time_axes(bool(np.isfinite(self._wm).any()))
+        self._follow_dropped()
+
     def _set_time_axes(self, has_wm: bool) -> None:
         """Axis zones (offset at the middle of the data) and labels for the current time zone."""
         finite = self._t[np.isfinite(self._t)]
         middle = float((finite.min() + finite.max()) / 2) if len(finite) else None
         offset = self.time_zone.axis_offset_s(middle)
-        for axis in (self.batch_plot.getAxis("bottom"), self.interval_plot.getAxis("bottom")):
-            axis.set_utc_offset_s(offset)
+        for plot in self._time_plots():
+            plot.getAxis("bottom").set_utc_offset_s(offset)
         wm = self._wm[np.isfinite(self._wm)]
         self.batch_plot.getAxis("right").set_utc_offset_s(
             self.time_zone.axis_offset_s(float((wm.min() + wm.max()) / 2) if len(wm) else middle)
@@ -298,8 +454,15 @@ class BatchTimelineView(QWidget):
             if has_wm
             else "watermark: none in this query",
         )
-        for plot in (self.batch_plot, self.interval_plot):
+        for plot in self._time_plots():
             theme.set_axis_label(plot, "bottom", _axis_label("batch start time", self._t, self.time_zone))
+
+    def _time_plots(self) -> list[Any]:
+        return [
+            p
+            for p in (self.batch_plot, self.interval_plot, self.duration_plot, self.rate_plot)
+            if p is not None
+        ]
 
     def _on_time_zone_changed(self, _utc: bool) -> None:
         self._set_time_axes(bool(np.isfinite(self._wm).any()))
@@ -321,7 +484,7 @@ class BatchTimelineView(QWidget):
         return min(candidates, key=lambda j: abs(self._t[j] - x))
 
     def _scene_to_x(self, pos: Any) -> float | None:
-        for plot in (self.batch_plot, self.interval_plot):
+        for plot in self._time_plots():
             if plot.vb.sceneBoundingRect().contains(pos):
                 return float(plot.vb.mapSceneToView(pos).x())
         return None
@@ -364,6 +527,19 @@ class BatchTimelineView(QWidget):
                 f"{format_duration_s(self._t[i] - self._t[i - 1])} after batch {int(self._ids[i - 1])}"
             )
         parts.append("committed" if self._committed[i] else "NOT committed")
+        if self._progress:
+            total = sum(float(v[i]) for v in self._progress.values() if np.isfinite(v[i]))
+            inp, proc, dropped = (float(a[i]) for a in self._progress_rates)
+            if any(np.isfinite(v[i]) for v in self._progress.values()):
+                parts.append(f"took {format_duration_s(total)}")
+                if np.isfinite(inp) and np.isfinite(proc):
+                    parts.append(f"{inp:,.1f} rows/s in, {proc:,.1f} processed")
+                if np.isfinite(dropped) and dropped:
+                    parts.append(f"{int(dropped):,} rows dropped by the watermark")
+                if self._progress_text[i]:
+                    parts.append(self._progress_text[i])
+            else:
+                parts.append("no progress in the event logs")
         return "  ·  ".join(parts)
 
     def _on_selection_changed(self, changes: dict[str, Any]) -> None:

@@ -349,3 +349,84 @@ def _kafka_initial(ckpt: Any, index: int, cache: dict[int, Any], problems: list[
             except StatelensError as err:
                 problems.append(err)
     return cache[index]
+
+
+#: The parts of a batch's duration, in the order they run (Spark's ``durationMs`` names).
+DURATION_PARTS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+
+
+@dataclass
+class ProgressSeries:
+    """What the query reported per batch, as columns for the timeline plots (NaN where unknown)."""
+
+    batch_ids: list[int]
+    parts: list[tuple[str, list[float]]]  # (part name, seconds), stacked in this order
+    input_rate: list[float]
+    processed_rate: list[float]
+    dropped: list[float]
+    notes: list[str]
+    problems: list[StatelensError]
+    summary: str
+
+
+def iter_progress_series(
+    ckpt: Any, event_logs: list[str], storage_options: dict[str, Any] | None = None, cancelled: Any = None
+) -> Generator[Progress, None, ProgressSeries]:
+    """Read the event logs and lay out the checkpoint query's progress for the timeline plots.
+
+    The duration parts are Spark's ``durationMs`` (``triggerExecution`` is their whole; what it has
+    beyond the listed parts is shown as ``other``); rates are the query's input and processed rows per
+    second; ``dropped`` sums ``numRowsDroppedByWatermark`` over the state operators.
+    """
+    from statelens.readers.eventlog import iter_read_event_logs
+
+    read = yield from iter_read_event_logs(event_logs, storage_options, cancelled)
+    reported = read.for_query(ckpt.query_id)
+    ids = sorted(reported)
+    nan = float("nan")
+    parts: list[tuple[str, list[float]]] = []
+    docs = [reported[b].to_json() for b in ids]
+    for name in DURATION_PARTS:
+        values = [d["duration_ms"].get(name) for d in docs]
+        if any(v is not None for v in values):
+            parts.append((name, [v / 1000 if v is not None else nan for v in values]))
+    other = []
+    for d in docs:
+        total = d["duration_ms"].get("triggerExecution")
+        known = sum(v for k, v in d["duration_ms"].items() if k in DURATION_PARTS)
+        other.append(max(total - known, 0) / 1000 if total is not None else nan)
+    if any(v > 0 for v in other if v == v):
+        parts.append(("other", other))
+
+    def num(v: Any) -> float:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else nan
+
+    problems: list[StatelensError] = list(read.warnings)
+    others = read.other_queries(ckpt.query_id)
+    if others:
+        from statelens.readers.errors import UsageError
+
+        problems.append(
+            UsageError(
+                "the event logs also hold progress of other queries, left out: "
+                + ", ".join(f"{q} ({n} batches)" for q, n in sorted(others.items())),
+                path=", ".join(event_logs),
+            )
+        )
+    runs = [r for r in read.runs.values() if r.query_id == ckpt.query_id]
+    summary = (
+        f"Event logs: progress for {len(ids):,} batches of this query in {len(runs)} run(s), "
+        f"{len(read.files)} file(s)" + (f", {len(read.warnings)} warning(s)" if read.warnings else "")
+    )
+    return ProgressSeries(
+        batch_ids=ids,
+        parts=parts,
+        input_rate=[num(d["input_rows_per_second"]) for d in docs],
+        processed_rate=[num(d["processed_rows_per_second"]) for d in docs],
+        dropped=[
+            float(sum(op["num_rows_dropped_by_watermark"] or 0 for op in d["state_operators"])) for d in docs
+        ],
+        notes=[f"run {d['run_id'][:8]}" for d in docs],
+        problems=problems,
+        summary=summary,
+    )

@@ -61,7 +61,7 @@ def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 #: Options whose value is the next argument (not a checkpoint path) when looking for the first path.
-_OPTIONS_WITH_VALUES = ("--screenshot", "--view", "--storage-option")
+_OPTIONS_WITH_VALUES = ("--screenshot", "--view", "--storage-option", "--event-log")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", nargs="?", help="checkpoint to open (default: the bundled sample)")
     p.add_argument("--screenshot", metavar="PNG", help="render offscreen, save a PNG and exit")
     p.add_argument("--view", default="overview", help="view to show or screenshot")
+    p.add_argument(
+        "--event-log",
+        action="append",
+        default=[],
+        metavar="PATH_OR_URL",
+        help="event log, driver log or progress JSON lines of the query (repeatable): durations, rows and "
+        "rates on the batch timeline",
+    )
     p.set_defaults(func=cmd_gui)
     # Also after the command (``statelens info s3://b/p --storage-option anon=true``); kept apart from
     # the ones given before it, then both are used.

@@ -16,7 +16,7 @@ SCREENSHOT_SIZE = (1400, 900)
 #: Jobs (runner channels) whose results each view shows; ``--screenshot`` waits for these only.
 VIEW_JOBS = {
     "overview": ("load",),
-    "timeline": ("load",),
+    "timeline": ("load", "eventlog"),
     "growth": ("load", "growth", "heavy"),
     "expired": ("load", "expired"),
     "browser": ("load", "browser"),
@@ -76,6 +76,7 @@ def run_gui(args: argparse.Namespace) -> int:
     storage_options = getattr(args, "storage_options", None)
     if screenshot:
         window = MainWindow(storage_options=storage_options)
+        window.event_logs = list(getattr(args, "event_log", None) or [])
         window.set_backend("native", remember=False)  # reproducible images, whatever the user last chose
         try:
             return take_screenshot(window, url, screenshot, view, is_sample=is_sample)
@@ -87,6 +88,7 @@ def run_gui(args: argparse.Namespace) -> int:
 
     errors.install_excepthooks()
     window = MainWindow(storage_options=storage_options)
+    window.event_logs = list(getattr(args, "event_log", None) or [])
     window.select_view(view)
     window.show()
     window.open_checkpoint(url, is_sample=is_sample)

@@ -8,6 +8,7 @@ that state. Every reader call runs through :class:`~app.gui.workers.JobRunner`.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Generator
 from typing import Any
 
@@ -34,6 +35,7 @@ from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.heavy import iter_top_keys
 from statelens.app.analysis.sql import EXAMPLES as SQL_EXAMPLES
 from statelens.app.analysis.sql import SqlTable, iter_sql_table
+from statelens.app.analysis.timeline import ProgressSeries, iter_progress_series
 from statelens.app.explore import (
     ExpiredOverview,
     KeyHistory,
@@ -91,7 +93,18 @@ SETTINGS_MASTER = "spark_master"
 SETTINGS_UTC = "times_in_utc"
 
 #: Runner channels of per-checkpoint jobs (cancelled when another checkpoint is shown).
-CHECKPOINT_CHANNELS = ("growth", "heavy", "expired", "schema", "browser", "order", "history", "export", "sql")
+CHECKPOINT_CHANNELS = (
+    "growth",
+    "heavy",
+    "expired",
+    "schema",
+    "browser",
+    "order",
+    "history",
+    "export",
+    "sql",
+    "eventlog",
+)
 
 #: Heaviest keys listed in the growth view for the selected store.
 TOP_KEYS_SHOWN = 25
@@ -144,6 +157,7 @@ class MainWindow(QMainWindow):
     schema_updated = Signal()
     history_updated = Signal()
     sql_updated = Signal()
+    progress_updated = Signal()
     export_finished = Signal(str)
 
     def __init__(
@@ -155,6 +169,8 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.settings = settings if settings is not None else QSettings("statelens", "statelens")
         self.storage_options = dict(storage_options or {})
+        self.event_logs: list[str] = []  # event logs, driver logs or progress dumps shown on the timeline
+        self.progress_summary = ""
         self._cache = StateCache()  # decoded state versions, shared with the command line
         self.selection = SelectionState()
         self.runner = JobRunner(self)
@@ -209,6 +225,12 @@ class MainWindow(QMainWindow):
         self.reload_action = QAction("&Reload", self)
         self.reload_action.setShortcut(QKeySequence(Qt.Key.Key_F5))
         self.reload_action.triggered.connect(self.reload)
+        self.event_log_action = QAction("Add &event log…", self)
+        self.event_log_action.setToolTip(
+            "Spark event log, driver log or progress JSON lines of this query: durations, rows and rates on "
+            "the batch timeline"
+        )
+        self.event_log_action.triggered.connect(self._on_event_log_action_triggered)
         self.sample_action = QAction("Open &sample checkpoint", self)
         self.sample_action.triggered.connect(self.open_sample)
         self.cancel_action = QAction("&Cancel loading", self)
@@ -411,6 +433,7 @@ class MainWindow(QMainWindow):
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         menu.addMenu(self.recent_menu)
         menu.addAction(self.sample_action)
+        menu.addAction(self.event_log_action)
         menu.addSeparator()
         for action in (
             self.export_csv_action,
@@ -572,6 +595,7 @@ class MainWindow(QMainWindow):
             descriptions=describe_state(ckpt),
         )
         self.timeline.set_batches(ckpt.batches)
+        self.timeline.clear_progress()
         self.browser.set_operators(ckpt.operators, roles, groups)
         self.browser.compare_combo.setCurrentIndex(0)
         self.history.clear_history(
@@ -641,6 +665,8 @@ class MainWindow(QMainWindow):
         self._on_sql_run_requested(
             self.sql.query(), self.sql.store()
         )  # the editor's query, on this checkpoint
+        if self.event_logs:
+            self._read_event_logs()
         if ckpt.operators:
             for op in ckpt.operators:
                 for s in op.stores:
@@ -785,6 +811,63 @@ class MainWindow(QMainWindow):
             self.problems.add_problems([err], where="state growth")
         else:
             errors.show_error(err, title="Measuring state growth failed")
+
+    # -- event logs -----------------------------------------------------------------------------------
+    def add_event_logs(self, paths: list[str]) -> None:
+        """Show what the query reported (event logs, driver logs, progress dumps) on the batch timeline."""
+        for path in paths:
+            # a file of a rolling event log stands for its folder (all its events_N files)
+            parent = os.path.dirname(path)
+            if re.match(r"^events_\d+_", os.path.basename(path)) and os.path.basename(parent).startswith(
+                "eventlog_v2_"
+            ):
+                path = parent
+            if path not in self.event_logs:
+                self.event_logs.append(path)
+        if self.loaded is not None:
+            self._read_event_logs()
+
+    def _on_event_log_action_triggered(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Add event log, driver log or progress JSON lines")
+        if paths:
+            self.add_event_logs(paths)
+
+    def _read_event_logs(self) -> None:
+        assert self.loaded is not None
+        self.runner.submit(
+            "eventlog",
+            iter_progress_series,
+            self.loaded.checkpoint,
+            list(self.event_logs),
+            self.storage_options or None,
+            what="Reading event logs",
+            on_result=self._on_event_logs_read,
+            on_error=self._on_event_logs_errored,
+        )
+
+    def _on_event_logs_read(self, series: ProgressSeries) -> None:
+        self.problems.add_problems(series.problems, where="event logs")
+        if series.batch_ids:
+            self.timeline.set_progress(
+                series.batch_ids,
+                series.parts,
+                series.input_rate,
+                series.processed_rate,
+                series.dropped,
+                series.notes,
+            )
+        self.progress_summary = series.summary
+        self.status_label.setText(series.summary)
+        self.timeline.readout.setText(series.summary + ". Move the mouse over the plots to read a batch.")
+        self.progress_updated.emit()
+
+    def _on_event_logs_errored(self, err: BaseException) -> None:
+        if isinstance(err, StatelensError):
+            self.problems.add_problems([err], where="event logs")
+            self.status_label.setText(f"Event logs not read: {err}")
+        else:
+            errors.show_error(err, title="Reading event logs failed")
+        self.progress_updated.emit()
 
     # -- SQL -----------------------------------------------------------------------------------------
     def _on_sql_run_requested(self, query: str, store: Any) -> None:
