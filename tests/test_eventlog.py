@@ -256,3 +256,21 @@ def test_the_app_shows_durations_and_rates_on_the_timeline(qtbot: Any, window: A
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=120_000):
         window.open_checkpoint(str(get_event_log("plain") / "checkpoint"))
     assert view.duration_plot is None
+
+
+def test_the_report_shows_what_the_query_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = get_event_log("restart")
+    out = tmp_path / "report.html"
+    assert (
+        main(["report", str(folder / "checkpoint"), "--event-log", str(folder / "events"), "-o", str(out)])
+        == 0
+    )
+    html = out.read_text()
+    assert (
+        "What the query reported (event logs)" in html
+        and "5 of 5 batches covered by 2 file(s), 2 run(s)" in html
+    )
+    assert "Batch duration by part" in html and "Input and processed rows per second" in html
+    for p in _reported(folder).values():
+        assert f"<td>{p['runId'][:8]}</td>" in html
+        assert f"{p['processedRowsPerSecond']:.1f}" in html

@@ -186,6 +186,8 @@ def _timeline(tl: Timeline) -> str:
         )
     else:
         parts.append('<p class="muted">No batch had an event-time watermark.</p>')
+    if tl.event_logs is not None:
+        parts.append(_reported(tl))
     n_sources = max((len(r.sources) for r in rows), default=0)
     series = []
     unit = set()
@@ -255,6 +257,99 @@ def _timeline(tl: Timeline) -> str:
     )
     parts.append("</section>")
     return "".join(parts)
+
+
+def _reported(tl: Timeline) -> str:
+    """What the query reported per batch (event logs): duration parts, rates, rows dropped, a table."""
+    from statelens.app.analysis.timeline import DURATION_PARTS
+
+    covered = [(r.batch_id, r.progress.to_json()) for r in tl.rows if r.progress is not None]
+    cover = tl.progress_coverage()
+    logs = tl.event_logs
+    runs = [r for r in logs.runs.values() if r.query_id == tl.query_id]
+    out = [
+        f"<h3>What the query reported (event logs)</h3><p>{len(covered):,} of {len(tl.rows):,} batches covered by "
+        f"{len(logs.files)} file(s), {len(runs)} run(s) of this query"
+        + (
+            f"; batches {_e(cover['batches_not_in_checkpoint'])} are in the logs but not in the checkpoint"
+            if cover["batches_not_in_checkpoint"]
+            else ""
+        )
+        + ".</p>"
+    ]
+    if not covered:
+        return "".join(out)
+    labels = [str(b) for b, _ in covered]
+    series = [
+        (name, [d["duration_ms"].get(name, 0) / 1000 for _, d in covered])
+        for name in DURATION_PARTS
+        if any(d["duration_ms"].get(name) for _, d in covered)
+    ]
+    out.append(
+        _chart(
+            svg.bar_chart(
+                labels,
+                series,
+                title="Batch duration by part (as the query reported it)",
+                x_label="batch id",
+                y_label="duration (s)",
+                y_format=svg.fmt_seconds,
+            )
+        )
+    )
+    rates = [
+        ("input rows/s", [d["input_rows_per_second"] or 0.0 for _, d in covered]),
+        ("processed rows/s", [d["processed_rows_per_second"] or 0.0 for _, d in covered]),
+    ]
+    out.append(
+        _chart(
+            svg.bar_chart(
+                labels,
+                rates,
+                title="Input and processed rows per second",
+                x_label="batch id",
+                y_label="rows per second",
+            )
+        )
+    )
+    table = []
+    for b, d in covered:
+        ops = d["state_operators"]
+        table.append(
+            [
+                b,
+                d["run_id"][:8],
+                _dur(d["duration_ms"].get("triggerExecution")),
+                d["num_input_rows"],
+                f"{d['processed_rows_per_second']:.1f}" if d["processed_rows_per_second"] is not None else "",
+                sum(op["num_rows_total"] or 0 for op in ops),
+                sum(op["num_rows_updated"] or 0 for op in ops),
+                sum(op["num_rows_removed"] or 0 for op in ops),
+                sum(op["num_rows_dropped_by_watermark"] or 0 for op in ops),
+                sum(op["memory_used_bytes"] or 0 for op in ops),
+                d["sink_num_output_rows"],
+            ]
+        )
+    out.append(
+        _table(
+            [
+                "batch",
+                "run",
+                "duration",
+                "input rows",
+                "processed rows/s",
+                "state rows",
+                "updated",
+                "removed",
+                "dropped by watermark",
+                "state memory (bytes)",
+                "sink rows",
+            ],
+            table[-MAX_TABLE_ROWS:],
+            (0, 3, 4, 5, 6, 7, 8, 9, 10),
+        )
+    )
+    return "".join(out)
 
 
 def _heavy(store: StoreTopKeys | None) -> str:
@@ -591,6 +686,8 @@ def iter_report(
     top_keys: int = TOP_KEYS,
     cancelled: Callable[[], bool] | None = None,
     backends: Any = None,
+    event_logs: list[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Generator[Progress, None, ReportResult]:
     """Run every analysis and return the report.
 
@@ -610,6 +707,10 @@ def iter_report(
         Polled by the long steps.
     backends : readers.backends.BackendChooser, optional
         Where growth and expired keys read state rows (native, Spark or auto); default native.
+    event_logs : list of str, optional
+        Event logs, driver logs or progress dumps: the timeline section shows what the query reported.
+    storage_options : dict, optional
+        fsspec options for the event log URLs.
 
     Yields
     ------
@@ -630,7 +731,7 @@ def iter_report(
                 return stop.value
             yield Progress(step, steps, p.what)
 
-    timeline = yield from sub(0, iter_timeline(ckpt))
+    timeline = yield from sub(0, iter_timeline(ckpt, event_logs, storage_options, cancelled))
     # Only the top keys are shown: keep (and decode) no more than that many per store and category.
     expired = yield from sub(
         1,

@@ -376,6 +376,8 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
                 timeout_kind=args.timeout_kind,
                 decode_files=not args.quick,
                 backends=chooser,
+                event_logs=args.event_log,
+                storage_options=getattr(args, "storage_options", None),
             )
         )
     finally:
@@ -471,6 +473,14 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--timeout-kind", choices=TIMEOUT_KINDS, help="override the inferred timeout kind")
     p.add_argument("--quick", action="store_true", help="health checks without reading every state file")
+    p.add_argument(
+        "--event-log",
+        action="append",
+        default=[],
+        metavar="PATH_OR_URL",
+        help="event log, driver log or progress JSON lines of the query (repeatable): durations, rates and "
+        "state metrics per batch in the timeline section",
+    )
     add_backend_options(p)
     p.set_defaults(func=cmd_report)
 
