@@ -386,6 +386,17 @@ class SparkBackend:
         answers are not cached: ``cache`` is accepted for the common signature and unused)."""
         from statelens.readers.values import rows_to_arrow, state_row_schema
 
+        store = self._typed_store(operator_id, store_name)
+        rows = [
+            (r.partition_id, r.key, r.value)
+            for r in self.read_rows(operator_id, store_name, version, partition_id)
+        ]
+        return rows_to_arrow(
+            rows, state_row_schema(store.key_schema, store.value_schema), unique_names=unique_names
+        )
+
+    def _typed_store(self, operator_id: int, store_name: str | None) -> Any:
+        """The store's description, which must have its key and value schemas (for Arrow types)."""
         op = self.ckpt.operator(operator_id)
         store = op.stores[0] if store_name is None else op.store(store_name)
         if store.key_schema is None or store.value_schema is None:
@@ -395,13 +406,7 @@ class SparkBackend:
                 operator_id=operator_id,
                 store_name=store.store_name,
             )
-        rows = [
-            (r.partition_id, r.key, r.value)
-            for r in self.read_rows(operator_id, store_name, version, partition_id)
-        ]
-        return rows_to_arrow(
-            rows, state_row_schema(store.key_schema, store.value_schema), unique_names=unique_names
-        )
+        return store
 
     def read_changes_arrow(
         self,
@@ -416,15 +421,7 @@ class SparkBackend:
         """The change feed as Arrow (see ``NativeBackend.read_changes_arrow``), one table in all."""
         from statelens.readers.values import rows_to_arrow, state_row_schema
 
-        op = self.ckpt.operator(operator_id)
-        store = op.stores[0] if store_name is None else op.store(store_name)
-        if store.key_schema is None or store.value_schema is None:
-            raise SchemaMismatchError(
-                "this store has no readable schema file, so its rows cannot be typed",
-                path=f"state/{operator_id}/0/_metadata/schema",
-                operator_id=operator_id,
-                store_name=store.store_name,
-            )
+        store = self._typed_store(operator_id, store_name)
         rows = [
             (c.version, c.partition_id, c.change, c.key, c.value)
             for c in self.read_changes(operator_id, store_name, start_version, end_version, partition_id)
