@@ -250,6 +250,8 @@ def test_the_app_shows_durations_and_rates_on_the_timeline(qtbot: Any, window: A
     assert abs(shown - last["durationMs"]["triggerExecution"] / 1000) < 1e-6  # the parts add up to the whole
     text = view.describe(i)
     assert "took" in text and "rows/s in" in text and f"run {last['runId'][:8]}" in text
+    first, second = json.loads((folder / "progress.json").read_text())
+    assert [int(view._ids[k]) for k in view.restarts] == [second[0]["batchId"]]  # the restart is marked
     assert "Event logs: progress for 5 batches of this query in 2 run(s)" in window.progress_summary
     # another checkpoint without event logs: the reported figures go
     window.event_logs.clear()

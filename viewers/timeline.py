@@ -23,6 +23,8 @@ from statelens.viewers.overview import format_duration_s
 from statelens.viewers.timefmt import TimeZoneState
 
 LEFT_AXIS_WIDTH = 70
+#: A batch taking more than this many times the median duration is marked slow.
+SLOW_FACTOR = 3.0
 RIGHT_AXIS_WIDTH = 100
 
 
@@ -90,6 +92,9 @@ class BatchTimelineView(QWidget):
         # What the query reported per timed batch (event logs), NaN where no log covers it.
         self._progress: dict[str, np.ndarray] = {}
         self._progress_text: list[str] = []
+        self._run_ids: list[str] = []
+        self._restart_lines: list[tuple[Any, Any]] = []
+        self.restarts: list[int] = []  # positions of the first batch of each new run
         self.duration_plot: Any = None
         self.rate_plot: Any = None
 
@@ -294,13 +299,16 @@ class BatchTimelineView(QWidget):
         processed_rate: Sequence[float],
         dropped: Sequence[float],
         notes: Sequence[str] = (),
+        run_ids: Sequence[str] = (),
     ) -> None:
         """Show the durations and rates the query reported, one value per ``batch_ids`` entry.
 
         ``parts`` are ``(name, seconds)`` of the batch duration (Spark's ``durationMs`` parts, stacked in
         the given order); rates in rows per second; ``dropped`` rows dropped by the watermark (all state
-        operators). ``notes`` (one per batch) extend the read-out, e.g. the run id. NaN where a batch has
-        no report. Batches without a start time are left out, as in the plots above.
+        operators). ``notes`` (one per batch) extend the read-out, e.g. the run id; where ``run_ids``
+        changes from one batch to the next the query was restarted, which is marked. Batches taking more
+        than :data:`SLOW_FACTOR` times the median are marked slow. NaN where a batch has no report.
+        Batches without a start time are left out, as in the plots above.
         """
         index = {int(b): i for i, b in enumerate(batch_ids)}
         rows = [index.get(int(b)) for b in self._ids]
@@ -312,6 +320,7 @@ class BatchTimelineView(QWidget):
         self._progress = {name: pick(v) for name, v in parts}
         self._progress_rates = (pick(input_rate), pick(processed_rate), pick(dropped))
         self._progress_text = [notes[r] if r is not None and r < len(notes) else "" for r in rows]
+        self._run_ids = [run_ids[r] if r is not None and r < len(run_ids) else "" for r in rows]
         self._ensure_progress_plots()
         self._draw_progress()
         if self._selection is not None:
@@ -325,6 +334,8 @@ class BatchTimelineView(QWidget):
             if plot is not None:
                 self.graphics.removeItem(plot)
         self.duration_plot = self.rate_plot = None
+        self._restart_lines = []
+        self.restarts = []
 
     def _ensure_progress_plots(self) -> None:
         if self.duration_plot is not None:
@@ -372,6 +383,9 @@ class BatchTimelineView(QWidget):
         for plot in (self.duration_plot, self.rate_plot):
             for item in [i for i in plot.items if not isinstance(i, pg.InfiniteLine)]:
                 plot.removeItem(item)
+        for plot, line in self._restart_lines:
+            plot.removeItem(line)
+        self._restart_lines = []
         self.dropped_box.clear()
         self.duration_legend.clear()
         self.rate_legend.clear()
@@ -396,7 +410,8 @@ class BatchTimelineView(QWidget):
             self.duration_legend.addItem(bars, name)
             bottom += height
         if bottom.any():
-            self.duration_plot.setYRange(0, float(bottom.max()) * 1.15, padding=0)
+            self.duration_plot.setYRange(0, float(bottom.max()) * 1.25, padding=0)
+        self._mark_slow_and_restarts(bottom)
         inp, proc, dropped = self._progress_rates
         for values, name, color in (
             (inp, "input rows/s", theme.SERIES[0]),
@@ -435,6 +450,42 @@ class BatchTimelineView(QWidget):
         )
         self._set_time_axes(bool(np.isfinite(self._wm).any()))
         self._follow_dropped()
+
+    def _mark_slow_and_restarts(self, total: np.ndarray) -> None:
+        """Slow batches (a star over their bar) and restarts (a dashed line where the run id changes)."""
+        reported = total[total > 0]
+        if len(reported) >= 3:
+            slow = total > SLOW_FACTOR * float(np.median(reported))
+            if slow.any():
+                stars = pg.ScatterPlotItem(
+                    x=self._t[slow],
+                    y=total[slow] * 1.08,
+                    symbol="star",
+                    size=14,
+                    pen=pg.mkPen(theme.UNCOMMITTED),
+                    brush=pg.mkBrush(theme.UNCOMMITTED),
+                )
+                self.duration_plot.addItem(stars)
+                self.duration_legend.addItem(stars, f"slow (over {SLOW_FACTOR:g}x the median)")
+        self.restarts = [
+            i
+            for i in range(1, len(self._run_ids))
+            if self._run_ids[i] and self._run_ids[i - 1] and self._run_ids[i] != self._run_ids[i - 1]
+        ]
+        pen = pg.mkPen(theme.SELECTED, width=1, style=Qt.PenStyle.DotLine)
+        for i in self.restarts:
+            for plot in (self.duration_plot, self.rate_plot):
+                x = (self._t[i - 1] + self._t[i]) / 2
+                line = pg.InfiniteLine(
+                    pos=x,
+                    angle=90,
+                    movable=False,
+                    pen=pen,
+                    label="restart" if plot is self.duration_plot else None,
+                    labelOpts={"position": 0.3, "color": theme.SELECTED},
+                )
+                plot.addItem(line, ignoreBounds=True)
+                self._restart_lines.append((plot, line))
 
     def _set_time_axes(self, has_wm: bool) -> None:
         """Axis zones (offset at the middle of the data) and labels for the current time zone."""

@@ -365,6 +365,7 @@ class ProgressSeries:
     processed_rate: list[float]
     dropped: list[float]
     notes: list[str]
+    run_ids: list[str]
     problems: list[StatelensError]
     summary: str
 
@@ -427,6 +428,7 @@ def iter_progress_series(
             float(sum(op["num_rows_dropped_by_watermark"] or 0 for op in d["state_operators"])) for d in docs
         ],
         notes=[f"run {d['run_id'][:8]}" for d in docs],
+        run_ids=[d["run_id"] for d in docs],
         problems=problems,
         summary=summary,
     )

@@ -855,6 +855,7 @@ class MainWindow(QMainWindow):
                 series.processed_rate,
                 series.dropped,
                 series.notes,
+                series.run_ids,
             )
         self.progress_summary = series.summary
         self.status_label.setText(series.summary)
