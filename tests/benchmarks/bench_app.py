@@ -1,0 +1,111 @@
+"""Benchmark: the desktop app and the state browser on the 2M-key checkpoint of ``bench_growth`` (on demand).
+
+    python -m tests.benchmarks.bench_app [--partitions 200] [--batches 32] [--keys 2000000]
+
+Measured in one run, each app start in a fresh process (``statelens gui CKPT --screenshot --view V``, which
+returns once the view's data is drawn), wall time and peak RSS:
+
+* the growth view, drawn;
+* the state browser, drawn, with an empty decoded-state cache (cold) and again with it filled (warm);
+* in-process: decoding the latest version into the browser's table (``iter_state_table``), then sorting
+  by a number, by the key text, and filtering every column for a text, as the app's worker does;
+* the raw floor: reading and decompressing every state file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def app_start(ckpt: Path, view: str, cache: Path) -> dict[str, float]:
+    """Wall time and peak RSS of one app start until ``view`` is drawn (a screenshot saved)."""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "STATELENS_CACHE_DIR": str(cache)}
+    shot = Path(tempfile.mkdtemp()) / "shot.png"
+    code = (
+        "import resource,sys;from statelens.app.launcher import main;"
+        "rc=main(['gui',sys.argv[1],'--screenshot',sys.argv[2],'--view',sys.argv[3]]);"
+        "sys.stderr.write('RSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss);sys.exit(rc)"
+    )
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(ckpt), str(shot), view],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    secs = time.perf_counter() - t
+    rss = [int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("RSS ")]
+    if proc.returncode != 0 or not shot.is_file():
+        raise RuntimeError(f"gui --view {view} failed: {proc.stderr[-2000:]}")
+    return {"seconds": round(secs, 2), "peak_rss_mib": round(rss[-1] / 1024, 1) if rss else -1.0}
+
+
+def browser_work(ckpt: Path, cache: Path) -> dict[str, float]:
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.session import iter_state_table
+    from statelens.readers.cache import StateCache
+    from statelens.readers.checkpoint import open_checkpoint
+    from statelens.viewers.tables import row_order
+
+    c = open_checkpoint(str(ckpt))
+    reader = c.store_reader(0, None)
+    version = reader.latest_version()
+    out: dict[str, float] = {}
+    t = time.perf_counter()
+    table = run_to_end(iter_state_table(reader, version, cache=StateCache(cache)))
+    out["decode_into_table_seconds"] = round(time.perf_counter() - t, 2)
+    n = table.total_rows
+    value_col = table.headers.index(next(h for h in table.headers if h.startswith("value.")))
+    key_col = table.headers.index(next(h for h in table.headers if h.startswith("key.")))
+    for name, col, needle in (
+        ("sort_number", value_col, ""),
+        ("sort_text", key_col, ""),
+        ("filter", key_col, "-00123"),
+    ):
+        t = time.perf_counter()
+        rows = row_order(table.sort_keys, table.columns, n, col, True, needle)
+        out[f"{name}_seconds"] = round(time.perf_counter() - t, 2)
+        out[f"{name}_rows"] = len(rows)
+    out["rows"] = n
+    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tests.benchmarks.bench_growth import build_checkpoint, measure_raw
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", type=int, default=200)
+    ap.add_argument("--batches", type=int, default=32)
+    ap.add_argument("--keys", type=int, default=2_000_000)
+    args = ap.parse_args(argv)
+    ckpt = build_checkpoint(args.partitions, args.batches, args.keys)
+    cache = Path(tempfile.mkdtemp(prefix="statelens-bench-cache-"))
+    try:
+        result: dict[str, object] = {"keys": args.keys, "raw": measure_raw(ckpt)}
+        # the browser first: any app start decodes the selected version, and fills the cache
+        result["browser_cold"] = app_start(ckpt, "browser", cache)
+        result["browser_warm"] = app_start(ckpt, "browser", cache)
+        result["growth_view"] = app_start(ckpt, "growth", cache)
+        result["browser_work"] = browser_work(ckpt, cache)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
