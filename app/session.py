@@ -981,6 +981,18 @@ class _ArrowTextColumn(Sequence[str]):
         for start in range(0, len(self), step):
             yield from self[start : start + step]
 
+    def contains(self, needle: str) -> Any:
+        """Rows whose display text contains ``needle`` (ASCII, case-insensitive, as the filter folds
+        case), in one vectorised pass over the Arrow array."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = self._leaf
+        if self._kind == "int":
+            arr = pc.cast(arr, pa.string())
+        texts = pc.fill_null(arr, "null")
+        return pc.match_substring(texts, needle, ignore_case=True).to_numpy(zero_copy_only=False)
+
 
 def _arrow_text(arr: Any, kind: str) -> list[str]:
     import pyarrow as pa

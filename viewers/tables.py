@@ -309,6 +309,18 @@ def row_order(
     )
     if not needle:
         return order
+    matchers = [getattr(c, "contains", None) for c in columns]
+    if (
+        haystack is None
+        and needle.isascii()
+        and "\x1f" not in needle
+        and all(m is not None for m in matchers)
+    ):
+        # Columns that can search themselves (kept as Arrow arrays): one vectorised pass per column.
+        mask = np.zeros(n, dtype=bool)
+        for match in matchers:
+            mask |= np.asarray(match(needle), dtype=bool)  # type: ignore[misc]
+        return order[mask[order]]
     hay = haystack if haystack is not None else haystacks(columns, n, cancelled)
     mask = np.fromiter((needle in h for h in hay), dtype=bool, count=n)
     return order[mask[order]]
