@@ -10,6 +10,7 @@ Variants:
 * ``zstd_rolling``: Spark 4's defaults (compressed with zstd, a rolling ``eventlog_v2_*`` folder);
 * ``lz4``: ``spark.eventLog.compression.codec=lz4``, rolling, and the driver log at INFO (the
   "Streaming query made progress" blocks) in ``driver.log``;
+* ``lzf``, ``snappy``: compressed with those codecs, rolling;
 * ``plain``: uncompressed, not rolling (one JSON-lines file);
 * ``restart``: two runs on one checkpoint (two run ids), the second reading two more files.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 _SOURCE_HASH = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:12]
-VARIANTS = ("zstd_rolling", "lz4", "plain", "restart")
+VARIANTS = ("zstd_rolling", "lz4", "lzf", "snappy", "plain", "restart")
 
 
 def cache_dir() -> Path:
@@ -124,6 +125,10 @@ def _run(variant: str, out: Path) -> None:
         log4j.write_text(_LOG4J)
         builder = builder.config("spark.eventLog.rolling.enabled", "true").config(
             "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"
+        )
+    elif variant in ("lzf", "snappy"):
+        builder = builder.config("spark.eventLog.compress", "true").config(
+            "spark.eventLog.compression.codec", variant
         )
     (out / "events").mkdir(parents=True, exist_ok=True)
     inputs = out / "input"

@@ -64,7 +64,7 @@ def _check(batches: list[dict[str, Any]], reported: dict[int, dict[str, Any]]) -
             assert ours["custom_metrics"] == theirs["customMetrics"] and ours["custom_metrics"]
 
 
-@pytest.mark.parametrize("variant", ["zstd_rolling", "lz4", "plain"])
+@pytest.mark.parametrize("variant", ["zstd_rolling", "lz4", "lzf", "snappy", "plain"])
 def test_event_logs_give_every_figure_the_query_reported(
     variant: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -74,7 +74,9 @@ def test_event_logs_give_every_figure_the_query_reported(
     logs = doc["event_logs"]
     assert len(logs["runs"]) == 1 and logs["runs"][0]["terminated"] and not logs["warnings"]
     assert logs["batches_with_progress"] == [b["batch_id"] for b in doc["batches"]]
-    suffix = {"zstd_rolling": ".zstd", "lz4": ".lz4", "plain": ""}[variant]
+    suffix = {"zstd_rolling": ".zstd", "lz4": ".lz4", "lzf": ".lzf", "snappy": ".snappy", "plain": ""}[
+        variant
+    ]
     assert all(f.endswith(suffix) for f in logs["files"]) and len(logs["files"]) == 1
 
 
