@@ -729,6 +729,20 @@ def _columns(
     b: _Buffer, starts: np.ndarray[Any, Any], lengths: np.ndarray[Any, Any], layout: RowLayout, rows: _Rows
 ) -> list[list[Any]]:
     """Decode every field of the rows at ``starts`` (known to lie inside ``b``) into one list per field."""
+    nulls = _row_null_masks(b, starts, lengths, layout, rows)
+    return [
+        _values(
+            b, starts + f.slot, isnull, f.type, starts, layout.fixed_size, lengths, rows, f.qualname, None
+        )
+        for f, isnull in zip(layout.fields, nulls, strict=True)
+    ]
+
+
+def _row_null_masks(
+    b: _Buffer, starts: np.ndarray[Any, Any], lengths: np.ndarray[Any, Any], layout: RowLayout, rows: _Rows
+) -> list[np.ndarray[Any, Any]]:
+    """Check that the rows at ``starts`` hold their bitset and slots and that their variable-length
+    payloads fit; return each field's null mask (the per-row and the Arrow decoders share this)."""
     i = _first(lengths < layout.fixed_size)
     if i is not None:
         raise rows.fail(
@@ -739,11 +753,12 @@ def _columns(
         )
     u64 = b.view(_U64_DT)
     words = [u64[starts + 8 * w] for w in range(layout.bitset_bytes // 8)]
+    nulls = [((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool) for f in layout.fields]
     _check_room(
         b,
         [
-            (starts + f.slot, ((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool))
-            for f in layout.fields
+            (starts + f.slot, isnull)
+            for f, isnull in zip(layout.fields, nulls, strict=True)
             if f.type.kind not in _FIXED_KINDS
         ],
         layout.fixed_size,
@@ -751,15 +766,7 @@ def _columns(
         rows,
         False,
     )
-    cols: list[list[Any]] = []
-    for f in layout.fields:
-        isnull = ((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool)
-        cols.append(
-            _values(
-                b, starts + f.slot, isnull, f.type, starts, layout.fixed_size, lengths, rows, f.qualname, None
-            )
-        )
-    return cols
+    return nulls
 
 
 def _values(

@@ -23,17 +23,15 @@ import pyarrow as pa  # noqa: TID253  (imported lazily itself, by the readers th
 from statelens.readers.errors import SchemaMismatchError
 from statelens.readers.unsaferow import (
     _CHUNK_ROWS,
-    _FIXED_KINDS,
     _NUMPY_DTYPE,
-    _ONE,
     _U64_DT,
     Kind,
     RowLayout,
     TypeLayout,
     _Buffer,
-    _check_room,
     _first,
     _outside_message,
+    _row_null_masks,
     _Rows,
     _values,
     _Where,
@@ -132,29 +130,7 @@ def _struct(
         return _scatter(inner, idx, n)
     if n == 0:
         return pa.array([], type=arrow_type)
-    i = _first(lengths < layout.fixed_size)
-    if i is not None:
-        raise rows.fail(
-            i,
-            layout.fields[0].qualname.rpartition(".")[0] if layout.fields else "",
-            f"a row of {len(layout.fields)} fields needs at least {layout.fixed_size} bytes "
-            f"(null bitset and fixed slots), it has {int(lengths[i])}",
-        )
-    u64 = b.view(_U64_DT)
-    words = [u64[starts + 8 * w] for w in range(layout.bitset_bytes // 8)]
-    nulls = [((words[f.null_word] >> np.uint64(f.null_bit)) & _ONE).astype(bool) for f in layout.fields]
-    _check_room(
-        b,
-        [
-            (starts + f.slot, isnull)
-            for f, isnull in zip(layout.fields, nulls, strict=True)
-            if f.type.kind not in _FIXED_KINDS
-        ],
-        layout.fixed_size,
-        lengths,
-        rows,
-        False,
-    )
+    nulls = _row_null_masks(b, starts, lengths, layout, rows)
     children = []
     for f, isnull, af in zip(layout.fields, nulls, fields, strict=True):
         t = f.type
