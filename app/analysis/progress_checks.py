@@ -101,6 +101,8 @@ def _compare_rows(
                 continue
             want = ops[op.operator_id].get("numRowsTotal")
             version = b + 1
+            if not any(version in reader.versions(pid) for pid in reader.partition_ids()):
+                continue  # cleaned up since
             try:
                 got = sum(
                     len(reader.read_raw(pid, version))
@@ -109,8 +111,6 @@ def _compare_rows(
                 )
             except StatelensError:
                 continue  # an unreadable version is reported by the state-version and file checks
-            if not any(version in reader.versions(pid) for pid in reader.partition_ids()):
-                continue  # cleaned up since
             if isinstance(want, int) and want != got:
                 add(
                     "progress_rows_disagree",
