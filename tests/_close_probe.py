@@ -66,7 +66,7 @@ def _window(app: Any, path: str, folder: str, name: str) -> Any:
     loaded: list[Any] = []
     win.checkpoint_loaded.connect(loaded.append)
     win.open_checkpoint(path)
-    _wait(app, lambda: loaded and win.runner.idle, "the checkpoint to load")
+    _wait(app, lambda: loaded and win.settled(), "the checkpoint to load")
     return win
 
 
@@ -109,7 +109,7 @@ def phase_while_starting(app: Any, path: str, folder: str) -> dict[str, Any]:
         t = time.monotonic()
         win.close()
         close_s = time.monotonic() - t
-        _wait(app, lambda: win.runner.idle, "the reading job to end")
+        _wait(app, lambda: win.settled(), "the reading job to end")
     finally:
         gate.set()
         spark_backend.check_spark_available = real_check

@@ -244,7 +244,7 @@ def test_the_app_shows_durations_and_rates_on_the_timeline(qtbot: Any, window: A
     assert window.event_logs == [str(rolling_file.parent), str(second)]
     with qtbot.waitSignal(window.progress_updated, timeout=120_000):
         window.open_checkpoint(str(folder / "checkpoint"))
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=120_000)
+    qtbot.waitUntil(lambda: window.settled(), timeout=120_000)
     view = window.timeline
     assert view.duration_plot is not None and view.rate_plot is not None
     i = int(list(view._ids).index(max(reported)))

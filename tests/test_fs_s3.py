@@ -745,7 +745,7 @@ def test_app_opens_s3_with_storage_options(
     qtbot.addWidget(win)
     with qtbot.waitSignal(win.checkpoint_loaded, timeout=60_000):
         win.open_checkpoint(uploaded)
-    qtbot.waitUntil(lambda: win.runner.idle, timeout=60_000)
+    qtbot.waitUntil(lambda: win.settled(), timeout=60_000)
     assert win.loaded is not None and win.loaded.url == uploaded
     assert proxy.count(f"{PREFIX}/offsets/0") >= 1
     settings.sync()

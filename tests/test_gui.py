@@ -61,7 +61,7 @@ def _open(qtbot, win, path: str | Path, is_sample: bool = False):  # type: ignor
     """Open a checkpoint and wait until it and every follow-up job (growth, browser) are done."""
     with qtbot.waitSignal(win.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         win.open_checkpoint(str(path), is_sample=is_sample)
-    qtbot.waitUntil(lambda: win.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
     return win.loaded
 
 
@@ -272,7 +272,7 @@ def test_reload_keeps_selection(qtbot, window, checkpoint, raise_errors) -> None
     qtbot.waitUntil(window.isActiveWindow, timeout=2000)
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         qtbot.keyClick(window, Qt.Key.Key_F5)
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
     assert window.loaded is not loaded
     assert window.selection.batch_id == first
     assert window.browser.version_combo.currentData() == first + 1
@@ -315,7 +315,7 @@ def test_cancel_right_after_start(qtbot, window, checkpoint, raise_errors) -> No
     window.open_checkpoint(str(path))
     assert window.cancel_button.isVisible()
     window.cancel_jobs()
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
     assert QThreadPool.globalInstance().waitForDone(5000)
     assert loaded == []
     assert window.loaded is None
@@ -326,7 +326,7 @@ def test_cancel_right_after_start(qtbot, window, checkpoint, raise_errors) -> No
     window.open_checkpoint(str(first))
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         window.open_checkpoint(str(second))
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
     assert [item.url for item in loaded] == [str(second)]
 
 
@@ -340,7 +340,7 @@ def test_close_while_loading_stops_workers(qtbot, tmp_path, checkpoint, raise_er
     win.open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
     win.close()
     assert QThreadPool.globalInstance().waitForDone(5000)
-    qtbot.waitUntil(lambda: win.runner.idle, timeout=5000)
+    qtbot.waitUntil(lambda: win.settled(), timeout=5000)
 
 
 def test_not_a_checkpoint_shows_error(qtbot, window, tmp_path, show_errors) -> None:  # type: ignore[no-untyped-def]
@@ -358,7 +358,7 @@ def test_not_a_checkpoint_shows_error(qtbot, window, tmp_path, show_errors) -> N
     assert box.textFormat() == Qt.TextFormat.PlainText
     assert "Traceback" in box.detailedText()
     assert window.loaded is None
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=5000)
+    qtbot.waitUntil(lambda: window.settled(), timeout=5000)
 
 
 @pytest.mark.spark
@@ -418,7 +418,7 @@ def test_sample_opens_with_banner(qtbot, window, raise_errors) -> None:  # type:
     window.url_edit.setText(str(path))
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         qtbot.keyClick(window.url_edit, Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
     assert not window.banner.isVisible()
     assert window.recent_checkpoints() == [str(path)]
     # Credentials typed into a URL are never kept in the settings (they come from the environment).

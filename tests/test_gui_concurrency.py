@@ -148,7 +148,7 @@ def make_window(qtbot: Any, tmp_path: Path) -> Iterator[Any]:
 def _open(qtbot: Any, win: Any, path: Path) -> Any:
     with qtbot.waitSignal(win.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         win.open_checkpoint(str(path))
-    qtbot.waitUntil(lambda: win.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
     return win.loaded
 
 
@@ -176,7 +176,7 @@ def test_second_checkpoint_cancels_the_first_still_loading(
         qtbot.waitUntil(stalled.entered.is_set, timeout=LOAD_TIMEOUT_MS)  # the first load waits for storage
         with qtbot.waitSignal(win.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
             win.open_checkpoint(str(second))
-        qtbot.waitUntil(lambda: win.runner.idle, timeout=LOAD_TIMEOUT_MS)
+        qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
         # The first load stopped because it was cancelled, not because the storage answered.
         assert stalled.cancelled_reads >= 1 and stalled.released_reads == 0
         assert [item.url for item in loaded] == [str(second)] and failed == []
@@ -215,7 +215,7 @@ def test_close_while_loading_cancels_the_read_and_leaves_no_thread(
         win.close()
         assert time.monotonic() - started < CLOSE_LIMIT_S  # the stalled read saw the cancel at once
         assert QThreadPool.globalInstance().activeThreadCount() == 0  # close() waited for its workers
-        qtbot.waitUntil(lambda: win.runner.idle, timeout=5000)  # their "finished" signals, queued
+        qtbot.waitUntil(lambda: win.settled(), timeout=5000)  # their "finished" signals, queued
         assert stalled.cancelled_reads >= 1 and stalled.released_reads == 0
         assert loaded == []
         assert_no_stray_threads(qtbot, before)
@@ -248,7 +248,7 @@ def test_close_during_a_spark_read_cancels_its_job_and_keeps_a_given_session(
     win.close()
     assert time.monotonic() - started < CLOSE_LIMIT_S  # the job was cancelled, the worker did not hang on
     assert QThreadPool.globalInstance().activeThreadCount() == 0
-    qtbot.waitUntil(lambda: win.runner.idle, timeout=5000)
+    qtbot.waitUntil(lambda: win.settled(), timeout=5000)
     assert blocker.outcome == "cancelled"
     qtbot.waitUntil(lambda: tracker.getActiveJobsIds() == [], timeout=10_000)
     assert_no_stray_threads(qtbot, before)

@@ -36,7 +36,7 @@ def window(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type
 def _open(qtbot: Any, win: Any, path: Path) -> None:
     with qtbot.waitSignal(win.sql_updated, timeout=TIMEOUT_MS):
         win.open_checkpoint(str(path))
-    qtbot.waitUntil(lambda: win.runner.idle, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: win.settled(), timeout=TIMEOUT_MS)
 
 
 def _run(qtbot: Any, win: Any, query: str) -> None:
@@ -93,7 +93,7 @@ def test_errors_stay_in_the_tab_and_ctrl_enter_runs(qtbot: Any, window: Any) -> 
     assert window.sql.model.row_texts(0)[0] == "6"
     # numbers sort as numbers (10 after 9), whatever the text
     window.sql.table.sortByColumn(1, Qt.SortOrder.AscendingOrder)
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.settled(), timeout=TIMEOUT_MS)
     texts = [window.sql.proxy.index(r, 1).data() for r in range(window.sql.proxy.rowCount())]
     numbers = [float(t) for t in texts if t]
     assert numbers == sorted(numbers)

@@ -47,7 +47,7 @@ def _open(qtbot, win, path: Path):  # type: ignore[no-untyped-def]
     """Open a checkpoint and wait for it and every follow-up job (growth, expired, schema, browser)."""
     with qtbot.waitSignal(win.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         win.open_checkpoint(str(path))
-    qtbot.waitUntil(lambda: win.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
     return win.loaded
 
 
@@ -88,7 +88,7 @@ def _pick(combo, key: tuple[int, str]) -> None:  # type: ignore[no-untyped-def]
 def _show_store(qtbot, win, key: tuple[int, str]) -> None:  # type: ignore[no-untyped-def]
     with qtbot.waitSignal(win.table_updated, timeout=LOAD_TIMEOUT_MS):
         _pick(win.browser.store_combo, key)
-    qtbot.waitUntil(lambda: win.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
 
 
 # -- store pickers -------------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_expired_view_lists_the_tws_timer_zombie(qtbot, window, checkpoint, name
     assert "not checked" in view.status.text()
     assert "not checked" in view.counts_label.text() and "nothing expired" not in view.counts_label.text()
     qtbot.waitUntil(
-        lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS
+        lambda: window.settled(), timeout=LOAD_TIMEOUT_MS
     )  # the browser and history follow the pick
 
 
@@ -266,9 +266,7 @@ def test_growth_view_lists_the_heaviest_keys_of_the_picked_store(qtbot, window, 
     loaded = _open(qtbot, window, checkpoint("rocks_tws_timers") / "checkpoint")
     window.select_view("growth")
     _pick(window.growth.store_combo, (0, "ttll"))
-    qtbot.waitUntil(
-        lambda: window.runner.idle and bool(window.growth.top_key_rows()), timeout=LOAD_TIMEOUT_MS
-    )
+    qtbot.waitUntil(lambda: window.settled() and bool(window.growth.top_key_rows()), timeout=LOAD_TIMEOUT_MS)
     (expected,), problems = run_to_end(iter_top_keys(loaded.checkpoint, TOP_KEYS_SHOWN, only=(0, "ttll")))
     assert problems == [] and expected.overall
     assert window.growth.heavy_model.headers() == ["partition", "bytes", "elements", "key"]

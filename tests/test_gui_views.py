@@ -54,7 +54,7 @@ def _open(qtbot, win, path: str | Path):  # type: ignore[no-untyped-def]
     """Open a checkpoint and wait for it and every follow-up job (growth, expired, schema, browser)."""
     with qtbot.waitSignal(win.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         win.open_checkpoint(str(path))
-    qtbot.waitUntil(lambda: win.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
     return win.loaded
 
 
@@ -148,7 +148,7 @@ def test_clicking_a_zombie_opens_its_history_and_selects_it_everywhere(qtbot, wi
     # The shared selection moved: the browser shows that partition and version with the key selected.
     s = window.selection
     assert (s.partition_id, s.version, s.key, s.key_partition_id) == (pid, version, key, pid)
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
     assert window.browser.version_combo.currentData() == version
     assert window.browser.partition_combo.currentData() == pid
     assert window.browser.selected_key() == (pid, key)
@@ -569,7 +569,7 @@ def test_selection_links_every_view(qtbot, window, checkpoint) -> None:  # type:
     assert window.schema.tree.currentItem() is window.schema.store_items()[(0, "default")]
     assert window.expired.shown_store() == (0, "default")
     # key: picked in the browser -> expired table follows when it lists it
-    qtbot.waitUntil(lambda: window.runner.idle, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
     zombie = window.expired_findings()[0]
     with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
         window.selection.update(partition_id=zombie.partition, version=zombie.version)
@@ -812,3 +812,45 @@ def test_screenshot_of_the_timeline_in_local_time(qapp, tmp_path, raise_errors, 
     args = argparse.Namespace(checkpoint=str(_sample()), screenshot=str(out), view="timeline")
     assert run_gui(args) == 0
     assert QImage(str(out)).size().toTuple() == (1400, 900)
+
+
+# -- the view in front gets the cores ---------------------------------------------------------------------
+def test_hidden_views_fill_after_the_view_in_front(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """Opened on the growth view, only its job starts with the load; the browser, expired keys and SQL
+    wait until nothing else runs, then fill one after another, so every view ends up with its data."""
+    window.select_view("growth")
+    events: list[tuple[str, str]] = []
+    window.runner.job_started.connect(lambda channel, _what: events.append(("start", channel)))
+    window.runner.job_finished.connect(lambda channel: events.append(("end", channel)))
+    at_growth_end: list[list[str]] = []
+    window.runner.job_finished.connect(
+        lambda channel: channel == "growth" and at_growth_end.append(window.pending_views())
+    )
+    with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
+        window.open_checkpoint(str(_sample()))
+    qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
+    assert window.pending_views() == []
+    assert at_growth_end == [["expired", "browser", "sql"]]
+    # Then one at a time, in the order of the tabs, each after the one before had finished.
+    background = [e for e in events if e[1] in ("expired", "browser", "sql")]
+    assert background == [(w, ch) for ch in ("expired", "browser", "sql") for w in ("start", "end")]
+    assert events.index(("end", "growth")) < events.index(("start", "expired"))
+    assert window.state_table() is not None and window.state_table().total_rows > 0
+    assert window.expired_findings(), "the sample's zombies were found in the background"
+    assert window.sql.table.model().rowCount() > 0
+
+
+def test_showing_a_view_starts_its_waiting_job_and_cancel_holds_the_rest(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    window.select_view("overview")
+    window.runner.job_started.connect(lambda channel, _what: channel == "growth" and window.cancel_jobs())
+    with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
+        window.open_checkpoint(str(_sample()))
+    # The first background job (growth) was cancelled by the user: the others stay held...
+    qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
+    assert window.pending_views() == ["expired", "browser", "sql"]
+    assert window.state_table() is None
+    # ...until their view is shown.
+    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+        window.select_view("browser")
+    assert window.pending_views() == ["expired", "sql"]
+    assert window.state_table() is not None and window.state_table().total_rows > 0

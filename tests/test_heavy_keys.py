@@ -140,6 +140,51 @@ def test_a_damaged_partition_is_reported_and_the_rest_weighed(checkpoint: Any, t
     )
 
 
+@pytest.mark.parametrize(
+    ("scenario", "damaged"),
+    [
+        ("agg_many_partitions", False),
+        ("agg_many_partitions", True),
+        ("pandas_state_event", False),
+        ("pandas_state_event", True),
+        ("rocks_agg_changelog", False),
+    ],
+)
+def test_growth_weighs_on_its_walk_what_a_read_of_the_version_weighs(
+    scenario: str, damaged: bool, checkpoint: Any, tmp_path: Path
+) -> None:
+    """The app's growth job weighs the heaviest keys on its own walk (no second read of the state): the
+    answer is the separate weighing's, also when the newest file of a partition is cut."""
+    import shutil
+
+    from statelens.app.analysis.growth import iter_growth
+
+    root = checkpoint(scenario) / "checkpoint"
+    if damaged:
+        shutil.copytree(root, tmp_path / "ckpt")
+        root = tmp_path / "ckpt"
+        reader = open_checkpoint(str(root)).store_reader(0)
+        pid = reader.partition_ids()[-1]
+        files = reader.partitions[pid]
+        victim = files.deltas[max(files.deltas)].path
+        data = (root / victim).read_bytes()
+        (root / victim).write_bytes(data[: len(data) - 7])
+    ckpt = open_checkpoint(str(root))
+    growth = run_to_end(iter_growth(ckpt, top_keys=3))
+    separate, problems = run_to_end(iter_top_keys(ckpt, 3))
+    assert bool(problems) == damaged and bool(growth.problems) == damaged
+    by_store = {(s.operator_id, s.store_name): s for s in separate}
+    weighed = [g for g in growth.stores if g.top_keys is not None]
+    assert weighed, "growth weighed no store"
+    for g in weighed:
+        assert g.top_keys.to_json() == by_store[(g.operator_id, g.store_name)].to_json()  # type: ignore[union-attr]
+        assert g.top_keys.overall and g.top_keys.keys == sum(  # type: ignore[union-attr]
+            per[g.top_keys.version]
+            for per in g.rows.values()
+            if g.top_keys.version in per  # type: ignore[union-attr]
+        )
+
+
 def test_report_lists_each_stores_heaviest_keys_escaped(checkpoint: Any, tmp_path: Path) -> None:
     from statelens.app.analysis.doctor import iter_doctor
     from statelens.app.analysis.expired import iter_expired

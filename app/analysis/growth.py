@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statelens.app.analysis._common import BatchClock, finite, walk_partition
+from statelens.app.analysis.heavy import StoreTopKeys, StoreWeigher
 from statelens.readers.errors import BackendUnavailableError, StatelensError
 from statelens.readers.model import Progress
 
@@ -46,6 +47,7 @@ class StoreGrowth:
     zombie_rows: int | None = None
     skipped: str = ""
     backend: str = "native"  # "spark": rows and file bytes from Spark, key + value bytes unknown
+    top_keys: StoreTopKeys | None = None  # weighed on the walk's last version, when asked (``top_keys``)
 
     # -- totals ---------------------------------------------------------------------------------------
     def _total(self, table: dict[int, dict[int, int]], version: int) -> int:
@@ -273,6 +275,7 @@ def iter_growth(
     zombie_rows: dict[tuple[int, str], int] | None = None,
     cancelled: Callable[[], bool] | None = None,
     backends: Any = None,
+    top_keys: int | None = None,
 ) -> Generator[Progress, None, GrowthResult]:
     """Rows and bytes of every HDFS store per partition and version, plus the footprint.
 
@@ -290,6 +293,11 @@ def iter_growth(
         Picks native or Spark per store (default native). Through Spark, rows per partition and
         version come from its change feed in one job (``SparkBackend.iter_stats``), file bytes from
         the listing; key + value bytes are not known (``state_bytes`` stays empty).
+    top_keys : int, optional
+        Also weigh the heaviest keys of each natively read store with a schema, this many per partition
+        and per store (``StoreGrowth.top_keys``), from the last state the walk reaches in each partition
+        (the store's newest version; partitions whose newest version is older are left out, as in
+        :func:`app.analysis.heavy.iter_top_keys`).
 
     Yields
     ------
@@ -326,21 +334,36 @@ def iter_growth(
         except BackendUnavailableError as err:  # e.g. RocksDB column families (transformWithState)
             g.skipped = err.message
             continue
+        # The heaviest keys come from the walk's last state of each partition: no second read.
+        weigher = (
+            StoreWeigher(reader, op.operator_id, st.store_name, top_keys)
+            if top_keys and reader.schema
+            else None
+        )
         for pid in reader.partition_ids():
             pf = reader.partitions[pid]
             rows = g.rows.setdefault(pid, {})
             sbytes = g.state_bytes.setdefault(pid, {})
             fbytes = g.file_bytes.setdefault(pid, {})
             sizes: dict[str, int] = {}
+            last: tuple[int, dict[bytes, bytes]] | None = None
             for v, state, _ in walk_partition(reader, pid, problems, cancelled, sizes):
                 rows[v] = len(state)
                 sbytes[v] = sizes["state_bytes"]
                 fbytes[v] = sum(
                     f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None
                 )
+                last = (v, state)
                 if time.monotonic() - last_tick > 0.1:
                     last_tick = time.monotonic()
                     yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid} v{v}")
+            if weigher is not None and last is not None:
+                try:
+                    weigher.weigh(pid, *last)
+                except StatelensError as err:
+                    problems.append(err)
+        if weigher is not None:
+            g.top_keys = weigher.result()
         g.versions = sorted({v for per in g.rows.values() for v in per})
         if zombie_rows is not None:
             g.zombie_rows = zombie_rows.get((op.operator_id, st.store_name))

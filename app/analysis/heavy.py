@@ -98,22 +98,20 @@ def _grouping(reader: Any) -> tuple[str | None, Callable[[bytes], bytes] | None]
     return None, None
 
 
-def _top_of_partition(
-    reader: Any,
-    pid: int,
-    version: int,
+def _top_of_state(
+    raw: dict[bytes, bytes],
     n: int,
     group: Callable[[bytes], bytes] | None,
     list_like: bool = True,
 ) -> tuple[list[tuple[int, int | None, bytes, bytes | None]], int]:
-    """The ``n`` heaviest ``(bytes, elements, raw key, raw value)`` of one partition, and its key count.
+    """The ``n`` heaviest ``(bytes, elements, raw key, raw value)`` of one partition's raw state, and its
+    key count. Keys of equal weight rank by their key bytes, whatever order the state was built in.
 
     For grouped stores the raw key and value are those of the group's first element (enough to decode
     the grouping key).
     """
     import numpy as np
 
-    raw = reader.read_raw(pid, version)
     if group is None:
         keys = list(raw)
         if not keys:
@@ -122,9 +120,14 @@ def _top_of_partition(
             map(len, raw.values()), np.int64, len(keys)
         )
         take = min(n, len(keys))
-        idx = np.argpartition(-sizes, take - 1)[:take] if take < len(keys) else np.arange(len(keys))
-        idx = idx[np.lexsort((idx, -sizes[idx]))]  # heaviest first, ties in state order
-        return [(int(sizes[i]), None, keys[i], raw[keys[i]]) for i in idx], len(keys)
+        chosen = range(len(keys))
+        if take < len(keys):  # the ``take`` heaviest; of keys tied at the cut, the smallest key bytes
+            cut = np.partition(sizes, len(keys) - take)[len(keys) - take]
+            above = np.flatnonzero(sizes > cut).tolist()
+            tied = np.flatnonzero(sizes == cut).tolist()
+            chosen = above + heapq.nsmallest(take - len(above), tied, key=keys.__getitem__)
+        order = sorted(chosen, key=lambda i: (-int(sizes[i]), keys[i]))  # heaviest first, ties by key bytes
+        return [(int(sizes[i]), None, keys[i], raw[keys[i]]) for i in order], len(keys)
     # A list is stored as one key and its elements; every map entry is a key of its own (grouping key +
     # user key) with its value. Flat list keys end in a 4-byte position that is not stored.
     entry_key_bytes = not list_like
@@ -137,8 +140,81 @@ def _top_of_partition(
         else:
             g[0] += size
             g[1] += 1
-    top = heapq.nlargest(n, groups.values(), key=lambda g: g[0])
+    top = heapq.nsmallest(n, groups.values(), key=lambda g: (-g[0], group(g[2])))  # ties by key bytes
     return [(int(g[0]), int(g[1]), g[2], g[3]) for g in top], len(groups)
+
+
+class StoreWeigher:
+    """Weighs the keys of one store partition by partition, from raw states handed to it (a read of one
+    version, or the last state of ``growth``'s walk), keeping only each partition's top ``n`` decoded.
+
+    Parameters
+    ----------
+    reader : store reader
+        The native reader of the store (it decodes the chosen keys); its schema must be known.
+    operator_id, store_name :
+        The store.
+    n : int
+        Keys kept per partition and per store.
+    """
+
+    def __init__(self, reader: Any, operator_id: int, store_name: str, n: int):
+        if n < 1:
+            raise ValueError(f"top keys: n must be at least 1, not {n}")
+        self.reader = reader
+        self.n = n
+        self.kind, self.group = _grouping(reader)
+        self.operator_id, self.store_name = operator_id, store_name
+        key_schema = reader.schema.key_schema
+        if self.kind == "map":  # the grouping key is the key's first numColsPrefixKey columns
+            from pyspark.sql.types import StructType
+
+            prefix = int((reader.schema.key_encoder or {}).get("numColsPrefixKey", 1))
+            key_schema = StructType(key_schema.fields[:prefix])
+        self.key_schema = key_schema
+        self._parts: dict[int, tuple[int, int, list[HeavyKey]]] = {}  # pid -> (version, keys, top)
+
+    def weigh(self, partition_id: int, version: int, raw: dict[bytes, bytes]) -> None:
+        """Weigh one partition's raw state at ``version``; raises StatelensError when a key cannot be decoded."""
+        from statelens.readers.values import row_to_json
+
+        kind = self.kind
+        top, count = _top_of_state(raw, self.n, self.group, kind != "map")
+        decoded = self.reader.decode_pairs(
+            [(k, v) for _, _, k, v in top], f"{self.store_name} partition {partition_id}"
+        )
+        ncols = len(self.key_schema.fields)  # map state: the grouping key is the key's first columns
+        self._parts[partition_id] = (
+            version,
+            count,
+            [
+                HeavyKey(
+                    partition_id,
+                    row_to_json(key[:ncols] if kind == "map" else key, self.key_schema),
+                    size,
+                    elements,
+                )
+                for (size, elements, _, _), (key, _) in zip(top, decoded, strict=True)
+            ],
+        )
+
+    def result(self, version: int | None = None) -> StoreTopKeys:
+        """The store's top keys at ``version`` (default: the newest version weighed): partitions weighed
+        at another version are left out."""
+        chosen = (
+            version if version is not None else max((v for v, _, _ in self._parts.values()), default=None)
+        )
+        out = StoreTopKeys(self.operator_id, self.store_name, chosen, self.kind)
+        merged: list[tuple[int, int, HeavyKey]] = []
+        for pid in sorted(self._parts):
+            v, count, heavy = self._parts[pid]
+            if v != chosen:
+                continue
+            out.keys += count
+            out.by_partition[pid] = heavy
+            merged.extend((h.bytes, -len(merged), h) for h in heavy)
+        out.overall = [h for _, _, h in heapq.nlargest(self.n, merged)]
+        return out
 
 
 def iter_top_keys(
@@ -173,8 +249,6 @@ def iter_top_keys(
         One :class:`StoreTopKeys` per store, and the problems met (files that could not be read; the
         partition is left out and the rest is still weighed).
     """
-    from statelens.readers.values import row_to_json
-
     if n < 1:
         raise ValueError(f"top keys: n must be at least 1, not {n}")
     problems: list[StatelensError] = []
@@ -194,8 +268,7 @@ def iter_top_keys(
         except BackendUnavailableError as err:
             result.skipped = err.message
             continue
-        kind, group = _grouping(reader)
-        result.grouping = kind
+        result.grouping = _grouping(reader)[0]
         pids = reader.partition_ids()
         chosen = (
             version
@@ -209,13 +282,7 @@ def iter_top_keys(
         if reader.schema is None:
             result.skipped = "no schema file: keys cannot be decoded"
             continue
-        key_schema = reader.schema.key_schema
-        if kind == "map":  # the grouping key is the key's first numColsPrefixKey columns
-            from pyspark.sql.types import StructType
-
-            prefix = int((reader.schema.key_encoder or {}).get("numColsPrefixKey", 1))
-            key_schema = StructType(key_schema.fields[:prefix])
-        merged: list[tuple[int, int, HeavyKey]] = []
+        weigher = StoreWeigher(reader, op.operator_id, st.store_name, n)
         for pid in pids:
             if cancelled is not None and cancelled():
                 return out, problems
@@ -225,22 +292,10 @@ def iter_top_keys(
                 done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}"
             )
             try:
-                top, count = _top_of_partition(reader, pid, chosen, n, group, kind != "map")
-                decoded = reader.decode_pairs(
-                    [(k, v) for _, _, k, v in top], f"{st.store_name} partition {pid}"
-                )
+                weigher.weigh(pid, chosen, reader.read_raw(pid, chosen))
             except StatelensError as err:
                 problems.append(err)
-                continue
-            result.keys += count
-            ncols = len(key_schema.fields)  # map state: the grouping key is the key's first columns
-            heavy = [
-                HeavyKey(pid, row_to_json(key[:ncols] if kind == "map" else key, key_schema), size, elements)
-                for (size, elements, _, _), (key, _) in zip(top, decoded, strict=True)
-            ]
-            result.by_partition[pid] = heavy
-            merged.extend((h.bytes, -len(merged), h) for h in heavy)
-        result.overall = [h for _, _, h in heapq.nlargest(n, merged)]
+        out[-1] = weigher.result(chosen)
     yield Progress(len(jobs), len(jobs), "heaviest keys")
     return out, problems
 

@@ -676,6 +676,25 @@ class ReportResult:
     doctor_exit_code: int = 0
 
 
+def _iter_unweighed_top_keys(
+    ckpt: Any, growth: GrowthResult, n: int, cancelled: Callable[[], bool] | None
+) -> Generator[Progress, None, tuple[list[StoreTopKeys], list[StatelensError]]]:
+    """Growth's heaviest keys, plus :func:`iter_top_keys` for each store growth did not weigh."""
+    weighed = {(g.operator_id, g.store_name): g.top_keys for g in growth.stores if g.top_keys is not None}
+    out: list[StoreTopKeys] = []
+    problems: list[StatelensError] = []
+    for op in ckpt.operators:
+        for st in op.stores:
+            key = (op.operator_id, st.store_name)
+            if key in weighed:
+                out.append(weighed[key])  # type: ignore[arg-type]
+                continue
+            stores, errs = yield from iter_top_keys(ckpt, n, cancelled=cancelled, only=key)
+            out.extend(stores)
+            problems.extend(errs)
+    return out, problems
+
+
 def iter_report(
     ckpt: Any,
     *,
@@ -750,9 +769,17 @@ def iter_report(
             zombies[(op_id, store)] += n
     timeout_stores = {(o.operator_id, o.store_name) for o in expired.operators if o.check == "timeouts"}
     growth = yield from sub(
-        2, iter_growth(ckpt, {k: zombies.get(k, 0) for k in timeout_stores}, cancelled, backends=backends)
+        2,
+        iter_growth(
+            ckpt,
+            {k: zombies.get(k, 0) for k in timeout_stores},
+            cancelled,
+            backends=backends,
+            top_keys=top_keys,
+        ),
     )
-    heavy, heavy_problems = yield from sub(3, iter_top_keys(ckpt, top_keys, cancelled=cancelled))
+    # Stores growth did not weigh on its walk (read by Spark, column families) are weighed on their own.
+    heavy, heavy_problems = yield from sub(3, _iter_unweighed_top_keys(ckpt, growth, top_keys, cancelled))
     doctor = yield from sub(4, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
     if target_rows is None:
         current = max((sum(g.latest_rows().values()) for g in growth.stores), default=0)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt, QUrl, Signal
+from PySide6.QtCore import QSettings, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from statelens.app.analysis.growth import iter_growth
-from statelens.app.analysis.heavy import iter_top_keys
+from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.analysis.sql import EXAMPLES as SQL_EXAMPLES
 from statelens.app.analysis.sql import SqlTable, iter_sql_table
 from statelens.app.analysis.timeline import ProgressSeries, iter_progress_series
@@ -76,6 +76,11 @@ from statelens.viewers.timeline import BatchTimelineView
 
 #: View names, as accepted by ``statelens gui --view``, in tab order.
 VIEWS = ("overview", "timeline", "growth", "expired", "browser", "sql", "schema")
+
+#: Views whose job (on the runner channel of the same name) waits for them: it starts at once when the
+#: view is showing, else when the view is first shown or nothing else runs, so the view in front gets
+#: the cores (two, on many laptops) instead of sharing them with every other view's analysis.
+DEFERRED_VIEWS = ("growth", "expired", "browser", "sql")
 VIEW_TITLES = {
     "overview": "Overview",
     "timeline": "Batch timeline",
@@ -194,6 +199,9 @@ class MainWindow(QMainWindow):
         #: Local time (the default) or UTC for the checkpoint's own times, in every view.
         self.time_zone = TimeZoneState(_setting_bool(self.settings.value(SETTINGS_UTC, False)))
         self._history_request: tuple[Any, ...] | None = None
+        #: Jobs waiting for their view (see :data:`DEFERRED_VIEWS`): channel -> how to start it.
+        self._deferred: dict[str, Callable[[], None]] = {}
+        self._background_paused = False
 
         self.setWindowTitle("statelens")
         self.setAcceptDrops(True)
@@ -359,6 +367,7 @@ class MainWindow(QMainWindow):
         }
         for name in VIEWS:
             self.tabs.addTab(self.views[name], VIEW_TITLES[name])
+        self.tabs.currentChanged.connect(self._on_tabs_current_changed)
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
@@ -519,6 +528,7 @@ class MainWindow(QMainWindow):
 
     def cancel_jobs(self) -> None:
         """Stop every running job at its next step (the Cancel button)."""
+        self.hold_hidden_views()  # a hidden view still fills when it is shown
         if self.runner.idle:
             return
         loading = self.runner.current("load") is not None
@@ -572,6 +582,8 @@ class MainWindow(QMainWindow):
         self._history = None
         self._history_request = None
         self._compare_version = None
+        self._deferred = {}
+        self._background_paused = False
         ckpt = loaded.checkpoint
         title = f"{loaded.location} — statelens" + (" (sample checkpoint)" if loaded.is_sample else "")
         self.setWindowTitle(title)
@@ -654,30 +666,36 @@ class MainWindow(QMainWindow):
         if stores:
             for op, s in stores:
                 self.growth.set_store_status(op.operator_id, s.store_name, "computing…")
-            self.runner.submit(
+            self._when_shown(
                 "growth",
-                iter_growth,
-                ckpt,
-                what="Measuring state growth",
-                on_result=self._on_growth_finished,
-                on_error=self._on_growth_errored,
+                lambda: self.runner.submit(
+                    "growth",
+                    iter_growth,
+                    ckpt,
+                    top_keys=TOP_KEYS_SHOWN,  # weighed on growth's own walk: no second read
+                    what="Measuring state growth",
+                    on_result=self._on_growth_finished,
+                    on_error=self._on_growth_errored,
+                ),
             )
-        self._on_sql_run_requested(
-            self.sql.query(), self.sql.store()
-        )  # the editor's query, on this checkpoint
+        # The editor's query, on this checkpoint.
+        self._when_shown("sql", lambda: self._on_sql_run_requested(self.sql.query(), self.sql.store()))
         if self.event_logs:
             self._read_event_logs()
         if ckpt.operators:
             for op in ckpt.operators:
                 for s in op.stores:
                     self.expired.set_store_status(op.operator_id, s.store_name, "Looking for expired keys…")
-            self.runner.submit(
+            self._when_shown(
                 "expired",
-                iter_expired_overview,
-                ckpt,
-                what="Looking for expired keys",
-                on_result=self._on_expired_finished,
-                on_error=self._on_expired_errored,
+                lambda: self.runner.submit(
+                    "expired",
+                    iter_expired_overview,
+                    ckpt,
+                    what="Looking for expired keys",
+                    on_result=self._on_expired_finished,
+                    on_error=self._on_expired_errored,
+                ),
             )
         else:
             self.expired_updated.emit()
@@ -754,6 +772,9 @@ class MainWindow(QMainWindow):
             self.growth.set_store_status(store.operator_id, store.store_name, " ".join(notes))
             self.growth_updated.emit(store.operator_id, store.store_name)
 
+        weighed = [s.top_keys for s in result.stores if s.top_keys is not None]
+        self._weighed.update((t.operator_id, t.store_name) for t in weighed)
+        self._show_top_keys(weighed)
         self._growth_done = True
         self._request_top_keys()
 
@@ -784,6 +805,9 @@ class MainWindow(QMainWindow):
     def _on_top_keys_finished(self, result: Any) -> None:
         stores, problems = result
         self.problems.add_problems(problems, where="heaviest keys")
+        self._show_top_keys(stores)
+
+    def _show_top_keys(self, stores: list[StoreTopKeys]) -> None:
         for s in stores:
             rows = [(h.partition_id, h.key_text, h.bytes, h.elements) for h in s.overall]
             self.growth.set_top_keys(
@@ -1601,7 +1625,7 @@ class MainWindow(QMainWindow):
 
     def _on_selection_changed(self, changes: dict[str, Any]) -> None:
         if {"operator_id", "store_name", "partition_id", "version"} & set(changes):
-            self._request_table()
+            self._when_shown("browser", self._request_table)
         if {"operator_id", "store_name"} & set(changes):
             self._request_top_keys()
         if (
@@ -1661,6 +1685,45 @@ class MainWindow(QMainWindow):
         self.cancel_button.setVisible(not idle)
         if idle and self.status_label.text().endswith("…"):
             self.status_label.setText(f"Showing {self.loaded.location}" if self.loaded else "Ready")
+        if idle and self._deferred and not self._background_paused:
+            # Nothing else runs: fill the next hidden view, so switching to it later is instant.
+            QTimer.singleShot(0, self._start_next_deferred)
+
+    # -- jobs that wait for their view ---------------------------------------------------------------
+    def _when_shown(self, channel: str, start: Callable[[], None]) -> None:
+        """Run ``start`` (which submits the job on ``channel``, one of :data:`DEFERRED_VIEWS`) now if that view is showing; otherwise
+        when the view is first shown or the app is idle. A newer request replaces a waiting one."""
+        if self.current_view() == channel:
+            self._deferred.pop(channel, None)
+            start()
+            return
+        self._deferred[channel] = start
+        if self.runner.idle and not self._background_paused:
+            QTimer.singleShot(0, self._start_next_deferred)
+
+    def _start_next_deferred(self) -> None:
+        if not self._deferred or not self.runner.idle or self._background_paused or self.runner.is_shut_down:
+            return
+        channel = min(self._deferred, key=VIEWS.index)  # in the order of the tabs
+        self._deferred.pop(channel)()
+
+    def _on_tabs_current_changed(self, _index: int) -> None:
+        start = self._deferred.pop(self.current_view(), None)
+        if start is not None:
+            start()
+
+    def settled(self) -> bool:
+        """True when no job runs and none waits to start in the background (hidden views are filled,
+        or held after Cancel)."""
+        return self.runner.idle and (self._background_paused or not self._deferred)
+
+    def hold_hidden_views(self) -> None:
+        """Start no more jobs for hidden views until they are shown (``--screenshot`` is done; Cancel)."""
+        self._background_paused = True
+
+    def pending_views(self) -> list[str]:
+        """Views whose data waits until they are shown or the app is idle (the rest is done or running)."""
+        return [v for v in DEFERRED_VIEWS if v in self._deferred]
 
     # -- drag and drop -------------------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -1679,6 +1742,8 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         import sys
 
+        self._deferred.clear()  # closing: fill no hidden view
+        self.hold_hidden_views()
         # A Spark job never yields: cancel it first, or the runner would wait for it in vain.
         self._cancel_spark_read()
         if self._chooser is not None:

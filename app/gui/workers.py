@@ -83,6 +83,11 @@ class JobRunner(QObject):
         """True when no job is running (cancelled jobs still winding down count as running)."""
         return not self._running
 
+    @property
+    def is_shut_down(self) -> bool:
+        """True after :meth:`shutdown`: nothing more can be submitted."""
+        return self._closed
+
     def current(self, channel: str) -> Job | None:
         """The current (not superseded) job of a channel, if still running."""
         job = self._current.get(channel)
