@@ -15,7 +15,7 @@ Spark's reader returns decoded rows, not the encoded bytes the ranking is about.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,7 +120,7 @@ def _top_of_state(
             map(len, raw.values()), np.int64, len(keys)
         )
         take = min(n, len(keys))
-        chosen = range(len(keys))
+        chosen: Sequence[int] = range(len(keys))
         if take < len(keys):  # the ``take`` heaviest; of keys tied at the cut, the smallest key bytes
             cut = np.partition(sizes, len(keys) - take)[len(keys) - take]
             above = np.flatnonzero(sizes > cut).tolist()
