@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
 from statelens.readers.arrow_values import ArrowStateRows
+from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import OperatorInfo, Progress, StoreInfo
 from statelens.readers.textfmt import ranges as _ranges
@@ -186,12 +187,13 @@ class LoadedCheckpoint:
         """Every ``(operator, store)`` with a schema whose files the native readers can open (HDFS and
         RocksDB stores; RocksDB column families, which only Spark reads, are left out)."""
         out = []
+        native = native_backend(self.checkpoint)
         for op in self.checkpoint.operators:
             for s in op.stores:
                 if s.schema is None:
                     continue
                 try:
-                    self.checkpoint.store_reader(op.operator_id, s.store_name)
+                    native.store(op.operator_id, s.store_name)
                 except StatelensError:
                     continue
                 out.append((op, s))

@@ -35,7 +35,7 @@ from statelens.readers.store_base import RawState, StoreReaderBase
 from statelens.readers.unsaferow import compile_layout, decode_rows
 
 if TYPE_CHECKING:
-    from statelens.readers.rocksdb_store import ColumnFamily, RocksDBColumnFamilyReader
+    from statelens.readers.rocksdb_store import ColumnFamily, RocksDBColumnFamilyReader, RocksDBStoreReader
 
 __all__ = ["ColumnFamilyStoreReader", "decode_keys", "split_prefix_key", "strip_version"]
 
@@ -292,6 +292,22 @@ class ColumnFamilyStoreReader(StoreReaderBase):
 
     def files(self) -> list[StateFile]:
         return self.physical.files.files()
+
+    def physical_rocksdb(self) -> RocksDBStoreReader | None:
+        from statelens.readers.rocksdb_store import RocksDBStoreReader
+
+        files = self.physical.files
+        return files if isinstance(files, RocksDBStoreReader) else None
+
+    def element_grouping(self) -> tuple[str | None, Callable[[bytes], bytes] | None]:
+        """How raw entries group into keys: list elements and join values share their key bytes (the
+        flat key ends in a 4-byte position), map entries their grouping key (prefix of the key)."""
+        if self.multi:
+            return ("list" if self.family.variable_type == "ListState" else "values"), lambda raw: raw[:-4]
+        if self.family.variable_type == "MapState":
+            path = self.family.name
+            return "map", lambda raw: split_prefix_key(raw, path)[0]
+        return None, None
 
     def _prefix(self, partition_id: int) -> bytes | None:
         ids = self.physical.column_family_ids(partition_id)

@@ -92,6 +92,34 @@ class HDFSStoreReader(StoreReaderBase):
             out.extend(pf.snapshots[v] for v in sorted(pf.snapshots))
         return out
 
+    # -- integrity -----------------------------------------------------------------------------------
+    def check_file(self, sf: StateFile, sample_rows: int) -> tuple[str, StatelensError] | None:
+        """Check one state file the way a read would use it: it decompresses and its records scan
+        (stage ``scan``); the first ``sample_rows`` rows carry valid row checksums where the store writes
+        them (``row_checksum``) and decode against the store's schema (``schema``). None when it is
+        sound, else the first stage that failed and its error (naming the file)."""
+        try:
+            data, idx = self._index(sf)
+        except StatelensError as err:
+            return "scan", err
+        if self.schema is None or idx.count == 0:
+            return None
+        m = min(idx.count, sample_rows)
+        mv = memoryview(data)
+        ks, kl, vs, vl = (a[:m].tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
+        keys = [bytes(mv[ks[i] : ks[i] + kl[i]]) for i in range(m)]
+        values = [bytes(mv[vs[i] : vs[i] + vl[i]]) if vl[i] >= 0 else None for i in range(m)]
+        if self.row_checksum:  # each row starts with its CRC-32C (Spark 4.3)
+            try:
+                keys, values = strip_hdfs(keys, values, sf.path)
+            except StatelensError as err:
+                return "row_checksum", err
+        try:
+            self.decode_pairs(list(zip(keys, values, strict=True)), sf.path)
+        except StatelensError as err:
+            return "schema", err
+        return None
+
     # -- raw records ---------------------------------------------------------------------------------
     def _index(self, sf: StateFile) -> tuple[bytes, RecordIndex]:
         """Decompress one state file and index its records; errors carry the store context."""

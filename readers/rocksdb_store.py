@@ -493,6 +493,9 @@ class RocksDBStoreReader(StoreReaderBase):
         self.limits = limits or ZipLimits()
         self.temp_dir = temp_dir
 
+    def physical_rocksdb(self) -> RocksDBStoreReader | None:
+        return self
+
     def files(self) -> list[StateFile]:
         out: list[StateFile] = []
         for pid in self.partition_ids():

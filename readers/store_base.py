@@ -164,7 +164,18 @@ class StoreReaderBase:
                 state[key] = value
 
     # -- decoded rows --------------------------------------------------------------------------------
-    def _layouts(self) -> tuple[RowLayout, RowLayout]:
+    def physical_rocksdb(self) -> Any:
+        """The reader of the RocksDB store whose files hold this store (itself, or the physical store of
+        a column family), for file checks; None for HDFS stores."""
+        return None
+
+    def element_grouping(self) -> tuple[str | None, Callable[[bytes], bytes] | None]:
+        """How raw entries group into keys: ``(kind, raw key -> grouping key bytes)``; ``(None, None)``
+        when every raw entry is a key of its own (all but list/map state variables, join format 4)."""
+        return None, None
+
+    def layouts(self) -> tuple[RowLayout, RowLayout]:
+        """The compiled UnsafeRow layouts of keys and values (raises SchemaMismatchError without a schema)."""
         if self.schema is None:
             raise SchemaMismatchError(
                 "no schema file for this store; rows cannot be decoded",
@@ -183,7 +194,7 @@ class StoreReaderBase:
         """Decode raw (key, value) UnsafeRow pairs; a ``None`` value (a remove) stays ``None``."""
         import numpy as np
 
-        key_layout, value_layout = self._layouts()
+        key_layout, value_layout = self.layouts()
         keys = [k for k, _ in pairs]
         klen = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
         kstart = np.concatenate(([0], np.cumsum(klen)[:-1])) if len(keys) else klen
@@ -279,7 +290,7 @@ class StoreReaderBase:
 
         from statelens.readers.values import rows_to_arrow, state_row_schema
 
-        key_layout, value_layout = self._layouts()
+        key_layout, value_layout = self.layouts()
         assert self.schema is not None
         if not self.columnar:
             rows = [(r.partition_id, r.key, r.value) for r in self.read_rows(partition_id, version)]
@@ -333,7 +344,7 @@ class StoreReaderBase:
 
         from statelens.readers.values import rows_to_arrow, state_row_schema
 
-        key_layout, value_layout = self._layouts()
+        key_layout, value_layout = self.layouts()
         assert self.schema is not None
         if not self.columnar:
             rows = [

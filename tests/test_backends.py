@@ -8,6 +8,7 @@ messages.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -213,3 +214,27 @@ def test_reading_a_v2_checkpoint_leaves_the_shared_session_as_it_was(checkpoint:
     assert spark.conf.get(key, None) is None
     v1 = open_checkpoint(str(checkpoint("agg_count") / "checkpoint"))
     assert SparkBackend(v1, spark=spark).read_rows(0, "default", 1)
+
+
+def test_consumers_reach_state_only_through_a_backend() -> None:
+    """The import contract (pyproject's import-linter) keeps store-reader modules out of the app; this keeps
+    their handles out too: no module of the app or the viewers asks the checkpoint for a store reader, and
+    both backends answer the one protocol."""
+    import ast
+
+    from statelens.readers.backends import NativeBackend, StateBackend
+    from statelens.readers.backends.spark import SparkBackend
+
+    root = Path(__file__).resolve().parent.parent
+    calls = []
+    for folder in ("app", "viewers"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Attribute) and node.attr in ("store_reader", "column_family_reader"):
+                    calls.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
+    assert calls == [], calls
+    members = [n for n in vars(StateBackend) if not n.startswith("_")] + list(StateBackend.__annotations__)
+    assert {"read_arrow", "read_changes_arrow", "iter_stats", "reads_files", "cancel"} <= set(members)
+    for cls in (NativeBackend, SparkBackend):
+        missing = [m for m in members if not hasattr(cls, m)]
+        assert missing == [], (cls.__name__, missing)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statelens.app.analysis._common import BatchClock
+from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.textfmt import ranges as _ranges
@@ -93,6 +94,7 @@ class DoctorResult:
 class _Doctor:
     def __init__(self, ckpt: Any, min_batches_to_retain: int):
         self.ckpt = ckpt
+        self.native = native_backend(ckpt)  # files, raw records and their checks
         self.min_retain = min_batches_to_retain
         self.result = DoctorResult()
 
@@ -350,7 +352,7 @@ class _Doctor:
                     continue
                 seen.add(physical)
                 try:
-                    reader = self.ckpt.store_reader(op.operator_id, st.store_name)
+                    reader = self.native.store(op.operator_id, st.store_name)
                 except StatelensError as err:
                     self.add(
                         "unreadable_store",
@@ -461,15 +463,12 @@ class _Doctor:
 
     def iter_decode_files(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
         """Decompress and scan every HDFS state file; decode a sample of rows against the schema."""
-        from statelens.readers.codecs import decompress
-        from statelens.readers.records import scan_records
-
         self.result.checked.append("every delta/snapshot decompresses, scans and matches its schema")
         jobs: list[tuple[Any, Any, Any, Any]] = []
         for op in self.ckpt.operators:
             for st in op.stores:
                 if st.provider == "hdfs":
-                    reader = self.ckpt.store_reader(op.operator_id, st.store_name)
+                    reader = self.native.store(op.operator_id, st.store_name)
                     jobs.extend((op, st, reader, sf) for sf in reader.files())
         last = time.monotonic()
         for n, (op, st, reader, sf) in enumerate(jobs):
@@ -479,10 +478,11 @@ class _Doctor:
                 last = time.monotonic()
                 yield Progress(n, len(jobs), f"checking {sf.path}")
             ctx = {"operator_id": op.operator_id, "partition": sf.partition_id, "store_name": st.store_name}
-            try:
-                data = decompress(self.ckpt.fs.read_bytes(sf.path), sf.path, reader.codec)
-                idx = scan_records(data, sf.path, allow_removes=sf.kind == "delta")
-            except StatelensError as err:
+            failed = reader.check_file(sf, SAMPLE_ROWS)
+            if failed is None:
+                continue
+            stage, err = failed
+            if stage == "scan":
                 self.add(
                     "undecodable_file",
                     "error",
@@ -492,37 +492,16 @@ class _Doctor:
                     batch_id=sf.version - 1,
                     **ctx,
                 )
-                continue
-            if reader.schema is None or idx.count == 0:
-                continue
-            m = min(idx.count, SAMPLE_ROWS)
-            mv = memoryview(data)
-            ks, kl, vs, vl = (
-                a[:m].tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len)
-            )
-            pairs = [
-                (bytes(mv[ks[i] : ks[i] + kl[i]]), bytes(mv[vs[i] : vs[i] + vl[i]]) if vl[i] >= 0 else None)
-                for i in range(m)
-            ]
-            if getattr(reader, "row_checksum", False):  # each row starts with its CRC-32C (Spark 4.3)
-                from statelens.readers.rowchecksum import strip_hdfs
-
-                try:
-                    keys, values = strip_hdfs([k for k, _ in pairs], [v for _, v in pairs], sf.path)
-                except StatelensError as err:
-                    self.add(
-                        "row_checksum",
-                        "error",
-                        f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}",
-                        [sf.path],
-                        batch_id=sf.version - 1,
-                        **ctx,
-                    )
-                    continue
-                pairs = list(zip(keys, values, strict=True))
-            try:
-                reader.decode_pairs(pairs, sf.path)
-            except StatelensError as err:
+            elif stage == "row_checksum":
+                self.add(
+                    "row_checksum",
+                    "error",
+                    f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}",
+                    [sf.path],
+                    batch_id=sf.version - 1,
+                    **ctx,
+                )
+            else:
                 self.add(
                     "rows_disagree_with_schema",
                     "error",
@@ -541,14 +520,12 @@ class _Doctor:
         error: the restart will fail. The same problem in another retained version is a warning (that
         version cannot be read; the restart does not need it). SSTs no retained zip names are a note.
         """
-        from statelens.readers.rocksdb_store import RocksDBStoreReader
-
         self.result.checked.append(
             "RocksDB: the zip, SSTs and changelogs a restart loads, every other retained zip and changelog, "
             "orphan SSTs"
         )
         last = self.ckpt.last_committed_batch_id
-        jobs: list[tuple[Any, str, RocksDBStoreReader]] = []
+        jobs: list[tuple[Any, str, Any]] = []
         for op in self.ckpt.operators:
             seen: set[str] = set()
             for st in op.stores:
@@ -557,16 +534,12 @@ class _Doctor:
                     continue
                 seen.add(physical)
                 try:
-                    reader = self.ckpt.store_reader(op.operator_id, st.store_name)
+                    reader = self.native.store(op.operator_id, st.store_name)
                 except StatelensError:
                     continue  # reported by the state-version checks
                 # A column family shown as a store reads its files through the physical store's reader.
-                files = (
-                    reader
-                    if isinstance(reader, RocksDBStoreReader)
-                    else getattr(getattr(reader, "physical", None), "files", None)
-                )
-                if isinstance(files, RocksDBStoreReader):
+                files = reader.physical_rocksdb()
+                if files is not None:
                     jobs.append((op, physical, files))
         total = sum(len(files.partition_ids()) for _, _, files in jobs)
         done = 0
@@ -714,7 +687,7 @@ class _Doctor:
                 )
                 continue
             try:
-                reader = self.ckpt.store_reader(op.operator_id, st.store_name)
+                reader = self.native.store(op.operator_id, st.store_name)
             except StatelensError as err:
                 self.add(
                     "spark_not_compared",

@@ -47,11 +47,15 @@ import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from statelens.app.analysis._common import BatchClock, int_reader, row_converter, to_ms, walk_partition
+from statelens.readers.backends import native_backend
 from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
 from statelens.readers.model import OperatorKind, Progress
+
+if TYPE_CHECKING:
+    from statelens.readers.backends import BackendChooser
 
 CATEGORIES = ("zombie", "overdue", "stale", "eviction_lag")
 TIMEOUT_KINDS = ("event_time", "processing_time")
@@ -566,7 +570,7 @@ class SparkSource:
         return next(self._ties)  # decoded keys may not be comparable (None, mixed types)
 
 
-def state_source(ckpt: Any, store: Any, backends: Any = None) -> NativeSource | SparkSource:
+def state_source(ckpt: Any, store: Any, backends: BackendChooser | None = None) -> NativeSource | SparkSource:
     """The source :func:`iter_expired` reads one store from.
 
     Parameters
@@ -585,9 +589,10 @@ def state_source(ckpt: Any, store: Any, backends: Any = None) -> NativeSource | 
     BackendUnavailableError
         The native decoders cannot read this store (and the native backend was asked for).
     """
-    if backends is not None and backends.for_store(store.operator_id, store.store_name).name == "spark":
-        return SparkSource(backends.spark, ckpt, store)
-    return NativeSource(ckpt.store_reader(store.operator_id, store.store_name))
+    backend = backends.for_store(store.operator_id, store.store_name) if backends is not None else None
+    if backend is not None and not backend.reads_files:  # decoded rows from another engine (Spark)
+        return SparkSource(backend, ckpt, store)
+    return NativeSource(native_backend(ckpt, backends).store(store.operator_id, store.store_name))
 
 
 class _FrozenKey:
@@ -669,7 +674,7 @@ def iter_expired(
     version_counts: Counter[tuple[int, str, int, str]] | None = None,
     sink: Callable[[ExpiredFinding], None] | None = None,
     max_examples: int = DEFAULT_MAX_EXAMPLES,
-    backends: Any = None,
+    backends: BackendChooser | None = None,
 ) -> Generator[Progress, None, ExpiredResult]:
     """Find expired-but-unremoved keys in every (or one) stateful operator, in bounded memory.
 
@@ -899,15 +904,11 @@ class _KeyDecoder:
 
 
 def _value_layout(reader: Any) -> Any:
-    from statelens.readers.unsaferow import compile_layout
-
-    return compile_layout(reader.schema.value_schema, long_fields=reader.long_value_fields)
+    return reader.layouts()[1]
 
 
 def _key_layout(reader: Any) -> Any:
-    from statelens.readers.unsaferow import compile_layout
-
-    return compile_layout(reader.schema.key_schema)
+    return reader.layouts()[0]
 
 
 class _TimeoutState:
@@ -1302,16 +1303,16 @@ def _check_transform_with_state(
     summary.check = "timers"
     evidence = f"transformWithState timeMode={op.properties.get('timeMode')}"
     summary.timeout_kind = TimeoutKindEvidence(kind, "schema", evidence)
-    reader = ckpt.column_family_reader(op.operator_id)
+    reader = native_backend(ckpt).column_families(op.operator_id)
     summary.partitions = len(reader.partition_ids())
     variable = reader.families[st.store_name]
-    key_schema = variable.schema.key_schema
+    key_schema: Any = variable.schema.key_schema
     if variable.variable_type == "MapState":
         key_schema = key_schema.fields[0].dataType  # the grouping key, without the user key
     keys = _DecodedKeys(row_converter(key_schema))
     yield Progress(0, 1, f"operator {op.operator_id} {st.store_name}: timers")
     by_place: dict[tuple[int, int], list[tuple[Any, dict[str, Any]]]] = {}
-    latest = {pid: (reader.versions(pid) or [None])[-1] for pid in reader.partition_ids()}
+    latest = {pid: max(reader.versions(pid), default=None) for pid in reader.partition_ids()}
     every = all_versions or version_counts is not None
     for z in iter_timer_zombies(ckpt, op.operator_id, clock, problems, every, cancelled, [st.store_name]):
         if not all_versions and z.version != latest.get(z.partition):

@@ -17,12 +17,16 @@ import statistics
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statelens.app.analysis._common import BatchClock, finite, walk_partition
 from statelens.app.analysis.heavy import StoreTopKeys, StoreWeigher
+from statelens.readers.backends import native_backend
 from statelens.readers.errors import BackendUnavailableError, StatelensError
 from statelens.readers.model import Progress
+
+if TYPE_CHECKING:
+    from statelens.readers.backends import BackendChooser
 
 #: Files below this size count as small (object stores and HDFS pay per file, not per byte).
 SMALL_FILE_BYTES = 64 * 1024
@@ -253,11 +257,12 @@ def footprint(ckpt: Any) -> Footprint:
         if _is_temp(e.name):
             temps.append(e.path)
     old_files = old_bytes = 0
+    native = native_backend(ckpt)
     for op in ckpt.operators:
         for st in op.stores:
             if st.provider != "hdfs":
                 continue
-            reader = ckpt.store_reader(op.operator_id, st.store_name)
+            reader = native.store(op.operator_id, st.store_name)
             for pid in reader.partition_ids():
                 pf = reader.partitions[pid]
                 latest = pf.latest_version()
@@ -274,7 +279,7 @@ def iter_growth(
     ckpt: Any,
     zombie_rows: dict[tuple[int, str], int] | None = None,
     cancelled: Callable[[], bool] | None = None,
-    backends: Any = None,
+    backends: BackendChooser | None = None,
     top_keys: int | None = None,
 ) -> Generator[Progress, None, GrowthResult]:
     """Rows and bytes of every HDFS store per partition and version, plus the footprint.
@@ -309,28 +314,30 @@ def iter_growth(
     """
     problems: list[StatelensError] = []
     stores: list[StoreGrowth] = []
+    native = native_backend(ckpt, backends)
     jobs = [(op, st) for op in ckpt.operators for st in op.stores]
     last_tick = time.monotonic()
     for n, (op, st) in enumerate(jobs):
         yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}")
         g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), list(st.versions))
         stores.append(g)
-        if backends is not None and backends.for_store(op.operator_id, st.store_name).name == "spark":
-            g.backend = "spark"
-            yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}: read by Spark")
+        backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else native
+        if not backend.reads_files:  # rows from another engine (Spark): no key + value bytes
+            g.backend = backend.name
+            yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}: read by {backend.name}")
             try:
-                for s in backends.spark.iter_stats(op.operator_id, st.store_name, on_error=problems.append):
+                for s in backend.iter_stats(op.operator_id, st.store_name, on_error=problems.append):
                     g.rows.setdefault(s.partition_id, {})[s.version] = s.rows
                     g.file_bytes.setdefault(s.partition_id, {})[s.version] = s.bytes
             except StatelensError as err:
                 problems.append(err)
-                g.skipped = f"Spark could not read this store: {err.message}"
+                g.skipped = f"{backend.describe()} could not read this store: {err.message}"
             g.versions = sorted({v for per in g.rows.values() for v in per})
             if zombie_rows is not None:
                 g.zombie_rows = zombie_rows.get((op.operator_id, st.store_name))
             continue
         try:
-            reader = ckpt.store_reader(op.operator_id, st.store_name)
+            reader = native.store(op.operator_id, st.store_name)
         except BackendUnavailableError as err:  # e.g. RocksDB column families (transformWithState)
             g.skipped = err.message
             continue

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statelens.app.analysis._common import key_text
+from statelens.readers.backends import native_backend
 from statelens.readers.errors import BackendUnavailableError, StatelensError
 from statelens.readers.model import Progress
 
@@ -85,17 +86,7 @@ class StoreTopKeys:
 
 def _grouping(reader: Any) -> tuple[str | None, Callable[[bytes], bytes] | None]:
     """How raw entries of a store group into keys: ``(kind, raw key -> grouping key bytes)``."""
-    from statelens.readers.cf_store import ColumnFamilyStoreReader, split_prefix_key
-
-    if not isinstance(reader, ColumnFamilyStoreReader):
-        return None, None
-    if reader.multi:  # flat: one raw entry per element, keyed by key bytes + 4-byte position
-        kind = "list" if reader.family.variable_type == "ListState" else "values"  # join format 4
-        return kind, lambda raw: raw[:-4]
-    if reader.family.variable_type == "MapState":
-        path = reader.family.name
-        return "map", lambda raw: split_prefix_key(raw, path)[0]
-    return None, None
+    return reader.element_grouping()  # type: ignore[no-any-return]
 
 
 def _top_of_state(
@@ -264,7 +255,7 @@ def iter_top_keys(
         result = StoreTopKeys(op.operator_id, st.store_name, None, None)
         out.append(result)
         try:
-            reader = ckpt.store_reader(op.operator_id, st.store_name)
+            reader = native_backend(ckpt).store(op.operator_id, st.store_name)
         except BackendUnavailableError as err:
             result.skipped = err.message
             continue

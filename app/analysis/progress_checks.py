@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from typing import Any
 
+from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
 
@@ -87,7 +88,7 @@ def _compare_rows(
             continue  # joins: numRowsTotal sums stores whose rows mean different things
         store = op.stores[0]
         try:
-            reader = ckpt.store_reader(op.operator_id, store.store_name)
+            reader = native_backend(ckpt).store(op.operator_id, store.store_name)
         except StatelensError:
             continue  # column families, unreadable stores: reported by the other checks
         for n, b in enumerate(batches):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statelens.app.analysis._common import BatchClock
+from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError
 
 TIME_MODES = {"ProcessingTime": "processing_time", "EventTime": "event_time"}
@@ -84,7 +85,7 @@ def iter_timer_zombies(
         return
     if variables is not None:
         plain = [v for v in plain if v in variables]
-    reader = ckpt.column_family_reader(operator_id)
+    reader = native_backend(ckpt).column_families(operator_id)
     timer_family = reader.timer_family()
     if timer_family is None:
         return

@@ -231,7 +231,7 @@ def _iter_state_tuples(
     the native backend a partition whose files cannot be decoded is reported (and skipped) unless it was
     asked for alone; Spark answers for all partitions in one job.
     """
-    if backend.name == "spark":
+    if not backend.reads_files:  # Spark answers for every partition in one job
         yield from _partition_tuples(args, backend, store, args.partition)
         return
     partitions = (
@@ -270,7 +270,7 @@ def _column_family_backend(args: argparse.Namespace, ckpt: Any) -> tuple[Any, An
         backend = chooser.spark
     elif args.backend == "auto":
         try:
-            ckpt.column_family_reader(args.operator)
+            chooser.native.column_families(args.operator)
         except StatelensError:
             backend = chooser.spark
     chooser.used.add(backend.name)
@@ -280,7 +280,7 @@ def _column_family_backend(args: argparse.Namespace, ckpt: Any) -> tuple[Any, An
 def _latest_state_version(args: argparse.Namespace, ckpt: Any, backend: Any) -> int:
     if args.version is not None:
         return int(args.version)
-    if backend.name == "spark":
+    if not backend.reads_files:
         return int(backend.latest_version(args.operator))
     return max(s.versions[-1] for s in ckpt.operator(args.operator).stores if s.versions)
 
@@ -379,7 +379,7 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
     backend = chooser.for_store(args.operator, store.store_name)
     row_schema = state_row_schema(store.key_schema, store.value_schema, changes=args.changes)
     try:
-        if args.format == "parquet" and backend.name == "native":  # Spark: one job for all partitions below
+        if args.format == "parquet" and backend.reads_files:  # Spark: one job for all partitions below
             if not args.output:
                 raise _usage("--format parquet needs -o FILE")
             _write_parquet_columns(args, ckpt, backend, store.store_name, row_schema)

@@ -60,6 +60,7 @@ from statelens.app.session import (
     iter_state_diff,
     iter_state_table,
 )
+from statelens.readers.backends import native_backend
 from statelens.readers.cache import StateCache
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import Progress
@@ -738,7 +739,9 @@ class MainWindow(QMainWindow):
         if key not in self._readers:
             if self.loaded is None:
                 raise UsageError("no checkpoint is open")
-            self._readers[key] = self.loaded.checkpoint.store_reader(operator_id, store_name)
+            self._readers[key] = native_backend(self.loaded.checkpoint, self._chooser).store(
+                operator_id, store_name
+            )
         return self._readers[key]
 
     # -- growth --------------------------------------------------------------------------------------
@@ -1045,7 +1048,7 @@ class MainWindow(QMainWindow):
         try:
             backend = self._backend_for(s.operator_id, s.store_name)
             # Spark reads stores the native readers cannot open (column families); diffs are native.
-            native = diff or backend is None or backend.name == "native"
+            native = diff or backend is None or backend.reads_files
             reader = self._reader(s.operator_id, s.store_name) if native else None
         except StatelensError as err:
             self.browser.clear_table(f"Cannot read this store: {err}")
@@ -1074,7 +1077,7 @@ class MainWindow(QMainWindow):
                 on_error=self._on_table_errored,
             )
             return
-        if backend is None or backend.name == "native":
+        if backend is None or backend.reads_files:
             self.browser.set_loading(
                 f"Decoding operator {s.operator_id} {s.store_name}, {where}, version {s.version}…"
             )

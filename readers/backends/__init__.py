@@ -1,18 +1,25 @@
-"""Twin backends with one contract: the native decoder and Spark's own state data sources.
+"""Twin backends with one contract (:class:`readers.backends.base.StateBackend`): the native decoder and
+Spark's own state data sources.
 
 ``native`` (:mod:`readers.backends.native`) decodes files itself; ``spark``
 (:mod:`readers.backends.spark`) asks a SparkSession; ``auto`` uses native where it can decode a store
-(known provider and schema) and Spark otherwise.
+(known provider and schema) and Spark otherwise. Consumers get a backend from :class:`BackendChooser`
+(or :func:`native_backend`), never a store reader.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from statelens.readers.backends.base import StateBackend
+from statelens.readers.backends.native import NativeBackend
 from statelens.readers.errors import UsageError
 
 if TYPE_CHECKING:
+    from statelens.readers.backends.spark import SparkBackend
     from statelens.readers.checkpoint import Checkpoint
+
+__all__ = ["BACKENDS", "BackendChooser", "NativeBackend", "StateBackend", "native_backend"]
 
 BACKENDS = ("native", "spark", "auto")
 
@@ -40,17 +47,15 @@ class BackendChooser:
     ):
         if name not in BACKENDS:
             raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
-        from statelens.readers.backends.native import NativeBackend
-
         self.name = name
         self.native = NativeBackend(ckpt)
         self._ckpt = ckpt
         self._spark_args = (master, conf, spark)
-        self._spark_backend: Any = None
+        self._spark_backend: SparkBackend | None = None
         self.used: set[str] = set()
 
     @property
-    def spark(self) -> Any:
+    def spark(self) -> SparkBackend:
         if self._spark_backend is None:
             from statelens.readers.backends.spark import SparkBackend
 
@@ -58,8 +63,9 @@ class BackendChooser:
             self._spark_backend = SparkBackend(self._ckpt, master=master, conf=conf, spark=spark)
         return self._spark_backend
 
-    def for_store(self, operator_id: int, store_name: str | None = None) -> Any:
+    def for_store(self, operator_id: int, store_name: str | None = None) -> StateBackend:
         """The backend that reads this store."""
+        backend: StateBackend
         if self.name == "native" or (self.name == "auto" and self.native.can_read(operator_id, store_name)):
             backend = self.native
         else:
@@ -85,3 +91,8 @@ class BackendChooser:
         """Cancel Spark reads and stop a session the Spark backend started (see ``SparkBackend.close``)."""
         if self._spark_backend is not None:
             self._spark_backend.close()
+
+
+def native_backend(ckpt: Checkpoint, backends: BackendChooser | None = None) -> NativeBackend:
+    """The native backend of ``backends``, or a new one over ``ckpt`` (readers are cached by the checkpoint)."""
+    return backends.native if backends is not None else NativeBackend(ckpt)

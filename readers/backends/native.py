@@ -1,7 +1,10 @@
 """The native backend: statelens' own decoders, no JVM (the default).
 
-Same contract as :mod:`readers.backends.spark`: rows, changes and per-partition statistics of one store,
-as :mod:`readers.model` types, state versions numbered as Spark does (version ``v`` = after batch ``v-1``).
+Same contract as :mod:`readers.backends.spark` (:class:`readers.backends.base.StateBackend`): rows,
+changes and per-partition statistics of one store, as :mod:`readers.model` types or Arrow, state versions
+numbered as Spark does (version ``v`` = after batch ``v-1``). It also hands out what only files answer
+(:meth:`NativeBackend.store`, :meth:`NativeBackend.column_families`): the one place outside ``readers``
+where store readers are reached.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from statelens.readers.cache import StateCache
-    from statelens.readers.checkpoint import Checkpoint
+    from statelens.readers.checkpoint import Checkpoint, StoreReader
+    from statelens.readers.rocksdb_store import RocksDBColumnFamilyReader
 
 
 class NativeBackend:
     """Reads state with the native decoders of an opened :class:`~readers.checkpoint.Checkpoint`."""
 
     name = "native"
+    reads_files = True
 
     def __init__(self, ckpt: Checkpoint):
         self.ckpt = ckpt
@@ -30,6 +35,26 @@ class NativeBackend:
     def describe(self) -> str:
         """One line for the user: which backend answered."""
         return "native decoder"
+
+    # -- what only files answer ------------------------------------------------------------------------
+    def store(self, operator_id: int, store_name: str | None = None) -> StoreReader:
+        """The files of one store and their raw records: partitions, versions and the files behind them,
+        raw key/value bytes (``read_raw``, ``iter_raw_changes``), decoding of chosen pairs. For the
+        analyses that need bytes (growth's key + value bytes, the heaviest keys, zombie detection on raw
+        keys, doctor's file checks).
+
+        Raises
+        ------
+        BackendUnavailableError
+            transformWithState stores, read per state variable (:meth:`column_families`).
+        UsageError
+            Unknown operator or store.
+        """
+        return self.ckpt.store_reader(operator_id, store_name)
+
+    def column_families(self, operator_id: int) -> RocksDBColumnFamilyReader:
+        """The state variables and timers of a transformWithState operator (RocksDB column families)."""
+        return self.ckpt.column_family_reader(operator_id)
 
     def can_read(self, operator_id: int, store_name: str | None = None) -> bool:
         """True when the native decoders can decode this store (provider and schema known)."""
@@ -169,6 +194,9 @@ class NativeBackend:
     ) -> Iterator[PartitionVersionStats]:
         """Rows and on-disk bytes of every partition at every readable version."""
         yield from self.ckpt.store_reader(operator_id, store_name).iter_stats(on_error=on_error)
+
+    def cancel(self) -> None:
+        """Nothing to do: native reads stop through their job's ``cancelled`` callback."""
 
     def close(self) -> None:
         """Nothing to release."""

@@ -109,6 +109,7 @@ class SparkBackend:
     """
 
     name = "spark"
+    reads_files = False  # answers with decoded rows; raw bytes and files are the native backend's
 
     def __init__(
         self,
