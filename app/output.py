@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from statelens.readers.values import (
     JsonObject,
-    _unique,
+    dedupe_names,
     rows_to_arrow,
 )
 
@@ -279,7 +279,7 @@ def _plain(obj: Any, *, lists_as_text: bool) -> Any:
     """JSON-ready value with objects as dicts (repeated keys renamed ``name_2``...)."""
     if isinstance(obj, JsonObject) or isinstance(obj, dict):
         items = list(obj) if isinstance(obj, JsonObject) else list(obj.items())
-        names = _unique(k for k, _ in items)
+        names = dedupe_names(k for k, _ in items)
         return {n: _plain(v, lists_as_text=lists_as_text) for n, (_, v) in zip(names, items, strict=True)}
     if isinstance(obj, (list, tuple)):
         if lists_as_text:

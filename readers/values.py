@@ -388,7 +388,7 @@ def row_to_json(row: Sequence[Any] | None, schema: StructType) -> JsonObject | N
 # Arrow / Parquet
 
 
-def _unique(names: Iterable[str]) -> list[str]:
+def dedupe_names(names: Iterable[str]) -> list[str]:
     """Rename repeats ``name_2``, ``name_3``... skipping names that are already taken."""
     names = list(names)
     taken = set(names)
@@ -439,7 +439,7 @@ def to_arrow_type(data_type: DataType, *, unique_names: bool = False) -> pa.Data
         return to_arrow_type(dt.sqlType(), unique_names=unique_names)
     if isinstance(dt, T.StructType):
         names = [f.name for f in dt.fields]
-        arrow_names = _unique(names) if unique_names else names
+        arrow_names = dedupe_names(names) if unique_names else names
         return pa.struct(
             [
                 pa.field(
@@ -536,7 +536,7 @@ def rows_to_arrow(
     import pyarrow as pa
 
     names = [f.name for f in schema.fields]
-    arrow_names = _unique(names) if unique_names else names
+    arrow_names = dedupe_names(names) if unique_names else names
     fields = []
     arrays = []
     for i, (an, f) in enumerate(zip(arrow_names, schema.fields, strict=True)):

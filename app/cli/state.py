@@ -379,61 +379,26 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
     backend = chooser.for_store(args.operator, store.store_name)
     row_schema = state_row_schema(store.key_schema, store.value_schema, changes=args.changes)
     try:
-        if args.format == "parquet" and backend.reads_files:  # Spark: one job for all partitions below
+        if args.format == "parquet":
             if not args.output:
-                raise _usage("--format parquet needs -o FILE")
-            _write_parquet_columns(args, ckpt, backend, store.store_name, row_schema)
+                raise _usage("--format parquet needs -o FILE (a folder with --backend spark)")
+            # Straight from the backend: the native one writes each partition's Arrow table into one file;
+            # Spark writes a folder where it runs, collecting nothing here.
+            backend.write_parquet(
+                args.operator,
+                store.store_name,
+                args.output,
+                version=args.version,
+                changes=args.changes,
+                partition_id=args.partition,
+                on_error=ckpt.report.add,
+            )
             return _report_problems(ckpt)
         rows = _iter_state_tuples(args, ckpt, backend, store.store_name)
         return _write_rows(args, ckpt, row_schema, rows, out)
     finally:
         _say_backend(args, chooser)
         chooser.close()
-
-
-def _write_parquet_columns(
-    args: argparse.Namespace, ckpt: Any, backend: Any, store: str, row_schema: Any
-) -> None:
-    """``rows --format parquet``: each partition's Arrow table straight into one Parquet file, partition by
-    partition (memory: one partition's columns, never a Python object per row)."""
-    import pyarrow.parquet as pq
-
-    from statelens.app.output import write_parquet
-
-    partitions = (
-        [args.partition] if args.partition is not None else backend.partition_ids(args.operator, store)
-    )
-    writer: Any = None
-    try:
-        for pid in partitions:
-            try:
-                if args.changes:
-                    last = backend.latest_version(args.operator, store, pid)
-                    start, end = (args.version, args.version) if args.version is not None else (1, last)
-                    tables = backend.read_changes_arrow(
-                        args.operator, store, start, end, pid, unique_names=True
-                    )
-                else:
-                    version = (
-                        args.version
-                        if args.version is not None
-                        else backend.latest_version(args.operator, store, pid)
-                    )
-                    tables = [backend.read_arrow(args.operator, store, version, pid, unique_names=True)]
-            except StatelensError as err:
-                if args.partition is not None:
-                    raise
-                ckpt.report.add(err)  # one bad file: report it, keep the other partitions
-                continue
-            for table in tables:
-                if writer is None:
-                    writer = pq.ParquetWriter(args.output, table.schema)
-                writer.write_table(table.cast(writer.schema) if table.schema != writer.schema else table)
-    finally:
-        if writer is not None:
-            writer.close()
-    if writer is None:  # no rows at all: an empty file with the columns
-        write_parquet([], args.output, row_schema)
 
 
 def _write_rows(

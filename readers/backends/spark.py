@@ -430,6 +430,118 @@ class SparkBackend:
         schema = state_row_schema(store.key_schema, store.value_schema, changes=True)
         return [rows_to_arrow(rows, schema, unique_names=unique_names)]
 
+    def write_parquet(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        url: str,
+        *,
+        version: int | None = None,
+        changes: bool = False,
+        partition_id: int | None = None,
+        on_error: Callable[[StatelensError], None] | None = None,
+    ) -> int:
+        """Write one store's rows (or its change feed) as Parquet with Spark, where Spark runs: nothing is
+        collected to this process, whatever the store's size.
+
+        The columns are those of ``rows --format parquet`` on the native backend (``partition, key,
+        value``; with ``changes``: ``version, partition, change, key, value``), repeated field names made
+        unique the same way, calendar intervals as ``struct<months, days, microseconds>``, timestamps as
+        microseconds. ``url`` is a folder of part files Spark creates (a local path, ``s3a://``, ``hdfs://``:
+        on a cluster it must be a path every executor can write); it must not exist yet.
+
+        Parameters
+        ----------
+        version : int, optional
+            State version (default: the last committed batch + 1); with ``changes``, the changes of
+            that version only (default: of every version).
+        changes : bool
+            The change feed instead of the rows at one version.
+        partition_id : int, optional
+            One partition only.
+        on_error : callable, optional
+            Unused: Spark reads every partition in one job, and a failure fails it (raised).
+
+        Returns
+        -------
+        int
+            Rows written (counted from the written files' footers).
+        """
+        from pyspark.sql import functions as F
+
+        store = self._typed_store(operator_id, store_name)
+        if self._is_state_variable(operator_id, store_name):
+            raise UsageError(
+                "writing with Spark reads stores, not transformWithState variables; use --backend native"
+            )
+        target = self._output_url(url)
+        key_type, value_type = _unique_struct(store.key_schema), _unique_struct(store.value_schema)
+        last = self.latest_version(operator_id, store_name)
+        if changes:
+            start, end = (version, version) if version is not None else (1, last)
+            self._check_version(end)
+            what = f"writing the changes of operator {operator_id} to {target}"
+        else:
+            version = version if version is not None else last
+            self._check_version(version)
+            batch = version - 1
+            what = f"writing operator {operator_id} version {version} to {target}"
+        with self._job(what) as spark:
+            if changes:
+                df = self._change_feed(spark, operator_id, store_name, start, end, partition_id)
+                kind = F.col("change_type")
+                cols = [
+                    (F.col("batch_id") + 1).cast("long").alias("version"),
+                    F.col("partition_id").cast("int").alias("partition"),
+                    F.when(kind == "update", "put")
+                    .when(kind == "delete", "remove")
+                    .otherwise(kind)
+                    .alias("change"),
+                    _prepare(F.col("key"), store.key_schema).cast(key_type).alias("key"),
+                    F.when(kind == "delete", F.lit(None))
+                    .otherwise(_prepare(F.col("value"), store.value_schema))
+                    .cast(value_type)
+                    .alias("value"),
+                ]
+            else:
+                df = (
+                    self._reader(spark, operator_id, store_name).option("batchId", str(batch)).load(self.path)
+                )
+                if partition_id is not None:
+                    df = df.where(F.col("partition_id") == partition_id)
+                cols = [
+                    F.col("partition_id").cast("int").alias("partition"),
+                    _prepare(F.col("key"), store.key_schema).cast(key_type).alias("key"),
+                    _prepare(F.col("value"), store.value_schema).cast(value_type).alias("value"),
+                ]
+            ts_key = "spark.sql.parquet.outputTimestampType"
+            before = spark.conf.get(ts_key, None)
+            spark.conf.set(ts_key, "TIMESTAMP_MICROS")  # not INT96: every Parquet reader reads these
+            try:
+                df.select(*cols).write.mode("errorifexists").parquet(target)
+            finally:
+                spark.conf.set(ts_key, before) if before is not None else spark.conf.unset(ts_key)
+            return int(spark.read.parquet(target).count())
+
+    def _output_url(self, url: str) -> str:
+        """``url`` as Spark should write it (absolute; ``s3://`` as ``s3a://``), refused inside the checkpoint."""
+        if "://" not in url:
+            url = os.path.abspath(url)
+            root = self.ckpt.fs.url
+            if "://" not in root and os.path.commonpath([url, os.path.abspath(root)]) == os.path.abspath(
+                root
+            ):
+                raise UsageError(f"{url} is inside the checkpoint {root}: statelens never writes there")
+            return url
+        target = "s3a://" + url[len("s3://") :] if url.startswith("s3://") else url
+        if target.rstrip("/").startswith(self.path.rstrip("/") + "/") or target.rstrip(
+            "/"
+        ) == self.path.rstrip("/"):
+            raise UsageError(
+                f"{url} is inside the checkpoint {self.ckpt.fs.url}: statelens never writes there"
+            )
+        return target
+
     def read_changes(
         self,
         operator_id: int,
@@ -774,6 +886,37 @@ def _renamed(dt: Any) -> Any:
         return T.ArrayType(_renamed(dt.elementType), dt.containsNull)
     if isinstance(dt, T.MapType):
         return T.MapType(_renamed(dt.keyType), _renamed(dt.valueType), dt.valueContainsNull)
+    return dt
+
+
+def _unique_struct(dt: Any) -> Any:
+    """``dt`` with repeated struct field names made unique as ``readers.values`` does for Parquet
+    (``sum, sum`` -> ``sum, sum_2``), recursively, and calendar intervals as the struct :func:`_prepare`
+    makes of them."""
+    from pyspark.sql import types as T
+
+    from statelens.readers.values import dedupe_names
+
+    if isinstance(dt, T.CalendarIntervalType):
+        return T.StructType(
+            [
+                T.StructField("months", T.IntegerType()),
+                T.StructField("days", T.IntegerType()),
+                T.StructField("microseconds", T.LongType()),
+            ]
+        )
+    if isinstance(dt, T.StructType):
+        names = dedupe_names([f.name for f in dt.fields])
+        return T.StructType(
+            [
+                T.StructField(n, _unique_struct(f.dataType), f.nullable)
+                for n, f in zip(names, dt.fields, strict=True)
+            ]
+        )
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_unique_struct(dt.elementType), dt.containsNull)
+    if isinstance(dt, T.MapType):
+        return T.MapType(_unique_struct(dt.keyType), _unique_struct(dt.valueType), dt.valueContainsNull)
     return dt
 
 
