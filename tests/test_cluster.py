@@ -1,0 +1,172 @@
+"""``--backend spark`` on a real cluster: a standalone master and two workers, each its own JVM, on loopback
+(``tests/spark_cluster.py``); the checkpoint is read by the executors, and the answers equal the native
+decoder's.
+
+All commands run in one driver process (``tests/_cluster_probe.py``, started once per module: this
+process already holds a local SparkContext). When the cluster cannot start here, the same commands run
+on ``local[2]`` and a warning says so: they are never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statelens.app.cli import main
+from tests.spark_cluster import ClusterUnavailable, StandaloneCluster
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Scenarios with timeouts (expired keys: zombies) and the flags the comparison uses.
+EXPIRED = ["pandas_state_event", "pandas_state_processing", "rocks_pandas_state"]
+EXPIRED_FLAGS = ["--json", "--all-versions", "--stale-after", "1"]
+GROWTH = ["agg_many_partitions", "rocks_agg_changelog"]
+ROWS = ["window_agg_watermark", "rich_types"]
+
+
+class ClusterRun:
+    """What the probe printed, per command name; ``master`` and ``kind`` say where it ran."""
+
+    def __init__(self, out: Path, master: str, kind: str, cluster: StandaloneCluster | None):
+        self.out, self.master, self.kind, self.cluster = out, master, kind, cluster
+
+    def result(self, name: str) -> tuple[int, str, str]:
+        rc = int((self.out / f"{name}.rc").read_text())
+        return rc, (self.out / f"{name}.out").read_text(), (self.out / f"{name}.err").read_text()
+
+
+@pytest.fixture(scope="module")
+def cluster_run(checkpoint: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterRun]:
+    base = tmp_path_factory.mktemp("cluster")
+    commands: dict[str, list[str]] = {}
+    for s in EXPIRED:
+        commands[f"expired-{s}"] = [
+            "expired",
+            str(checkpoint(s) / "checkpoint"),
+            *EXPIRED_FLAGS,
+            "--backend",
+            "spark",
+        ]
+    for s in GROWTH:
+        commands[f"growth-{s}"] = [
+            "growth",
+            str(checkpoint(s) / "checkpoint"),
+            "--json",
+            "--backend",
+            "spark",
+        ]
+    for s in ROWS:
+        root = str(checkpoint(s) / "checkpoint")
+        commands[f"rows-{s}"] = ["rows", root, "--operator", "0", "--backend", "spark"]
+        commands[f"parquet-{s}"] = [
+            *["rows", root, "--operator", "0", "--backend", "spark", "--format", "parquet"],
+            *["-o", str(base / f"parquet-{s}")],
+        ]
+    spec = base / "commands.json"
+    spec.write_text(json.dumps(commands))
+    out = base / "out"
+    out.mkdir()
+    cluster: StandaloneCluster | None = StandaloneCluster(base / "cluster")
+    try:
+        master, kind = cluster.start(), "standalone"  # type: ignore[union-attr]
+    except ClusterUnavailable as err:
+        warnings.warn(
+            f"the standalone Spark cluster could not start ({err}); the cluster tests ran on local[2]",
+            pytest.PytestWarning,
+            stacklevel=1,
+        )
+        cluster, master, kind = None, "local[2]", "local"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests._cluster_probe", master, str(out), str(spec)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        yield ClusterRun(out, master, kind, cluster)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def _native(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    capsys.readouterr()
+    assert main([*args, "--backend", "native"]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_executors_read_the_checkpoint(cluster_run: ClusterRun) -> None:
+    """Both workers ran executors for the commands (the driver only planned the jobs)."""
+    if cluster_run.cluster is None:
+        pytest.xfail("the standalone cluster could not start here: ran on local[2] (see the warning)")
+    logs = cluster_run.cluster.executor_logs()
+    assert all(logs.values()), logs
+    rc, _out, err = cluster_run.result("growth-agg_many_partitions")
+    assert rc == 0 and cluster_run.master in err  # "read with the Spark 4.x on spark://127.0.0.1:PORT"
+
+
+@pytest.mark.parametrize("scenario", EXPIRED)
+def test_expired_on_the_cluster_equals_native(
+    scenario: str, cluster_run: ClusterRun, checkpoint: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, err = cluster_run.result(f"expired-{scenario}")
+    assert rc == 0, err
+    native = json.loads(
+        _native(["expired", str(checkpoint(scenario) / "checkpoint"), *EXPIRED_FLAGS], capsys)
+    )
+    key = lambda d: json.dumps(d, sort_keys=True)  # noqa: E731
+    assert native, "the scenario has zombies"
+    assert {d["category"] for d in native} == {"zombie"}
+    assert sorted(map(key, json.loads(out))) == sorted(map(key, native))
+
+
+@pytest.mark.parametrize("scenario", GROWTH)
+def test_growth_on_the_cluster_equals_native(
+    scenario: str, cluster_run: ClusterRun, checkpoint: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, err = cluster_run.result(f"growth-{scenario}")
+    assert rc == 0, err
+    native = json.loads(_native(["growth", str(checkpoint(scenario) / "checkpoint"), "--json"], capsys))
+    committed = {r["version"] for r in json.loads(out)}  # Spark reads committed versions only
+    rows = lambda recs: sorted(  # noqa: E731
+        (r["operator_id"], r["store_name"], r["version"], r["partition_id"], r["rows"])
+        for r in recs
+        if r["version"] in committed
+    )
+    assert rows(json.loads(out)) == rows(native)
+    assert sum(r["rows"] for r in json.loads(out)) > 0
+
+
+@pytest.mark.parametrize("scenario", ROWS)
+def test_rows_on_the_cluster_equal_native(
+    scenario: str, cluster_run: ClusterRun, checkpoint: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.parquet as pq
+
+    from tests.test_rows_parquet import _leaf_differences, _sorted_rows
+
+    root = str(checkpoint(scenario) / "checkpoint")
+    rc, out, err = cluster_run.result(f"rows-{scenario}")
+    assert rc == 0, err
+    native = _native(["rows", root, "--operator", "0"], capsys)
+    assert sorted(out.splitlines()) == sorted(native.splitlines()) and native
+    rc, _out, err = cluster_run.result(f"parquet-{scenario}")
+    assert rc == 0, err
+    folder = cluster_run.out.parent / f"parquet-{scenario}"
+    assert list(folder.glob("part-*.parquet")), "Spark's executors wrote the part files"
+    file = cluster_run.out.parent / f"native-{scenario}.parquet"
+    assert main(["rows", root, "--operator", "0", "--format", "parquet", "-o", str(file)]) == 0
+    want, got = pq.read_table(file), pq.read_table(folder)
+    assert _leaf_differences(want.schema, got.schema) <= {("duration[us]", "int64")}
+    assert _sorted_rows(got.cast(want.schema)) == _sorted_rows(want)
