@@ -1,10 +1,11 @@
-"""``--backend spark`` on a real cluster: a standalone master and two workers, each its own JVM, on loopback
-(``tests/spark_cluster.py``); the checkpoint is read by the executors, and the answers equal the native
-decoder's.
+"""``--backend spark`` past one process: on a real cluster (a standalone master and two workers, each its
+own JVM, on loopback: ``tests/spark_cluster.py``; the checkpoint is read by the executors) and through a
+Spark Connect server (``tests/spark_connect.py``; the statelens process starts no JVM). The answers equal
+the native decoder's.
 
-All commands run in one driver process (``tests/_cluster_probe.py``, started once per module: this
-process already holds a local SparkContext). When the cluster cannot start here, the same commands run
-on ``local[2]`` and a warning says so: they are never skipped.
+All commands of a mode run in one process (``tests/_cluster_probe.py``, started once per mode: this
+process already holds a local SparkContext). When the cluster or the server cannot start here, the same
+commands run on ``local[2]`` and a warning says so: they are never skipped.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 
 from statelens.app.cli import main
 from tests.spark_cluster import ClusterUnavailable, StandaloneCluster
+from tests.spark_connect import ConnectServer
 
 pytestmark = pytest.mark.spark
 
@@ -34,7 +36,7 @@ ROWS = ["window_agg_watermark", "rich_types"]
 
 
 class ClusterRun:
-    """What the probe printed, per command name; ``master`` and ``kind`` say where it ran."""
+    """What the probe printed, per command name; ``master`` (or ``sc://`` URL) and ``kind`` say where it ran."""
 
     def __init__(self, out: Path, master: str, kind: str, cluster: StandaloneCluster | None):
         self.out, self.master, self.kind, self.cluster = out, master, kind, cluster
@@ -44,9 +46,12 @@ class ClusterRun:
         return rc, (self.out / f"{name}.out").read_text(), (self.out / f"{name}.err").read_text()
 
 
-@pytest.fixture(scope="module")
-def cluster_run(checkpoint: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterRun]:
-    base = tmp_path_factory.mktemp("cluster")
+@pytest.fixture(scope="module", params=["standalone", "connect"])
+def cluster_run(
+    request: pytest.FixtureRequest, checkpoint: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterRun]:
+    mode = request.param
+    base = tmp_path_factory.mktemp(mode)
     commands: dict[str, list[str]] = {}
     for s in EXPIRED:
         commands[f"expired-{s}"] = [
@@ -75,12 +80,15 @@ def cluster_run(checkpoint: Any, tmp_path_factory: pytest.TempPathFactory) -> It
     spec.write_text(json.dumps(commands))
     out = base / "out"
     out.mkdir()
-    cluster: StandaloneCluster | None = StandaloneCluster(base / "cluster")
+    server: StandaloneCluster | ConnectServer = (
+        StandaloneCluster(base / "cluster") if mode == "standalone" else ConnectServer(base / "connect")
+    )
+    cluster = server if isinstance(server, StandaloneCluster) else None
     try:
-        master, kind = cluster.start(), "standalone"  # type: ignore[union-attr]
+        master, kind = server.start(), mode
     except ClusterUnavailable as err:
         warnings.warn(
-            f"the standalone Spark cluster could not start ({err}); the cluster tests ran on local[2]",
+            f"the {mode} Spark could not start ({err}); its tests ran on local[2]",
             pytest.PytestWarning,
             stacklevel=1,
         )
@@ -96,8 +104,7 @@ def cluster_run(checkpoint: Any, tmp_path_factory: pytest.TempPathFactory) -> It
         assert proc.returncode == 0, proc.stderr[-4000:]
         yield ClusterRun(out, master, kind, cluster)
     finally:
-        if cluster is not None:
-            cluster.stop()
+        server.stop()
 
 
 def _native(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -106,14 +113,20 @@ def _native(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().out
 
 
-def test_the_executors_read_the_checkpoint(cluster_run: ClusterRun) -> None:
-    """Both workers ran executors for the commands (the driver only planned the jobs)."""
-    if cluster_run.cluster is None:
-        pytest.xfail("the standalone cluster could not start here: ran on local[2] (see the warning)")
+def test_the_cluster_or_the_connect_server_did_the_reading(cluster_run: ClusterRun) -> None:
+    """On the cluster both workers ran executors (the driver only planned the jobs); through Spark Connect
+    the server answered (the probe also checks that it started no JVM)."""
+    rc, _out, err = cluster_run.result("growth-agg_many_partitions")
+    assert rc == 0, err
+    if cluster_run.kind == "local":
+        pytest.xfail("the cluster or server could not start here: ran on local[2] (see the warning)")
+    if cluster_run.kind == "connect":
+        assert f"Spark Connect at {cluster_run.master}" in err
+        return
+    assert cluster_run.cluster is not None
     logs = cluster_run.cluster.executor_logs()
     assert all(logs.values()), logs
-    rc, _out, err = cluster_run.result("growth-agg_many_partitions")
-    assert rc == 0 and cluster_run.master in err  # "read with the Spark 4.x on spark://127.0.0.1:PORT"
+    assert cluster_run.master in err  # "read with the Spark 4.x on spark://127.0.0.1:PORT"
 
 
 @pytest.mark.parametrize("scenario", EXPIRED)
@@ -170,3 +183,19 @@ def test_rows_on_the_cluster_equal_native(
     want, got = pq.read_table(file), pq.read_table(folder)
     assert _leaf_differences(want.schema, got.schema) <= {("duration[us]", "int64")}
     assert _sorted_rows(got.cast(want.schema)) == _sorted_rows(want)
+
+
+def test_an_unreachable_connect_server_is_a_clear_error(
+    checkpoint: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing listens there: exit 2 and one line naming the endpoint, no traceback, no local JVM."""
+    import socket
+
+    with socket.socket() as s:  # a port that was just free
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("STATELENS_SPARK_REMOTE", f"sc://127.0.0.1:{port}")
+    root = str(checkpoint("agg_many_partitions") / "checkpoint")
+    assert main(["growth", root, "--json", "--backend", "spark"]) == 2
+    err = capsys.readouterr().err
+    assert f"Spark Connect at sc://127.0.0.1:{port} is unreachable" in err and "Traceback" not in err

@@ -164,7 +164,8 @@ def _backends(args: argparse.Namespace, ckpt: Any) -> Any:
     from statelens.readers.backends.spark import parse_spark_defaults
 
     conf = parse_spark_defaults(args.spark_conf) if getattr(args, "spark_conf", None) else None
-    return BackendChooser(ckpt, args.backend, master=args.spark_master, conf=conf)
+    remote = getattr(args, "spark_remote", None)
+    return BackendChooser(ckpt, args.backend, master=args.spark_master, conf=conf, remote=remote)
 
 
 def _say_backend(args: argparse.Namespace, chooser: Any) -> None:
@@ -182,7 +183,7 @@ def _usage(message: str) -> _UsageFailure:
 
 
 def add_backend_options(p: argparse.ArgumentParser) -> None:
-    """``--backend``, ``--spark-master``, ``--spark-conf`` for every command that reads state."""
+    """``--backend``, ``--spark-master``, ``--spark-remote``, ``--spark-conf`` for every command that reads state."""
     p.add_argument(
         "--backend",
         choices=("native", "spark", "auto"),
@@ -194,6 +195,12 @@ def add_backend_options(p: argparse.ArgumentParser) -> None:
         "--spark-master",
         metavar="URL",
         help="Spark master for --backend spark (default: $STATELENS_SPARK_MASTER or local[*])",
+    )
+    p.add_argument(
+        "--spark-remote",
+        metavar="sc://HOST:PORT",
+        help="run the Spark backend through Spark Connect (no local JVM or Java needed; default: "
+        "$STATELENS_SPARK_REMOTE); the server reads the checkpoint, so give a path it can reach",
     )
     p.add_argument(
         "--spark-conf", metavar="FILE", help="spark-defaults style file of extra Spark confs (S3A...)"

@@ -33,8 +33,8 @@ class BackendChooser:
         The opened checkpoint.
     name : str
         ``native``, ``spark`` or ``auto``.
-    master, conf, spark :
-        Passed to :class:`readers.backends.spark.SparkBackend`.
+    master, conf, spark, remote :
+        Passed to :class:`readers.backends.spark.SparkBackend` (``remote``: a Spark Connect endpoint).
     """
 
     def __init__(
@@ -44,13 +44,14 @@ class BackendChooser:
         master: str | None = None,
         conf: dict[str, str] | None = None,
         spark: Any = None,
+        remote: str | None = None,
     ):
         if name not in BACKENDS:
             raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
         self.name = name
         self.native = NativeBackend(ckpt)
         self._ckpt = ckpt
-        self._spark_args = (master, conf, spark)
+        self._spark_args = (master, conf, spark, remote)
         self._spark_backend: SparkBackend | None = None
         self.used: set[str] = set()
 
@@ -59,8 +60,10 @@ class BackendChooser:
         if self._spark_backend is None:
             from statelens.readers.backends.spark import SparkBackend
 
-            master, conf, spark = self._spark_args
-            self._spark_backend = SparkBackend(self._ckpt, master=master, conf=conf, spark=spark)
+            master, conf, spark, remote = self._spark_args
+            self._spark_backend = SparkBackend(
+                self._ckpt, master=master, conf=conf, spark=spark, remote=remote
+            )
         return self._spark_backend
 
     def for_store(self, operator_id: int, store_name: str | None = None) -> StateBackend:

@@ -14,6 +14,7 @@ sorted by key, not in stored order).
 from __future__ import annotations
 
 import contextlib
+import datetime as dt_module
 import itertools
 import os
 import shutil
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 
 MASTER_ENV = "STATELENS_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
+#: Spark Connect endpoint (``sc://host:port``): when set, no local JVM is started.
+REMOTE_ENV = "STATELENS_SPARK_REMOTE"
 
 _SESSION_LOCK = threading.Lock()
 #: Whether a SparkBackend of this process launched PySpark's JVM gateway (see :func:`stop_gateway`).
@@ -99,6 +102,9 @@ class SparkBackend:
         Extra Spark confs (e.g. the user's Hadoop S3A settings, from :func:`parse_spark_defaults`).
     spark : SparkSession, optional
         Use this session instead of starting one (tests share one).
+    remote : str, optional
+        A Spark Connect endpoint (``sc://host:port``; default ``$STATELENS_SPARK_REMOTE``): the reads run
+        there and no JVM starts here; ``master`` is then the server's business.
 
     Notes
     -----
@@ -117,8 +123,10 @@ class SparkBackend:
         master: str | None = None,
         conf: dict[str, str] | None = None,
         spark: Any = None,
+        remote: str | None = None,
     ):
         self.ckpt = ckpt
+        self.remote = remote or os.environ.get(REMOTE_ENV) or None
         self.master = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
         self.conf = dict(conf or {})
         self._spark = spark
@@ -154,6 +162,8 @@ class SparkBackend:
                 raise ReadCancelledError("the Spark backend is closed")
             if self._spark is not None:
                 return self._spark
+        if self.remote:
+            return self._remote_session()
         check_spark_available()
         with _SESSION_LOCK:
             with self._lock:
@@ -197,11 +207,52 @@ class SparkBackend:
             raise ReadCancelledError("the Spark backend was closed while Spark was starting")
         return spark
 
+    def _remote_session(self) -> Any:
+        """A Spark Connect session to :attr:`remote` (no local JVM; PySpark's ``connect`` extra)."""
+        try:
+            from pyspark.sql import SparkSession
+            from pyspark.sql.connect.session import SparkSession as RemoteSession
+        except ImportError as err:
+            raise BackendUnavailableError(
+                f"Spark Connect needs PySpark's connect extra: pip install 'pyspark[connect]' ({err})"
+            ) from err
+        _check_reachable(str(self.remote))
+        with _SESSION_LOCK:
+            with self._lock:
+                if self._spark is not None:
+                    return self._spark
+            owned = RemoteSession.getActiveSession() is None
+            t = time.monotonic()
+            builder = SparkSession.builder.remote(str(self.remote)).config(
+                "spark.sql.session.timeZone", "UTC"
+            )
+            for k, v in self.conf.items():
+                builder = builder.config(k, v)
+            try:
+                spark = builder.getOrCreate()
+                spark.version  # noqa: B018 - a round trip: an unreachable server fails here, not mid-read
+            except Exception as err:  # noqa: BLE001 - grpc errors have no common type
+                raise BackendUnavailableError(
+                    f"Spark Connect at {self.remote} is unreachable: {str(err).strip().splitlines()[0]}"
+                ) from err
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._spark, self._owned = spark, owned
+                    self.start_seconds = time.monotonic() - t
+        if closed:
+            if owned:
+                spark.stop()
+            raise ReadCancelledError("the Spark backend was closed while connecting")
+        return spark
+
     def describe(self) -> str:
-        """One line for the user: Spark version, master, and how long the session took to start."""
+        """One line for the user: Spark version, master (or Connect endpoint), how long the session took."""
         import pyspark
 
         started = f", started in {self.start_seconds:.1f} s" if self.start_seconds is not None else ""
+        if self.remote:
+            return f"Spark Connect at {self.remote} (PySpark {pyspark.__version__}){started}"
         return f"Spark {pyspark.__version__} on {self.master}{started}"
 
     def cancel(self) -> None:
@@ -241,7 +292,10 @@ class SparkBackend:
         try:
             spark = self.session()
             self._check_cancelled(generation, what)
-            spark.sparkContext.setJobGroup(group, f"statelens: {what}", interruptOnCancel=True)
+            if _is_remote(spark):
+                spark.addTag(group)  # Spark Connect: operations of this thread carry the tag
+            else:
+                spark.sparkContext.setJobGroup(group, f"statelens: {what}", interruptOnCancel=True)
             # Checkpoint format v2 (unique-id file names) is not recorded in the offsets conf: the reading
             # session must be told (docs/format.md §10.4). The session may be shared (tests, a user's own), so the
             # previous value is put back afterwards: a leftover "2" breaks HDFS-backed queries and reads.
@@ -272,6 +326,10 @@ class SparkBackend:
         finally:
             with self._lock:
                 self._active_groups.discard(group)
+                spark = self._spark
+            if spark is not None and _is_remote(spark):
+                with contextlib.suppress(Exception):
+                    spark.removeTag(group)
 
     # -- reads -----------------------------------------------------------------------------------------
     def _reader(self, spark: Any, operator_id: int, store_name: str | None) -> Any:
@@ -333,7 +391,10 @@ class SparkBackend:
             )
 
     def can_read(self, operator_id: int, store_name: str | None = None) -> bool:
-        """True when Spark can be asked (always, given PySpark 4 and Java); errors come at read time."""
+        """True when Spark can be asked (always, given PySpark 4 and Java, or a Connect endpoint); errors
+        come at read time."""
+        if self.remote:
+            return True
         try:
             check_spark_available()
         except BackendUnavailableError:
@@ -518,7 +579,7 @@ class SparkBackend:
             before = spark.conf.get(ts_key, None)
             spark.conf.set(ts_key, "TIMESTAMP_MICROS")  # not INT96: every Parquet reader reads these
             try:
-                df.select(*cols).write.mode("errorifexists").parquet(target)
+                df.select(*cols).write.mode("error").parquet(target)
             finally:
                 spark.conf.set(ts_key, before) if before is not None else spark.conf.unset(ts_key)
             return int(spark.read.parquet(target).count())
@@ -763,8 +824,40 @@ def _collect_variable(df: Any, head: list[str]) -> list[tuple[Any, ...]]:
 _CHANGE_KINDS = {"update": "put", "delete": "remove", "append": "append"}
 
 
+#: Seconds to wait for a Spark Connect endpoint to accept a connection before calling it unreachable.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _check_reachable(url: str) -> None:
+    """Fail fast when nothing accepts connections at a Spark Connect URL (``sc://host[:port][/;params]``):
+    PySpark's client would retry for minutes before saying so."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise UsageError(f"not a Spark Connect URL: {url!r} (expected sc://host:port)")
+    port = parsed.port or 15002
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as err:
+        raise BackendUnavailableError(
+            f"Spark Connect at {url} is unreachable: {err.strerror or err} ({parsed.hostname}:{port})"
+        ) from err
+
+
+def _is_remote(spark: Any) -> bool:
+    """True for a Spark Connect session (no SparkContext here)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def _cancel_job_group(spark: Any, group: str) -> None:
     """Cancel a job group's running jobs and the ones it submits later (a cancel may come first)."""
+    if _is_remote(spark):
+        with contextlib.suppress(Exception):
+            spark.interruptTag(group)
+        return
     sc = spark.sparkContext
     try:
         sc._jsc.sc().cancelJobGroupAndFutureJobs(group)  # Spark 4.0+
@@ -821,7 +914,10 @@ def _spark_error(err: Exception, what: str) -> StatelensError:
 def collect_converted(df: Any, columns: list[str]) -> list[tuple[Any, ...]]:
     """Collect ``columns`` of ``df`` as tuples in statelens' value representation (exact, schema-directed)."""
     schema = df.select(*columns).schema
-    prepared = df.select(*[_prepare(df[c], schema[c].dataType).alias(c) for c in columns])
+    remote = _is_remote(df.sparkSession)
+    prepared = df.select(*[_prepare(df[c], schema[c].dataType, arrow=remote).alias(c) for c in columns])
+    if remote:
+        return _collect_arrow(prepared, schema)
     return [
         tuple(convert(v, f.dataType) for v, f in zip(row, schema.fields, strict=True))
         for row in _collect_internal(prepared)
@@ -920,11 +1016,67 @@ def _unique_struct(dt: Any) -> Any:
     return dt
 
 
-def _prepare(col: Any, dt: Any) -> Any:
-    """Spark-side rewrite: every CalendarInterval becomes struct<months int, days int, microseconds long>."""
+def _collect_arrow(prepared: Any, schema: Any) -> list[tuple[Any, ...]]:
+    """Spark Connect's collect: Arrow record batches, struct fields renamed by position first (repeated
+    names would collapse in Python dicts), each value brought to Spark's internal form, then converted
+    as the classic path converts."""
+    pschema = prepared.schema
+    renamed = prepared.select(
+        *[prepared[f.name].cast(_renamed(f.dataType)).alias(f.name) for f in pschema.fields]
+    )
+    table = renamed.toArrow()
+    columns = [
+        [_internal(v, f.dataType) for v in table.column(i).to_pylist()] for i, f in enumerate(pschema.fields)
+    ]
+    return [
+        tuple(convert(v, f.dataType) for v, f in zip(row, schema.fields, strict=True))
+        for row in zip(*columns, strict=True)
+    ]
+
+
+_EPOCH = dt_module.datetime(1970, 1, 1, tzinfo=dt_module.timezone.utc)
+
+
+def _micros(delta: dt_module.timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _internal(value: Any, dt: Any) -> Any:
+    """A value as pyarrow hands it over -> Spark's internal form (what the classic collect keeps):
+    structs as tuples, timestamps as microseconds since the epoch, dates as days, day-time intervals as
+    microseconds, maps as dicts."""
+    from pyspark.sql import types as T
+
+    if value is None:
+        return None
+    if isinstance(dt, T.StructType):
+        return tuple(_internal(v, f.dataType) for v, f in zip(value.values(), dt.fields, strict=True))
+    if isinstance(dt, T.ArrayType):
+        return [_internal(v, dt.elementType) for v in value]
+    if isinstance(dt, T.MapType):
+        return [(_internal(k, dt.keyType), _internal(v, dt.valueType)) for k, v in value]
+    if isinstance(dt, T.TimestampType):
+        return _micros(value - _EPOCH)
+    if isinstance(dt, T.TimestampNTZType):
+        return _micros(value - _EPOCH.replace(tzinfo=None))
+    if isinstance(dt, T.DateType):
+        return (value - dt_module.date(1970, 1, 1)).days
+    if isinstance(dt, T.DayTimeIntervalType):
+        return _micros(value)
+    return value
+
+
+def _prepare(col: Any, dt: Any, arrow: bool = False) -> Any:
+    """Spark-side rewrite: every CalendarInterval becomes struct<months int, days int, microseconds long>;
+    with ``arrow`` (Spark Connect's collect), year-month intervals become int months as well (Arrow
+    conversion does not take them)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    if arrow and _has_year_month(dt):
+        if isinstance(dt, T.YearMonthIntervalType):
+            return (F.extract(F.lit("YEAR"), col) * 12 + F.extract(F.lit("MONTH"), col)).cast("int")
+        return _rewrite(col, dt, lambda c, t: _prepare(c, t, arrow))
     if not _has_calendar_interval(dt):
         return col
     if isinstance(dt, T.CalendarIntervalType):
@@ -945,16 +1097,51 @@ def _prepare(col: Any, dt: Any) -> Any:
     if isinstance(dt, T.StructType):
         renamed = col.cast(_renamed(dt))
         fields = [
-            _prepare(renamed.getField(f"_{i}"), f.dataType).alias(f"_{i}") for i, f in enumerate(dt.fields)
+            _prepare(renamed.getField(f"_{i}"), f.dataType, arrow).alias(f"_{i}")
+            for i, f in enumerate(dt.fields)
         ]
         return F.when(col.isNull(), F.lit(None)).otherwise(F.struct(*fields))
     if isinstance(dt, T.ArrayType):
-        return F.transform(col, lambda x: _prepare(x, dt.elementType))
+        return F.transform(col, lambda x: _prepare(x, dt.elementType, arrow))
     if isinstance(dt, T.MapType):
         if _has_calendar_interval(dt.keyType):
             raise BackendUnavailableError("map keys of type interval cannot be read through Spark")
-        return F.transform_values(col, lambda _k, v: _prepare(v, dt.valueType))
+        return F.transform_values(col, lambda _k, v: _prepare(v, dt.valueType, arrow))
     raise AssertionError(dt)  # pragma: no cover
+
+
+def _rewrite(col: Any, dt: Any, inner: Callable[[Any, Any], Any]) -> Any:
+    """``col`` (struct, array or map of ``dt``) with ``inner(child column, child type)`` applied to each child."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.StructType):
+        renamed = col.cast(_renamed(dt))
+        fields = [
+            inner(renamed.getField(f"_{i}"), f.dataType).alias(f"_{i}") for i, f in enumerate(dt.fields)
+        ]
+        return F.when(col.isNull(), F.lit(None)).otherwise(F.struct(*fields))
+    if isinstance(dt, T.ArrayType):
+        return F.transform(col, lambda x: inner(x, dt.elementType))
+    if isinstance(dt, T.MapType):
+        if _has_year_month(dt.keyType):
+            raise BackendUnavailableError("map keys of type interval cannot be read through Spark Connect")
+        return F.transform_values(col, lambda _k, v: inner(v, dt.valueType))
+    return inner(col, dt)
+
+
+def _has_year_month(dt: Any) -> bool:
+    from pyspark.sql import types as T
+
+    if isinstance(dt, T.YearMonthIntervalType):
+        return True
+    if isinstance(dt, T.StructType):
+        return any(_has_year_month(f.dataType) for f in dt.fields)
+    if isinstance(dt, T.ArrayType):
+        return _has_year_month(dt.elementType)
+    if isinstance(dt, T.MapType):
+        return _has_year_month(dt.keyType) or _has_year_month(dt.valueType)
+    return False
 
 
 def convert(value: Any, dt: Any) -> Any:
@@ -968,7 +1155,8 @@ def convert(value: Any, dt: Any) -> Any:
     if isinstance(dt, T.ArrayType):
         return [convert(v, dt.elementType) for v in value]
     if isinstance(dt, T.MapType):
-        items = [(convert(k, dt.keyType), convert(v, dt.valueType)) for k, v in value.items()]
+        pairs = value.items() if isinstance(value, dict) else value  # Spark Connect: a list of pairs
+        items = [(convert(k, dt.keyType), convert(v, dt.valueType)) for k, v in pairs]
         items.sort(key=lambda kv: sort_key(kv[0]))
         return items
     if isinstance(dt, T.CalendarIntervalType):
