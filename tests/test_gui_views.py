@@ -854,3 +854,25 @@ def test_showing_a_view_starts_its_waiting_job_and_cancel_holds_the_rest(qtbot, 
         window.select_view("browser")
     assert window.pending_views() == ["expired", "sql"]
     assert window.state_table() is not None and window.state_table().total_rows > 0
+
+
+def test_a_spark_connect_endpoint_in_the_spark_field(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """The toolbar's Spark field takes a Connect endpoint too: the browser then reads through it, and an
+    endpoint nobody answers says so in the browser and the Problems panel (no dialog)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    window.select_view("browser")
+    window.set_backend("spark", master=f"sc://127.0.0.1:{port}", remember=False)
+    assert f"sc://127.0.0.1:{port}" in window.backend_label.text()
+    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+        window.open_checkpoint(str(_sample()))
+    assert window.state_table() is None
+    assert f"Spark Connect at sc://127.0.0.1:{port} is unreachable" in window.browser.status.text()
+    from pyspark import SparkContext
+
+    assert (
+        SparkContext._gateway is None or SparkContext._active_spark_context is not None
+    )  # none started here

@@ -321,11 +321,12 @@ class MainWindow(QMainWindow):
         )
         self.backend_combo.activated.connect(self._on_backend_combo_activated)
         bar.addWidget(self.backend_combo)
-        bar.addWidget(QLabel(" Spark master: "))
+        bar.addWidget(QLabel(" Spark: "))
         self.master_edit = QLineEdit()
         self.master_edit.setMaximumWidth(200)
         self.master_edit.setToolTip(
-            "Spark master URL used by the Spark backend (local[*], spark://host:7077, yarn...)"
+            "Where the Spark backend runs: a master URL (local[*], spark://host:7077, yarn...), or a Spark "
+            "Connect endpoint (sc://host:15002: no local Java needed; the server reads the checkpoint)"
         )
         self.master_edit.editingFinished.connect(self._on_master_edit_editing_finished)
         bar.addWidget(self.master_edit)
@@ -1355,11 +1356,13 @@ class MainWindow(QMainWindow):
         if self._chooser is None:
             from statelens.readers.backends import BackendChooser
 
+            remote = self._spark_master if self._spark_master.startswith("sc://") else None
             self._chooser = BackendChooser(
                 self.loaded.checkpoint,
                 self._backend_name,
-                master=self._spark_master,
-                spark=self._spark_session,
+                master=None if remote else self._spark_master,
+                spark=None if remote else self._spark_session,
+                remote=remote,
             )
         return self._chooser.for_store(operator_id, store_name)
 
@@ -1388,7 +1391,7 @@ class MainWindow(QMainWindow):
         text, ok = QInputDialog.getText(
             self,
             "Spark master",
-            "Spark master URL (local[*], spark://host:7077, yarn…):",
+            "Spark master URL (local[*], spark://host:7077, yarn…) or Spark Connect endpoint (sc://host:15002):",
             QLineEdit.EchoMode.Normal,
             self._spark_master,
         )
@@ -1821,9 +1824,9 @@ def _setting_bool(value: Any) -> bool:
 
 
 def _default_master() -> str:
-    from statelens.readers.backends.spark import DEFAULT_MASTER, MASTER_ENV
+    from statelens.readers.backends.spark import DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV
 
-    return os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    return os.environ.get(REMOTE_ENV) or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
 
 
 def _dropped_folder(mime: Any) -> str | None:
