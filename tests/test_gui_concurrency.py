@@ -310,3 +310,30 @@ def test_closing_the_app_stops_the_spark_session_it_started() -> None:
         assert got["pool_idle"] is True, got
     assert report["during_job"]["job_outcome"] == "cancelled"
     assert report["during_job"]["close_seconds"] < CLOSE_LIMIT_S  # a start cannot be cut short; a job can
+
+
+def test_a_spark_read_shows_its_tasks_in_the_progress_bar_and_cancels(  # type: ignore[no-untyped-def]
+    qtbot, make_window, checkpoint, spark, monkeypatch
+) -> None:
+    """While the browser reads through Spark, the progress bar counts the job's tasks from Spark's status
+    tracker; Cancel stops the job."""
+    win = make_window()
+    win.select_view("browser")
+    _open(qtbot, win, checkpoint("agg_count") / "checkpoint")
+    tracker = spark.sparkContext.statusTracker()
+    blocker = BlockingSparkJob()
+    blocker.install(monkeypatch)
+    seen: list[Any] = []
+    win.spark_progressed.connect(seen.append)
+    win.set_backend("spark", spark=spark, remember=False)
+    qtbot.waitUntil(blocker.entered.is_set, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: bool(seen), timeout=LOAD_TIMEOUT_MS)
+    progress = seen[-1]
+    assert progress.total >= 1 and 0 <= progress.done < progress.total  # the sleeping task is not done
+    assert (win.progress_bar.maximum(), win.progress_bar.value()) == (progress.total, progress.done)
+    assert "tasks done" in win.status_label.text() and win.progress_bar.isVisible()
+    win.cancel_jobs()
+    qtbot.waitUntil(lambda: blocker.outcome is not None, timeout=LOAD_TIMEOUT_MS)
+    assert blocker.outcome == "cancelled"
+    qtbot.waitUntil(lambda: tracker.getActiveJobsIds() == [], timeout=10_000)
+    qtbot.waitUntil(lambda: win.settled(), timeout=10_000)

@@ -78,6 +78,9 @@ from statelens.viewers.timeline import BatchTimelineView
 #: View names, as accepted by ``statelens gui --view``, in tab order.
 VIEWS = ("overview", "timeline", "growth", "expired", "browser", "sql", "schema")
 
+#: Milliseconds between looks at Spark's status tracker while a read runs on Spark.
+SPARK_PROGRESS_MS = 500
+
 #: Views whose job (on the runner channel of the same name) waits for them: it starts at once when the
 #: view is showing, else when the view is first shown or nothing else runs, so the view in front gets
 #: the cores (two, on many laptops) instead of sharing them with every other view's analysis.
@@ -164,6 +167,7 @@ class MainWindow(QMainWindow):
     history_updated = Signal()
     sql_updated = Signal()
     progress_updated = Signal()
+    spark_progressed = Signal(object)  # a Progress of the Spark jobs the browser's read runs
     export_finished = Signal(str)
 
     def __init__(
@@ -200,6 +204,10 @@ class MainWindow(QMainWindow):
         #: Local time (the default) or UTC for the checkpoint's own times, in every view.
         self.time_zone = TimeZoneState(_setting_bool(self.settings.value(SETTINGS_UTC, False)))
         self._history_request: tuple[Any, ...] | None = None
+        #: Polls Spark's status tracker while the browser reads through Spark (tasks done in the progress bar).
+        self._spark_progress_timer = QTimer(self)
+        self._spark_progress_timer.setInterval(SPARK_PROGRESS_MS)
+        self._spark_progress_timer.timeout.connect(self._on_spark_progress_timer_timeout)
         #: Jobs waiting for their view (see :data:`DEFERRED_VIEWS`): channel -> how to start it.
         self._deferred: dict[str, Callable[[], None]] = {}
         self._background_paused = False
@@ -1101,6 +1109,7 @@ class MainWindow(QMainWindow):
             f"through Spark on {self._spark_master} (the first read starts a Spark session)…"
         )
         self._spark_reading = backend
+        self._spark_progress_timer.start()
         self.runner.submit(
             "browser",
             iter_backend_table,
@@ -1365,6 +1374,18 @@ class MainWindow(QMainWindow):
                 remote=remote,
             )
         return self._chooser.for_store(operator_id, store_name)
+
+    def _on_spark_progress_timer_timeout(self) -> None:
+        backend = self._spark_reading
+        if backend is None or self.runner.current("browser") is None:
+            self._spark_progress_timer.stop()
+            return
+        progress = backend.job_progress() if hasattr(backend, "job_progress") else None
+        if progress is not None:
+            self.progress_bar.setRange(0, progress.total)
+            self.progress_bar.setValue(min(progress.done, progress.total))
+            self.status_label.setText(f"{progress.what}…")
+            self.spark_progressed.emit(progress)
 
     def _cancel_spark_read(self) -> None:
         backend, self._spark_reading = self._spark_reading, None

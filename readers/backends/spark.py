@@ -34,7 +34,7 @@ from statelens.readers.errors import (
     StatelensError,
     UsageError,
 )
-from statelens.readers.model import CalendarInterval, PartitionVersionStats, StateChange, StateRow
+from statelens.readers.model import CalendarInterval, PartitionVersionStats, Progress, StateChange, StateRow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -254,6 +254,37 @@ class SparkBackend:
         if self.remote:
             return f"Spark Connect at {self.remote} (PySpark {pyspark.__version__}){started}"
         return f"Spark {pyspark.__version__} on {self.master}{started}"
+
+    def job_progress(self) -> Progress | None:
+        """How far the Spark jobs of the reads in flight are, from Spark's status tracker (any thread):
+        tasks completed of all their stages so far, or None when no job runs (or through Spark Connect,
+        which has no tracker here)."""
+        with self._lock:
+            spark = self._spark
+            groups = list(self._active_groups)
+        if spark is None or not groups or _is_remote(spark):
+            return None
+        try:
+            tracker = spark.sparkContext.statusTracker()
+            done = total = stages = active = 0
+            for group in groups:
+                for job_id in tracker.getJobIdsForGroup(group):
+                    job = tracker.getJobInfo(job_id)
+                    for stage_id in job.stageIds if job is not None else ():
+                        stage = tracker.getStageInfo(stage_id)
+                        if stage is None:
+                            continue
+                        stages += 1
+                        active += stage.numActiveTasks
+                        done += stage.numCompletedTasks
+                        total += stage.numTasks
+        except Exception:  # noqa: BLE001 - the session is stopping under a cancel: no progress to show
+            return None
+        if total == 0:
+            return None
+        return Progress(
+            done, total, f"Spark: {done:,} of {total:,} tasks done, {active} running ({stages} stages)"
+        )
 
     def cancel(self) -> None:
         """Stop the reads in flight: their Spark jobs, and jobs they have not submitted yet (any thread)."""
