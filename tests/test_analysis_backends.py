@@ -155,6 +155,7 @@ def test_expired_through_spark_without_change_feed_reads_versions_whole(
     ckpt = open_checkpoint(str(path))
     _, native = _run(path, BackendChooser(ckpt, "native"), stale_after=0)
     monkeypatch.setattr(SparkBackend, "read_changes", no_feed)
+    monkeypatch.setattr(SparkBackend, "iter_state_then_changes", no_feed)  # the streamed walk needs it too
     result, through = _run(path, BackendChooser(ckpt, "spark", spark=spark), stale_after=0)
     (op,) = result.operators
     assert "change feed is unavailable" in op.reason
@@ -169,6 +170,39 @@ def test_expired_through_spark_without_change_feed_reads_versions_whole(
     leaked = kept_expired & {key_fields(f.key)["key"] for f in native}
     assert leaked
     assert leaked <= keys
+
+
+@pytest.mark.parametrize("scenario", ["pandas_state_event", "rocks_pandas_state"])
+def test_expired_through_spark_streams_partition_by_partition(
+    scenario: str, checkpoint: Any, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a classic session the timeout check reads the first version and the change feed as one stream,
+    partition by partition (no read of a whole version, no per-version job), and finds what the native
+    decoder finds."""
+    from statelens.readers.backends.spark import SparkBackend
+
+    def whole(*_args: Any, **_kw: Any) -> Any:
+        raise AssertionError("a whole version or one version's changes was collected")
+
+    path = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(path))
+    native, got_native = _run(path, BackendChooser(ckpt, "native"), all_versions=True)
+    streams: list[tuple[int, int]] = []
+    real = SparkBackend.iter_state_then_changes
+
+    def counted(self: Any, op: int, store: Any, first: int, last: int) -> Any:
+        streams.append((first, last))
+        return real(self, op, store, first, last)
+
+    monkeypatch.setattr(SparkBackend, "read_rows", whole)
+    monkeypatch.setattr(SparkBackend, "read_changes", whole)
+    monkeypatch.setattr(SparkBackend, "iter_state_then_changes", counted)
+    through, got_spark = _run(path, BackendChooser(ckpt, "spark", spark=spark), all_versions=True)
+    assert not through.problems and streams
+    assert sorted(dumps_jsonl(f.to_json()) for f in got_spark) == sorted(
+        dumps_jsonl(f.to_json()) for f in got_native
+    )
+    assert got_native and native.tally == through.tally
 
 
 # -- doctor and report -----------------------------------------------------------------------------------

@@ -521,7 +521,24 @@ class SparkSource:
 
         ``state`` is the whole partition when ``changes`` is None, else empty (the changes were read,
         not the state). ``need_state`` reads every version whole; ``only_last`` reads the last only.
+        Without either, on a classic session with an unbroken run of versions, the first version and the
+        change feed are streamed partition by partition instead (one job; this process holds one
+        partition at a time, whatever the store's size).
         """
+        if not need_state and not only_last and self._streamable():
+            streamed = self._walk_streamed(cancelled)
+            try:
+                head = next(streamed)
+            except StopIteration:
+                return
+            except StatelensError as err:  # Spark Connect, or no change feed: versions one by one below
+                self.feed_note = f"streaming unavailable ({err}): versions read one by one"
+            else:
+                self.partition_major = True
+                yield head
+                yield from streamed
+                return
+        self.partition_major = False
         op, store = self.operator_id, self.store_name
         use_feed = not need_state
         previous: int | None = None
@@ -555,6 +572,47 @@ class SparkSource:
             previous = v
             for pid in sorted(set(self.pids) | set(states)):
                 yield pid, v, states.pop(pid, {}), None
+
+    def _streamable(self) -> bool:
+        vs = self.versions
+        return (
+            len(vs) >= 2
+            and vs == list(range(vs[0], vs[-1] + 1))
+            and hasattr(self.backend, "iter_state_then_changes")
+        )
+
+    def _walk_streamed(self, cancelled: Callable[[], bool] | None) -> StateWalk:
+        """Partition-major walk over Spark's stream of the first version's rows and the change feed."""
+        versions = self.versions
+        rows = self.backend.iter_state_then_changes(
+            self.operator_id, self.store_name, versions[0], versions[-1]
+        )
+        try:
+            row = next(rows, None)
+            known = sorted(self.pids)
+            i = 0
+            end = float("inf")
+            while i < len(known) or row is not None:
+                pid = int(min(known[i] if i < len(known) else end, row[0] if row is not None else end))
+                if i < len(known) and known[i] == pid:
+                    i += 1
+                state: dict[Any, Any] = {}
+                changes: dict[int, list[tuple[Any, Any]]] = {}
+                while row is not None and row[0] == pid:
+                    _, v, change, key, value = row
+                    if change is None:
+                        state[_identity(key)] = value
+                    else:
+                        changes.setdefault(v, []).append((_identity(key), value))
+                    row = next(rows, None)
+                if cancelled is not None and cancelled():
+                    return
+                yield pid, versions[0], state, None
+                del state
+                for v in versions[1:]:
+                    yield pid, v, {}, changes.pop(v, [])
+        finally:
+            rows.close()
 
     def value_reader(self, path: tuple[int, ...]) -> Callable[[Any], int | None]:
         return _tuple_reader(path)

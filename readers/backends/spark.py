@@ -659,6 +659,77 @@ class SparkBackend:
             for b, t, p, k, v in rows
         ]
 
+    def iter_state_then_changes(
+        self, operator_id: int, store_name: str | None, first: int, last: int
+    ) -> Iterator[tuple[int, int, str | None, Any, Any]]:
+        """One store's rows at version ``first``, then its change feed up to version ``last``, partition by
+        partition, streamed: ``(partition, version, change, key, value)`` with ``change`` None for the rows
+        of ``first``, else ``put``/``remove`` (value None). One Spark job; rows reach this process a Spark
+        partition at a time (``toLocalIterator``), so memory stays bounded by what the caller keeps.
+
+        Within a partition and version, changes keep the feed's order. Classic sessions only (Spark
+        Connect collects instead: :meth:`read_rows`, :meth:`read_changes`).
+
+        Raises
+        ------
+        StatelensError
+            Spark cannot read the version or the change feed (RocksDB without changelogs): raised before
+            the first row is yielded.
+        """
+        from pyspark.sql import functions as F
+
+        self._check_version(last)
+        with self._job(f"state and changes of operator {operator_id}") as spark:
+            if _is_remote(spark):
+                raise BackendUnavailableError(
+                    "streaming rows needs a classic Spark session, not Spark Connect"
+                )
+            state = (
+                self._reader(spark, operator_id, store_name)
+                .option("batchId", str(first - 1))
+                .load(self.path)
+                .select(
+                    F.col("partition_id").cast("int").alias("p"),
+                    F.lit(first).cast("long").alias("v"),
+                    F.lit(None).cast("string").alias("c"),
+                    "key",
+                    "value",
+                )
+            )
+            feed = self._change_feed(spark, operator_id, store_name, first + 1, last, None).select(
+                F.col("partition_id").cast("int").alias("p"),
+                (F.col("batch_id") + 1).cast("long").alias("v"),
+                F.col("change_type").alias("c"),
+                "key",
+                "value",
+            )
+            df = (
+                state.unionByName(feed)
+                .withColumn("o", F.monotonically_increasing_id())
+                .orderBy("p", "v", "o")
+            )
+            schema = df.select("key", "value").schema
+            prepared = df.select(
+                "p", "v", "c", *[_prepare(df[c], schema[c].dataType).alias(c) for c in ("key", "value")]
+            )
+            kdt, vdt = schema["key"].dataType, schema["value"].dataType
+            with _raw_rows():
+                rows = prepared.toLocalIterator()
+                try:
+                    for p, v, c, k, val in rows:
+                        change = None if c is None else _CHANGE_KINDS.get(c, "put")
+                        yield (
+                            int(p),
+                            int(v),
+                            change,
+                            convert(k, kdt),
+                            None if change == "remove" else convert(val, vdt),
+                        )
+                finally:
+                    close = getattr(rows, "close", None)
+                    if close is not None:
+                        close()
+
     def iter_stats(
         self,
         operator_id: int,
@@ -955,7 +1026,7 @@ def collect_converted(df: Any, columns: list[str]) -> list[tuple[Any, ...]]:
     ]
 
 
-_RAW_LOCK = threading.Lock()
+_RAW_LOCK = threading.RLock()  # held while a streamed read is consumed (same thread may collect meanwhile)
 
 
 @contextlib.contextmanager
