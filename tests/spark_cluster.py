@@ -41,17 +41,15 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-class StandaloneCluster:
-    """Master and ``workers`` workers (1 core, 1 GiB each) under ``root``; logs and work folders inside it."""
+class JvmServices:
+    """Spark JVMs started in their own process groups, each ready once its log shows a line; stopped in
+    reverse order (SIGTERM to the group, SIGKILL after 20 s). A context manager: ``start()`` on entry."""
 
-    def __init__(self, root: Path, workers: int = 2):
+    def __init__(self, root: Path):
         self.root = Path(root)
-        self.workers = workers
-        self.master_url = ""
         self._procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
 
-    # -- lifecycle -------------------------------------------------------------------------------------
-    def __enter__(self) -> StandaloneCluster:
+    def __enter__(self) -> JvmServices:
         self.start()
         return self
 
@@ -59,6 +57,53 @@ class StandaloneCluster:
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+    def start(self) -> str:
+        raise NotImplementedError
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str], ready: str) -> None:
+        log = self.root / f"{name}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        self._procs.append((name, proc, log))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            text = log.read_text(errors="replace")
+            if re.search(ready, text):
+                return
+            if proc.poll() is not None:
+                raise ClusterUnavailable(f"the {name} JVM exited ({proc.returncode}): {text[-2000:]}")
+            time.sleep(0.2)
+        raise ClusterUnavailable(
+            f"the {name} did not start within {START_TIMEOUT_S:.0f} s: "
+            f"{log.read_text(errors='replace')[-2000:]}"
+        )
+
+    def stop(self) -> None:
+        for _name, proc, _log in reversed(self._procs):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for _name, proc, _log in reversed(self._procs):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self._procs.clear()
+
+
+class StandaloneCluster(JvmServices):
+    """Master and ``workers`` workers (1 core, 1 GiB each) under ``root``; logs and work folders inside it."""
+
+    def __init__(self, root: Path, workers: int = 2):
+        super().__init__(root)
+        self.workers = workers
+        self.master_url = ""
 
     def start(self) -> str:
         """Start the master, then the workers; returns the master URL once every worker registered."""
@@ -98,42 +143,6 @@ class StandaloneCluster:
             self.stop()
             raise
         return self.master_url
-
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str], ready: str) -> None:
-        log = self.root / f"{name}.log"
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-        self._procs.append((name, proc, log))
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            text = log.read_text(errors="replace")
-            if re.search(ready, text):
-                return
-            if proc.poll() is not None:
-                raise ClusterUnavailable(f"the {name} JVM exited ({proc.returncode}): {text[-2000:]}")
-            time.sleep(0.2)
-        raise ClusterUnavailable(
-            f"the {name} did not start within {START_TIMEOUT_S:.0f} s: "
-            f"{log.read_text(errors='replace')[-2000:]}"
-        )
-
-    def stop(self) -> None:
-        """Stop the workers, then the master (SIGTERM to each process group, SIGKILL after 20 s)."""
-        for _name, proc, _log in reversed(self._procs):
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for _name, proc, _log in reversed(self._procs):
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        self._procs.clear()
 
     # -- evidence ----------------------------------------------------------------------------------------
     def executor_logs(self) -> dict[str, list[Path]]:

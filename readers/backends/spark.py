@@ -1058,18 +1058,25 @@ def _collect_internal(df: Any) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in rows]
 
 
+def _has_type(dt: Any, kind: type) -> bool:
+    """True when ``dt`` is, or nests (structs, arrays, maps), a ``kind`` type."""
+    from pyspark.sql import types as T
+
+    if isinstance(dt, kind):
+        return True
+    if isinstance(dt, T.StructType):
+        return any(_has_type(f.dataType, kind) for f in dt.fields)
+    if isinstance(dt, T.ArrayType):
+        return _has_type(dt.elementType, kind)
+    if isinstance(dt, T.MapType):
+        return _has_type(dt.keyType, kind) or _has_type(dt.valueType, kind)
+    return False
+
+
 def _has_calendar_interval(dt: Any) -> bool:
     from pyspark.sql import types as T
 
-    if isinstance(dt, T.CalendarIntervalType):
-        return True
-    if isinstance(dt, T.StructType):
-        return any(_has_calendar_interval(f.dataType) for f in dt.fields)
-    if isinstance(dt, T.ArrayType):
-        return _has_calendar_interval(dt.elementType)
-    if isinstance(dt, T.MapType):
-        return _has_calendar_interval(dt.keyType) or _has_calendar_interval(dt.valueType)
-    return False
+    return _has_type(dt, T.CalendarIntervalType)
 
 
 def _renamed(dt: Any) -> Any:
@@ -1235,15 +1242,7 @@ def _rewrite(col: Any, dt: Any, inner: Callable[[Any, Any], Any]) -> Any:
 def _has_year_month(dt: Any) -> bool:
     from pyspark.sql import types as T
 
-    if isinstance(dt, T.YearMonthIntervalType):
-        return True
-    if isinstance(dt, T.StructType):
-        return any(_has_year_month(f.dataType) for f in dt.fields)
-    if isinstance(dt, T.ArrayType):
-        return _has_year_month(dt.elementType)
-    if isinstance(dt, T.MapType):
-        return _has_year_month(dt.keyType) or _has_year_month(dt.valueType)
-    return False
+    return _has_type(dt, T.YearMonthIntervalType)
 
 
 def convert(value: Any, dt: Any) -> Any:
