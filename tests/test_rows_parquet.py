@@ -142,3 +142,30 @@ def test_spark_refuses_to_write_into_the_checkpoint_or_over_a_folder(
     taken.mkdir()
     assert main([*base, "-o", str(taken)]) != 0
     assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["--changes"]])
+def test_spark_rows_as_json_lines_stream_from_one_job(
+    extra: list[str],
+    checkpoint: Any,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``rows --backend spark`` (JSON lines) streams from one job instead of collecting the whole store:
+    nothing calls the collecting reads, and the lines are the native ones."""
+    from statelens.readers.backends.spark import SparkBackend
+
+    root = str(checkpoint("window_agg_watermark") / "checkpoint")
+    base = ["rows", root, "--operator", "0", *extra]
+    assert main([*base, "--backend", "native"]) == 0
+    native = capsys.readouterr().out
+
+    def collected(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("the whole answer was collected")
+
+    monkeypatch.setattr(SparkBackend, "read_rows", collected)
+    monkeypatch.setattr(SparkBackend, "read_changes", collected)
+    assert main([*base, "--backend", "spark"]) == 0
+    through = capsys.readouterr().out
+    assert sorted(through.splitlines()) == sorted(native.splitlines()) and native  # every batch committed

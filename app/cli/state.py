@@ -254,11 +254,11 @@ def _partition_tuples(
     if args.changes:
         last = backend.latest_version(args.operator, store, pid)
         start, end = (args.version, args.version) if args.version is not None else (1, last)
-        for ch in backend.read_changes(args.operator, store, start, end, pid):
+        for ch in backend.iter_changes(args.operator, store, start, end, pid):
             yield (ch.version, ch.partition_id, ch.change, ch.key, ch.value)
         return
     version = args.version if args.version is not None else backend.latest_version(args.operator, store, pid)
-    for row in backend.read_rows(args.operator, store, version, pid):
+    for row in backend.iter_rows(args.operator, store, version, pid):
         yield (row.partition_id, row.key, row.value)
 
 

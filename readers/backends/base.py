@@ -66,6 +66,23 @@ class StateBackend(Protocol):
         """Decoded rows of one store at ``version`` (all partitions, or one)."""
         ...
 
+    def iter_rows(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int | None = None
+    ) -> Iterator[StateRow]:
+        """:meth:`read_rows`, streamed: memory for a batch of rows, not the store."""
+        ...
+
+    def iter_changes(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        start_version: int,
+        end_version: int,
+        partition_id: int | None = None,
+    ) -> Iterator[StateChange]:
+        """:meth:`read_changes`, streamed."""
+        ...
+
     def read_arrow(
         self,
         operator_id: int,

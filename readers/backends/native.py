@@ -85,6 +85,29 @@ class NativeBackend:
             out.extend(reader.read_rows(pid, version))
         return out
 
+    def iter_rows(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int | None = None
+    ) -> Iterator[StateRow]:
+        """:meth:`read_rows`, a partition at a time."""
+        reader = self.ckpt.store_reader(operator_id, store_name)
+        for pid in [partition_id] if partition_id is not None else reader.partition_ids():
+            yield from reader.read_rows(pid, version)
+
+    def iter_changes(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        start_version: int,
+        end_version: int,
+        partition_id: int | None = None,
+    ) -> Iterator[StateChange]:
+        """:meth:`read_changes`, a partition and version at a time."""
+        reader = self.ckpt.store_reader(operator_id, store_name)
+        for pid in [partition_id] if partition_id is not None else reader.partition_ids():
+            for v in reader.delta_versions(pid):
+                if start_version <= v <= end_version:
+                    yield from reader.read_changes(pid, v)
+
     def read_arrow(
         self,
         operator_id: int,

@@ -465,6 +465,49 @@ class SparkBackend:
             rows = collect_converted(df, ["partition_id", "key", "value"])
         return [StateRow(int(p), k, v) for p, k, v in rows]
 
+    def iter_rows(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int | None = None
+    ) -> Iterator[StateRow]:
+        """:meth:`read_rows`, streamed from one job a Spark partition at a time (classic sessions), so this
+        process holds a batch of rows, not the store."""
+        from pyspark.sql import functions as F
+
+        if self._is_state_variable(operator_id, store_name):
+            yield from self.read_rows(operator_id, store_name, version, partition_id)
+            return
+        self._check_version(version)
+        with self._job(f"rows of operator {operator_id} version {version}") as spark:
+            df = (
+                self._reader(spark, operator_id, store_name)
+                .option("batchId", str(version - 1))
+                .load(self.path)
+            )
+            if partition_id is not None:
+                df = df.where(F.col("partition_id") == partition_id)
+            for p, k, v in stream_converted(df.orderBy("partition_id"), ["partition_id", "key", "value"]):
+                yield StateRow(int(p), k, v)
+
+    def iter_changes(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        start_version: int,
+        end_version: int,
+        partition_id: int | None = None,
+    ) -> Iterator[StateChange]:
+        """:meth:`read_changes`, streamed from one job (classic sessions)."""
+        if self._is_state_variable(operator_id, store_name):
+            yield from self.read_changes(operator_id, store_name, start_version, end_version, partition_id)
+            return
+        self._check_version(end_version)
+        with self._job(f"changes of operator {operator_id}") as spark:
+            df = self._change_feed(spark, operator_id, store_name, start_version, end_version, partition_id)
+            cols = ["batch_id", "change_type", "partition_id", "key", "value"]
+            for b, t, p, k, v in stream_converted(df, cols):
+                yield StateChange(
+                    int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, v if t != "delete" else None
+                )
+
     def read_arrow(
         self,
         operator_id: int,
@@ -1013,6 +1056,26 @@ def _spark_error(err: Exception, what: str) -> StatelensError:
 
 
 # -- exact conversion of Spark values ----------------------------------------------------------------------
+def stream_converted(df: Any, columns: list[str]) -> Iterator[tuple[Any, ...]]:
+    """``columns`` of ``df`` as :func:`collect_converted` gives them, but streamed a Spark partition at a
+    time (``toLocalIterator``) on a classic session; through Spark Connect they are collected first."""
+    if _is_remote(df.sparkSession):
+        yield from collect_converted(df, columns)
+        return
+    schema = df.select(*columns).schema
+    prepared = df.select(*[_prepare(df[c], schema[c].dataType).alias(c) for c in columns])
+    types = [f.dataType for f in schema.fields]
+    with _raw_rows():
+        rows = prepared.toLocalIterator()
+        try:
+            for row in rows:
+                yield tuple(convert(v, t) for v, t in zip(row, types, strict=True))
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
+
+
 def collect_converted(df: Any, columns: list[str]) -> list[tuple[Any, ...]]:
     """Collect ``columns`` of ``df`` as tuples in statelens' value representation (exact, schema-directed)."""
     schema = df.select(*columns).schema

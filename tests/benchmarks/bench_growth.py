@@ -152,7 +152,7 @@ def measure_spark_decode(ckpt: Path) -> dict[str, float]:
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "4g" if keys <= 5_000_000 else "14g")  # HDFS stores live in memory
+        .config("spark.driver.memory", "4g")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
@@ -179,7 +179,7 @@ def measure_spark_growth(ckpt: Path) -> dict[str, float]:
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "4g" if keys <= 5_000_000 else "14g")  # HDFS stores live in memory
+        .config("spark.driver.memory", "4g")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
