@@ -559,19 +559,16 @@ class SparkSource:
                     for pid in sorted(set(self.pids) | set(changes)):
                         yield pid, v, {}, changes.pop(pid, [])
                     continue
+            # The version whole, streamed in partition order: one partition in memory at a time.
+            rows = ((r.partition_id, r.key, r.value) for r in self.backend.iter_rows(op, store, v))
             try:
-                rows = self.backend.read_rows(op, store, v)
+                for pid, part in _group_by_partition(rows, self.pids):
+                    yield pid, v, {_identity(k): val for _, k, val in part}, None
             except StatelensError as err:
                 problems.append(err)
                 previous = None
                 continue
-            states: dict[int, dict[Any, Any]] = {}
-            for r in rows:
-                states.setdefault(r.partition_id, {})[_identity(r.key)] = r.value
-            del rows
             previous = v
-            for pid in sorted(set(self.pids) | set(states)):
-                yield pid, v, states.pop(pid, {}), None
 
     def _streamable(self) -> bool:
         vs = self.versions
@@ -588,23 +585,15 @@ class SparkSource:
             self.operator_id, self.store_name, versions[0], versions[-1]
         )
         try:
-            row = next(rows, None)
-            known = sorted(self.pids)
-            i = 0
-            end = float("inf")
-            while i < len(known) or row is not None:
-                pid = int(min(known[i] if i < len(known) else end, row[0] if row is not None else end))
-                if i < len(known) and known[i] == pid:
-                    i += 1
+            for pid, part in _group_by_partition(rows, self.pids):
                 state: dict[Any, Any] = {}
                 changes: dict[int, list[tuple[Any, Any]]] = {}
-                while row is not None and row[0] == pid:
-                    _, v, change, key, value = row
+                for _, v, change, key, value in part:
                     if change is None:
                         state[_identity(key)] = value
                     else:
                         changes.setdefault(v, []).append((_identity(key), value))
-                    row = next(rows, None)
+                del part
                 if cancelled is not None and cancelled():
                     return
                 yield pid, versions[0], state, None
@@ -626,6 +615,26 @@ class SparkSource:
 
     def tiebreak(self, key: Any) -> Any:
         return next(self._ties)  # decoded keys may not be comparable (None, mixed types)
+
+
+def _group_by_partition(
+    rows: Iterator[tuple[Any, ...]], known: Iterable[int]
+) -> Iterator[tuple[int, list[Any]]]:
+    """``(partition, its rows)`` in partition order, from rows sorted by partition (``row[0]``); every
+    partition of ``known`` comes out, with no rows when the stream has none for it."""
+    ids = sorted(known)
+    i = 0
+    end = float("inf")
+    row = next(rows, None)
+    while i < len(ids) or row is not None:
+        pid = int(min(ids[i] if i < len(ids) else end, row[0] if row is not None else end))
+        if i < len(ids) and ids[i] == pid:
+            i += 1
+        part = []
+        while row is not None and row[0] == pid:
+            part.append(row)
+            row = next(rows, None)
+        yield pid, part
 
 
 def state_source(ckpt: Any, store: Any, backends: BackendChooser | None = None) -> NativeSource | SparkSource:

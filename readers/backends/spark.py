@@ -473,7 +473,9 @@ class SparkBackend:
         from pyspark.sql import functions as F
 
         if self._is_state_variable(operator_id, store_name):
-            yield from self.read_rows(operator_id, store_name, version, partition_id)
+            yield from sorted(
+                self.read_rows(operator_id, store_name, version, partition_id), key=lambda r: r.partition_id
+            )
             return
         self._check_version(version)
         with self._job(f"rows of operator {operator_id} version {version}") as spark:
