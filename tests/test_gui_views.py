@@ -876,3 +876,13 @@ def test_a_spark_connect_endpoint_in_the_spark_field(qtbot, window) -> None:  # 
     assert (
         SparkContext._gateway is None or SparkContext._active_spark_context is not None
     )  # none started here
+
+
+def test_row_counts_of_millions_read_short_on_the_axis(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Counts of millions tick as ``0.5M``..., so ten-digit labels do not run into the axis title."""
+    from statelens.viewers import theme
+
+    axis = theme.IntegerAxisItem(orientation="left")
+    assert axis.tickStrings([0, 500_000, 1_000_000, 2_500_000], 1, 500_000) == ["0M", "0.5M", "1M", "2.5M"]
+    assert axis.tickStrings([2e9, 4e9], 1, 2e9) == ["2G", "4G"]
+    assert axis.tickStrings([0, 20_000, 40_000], 1, 20_000) == ["0", "20,000", "40,000"]

@@ -370,6 +370,7 @@ class StateGrowthView(StorePickerMixin, QWidget):
             self.other_curve.setData([], [])
         unit = "rows" if self._metric == "rows" else "B"
         ends: dict[tuple[float, float], tuple[pg.TextItem, list[int]]] = {}
+        tolerance = 0.04 * float(peak.max(initial=0.0))  # about a text line of the plot's height
         for slot, (curve, label) in enumerate(zip(self.top_curves, self.top_labels, strict=True)):
             if slot < len(top):
                 i = top[slot]
@@ -380,19 +381,22 @@ class StateGrowthView(StorePickerMixin, QWidget):
                 label.setText("")
                 label.setColor(theme.SERIES[(slot + 1) % len(theme.SERIES)])
                 if len(finite):
-                    # Lines ending at one point share one label ("p0, p3") instead of overprinting.
+                    # Lines ending at (or within a text line of) one point share one label ("p0, p3")
+                    # instead of overprinting.
                     j = finite[-1]
                     end = (float(x[j]), float(values[i][j]))
-                    shared, names = ends.setdefault(end, (label, []))
+                    near = next((e for e in ends if e[0] == end[0] and abs(e[1] - end[1]) <= tolerance), None)
+                    shared, names = ends.setdefault(near or end, (label, []))
                     names.append(int(pids[i]))
-                    shared.setText(" " + ", ".join(f"p{p}" for p in names))
+                    shown = ", ".join(f"p{p}" for p in names[:2])
+                    shared.setText(f" {shown}" + (f" +{len(names) - 2}" if len(names) > 2 else ""))
                     if len(names) > 1:  # no single line's colour fits a shared label
                         shared.setColor(theme.foreground())
-                    shared.setPos(*end)
+                    shared.setPos(*(near or end))
             else:
                 curve.setData([], [])
                 label.setText("")
-        pad = max((x[-1] - x[0]) * 0.06, 0.5)
+        pad = max((x[-1] - x[0]) * 0.14, 0.5)  # room for the end labels ("p182, p118 +3")
         self.total_plot.setXRange(x[0] - 0.5, x[-1] + pad, padding=0)
         # Growth reads against zero: both y axes start there.
         for plot, top_value in (

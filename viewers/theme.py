@@ -95,7 +95,12 @@ class IntegerAxisItem(pg.AxisItem):
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         if spacing * scale >= 1:
-            return [f"{int(round(v * scale)):,}" for v in values]
+            ints = [int(round(v * scale)) for v in values]
+            top = max((abs(i) for i in ints), default=0)
+            for size, suffix in ((1_000_000_000, "G"), (1_000_000, "M")):
+                if top >= size:  # "20M", "0.5M": ten digits crowd the axis title
+                    return [f"{i / size:.3g}{suffix}" for i in ints]
+            return [f"{i:,}" for i in ints]
         return super().tickStrings(values, scale, spacing)
 
 
