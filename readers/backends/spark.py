@@ -712,8 +712,8 @@ class SparkBackend:
         of ``first``, else ``put``/``remove`` (value None). One Spark job; rows reach this process a Spark
         partition at a time (``toLocalIterator``), so memory stays bounded by what the caller keeps.
 
-        Within a partition and version, changes keep the feed's order. Classic sessions only (Spark
-        Connect collects instead: :meth:`read_rows`, :meth:`read_changes`).
+        Within a partition and version, changes keep the feed's order. Through Spark Connect the rows
+        arrive as the server's Arrow batches, converted batch by batch.
 
         Raises
         ------
@@ -725,10 +725,6 @@ class SparkBackend:
 
         self._check_version(last)
         with self._job(f"state and changes of operator {operator_id}") as spark:
-            if _is_remote(spark):
-                raise BackendUnavailableError(
-                    "streaming rows needs a classic Spark session, not Spark Connect"
-                )
             state = (
                 self._reader(spark, operator_id, store_name)
                 .option("batchId", str(first - 1))
@@ -753,27 +749,9 @@ class SparkBackend:
                 .withColumn("o", F.monotonically_increasing_id())
                 .orderBy("p", "v", "o")
             )
-            schema = df.select("key", "value").schema
-            prepared = df.select(
-                "p", "v", "c", *[_prepare(df[c], schema[c].dataType).alias(c) for c in ("key", "value")]
-            )
-            kdt, vdt = schema["key"].dataType, schema["value"].dataType
-            with _raw_rows():
-                rows = prepared.toLocalIterator()
-                try:
-                    for p, v, c, k, val in rows:
-                        change = None if c is None else _CHANGE_KINDS.get(c, "put")
-                        yield (
-                            int(p),
-                            int(v),
-                            change,
-                            convert(k, kdt),
-                            None if change == "remove" else convert(val, vdt),
-                        )
-                finally:
-                    close = getattr(rows, "close", None)
-                    if close is not None:
-                        close()
+            for p, v, c, k, val in stream_converted(df, ["p", "v", "c", "key", "value"]):
+                change = None if c is None else _CHANGE_KINDS.get(c, "put")
+                yield int(p), int(v), change, k, None if change == "remove" else val
 
     def iter_stats(
         self,
@@ -1059,10 +1037,13 @@ def _spark_error(err: Exception, what: str) -> StatelensError:
 
 # -- exact conversion of Spark values ----------------------------------------------------------------------
 def stream_converted(df: Any, columns: list[str]) -> Iterator[tuple[Any, ...]]:
-    """``columns`` of ``df`` as :func:`collect_converted` gives them, but streamed a Spark partition at a
-    time (``toLocalIterator``) on a classic session; through Spark Connect they are collected first."""
+    """``columns`` of ``df`` as :func:`collect_converted` gives them, but streamed: a Spark partition at a
+    time (``toLocalIterator``) on a classic session, the server's Arrow batches through Spark Connect."""
     if _is_remote(df.sparkSession):
-        yield from collect_converted(df, columns)
+        schema = df.select(*columns).schema
+        prepared = df.select(*[_prepare(df[c], schema[c].dataType, arrow=True).alias(c) for c in columns])
+        for table in _remote_arrow_tables(prepared):
+            yield from _converted_rows(table, prepared.schema, schema)
         return
     schema = df.select(*columns).schema
     prepared = df.select(*[_prepare(df[c], schema[c].dataType).alias(c) for c in columns])
@@ -1194,18 +1175,43 @@ def _collect_arrow(prepared: Any, schema: Any) -> list[tuple[Any, ...]]:
     """Spark Connect's collect: Arrow record batches, struct fields renamed by position first (repeated
     names would collapse in Python dicts), each value brought to Spark's internal form, then converted
     as the classic path converts."""
-    pschema = prepared.schema
-    renamed = prepared.select(
-        *[prepared[f.name].cast(_renamed(f.dataType)).alias(f.name) for f in pschema.fields]
+    table = _by_position(prepared).toArrow()
+    return list(_converted_rows(table, prepared.schema, schema))
+
+
+def _by_position(prepared: Any) -> Any:
+    """``prepared`` with every struct's fields renamed ``_0, _1...`` (Arrow to Python keeps repeats apart)."""
+    return prepared.select(
+        *[prepared[f.name].cast(_renamed(f.dataType)).alias(f.name) for f in prepared.schema.fields]
     )
-    table = renamed.toArrow()
+
+
+def _remote_arrow_tables(prepared: Any) -> Iterator[Any]:
+    """The Arrow tables a Spark Connect server streams for ``prepared`` (renamed by position), one batch
+    group at a time, as ``DataFrame.toLocalIterator`` receives them before making Rows (PySpark 4.3)."""
+    import pyarrow as pa
+
+    renamed = _by_position(prepared)
+    try:
+        client = renamed._session.client
+        query = renamed._plan.to_proto(client)
+        stream = client.to_table_as_iterator(query, renamed._plan.observations)
+    except AttributeError:  # pragma: no cover - another PySpark: collect instead
+        yield renamed.toArrow()
+        return
+    for item in stream:
+        if isinstance(item, pa.Table):
+            yield item
+
+
+def _converted_rows(table: Any, pschema: Any, schema: Any) -> Iterator[tuple[Any, ...]]:
+    """Rows of one Arrow table (fields renamed by position, of ``pschema``) in statelens' representation
+    (``schema``: the types before :func:`_prepare`)."""
     columns = [
         [_internal(v, f.dataType) for v in table.column(i).to_pylist()] for i, f in enumerate(pschema.fields)
     ]
-    return [
-        tuple(convert(v, f.dataType) for v, f in zip(row, schema.fields, strict=True))
-        for row in zip(*columns, strict=True)
-    ]
+    for row in zip(*columns, strict=True):
+        yield tuple(convert(v, f.dataType) for v, f in zip(row, schema.fields, strict=True))
 
 
 _EPOCH = dt_module.datetime(1970, 1, 1, tzinfo=dt_module.timezone.utc)
