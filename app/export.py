@@ -170,6 +170,78 @@ def iter_export_state_table(
     return n
 
 
+def iter_export_query_table(
+    table: Any,
+    path: str,
+    fmt: str,
+    column: int = -1,
+    descending: bool = False,
+    needle: str = "",
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, int]:
+    """Write the rows of a paged state table (``StateTable.query``) as ``statelens rows`` does, in the
+    browser's order and filter, a batch at a time (the rows are never all in memory).
+
+    Parameters
+    ----------
+    table : app.session.StateTable
+        With ``query`` (an :class:`app.state_query.QueryStateTable`).
+    path : str
+    fmt : {"csv", "parquet"}
+    column, descending, needle
+        The browser's sort column (-1: none), direction and filter text.
+    cancelled : callable, optional
+
+    Returns
+    -------
+    int
+        Rows written.
+    """
+    import pyarrow.parquet as pq
+
+    from statelens.app.output import csv_cell, flat_columns, flatten_row
+    from statelens.readers.values import row_to_json, rows_to_arrow, state_row_schema
+
+    _check_format(fmt)
+    query = table.query
+    n = query.count(needle)
+    schema = state_row_schema(table.key_schema, table.value_schema)
+    what = f"writing {n:,} rows to {os.path.basename(path)}"
+    done = 0
+    yield Progress(0, n, what)
+    with _Partial(path) as tmp:
+        if fmt == "parquet":
+            writer = None
+            try:
+                for rows in query.iter_rows(column, descending, needle, cancelled=cancelled):
+                    part = rows_to_arrow(
+                        [(r.partition_id, r.key, r.value) for r in rows], schema, unique_names=True
+                    )
+                    if writer is None:
+                        writer = pq.ParquetWriter(tmp, part.schema)
+                    writer.write_table(part)
+                    done += len(rows)
+                    yield Progress(done, n, what)
+                if writer is None:
+                    pq.write_table(rows_to_arrow([], schema, unique_names=True), tmp)
+            finally:
+                if writer is not None:
+                    writer.close()
+        else:
+
+            def cells() -> Iterable[list[str]]:
+                nonlocal done
+                for rows in query.iter_rows(column, descending, needle, cancelled=cancelled):
+                    for r in rows:
+                        doc = row_to_json((r.partition_id, r.key, r.value), schema)
+                        yield [csv_cell(v) for _, v in flatten_row(doc, "", schema)]
+                    done += len(rows)
+
+            yield from _write_csv_rows(tmp, flat_columns(schema), cells(), n, what, cancelled)
+    yield Progress(n, n, what)
+    return done
+
+
 def iter_export_documents(
     docs: Iterable[Any],
     path: str,

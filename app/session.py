@@ -642,6 +642,9 @@ class StateTable:
         Which backend answered (``native decoder``, ``Spark 4.x on local[*]``).
     compare_version : int or None
         For a diff: the version compared against (``version`` is the newer one).
+    query : app.state_query.QueryStateTable or None
+        For a version too large to hold: its rows, queried a page at a time (``columns``,
+        ``sort_keys``, ``keys`` and ``records`` are then empty).
     """
 
     operator_id: int
@@ -660,6 +663,7 @@ class StateTable:
     compare_version: int | None = None
     key_schema: Any = None
     value_schema: Any = None
+    query: Any = None  # app.state_query.QueryStateTable: rows left on disk, paged by DuckDB
 
     @property
     def is_diff(self) -> bool:
@@ -1119,6 +1123,7 @@ def iter_state_table(
     time_columns: Sequence[Any] = (),
     cancelled: Callable[[], bool] | None = None,
     cache: Any = None,
+    paged_over: int | None = None,
 ) -> Generator[Progress, None, StateTable]:
     """Decode one store at one version into lazy display columns.
 
@@ -1138,6 +1143,9 @@ def iter_state_table(
         Returns True when the work should stop early.
     cache : readers.cache.StateCache, optional
         Where decoded versions are kept and found again.
+    paged_over : int, optional
+        With ``cache``: a version of more rows than this is not held in memory but left in the cache
+        and served a page at a time by DuckDB (the table's ``query``, see :mod:`app.state_query`).
 
     Yields
     ------
@@ -1163,6 +1171,17 @@ def iter_state_table(
     problems: list[StatelensError] = []
     skipped: list[int] = []
     what = f"decoding operator {reader.operator_id} {reader.store_name} version {version}"
+    # Large versions stay in the cache (one Parquet file per partition) for DuckDB to page through.
+    in_cache = paged_over is not None and cache is not None and max_rows is None
+    entries: list[tuple[int, Any, int]] = []  # (partition, cache file, rows)
+
+    def keep(part: Any) -> None:
+        nonlocal kept
+        room = part.num_rows if max_rows is None else max(max_rows - kept, 0)
+        if room:
+            tables.append(part.slice(0, room))
+            kept += min(room, part.num_rows)
+
     for n, pid in enumerate(pids):
         if cancelled is not None and cancelled():
             break
@@ -1171,6 +1190,16 @@ def iter_state_table(
             skipped.append(pid)
             continue
         try:
+            entry = reader.arrow_entry(pid, version, cache) if in_cache else None
+            if entry is not None:
+                entries.append((pid, entry[0], entry[1]))
+                total += entry[1]
+                continue
+            if in_cache:  # the cache cannot hold it: every row stays in memory
+                in_cache = False
+                for earlier, _, _ in entries:
+                    keep(reader.read_arrow(earlier, version, cache=cache))
+                entries.clear()
             part = reader.read_arrow(pid, version, cache=cache)  # columns; rows are made a page at a time
         except StatelensError as err:
             if partition_id is not None:
@@ -1178,16 +1207,39 @@ def iter_state_table(
             problems.append(err)
             continue
         total += part.num_rows
-        room = part.num_rows if max_rows is None else max(max_rows - kept, 0)
-        if room:
-            tables.append(part.slice(0, room))
-            kept += min(room, part.num_rows)
+        keep(part)
     _check_skipped(reader, version, partition_id, pids, skipped, notes)
+    specs = state_columns(schema, reader.store_name, time_columns)
+    if entries and paged_over is not None and total > paged_over:
+        from statelens.app.state_query import QueryStateTable
+
+        yield Progress(len(pids), len(pids), what)
+        query = QueryStateTable(
+            [path for _, path, _ in entries], specs, schema.key_schema, schema.value_schema, total, cache
+        )
+        return StateTable(
+            reader.operator_id,
+            reader.store_name,
+            partition_id,
+            version,
+            query.headers,
+            [],
+            [],
+            [],
+            (),
+            total,
+            notes,
+            problems,
+            key_schema=schema.key_schema,
+            value_schema=schema.value_schema,
+            query=query,
+        )
+    for pid, _, _ in entries:  # small enough to hold: read back from the cache
+        keep(reader.read_arrow(pid, version, cache=cache))
     if total > kept:
         notes.append(f"showing the first {kept:,} of {total:,} rows")
     records = ArrowStateRows(tables, schema.key_schema, schema.value_schema)
     yield Progress(len(pids), len(pids), what)
-    specs = state_columns(schema, reader.store_name, time_columns)
     headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
     columns, sort_keys = _arrow_columns(records, specs, columns, sort_keys)
     return StateTable(

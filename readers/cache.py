@@ -95,6 +95,7 @@ class StateCache:
         self.misses = 0
         self.rebuilt = 0
         self._lock = threading.Lock()
+        self._pinned: dict[Path, int] = {}  # entries a query reads in place: never evicted meanwhile
 
     # -- keys ----------------------------------------------------------------------------------------
     @staticmethod
@@ -181,6 +182,36 @@ class StateCache:
         self.put(key, table)
         return table
 
+    def entry(
+        self, key: str, build: Callable[[], pa.Table], expected: pa.Schema | None = None
+    ) -> tuple[Path, int] | None:
+        """The file of ``key``'s entry and its rows, verified (or built and written) like
+        :meth:`get_or_build`, for a query that reads it in place (pin it meanwhile: :meth:`pin`).
+
+        Returns None when the entry cannot be written (no room, read-only cache folder): the caller
+        keeps the table in memory instead.
+        """
+        table = self.get_or_build(key, build, expected)
+        rows = table.num_rows
+        del table
+        path = self._path(key)
+        return (path, rows) if path.exists() else None
+
+    def pin(self, paths: Iterable[Path]) -> None:
+        """Keep these entries from eviction by this process until :meth:`unpin` (counted: pins nest)."""
+        with self._lock:
+            for p in paths:
+                self._pinned[Path(p)] = self._pinned.get(Path(p), 0) + 1
+
+    def unpin(self, paths: Iterable[Path]) -> None:
+        with self._lock:
+            for p in paths:
+                left = self._pinned.get(Path(p), 0) - 1
+                if left > 0:
+                    self._pinned[Path(p)] = left
+                else:
+                    self._pinned.pop(Path(p), None)
+
     # -- housekeeping --------------------------------------------------------------------------------
     def _entries(self) -> list[tuple[float, int, Path]]:
         out: list[tuple[float, int, Path]] = []
@@ -201,9 +232,13 @@ class StateCache:
         entries = sorted(self._entries())
         total = sum(size for _, size, _ in entries)
         removed = 0
+        with self._lock:
+            pinned = set(self._pinned)
         for _, size, path in entries:
             if total <= self.max_bytes:
                 break
+            if path in pinned:
+                continue
             _unlink(path)
             total -= size
             removed += 1

@@ -17,6 +17,8 @@ from statelens.readers.model import PartitionVersionStats, StateChange, StateFil
 from statelens.readers.unsaferow import RowLayout, compile_layout, decode_rows
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pyarrow as pa
 
     from statelens.readers.cache import StateCache
@@ -236,6 +238,13 @@ class StoreReaderBase:
             self._cache_parts(partition_id, version, unique_names), self._sources(partition_id, version)
         )
         return cache.get_or_build(key, lambda: self._decode_arrow(partition_id, version, unique_names))
+
+    def arrow_entry(self, partition_id: int, version: int, cache: StateCache) -> tuple[Path, int] | None:
+        """The cache file holding :meth:`read_arrow`'s table of one partition version (decoded and
+        written first when absent), and its rows: for queries that read state in place (DuckDB).
+        None when the cache cannot hold it."""
+        key = cache.key(self._cache_parts(partition_id, version, False), self._sources(partition_id, version))
+        return cache.entry(key, lambda: self._decode_arrow(partition_id, version, False))
 
     def _arrow_types(self, unique_names: bool, changes: bool) -> tuple[Any, Any, Any]:
         """Arrow key type, value type and the empty table of this store's rows (computed once)."""

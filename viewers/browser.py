@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from statelens.readers.model import OperatorInfo, StoreInfo
 from statelens.viewers.stores import fill_store_combo
-from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
+from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView, QueryTableModel
 
 #: Milliseconds between the last key press in the filter and filtering.
 FILTER_DELAY_MS = 150
@@ -96,7 +96,10 @@ class StateBrowserView(QWidget):
     history_requested()
         The user asked for the selected key's history.
     order_requested(int column, bool descending, str needle)
-        A large table needs sorting/filtering in a worker; answer with :meth:`apply_order`.
+        A large table needs sorting/filtering in a worker; answer with :meth:`apply_order` (or, for
+        a table shown with :meth:`set_query_table`, with :meth:`apply_result`).
+    page_requested(int column, bool descending, str needle, int offset)
+        A table shown with :meth:`set_query_table` needs its next page; answer with :meth:`add_page`.
     """
 
     store_selected = Signal(int, str)
@@ -106,6 +109,7 @@ class StateBrowserView(QWidget):
     compare_selected = Signal(object)
     history_requested = Signal()
     order_requested = Signal(int, bool, str)
+    page_requested = Signal(int, bool, str, int)
 
     def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -168,9 +172,14 @@ class StateBrowserView(QWidget):
         layout.addLayout(filters)
 
         splitter = QSplitter(Qt.Orientation.Vertical)
-        self.model = ColumnTableModel()
-        self.model.bold_highlights = False
-        self.model.order_requested.connect(self._on_model_order_requested)
+        self.column_model = ColumnTableModel()
+        self.column_model.bold_highlights = False
+        self.column_model.order_requested.connect(self._on_model_order_requested)
+        self.query_model = QueryTableModel()
+        self.query_model.order_requested.connect(self._on_model_order_requested)
+        self.query_model.page_requested.connect(self._on_query_page_requested)
+        self.model: ColumnTableModel = self.column_model  # the one shown
+        self._fit_pending = False
         self.proxy = ColumnFilterProxyModel()
         self.proxy.setSourceModel(self.model)
         self.table = DataTableView(self.proxy, "state rows")
@@ -308,6 +317,12 @@ class StateBrowserView(QWidget):
         self.count_label.setText("")
         self.status.setText(message)
 
+    def _use_model(self, model: ColumnTableModel) -> None:
+        if self.model is not model:
+            self.model.clear()
+            self.model = model
+            self.proxy.setSourceModel(model)
+
     def set_table(
         self,
         headers: Sequence[str],
@@ -319,6 +334,7 @@ class StateBrowserView(QWidget):
     ) -> None:
         """Show decoded rows: display text per column, and per row its key and partition (for
         :attr:`key_selected`; sequences are read on demand, never copied)."""
+        self._use_model(self.column_model)
         self._keys = keys
         self._partitions = partitions
         self.detail.clear()
@@ -341,6 +357,56 @@ class StateBrowserView(QWidget):
         if self._selection is not None and self._selection.key is not None:
             self.select_key(self._selection.key, self._selection.key_partition_id)
 
+    def set_query_table(
+        self, headers: Sequence[str], right_aligned: Sequence[bool], total: int, status: str
+    ) -> None:
+        """Show a table too large to hold: its rows come from a database a page at a time (the first
+        page is asked for at once through :attr:`order_requested`, the next ones through
+        :attr:`page_requested`)."""
+        self._use_model(self.query_model)
+        self._keys = []
+        self._partitions = []
+        self.detail.clear()
+        self.history_button.setEnabled(False)
+        self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
+        self.status.setText(status)
+        self._fit_pending = True
+        self.query_model.set_query(headers, right_aligned, total, self.filter_edit.text())
+
+    def apply_result(self, column: int, descending: bool, needle: str, matching: int, page: Any) -> None:
+        """Show the first page of a query table's sorted/filtered rows (answer to :attr:`order_requested`)."""
+        if self.model is not self.query_model:
+            return
+        self.query_model.set_result(column, descending, needle, matching, page)
+        if self._fit_pending and len(page):
+            self._fit_pending = False
+            header = self.table.horizontalHeader()
+            metrics = self.table.fontMetrics()
+            cap = max(360, self.table.viewport().width() // 2)
+            for col, name in enumerate(self.query_model.headers()):
+                sample = [name, *page.texts[col][:200]]
+                width = max(metrics.horizontalAdvance(s) for s in sample) + 24
+                header.resizeSection(col, min(max(width, 60), cap))
+        self._update_count()
+        if self._selection is not None and self._selection.key is not None:
+            self.select_key(self._selection.key, self._selection.key_partition_id)
+
+    def add_page(self, column: int, descending: bool, needle: str, page: Any) -> None:
+        """Append the next page of a query table (answer to :attr:`page_requested`)."""
+        if self.model is self.query_model:
+            self.query_model.add_page(column, descending, needle, page)
+            self._update_count()
+
+    def _key_of(self, src: int) -> tuple[int, Any] | None:
+        """``(partition, key)`` of the row at source position ``src`` (None when out of range)."""
+        if self.model is self.query_model:
+            if not 0 <= src < self.query_model.rowCount():
+                return None
+            return self.query_model.partition_at(src), self.query_model.key_at(src)
+        if not 0 <= src < len(self._keys):
+            return None
+        return (int(self._partitions[src]) if self._partitions else -1), self._keys[src]
+
     def apply_order(self, column: int, descending: bool, needle: str, rows: Any) -> None:
         """Show the rows a worker sorted/filtered (answer to :attr:`order_requested`)."""
         self.model.set_row_order(column, descending, needle, rows)
@@ -349,13 +415,21 @@ class StateBrowserView(QWidget):
     def select_key(self, key: Any, partition_id: int | None = None) -> bool:
         """Select the row holding ``key`` (in ``partition_id`` when given) without emitting; True if found.
 
-        Only the first :data:`KEY_SCAN_ROWS` rows are searched (keys are compared one by one).
+        Only the first :data:`KEY_SCAN_ROWS` rows are searched (keys are compared one by one); in a
+        table shown with :meth:`set_query_table`, only the rows loaded so far.
         """
-        n = min(len(self._keys), KEY_SCAN_ROWS)
+        paged = self.model is self.query_model
+        n = min(self.model.rowCount() if paged else len(self._keys), KEY_SCAN_ROWS)
         for src in range(n):
-            if (
-                partition_id is None or not self._partitions or self._partitions[src] == partition_id
-            ) and self._keys[src] == key:
+            if paged:
+                found = self.query_model.key_at(src) == key and (
+                    partition_id is None or self.query_model.partition_at(src) == partition_id
+                )
+            else:
+                found = (
+                    partition_id is None or not self._partitions or self._partitions[src] == partition_id
+                ) and self._keys[src] == key
+            if found:
                 row = self.model.row_of_source(src)
                 if row < 0:
                     return False
@@ -374,10 +448,7 @@ class StateBrowserView(QWidget):
         index = self.table.currentIndex()
         if not index.isValid():
             return None
-        src = self.model.source_row(self.proxy.mapToSource(index).row())
-        if not 0 <= src < len(self._keys):
-            return None
-        return (int(self._partitions[src]) if self._partitions else -1), self._keys[src]
+        return self._key_of(self.model.source_row(self.proxy.mapToSource(index).row()))
 
     def visible_rows(self) -> int:
         """Rows that pass the filter (all pages)."""
@@ -412,6 +483,10 @@ class StateBrowserView(QWidget):
         self.count_label.setText(f"{what} {self.model.total_rows():,} rows…")
         self.order_requested.emit(column, descending, needle)
 
+    def _on_query_page_requested(self, offset: int) -> None:
+        column, descending = self.query_model.sort_state()
+        self.page_requested.emit(column, descending, self.query_model.filter_text(), offset)
+
     def _on_compare_combo_activated(self, index: int) -> None:
         v = self.compare_combo.itemData(index)
         if v is not None and not self._syncing:
@@ -445,12 +520,11 @@ class StateBrowserView(QWidget):
         self.detail.setPlainText(
             "\n".join(f"{h.ljust(width)}  {t}" for h, t in zip(self.model.headers(), texts, strict=True))
         )
-        src = self.model.source_row(row)
-        if 0 <= src < len(self._keys):
+        picked = self._key_of(self.model.source_row(row))
+        if picked is not None:
             self.history_button.setEnabled(True)
             if not self._selecting_key:
-                pid = int(self._partitions[src]) if self._partitions else -1
-                self.key_selected.emit(pid, self._keys[src])
+                self.key_selected.emit(*picked)
 
     def _on_table_clicked(self, index: Any) -> None:
         # A click on the current row (selected from another view) still picks its key.

@@ -374,6 +374,163 @@ def _fits_int64(keys: Sequence[Any]) -> bool:
     return all(-(2**63) <= k < 2**63 for k in keys if k is not None)
 
 
+class QueryTableModel(ColumnTableModel):
+    """A read-only table whose rows live elsewhere (a database) and arrive a page at a time.
+
+    Nothing here reads the rows: sorting or filtering emits :attr:`order_requested`, answered by
+    :meth:`set_result` (how many rows match, and the first page); scrolling to the end of the loaded
+    rows emits :attr:`page_requested`, answered by :meth:`add_page`. Pages are objects with ``offset``,
+    ``texts`` (display text per column), ``keys`` and ``partitions`` (per row), and ``len()``. Rows
+    are numbered in the current order: a row's "source" position is its row.
+
+    Signals
+    -------
+    order_requested(int column, bool descending, str needle)
+    page_requested(int offset)
+        The next page (``PAGE_ROWS`` rows from ``offset``) of the current order is needed.
+    """
+
+    page_requested = Signal(int)
+
+    def __init__(self, parent: Any = None) -> None:
+        self._pages: list[Any] = []
+        self._loaded = 0
+        self._matching = 0
+        self._waiting = False
+        super().__init__(parent=parent)
+
+    def set_query(
+        self, headers: Sequence[str], right_aligned: Sequence[bool], total: int, needle: str
+    ) -> None:
+        """A new table of ``total`` rows: empty until the first :meth:`set_result`, which is requested
+        at once (in the order given, filtered by ``needle``)."""
+        self.beginResetModel()
+        self._headers = list(headers)
+        self._columns = []
+        self._right = list(right_aligned)
+        self._n = total
+        self._matching = 0
+        self._pages = []
+        self._loaded = 0
+        self._waiting = True
+        self._sort = (-1, False)
+        self._needle = needle.casefold()
+        self.endResetModel()
+        self.order_requested.emit(-1, False, self._needle)
+
+    def clear(self) -> None:
+        self.set_columns([], [])
+
+    def set_columns(self, headers: Sequence[str], columns: Sequence[Sequence[str]], *args: Any) -> None:
+        self.beginResetModel()
+        self._headers = list(headers)
+        self._columns = []
+        self._right = [False] * len(headers)
+        self._n = self._matching = self._loaded = 0
+        self._pages = []
+        self._waiting = False
+        self.endResetModel()
+
+    def set_result(self, column: int, descending: bool, needle: str, matching: int, page: Any) -> None:
+        """The answer to :attr:`order_requested`: rows matching, and the first page in that order."""
+        self.beginResetModel()
+        self._sort = (column, descending)
+        self._needle = needle
+        self._matching = matching
+        self._pages = [page] if len(page) else []
+        self._loaded = len(page)
+        self._waiting = False
+        self.endResetModel()
+
+    def add_page(self, column: int, descending: bool, needle: str, page: Any) -> None:
+        """The answer to :attr:`page_requested` (ignored when the order changed meanwhile)."""
+        if (column, descending) != self._sort or needle != self._needle or page.offset != self._loaded:
+            return
+        self._waiting = False
+        if not len(page):
+            return
+        self.beginInsertRows(QModelIndex(), self._loaded, self._loaded + len(page) - 1)
+        self._pages.append(page)
+        self._loaded += len(page)
+        self.endInsertRows()
+
+    def total_rows(self) -> int:
+        return self._n
+
+    def matching_rows(self) -> int:
+        return self._matching
+
+    def visible_source_rows(self) -> np.ndarray:
+        return np.arange(self._loaded, dtype=np.int64)
+
+    def source_row(self, row: int) -> int:
+        return row
+
+    def row_of_source(self, source: int) -> int:
+        return source if 0 <= source < self._loaded else -1
+
+    def _at(self, row: int) -> tuple[Any, int]:
+        k = row // PAGE_ROWS  # pages are PAGE_ROWS long but the last
+        page = self._pages[k] if k < len(self._pages) else None
+        if page is None or not page.offset <= row < page.offset + len(page):
+            page = next(p for p in self._pages if p.offset <= row < p.offset + len(p))
+        return page, row - page.offset
+
+    def row_texts(self, row: int) -> list[str]:
+        page, i = self._at(row)
+        return [texts[i] for texts in page.texts]
+
+    def key_at(self, row: int) -> Any:
+        page, i = self._at(row)
+        return page.keys[i]
+
+    def partition_at(self, row: int) -> int:
+        page, i = self._at(row)
+        return int(page.partitions[i])
+
+    def columns(self) -> list[Sequence[str]]:
+        return []
+
+    def sort_keys(self) -> list[Sequence[Any]]:
+        return []
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        if 0 <= column < len(self._headers):
+            self._reorder(column, order == Qt.SortOrder.DescendingOrder, self._needle)
+
+    def _reorder(self, column: int, descending: bool, needle: str) -> None:
+        self._waiting = True
+        self.order_requested.emit(column, descending, needle)
+
+    def set_row_order(self, column: int, descending: bool, needle: str, rows: np.ndarray) -> None:
+        raise TypeError("a query table is ordered by its database: use set_result")
+
+    def canFetchMore(self, parent: _Index = QModelIndex()) -> bool:  # noqa: B008
+        return not parent.isValid() and not self._waiting and self._loaded < self._matching
+
+    def fetchMore(self, parent: _Index = QModelIndex()) -> None:  # noqa: B008
+        if not self.canFetchMore(parent):
+            return
+        self._waiting = True
+        self.page_requested.emit(self._loaded)
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else self._loaded
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._headers)
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or index.row() >= self._loaded:
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            page, i = self._at(index.row())
+            return page.texts[index.column()][i]
+        if role == Qt.ItemDataRole.TextAlignmentRole and self._right[index.column()]:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
 class ColumnFilterProxyModel(QSortFilterProxyModel):
     """Passes a :class:`ColumnTableModel` through; the model itself sorts, filters and pages.
 

@@ -60,6 +60,7 @@ from statelens.app.session import (
     iter_state_diff,
     iter_state_table,
 )
+from statelens.app.state_query import PAGED_ROWS
 from statelens.readers.backends import native_backend
 from statelens.readers.cache import StateCache
 from statelens.readers.errors import StatelensError, UsageError
@@ -71,7 +72,7 @@ from statelens.viewers.history import KeyHistoryPanel
 from statelens.viewers.overview import OverviewView
 from statelens.viewers.schema import SchemaConfView
 from statelens.viewers.sql import SqlView
-from statelens.viewers.tables import DataTableView, row_order
+from statelens.viewers.tables import PAGE_ROWS, DataTableView, row_order
 from statelens.viewers.timefmt import TimeZoneState
 from statelens.viewers.timeline import BatchTimelineView
 
@@ -191,6 +192,8 @@ class MainWindow(QMainWindow):
         self._growth_done = False
         self._roles: dict[tuple[int, str], StoreRole] = {}
         self._table: StateTable | None = None
+        #: Versions with more rows than this are paged by DuckDB from the cache (``app.state_query``).
+        self.paged_rows = PAGED_ROWS
         self._expired: ExpiredOverview | None = None
         self._history: KeyHistory | None = None
         self._compare_version: int | None = None
@@ -397,6 +400,7 @@ class MainWindow(QMainWindow):
         self.browser.compare_selected.connect(self._on_browser_compare_selected)
         self.browser.history_requested.connect(self._on_browser_history_requested)
         self.browser.order_requested.connect(self._on_browser_order_requested)
+        self.browser.page_requested.connect(self._on_browser_page_requested)
         self.schema.batch_selected.connect(self._on_view_batch_selected)
         self.schema.store_selected.connect(self._on_view_store_selected)
         for table in self.findChildren(DataTableView):
@@ -587,7 +591,7 @@ class MainWindow(QMainWindow):
         self._readers = {}
         self._weighed = set()
         self._growth_done = False
-        self._table = None
+        self._set_state_table(None)
         self._expired = None
         self._history = None
         self._history_request = None
@@ -1098,6 +1102,7 @@ class MainWindow(QMainWindow):
                 s.partition_id,
                 time_columns=time_columns,
                 cache=self._cache,
+                paged_over=self.paged_rows,
                 what=f"Decoding version {s.version}",
                 on_result=self._on_table_finished,
                 on_error=self._on_table_errored,
@@ -1123,9 +1128,17 @@ class MainWindow(QMainWindow):
             on_error=self._on_table_errored,
         )
 
+    def _set_state_table(self, table: StateTable | None) -> None:
+        """Hold the browser's rows, closing the database of the rows held before (if paged)."""
+        old, self._table = self._table, table
+        if old is not None and old is not table and old.query is not None:
+            self.runner.cancel("order")
+            self.runner.cancel("page")
+            old.query.close()
+
     def _on_table_finished(self, table: StateTable) -> None:
         self._spark_reading = None
-        self._table = table
+        self._set_state_table(table)
         where = "all partitions" if table.partition_id is None else f"partition {table.partition_id}"
         if table.is_diff:
             head = f"diff of versions {table.compare_version} → {table.version}"
@@ -1145,6 +1158,17 @@ class MainWindow(QMainWindow):
         if table.problems:
             self.problems.add_problems(table.problems, where=f"decoding version {table.version}")
             parts.append(f"{len(table.problems)} partition(s) could not be read: see Problems")
+        if table.query is not None:
+            parts.insert(1, "paged from the cache by DuckDB")
+            self.browser.set_query_table(
+                table.headers,
+                [spec.numeric for spec in table.query.specs],
+                table.total_rows,
+                " · ".join(parts),
+            )
+            self.backend_label.setText(f"State read by {_backend_text(table.backend)}")
+            self.table_updated.emit()
+            return
         partitions = table.sort_keys[table.headers.index("partition")]
         self.browser.set_table(
             table.headers, table.columns, table.sort_keys, table.keys, " · ".join(parts), partitions
@@ -1154,7 +1178,7 @@ class MainWindow(QMainWindow):
 
     def _on_table_errored(self, err: BaseException) -> None:
         self._spark_reading = None
-        self._table = None
+        self._set_state_table(None)
         if isinstance(err, StatelensError):
             if not isinstance(err, UsageError):
                 self.problems.add_problems([err], where="state browser")
@@ -1170,6 +1194,21 @@ class MainWindow(QMainWindow):
         return self._table
 
     def _on_browser_order_requested(self, column: int, descending: bool, needle: str) -> None:
+        query = self._table.query if self._table is not None else None
+        if query is not None and self.browser.model is self.browser.query_model:
+            what = "Filtering" if needle else "Sorting" if column >= 0 else "Reading"
+            self.runner.submit(
+                "order",
+                _iter_query_order,
+                query,
+                column,
+                descending,
+                needle,
+                what=f"{what} {query.total_rows:,} rows (DuckDB)",
+                on_result=lambda got: self.browser.apply_result(column, descending, needle, *got),
+                on_error=self._on_query_errored,
+            )
+            return
         model = self.browser.model
         columns, sort_keys, n = model.columns(), model.sort_keys(), model.total_rows()
         self.runner.submit(
@@ -1184,6 +1223,30 @@ class MainWindow(QMainWindow):
             what=f"Sorting and filtering {n:,} rows",
             on_result=lambda rows: self.browser.apply_order(column, descending, needle, rows),
         )
+
+    def _on_browser_page_requested(self, column: int, descending: bool, needle: str, offset: int) -> None:
+        query = self._table.query if self._table is not None else None
+        if query is None:
+            return
+        self.runner.submit(
+            "page",
+            _iter_query_page,
+            query,
+            column,
+            descending,
+            needle,
+            offset,
+            what=f"Reading rows {offset + 1:,}–{offset + PAGE_ROWS:,}",
+            on_result=lambda page: self.browser.add_page(column, descending, needle, page),
+            on_error=self._on_query_errored,
+        )
+
+    def _on_query_errored(self, err: BaseException) -> None:
+        if isinstance(err, InterruptedError):
+            return  # the table was replaced meanwhile
+        if isinstance(err, StatelensError):
+            self.problems.add_problems([err], where="state browser")
+        self.browser.set_loading(f"Cannot query these rows: {errors.short_message(err)}")
 
     def _on_browser_compare_selected(self, version: int | None) -> None:
         self._compare_version = version
@@ -1513,9 +1576,29 @@ class MainWindow(QMainWindow):
             return None
         model: Any = table.model()
         source: Any = model.sourceModel() if hasattr(model, "sourceModel") else model
+        if table is self.browser.table and self._table is not None and self._table.query is not None:
+            from statelens.app.export import iter_export_query_table
+
+            column, descending = source.sort_state()
+            job: tuple[Any, ...] = (
+                iter_export_query_table,
+                self._table,
+                out,
+                fmt,
+                column,
+                descending,
+                source.filter_text(),
+            )
+            return self.runner.submit(
+                "export",
+                *job,
+                what=f"Exporting {table.name} to {os.path.basename(out)}",
+                on_result=lambda n: self._on_export_finished(out, f"{n:,} rows of {table.name}"),
+                on_error=lambda err: self._on_export_errored(err, "Export failed"),
+            )
         rows = source.visible_source_rows()
         if table is self.browser.table and self._table is not None:
-            job: tuple[Any, ...] = (iter_export_state_table, self._table, out, fmt, rows)
+            job = (iter_export_state_table, self._table, out, fmt, rows)
         elif table is self.expired.table and self._expired is not None:
             shown = self.expired.shown_store()
             st = self._expired.store(*shown) if shown is not None else None
@@ -1779,6 +1862,7 @@ class MainWindow(QMainWindow):
             names = ", ".join(job.what or job.channel for job in self.runner.running_jobs())
             sys.stderr.write(f"statelens: warning: jobs still running at exit: {names}\n")
         self.selection.disconnect_all()
+        self._set_state_table(None)  # a paged table's database and temporary folder
         self._close_backends()  # stops a Spark session the app started (a given one keeps running)
         if "statelens.readers.backends.spark" in sys.modules:
             from statelens.readers.backends.spark import stop_gateway
@@ -1830,6 +1914,24 @@ def _iter_row_order(
     """:func:`viewers.tables.row_order` of a large table as a runner job (formats cells as needed)."""
     yield Progress(0, 1, f"{'filtering' if needle else 'sorting'} {n:,} rows")
     return row_order(sort_keys, columns, n, column, descending, needle, cancelled=cancelled)
+
+
+def _iter_query_order(
+    query: Any, column: int, descending: bool, needle: str
+) -> Generator[Progress, None, tuple[int, Any]]:
+    """Rows matching and the first page of a paged table's new order, as a runner job."""
+    yield Progress(0, 2, f"{'filtering' if needle else 'sorting'} {query.total_rows:,} rows")
+    matching = query.count(needle)
+    yield Progress(1, 2, f"reading the first {PAGE_ROWS:,} of {matching:,} rows")
+    return matching, query.page(column, descending, needle, 0, PAGE_ROWS)
+
+
+def _iter_query_page(
+    query: Any, column: int, descending: bool, needle: str, offset: int
+) -> Generator[Progress, None, Any]:
+    """The next page of a paged table, as a runner job."""
+    yield Progress(0, 1, f"reading rows from {offset + 1:,}")
+    return query.page(column, descending, needle, offset, PAGE_ROWS)
 
 
 def _backend_text(description: str) -> str:

@@ -1,0 +1,307 @@
+"""State too large to hold: one store version served a page at a time by DuckDB.
+
+A version with more rows than :data:`PAGED_ROWS` is not kept in memory. Each partition is decoded once
+into the state cache (one Parquet file per partition version, :mod:`readers.cache`), and the browser
+asks DuckDB for what it shows: the rows passing a filter are counted, and pages of ``partition, key,
+value`` are read in the requested order with ``LIMIT``/``OFFSET``. Only a page at a time becomes
+Python objects (and display text), so the app's memory does not grow with the store; DuckDB itself is
+capped (:data:`DUCKDB_MEMORY`) and spills to a private temporary folder, never next to the checkpoint.
+
+The order and the filter follow the in-memory table's (``app.session.iter_state_table``):
+
+* rows come in partition order, then in file order, and ties of a sort keep that order (reversed
+  for a descending sort, as a reversed stable sort does);
+* numbers, times and dates sort by value with nulls first (NaN counts as null); printable text by its
+  UTF-8 bytes; other columns (lists, maps, binary) by their display text;
+* the filter keeps rows where any column's text contains the needle, ignoring case. Numbers, text,
+  booleans, dates and time columns are matched on exactly the text shown; lists, maps, structs below
+  the flattening depth and binary values on DuckDB's text of them (``{'a': 1}`` where the table shows
+  ``{a: 1}``), which can differ from the display in punctuation.
+
+The cache entries read are pinned (never evicted by this process while the table is open).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DUCKDB_MEMORY", "PAGED_ROWS", "PageRows", "QueryStateTable"]
+
+#: Versions with more rows than this are served by DuckDB from the cache, a page at a time.
+PAGED_ROWS = 1_000_000
+
+#: DuckDB's memory cap for one table's queries (sorts beyond it spill to a temporary folder).
+DUCKDB_MEMORY = "512MB"
+
+
+@dataclass
+class PageRows:
+    """One page of a query: display text per column, and per row its key (JSON form) and partition."""
+
+    offset: int
+    texts: list[list[str]]
+    keys: list[Any]
+    partitions: list[int]
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class QueryStateTable:
+    """Rows of one store version kept on disk (the cache's Parquet files) and queried with DuckDB.
+
+    Parameters
+    ----------
+    files : sequence of path
+        One Parquet file per partition (``partition int32, key struct, value struct``), in partition
+        order.
+    specs : sequence of app.session.ColumnSpec
+        The display columns (``partition``, the flattened key, the flattened value).
+    key_schema, value_schema : pyspark.sql.types.StructType
+    total_rows : int
+    cache : readers.cache.StateCache, optional
+        Holder of ``files``: they are pinned until :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        files: Sequence[Path],
+        specs: Sequence[Any],
+        key_schema: Any,
+        value_schema: Any,
+        total_rows: int,
+        cache: Any = None,
+    ):
+        import duckdb
+        import pyarrow as pa
+
+        self.files = [Path(f) for f in files]
+        self.specs = list(specs)
+        self.headers = [s.header for s in self.specs]
+        self.key_schema = key_schema
+        self.value_schema = value_schema
+        self.total_rows = total_rows
+        self._cache = cache
+        if cache is not None:
+            cache.pin(self.files)
+        self._tmp = tempfile.mkdtemp(prefix="statelens-duckdb-")
+        self._lock = threading.Lock()
+        self._running: set[Any] = set()
+        self._closed = False
+        self._con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "temp_directory": self._tmp})
+        try:
+            self._con.execute("SET TimeZone = 'UTC'")
+        except duckdb.Error:  # pragma: no cover - ICU missing: timestamps then print in UTC anyway
+            pass
+        listing = ", ".join(_literal(str(f)) for f in self.files)
+        self._con.execute(
+            f"CREATE VIEW src AS SELECT * FROM read_parquet([{listing}], file_row_number = true)"
+        )
+        arrow_schema = (
+            self._con.sql('SELECT "partition", "key", "value" FROM src LIMIT 0').to_arrow_table().schema
+        )
+        self._text: list[str] = []
+        self._order: list[str] = []
+        self._int_text: list[bool] = []  # shown as plain integers ("null" when null)
+        for spec in self.specs:
+            ref, atype = _reference(arrow_schema, spec)
+            self._int_text.append(
+                spec.side == "partition" or (spec.unit is None and pa.types.is_integer(atype))
+            )
+            self._text.append(_text_sql(ref, atype, spec))
+            self._order.append(_order_sql(ref, atype, spec, self._text[-1]))
+        from statelens.app.analysis._common import row_converter
+
+        self._convert_key = row_converter(key_schema)
+
+    # -- queries -------------------------------------------------------------------------------------
+    def where(self, needle: str) -> str:
+        """The SQL condition of the filter ``needle`` (case-folded text; "" keeps every row)."""
+        if not needle:
+            return ""
+        folded = needle.casefold()
+        lit = _literal(folded)
+        # Integer text holds only digits and "-" (or is "null").
+        digits = set(folded) <= set("-0123456789") or folded in "null"
+        tests = [
+            f"contains({t}, {lit})" if is_int else f"contains(lower({t}), {lit})"
+            for t, is_int in zip(self._text, self._int_text, strict=True)
+            if digits or not is_int
+        ]
+        return "WHERE " + (" OR ".join(tests) if tests else "false")
+
+    def order_by(self, column: int, descending: bool) -> str:
+        """``ORDER BY`` of a sort on display column ``column`` (-1: partition then file order)."""
+        if not 0 <= column < len(self._order):
+            return ""
+        expr = self._order[column]
+        if descending:
+            return f'ORDER BY {expr} DESC NULLS LAST, "partition" DESC, file_row_number DESC'
+        return f'ORDER BY {expr} ASC NULLS FIRST, "partition", file_row_number'
+
+    @contextlib.contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        """A connection of this table's database for one query (each thread queries on its own); a
+        query still running when the table is closed is interrupted."""
+        with self._lock:
+            if self._closed:
+                raise InterruptedError("the table was closed")
+            cur = self._con.cursor()
+            self._running.add(cur)
+        try:
+            yield cur
+        finally:
+            with self._lock:
+                self._running.discard(cur)
+            cur.close()
+
+    def count(self, needle: str) -> int:
+        """Rows passing the filter."""
+        if not needle:
+            return self.total_rows
+        with self._cursor() as cur:
+            row = cur.execute(f"SELECT count(*) FROM src {self.where(needle)}").fetchone()
+        return int(row[0]) if row else 0
+
+    def arrow_page(self, column: int, descending: bool, needle: str, offset: int, limit: int) -> Any:
+        """Rows ``offset`` to ``offset + limit`` of the sorted, filtered table as an Arrow table."""
+        sql = (
+            f'SELECT "partition", "key", "value" FROM src {self.where(needle)} '
+            f"{self.order_by(column, descending)} LIMIT {int(limit)} OFFSET {int(offset)}"
+        )
+        with self._cursor() as cur:
+            return cur.sql(sql).to_arrow_table()
+
+    def page(self, column: int, descending: bool, needle: str, offset: int, limit: int) -> PageRows:
+        """A page of display text (and keys, partitions) of the sorted, filtered table."""
+        from statelens.readers.arrow_values import ArrowStateRows
+
+        table = self.arrow_page(column, descending, needle, offset, limit)
+        rows = ArrowStateRows([table], self.key_schema, self.value_schema)[0 : table.num_rows]
+        texts = [[spec.formatter(spec.getter(r)) for r in rows] for spec in self.specs]
+        keys = [self._convert_key(r.key) for r in rows]
+        return PageRows(offset, texts, keys, [r.partition_id for r in rows])
+
+    def iter_rows(
+        self,
+        column: int,
+        descending: bool,
+        needle: str,
+        batch_rows: int = 65_536,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> Iterator[list[Any]]:
+        """The sorted, filtered rows (``StateRow``), a batch at a time (for export)."""
+        from statelens.readers.arrow_values import ArrowStateRows
+
+        sql = f'SELECT "partition", "key", "value" FROM src {self.where(needle)} {self.order_by(column, descending)}'
+        import pyarrow as pa
+
+        with self._cursor() as cur:
+            for batch in cur.sql(sql).to_arrow_reader(batch_rows):
+                if cancelled is not None and cancelled():
+                    raise InterruptedError("cancelled")
+                table = pa.Table.from_batches([batch])
+                yield ArrowStateRows([table], self.key_schema, self.value_schema)[0 : table.num_rows]
+
+    # -- life ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the database, remove its temporary folder and unpin the cache entries (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            running = list(self._running)
+        for cur in running:
+            with contextlib.suppress(Exception):
+                cur.interrupt()
+        try:
+            self._con.close()
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            if self._cache is not None:
+                self._cache.unpin(self.files)
+
+    def __del__(self) -> None:  # a table dropped without close() still frees its folder and pins
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def _reference(schema: Any, spec: Any) -> tuple[str, Any]:
+    """SQL reference to a display column's field (by position: DuckDB renames repeated field names)
+    and its Arrow type."""
+    if spec.side == "partition":
+        return '"partition"', schema.field("partition").type
+    atype = schema.field(spec.side).type
+    ref = _ident(spec.side)
+    for i in spec.path:
+        field = atype.field(i)
+        ref = f"struct_extract({ref}, {_literal(field.name)})"
+        atype = field.type
+    return ref, atype
+
+
+def _text_sql(ref: str, atype: Any, spec: Any) -> str:
+    """SQL text of a column as the table shows it (``null`` for null)."""
+    import pyarrow as pa
+
+    if spec.side == "partition":
+        return f"CAST({ref} AS VARCHAR)"
+    if spec.unit is not None and pa.types.is_integer(atype):
+        micros = f"({ref} * 1000)" if spec.unit == "ms" else ref
+        stamp = f"try(make_timestamp({micros}))"
+        when = (
+            f"CASE WHEN {micros} % 1000 = 0 THEN strftime({stamp}, '%Y-%m-%d %H:%M:%S.%g') "
+            f"ELSE strftime({stamp}, '%Y-%m-%d %H:%M:%S.%f') END || 'Z'"
+        )
+        text = (
+            f"CASE WHEN {ref} = -1 THEN '-1 (no timeout)' WHEN {ref} < 0 THEN CAST({ref} AS VARCHAR) "
+            f"ELSE coalesce({when}, CAST({ref} AS VARCHAR)) END"
+        )
+    elif pa.types.is_timestamp(atype):
+        ts = f"CAST({ref} AS TIMESTAMP)"
+        micros = f"epoch_us({ts})"
+        text = (
+            f"CASE WHEN {micros} % 1000 = 0 THEN strftime({ts}, '%Y-%m-%d %H:%M:%S.%g') "
+            f"ELSE strftime({ts}, '%Y-%m-%d %H:%M:%S.%f') END" + (" || 'Z'" if atype.tz else "")
+        )
+    elif pa.types.is_binary(atype) or pa.types.is_large_binary(atype):
+        text = f"'0x' || lower(hex({ref}))"
+    elif pa.types.is_string(atype) or pa.types.is_large_string(atype):
+        text = ref
+    else:
+        text = f"CAST({ref} AS VARCHAR)"
+    return f"coalesce({text}, 'null')"
+
+
+def _order_sql(ref: str, atype: Any, spec: Any, text: str) -> str:
+    """What a column sorts by: its value for numbers, times and text, else its display text."""
+    import pyarrow as pa
+
+    if spec.side == "partition":
+        return ref
+    if pa.types.is_floating(atype):
+        return f"CASE WHEN isnan({ref}) THEN NULL ELSE {ref} END"
+    if pa.types.is_decimal(atype):
+        return f"CAST({ref} AS DOUBLE)"
+    if pa.types.is_integer(atype) or pa.types.is_temporal(atype):
+        return ref
+    if pa.types.is_string(atype) or pa.types.is_large_string(atype):
+        return ref
+    return text
