@@ -11,8 +11,8 @@ The order and the filter follow the in-memory table's (``app.session.iter_state_
 
 * rows come in partition order, then in file order, and ties of a sort keep that order (reversed
   for a descending sort, as a reversed stable sort does);
-* numbers, times and dates sort by value with nulls first (NaN counts as null); printable text by its
-  UTF-8 bytes; other columns (lists, maps, binary) by their display text;
+* numbers, times and dates sort by value with nulls first (NaN counts as null); text by its UTF-8
+  bytes (a null as the word ``null``); other columns (lists, maps, binary) by their text;
 * the filter keeps rows where any column's text contains the needle, ignoring case. Numbers, text,
   booleans, dates and time columns are matched on exactly the text shown; lists, maps, structs below
   the flattening depth and binary values on DuckDB's text of them (``{'a': 1}`` where the table shows
@@ -303,5 +303,5 @@ def _order_sql(ref: str, atype: Any, spec: Any, text: str) -> str:
     if pa.types.is_integer(atype) or pa.types.is_temporal(atype):
         return ref
     if pa.types.is_string(atype) or pa.types.is_large_string(atype):
-        return ref
+        return text  # the text shown: "null" sorts as the word, as in the held table
     return text

@@ -279,6 +279,88 @@ def test_reload_keeps_selection(qtbot, window, checkpoint, raise_errors) -> None
 
 
 @pytest.mark.spark
+def test_large_version_is_paged_by_duckdb(
+    qtbot, window, checkpoint, tmp_path, monkeypatch, raise_errors
+) -> None:  # type: ignore[no-untyped-def]
+    """A version over the window's ``paged_rows`` is served from the cache by DuckDB a page at a time:
+    the same rows, order, filter, keys and export as the held table; its database closes with it."""
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.export import iter_export_state_table
+    from statelens.app.session import iter_state_table
+    from statelens.readers.checkpoint import open_checkpoint
+    from statelens.viewers.tables import row_order
+
+    monkeypatch.setattr("statelens.viewers.tables.PAGE_ROWS", 4)
+    monkeypatch.setattr("statelens.app.gui.window.PAGE_ROWS", 4)
+    path = checkpoint("agg_many_partitions") / "checkpoint"
+    reader = open_checkpoint(str(path)).store_reader(0, None)
+    held = run_to_end(iter_state_table(reader, reader.latest_version()))
+    n = held.total_rows
+    assert n > 8
+    window.paged_rows = 0
+    window.select_view("browser")
+    _open(qtbot, window, path)
+    browser = window.browser
+    model = browser.query_model
+    # The view asks for pages (from a worker) until its viewport is full: 16 rows, 4 at a time.
+    qtbot.waitUntil(lambda: browser.model is model and model.rowCount() == n, timeout=LOAD_TIMEOUT_MS)
+    query = window.state_table().query
+    assert query is not None and "paged from the cache by DuckDB" in browser.status.text()
+    assert browser.count_label.text() == f"{n:,} rows"
+
+    def shown(rows: int) -> list[list[str]]:
+        return [[browser.proxy.index(r, c).data() for c in range(len(held.headers))] for r in range(rows)]
+
+    assert shown(n) == [[col[i] for col in held.columns] for i in range(n)]
+
+    browser.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
+    qtbot.waitUntil(
+        lambda: model.sort_state() == (2, True) and model.rowCount() == n, timeout=LOAD_TIMEOUT_MS
+    )
+    order = row_order(held.sort_keys, held.columns, n, 2, True, "")
+    assert shown(n) == [[col[i] for col in held.columns] for i in order]
+
+    browser.table.selectRow(1)
+    qtbot.waitUntil(lambda: window.selection.key is not None, timeout=5000)
+    assert window.selection.key == held.keys[int(order[1])]
+    assert browser.selected_key() == (held.records[int(order[1])].partition_id, held.keys[int(order[1])])
+
+    needle = held.columns[1][n // 2]
+    browser.filter_edit.setText(needle)
+    browser.apply_filter()
+    want = row_order(held.sort_keys, held.columns, n, 2, True, needle.casefold())
+    qtbot.waitUntil(
+        lambda: model.filter_text() == needle.casefold() and model.rowCount() > 0, timeout=LOAD_TIMEOUT_MS
+    )
+    qtbot.waitUntil(lambda: model.rowCount() == len(want), timeout=LOAD_TIMEOUT_MS)
+    assert model.matching_rows() == len(want) >= 1
+    assert shown(len(want)) == [[col[i] for col in held.columns] for i in want]
+    browser.filter_edit.clear()
+    browser.apply_filter()
+    qtbot.waitUntil(lambda: model.filter_text() == "" and model.rowCount() == n, timeout=LOAD_TIMEOUT_MS)
+
+    out = tmp_path / "rows.csv"
+    with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
+        window.export_table(browser.table, str(out), "csv")
+    ref = tmp_path / "ref.csv"
+    assert run_to_end(iter_export_state_table(held, str(ref), "csv", order)) == n
+    assert out.read_text() == ref.read_text()
+
+    scratch = Path(query._tmp)
+    assert scratch.is_dir()
+    older = browser.version_combo.itemData(1)
+    browser.version_combo.setCurrentIndex(1)
+    browser.version_combo.activated.emit(1)
+    qtbot.waitUntil(
+        lambda: window.state_table() is not None and window.state_table().version == older,
+        timeout=LOAD_TIMEOUT_MS,
+    )
+    assert not scratch.exists()  # the replaced table's database is closed
+    with pytest.raises(InterruptedError):
+        query.count("1")
+
+
+@pytest.mark.spark
 def test_filter_state_table(qtbot, window, checkpoint, raise_errors) -> None:  # type: ignore[no-untyped-def]
     _open(qtbot, window, checkpoint("agg_count") / "checkpoint")
     window.select_view("overview")

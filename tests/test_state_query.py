@@ -1,0 +1,192 @@
+"""Versions too large to hold, paged by DuckDB from the cache (``app.state_query``): the same rows,
+order, filter, keys and export as the in-memory table, on checkpoints written by Spark."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statelens.app.analysis._common import run_to_end
+from statelens.app.session import iter_state_table
+from statelens.readers.cache import StateCache
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.viewers.tables import row_order
+
+pytestmark = pytest.mark.spark
+
+SCENARIOS = [
+    "rich_types",
+    "window_agg_watermark",
+    "pandas_state_event",
+    "join",
+    "agg_many_partitions",
+    "rocks_pandas_state",
+    "session_window",
+]
+
+#: Columns whose filter text in DuckDB is exactly the display text (see the module's docstring).
+_PLAIN = ("byte", "short", "integer", "long", "string", "boolean", "date", "timestamp", "timestamp_ntz")
+
+
+def _tables(reader: Any, version: int, cache_dir: Path) -> tuple[Any, Any]:
+    held = run_to_end(iter_state_table(reader, version))
+    paged = run_to_end(iter_state_table(reader, version, cache=StateCache(cache_dir), paged_over=0))
+    return held, paged
+
+
+def _plain(spec: Any) -> bool:
+    if spec.side == "partition" or spec.unit is not None:
+        return True
+    try:
+        return str(spec.dtype.typeName()) in _PLAIN
+    except AttributeError:
+        return False
+
+
+def _sorted_like_display(spec: Any) -> bool:
+    """Columns that sort by value (numbers, times, text): the same order in both tables."""
+    if spec.numeric or spec.side == "partition":
+        return True
+    return str(spec.dtype.typeName()) == "string"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_paged_table_pages_sorts_and_filters_as_the_held_one(
+    scenario: str, checkpoint: Any, tmp_path: Path
+) -> None:
+    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+    compared = sorted_cols = filtered = 0
+    for op in ckpt.operators:
+        for store in op.stores:
+            if store.schema is None or not store.versions:
+                continue
+            reader = ckpt.store_reader(op.operator_id, store.store_name)
+            version = store.versions[-1]
+            held, paged = _tables(reader, version, tmp_path / "cache")
+            query = paged.query
+            assert query is not None and held.query is None
+            try:
+                n = held.total_rows
+                assert paged.total_rows == n and paged.headers == held.headers and not paged.records
+                if not n:
+                    continue
+                page = query.page(-1, False, "", 0, n)
+                assert page.texts == [list(c) for c in held.columns], (scenario, store.store_name)
+                assert page.keys == [held.keys[i] for i in range(n)]
+                assert page.partitions == [r.partition_id for r in held.records]
+                # Pages are windows of one order.
+                if n > 2:
+                    part = query.page(-1, False, "", 1, 2)
+                    assert [t[:] for t in part.texts] == [t[1:3] for t in page.texts]
+                for c, spec in enumerate(query.specs):
+                    for descending in (False, True):
+                        got = query.page(c, descending, "", 0, n)
+                        if _sorted_like_display(spec):
+                            want = row_order(held.sort_keys, held.columns, n, c, descending, "")
+                            assert got.texts == [[col[i] for i in want] for col in held.columns], (
+                                scenario,
+                                spec.header,
+                                descending,
+                            )
+                            sorted_cols += 1
+                        else:  # lists, maps, binary: by DuckDB's text of them; the same rows
+                            assert sorted(zip(*got.texts, strict=True)) == sorted(
+                                zip(*page.texts, strict=True)
+                            )
+                # Filters on text of a plain column: exactly the held table's rows.
+                for c, spec in enumerate(query.specs):
+                    if not _plain(spec) or spec.side == "partition":
+                        continue
+                    needle = held.columns[c][n // 2][:4].casefold()
+                    if not needle:
+                        continue
+                    want = row_order(held.sort_keys, held.columns, n, -1, False, needle)
+                    if not all(_plain(s) for s in query.specs):
+                        # Other columns match on DuckDB's text: at least the plain columns' matches.
+                        hits = {
+                            i
+                            for i in range(n)
+                            if any(
+                                needle in held.columns[k][i].casefold()
+                                for k in range(len(query.specs))
+                                if _plain(query.specs[k])
+                            )
+                        }
+                        got = query.page(-1, False, needle, 0, n)
+                        assert query.count(needle) == len(got) >= len(hits) > 0
+                        filtered += 1
+                        break
+                    got = query.page(-1, False, needle, 0, n)
+                    assert query.count(needle) == len(want) == len(got), (scenario, spec.header, needle)
+                    assert got.texts == [[col[i] for i in want] for col in held.columns]
+                    filtered += 1
+                    break
+                compared += 1
+            finally:
+                query.close()
+    assert compared > 0
+    assert sorted_cols > 0
+    if scenario in ("agg_many_partitions", "rich_types"):
+        assert filtered > 0
+
+
+def test_small_versions_stay_in_memory_and_large_ones_pin_their_cache_files(
+    checkpoint: Any, tmp_path: Path
+) -> None:
+    ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
+    reader = ckpt.store_reader(0, None)
+    version = reader.latest_version()
+    cache = StateCache(tmp_path / "cache")
+    held = run_to_end(iter_state_table(reader, version, cache=cache, paged_over=10**9))
+    assert held.query is None and len(held.records) == held.total_rows > 0
+    paged = run_to_end(iter_state_table(reader, version, cache=cache, paged_over=0))
+    query = paged.query
+    files = list(query.files)
+    assert files and all(f.is_file() for f in files)
+    assert all(tmp_path / "cache" in f.parents for f in files)
+    # A cap of nothing evicts every entry but the pinned ones, which the table still reads.
+    cache.max_bytes = 0
+    cache.evict()
+    assert all(f.is_file() for f in files)
+    assert query.count("") == held.total_rows
+    assert query.page(0, False, "", 0, 5).texts[0] == sorted(held.columns[0], key=int)[:5]
+    tmp = Path(query._tmp)
+    query.close()
+    query.close()  # idempotent
+    assert not tmp.exists()
+    with pytest.raises(InterruptedError):
+        query.count("x")
+    cache.evict()
+    assert not any(f.is_file() for f in files)  # unpinned: evicted like any entry
+
+
+def test_export_of_a_paged_table_matches_the_held_one(checkpoint: Any, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from statelens.app.export import iter_export_query_table, iter_export_state_table
+
+    ckpt = open_checkpoint(str(checkpoint("rich_types") / "checkpoint"))
+    reader = ckpt.store_reader(0, None)
+    version = reader.latest_version()
+    held, paged = _tables(reader, version, tmp_path / "cache")
+    try:
+        n = held.total_rows
+        assert n > 2
+        column = 1
+        order = row_order(held.sort_keys, held.columns, n, column, True, "")
+        for fmt in ("csv", "parquet"):
+            a, b = tmp_path / f"held.{fmt}", tmp_path / f"paged.{fmt}"
+            assert run_to_end(iter_export_state_table(held, str(a), fmt, order)) == n
+            assert run_to_end(iter_export_query_table(paged, str(b), fmt, column, True, "")) == n
+            if fmt == "csv":
+                with open(a, newline="") as fa, open(b, newline="") as fb:
+                    assert list(csv.reader(fa)) == list(csv.reader(fb))
+            else:
+                ta, tb = pq.read_table(a), pq.read_table(b)
+                assert ta.schema == tb.schema
+                assert repr(ta.to_pylist()) == repr(tb.to_pylist())  # repr: NaN equals NaN
+    finally:
+        paged.query.close()
