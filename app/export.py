@@ -179,8 +179,9 @@ def iter_export_query_table(
     needle: str = "",
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, int]:
-    """Write the rows of a paged state table (``StateTable.query``) as ``statelens rows`` does, in the
-    browser's order and filter, a batch at a time (the rows are never all in memory).
+    """Write the rows of a paged state table (``StateTable.query``) as ``statelens rows`` does (a diff
+    as a change feed, as :func:`iter_export_state_table`), in the browser's order and filter, a batch
+    at a time (the rows are never all in memory).
 
     Parameters
     ----------
@@ -205,7 +206,14 @@ def iter_export_query_table(
     _check_format(fmt)
     query = table.query
     n = query.count(needle)
-    schema = state_row_schema(table.key_schema, table.value_schema)
+    diff = table.is_diff
+    schema = state_row_schema(table.key_schema, table.value_schema, changes=diff)
+
+    def tuples(rows: Sequence[Any]) -> list[tuple[Any, ...]]:
+        if diff:
+            return [(table.version, r.partition_id, r.change, r.key, r.value) for r in rows]
+        return [(r.partition_id, r.key, r.value) for r in rows]
+
     what = f"writing {n:,} rows to {os.path.basename(path)}"
     done = 0
     yield Progress(0, n, what)
@@ -214,9 +222,7 @@ def iter_export_query_table(
             writer = None
             try:
                 for rows in query.iter_rows(column, descending, needle, cancelled=cancelled):
-                    part = rows_to_arrow(
-                        [(r.partition_id, r.key, r.value) for r in rows], schema, unique_names=True
-                    )
+                    part = rows_to_arrow(tuples(rows), schema, unique_names=True)
                     if writer is None:
                         writer = pq.ParquetWriter(tmp, part.schema)
                     writer.write_table(part)
@@ -232,8 +238,8 @@ def iter_export_query_table(
             def cells() -> Iterable[list[str]]:
                 nonlocal done
                 for rows in query.iter_rows(column, descending, needle, cancelled=cancelled):
-                    for r in rows:
-                        doc = row_to_json((r.partition_id, r.key, r.value), schema)
+                    for t in tuples(rows):
+                        doc = row_to_json(t, schema)
                         yield [csv_cell(v) for _, v in flatten_row(doc, "", schema)]
                     done += len(rows)
 

@@ -1367,6 +1367,8 @@ def iter_state_diff(
     partition_id: int | None = None,
     time_columns: Sequence[Any] = (),
     cancelled: Callable[[], bool] | None = None,
+    cache: Any = None,
+    paged_over: int | None = None,
 ) -> Generator[Progress, None, StateTable]:
     """The rows added, changed and removed between two versions of one store.
 
@@ -1382,6 +1384,11 @@ def iter_state_diff(
         One partition, or every partition readable at both versions.
     time_columns : sequence of readers.model.TimeColumn
     cancelled : callable, optional
+    cache : readers.cache.StateCache, optional
+    paged_over : int, optional
+        With ``cache``: each partition's differences are kept in the cache (one Parquet file per
+        partition and pair of versions, reused on reopen), and a diff of more rows than this is
+        served from there a page at a time by DuckDB (the table's ``query``), not held in memory.
 
     Yields
     ------
@@ -1406,6 +1413,27 @@ def iter_state_diff(
     skipped: list[int] = []
     what = f"comparing versions {old_version} and {new_version} of operator {reader.operator_id} {reader.store_name}"
     counts = {"added": 0, "changed": 0, "removed": 0}
+    in_cache = paged_over is not None and cache is not None
+    entries: list[tuple[int, str, Any]] = []  # (partition, cache key, file), in partition order
+    diff_schema = _diff_schema(schema)
+
+    def differences(pid: int) -> list[DiffRow]:
+        old = reader.read_raw(pid, old_version)
+        new = reader.read_raw(pid, new_version)
+        added = [k for k in new if k not in old]
+        removed = [k for k in old if k not in new]
+        changed = [k for k, v in new.items() if k in old and old[k] != v]
+        path = f"state/{reader.operator_id}/{pid}/{new_version}"
+        dec_new = reader.decode_pairs([(k, new[k]) for k in (*added, *changed)], path)
+        dec_old = reader.decode_pairs([(k, old[k]) for k in (*removed, *changed)], path)
+        rows = [DiffRow("added", pid, key, value) for key, value in dec_new[: len(added)]]
+        rows.extend(DiffRow("removed", pid, key, value) for key, value in dec_old[: len(removed)])
+        rows.extend(
+            DiffRow("changed", pid, key, value, before)
+            for (key, value), (_, before) in zip(dec_new[len(added) :], dec_old[len(removed) :], strict=True)
+        )
+        return rows
+
     for n, pid in enumerate(pids):
         if cancelled is not None and cancelled():
             break
@@ -1415,37 +1443,77 @@ def iter_state_diff(
             skipped.append(pid)
             continue
         try:
-            old = reader.read_raw(pid, old_version)
-            new = reader.read_raw(pid, new_version)
+            if in_cache:
+                key = reader.cache_key(cache, pid, new_version, {"table": "diff", "old_version": old_version})
+                entry = cache.entry(key, lambda pid=pid: _diff_arrow(differences(pid), diff_schema))
+                if entry is not None:
+                    entries.append((pid, key, entry[0]))
+                    for change, k in _change_counts(entry[0]).items():
+                        counts[change] += k
+                    continue
+                in_cache = False  # the cache cannot hold it: every row stays in memory
+                for earlier, _, _ in entries:
+                    records.extend(differences(earlier))
+                entries.clear()
+            rows = differences(pid)
         except StatelensError as err:
             if partition_id is not None:
                 raise
             problems.append(err)
             continue
-        added = [k for k in new if k not in old]
-        removed = [k for k in old if k not in new]
-        changed = [k for k, v in new.items() if k in old and old[k] != v]
-        path = f"state/{reader.operator_id}/{pid}/{new_version}"
-        dec_new = reader.decode_pairs([(k, new[k]) for k in (*added, *changed)], path)
-        dec_old = reader.decode_pairs([(k, old[k]) for k in (*removed, *changed)], path)
-        for key, value in dec_new[: len(added)]:
-            records.append(DiffRow("added", pid, key, value))
-        for key, value in dec_old[: len(removed)]:
-            records.append(DiffRow("removed", pid, key, value))
-        for (key, value), (_, before) in zip(dec_new[len(added) :], dec_old[len(removed) :], strict=True):
-            records.append(DiffRow("changed", pid, key, value, before))
-        counts["added"] += len(added)
-        counts["removed"] += len(removed)
-        counts["changed"] += len(changed)
+        records.extend(rows)
+        for r in rows:
+            counts[r.change] += 1
     _check_skipped(reader, new_version, partition_id, pids, skipped, notes)
     notes.insert(0, ", ".join(f"{n:,} {c}" for c, n in counts.items()))
     yield Progress(len(pids), len(pids), what)
     value_fmt = _cell_formatter(schema.value_schema, None)
     specs = [
-        ColumnSpec("change", lambda r: r.change, str, False),
+        ColumnSpec("change", lambda r: r.change, str, False, side="change"),
         *state_columns(schema, reader.store_name, time_columns),
-        ColumnSpec("value before", lambda r: r.before, lambda v: "" if v is None else value_fmt(v), False),
+        ColumnSpec(
+            "value before",
+            lambda r: r.before,
+            lambda v: "" if v is None else value_fmt(v),
+            False,
+            schema.value_schema,
+            side="before",
+        ),
     ]
+    total = sum(counts.values())
+    if entries and paged_over is not None and total > paged_over:
+        from statelens.app.state_query import QueryStateTable
+
+        query = QueryStateTable(
+            [path for _, _, path in entries],
+            specs,
+            schema.key_schema,
+            schema.value_schema,
+            total,
+            cache,
+            diff=True,
+        )
+        return StateTable(
+            reader.operator_id,
+            reader.store_name,
+            partition_id,
+            new_version,
+            query.headers,
+            [],
+            [],
+            [],
+            (),
+            total,
+            notes,
+            problems,
+            compare_version=old_version,
+            key_schema=schema.key_schema,
+            value_schema=schema.value_schema,
+            query=query,
+        )
+    for pid, key, _ in entries:  # small enough to hold: read back from the cache
+        table = cache.get(key)
+        records.extend(differences(pid) if table is None else _diff_rows(table, schema))
     headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
     return StateTable(
         reader.operator_id,
@@ -1464,6 +1532,57 @@ def iter_state_diff(
         key_schema=schema.key_schema,
         value_schema=schema.value_schema,
     )
+
+
+def _diff_schema(schema: Any) -> Any:
+    """Spark schema of a diff table: ``change, partition, key, value, before``."""
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [
+            T.StructField("change", T.StringType()),
+            T.StructField("partition", T.IntegerType()),
+            T.StructField("key", schema.key_schema),
+            T.StructField("value", schema.value_schema),
+            T.StructField("before", schema.value_schema),
+        ]
+    )
+
+
+def _diff_arrow(rows: Sequence[DiffRow], diff_schema: Any) -> Any:
+    """One partition's differences as an Arrow table (for the cache)."""
+    from statelens.readers.values import rows_to_arrow
+
+    return rows_to_arrow(rows, diff_schema)
+
+
+def _diff_rows(table: Any, schema: Any) -> list[DiffRow]:
+    """The rows of a diff table (:func:`_diff_arrow`), back as ``DiffRow``."""
+    from statelens.readers.arrow_values import values_converter
+
+    key = values_converter(schema.key_schema)
+    value = values_converter(schema.value_schema)
+    cols = [table.column(i).combine_chunks() for i in range(5)]
+    return [
+        DiffRow(*row)
+        for row in zip(
+            cols[0].to_pylist(),
+            cols[1].to_pylist(),
+            key(cols[2]),
+            value(cols[3]),
+            value(cols[4]),
+            strict=True,
+        )
+    ]
+
+
+def _change_counts(path: Any) -> dict[str, int]:
+    """Rows per kind of change in a cached diff file (its ``change`` column only)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    counts = pc.value_counts(pq.read_table(path, columns=["change"]).column(0).combine_chunks())
+    return {str(c["values"]): int(c["counts"]) for c in counts.to_pylist()}
 
 
 def _format_time_number(value: int, unit: str) -> str:

@@ -76,6 +76,9 @@ class QueryStateTable:
     total_rows : int
     cache : readers.cache.StateCache, optional
         Holder of ``files``: they are pinned until :meth:`close`.
+    diff : bool
+        The files hold the differences of two versions (``change, partition, key, value, before``,
+        rows as ``app.session.DiffRow``), not rows of one version.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class QueryStateTable:
         value_schema: Any,
         total_rows: int,
         cache: Any = None,
+        diff: bool = False,
     ):
         import duckdb
         import pyarrow as pa
@@ -96,6 +100,10 @@ class QueryStateTable:
         self.key_schema = key_schema
         self.value_schema = value_schema
         self.total_rows = total_rows
+        self.diff = diff
+        self._columns = (
+            '"change", "partition", "key", "value", "before"' if diff else '"partition", "key", "value"'
+        )
         self._cache = cache
         if cache is not None:
             cache.pin(self.files)
@@ -112,22 +120,24 @@ class QueryStateTable:
         self._con.execute(
             f"CREATE VIEW src AS SELECT * FROM read_parquet([{listing}], file_row_number = true)"
         )
-        arrow_schema = (
-            self._con.sql('SELECT "partition", "key", "value" FROM src LIMIT 0').to_arrow_table().schema
-        )
+        arrow_schema = self._con.sql(f"SELECT {self._columns} FROM src LIMIT 0").to_arrow_table().schema
         self._text: list[str] = []
         self._order: list[str] = []
         self._int_text: list[bool] = []  # shown as plain integers ("null" when null)
         for spec in self.specs:
             ref, atype = _reference(arrow_schema, spec)
             self._int_text.append(
-                spec.side == "partition" or (spec.unit is None and pa.types.is_integer(atype))
+                spec.side == "partition"
+                or (spec.side in ("key", "value") and spec.unit is None and pa.types.is_integer(atype))
             )
             self._text.append(_text_sql(ref, atype, spec))
             self._order.append(_order_sql(ref, atype, spec, self._text[-1]))
         from statelens.app.analysis._common import row_converter
+        from statelens.readers.arrow_values import values_converter
 
         self._convert_key = row_converter(key_schema)
+        self._key_values = values_converter(key_schema)
+        self._value_values = values_converter(value_schema)
 
     # -- queries -------------------------------------------------------------------------------------
     def where(self, needle: str) -> str:
@@ -181,7 +191,7 @@ class QueryStateTable:
     def arrow_page(self, column: int, descending: bool, needle: str, offset: int, limit: int) -> Any:
         """Rows ``offset`` to ``offset + limit`` of the sorted, filtered table as an Arrow table."""
         sql = (
-            f'SELECT "partition", "key", "value" FROM src {self.where(needle)} '
+            f"SELECT {self._columns} FROM src {self.where(needle)} "
             f"{self.order_by(column, descending)} LIMIT {int(limit)} OFFSET {int(offset)}"
         )
         with self._cursor() as cur:
@@ -189,10 +199,9 @@ class QueryStateTable:
 
     def page(self, column: int, descending: bool, needle: str, offset: int, limit: int) -> PageRows:
         """A page of display text (and keys, partitions) of the sorted, filtered table."""
-        from statelens.readers.arrow_values import ArrowStateRows
 
         table = self.arrow_page(column, descending, needle, offset, limit)
-        rows = ArrowStateRows([table], self.key_schema, self.value_schema)[0 : table.num_rows]
+        rows = self._records(table)
         texts = [[spec.formatter(spec.getter(r)) for r in rows] for spec in self.specs]
         keys = [self._convert_key(r.key) for r in rows]
         return PageRows(offset, texts, keys, [r.partition_id for r in rows])
@@ -205,18 +214,37 @@ class QueryStateTable:
         batch_rows: int = 65_536,
         cancelled: Callable[[], bool] | None = None,
     ) -> Iterator[list[Any]]:
-        """The sorted, filtered rows (``StateRow``), a batch at a time (for export)."""
-        from statelens.readers.arrow_values import ArrowStateRows
-
-        sql = f'SELECT "partition", "key", "value" FROM src {self.where(needle)} {self.order_by(column, descending)}'
+        """The sorted, filtered rows (``StateRow``, or ``DiffRow`` for a diff), a batch at a time."""
         import pyarrow as pa
+
+        sql = f"SELECT {self._columns} FROM src {self.where(needle)} {self.order_by(column, descending)}"
 
         with self._cursor() as cur:
             for batch in cur.sql(sql).to_arrow_reader(batch_rows):
                 if cancelled is not None and cancelled():
                     raise InterruptedError("cancelled")
-                table = pa.Table.from_batches([batch])
-                yield ArrowStateRows([table], self.key_schema, self.value_schema)[0 : table.num_rows]
+                yield self._records(pa.Table.from_batches([batch]))
+
+    def _records(self, table: Any) -> list[Any]:
+        """Rows of a query result, as the held table's records."""
+        if not self.diff:
+            from statelens.readers.arrow_values import ArrowStateRows
+
+            return ArrowStateRows([table], self.key_schema, self.value_schema)[0 : table.num_rows]
+        from statelens.app.session import DiffRow
+
+        cols = [table.column(i).combine_chunks() for i in range(5)]
+        return [
+            DiffRow(*row)
+            for row in zip(
+                cols[0].to_pylist(),
+                cols[1].to_pylist(),
+                self._key_values(cols[2]),
+                self._value_values(cols[3]),
+                self._value_values(cols[4]),
+                strict=True,
+            )
+        ]
 
     # -- life ----------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -246,8 +274,8 @@ class QueryStateTable:
 def _reference(schema: Any, spec: Any) -> tuple[str, Any]:
     """SQL reference to a display column's field (by position: DuckDB renames repeated field names)
     and its Arrow type."""
-    if spec.side == "partition":
-        return '"partition"', schema.field("partition").type
+    if spec.side in ("partition", "change", "before"):
+        return _ident(spec.side), schema.field(spec.side).type
     atype = schema.field(spec.side).type
     ref = _ident(spec.side)
     for i in spec.path:
@@ -263,6 +291,8 @@ def _text_sql(ref: str, atype: Any, spec: Any) -> str:
 
     if spec.side == "partition":
         return f"CAST({ref} AS VARCHAR)"
+    if spec.side == "before":  # shown empty when there is none
+        return f"coalesce(CAST({ref} AS VARCHAR), '')"
     if spec.unit is not None and pa.types.is_integer(atype):
         micros = f"({ref} * 1000)" if spec.unit == "ms" else ref
         stamp = f"try(make_timestamp({micros}))"

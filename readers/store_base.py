@@ -246,6 +246,12 @@ class StoreReaderBase:
         key = cache.key(self._cache_parts(partition_id, version, False), self._sources(partition_id, version))
         return cache.entry(key, lambda: self._decode_arrow(partition_id, version, False))
 
+    def cache_key(self, cache: StateCache, partition_id: int, version: int, what: dict[str, Any]) -> str:
+        """The cache entry name of a table derived from one partition's files up to ``version`` (e.g.
+        the diff of two versions), described by ``what``: rebuilt whenever one of those files changes."""
+        parts = {**self._cache_parts(partition_id, version, False), **what}
+        return cache.key(parts, self._sources(partition_id, version))
+
     def _arrow_types(self, unique_names: bool, changes: bool) -> tuple[Any, Any, Any]:
         """Arrow key type, value type and the empty table of this store's rows (computed once)."""
         memo = self.__dict__.setdefault("_arrow_type_memo", {})

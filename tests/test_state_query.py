@@ -48,7 +48,7 @@ def _plain(spec: Any) -> bool:
 
 def _sorted_like_display(spec: Any) -> bool:
     """Columns that sort by value (numbers, times, text): the same order in both tables."""
-    if spec.numeric or spec.side == "partition":
+    if spec.numeric or spec.side in ("partition", "change"):
         return True
     return str(spec.dtype.typeName()) == "string"
 
@@ -190,3 +190,63 @@ def test_export_of_a_paged_table_matches_the_held_one(checkpoint: Any, tmp_path:
                 assert repr(ta.to_pylist()) == repr(tb.to_pylist())  # repr: NaN equals NaN
     finally:
         paged.query.close()
+
+
+@pytest.mark.parametrize(
+    "scenario", ["agg_many_partitions", "rich_types", "pandas_state_event", "session_window"]
+)
+def test_paged_diff_matches_the_held_diff(scenario: str, checkpoint: Any, tmp_path: Path) -> None:
+    """A diff of two versions kept in the cache per partition: held when small (the same records as
+    without the cache), paged by DuckDB when large (the same rows, counts, order and export)."""
+    from statelens.app.export import iter_export_query_table, iter_export_state_table
+    from statelens.app.session import iter_state_diff
+
+    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+    compared = 0
+    for op in ckpt.operators:
+        for store in op.stores:
+            if store.schema is None or len(store.versions) < 2:
+                continue
+            reader = ckpt.store_reader(op.operator_id, store.store_name)
+            old, new = store.versions[(len(store.versions) - 1) // 2], store.versions[-1]
+            held = run_to_end(iter_state_diff(reader, old, new))
+            cache = StateCache(tmp_path / "cache")
+            via_cache = run_to_end(iter_state_diff(reader, old, new, cache=cache, paged_over=10**9))
+            assert via_cache.query is None
+            assert repr(list(via_cache.records)) == repr(list(held.records))  # repr: NaN equals NaN
+            assert via_cache.notes == held.notes
+            paged = run_to_end(iter_state_diff(reader, old, new, cache=cache, paged_over=0))
+            n = held.total_rows
+            if not n:
+                assert paged.query is None
+                continue
+            query = paged.query
+            try:
+                assert query is not None and paged.is_diff and paged.compare_version == old
+                assert paged.total_rows == n and paged.notes == held.notes and paged.headers == held.headers
+                page = query.page(-1, False, "", 0, n)
+                assert page.texts == [list(c) for c in held.columns], (scenario, store.store_name)
+                assert page.keys == [held.keys[i] for i in range(n)]
+                for c, spec in enumerate(query.specs):
+                    if spec.side == "before" or not _sorted_like_display(spec):
+                        continue
+                    for descending in (False, True):
+                        want = row_order(held.sort_keys, held.columns, n, c, descending, "")
+                        got = query.page(c, descending, "", 0, n)
+                        assert got.texts == [[col[i] for i in want] for col in held.columns], (
+                            spec.header,
+                            descending,
+                        )
+                for change in ("added", "removed", "changed"):
+                    want = row_order(held.sort_keys, held.columns, n, -1, False, change)
+                    # "change" text is plain: rows whose change (or other text) holds the word
+                    assert query.count(change) >= sum(1 for r in held.records if r.change == change)
+                order = row_order(held.sort_keys, held.columns, n, 1, True, "")
+                a, b = tmp_path / "held.csv", tmp_path / "paged.csv"
+                run_to_end(iter_export_state_table(held, str(a), "csv", order))
+                run_to_end(iter_export_query_table(paged, str(b), "csv", 1, True, ""))
+                assert a.read_text() == b.read_text()
+                compared += 1
+            finally:
+                query.close()
+    assert compared > 0

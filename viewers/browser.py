@@ -364,6 +364,7 @@ class StateBrowserView(QWidget):
         page is asked for at once through :attr:`order_requested`, the next ones through
         :attr:`page_requested`)."""
         self._use_model(self.query_model)
+        self.query_model.first_column_colors = CHANGE_COLORS if headers and headers[0] == "change" else None
         self._keys = []
         self._partitions = []
         self.detail.clear()

@@ -393,6 +393,8 @@ class QueryTableModel(ColumnTableModel):
     page_requested = Signal(int)
 
     def __init__(self, parent: Any = None) -> None:
+        #: Row backgrounds by the text of the first column (e.g. a diff's ``change``), or None.
+        self.first_column_colors: dict[str, QColor] | None = None
         self._pages: list[Any] = []
         self._loaded = 0
         self._matching = 0
@@ -528,6 +530,10 @@ class QueryTableModel(ColumnTableModel):
             return page.texts[index.column()][i]
         if role == Qt.ItemDataRole.TextAlignmentRole and self._right[index.column()]:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.BackgroundRole and self.first_column_colors is not None:
+            page, i = self._at(index.row())
+            color = self.first_column_colors.get(page.texts[0][i])
+            return QBrush(color) if color is not None else None
         return None
 
 

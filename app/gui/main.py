@@ -19,7 +19,7 @@ VIEW_JOBS = {
     "timeline": ("load", "eventlog"),
     "growth": ("load", "growth", "heavy"),
     "expired": ("load", "expired"),
-    "browser": ("load", "browser"),
+    "browser": ("load", "browser", "order", "page"),
     "schema": ("load", "schema"),
     "sql": ("load", "sql"),
 }

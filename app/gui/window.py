@@ -1085,6 +1085,8 @@ class MainWindow(QMainWindow):
                 new,
                 s.partition_id,
                 time_columns=time_columns,
+                cache=self._cache,
+                paged_over=self.paged_rows,
                 what=f"Comparing versions {old} and {new}",
                 on_result=self._on_table_finished,
                 on_error=self._on_table_errored,

@@ -7,8 +7,11 @@ returns once the view's data is drawn), wall time and peak RSS:
 
 * the growth view, drawn;
 * the state browser, drawn, with an empty decoded-state cache (cold) and again with it filled (warm);
-* in-process: decoding the latest version into the browser's table (``iter_state_table``), then sorting
-  by a number, by the key text, and filtering every column for a text, as the app's worker does;
+* the browser's paged path (versions over ``PAGED_ROWS`` rows, the app's default for them): the cached
+  version opened as a DuckDB query table, then sorting by a number, by the key text, and filtering
+  every column for a text (count and first page), each in a fresh process for its own peak RSS;
+* the held path, for comparison: decoding the latest version into an in-memory table, then the same
+  sorts and filter over numpy/Arrow, as the app did for every version before the paged path;
 * the raw floor: reading and decompressing every state file.
 """
 
@@ -84,6 +87,69 @@ def browser_work(ckpt: Path, cache: Path) -> dict[str, float]:
     return out
 
 
+def paged_work(ckpt: Path, cache: Path) -> dict[str, float]:
+    """The browser's path for versions over ``PAGED_ROWS``: the cached version paged by DuckDB.
+
+    Run in a fresh process (peak RSS is this path's alone): opening the cached version as a query
+    table, then each of sort by a number, sort by the key text and filter every column for a text
+    (the count of matching rows plus the first page, as the app's worker asks).
+    """
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.session import iter_state_table
+    from statelens.app.state_query import PAGED_ROWS
+    from statelens.readers.cache import StateCache
+    from statelens.readers.checkpoint import open_checkpoint
+    from statelens.viewers.tables import PAGE_ROWS
+
+    c = open_checkpoint(str(ckpt))
+    reader = c.store_reader(0, None)
+    version = reader.latest_version()
+    out: dict[str, float] = {}
+    t = time.perf_counter()
+    table = run_to_end(
+        iter_state_table(reader, version, cache=StateCache(cache), paged_over=min(PAGED_ROWS, 1))
+    )
+    out["open_cached_seconds"] = round(time.perf_counter() - t, 2)
+    query = table.query
+    value_col = table.headers.index(next(h for h in table.headers if h.startswith("value.")))
+    key_col = table.headers.index(next(h for h in table.headers if h.startswith("key.")))
+    for name, col, needle in (
+        ("first_page", -1, ""),
+        ("sort_number", value_col, ""),
+        ("sort_text", key_col, ""),
+        ("filter", -1, "-00123"),
+        ("filter_sorted", value_col, "-00123"),
+    ):
+        t = time.perf_counter()
+        matching = query.count(needle)
+        query.page(col, True, needle, 0, PAGE_ROWS)
+        out[f"{name}_seconds"] = round(time.perf_counter() - t, 2)
+        out[f"{name}_rows"] = matching
+    t = time.perf_counter()
+    query.page(value_col, True, "", 20 * PAGE_ROWS, PAGE_ROWS)
+    out["sorted_page_21_seconds"] = round(time.perf_counter() - t, 2)
+    query.close()
+    out["rows"] = table.total_rows
+    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return out
+
+
+def in_fresh_process(func: str, ckpt: Path, cache: Path) -> dict[str, float]:
+    """``func(ckpt, cache)`` of this module run in a new Python (its own peak RSS)."""
+    code = f"import json,sys;from tests.benchmarks.bench_app import {func};print(json.dumps({func}(*map(__import__('pathlib').Path,sys.argv[1:]))))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(ckpt), str(cache)],
+        cwd=REPO,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{func} failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     from tests.benchmarks.bench_growth import build_checkpoint, measure_raw
 
@@ -100,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         result["browser_cold"] = app_start(ckpt, "browser", cache)
         result["browser_warm"] = app_start(ckpt, "browser", cache)
         result["growth_view"] = app_start(ckpt, "growth", cache)
-        result["browser_work"] = browser_work(ckpt, cache)
+        result["paged_work"] = in_fresh_process("paged_work", ckpt, cache)
+        result["browser_work"] = in_fresh_process("browser_work", ckpt, cache)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     print(json.dumps(result, indent=1))
