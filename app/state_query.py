@@ -146,12 +146,13 @@ class QueryStateTable:
             return ""
         folded = needle.casefold()
         lit = _literal(folded)
-        # Integer text holds only digits and "-" (or is "null").
-        digits = set(folded) <= set("-0123456789") or folded in "null"
+        ints = _int_text_can_hold(folded)
+        # Text without letters needs no case folding (``lower`` costs a pass over every value).
+        caseless = folded.upper() == folded
         tests = [
-            f"contains({t}, {lit})" if is_int else f"contains(lower({t}), {lit})"
+            f"contains({t}, {lit})" if is_int or caseless else f"contains(lower({t}), {lit})"
             for t, is_int in zip(self._text, self._int_text, strict=True)
-            if digits or not is_int
+            if ints or not is_int
         ]
         return "WHERE " + (" OR ".join(tests) if tests else "false")
 
@@ -187,6 +188,14 @@ class QueryStateTable:
         with self._cursor() as cur:
             row = cur.execute(f"SELECT count(*) FROM src {self.where(needle)}").fetchone()
         return int(row[0]) if row else 0
+
+    def first_page(self, column: int, descending: bool, needle: str, limit: int) -> tuple[int, PageRows]:
+        """Rows passing the filter and the first ``limit`` of them in order: one scan when fewer than
+        ``limit`` match (the page is then the whole answer), a second one to count otherwise."""
+        page = self.page(column, descending, needle, 0, limit)
+        if len(page) < limit:
+            return len(page), page
+        return self.count(needle), page
 
     def arrow_page(self, column: int, descending: bool, needle: str, offset: int, limit: int) -> Any:
         """Rows ``offset`` to ``offset + limit`` of the sorted, filtered table as an Arrow table."""
@@ -269,6 +278,18 @@ class QueryStateTable:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+def _int_text_can_hold(needle: str) -> bool:
+    """Whether the text of some integer (``-120``, ``0``; ``null`` for null) contains ``needle``:
+    digits after an optional leading ``-``, with no leading zero."""
+    if needle in "null":
+        return True
+    if not set(needle) <= set("-0123456789"):
+        return False
+    if "-" in needle[1:] or needle.startswith("-0"):
+        return False
+    return True
 
 
 def _reference(schema: Any, spec: Any) -> tuple[str, Any]:

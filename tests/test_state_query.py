@@ -250,3 +250,33 @@ def test_paged_diff_matches_the_held_diff(scenario: str, checkpoint: Any, tmp_pa
             finally:
                 query.close()
     assert compared > 0
+
+
+def test_first_page_counts_with_or_without_a_second_scan(checkpoint: Any, tmp_path: Path) -> None:
+    ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
+    reader = ckpt.store_reader(0, None)
+    held, paged = _tables(reader, reader.latest_version(), tmp_path / "cache")
+    query = paged.query
+    try:
+        n = held.total_rows
+        # Needles an integer's text can or cannot hold ("-0", "1-"), letters in any case, "null".
+        needles = (
+            "",
+            held.columns[1][0],
+            held.columns[1][0].upper(),
+            "no such text",
+            "-",
+            "-0",
+            "1-",
+            "0",
+            "1",
+            "ull",
+        )
+        for needle in needles:
+            want = row_order(held.sort_keys, held.columns, n, 2, False, needle.casefold())
+            for limit in (1, n + 1):
+                matching, page = query.first_page(2, False, needle, limit)
+                assert matching == len(want) == query.count(needle)
+                assert page.texts == [[col[i] for i in want[:limit]] for col in held.columns]
+    finally:
+        query.close()

@@ -1922,10 +1922,8 @@ def _iter_query_order(
     query: Any, column: int, descending: bool, needle: str
 ) -> Generator[Progress, None, tuple[int, Any]]:
     """Rows matching and the first page of a paged table's new order, as a runner job."""
-    yield Progress(0, 2, f"{'filtering' if needle else 'sorting'} {query.total_rows:,} rows")
-    matching = query.count(needle)
-    yield Progress(1, 2, f"reading the first {PAGE_ROWS:,} of {matching:,} rows")
-    return matching, query.page(column, descending, needle, 0, PAGE_ROWS)
+    yield Progress(0, 1, f"{'filtering' if needle else 'sorting'} {query.total_rows:,} rows")
+    return query.first_page(column, descending, needle, PAGE_ROWS)
 
 
 def _iter_query_page(
