@@ -168,7 +168,10 @@ class QueryStateTable:
     @contextlib.contextmanager
     def _cursor(self) -> Iterator[Any]:
         """A connection of this table's database for one query (each thread queries on its own); a
-        query still running when the table is closed is interrupted."""
+        query still running when the table is closed is interrupted; DuckDB's errors (a cache file
+        removed or damaged meanwhile) become a ``StorageError``."""
+        import duckdb
+
         with self._lock:
             if self._closed:
                 raise InterruptedError("the table was closed")
@@ -176,6 +179,19 @@ class QueryStateTable:
             self._running.add(cur)
         try:
             yield cur
+        except duckdb.Error as err:
+            with self._lock:
+                closed = self._closed
+            if closed:
+                raise InterruptedError("the table was closed") from err
+            from statelens.readers.errors import StorageError
+
+            # A cache file removed or damaged by another process (``statelens cache clear``...).
+            raise StorageError(
+                f"the decoded state kept in the cache could not be queried ({err}); open the version "
+                "again to decode it afresh",
+                path=str(self.files[0].parent.parent) if self.files else None,
+            ) from err
         finally:
             with self._lock:
                 self._running.discard(cur)

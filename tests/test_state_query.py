@@ -280,3 +280,27 @@ def test_first_page_counts_with_or_without_a_second_scan(checkpoint: Any, tmp_pa
                 assert page.texts == [[col[i] for i in want[:limit]] for col in held.columns]
     finally:
         query.close()
+
+
+def test_a_cache_file_removed_under_an_open_table_is_a_clear_error(checkpoint: Any, tmp_path: Path) -> None:
+    """Another process clearing the cache (``statelens cache clear``) while the app pages a version: the
+    next query fails with a typed error that says what to do; the table still closes cleanly."""
+    from statelens.readers.errors import StorageError
+
+    ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
+    reader = ckpt.store_reader(0, None)
+    cache = StateCache(tmp_path / "cache")
+    paged = run_to_end(iter_state_table(reader, reader.latest_version(), cache=cache, paged_over=0))
+    query = paged.query
+    assert query.count("1") >= 0
+    assert cache.clear() == len(query.files)  # what `statelens cache clear` does, pins or not
+    with pytest.raises(StorageError) as info:
+        query.page(1, False, "", 0, 10)
+    assert "open the version again" in str(info.value) and str(tmp_path / "cache") in str(info.value)
+    query.close()
+    # Opened again, the version is decoded afresh into the cache.
+    again = run_to_end(iter_state_table(reader, reader.latest_version(), cache=cache, paged_over=0))
+    try:
+        assert again.query.count("") == paged.total_rows and all(f.is_file() for f in again.query.files)
+    finally:
+        again.query.close()
