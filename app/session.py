@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
+from statelens.app.parallel import in_order
 from statelens.readers.arrow_values import ArrowStateRows
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError, UsageError
@@ -1174,6 +1175,7 @@ def iter_state_table(
     # Large versions stay in the cache (one Parquet file per partition) for DuckDB to page through.
     in_cache = paged_over is not None and cache is not None and max_rows is None
     entries: list[tuple[int, Any, int]] = []  # (partition, cache file, rows)
+    held: dict[int, Any] = {}  # partitions the cache could not take (kept in memory)
 
     def keep(part: Any) -> None:
         nonlocal kept
@@ -1182,35 +1184,44 @@ def iter_state_table(
             tables.append(part.slice(0, room))
             kept += min(room, part.num_rows)
 
-    for n, pid in enumerate(pids):
-        if cancelled is not None and cancelled():
-            break
-        yield Progress(n, len(pids), f"{what}, partition {pid}")
+    def decode(pid: int) -> tuple[Any, Any]:
+        """One partition: its cache entry ``(file, rows)`` when it stays in the cache, else its table."""
+        if in_cache:
+            entry = reader.arrow_entry(pid, version, cache)
+            if entry is not None:
+                return entry, None
+        return None, reader.read_arrow(pid, version, cache=cache)  # columns; rows are made a page at a time
+
+    readable = []
+    for pid in pids:
         if version not in reader.versions(pid) and version != 0:
             skipped.append(pid)
-            continue
-        try:
-            entry = reader.arrow_entry(pid, version, cache) if in_cache else None
-            if entry is not None:
-                entries.append((pid, entry[0], entry[1]))
-                total += entry[1]
-                continue
-            if in_cache:  # the cache cannot hold it: every row stays in memory
-                in_cache = False
-                for earlier, _, _ in entries:
-                    keep(reader.read_arrow(earlier, version, cache=cache))
-                entries.clear()
-            part = reader.read_arrow(pid, version, cache=cache)  # columns; rows are made a page at a time
-        except StatelensError as err:
+        else:
+            readable.append(pid)
+    done = 0
+    yield Progress(0, len(pids), what)
+    for pid, got, err in in_order(decode, readable, cancelled=cancelled):
+        done += 1
+        yield Progress(done, len(pids), f"{what}, partition {pid}")
+        if err is not None:
             if partition_id is not None:
-                raise
+                raise err
             problems.append(err)
             continue
-        total += part.num_rows
-        keep(part)
+        assert got is not None
+        entry, part = got
+        if entry is not None:
+            entries.append((pid, entry[0], entry[1]))
+            total += entry[1]
+        elif in_cache:
+            held[pid] = part  # the cache cannot hold it: this version stays in memory
+            total += part.num_rows
+        else:
+            total += part.num_rows
+            keep(part)
     _check_skipped(reader, version, partition_id, pids, skipped, notes)
     specs = state_columns(schema, reader.store_name, time_columns)
-    if entries and paged_over is not None and total > paged_over:
+    if entries and not held and paged_over is not None and total > paged_over:
         from statelens.app.state_query import QueryStateTable
 
         yield Progress(len(pids), len(pids), what)
@@ -1234,8 +1245,13 @@ def iter_state_table(
             value_schema=schema.value_schema,
             query=query,
         )
-    for pid, _, _ in entries:  # small enough to hold: read back from the cache
-        keep(reader.read_arrow(pid, version, cache=cache))
+    if entries or held:  # small enough to hold (or the cache failed): read back from the cache
+        cached = {pid: None for pid, _, _ in entries}
+        for pid in readable:
+            if pid in held:
+                keep(held.pop(pid))
+            elif pid in cached:
+                keep(reader.read_arrow(pid, version, cache=cache))
     if total > kept:
         notes.append(f"showing the first {kept:,} of {total:,} rows")
     records = ArrowStateRows(tables, schema.key_schema, schema.value_schema)
