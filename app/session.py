@@ -1450,36 +1450,45 @@ def iter_state_diff(
         )
         return rows
 
-    for n, pid in enumerate(pids):
-        if cancelled is not None and cancelled():
-            break
-        yield Progress(n, len(pids), f"{what}, partition {pid}")
+    def compare(pid: int) -> tuple[Any, list[DiffRow] | None]:
+        """One partition: its cache entry ``(key, file, counts)`` when it stays in the cache, else its rows."""
+        if in_cache:
+            key = reader.cache_key(cache, pid, new_version, {"table": "diff", "old_version": old_version})
+            entry = cache.entry(key, lambda: _diff_arrow(differences(pid), diff_schema))
+            if entry is not None:
+                return (key, entry[0], _change_counts(entry[0])), None
+        return None, differences(pid)
+
+    readable = []
+    for pid in pids:
         have = reader.versions(pid)
         if any(v != 0 and v not in have for v in (old_version, new_version)):
             skipped.append(pid)
-            continue
-        try:
-            if in_cache:
-                key = reader.cache_key(cache, pid, new_version, {"table": "diff", "old_version": old_version})
-                entry = cache.entry(key, lambda pid=pid: _diff_arrow(differences(pid), diff_schema))
-                if entry is not None:
-                    entries.append((pid, key, entry[0]))
-                    for change, k in _change_counts(entry[0]).items():
-                        counts[change] += k
-                    continue
-                in_cache = False  # the cache cannot hold it: every row stays in memory
-                for earlier, _, _ in entries:
-                    records.extend(differences(earlier))
-                entries.clear()
-            rows = differences(pid)
-        except StatelensError as err:
+        else:
+            readable.append(pid)
+    held: dict[int, list[DiffRow]] = {}  # partitions the cache could not take
+    yield Progress(0, len(pids), what)
+    for done, (pid, got, err) in enumerate(in_order(compare, readable, cancelled=cancelled), 1):
+        yield Progress(done, len(pids), f"{what}, partition {pid}")
+        if err is not None:
             if partition_id is not None:
-                raise
+                raise err
             problems.append(err)
             continue
-        records.extend(rows)
+        assert got is not None
+        entry, rows = got
+        if entry is not None:
+            entries.append((pid, entry[0], entry[1]))
+            for change, k in entry[2].items():
+                counts[change] += k
+            continue
+        assert rows is not None
         for r in rows:
             counts[r.change] += 1
+        if in_cache:
+            held[pid] = rows  # the cache cannot hold it: the diff stays in memory
+        else:
+            records.extend(rows)
     _check_skipped(reader, new_version, partition_id, pids, skipped, notes)
     notes.insert(0, ", ".join(f"{n:,} {c}" for c, n in counts.items()))
     yield Progress(len(pids), len(pids), what)
@@ -1497,7 +1506,7 @@ def iter_state_diff(
         ),
     ]
     total = sum(counts.values())
-    if entries and paged_over is not None and total > paged_over:
+    if entries and not held and paged_over is not None and total > paged_over:
         from statelens.app.state_query import QueryStateTable
 
         query = QueryStateTable(
@@ -1527,9 +1536,13 @@ def iter_state_diff(
             value_schema=schema.value_schema,
             query=query,
         )
-    for pid, key, _ in entries:  # small enough to hold: read back from the cache
-        table = cache.get(key)
-        records.extend(differences(pid) if table is None else _diff_rows(table, schema))
+    cached = {pid: key for pid, key, _ in entries}
+    for pid in readable if entries or held else ():  # small enough to hold: read back from the cache
+        if pid in held:
+            records.extend(held.pop(pid))
+        elif pid in cached:
+            table = cache.get(cached[pid])
+            records.extend(differences(pid) if table is None else _diff_rows(table, schema))
     headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
     return StateTable(
         reader.operator_id,

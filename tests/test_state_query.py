@@ -304,3 +304,25 @@ def test_a_cache_file_removed_under_an_open_table_is_a_clear_error(checkpoint: A
         assert again.query.count("") == paged.total_rows and all(f.is_file() for f in again.query.files)
     finally:
         again.query.close()
+
+
+def test_a_cache_that_cannot_be_written_keeps_the_version_in_memory(checkpoint: Any, tmp_path: Path) -> None:
+    """No room in the cache (here its folder is a file): the version and the diff are held, as without
+    a cache, never lost."""
+    from statelens.app.session import iter_state_diff
+
+    ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
+    reader = ckpt.store_reader(0, None)
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    cache = StateCache(blocked)
+    latest = reader.latest_version()
+    held = run_to_end(iter_state_table(reader, latest))
+    got = run_to_end(iter_state_table(reader, latest, cache=cache, paged_over=0))
+    assert got.query is None and got.total_rows == held.total_rows > 0
+    assert [list(c) for c in got.columns] == [list(c) for c in held.columns]
+    old = reader.versions(0)[0]
+    want = run_to_end(iter_state_diff(reader, old, latest))
+    diff = run_to_end(iter_state_diff(reader, old, latest, cache=cache, paged_over=0))
+    assert diff.query is None and diff.total_rows == want.total_rows > 0
+    assert list(diff.records) == list(want.records) and diff.notes == want.notes
