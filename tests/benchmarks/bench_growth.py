@@ -12,6 +12,7 @@ old keys in every batch, on ``--partitions`` shuffle partitions. Then, in one ru
 * ``native_growth``: ``statelens growth`` (rows and bytes of every partition at every version);
 * ``native_decode``: decoding every row of the latest version (rows/s);
 * ``native_decode_arrow``: the same into Arrow columns (``read_arrow``, no Python object per row);
+* ``native_decode_arrow_threads``: the same on the threads the browser decodes with (``app.parallel``);
 * ``spark_decode``: Spark's ``statestore`` reader on the latest version (every column hashed);
 * ``spark_growth``: the same answer from Spark: one ``statestore`` read per committed batch, counted per
   partition;
@@ -142,6 +143,30 @@ def measure_native_decode_arrow(ckpt: Path) -> dict[str, float]:
     return {"seconds": secs, "rows": rows, "rows_per_second": rows / secs if secs else 0.0}
 
 
+def measure_native_decode_arrow_threads(ckpt: Path) -> dict[str, float]:
+    """``read_arrow`` of every partition on the threads the browser uses (``app.parallel``), in order."""
+    from statelens.app.parallel import WORKERS, in_order
+    from statelens.readers.checkpoint import open_checkpoint
+
+    c = open_checkpoint(str(ckpt))
+    reader = c.store_reader(0)
+    t = time.perf_counter()
+    rows = 0
+    for _, table, err in in_order(
+        lambda p: reader.read_arrow(p, reader.versions(p)[-1]), reader.partition_ids()
+    ):
+        if err is not None:
+            raise err
+        rows += table.num_rows
+    secs = time.perf_counter() - t
+    return {
+        "seconds": secs,
+        "rows": rows,
+        "rows_per_second": rows / secs if secs else 0.0,
+        "threads": WORKERS,
+    }
+
+
 def measure_spark_decode(ckpt: Path) -> dict[str, float]:
     """Spark's ``statestore`` reader decoding every row of the latest version (a hash over all columns
     forces every value to be read); session start measured apart."""
@@ -256,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     print("native decode latest:", result["native_decode"], flush=True)
     result["native_decode_arrow"] = measure_native_decode_arrow(ckpt)
     print("native decode latest into Arrow:", result["native_decode_arrow"], flush=True)
+    result["native_decode_arrow_threads"] = measure_native_decode_arrow_threads(ckpt)
+    print("the same on the browser's threads:", result["native_decode_arrow_threads"], flush=True)
     result["native_growth_peak_rss_mib"] = peak_memory_of_growth(ckpt)
     print("native growth peak RSS MiB:", result["native_growth_peak_rss_mib"], flush=True)
     if not args.skip_spark:
