@@ -111,16 +111,18 @@ class QueryStateTable:
         self._lock = threading.Lock()
         self._running: set[Any] = set()
         self._closed = False
-        self._con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "temp_directory": self._tmp})
         try:
-            self._con.execute("SET TimeZone = 'UTC'")
-        except duckdb.Error:  # pragma: no cover - ICU missing: timestamps then print in UTC anyway
-            pass
-        listing = ", ".join(_literal(str(f)) for f in self.files)
-        self._con.execute(
-            f"CREATE VIEW src AS SELECT * FROM read_parquet([{listing}], file_row_number = true)"
-        )
-        arrow_schema = self._con.sql(f"SELECT {self._columns} FROM src LIMIT 0").to_arrow_table().schema
+            self._con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "temp_directory": self._tmp})
+            with contextlib.suppress(duckdb.Error):  # without ICU timestamps print in UTC anyway
+                self._con.execute("SET TimeZone = 'UTC'")
+            listing = ", ".join(_literal(str(f)) for f in self.files)
+            self._con.execute(
+                f"CREATE VIEW src AS SELECT * FROM read_parquet([{listing}], file_row_number = true)"
+            )
+            arrow_schema = self._con.sql(f"SELECT {self._columns} FROM src LIMIT 0").to_arrow_table().schema
+        except duckdb.Error as err:
+            self._release()
+            raise self._unreadable(err) from err
         self._text: list[str] = []
         self._order: list[str] = []
         self._int_text: list[bool] = []  # shown as plain integers ("null" when null)
@@ -184,14 +186,7 @@ class QueryStateTable:
                 closed = self._closed
             if closed:
                 raise InterruptedError("the table was closed") from err
-            from statelens.readers.errors import StorageError
-
-            # A cache file removed or damaged by another process (``statelens cache clear``...).
-            raise StorageError(
-                f"the decoded state kept in the cache could not be queried ({err}); open the version "
-                "again to decode it afresh",
-                path=str(self.files[0].parent.parent) if self.files else None,
-            ) from err
+            raise self._unreadable(err) from err
         finally:
             with self._lock:
                 self._running.discard(cur)
@@ -271,6 +266,16 @@ class QueryStateTable:
             )
         ]
 
+    def _unreadable(self, err: Exception) -> Exception:
+        """A cache file removed or damaged by another process (``statelens cache clear``...)."""
+        from statelens.readers.errors import StorageError
+
+        return StorageError(
+            f"the decoded state kept in the cache could not be queried ({err}); open the version "
+            "again to decode it afresh",
+            path=str(self.files[0].parent.parent) if self.files else None,
+        )
+
     # -- life ----------------------------------------------------------------------------------------
     def close(self) -> None:
         """Close the database, remove its temporary folder and unpin the cache entries (idempotent)."""
@@ -282,18 +287,23 @@ class QueryStateTable:
         for cur in running:
             with contextlib.suppress(Exception):
                 cur.interrupt()
+        self._release()
+
+    def _release(self) -> None:
+        self._closed = True
         try:
-            self._con.close()
+            con = getattr(self, "_con", None)
+            if con is not None:
+                con.close()
         finally:
             shutil.rmtree(self._tmp, ignore_errors=True)
             if self._cache is not None:
                 self._cache.unpin(self.files)
+                self._cache = None
 
     def __del__(self) -> None:  # a table dropped without close() still frees its folder and pins
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown, or a constructor that failed
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
 
 def _int_text_can_hold(needle: str) -> bool:

@@ -4,6 +4,7 @@ order, filter, keys and export as the in-memory table, on checkpoints written by
 from __future__ import annotations
 
 import csv
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +299,14 @@ def test_a_cache_file_removed_under_an_open_table_is_a_clear_error(checkpoint: A
         query.page(1, False, "", 0, 10)
     assert "open the version again" in str(info.value) and str(tmp_path / "cache") in str(info.value)
     query.close()
+    # A table made over files that are gone fails the same way, pinning nothing and leaving no folder.
+    from statelens.app.state_query import QueryStateTable
+
+    before = set(Path(tempfile.gettempdir()).glob("statelens-duckdb-*"))
+    with pytest.raises(StorageError):
+        QueryStateTable(query.files, query.specs, query.key_schema, query.value_schema, 1, cache)
+    assert set(Path(tempfile.gettempdir()).glob("statelens-duckdb-*")) == before
+    assert not cache._pinned
     # Opened again, the version is decoded afresh into the cache.
     again = run_to_end(iter_state_table(reader, reader.latest_version(), cache=cache, paged_over=0))
     try:
