@@ -1198,17 +1198,9 @@ def iter_state_table(
             skipped.append(pid)
         else:
             readable.append(pid)
-    done = 0
-    yield Progress(0, len(pids), what)
-    for pid, got, err in in_order(decode, readable, cancelled=cancelled):
-        done += 1
-        yield Progress(done, len(pids), f"{what}, partition {pid}")
-        if err is not None:
-            if partition_id is not None:
-                raise err
-            problems.append(err)
-            continue
-        assert got is not None
+
+    def take(pid: int, got: tuple[Any, Any]) -> None:
+        nonlocal total
         entry, part = got
         if entry is not None:
             entries.append((pid, entry[0], entry[1]))
@@ -1219,6 +1211,8 @@ def iter_state_table(
         else:
             total += part.num_rows
             keep(part)
+
+    yield from _each_partition(decode, readable, len(pids), what, partition_id, problems, cancelled, take)
     _check_skipped(reader, version, partition_id, pids, skipped, notes)
     specs = state_columns(schema, reader.store_name, time_columns)
     if entries and not held and paged_over is not None and total > paged_over:
@@ -1344,6 +1338,29 @@ def iter_backend_table(
     )
 
 
+def _each_partition(
+    work: Callable[[int], Any],
+    readable: Sequence[int],
+    count: int,
+    what: str,
+    partition_id: int | None,
+    problems: list[StatelensError],
+    cancelled: Callable[[], bool] | None,
+    take: Callable[[int, Any], None],
+) -> Generator[Progress, None, None]:
+    """``work`` on every readable partition (on threads, answered in order), each answer to ``take``; a
+    partition whose files fail is a problem, raised when it is the only partition asked for."""
+    yield Progress(0, count, what)
+    for done, (pid, got, err) in enumerate(in_order(work, readable, cancelled=cancelled), 1):
+        yield Progress(done, count, f"{what}, partition {pid}")
+        if err is not None:
+            if partition_id is not None:
+                raise err
+            problems.append(err)
+            continue
+        take(pid, got)
+
+
 def _partitions(reader: Any, partition_id: int | None) -> list[int]:
     if partition_id is not None and partition_id not in reader.partition_ids():
         raise UsageError(
@@ -1467,21 +1484,14 @@ def iter_state_diff(
         else:
             readable.append(pid)
     held: dict[int, list[DiffRow]] = {}  # partitions the cache could not take
-    yield Progress(0, len(pids), what)
-    for done, (pid, got, err) in enumerate(in_order(compare, readable, cancelled=cancelled), 1):
-        yield Progress(done, len(pids), f"{what}, partition {pid}")
-        if err is not None:
-            if partition_id is not None:
-                raise err
-            problems.append(err)
-            continue
-        assert got is not None
+
+    def take(pid: int, got: tuple[Any, list[DiffRow] | None]) -> None:
         entry, rows = got
         if entry is not None:
             entries.append((pid, entry[0], entry[1]))
             for change, k in entry[2].items():
                 counts[change] += k
-            continue
+            return
         assert rows is not None
         for r in rows:
             counts[r.change] += 1
@@ -1489,6 +1499,8 @@ def iter_state_diff(
             held[pid] = rows  # the cache cannot hold it: the diff stays in memory
         else:
             records.extend(rows)
+
+    yield from _each_partition(compare, readable, len(pids), what, partition_id, problems, cancelled, take)
     _check_skipped(reader, new_version, partition_id, pids, skipped, notes)
     notes.insert(0, ", ".join(f"{n:,} {c}" for c, n in counts.items()))
     yield Progress(len(pids), len(pids), what)
@@ -1542,7 +1554,11 @@ def iter_state_diff(
             records.extend(held.pop(pid))
         elif pid in cached:
             table = cache.get(cached[pid])
-            records.extend(differences(pid) if table is None else _diff_rows(table, schema))
+            records.extend(
+                differences(pid)
+                if table is None
+                else diff_rows(table, schema.key_schema, schema.value_schema)
+            )
     headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
     return StateTable(
         reader.operator_id,
@@ -1585,12 +1601,12 @@ def _diff_arrow(rows: Sequence[DiffRow], diff_schema: Any) -> Any:
     return rows_to_arrow(rows, diff_schema)
 
 
-def _diff_rows(table: Any, schema: Any) -> list[DiffRow]:
-    """The rows of a diff table (:func:`_diff_arrow`), back as ``DiffRow``."""
+def diff_rows(table: Any, key_schema: Any, value_schema: Any) -> list[DiffRow]:
+    """The rows of a diff table (``change, partition, key, value, before``), back as ``DiffRow``."""
     from statelens.readers.arrow_values import values_converter
 
-    key = values_converter(schema.key_schema)
-    value = values_converter(schema.value_schema)
+    key = values_converter(key_schema)
+    value = values_converter(value_schema)
     cols = [table.column(i).combine_chunks() for i in range(5)]
     return [
         DiffRow(*row)

@@ -135,11 +135,8 @@ class QueryStateTable:
             self._text.append(_text_sql(ref, atype, spec))
             self._order.append(_order_sql(ref, atype, spec, self._text[-1]))
         from statelens.app.analysis._common import row_converter
-        from statelens.readers.arrow_values import values_converter
 
         self._convert_key = row_converter(key_schema)
-        self._key_values = values_converter(key_schema)
-        self._value_values = values_converter(value_schema)
 
     # -- queries -------------------------------------------------------------------------------------
     def where(self, needle: str) -> str:
@@ -251,20 +248,9 @@ class QueryStateTable:
             from statelens.readers.arrow_values import ArrowStateRows
 
             return ArrowStateRows([table], self.key_schema, self.value_schema)[0 : table.num_rows]
-        from statelens.app.session import DiffRow
+        from statelens.app.session import diff_rows
 
-        cols = [table.column(i).combine_chunks() for i in range(5)]
-        return [
-            DiffRow(*row)
-            for row in zip(
-                cols[0].to_pylist(),
-                cols[1].to_pylist(),
-                self._key_values(cols[2]),
-                self._value_values(cols[3]),
-                self._value_values(cols[4]),
-                strict=True,
-            )
-        ]
+        return diff_rows(table, self.key_schema, self.value_schema)
 
     def _unreadable(self, err: Exception) -> Exception:
         """A cache file removed or damaged by another process (``statelens cache clear``...)."""

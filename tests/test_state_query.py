@@ -15,18 +15,9 @@ from statelens.app.session import iter_state_table
 from statelens.readers.cache import StateCache
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.viewers.tables import row_order
+from tests.test_browser_arrow import SCENARIOS  # the same scenarios as the held table's own test
 
 pytestmark = pytest.mark.spark
-
-SCENARIOS = [
-    "rich_types",
-    "window_agg_watermark",
-    "pandas_state_event",
-    "join",
-    "agg_many_partitions",
-    "rocks_pandas_state",
-    "session_window",
-]
 
 #: Columns whose filter text in DuckDB is exactly the display text (see the module's docstring).
 _PLAIN = ("byte", "short", "integer", "long", "string", "boolean", "date", "timestamp", "timestamp_ntz")
