@@ -205,6 +205,55 @@ class QueryStateTable:
             return len(page), page
         return self.count(needle), page
 
+    def position_of(
+        self, column: int, descending: bool, needle: str, partition_id: int, key: Any
+    ) -> int | None:
+        """The row of ``key`` (its JSON form, as pages give it) of partition ``partition_id`` in the sorted,
+        filtered table, or None when it is not there (or filtered out).
+
+        The key is found among its partition's rows (converted a batch at a time), then the rows before
+        it in the order are counted.
+        """
+        import pyarrow as pa
+
+        from statelens.readers.arrow_values import values_converter
+
+        keys_of = values_converter(self.key_schema)
+        pid = int(partition_id)
+        found: int | None = None
+        with self._cursor() as cur:
+            sql = f'SELECT "key", file_row_number FROM src WHERE "partition" = {pid}'
+            for batch in cur.sql(sql).to_arrow_reader(65_536):
+                column_keys = keys_of(pa.array(batch.column(0)))
+                for i, k in enumerate(column_keys):
+                    if self._convert_key(k) == key:
+                        found = int(batch.column(1)[i].as_py())
+                        break
+                if found is not None:
+                    break
+        if found is None:
+            return None
+        target = f'"partition" = {pid} AND file_row_number = {found}'
+        where = self.where(needle)
+        passes = where[len("WHERE ") :] if where else "true"
+        after = "<" if not descending else ">"
+        ties = f'("partition" {after} {pid} OR ("partition" = {pid} AND file_row_number {after} {found}))'
+        if 0 <= column < len(self._order):
+            e = self._order[column]
+            nulls = (
+                "(e) IS NULL AND t.te IS NOT NULL" if not descending else "(e) IS NOT NULL AND t.te IS NULL"
+            )
+            before = f"({nulls.replace('(e)', f'({e})')}) OR (({e}) {after} t.te) OR (({e}) IS NOT DISTINCT FROM t.te AND {ties})"
+            source = f"src, (SELECT {e} AS te FROM src WHERE {target}) AS t"
+        else:
+            before, source = ties, "src"
+        with self._cursor() as cur:
+            shown = cur.execute(f"SELECT count(*) FROM src WHERE ({target}) AND ({passes})").fetchone()
+            if not shown or not shown[0]:
+                return None
+            row = cur.execute(f"SELECT count(*) FROM {source} WHERE ({passes}) AND ({before})").fetchone()
+        return int(row[0]) if row else None
+
     def arrow_page(self, column: int, descending: bool, needle: str, offset: int, limit: int) -> Any:
         """Rows ``offset`` to ``offset + limit`` of the sorted, filtered table as an Arrow table."""
         sql = (

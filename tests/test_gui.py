@@ -302,8 +302,12 @@ def test_large_version_is_paged_by_duckdb(
     _open(qtbot, window, path)
     browser = window.browser
     model = browser.query_model
-    # The view asks for pages (from a worker) until its viewport is full: 16 rows, 4 at a time.
-    qtbot.waitUntil(lambda: browser.model is model and model.rowCount() == n, timeout=LOAD_TIMEOUT_MS)
+
+    # Every row is a row of the table; the pages shown (16 rows, 4 a page) are read by a worker.
+    def all_read() -> bool:
+        return model.rowCount() == n and all(model.is_loaded(r) for r in range(n))
+
+    qtbot.waitUntil(lambda: browser.model is model and all_read(), timeout=LOAD_TIMEOUT_MS)
     query = window.state_table().query
     assert query is not None and "paged from the cache by DuckDB" in browser.status.text()
     assert browser.count_label.text() == f"{n:,} rows"
@@ -314,9 +318,7 @@ def test_large_version_is_paged_by_duckdb(
     assert shown(n) == [[col[i] for col in held.columns] for i in range(n)]
 
     browser.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
-    qtbot.waitUntil(
-        lambda: model.sort_state() == (2, True) and model.rowCount() == n, timeout=LOAD_TIMEOUT_MS
-    )
+    qtbot.waitUntil(lambda: model.sort_state() == (2, True) and all_read(), timeout=LOAD_TIMEOUT_MS)
     order = row_order(held.sort_keys, held.columns, n, 2, True, "")
     assert shown(n) == [[col[i] for col in held.columns] for i in order]
 
@@ -332,12 +334,15 @@ def test_large_version_is_paged_by_duckdb(
     qtbot.waitUntil(
         lambda: model.filter_text() == needle.casefold() and model.rowCount() > 0, timeout=LOAD_TIMEOUT_MS
     )
-    qtbot.waitUntil(lambda: model.rowCount() == len(want), timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: model.rowCount() == len(want) and all(model.is_loaded(r) for r in range(len(want))),
+        timeout=LOAD_TIMEOUT_MS,
+    )
     assert model.matching_rows() == len(want) >= 1
     assert shown(len(want)) == [[col[i] for col in held.columns] for i in want]
     browser.filter_edit.clear()
     browser.apply_filter()
-    qtbot.waitUntil(lambda: model.filter_text() == "" and model.rowCount() == n, timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: model.filter_text() == "" and all_read(), timeout=LOAD_TIMEOUT_MS)
 
     out = tmp_path / "rows.csv"
     with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
@@ -358,6 +363,44 @@ def test_large_version_is_paged_by_duckdb(
     assert not scratch.exists()  # the replaced table's database is closed
     with pytest.raises(InterruptedError):
         query.count("1")
+
+
+@pytest.mark.spark
+def test_paged_table_finds_a_key_selected_elsewhere(
+    qtbot, window, checkpoint, monkeypatch, raise_errors
+) -> None:  # type: ignore[no-untyped-def]
+    """A key selected in another view whose page was never read: the paged table finds where it stands
+    (DuckDB), scrolls there, reads that page and selects the row."""
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.session import iter_state_table
+    from statelens.readers.checkpoint import open_checkpoint
+    from statelens.viewers.tables import row_order
+
+    monkeypatch.setattr("statelens.viewers.tables.PAGE_ROWS", 2)
+    monkeypatch.setattr("statelens.app.gui.window.PAGE_ROWS", 2)
+    path = checkpoint("agg_many_partitions") / "checkpoint"
+    reader = open_checkpoint(str(path)).store_reader(0, None)
+    held = run_to_end(iter_state_table(reader, reader.latest_version()))
+    n = held.total_rows
+    window.resize(1400, 420)  # a few rows on screen: the last pages are not read
+    window.paged_rows = 0
+    window.select_view("browser")
+    _open(qtbot, window, path)
+    browser, model = window.browser, window.browser.query_model
+    qtbot.waitUntil(lambda: browser.model is model and model.is_loaded(0), timeout=LOAD_TIMEOUT_MS)
+    browser.table.sortByColumn(1, Qt.SortOrder.DescendingOrder)
+    qtbot.waitUntil(lambda: model.sort_state() == (1, True) and model.is_loaded(0), timeout=LOAD_TIMEOUT_MS)
+    order = row_order(held.sort_keys, held.columns, n, 1, True, "").tolist()
+    target = order[-1]  # the last row of the order: its page was never read
+    assert not model.is_loaded(n - 1)
+    record = held.records[target]
+    window.selection.update(key=held.keys[target], key_partition_id=record.partition_id)
+    qtbot.waitUntil(lambda: browser.selected_key() is not None, timeout=LOAD_TIMEOUT_MS)
+    assert browser.selected_key() == (record.partition_id, held.keys[target])
+    assert browser.table.currentIndex().row() == n - 1
+    assert [browser.proxy.index(n - 1, c).data() for c in range(len(held.headers))] == [
+        col[target] for col in held.columns
+    ]
 
 
 @pytest.mark.spark

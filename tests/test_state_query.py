@@ -326,3 +326,40 @@ def test_a_cache_that_cannot_be_written_keeps_the_version_in_memory(checkpoint: 
     diff = run_to_end(iter_state_diff(reader, old, latest, cache=cache, paged_over=0))
     assert diff.query is None and diff.total_rows == want.total_rows > 0
     assert list(diff.records) == list(want.records) and diff.notes == want.notes
+
+
+@pytest.mark.parametrize("scenario", ["agg_many_partitions", "rich_types"])
+def test_position_of_a_key_is_its_row_in_the_order(scenario: str, checkpoint: Any, tmp_path: Path) -> None:
+    """Where a key selected elsewhere stands in the paged table's current order and filter."""
+    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+    reader = ckpt.store_reader(0, None)
+    held, paged = _tables(reader, reader.latest_version(), tmp_path / "cache")
+    query = paged.query
+    try:
+        n = held.total_rows
+        assert n > 1
+        probes = sorted({0, n // 3, n // 2, n - 1})
+        needle = held.columns[1][n // 2][:2].casefold()
+        checked = 0
+        for c, spec in enumerate(query.specs):
+            if not _sorted_like_display(spec):
+                continue
+            for descending in (False, True):
+                for flt in ("", needle):
+                    order = row_order(held.sort_keys, held.columns, n, c, descending, flt).tolist()
+                    for i in probes:
+                        r = held.records[i]
+                        want = order.index(i) if i in order else None
+                        got = query.position_of(c, descending, flt, r.partition_id, held.keys[i])
+                        if want is None and flt and not all(_plain(s) for s in query.specs):
+                            continue  # DuckDB's text of a list/map may still match the needle
+                        assert got == want, (spec.header, descending, flt, i)
+                        checked += 1
+        order = list(range(n))
+        assert [
+            query.position_of(-1, False, "", held.records[i].partition_id, held.keys[i]) for i in probes
+        ] == probes
+        assert query.position_of(-1, False, "", held.records[0].partition_id + 1000, held.keys[0]) is None
+        assert checked > 0
+    finally:
+        query.close()

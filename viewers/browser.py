@@ -99,7 +99,9 @@ class StateBrowserView(QWidget):
         A large table needs sorting/filtering in a worker; answer with :meth:`apply_order` (or, for
         a table shown with :meth:`set_query_table`, with :meth:`apply_result`).
     page_requested(int column, bool descending, str needle, int offset)
-        A table shown with :meth:`set_query_table` needs its next page; answer with :meth:`add_page`.
+        A table shown with :meth:`set_query_table` needs a page; answer with :meth:`add_page`.
+    locate_requested(int partition_id, object key)
+        Where a key selected elsewhere stands in a query table; answer with :meth:`show_query_row`.
     """
 
     store_selected = Signal(int, str)
@@ -110,6 +112,7 @@ class StateBrowserView(QWidget):
     history_requested = Signal()
     order_requested = Signal(int, bool, str)
     page_requested = Signal(int, bool, str, int)
+    locate_requested = Signal(int, object)
 
     def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -180,6 +183,7 @@ class StateBrowserView(QWidget):
         self.query_model.page_requested.connect(self._on_query_page_requested)
         self.model: ColumnTableModel = self.column_model  # the one shown
         self._fit_pending = False
+        self._pending_row: int | None = None  # a located row to select once its page is read
         self.proxy = ColumnFilterProxyModel()
         self.proxy.setSourceModel(self.model)
         self.table = DataTableView(self.proxy, "state rows")
@@ -378,6 +382,7 @@ class StateBrowserView(QWidget):
         """Show the first page of a query table's sorted/filtered rows (answer to :attr:`order_requested`)."""
         if self.model is not self.query_model:
             return
+        self._pending_row = None
         self.query_model.set_result(column, descending, needle, matching, page)
         if self._fit_pending and len(page):
             self._fit_pending = False
@@ -393,17 +398,27 @@ class StateBrowserView(QWidget):
             self.select_key(self._selection.key, self._selection.key_partition_id)
 
     def add_page(self, column: int, descending: bool, needle: str, page: Any) -> None:
-        """Append the next page of a query table (answer to :attr:`page_requested`)."""
-        if self.model is self.query_model:
-            self.query_model.add_page(column, descending, needle, page)
-            self._update_count()
+        """A page of a query table (answer to :attr:`page_requested`)."""
+        if self.model is not self.query_model:
+            return
+        self.query_model.add_page(column, descending, needle, page)
+        row = self._pending_row
+        if row is not None and self.query_model.is_loaded(row):
+            self._pending_row = None
+            self._select_source_row(row)
+        self.table.viewport().update()  # rows shown whose page was given up on ask again
+
+    def forget_page_requests(self, offsets: Sequence[int]) -> None:
+        """Pages of a query table no longer waited for (scrolled past)."""
+        self.query_model.forget_requests(offsets)
 
     def _key_of(self, src: int) -> tuple[int, Any] | None:
         """``(partition, key)`` of the row at source position ``src`` (None when out of range)."""
         if self.model is self.query_model:
-            if not 0 <= src < self.query_model.rowCount():
+            if not 0 <= src < self.query_model.rowCount() or not self.query_model.is_loaded(src):
                 return None
-            return self.query_model.partition_at(src), self.query_model.key_at(src)
+            pid = self.query_model.partition_at(src)
+            return (-1 if pid is None else pid), self.query_model.key_at(src)
         if not 0 <= src < len(self._keys):
             return None
         return (int(self._partitions[src]) if self._partitions else -1), self._keys[src]
@@ -416,33 +431,54 @@ class StateBrowserView(QWidget):
     def select_key(self, key: Any, partition_id: int | None = None) -> bool:
         """Select the row holding ``key`` (in ``partition_id`` when given) without emitting; True if found.
 
-        Only the first :data:`KEY_SCAN_ROWS` rows are searched (keys are compared one by one); in a
-        table shown with :meth:`set_query_table`, only the rows loaded so far.
+        Only the first :data:`KEY_SCAN_ROWS` rows are searched (keys are compared one by one). In a table
+        shown with :meth:`set_query_table`, the pages read so far are searched; when the key is not there
+        (and its partition is known) :attr:`locate_requested` asks where it stands in the whole table,
+        answered by :meth:`show_query_row`.
         """
-        paged = self.model is self.query_model
-        n = min(self.model.rowCount() if paged else len(self._keys), KEY_SCAN_ROWS)
-        for src in range(n):
-            if paged:
-                found = self.query_model.key_at(src) == key and (
+        if self.model is self.query_model:
+            self._pending_row = None
+            for src in self.query_model.loaded_rows():
+                if self.query_model.key_at(src) == key and (
                     partition_id is None or self.query_model.partition_at(src) == partition_id
-                )
-            else:
-                found = (
-                    partition_id is None or not self._partitions or self._partitions[src] == partition_id
-                ) and self._keys[src] == key
-            if found:
-                row = self.model.row_of_source(src)
-                if row < 0:
-                    return False
-                index = self.proxy.mapFromSource(self.model.index(row, 0))
-                self._selecting_key = True
-                try:
-                    self.table.selectRow(index.row())
-                    self.table.scrollTo(index)
-                finally:
-                    self._selecting_key = False
-                return True
+                ):
+                    self._select_source_row(src)
+                    return True
+            if partition_id is not None and partition_id >= 0:
+                self.locate_requested.emit(int(partition_id), key)
+            return False
+        n = min(len(self._keys), KEY_SCAN_ROWS)
+        for src in range(n):
+            if (
+                partition_id is None or not self._partitions or self._partitions[src] == partition_id
+            ) and self._keys[src] == key:
+                return self._select_source_row(src)
         return False
+
+    def show_query_row(self, row: int) -> None:
+        """Scroll a query table to ``row`` (where :attr:`locate_requested`'s key stands) and select it once
+        its page is read."""
+        if self.model is not self.query_model or not 0 <= row < self.query_model.rowCount():
+            return
+        self.table.scrollTo(self.proxy.mapFromSource(self.model.index(row, 0)))
+        if self.query_model.is_loaded(row):
+            self._select_source_row(row)
+        else:
+            self._pending_row = row
+            self.query_model.key_at(row)  # asks for its page
+
+    def _select_source_row(self, src: int) -> bool:
+        row = self.model.row_of_source(src)
+        if row < 0:
+            return False
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        self._selecting_key = True
+        try:
+            self.table.selectRow(index.row())
+            self.table.scrollTo(index)
+        finally:
+            self._selecting_key = False
+        return True
 
     def selected_key(self) -> tuple[int, Any] | None:
         """``(partition_id, key)`` of the current row, or None."""

@@ -9,6 +9,7 @@ plain text: Qt's item views never interpret it as markup, and no tooltip (which 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -374,20 +375,29 @@ def _fits_int64(keys: Sequence[Any]) -> bool:
     return all(-(2**63) <= k < 2**63 for k in keys if k is not None)
 
 
-class QueryTableModel(ColumnTableModel):
-    """A read-only table whose rows live elsewhere (a database) and arrive a page at a time.
+#: Pages a :class:`QueryTableModel` keeps (least recently shown go first).
+QUERY_PAGES_KEPT = 40
 
-    Nothing here reads the rows: sorting or filtering emits :attr:`order_requested`, answered by
-    :meth:`set_result` (how many rows match, and the first page); scrolling to the end of the loaded
-    rows emits :attr:`page_requested`, answered by :meth:`add_page`. Pages are objects with ``offset``,
-    ``texts`` (display text per column), ``keys`` and ``partitions`` (per row), and ``len()``. Rows
-    are numbered in the current order: a row's "source" position is its row.
+#: Text of a cell whose page is still being read.
+LOADING_TEXT = "…"
+
+
+class QueryTableModel(ColumnTableModel):
+    """A read-only table whose rows live elsewhere (a database) and are read a page at a time.
+
+    Every matching row is a row of the model (the scroll bar spans them all); a page is asked for
+    when one of its rows is first shown (:attr:`page_requested`, answered by :meth:`add_page`) and shows
+    :data:`LOADING_TEXT` until it comes. At most :data:`QUERY_PAGES_KEPT` pages are kept. Sorting or
+    filtering emits :attr:`order_requested`, answered by :meth:`set_result` (how many rows match, and
+    the first page). Pages are objects with ``offset``, ``texts`` (display text per column), ``keys``
+    and ``partitions`` (per row), and ``len()``, ``PAGE_ROWS`` rows long but the last. Rows are
+    numbered in the current order: a row's "source" position is its row.
 
     Signals
     -------
     order_requested(int column, bool descending, str needle)
     page_requested(int offset)
-        The next page (``PAGE_ROWS`` rows from ``offset``) of the current order is needed.
+        The page of ``PAGE_ROWS`` rows from ``offset`` in the current order is needed.
     """
 
     page_requested = Signal(int)
@@ -395,10 +405,9 @@ class QueryTableModel(ColumnTableModel):
     def __init__(self, parent: Any = None) -> None:
         #: Row backgrounds by the text of the first column (e.g. a diff's ``change``), or None.
         self.first_column_colors: dict[str, QColor] | None = None
-        self._pages: list[Any] = []
-        self._loaded = 0
+        self._pages: OrderedDict[int, Any] = OrderedDict()  # page number -> page, least recent first
+        self._asked: set[int] = set()
         self._matching = 0
-        self._waiting = False
         super().__init__(parent=parent)
 
     def set_query(
@@ -412,9 +421,8 @@ class QueryTableModel(ColumnTableModel):
         self._right = list(right_aligned)
         self._n = total
         self._matching = 0
-        self._pages = []
-        self._loaded = 0
-        self._waiting = True
+        self._pages = OrderedDict()
+        self._asked = set()
         self._sort = (-1, False)
         self._needle = needle.casefold()
         self.endResetModel()
@@ -428,9 +436,9 @@ class QueryTableModel(ColumnTableModel):
         self._headers = list(headers)
         self._columns = []
         self._right = [False] * len(headers)
-        self._n = self._matching = self._loaded = 0
-        self._pages = []
-        self._waiting = False
+        self._n = self._matching = 0
+        self._pages = OrderedDict()
+        self._asked = set()
         self.endResetModel()
 
     def set_result(self, column: int, descending: bool, needle: str, matching: int, page: Any) -> None:
@@ -439,22 +447,32 @@ class QueryTableModel(ColumnTableModel):
         self._sort = (column, descending)
         self._needle = needle
         self._matching = matching
-        self._pages = [page] if len(page) else []
-        self._loaded = len(page)
-        self._waiting = False
+        self._pages = OrderedDict({0: page}) if len(page) else OrderedDict()
+        self._asked = set()
         self.endResetModel()
 
     def add_page(self, column: int, descending: bool, needle: str, page: Any) -> None:
         """The answer to :attr:`page_requested` (ignored when the order changed meanwhile)."""
-        if (column, descending) != self._sort or needle != self._needle or page.offset != self._loaded:
+        if (column, descending) != self._sort or needle != self._needle or page.offset % PAGE_ROWS:
             return
-        self._waiting = False
-        if not len(page):
+        k = page.offset // PAGE_ROWS
+        self._asked.discard(k)
+        if not len(page) or k in self._pages:
             return
-        self.beginInsertRows(QModelIndex(), self._loaded, self._loaded + len(page) - 1)
-        self._pages.append(page)
-        self._loaded += len(page)
-        self.endInsertRows()
+        self._pages[k] = page
+        while len(self._pages) > QUERY_PAGES_KEPT:
+            self._pages.popitem(last=False)
+        last = min(page.offset + len(page), self._matching) - 1
+        if last >= page.offset and self._headers:
+            self.dataChanged.emit(self.index(page.offset, 0), self.index(last, len(self._headers) - 1))
+
+    def forget_requests(self, offsets: Sequence[int]) -> None:
+        """Pages no longer waited for (scrolled past): asked for again when shown again."""
+        for offset in offsets:
+            self._asked.discard(offset // PAGE_ROWS)
+
+    def is_loaded(self, row: int) -> bool:
+        return row // PAGE_ROWS in self._pages
 
     def total_rows(self) -> int:
         return self._n
@@ -463,32 +481,50 @@ class QueryTableModel(ColumnTableModel):
         return self._matching
 
     def visible_source_rows(self) -> np.ndarray:
-        return np.arange(self._loaded, dtype=np.int64)
+        return np.arange(self._matching, dtype=np.int64)
 
     def source_row(self, row: int) -> int:
         return row
 
     def row_of_source(self, source: int) -> int:
-        return source if 0 <= source < self._loaded else -1
+        return source if 0 <= source < self._matching else -1
 
-    def _at(self, row: int) -> tuple[Any, int]:
-        k = row // PAGE_ROWS  # pages are PAGE_ROWS long but the last
-        page = self._pages[k] if k < len(self._pages) else None
-        if page is None or not page.offset <= row < page.offset + len(page):
-            page = next(p for p in self._pages if p.offset <= row < p.offset + len(p))
-        return page, row - page.offset
+    def _at(self, row: int) -> tuple[Any, int] | None:
+        """The page holding ``row`` and the row's place in it; None (and the page asked for) if not read."""
+        if not 0 <= row < self._matching:
+            return None
+        k = row // PAGE_ROWS
+        page = self._pages.get(k)
+        if page is None:
+            if k not in self._asked:
+                self._asked.add(k)
+                self.page_requested.emit(k * PAGE_ROWS)
+            return None
+        self._pages.move_to_end(k)
+        i = row - page.offset
+        return (page, i) if i < len(page) else None
 
     def row_texts(self, row: int) -> list[str]:
-        page, i = self._at(row)
+        got = self._at(row)
+        if got is None:
+            return [LOADING_TEXT] * len(self._headers)
+        page, i = got
         return [texts[i] for texts in page.texts]
 
     def key_at(self, row: int) -> Any:
-        page, i = self._at(row)
-        return page.keys[i]
+        """The row's key (None while its page is being read)."""
+        got = self._at(row)
+        return None if got is None else got[0].keys[got[1]]
 
-    def partition_at(self, row: int) -> int:
-        page, i = self._at(row)
-        return int(page.partitions[i])
+    def partition_at(self, row: int) -> int | None:
+        got = self._at(row)
+        return None if got is None else int(got[0].partitions[got[1]])
+
+    def loaded_rows(self) -> list[int]:
+        """Rows whose page has been read, in order."""
+        return [
+            r for k in sorted(self._pages) for r in range(k * PAGE_ROWS, k * PAGE_ROWS + len(self._pages[k]))
+        ]
 
     def columns(self) -> list[Sequence[str]]:
         return []
@@ -501,38 +537,34 @@ class QueryTableModel(ColumnTableModel):
             self._reorder(column, order == Qt.SortOrder.DescendingOrder, self._needle)
 
     def _reorder(self, column: int, descending: bool, needle: str) -> None:
-        self._waiting = True
         self.order_requested.emit(column, descending, needle)
 
     def set_row_order(self, column: int, descending: bool, needle: str, rows: np.ndarray) -> None:
         raise TypeError("a query table is ordered by its database: use set_result")
 
     def canFetchMore(self, parent: _Index = QModelIndex()) -> bool:  # noqa: B008
-        return not parent.isValid() and not self._waiting and self._loaded < self._matching
+        return False
 
     def fetchMore(self, parent: _Index = QModelIndex()) -> None:  # noqa: B008
-        if not self.canFetchMore(parent):
-            return
-        self._waiting = True
-        self.page_requested.emit(self._loaded)
+        return
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else self._loaded
+        return 0 if parent.isValid() else self._matching
 
     def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else len(self._headers)
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or index.row() >= self._loaded:
+        if not index.isValid():
             return None
         if role == Qt.ItemDataRole.DisplayRole:
-            page, i = self._at(index.row())
-            return page.texts[index.column()][i]
+            got = self._at(index.row())
+            return LOADING_TEXT if got is None else got[0].texts[index.column()][got[1]]
         if role == Qt.ItemDataRole.TextAlignmentRole and self._right[index.column()]:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.BackgroundRole and self.first_column_colors is not None:
-            page, i = self._at(index.row())
-            color = self.first_column_colors.get(page.texts[0][i])
+            got = self._at(index.row())
+            color = None if got is None else self.first_column_colors.get(got[0].texts[0][got[1]])
             return QBrush(color) if color is not None else None
         return None
 

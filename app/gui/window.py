@@ -76,6 +76,9 @@ from statelens.viewers.tables import PAGE_ROWS, DataTableView, row_order
 from statelens.viewers.timefmt import TimeZoneState
 from statelens.viewers.timeline import BatchTimelineView
 
+#: Pages of a paged table waited for at most (older asks, scrolled past, are given up).
+PAGES_WAITED = 6
+
 #: View names, as accepted by ``statelens gui --view``, in tab order.
 VIEWS = ("overview", "timeline", "growth", "expired", "browser", "sql", "schema")
 
@@ -194,6 +197,7 @@ class MainWindow(QMainWindow):
         self._table: StateTable | None = None
         #: Versions with more rows than this are paged by DuckDB from the cache (``app.state_query``).
         self.paged_rows = PAGED_ROWS
+        self._pages_wanted: list[int] = []  # offsets of a paged table's pages to read, last asked last
         self._expired: ExpiredOverview | None = None
         self._history: KeyHistory | None = None
         self._compare_version: int | None = None
@@ -401,6 +405,8 @@ class MainWindow(QMainWindow):
         self.browser.history_requested.connect(self._on_browser_history_requested)
         self.browser.order_requested.connect(self._on_browser_order_requested)
         self.browser.page_requested.connect(self._on_browser_page_requested)
+        self.runner.job_finished.connect(self._on_runner_job_finished)
+        self.browser.locate_requested.connect(self._on_browser_locate_requested)
         self.schema.batch_selected.connect(self._on_view_batch_selected)
         self.schema.store_selected.connect(self._on_view_store_selected)
         for table in self.findChildren(DataTableView):
@@ -1133,9 +1139,10 @@ class MainWindow(QMainWindow):
     def _set_state_table(self, table: StateTable | None) -> None:
         """Hold the browser's rows, closing the database of the rows held before (if paged)."""
         old, self._table = self._table, table
+        self._pages_wanted.clear()
         if old is not None and old is not table and old.query is not None:
-            self.runner.cancel("order")
-            self.runner.cancel("page")
+            for channel in ("order", "page", "locate"):
+                self.runner.cancel(channel)
             old.query.close()
 
     def _on_table_finished(self, table: StateTable) -> None:
@@ -1198,6 +1205,7 @@ class MainWindow(QMainWindow):
     def _on_browser_order_requested(self, column: int, descending: bool, needle: str) -> None:
         query = self._table.query if self._table is not None else None
         if query is not None and self.browser.model is self.browser.query_model:
+            self._pages_wanted.clear()  # pages of the former order
             what = "Filtering" if needle else "Sorting" if column >= 0 else "Reading"
             self.runner.submit(
                 "order",
@@ -1227,9 +1235,25 @@ class MainWindow(QMainWindow):
         )
 
     def _on_browser_page_requested(self, column: int, descending: bool, needle: str, offset: int) -> None:
+        wanted = self._pages_wanted
+        if offset in wanted:
+            wanted.remove(offset)
+        wanted.append(offset)
+        if len(wanted) > PAGES_WAITED:  # scrolled past: asked for again if shown again
+            self.browser.forget_page_requests(wanted[:-PAGES_WAITED])
+            del wanted[:-PAGES_WAITED]
+        self._read_next_page()
+
+    def _read_next_page(self) -> None:
+        """Read the page asked for last, one at a time (the rows on screen first)."""
         query = self._table.query if self._table is not None else None
-        if query is None:
+        if query is None or not self._pages_wanted or self.runner.current("page") is not None:
             return
+        offset = self._pages_wanted.pop()
+        model = self.browser.query_model
+        column, descending = model.sort_state()
+        needle = model.filter_text()
+
         self.runner.submit(
             "page",
             _iter_query_page,
@@ -1240,6 +1264,30 @@ class MainWindow(QMainWindow):
             offset,
             what=f"Reading rows {offset + 1:,}–{offset + PAGE_ROWS:,}",
             on_result=lambda page: self.browser.add_page(column, descending, needle, page),
+            on_error=self._on_query_errored,
+        )  # the next one starts when this one is finished (_on_runner_job_finished)
+
+    def _on_runner_job_finished(self, channel: str) -> None:
+        if channel == "page":
+            self._read_next_page()
+
+    def _on_browser_locate_requested(self, partition_id: int, key: Any) -> None:
+        query = self._table.query if self._table is not None else None
+        if query is None:
+            return
+        model = self.browser.query_model
+        column, descending = model.sort_state()
+        self.runner.submit(
+            "locate",
+            _iter_query_locate,
+            query,
+            column,
+            descending,
+            model.filter_text(),
+            partition_id,
+            key,
+            what="Finding the selected key among the rows",
+            on_result=lambda row: self.browser.show_query_row(row) if row is not None else None,
             on_error=self._on_query_errored,
         )
 
@@ -1932,6 +1980,14 @@ def _iter_query_page(
     """The next page of a paged table, as a runner job."""
     yield Progress(0, 1, f"reading rows from {offset + 1:,}")
     return query.page(column, descending, needle, offset, PAGE_ROWS)
+
+
+def _iter_query_locate(
+    query: Any, column: int, descending: bool, needle: str, partition_id: int, key: Any
+) -> Generator[Progress, None, int | None]:
+    """Where a key stands in a paged table's order, as a runner job."""
+    yield Progress(0, 1, f"finding the key in partition {partition_id}")
+    return query.position_of(column, descending, needle, partition_id, key)
 
 
 def _backend_text(description: str) -> str:
