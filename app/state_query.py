@@ -24,6 +24,7 @@ The cache entries read are pinned (never evicted by this process while the table
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 import threading
@@ -34,8 +35,9 @@ from typing import Any
 
 __all__ = ["DUCKDB_MEMORY", "PAGED_ROWS", "PageRows", "QueryStateTable"]
 
-#: Versions with more rows than this are served by DuckDB from the cache, a page at a time.
-PAGED_ROWS = 1_000_000
+#: Versions with more rows than this are served by DuckDB from the cache, a page at a time
+#: (``$STATELENS_PAGED_ROWS`` overrides: 0 pages every version).
+PAGED_ROWS = int(os.environ.get("STATELENS_PAGED_ROWS") or 1_000_000)
 
 #: DuckDB's memory cap for one table's queries (sorts beyond it spill to a temporary folder).
 DUCKDB_MEMORY = "512MB"
