@@ -296,7 +296,7 @@ def test_a_cache_file_removed_under_an_open_table_is_a_clear_error(checkpoint: A
     before = set(Path(tempfile.gettempdir()).glob("statelens-duckdb-*"))
     with pytest.raises(StorageError):
         QueryStateTable(query.files, query.specs, query.key_schema, query.value_schema, 1, cache)
-    assert set(Path(tempfile.gettempdir()).glob("statelens-duckdb-*")) == before
+    assert not set(Path(tempfile.gettempdir()).glob("statelens-duckdb-*")) - before  # none left behind
     assert not cache._pinned
     # Opened again, the version is decoded afresh into the cache.
     again = run_to_end(iter_state_table(reader, reader.latest_version(), cache=cache, paged_over=0))
