@@ -78,12 +78,7 @@ class NativeBackend:
         self, operator_id: int, store_name: str | None, version: int, partition_id: int | None = None
     ) -> list[StateRow]:
         """Decoded rows of one store at ``version`` (all partitions, or one)."""
-        reader = self.ckpt.store_reader(operator_id, store_name)
-        pids = [partition_id] if partition_id is not None else reader.partition_ids()
-        out: list[StateRow] = []
-        for pid in pids:
-            out.extend(reader.read_rows(pid, version))
-        return out
+        return list(self.iter_rows(operator_id, store_name, version, partition_id))
 
     def iter_rows(
         self, operator_id: int, store_name: str | None, version: int, partition_id: int | None = None
@@ -263,14 +258,7 @@ class NativeBackend:
         partition_id: int | None = None,
     ) -> list[StateChange]:
         """Put/remove records of versions ``start_version .. end_version`` (inclusive)."""
-        reader = self.ckpt.store_reader(operator_id, store_name)
-        pids = [partition_id] if partition_id is not None else reader.partition_ids()
-        out: list[StateChange] = []
-        for pid in pids:
-            for v in reader.delta_versions(pid):
-                if start_version <= v <= end_version:
-                    out.extend(reader.read_changes(pid, v))
-        return out
+        return list(self.iter_changes(operator_id, store_name, start_version, end_version, partition_id))
 
     def iter_stats(
         self,

@@ -371,6 +371,20 @@ class SparkBackend:
             r = r.option("storeName", store_name)
         return r
 
+    def _state_frame(
+        self,
+        spark: Any,
+        operator_id: int,
+        store_name: str | None,
+        batch_id: int,
+        partition_id: int | None = None,
+    ) -> Any:
+        """The ``statestore`` DataFrame of one store after batch ``batch_id`` (of one partition, or all)."""
+        from pyspark.sql import functions as F
+
+        df = self._reader(spark, operator_id, store_name).option("batchId", str(batch_id)).load(self.path)
+        return df if partition_id is None else df.where(F.col("partition_id") == partition_id)
+
     def _change_feed(
         self,
         spark: Any,
@@ -447,21 +461,13 @@ class SparkBackend:
         self, operator_id: int, store_name: str | None, version: int, partition_id: int | None = None
     ) -> list[StateRow]:
         """Rows of one store at ``version`` (``batchId = version - 1``), all partitions or one."""
-        from pyspark.sql import functions as F
-
         if self._is_state_variable(operator_id, store_name):
             # transformWithState families are read by stateVarName; map state's key is (key, user key).
             entries = self.read_state_variable(operator_id, str(store_name), version, partition_id)
             return [StateRow(p, k if u is None else (k, u), v) for p, k, v, u in entries]
         self._check_version(version)
         with self._job(f"rows of operator {operator_id} version {version}") as spark:
-            df = (
-                self._reader(spark, operator_id, store_name)
-                .option("batchId", str(version - 1))
-                .load(self.path)
-            )
-            if partition_id is not None:
-                df = df.where(F.col("partition_id") == partition_id)
+            df = self._state_frame(spark, operator_id, store_name, version - 1, partition_id)
             rows = collect_converted(df, ["partition_id", "key", "value"])
         return [StateRow(int(p), k, v) for p, k, v in rows]
 
@@ -470,8 +476,6 @@ class SparkBackend:
     ) -> Iterator[StateRow]:
         """:meth:`read_rows`, streamed from one job a Spark partition at a time (classic sessions), so this
         process holds a batch of rows, not the store."""
-        from pyspark.sql import functions as F
-
         if self._is_state_variable(operator_id, store_name):
             yield from sorted(
                 self.read_rows(operator_id, store_name, version, partition_id), key=lambda r: r.partition_id
@@ -479,13 +483,7 @@ class SparkBackend:
             return
         self._check_version(version)
         with self._job(f"rows of operator {operator_id} version {version}") as spark:
-            df = (
-                self._reader(spark, operator_id, store_name)
-                .option("batchId", str(version - 1))
-                .load(self.path)
-            )
-            if partition_id is not None:
-                df = df.where(F.col("partition_id") == partition_id)
+            df = self._state_frame(spark, operator_id, store_name, version - 1, partition_id)
             for p, k, v in stream_converted(df.orderBy("partition_id"), ["partition_id", "key", "value"]):
                 yield StateRow(int(p), k, v)
 
@@ -641,11 +639,7 @@ class SparkBackend:
                     .alias("value"),
                 ]
             else:
-                df = (
-                    self._reader(spark, operator_id, store_name).option("batchId", str(batch)).load(self.path)
-                )
-                if partition_id is not None:
-                    df = df.where(F.col("partition_id") == partition_id)
+                df = self._state_frame(spark, operator_id, store_name, batch, partition_id)
                 cols = [
                     F.col("partition_id").cast("int").alias("partition"),
                     _prepare(F.col("key"), store.key_schema).cast(key_type).alias("key"),
@@ -725,17 +719,12 @@ class SparkBackend:
 
         self._check_version(last)
         with self._job(f"state and changes of operator {operator_id}") as spark:
-            state = (
-                self._reader(spark, operator_id, store_name)
-                .option("batchId", str(first - 1))
-                .load(self.path)
-                .select(
-                    F.col("partition_id").cast("int").alias("p"),
-                    F.lit(first).cast("long").alias("v"),
-                    F.lit(None).cast("string").alias("c"),
-                    "key",
-                    "value",
-                )
+            state = self._state_frame(spark, operator_id, store_name, first - 1).select(
+                F.col("partition_id").cast("int").alias("p"),
+                F.lit(first).cast("long").alias("v"),
+                F.lit(None).cast("string").alias("c"),
+                "key",
+                "value",
             )
             feed = self._change_feed(spark, operator_id, store_name, first + 1, last, None).select(
                 F.col("partition_id").cast("int").alias("p"),
@@ -839,9 +828,7 @@ class SparkBackend:
         for b in sorted(self.ckpt.commits):
             with self._job(f"row counts of operator {operator_id} batch {b}", since) as spark:
                 rows = (
-                    self._reader(spark, operator_id, store_name)
-                    .option("batchId", str(b))
-                    .load(self.path)
+                    self._state_frame(spark, operator_id, store_name, b)
                     .groupBy("partition_id")
                     .count()
                     .collect()
@@ -856,9 +843,7 @@ class SparkBackend:
         self._check_version(version)
         with self._job(f"row counts of operator {operator_id} version {version}") as spark:
             rows = (
-                self._reader(spark, operator_id, store_name)
-                .option("batchId", str(version - 1))
-                .load(self.path)
+                self._state_frame(spark, operator_id, store_name, version - 1)
                 .groupBy("partition_id")
                 .count()
                 .collect()
