@@ -1166,86 +1166,43 @@ def iter_state_table(
     """
     schema = _require_schema(reader)
     pids = _partitions(reader, partition_id)
-    tables: list[Any] = []
-    kept = total = 0
     notes: list[str] = []
     problems: list[StatelensError] = []
-    skipped: list[int] = []
     what = f"decoding operator {reader.operator_id} {reader.store_name} version {version}"
+    readable, skipped = _readable(reader, pids, (version,))
     # Large versions stay in the cache (one Parquet file per partition) for DuckDB to page through.
     in_cache = paged_over is not None and cache is not None and max_rows is None
-    entries: list[tuple[int, Any, int]] = []  # (partition, cache file, rows)
-    held: dict[int, Any] = {}  # partitions the cache could not take (kept in memory)
 
-    def keep(part: Any) -> None:
-        nonlocal kept
+    def decode(pid: int) -> tuple[Any, Any]:
+        if in_cache:
+            return reader.arrow_entry(pid, version, cache)
+        return None, reader.read_arrow(pid, version, cache=cache)  # columns; rows are made a page at a time
+
+    files, parts, total = yield from _gather(
+        decode,
+        readable,
+        len(pids),
+        what,
+        partition_id,
+        problems,
+        cancelled,
+        paged_over if in_cache else None,
+        lambda pid: reader.read_arrow(pid, version, cache=cache),
+    )
+    _check_skipped(reader, version, partition_id, pids, skipped, notes)
+    specs = state_columns(schema, reader.store_name, time_columns)
+    if files:
+        yield Progress(len(pids), len(pids), what)
+        return _paged_table(
+            reader, partition_id, version, files, specs, schema, total, notes, problems, cache
+        )
+    tables: list[Any] = []
+    kept = 0
+    for part in parts:
         room = part.num_rows if max_rows is None else max(max_rows - kept, 0)
         if room:
             tables.append(part.slice(0, room))
             kept += min(room, part.num_rows)
-
-    def decode(pid: int) -> tuple[Any, Any]:
-        """One partition: its cache entry ``(file, rows)`` when it stays in the cache, else its table."""
-        if in_cache:
-            entry = reader.arrow_entry(pid, version, cache)
-            if entry is not None:
-                return entry, None
-        return None, reader.read_arrow(pid, version, cache=cache)  # columns; rows are made a page at a time
-
-    readable = []
-    for pid in pids:
-        if version not in reader.versions(pid) and version != 0:
-            skipped.append(pid)
-        else:
-            readable.append(pid)
-
-    def take(pid: int, got: tuple[Any, Any]) -> None:
-        nonlocal total
-        entry, part = got
-        if entry is not None:
-            entries.append((pid, entry[0], entry[1]))
-            total += entry[1]
-        elif in_cache:
-            held[pid] = part  # the cache cannot hold it: this version stays in memory
-            total += part.num_rows
-        else:
-            total += part.num_rows
-            keep(part)
-
-    yield from _each_partition(decode, readable, len(pids), what, partition_id, problems, cancelled, take)
-    _check_skipped(reader, version, partition_id, pids, skipped, notes)
-    specs = state_columns(schema, reader.store_name, time_columns)
-    if entries and not held and paged_over is not None and total > paged_over:
-        from statelens.app.state_query import QueryStateTable
-
-        yield Progress(len(pids), len(pids), what)
-        query = QueryStateTable(
-            [path for _, path, _ in entries], specs, schema.key_schema, schema.value_schema, total, cache
-        )
-        return StateTable(
-            reader.operator_id,
-            reader.store_name,
-            partition_id,
-            version,
-            query.headers,
-            [],
-            [],
-            [],
-            (),
-            total,
-            notes,
-            problems,
-            key_schema=schema.key_schema,
-            value_schema=schema.value_schema,
-            query=query,
-        )
-    if entries or held:  # small enough to hold (or the cache failed): read back from the cache
-        cached = {pid: None for pid, _, _ in entries}
-        for pid in readable:
-            if pid in held:
-                keep(held.pop(pid))
-            elif pid in cached:
-                keep(reader.read_arrow(pid, version, cache=cache))
     if total > kept:
         notes.append(f"showing the first {kept:,} of {total:,} rows")
     records = ArrowStateRows(tables, schema.key_schema, schema.value_schema)
@@ -1338,18 +1295,47 @@ def iter_backend_table(
     )
 
 
-def _each_partition(
-    work: Callable[[int], Any],
+def _readable(reader: Any, pids: Sequence[int], versions: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The partitions where every one of ``versions`` can be read (version 0, empty, always can), and the
+    others."""
+    readable: list[int] = []
+    skipped: list[int] = []
+    for pid in pids:
+        have = reader.versions(pid)
+        (skipped if any(v != 0 and v not in have for v in versions) else readable).append(pid)
+    return readable, skipped
+
+
+def _gather(
+    work: Callable[[int], tuple[Any, Any]],
     readable: Sequence[int],
     count: int,
     what: str,
     partition_id: int | None,
     problems: list[StatelensError],
     cancelled: Callable[[], bool] | None,
-    take: Callable[[int, Any], None],
-) -> Generator[Progress, None, None]:
-    """``work`` on every readable partition (on threads, answered in order), each answer to ``take``; a
-    partition whose files fail is a problem, raised when it is the only partition asked for."""
+    paged_over: int | None,
+    reread: Callable[[int], Any],
+    seen: Callable[[Any], None] | None = None,
+) -> Generator[Progress, None, tuple[list[Any], list[Any], int]]:
+    """Every readable partition's Arrow table, from ``work(pid) -> (cache file or None, table)`` run on
+    threads (answered in order; each table also given to ``seen``). A partition whose files fail is a
+    problem, raised when it is the only partition asked for.
+
+    Returns ``(files, tables, rows)``: when every partition is in the cache and more than ``paged_over``
+    rows came, the cache files (for DuckDB to page) and no table; else no file and the tables in
+    partition order. Tables are held while the rows stay within ``paged_over`` (or the cache cannot
+    take them); those let go are read again with ``reread(pid)`` if they are needed after all.
+    """
+    answered: list[int] = []
+    files: list[Any] = []
+    tables: dict[int, Any] = {}
+    total = 0
+    all_cached = True
+
+    def paged() -> bool:
+        return all_cached and paged_over is not None and total > paged_over
+
     yield Progress(0, count, what)
     for done, (pid, got, err) in enumerate(in_order(work, readable, cancelled=cancelled), 1):
         yield Progress(done, count, f"{what}, partition {pid}")
@@ -1358,7 +1344,62 @@ def _each_partition(
                 raise err
             problems.append(err)
             continue
-        take(pid, got)
+        assert got is not None
+        path, table = got
+        total += table.num_rows
+        if seen is not None:
+            seen(table)
+        answered.append(pid)
+        if path is None:
+            all_cached = False  # the cache cannot hold it: the version stays in memory
+        else:
+            files.append(path)
+        tables[pid] = table
+        if paged():
+            tables.clear()  # the cache holds them
+    if files and paged():
+        return files, [], total
+    return [], [tables[pid] if pid in tables else reread(pid) for pid in answered], total
+
+
+def _paged_table(
+    reader: Any,
+    partition_id: int | None,
+    version: int,
+    files: list[Any],
+    specs: list[ColumnSpec],
+    schema: Any,
+    total: int,
+    notes: list[str],
+    problems: list[StatelensError],
+    cache: Any,
+    compare_version: int | None = None,
+) -> StateTable:
+    """A :class:`StateTable` whose rows (or differences, with ``compare_version``) stay in the cache's
+    ``files``, queried a page at a time by DuckDB."""
+    from statelens.app.state_query import QueryStateTable
+
+    query = QueryStateTable(
+        files, specs, schema.key_schema, schema.value_schema, total, cache, diff=compare_version is not None
+    )
+    return StateTable(
+        reader.operator_id,
+        reader.store_name,
+        partition_id,
+        version,
+        query.headers,
+        [],
+        [],
+        [],
+        (),
+        total,
+        notes,
+        problems,
+        compare_version=compare_version,
+        key_schema=schema.key_schema,
+        value_schema=schema.value_schema,
+        query=query,
+    )
 
 
 def _partitions(reader: Any, partition_id: int | None) -> list[int]:
@@ -1440,17 +1481,18 @@ def iter_state_diff(
     """
     schema = _require_schema(reader)
     pids = _partitions(reader, partition_id)
-    records: list[DiffRow] = []
     notes: list[str] = []
     problems: list[StatelensError] = []
-    skipped: list[int] = []
     what = f"comparing versions {old_version} and {new_version} of operator {reader.operator_id} {reader.store_name}"
-    counts = {"added": 0, "changed": 0, "removed": 0}
+    readable, skipped = _readable(reader, pids, (old_version, new_version))
     in_cache = paged_over is not None and cache is not None
-    entries: list[tuple[int, str, Any]] = []  # (partition, cache key, file), in partition order
     diff_schema = _diff_schema(schema)
+    counts = {"added": 0, "changed": 0, "removed": 0}
 
-    def differences(pid: int) -> list[DiffRow]:
+    def differences(pid: int) -> Any:
+        """One partition's differences as an Arrow table (``change, partition, key, value, before``)."""
+        from statelens.readers.values import rows_to_arrow
+
         old = reader.read_raw(pid, old_version)
         new = reader.read_raw(pid, new_version)
         added = [k for k in new if k not in old]
@@ -1465,42 +1507,36 @@ def iter_state_diff(
             DiffRow("changed", pid, key, value, before)
             for (key, value), (_, before) in zip(dec_new[len(added) :], dec_old[len(removed) :], strict=True)
         )
-        return rows
+        return rows_to_arrow(rows, diff_schema)
 
-    def compare(pid: int) -> tuple[Any, list[DiffRow] | None]:
-        """One partition: its cache entry ``(key, file, counts)`` when it stays in the cache, else its rows."""
+    def key_of(pid: int) -> str:
+        return reader.cache_key(cache, pid, new_version, {"table": "diff", "old_version": old_version})
+
+    def compare(pid: int) -> tuple[Any, Any]:
         if in_cache:
-            key = reader.cache_key(cache, pid, new_version, {"table": "diff", "old_version": old_version})
-            entry = cache.entry(key, lambda: _diff_arrow(differences(pid), diff_schema))
-            if entry is not None:
-                return (key, entry[0], _change_counts(entry[0])), None
+            return cache.entry(key_of(pid), lambda: differences(pid))
         return None, differences(pid)
 
-    readable = []
-    for pid in pids:
-        have = reader.versions(pid)
-        if any(v != 0 and v not in have for v in (old_version, new_version)):
-            skipped.append(pid)
-        else:
-            readable.append(pid)
-    held: dict[int, list[DiffRow]] = {}  # partitions the cache could not take
+    def reread(pid: int) -> Any:
+        table = cache.get(key_of(pid))
+        return differences(pid) if table is None else table
 
-    def take(pid: int, got: tuple[Any, list[DiffRow] | None]) -> None:
-        entry, rows = got
-        if entry is not None:
-            entries.append((pid, entry[0], entry[1]))
-            for change, k in entry[2].items():
-                counts[change] += k
-            return
-        assert rows is not None
-        for r in rows:
-            counts[r.change] += 1
-        if in_cache:
-            held[pid] = rows  # the cache cannot hold it: the diff stays in memory
-        else:
-            records.extend(rows)
+    def tally(table: Any) -> None:
+        for change, n in _change_counts(table).items():
+            counts[change] += n
 
-    yield from _each_partition(compare, readable, len(pids), what, partition_id, problems, cancelled, take)
+    files, parts, total = yield from _gather(
+        compare,
+        readable,
+        len(pids),
+        what,
+        partition_id,
+        problems,
+        cancelled,
+        paged_over if in_cache else None,
+        reread,
+        tally,
+    )
     _check_skipped(reader, new_version, partition_id, pids, skipped, notes)
     notes.insert(0, ", ".join(f"{n:,} {c}" for c, n in counts.items()))
     yield Progress(len(pids), len(pids), what)
@@ -1517,48 +1553,21 @@ def iter_state_diff(
             side="before",
         ),
     ]
-    total = sum(counts.values())
-    if entries and not held and paged_over is not None and total > paged_over:
-        from statelens.app.state_query import QueryStateTable
-
-        query = QueryStateTable(
-            [path for _, _, path in entries],
-            specs,
-            schema.key_schema,
-            schema.value_schema,
-            total,
-            cache,
-            diff=True,
-        )
-        return StateTable(
-            reader.operator_id,
-            reader.store_name,
+    if files:
+        return _paged_table(
+            reader,
             partition_id,
             new_version,
-            query.headers,
-            [],
-            [],
-            [],
-            (),
+            files,
+            specs,
+            schema,
             total,
             notes,
             problems,
-            compare_version=old_version,
-            key_schema=schema.key_schema,
-            value_schema=schema.value_schema,
-            query=query,
+            cache,
+            old_version,
         )
-    cached = {pid: key for pid, key, _ in entries}
-    for pid in readable if entries or held else ():  # small enough to hold: read back from the cache
-        if pid in held:
-            records.extend(held.pop(pid))
-        elif pid in cached:
-            table = cache.get(cached[pid])
-            records.extend(
-                differences(pid)
-                if table is None
-                else diff_rows(table, schema.key_schema, schema.value_schema)
-            )
+    records = [r for part in parts for r in diff_rows(part, schema.key_schema, schema.value_schema)]
     headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
     return StateTable(
         reader.operator_id,
@@ -1594,13 +1603,6 @@ def _diff_schema(schema: Any) -> Any:
     )
 
 
-def _diff_arrow(rows: Sequence[DiffRow], diff_schema: Any) -> Any:
-    """One partition's differences as an Arrow table (for the cache)."""
-    from statelens.readers.values import rows_to_arrow
-
-    return rows_to_arrow(rows, diff_schema)
-
-
 def diff_rows(table: Any, key_schema: Any, value_schema: Any) -> list[DiffRow]:
     """The rows of a diff table (``change, partition, key, value, before``), back as ``DiffRow``."""
     from statelens.readers.arrow_values import values_converter
@@ -1621,12 +1623,11 @@ def diff_rows(table: Any, key_schema: Any, value_schema: Any) -> list[DiffRow]:
     ]
 
 
-def _change_counts(path: Any) -> dict[str, int]:
-    """Rows per kind of change in a cached diff file (its ``change`` column only)."""
+def _change_counts(table: Any) -> dict[str, int]:
+    """Rows per kind of change in a diff table."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    counts = pc.value_counts(pq.read_table(path, columns=["change"]).column(0).combine_chunks())
+    counts = pc.value_counts(table.column("change").combine_chunks())
     return {str(c["values"]): int(c["counts"]) for c in counts.to_pylist()}
 
 

@@ -142,9 +142,13 @@ class QueryStateTable:
 
     # -- queries -------------------------------------------------------------------------------------
     def where(self, needle: str) -> str:
+        """The ``WHERE`` clause of the filter ``needle`` ("" when it keeps every row)."""
+        return f"WHERE {self.condition(needle)}" if needle else ""
+
+    def condition(self, needle: str) -> str:
         """The SQL condition of the filter ``needle`` (case-folded text; "" keeps every row)."""
         if not needle:
-            return ""
+            return "true"
         folded = needle.casefold()
         lit = _literal(folded)
         ints = _int_text_can_hold(folded)
@@ -155,7 +159,7 @@ class QueryStateTable:
             for t, is_int in zip(self._text, self._int_text, strict=True)
             if ints or not is_int
         ]
-        return "WHERE " + (" OR ".join(tests) if tests else "false")
+        return " OR ".join(tests) if tests else "false"
 
     def order_by(self, column: int, descending: bool) -> str:
         """``ORDER BY`` of a sort on display column ``column`` (-1: partition then file order)."""
@@ -236,16 +240,16 @@ class QueryStateTable:
         if found is None:
             return None
         target = f'"partition" = {pid} AND file_row_number = {found}'
-        where = self.where(needle)
-        passes = where[len("WHERE ") :] if where else "true"
+        passes = self.condition(needle)
         after = "<" if not descending else ">"
         ties = f'("partition" {after} {pid} OR ("partition" = {pid} AND file_row_number {after} {found}))'
         if 0 <= column < len(self._order):
-            e = self._order[column]
+            e = f"({self._order[column]})"
+            # Nulls come first ascending, last descending (see order_by).
             nulls = (
-                "(e) IS NULL AND t.te IS NOT NULL" if not descending else "(e) IS NOT NULL AND t.te IS NULL"
+                f"{e} IS NULL AND t.te IS NOT NULL" if not descending else f"{e} IS NOT NULL AND t.te IS NULL"
             )
-            before = f"({nulls.replace('(e)', f'({e})')}) OR (({e}) {after} t.te) OR (({e}) IS NOT DISTINCT FROM t.te AND {ties})"
+            before = f"({nulls}) OR ({e} {after} t.te) OR ({e} IS NOT DISTINCT FROM t.te AND {ties})"
             source = f"src, (SELECT {e} AS te FROM src WHERE {target}) AS t"
         else:
             before, source = ties, "src"
@@ -267,7 +271,6 @@ class QueryStateTable:
 
     def page(self, column: int, descending: bool, needle: str, offset: int, limit: int) -> PageRows:
         """A page of display text (and keys, partitions) of the sorted, filtered table."""
-
         table = self.arrow_page(column, descending, needle, offset, limit)
         rows = self._records(table)
         texts = [[spec.formatter(spec.getter(r)) for r in rows] for spec in self.specs]
@@ -286,7 +289,6 @@ class QueryStateTable:
         import pyarrow as pa
 
         sql = f"SELECT {self._columns} FROM src {self.where(needle)} {self.order_by(column, descending)}"
-
         with self._cursor() as cur:
             for batch in cur.sql(sql).to_arrow_reader(batch_rows):
                 if cancelled is not None and cancelled():
@@ -405,7 +407,7 @@ def _text_sql(ref: str, atype: Any, spec: Any) -> str:
 
 
 def _order_sql(ref: str, atype: Any, spec: Any, text: str) -> str:
-    """What a column sorts by: its value for numbers, times and text, else its display text."""
+    """What a column sorts by: its value for numbers and times, else its text (as shown)."""
     import pyarrow as pa
 
     if spec.side == "partition":
@@ -416,6 +418,4 @@ def _order_sql(ref: str, atype: Any, spec: Any, text: str) -> str:
         return f"CAST({ref} AS DOUBLE)"
     if pa.types.is_integer(atype) or pa.types.is_temporal(atype):
         return ref
-    if pa.types.is_string(atype) or pa.types.is_large_string(atype):
-        return text  # the text shown: "null" sorts as the word, as in the held table
-    return text
+    return text  # text too: as shown, "null" sorting as the word, as in the held table

@@ -184,18 +184,14 @@ class StateCache:
 
     def entry(
         self, key: str, build: Callable[[], pa.Table], expected: pa.Schema | None = None
-    ) -> tuple[Path, int] | None:
-        """The file of ``key``'s entry and its rows, verified (or built and written) like
-        :meth:`get_or_build`, for a query that reads it in place (pin it meanwhile: :meth:`pin`).
-
-        Returns None when the entry cannot be written (no room, read-only cache folder): the caller
-        keeps the table in memory instead.
+    ) -> tuple[Path | None, pa.Table]:
+        """:meth:`get_or_build`'s table and the file of its entry, for a query that reads the entry in
+        place (pin it meanwhile: :meth:`pin`). The file is None when the entry cannot be written (no
+        room, read-only cache folder): the caller keeps the table in memory instead.
         """
         table = self.get_or_build(key, build, expected)
-        rows = table.num_rows
-        del table
         path = self._path(key)
-        return (path, rows) if path.exists() else None
+        return (path if path.exists() else None), table
 
     def pin(self, paths: Iterable[Path]) -> None:
         """Keep these entries from eviction by this process until :meth:`unpin` (counted: pins nest)."""

@@ -234,21 +234,20 @@ class StoreReaderBase:
         """
         if cache is None:
             return self._decode_arrow(partition_id, version, unique_names)
-        key = cache.key(
-            self._cache_parts(partition_id, version, unique_names), self._sources(partition_id, version)
-        )
+        key = self.cache_key(cache, partition_id, version, {"unique_names": unique_names})
         return cache.get_or_build(key, lambda: self._decode_arrow(partition_id, version, unique_names))
 
-    def arrow_entry(self, partition_id: int, version: int, cache: StateCache) -> tuple[Path, int] | None:
-        """The cache file holding :meth:`read_arrow`'s table of one partition version (decoded and
-        written first when absent), and its rows: for queries that read state in place (DuckDB).
-        None when the cache cannot hold it."""
-        key = cache.key(self._cache_parts(partition_id, version, False), self._sources(partition_id, version))
+    def arrow_entry(self, partition_id: int, version: int, cache: StateCache) -> tuple[Path | None, pa.Table]:
+        """:meth:`read_arrow`'s table of one partition version and the cache file holding it (decoded and
+        written first when absent): for queries that read state in place (DuckDB). The file is None
+        when the cache cannot hold it."""
+        key = self.cache_key(cache, partition_id, version, {})
         return cache.entry(key, lambda: self._decode_arrow(partition_id, version, False))
 
     def cache_key(self, cache: StateCache, partition_id: int, version: int, what: dict[str, Any]) -> str:
-        """The cache entry name of a table derived from one partition's files up to ``version`` (e.g.
-        the diff of two versions), described by ``what``: rebuilt whenever one of those files changes."""
+        """The cache entry name of a table derived from one partition's files up to ``version`` (the
+        version itself, or e.g. the diff of two versions), described by ``what`` over the version's own
+        description: rebuilt whenever one of those files changes."""
         parts = {**self._cache_parts(partition_id, version, False), **what}
         return cache.key(parts, self._sources(partition_id, version))
 

@@ -415,6 +415,14 @@ class QueryTableModel(ColumnTableModel):
     ) -> None:
         """A new table of ``total`` rows: empty until the first :meth:`set_result`, which is requested
         at once (in the order given, filtered by ``needle``)."""
+        self._reset(headers, right_aligned, total, needle.casefold())
+        self.order_requested.emit(-1, False, self._needle)
+
+    def set_columns(self, headers: Sequence[str], columns: Sequence[Sequence[str]], *args: Any) -> None:
+        """No rows (``columns`` are not held: rows come from :meth:`set_result`)."""
+        self._reset(headers, [False] * len(headers), 0, "")
+
+    def _reset(self, headers: Sequence[str], right_aligned: Sequence[bool], total: int, needle: str) -> None:
         self.beginResetModel()
         self._headers = list(headers)
         self._columns = []
@@ -424,21 +432,7 @@ class QueryTableModel(ColumnTableModel):
         self._pages = OrderedDict()
         self._asked = set()
         self._sort = (-1, False)
-        self._needle = needle.casefold()
-        self.endResetModel()
-        self.order_requested.emit(-1, False, self._needle)
-
-    def clear(self) -> None:
-        self.set_columns([], [])
-
-    def set_columns(self, headers: Sequence[str], columns: Sequence[Sequence[str]], *args: Any) -> None:
-        self.beginResetModel()
-        self._headers = list(headers)
-        self._columns = []
-        self._right = [False] * len(headers)
-        self._n = self._matching = 0
-        self._pages = OrderedDict()
-        self._asked = set()
+        self._needle = needle
         self.endResetModel()
 
     def set_result(self, column: int, descending: bool, needle: str, matching: int, page: Any) -> None:
@@ -473,9 +467,6 @@ class QueryTableModel(ColumnTableModel):
 
     def is_loaded(self, row: int) -> bool:
         return row // PAGE_ROWS in self._pages
-
-    def total_rows(self) -> int:
-        return self._n
 
     def matching_rows(self) -> int:
         return self._matching
