@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import re
 import struct
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -228,33 +227,6 @@ def iter_records(
 # Sized records (delta, snapshot, changelog v1/v3)
 
 
-def _fast_sized(data: Buffer, pos: int) -> tuple[array, int] | None:
-    """The hot loop: key start offsets and the end-marker offset, or None at the first oddity.
-
-    Checks only what keeps the walk safe (sizes >= -1, reads in bounds); the caller validates the rest
-    with numpy and re-walks with :func:`_checked_sized` to locate any error.
-    """
-    unpack = _I32.unpack_from
-    starts = array("q")
-    append = starts.append
-    try:
-        while True:
-            klen = unpack(data, pos)[0]
-            if klen < 0:
-                return (starts, pos) if klen == -1 else None
-            pos += 4
-            append(pos)
-            pos += klen
-            vlen = unpack(data, pos)[0]
-            pos += 4
-            if vlen > 0:
-                pos += vlen
-            elif vlen < -1:
-                return None
-    except struct.error:
-        return None
-
-
 def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
     """Key starts and lengths when every record has the first one's key and value sizes (fixed-width rows).
 
@@ -289,14 +261,12 @@ def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_re
     if found is not None:
         key_start, key_len, val_len, eof = found
     else:
-        walked = _fast_sized(data, start)
-        if walked is None:
+        from statelens.readers.kernels import walk_sized
+
+        key_start, key_len, val_len, eof = walk_sized(buf, start)
+        if eof < 0:
             _checked_sized(data, path, start, allow_removes, max_record)
             raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
-        key_start = np.frombuffer(walked[0], dtype=np.int64)
-        eof = walked[1]
-        key_len = _gather_i32(buf, key_start - 4)
-        val_len = _gather_i32(buf, key_start + key_len)
     val_start = key_start + key_len + 4
     bad = (key_len > max_record) | (val_len > max_record)
     if not allow_removes:
@@ -379,56 +349,20 @@ def _check_tail(buf: np.ndarray, path: str, end: int, count: int) -> None:
 # Typed records (changelog v2/v4)
 
 
-def _fast_typed(data: Buffer, pos: int) -> tuple[array, array, int] | None:
-    """Hot loop for type-byte records: key starts, kinds and the EOF offset, or None at an oddity."""
-    unpack = _I32.unpack_from
-    starts = array("q")
-    kinds = array("B")
-    append = starts.append
-    append_kind = kinds.append
-    try:
-        while True:
-            kind = data[pos]
-            if kind == _KIND_EOF:
-                return starts, kinds, pos
-            klen = unpack(data, pos + 1)[0]
-            if klen < 0:
-                return None
-            pos += 5
-            append(pos)
-            append_kind(kind)
-            pos += klen
-            vlen = unpack(data, pos)[0]
-            pos += 4
-            if kind == KIND_REMOVE:
-                if vlen != -1:
-                    return None
-            elif kind == KIND_PUT or kind == KIND_MERGE:
-                if vlen < 0:
-                    return None
-                pos += vlen
-            else:
-                return None
-    except (struct.error, IndexError):
-        return None
-
-
 def _scan_typed(data: Buffer, path: str, start: int, max_record: int) -> RecordIndex:
+    from statelens.readers.kernels import walk_typed
+
     buf = _as_u8(data)
-    walked = _fast_typed(data, start)
-    if walked is None:
+    key_start, key_len, val_len, kind, eof = walk_typed(buf, start)
+    if eof < 0:
         _checked_typed(data, path, start, max_record)
         raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
-    key_start = np.frombuffer(walked[0], dtype=np.int64)
-    kind = np.frombuffer(walked[1], dtype=np.uint8)
-    key_len = _gather_i32(buf, key_start - 4)
     val_start = key_start + key_len + 4
-    val_len = _gather_i32(buf, val_start - 4)
     if ((key_len > max_record) | (val_len > max_record)).any():
         _checked_typed(data, path, start, max_record)
         raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
-    _check_tail(buf, path, walked[2] + 1, len(key_start))
-    return RecordIndex(key_start, key_len, val_start, val_len, kind, walked[2])
+    _check_tail(buf, path, eof + 1, len(key_start))
+    return RecordIndex(key_start, key_len, val_start, val_len, kind, eof)
 
 
 def _checked_typed(data: Buffer, path: str, pos: int, max_record: int) -> None:
@@ -521,11 +455,3 @@ def _read_utf(data: Buffer, pos: int) -> tuple[str, int] | None:
 
 def _as_u8(data: Buffer) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8)
-
-
-def _gather_i32(buf: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """Big-endian int32 at each offset, as int64 (offsets already known to be in bounds)."""
-    if positions.shape[0] == 0:
-        return np.zeros(0, dtype=np.int64)
-    windows = np.lib.stride_tricks.sliding_window_view(buf, 4)
-    return windows[positions].view(">i4").reshape(-1).astype(np.int64)
