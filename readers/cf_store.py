@@ -35,6 +35,8 @@ from statelens.readers.store_base import RawState, StoreReaderBase
 from statelens.readers.unsaferow import compile_layout, decode_rows
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from statelens.readers.rocksdb_store import ColumnFamily, RocksDBColumnFamilyReader, RocksDBStoreReader
 
 __all__ = ["ColumnFamilyStoreReader", "decode_keys", "split_prefix_key", "strip_version"]
@@ -259,6 +261,42 @@ def decode_keys(
     )
 
 
+_COLUMNAR_ENCODERS = frozenset(
+    {
+        "NoPrefixKeyStateEncoderSpec",
+        "PrefixKeyScanStateEncoderSpec",
+        "TimestampAsPostfixKeyStateEncoderSpec",
+        "TimestampAsPrefixKeyStateEncoderSpec",
+    }
+)
+
+
+def _layout(schema: Any) -> Any:
+    """The compiled UnsafeRow layout of a schema (memoised by its JSON: families share few schemas)."""
+    text = schema.json()
+    got = _LAYOUTS.get(text)
+    if got is None:
+        got = _LAYOUTS[text] = compile_layout(schema)
+    return got
+
+
+_LAYOUTS: dict[str, Any] = {}
+
+
+def _version_bytes_at(u8: np.ndarray, starts: np.ndarray, lens: np.ndarray, at: int) -> bool:
+    """Every row (``starts``, ``lens``) is longer than ``at`` and has the version byte 00 at ``at``."""
+    if not len(starts):
+        return True
+    if (lens <= at).any():
+        return False
+    return bool((u8[starts + at] == STATE_ENCODING_VERSION).all())
+
+
+def _gather(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """``width`` bytes at each offset, one row each (C-contiguous, to be viewed as a wider type)."""
+    return np.ascontiguousarray(u8[starts[:, None] + np.arange(width)])
+
+
 class ColumnFamilyStoreReader(StoreReaderBase):
     """One column family of a RocksDB store, read as a store (join state formats 3/4, transformWithState).
 
@@ -366,7 +404,104 @@ class ColumnFamilyStoreReader(StoreReaderBase):
             yield PartitionVersionStats(self.operator_id, self.store_name, v, pid, len(state), on_disk)
 
     # -- decoding --------------------------------------------------------------------------------------
-    columnar = False  # keys carry prefixes and positions, values may be Avro: decoded per row
+    #: read_changes keeps the changelog's own records (put/remove/append): decoded per row.
+    columnar_changes = False
+
+    @property
+    def columnar(self) -> bool:  # type: ignore[override]
+        """:meth:`read_arrow` replays and decodes this family column by column (:meth:`_columnar_arrow`):
+        UnsafeRow encoding without row checksums, keys without range-scan ordering columns. Avro rows,
+        checksummed rows and range-scan keys (internal TTL/timer indexes) are decoded per row."""
+        return (
+            not self.physical.avro
+            and not self.physical.row_checksum
+            and self.family.encoder in _COLUMNAR_ENCODERS
+        )
+
+    def _decode_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
+        if self.columnar:
+            table = self._columnar_arrow(partition_id, version, unique_names)
+            if table is not None:
+                return table
+        return self._rows_arrow(partition_id, version, unique_names)
+
+    def _columnar_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table | None:
+        """The family at ``version`` replayed as arrays (:meth:`RocksDBColumnFamilyReader.family_arrays`)
+        and decoded into Arrow columns; None when a key or value is not shaped as its encoder writes it
+        (the per-row path then reads it again and names the damage)."""
+        from statelens.readers.unsaferow_arrow import decode_arrow
+
+        key_type, value_type, empty = self._arrow_types(unique_names, False)
+        prefix = self._prefix(partition_id)
+        if prefix is None:  # declared, never created in this partition
+            return empty
+        buf, kstart, klen, vstart, vlen = self.physical.family_arrays(partition_id, version, prefix)
+        path = f"{self._partition(partition_id).directory}/{version}"
+        u8 = np.frombuffer(buf, dtype=np.uint8)
+        keys = self._key_column(buf, u8, kstart, klen, key_type, path)
+        if keys is None:
+            return None
+        if not self.multi:  # the value as stored: version byte, then the row
+            if not _version_bytes_at(u8, vstart, vlen, 0):
+                return None
+            vstart, vlen = vstart + 1, vlen - 1
+        assert self.schema is not None
+        values = decode_arrow(buf, vstart, vlen, _layout(self.schema.value_schema), value_type, path=path)
+        return self._state_table(partition_id, keys, values, unique_names)
+
+    def _key_column(
+        self, buf: bytes, u8: np.ndarray, ks: np.ndarray, kl: np.ndarray, key_type: pa.StructType, path: str
+    ) -> pa.StructArray | None:
+        """Keys (bytes after the family id) of this family's encoder as one struct column, or None."""
+        import pyarrow as pa
+        from pyspark.sql.types import StructType
+
+        from statelens.readers.unsaferow_arrow import decode_arrow
+
+        assert self.schema is not None
+        fields = list(self.schema.key_schema.fields)
+        encoder = self.family.encoder
+        n = len(fields)
+
+        def part(starts: np.ndarray, lens: np.ndarray, lo: int, hi: int) -> list[pa.Array]:
+            if lo == hi:
+                return []
+            arrow = pa.struct([key_type.field(i) for i in range(lo, hi)])
+            got = decode_arrow(buf, starts, lens, _layout(StructType(fields[lo:hi])), arrow, path=path)
+            return [got.field(i) for i in range(hi - lo)]
+
+        if encoder == "NoPrefixKeyStateEncoderSpec":
+            if not _version_bytes_at(u8, ks, kl, 0):
+                return None
+            children = part(ks + 1, kl - 1, 0, n)
+        elif encoder == "PrefixKeyScanStateEncoderSpec":
+            cols = (self.schema.key_encoder or {}).get("numColsPrefixKey", 1)
+            if not isinstance(cols, int) or isinstance(cols, bool) or not 1 <= cols < n or (kl < 4).any():
+                return None  # a prefix of every column, or a damaged spec: per row
+            size = _gather(u8, ks, 4).view("<i4").reshape(-1).astype(np.int64)
+            rest = kl - 4 - size
+            if (size < 1).any() or (rest < 1).any():
+                return None
+            if not (_version_bytes_at(u8, ks + 4, size, 0) and _version_bytes_at(u8, ks + 4 + size, rest, 0)):
+                return None
+            children = part(ks + 5, size - 1, 0, cols) + part(ks + 5 + size, rest - 1, cols, n)
+        else:  # Timestamp as postfix / prefix: 8 bytes big-endian, sign bit flipped
+            if (kl < 9).any() or not pa.types.is_int64(key_type.field(n - 1).type):
+                return None
+            postfix = encoder.startswith("TimestampAsPostfix")
+            row_at = ks if postfix else ks + 8
+            if not _version_bytes_at(u8, row_at, kl - 8, 0):
+                return None
+            stamp = _gather(u8, ks + kl - 8 if postfix else ks, 8).view(">u8").reshape(-1)
+            times = (stamp ^ np.uint64(_SIGN)).astype(np.uint64).view(np.int64)
+            children = part(row_at + 1, kl - 9, 0, n - 1) + [pa.array(times, type=pa.int64())]
+        fields_out = [
+            key_type.field(i) if key_type.field(i).type == c.type else key_type.field(i).with_type(c.type)
+            for i, c in enumerate(children)
+        ]
+        if not children:
+            return pa.array([{}] * len(ks), type=key_type)
+        return pa.StructArray.from_arrays(children, fields=fields_out)
 
     def decode_pairs(
         self, pairs: list[tuple[bytes, bytes | None]], path: str

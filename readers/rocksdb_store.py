@@ -31,6 +31,7 @@ import shutil
 import stat
 import struct
 import tempfile
+import threading
 import zipfile
 import zlib
 from collections import OrderedDict
@@ -56,7 +57,7 @@ from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
 from statelens.readers.records import KIND_MERGE, scan_changelog
 from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
-from statelens.readers.store_base import RawState, StoreReaderBase
+from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase
 
 __all__ = [
     "ColumnFamily",
@@ -403,6 +404,12 @@ def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, cap: int)
     return b"".join(chunks)
 
 
+def _next_prefix(prefix: bytes) -> bytes | None:
+    """The smallest byte string after every string starting with ``prefix`` (None: there is none)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
+
+
 def _load_rocksdict() -> Any:
     try:
         import rocksdict
@@ -719,9 +726,16 @@ class RocksDBStoreReader(StoreReaderBase):
         return {k[1:]: v[skip:] for k, v in items}
 
     def _zip_items(
-        self, ws: _Workspace, partition_id: int, version: int, keys_only: bool, column_families: bool
+        self,
+        ws: _Workspace,
+        partition_id: int,
+        version: int,
+        keys_only: bool,
+        column_families: bool,
+        prefix: bytes | None = None,
     ) -> Any:
-        """Every RocksDB key (``keys_only``) or ``(key, value)`` of the zip of ``version``, bytes as stored."""
+        """Every RocksDB key (``keys_only``) or ``(key, value)`` of the zip of ``version``, bytes as stored;
+        with ``prefix`` only the keys starting with it (a column family: RocksDB seeks to its range)."""
         pf = self._partition(partition_id)
         sf = self._zip_file(partition_id, version)
         with self._located(partition_id, version):
@@ -743,7 +757,7 @@ class RocksDBStoreReader(StoreReaderBase):
                     self._place(ws, pf, "SSTs", pf.sst_sizes, dfs, size, os.path.join(db_dir, local), sf)
                 for local, dfs, size in meta.log_files:
                     self._place(ws, pf, "logs", pf.log_sizes, dfs, size, os.path.join(db_dir, local), sf)
-                return self._scan_db(db_dir, sf, keys_only)
+                return self._scan_db(db_dir, sf, keys_only, prefix)
             finally:
                 shutil.rmtree(db_dir, ignore_errors=True)
 
@@ -782,8 +796,16 @@ class RocksDBStoreReader(StoreReaderBase):
         except OSError:
             shutil.copyfile(cached, target)
 
-    def _scan_db(self, db_dir: str, sf: StateFile, keys_only: bool) -> Any:
+    def _scan_db(self, db_dir: str, sf: StateFile, keys_only: bool, prefix: bytes | None = None) -> Any:
         rocksdict = _load_rocksdict()
+        bounds: dict[str, Any] = {}
+        if prefix is not None:  # keys sort bytewise: a prefix is one range [prefix, next prefix)
+            read_opt = rocksdict.ReadOptions()
+            read_opt.set_iterate_lower_bound(prefix)
+            upper = _next_prefix(prefix)
+            if upper is not None:
+                read_opt.set_iterate_upper_bound(upper)
+            bounds = {"from_key": prefix, "read_opt": read_opt}
         try:
             db = rocksdict.Rdict(
                 db_dir, options=rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only()
@@ -791,7 +813,7 @@ class RocksDBStoreReader(StoreReaderBase):
         except Exception as err:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status text
             raise CorruptFileError(f"RocksDB cannot open this snapshot: {err}", sf.path) from err
         try:
-            return list(db.keys()) if keys_only else list(db.items())
+            return list(db.keys(**bounds)) if keys_only else list(db.items(**bounds))
         except Exception as err:  # noqa: BLE001 - corruption found while iterating (bad block, checksum)
             raise CorruptFileError(f"RocksDB failed reading this snapshot's SSTs: {err}", sf.path) from err
         finally:
@@ -1065,6 +1087,143 @@ def split_checked_operands(key: bytes, value: bytes, path: str, record: int) -> 
     return operands
 
 
+class _FamilyReplay:
+    """The records of one column family, source after source (zip, then changelogs in version order),
+    as offset arrays into buffers laid end to end; :meth:`live` replays them (:meth:`~RocksDBColumnFamilyReader.family_arrays`).
+
+    Per record: key offset/length and kind. Per value element (a non-multi value is one element, as
+    stored; a list value one element per list item, version byte removed): its record and offset/length.
+    """
+
+    def __init__(self, multi: bool):
+        self.multi = multi
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.records: list[tuple[Any, Any, Any]] = []  # (key_start, key_len, kind) per source
+        self.elements: list[tuple[Any, Any, Any]] = []  # (record, start, len) per source
+        self.count = 0
+
+    def _chunk(self, data: bytes) -> int:
+        at = self.size
+        self.chunks.append(data)
+        self.size += len(data)
+        return at
+
+    def _lists(self, values: list[bytes], first_record: Any, path: str) -> None:
+        """List values split in Python (zip values, and changelog values of more than one element)."""
+        import numpy as np
+
+        parts = [split_list_value(v, path) for v in values]
+        counts = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+        flat = [e for p in parts for e in p]
+        lens = np.fromiter(map(len, flat), dtype=np.int64, count=len(flat))
+        starts = self._chunk(b"".join(flat)) + np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+        self.elements.append((np.repeat(first_record, counts), starts[: len(flat)], lens))
+
+    def add_zip(self, items: list[tuple[bytes, bytes]], path: str) -> None:
+        import numpy as np
+
+        from statelens.readers.records import KIND_PUT
+
+        n = len(items)
+        if not n:
+            return
+        keys = [k for k, _ in items]
+        klen = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+        kstart = self._chunk(b"".join(keys)) + np.concatenate(([0], np.cumsum(klen)[:-1])).astype(np.int64)
+        records = self.count + np.arange(n, dtype=np.int64)
+        self.records.append((kstart, klen, np.full(n, KIND_PUT, dtype=np.uint8)))
+        values = [v for _, v in items]
+        if self.multi:
+            self._lists(values, records, path)
+        else:
+            vlen = np.fromiter(map(len, values), dtype=np.int64, count=n)
+            vstart = self._chunk(b"".join(values)) + np.concatenate(([0], np.cumsum(vlen)[:-1])).astype(
+                np.int64
+            )
+            self.elements.append((records, vstart, vlen))
+        self.count += n
+
+    def add_changelog(self, data: bytes, idx: Any, prefix: bytes, path: str) -> None:
+        import numpy as np
+
+        from statelens.readers.records import KIND_REMOVE
+
+        u8 = np.frombuffer(data, dtype=np.uint8)
+        ks, kl = idx.key_start, idx.key_len
+        long_enough = kl >= 2
+        at = np.where(long_enough, ks, 0)
+        mine = np.flatnonzero(
+            long_enough & (u8[at] == prefix[0]) & (u8[np.minimum(at + 1, len(u8) - 1)] == prefix[1])
+        )
+        if not len(mine):
+            return
+        offset = self._chunk(data)
+        n = len(mine)
+        kind = idx.kind[mine]
+        records = self.count + np.arange(n, dtype=np.int64)
+        self.records.append((ks[mine] + offset, kl[mine], kind))
+        has_value = np.flatnonzero(kind != KIND_REMOVE)
+        vs, vl = idx.val_start[mine][has_value], idx.val_len[mine][has_value]
+        if not self.multi:
+            self.elements.append((records[has_value], vs + offset, vl))
+        else:  # one element (``len:i32 LE`` + ``00`` + row, every append): no split needed
+            ok = vl >= 5
+            head = np.where(ok, vs, 0)
+            size = (
+                u8[head[:, None] + np.arange(4)].view("<i4").reshape(-1).astype(np.int64) if len(head) else vl
+            )
+            one = ok & (size == vl - 4) & (u8[np.where(ok, vs + 4, 0)] == STATE_ENCODING_VERSION)
+            single = np.flatnonzero(one)
+            self.elements.append((records[has_value][single], vs[single] + 5 + offset, vl[single] - 5))
+            other = np.flatnonzero(~one)
+            if len(other):
+                values = [
+                    data[s : s + m] for s, m in zip(vs[other].tolist(), vl[other].tolist(), strict=True)
+                ]
+                self._lists(values, records[has_value][other], path)
+        self.count += n
+
+    def live(self) -> RawArrays:
+        """Replay: per key, the last put or remove resets it; a list keeps that put's elements and every
+        merge after it (a merge after a remove starts a new list)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from statelens.readers.records import KIND_MERGE, KIND_REMOVE
+
+        empty = np.zeros(0, dtype=np.int64)
+        if not self.count:
+            return b"", empty, empty, empty, empty
+        buf = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        self.chunks = []
+        kstart, klen, kind = (np.concatenate(c) for c in zip(*self.records, strict=True))
+        e_rec, e_start, e_len = (np.concatenate(c) for c in zip(*self.elements, strict=True))
+        n = self.count
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(klen, out=offsets[1:])
+        gather = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(kstart - offsets[:-1], klen)
+        key_bytes = np.frombuffer(buf, dtype=np.uint8)[gather]
+        large = offsets[-1] >= 2**31
+        keys = pa.Array.from_buffers(
+            pa.large_binary() if large else pa.binary(),
+            n,
+            [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(key_bytes)],
+        )
+        group = pc.dictionary_encode(keys).indices.to_numpy().astype(np.int64)  # first-seen order
+        seq = np.arange(n, dtype=np.int64)
+        resets = np.flatnonzero(kind != KIND_MERGE) if self.multi else seq
+        last_reset = np.full(int(group.max()) + 1, -1, dtype=np.int64)
+        np.maximum.at(last_reset, group[resets], resets)
+        live = (seq >= last_reset[group]) & (kind != KIND_REMOVE)
+        keep = np.flatnonzero(live[e_rec])
+        e_rec, e_start, e_len = e_rec[keep], e_start[keep], e_len[keep]
+        order = np.lexsort((np.arange(len(e_rec)), e_rec, group[e_rec]))  # key, record, element order
+        e_rec, e_start, e_len = e_rec[order], e_start[order], e_len[order]
+        return buf, kstart[e_rec] + 2, klen[e_rec] - 2, e_start, e_len
+
+
 class RocksDBColumnFamilyReader:
     """Reads a RocksDB store with virtual column families (transformWithState), one state variable at a time.
 
@@ -1092,6 +1251,10 @@ class RocksDBColumnFamilyReader:
     provider = "rocksdb"
     #: (Partition, family) states kept, the last read (memory: that many partition states at most).
     held_partitions = 8
+    #: Decompressed, indexed changelogs kept for the other families of the same files (bytes at most):
+    #: every family reads every changelog of its partition, so reading a store's families one after
+    #: another decompresses and scans each file once instead of once per family.
+    held_changelog_bytes = 128 << 20
 
     def __init__(
         self,
@@ -1112,6 +1275,9 @@ class RocksDBColumnFamilyReader:
             name: ColumnFamily(name, schema, variable_types.get(name)) for name, schema in families.items()
         }
         self._ids: dict[int, dict[str, int]] = {}
+        self._changelogs: OrderedDict[str, tuple[bytes, Any]] = OrderedDict()
+        self._changelog_bytes = 0
+        self._changelog_lock = threading.Lock()  # partitions are read on several threads
 
     # -- inventory (same as the plain reader) ---------------------------------------------------------
     def partition_ids(self) -> list[int]:
@@ -1199,6 +1365,48 @@ class RocksDBColumnFamilyReader:
             self._apply_changelog(state, pf.deltas[v], multi, only)
         return state
 
+    def family_arrays(self, partition_id: int, version: int, prefix: bytes) -> RawArrays:
+        """One column family's live entries at ``version`` as one buffer and int64 offset arrays
+        ``(buffer, key_start, key_len, value_start, value_len)``, replayed without a Python object per
+        changelog record (for columnar decoding; :meth:`read_raw` is the per-record replay).
+
+        Keys are the key bytes after the 2-byte family id ``prefix``. A multi-value family gives one
+        entry per list element (the element row, version byte removed), its key repeated, elements in
+        list order; other families give each value as stored (version byte first). Entries come in the
+        order of each key's first record (:meth:`read_raw`'s order, except for a key removed and put
+        again). The zip's entries come from RocksDB one by one (that is the floor); each changelog is
+        indexed once, its records of other families skipped with numpy, and the last record of each
+        key found by Arrow's hashing. Not for stores with row checksums (:attr:`row_checksum`: every
+        CRC is checked on the per-record path).
+        """
+        import numpy as np
+
+        if self.row_checksum:
+            raise ValueError("family_arrays reads stores without row checksums only")
+        pf = self.files._partition(partition_id)
+        empty = np.zeros(0, dtype=np.int64)
+        if version == 0:
+            return b"", empty, empty, empty, empty
+        base = self.files._base_for(pf, version)
+        if base is None:
+            self.files.read_raw(partition_id, version)  # raises the located MissingFileError
+        assert base is not None
+        multi = prefix in self._multi_value_prefixes(partition_id)
+        replay = _FamilyReplay(multi)
+        if base:
+            sf = pf.snapshots[base]
+            with self.files.workspace() as ws:
+                own = self.files._zip_items(
+                    ws, partition_id, base, False, column_families=True, prefix=prefix
+                )
+            replay.add_zip(own, sf.path)
+        for v in range(base + 1, version + 1):
+            sf = pf.deltas[v]
+            with self.files._located(sf.partition_id, sf.version):
+                data, idx = self._changelog_index(sf)
+                replay.add_changelog(data, idx, prefix, sf.path)
+        return replay.live()
+
     def changelog(self, partition_id: int, version: int) -> StateFile:
         """The changelog file of ``version``.
 
@@ -1221,7 +1429,29 @@ class RocksDBColumnFamilyReader:
         return sf
 
     def _changelog_index(self, sf: StateFile) -> tuple[bytes, Any]:
-        """A changelog decompressed and indexed; column family stores write formats v2 and v4 only."""
+        """A changelog decompressed and indexed; column family stores write formats v2 and v4 only.
+
+        Kept for the next family's read while the kept files stay under :attr:`held_changelog_bytes`
+        (least recently used out), named by path and size (the inventory this reader was opened on)."""
+        tag = f"{sf.path}\0{sf.size_bytes}"
+        with self._changelog_lock:
+            held = self._changelogs.get(tag)
+            if held is not None:
+                self._changelogs.move_to_end(tag)
+                return held
+        got = self._read_changelog_index(sf)
+        size = len(got[0])
+        if size <= self.held_changelog_bytes:
+            with self._changelog_lock:
+                if tag not in self._changelogs:
+                    self._changelogs[tag] = got
+                    self._changelog_bytes += size
+                while self._changelog_bytes > self.held_changelog_bytes:
+                    _, (old, _) = self._changelogs.popitem(last=False)
+                    self._changelog_bytes -= len(old)
+        return got
+
+    def _read_changelog_index(self, sf: StateFile) -> tuple[bytes, Any]:
         data = decompress(self.files.fs.read_bytes(sf.path), sf.path, self.files.codec)
         fmt, _lineage, idx = scan_changelog(data, sf.path)
         if fmt not in (2, 4):

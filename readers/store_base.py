@@ -221,6 +221,8 @@ class StoreReaderBase:
 
     #: Key and value bytes are plain UnsafeRows: :meth:`read_arrow` decodes them column by column.
     columnar = True
+    #: Change records are too: :meth:`read_changes_arrow` decodes them column by column.
+    columnar_changes = True
 
     def read_arrow(
         self, partition_id: int, version: int, *, unique_names: bool = False, cache: StateCache | None = None
@@ -298,36 +300,50 @@ class StoreReaderBase:
                     out.append((e.path, e.size_bytes, e.version_tag))
         return out
 
-    def _decode_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
-        import numpy as np
-        import pyarrow as pa
-
+    def _rows_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
+        """:meth:`read_arrow` through :meth:`read_rows` (Python rows converted by Arrow)."""
         from statelens.readers.values import rows_to_arrow, state_row_schema
 
-        key_layout, value_layout = self.layouts()
+        self.layouts()  # no schema: SchemaMismatchError
         assert self.schema is not None
+        rows = [(r.partition_id, r.key, r.value) for r in self.read_rows(partition_id, version)]
+        schema = state_row_schema(self.schema.key_schema, self.schema.value_schema)
+        return rows_to_arrow(rows, schema, unique_names=unique_names)
+
+    def _decode_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
         if not self.columnar:
-            rows = [(r.partition_id, r.key, r.value) for r in self.read_rows(partition_id, version)]
-            schema = state_row_schema(self.schema.key_schema, self.schema.value_schema)
-            return rows_to_arrow(rows, schema, unique_names=unique_names)
+            return self._rows_arrow(partition_id, version, unique_names)
         from statelens.readers.unsaferow_arrow import decode_arrow
+
+        key_layout, value_layout = self.layouts()
 
         buf, kstart, klen, vstart, vlen = self._raw_arrays(partition_id, version)
         path = f"{self._partition(partition_id).directory}/{version}"
-        n = len(kstart)
         if self.floor_values_to_8:
             vlen = (vlen // 8) * 8
-        key_type, value_type, empty = self._arrow_types(unique_names, False)
-        columns = [
+        key_type, value_type, _ = self._arrow_types(unique_names, False)
+        return self._state_table(
+            partition_id,
             decode_arrow(buf, kstart, klen, key_layout, key_type, path=path),
             decode_arrow(buf, vstart, vlen, value_layout, value_type, path=path),
-        ]
-        part = pa.array(np.full(n, partition_id, dtype=np.int32))
+            unique_names,
+        )
+
+    def _state_table(
+        self, partition_id: int, keys: pa.Array, values: pa.Array, unique_names: bool
+    ) -> pa.Table:
+        """The table ``partition, key, value`` of decoded key and value columns (field types as decoded:
+        an FMGWS v1 long stays 64-bit)."""
+        import numpy as np
+        import pyarrow as pa
+
+        _, _, empty = self._arrow_types(unique_names, False)
+        part = pa.array(np.full(len(keys), partition_id, dtype=np.int32))
         fields = [empty.schema.field(0)] + [
             f if f.type == c.type else f.with_type(c.type)
-            for f, c in zip(list(empty.schema)[1:], columns, strict=True)
+            for f, c in zip(list(empty.schema)[1:], (keys, values), strict=True)
         ]
-        return pa.Table.from_arrays([part, *columns], schema=pa.schema(fields))
+        return pa.Table.from_arrays([part, keys, values], schema=pa.schema(fields))
 
     def _raw_arrays(self, partition_id: int, version: int) -> RawArrays:
         """The live records of one partition at one version as one buffer and offset arrays.
@@ -360,7 +376,7 @@ class StoreReaderBase:
 
         key_layout, value_layout = self.layouts()
         assert self.schema is not None
-        if not self.columnar:
+        if not self.columnar_changes:
             rows = [
                 (c.version, c.partition_id, c.change, c.key, c.value)
                 for c in self.read_changes(partition_id, version)
