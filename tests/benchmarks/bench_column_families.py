@@ -10,7 +10,11 @@ stores as column families of one RocksDB store, changelog checkpointing on). The
 
 * ``raw``: for every partition, the newest zip extracted and its SSTs scanned through rocksdict, plus every
   later changelog read and decompressed (the floor: bytes out of the files, nothing decoded);
-* ``native``: every row of every column family store at the latest version, decoded by statelens;
+* ``native``: every row of every column family store at the latest version, decoded by statelens into
+  Python rows (``read_rows``: the per-record replay);
+* ``arrow`` / ``arrow_threads``: the same rows into Arrow columns (``read_arrow``: the columnar replay
+  and decode), partitions on one thread, then on two (the app's partition threads), each on a fresh
+  open of the checkpoint;
 * ``spark``: the same rows from Spark's ``statestore`` reader (``storeName`` = the family), collected.
 
 Results are ratios measured in the same run, never timed assertions.
@@ -131,6 +135,27 @@ def measure_native(ckpt: Path) -> dict[str, float]:
     return {"seconds": time.perf_counter() - t, "rows": rows}
 
 
+def measure_arrow(ckpt: Path, threads: int) -> dict[str, float]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from statelens.readers.checkpoint import open_checkpoint
+
+    t = time.perf_counter()
+    c = open_checkpoint(str(ckpt))
+    rows = 0
+    with ThreadPoolExecutor(threads) as pool:
+        for store in STORES:
+            reader = c.store_reader(0, store)
+            rows += sum(
+                pool.map(
+                    lambda pid, r=reader: r.read_arrow(pid, r.versions(pid)[-1]).num_rows,
+                    reader.partition_ids(),
+                )
+            )
+    seconds = time.perf_counter() - t
+    return {"seconds": seconds, "rows": rows, "rows_per_second": rows / seconds, "threads": threads}
+
+
 def measure_spark(ckpt: Path) -> dict[str, float]:
     from pyspark.sql import SparkSession
 
@@ -158,15 +183,23 @@ def main(argv: list[str] | None = None) -> int:
     ckpt = build_checkpoint(args.partitions, args.batches, args.rows)
     raw = measure_raw(ckpt)
     native = measure_native(ckpt)
+    measure_arrow(ckpt, 1)  # imports and compiled-code loading, not timed
+    arrow = measure_arrow(ckpt, 1)
+    arrow_threads = measure_arrow(ckpt, 2)
     spark = measure_spark(ckpt)
     out = {
         "checkpoint": str(ckpt),
         "raw": raw,
         "native": native,
+        "arrow": arrow,
+        "arrow_threads": arrow_threads,
         "spark": spark,
         "native_over_raw": native["seconds"] / raw["seconds"],
+        "arrow_over_raw": arrow["seconds"] / raw["seconds"],
+        "arrow_speedup_over_rows": native["seconds"] / arrow["seconds"],
         "spark_over_native": spark["seconds"] / native["seconds"],
-        "rows_agree": native["rows"] == spark["rows"],
+        "spark_over_arrow": spark["seconds"] / arrow["seconds"],
+        "rows_agree": native["rows"] == spark["rows"] == arrow["rows"] == arrow_threads["rows"],
     }
     text = json.dumps(out, indent=2)
     print(text)
