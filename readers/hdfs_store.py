@@ -240,7 +240,7 @@ class HDFSStoreReader(StoreReaderBase):
                 path=f"{pf.directory}/{version}.delta",
                 **self._ctx(partition_id, version),
             )
-        yield from self._records(pf.deltas[version])
+        return self._records(pf.deltas[version])  # an iterator over the file's lists (no generator frame)
 
     def iter_versions_raw(
         self, partition_id: int, cancelled: Callable[[], bool] | None = None

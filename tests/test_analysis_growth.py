@@ -7,6 +7,7 @@ import os
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,30 @@ def test_zombie_share(checkpoint):
     expected = json.loads((folder / "expected.json").read_text())
     assert sum(g.latest_rows().values()) == len(expected["final_keys"])
     assert g.zombie_share() == pytest.approx(zombies[(0, "default")] / len(expected["final_keys"]))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "scenario",
+    ["agg_count", "dedup_watermark", "session_window", "join", "pandas_state_event", "rocks_agg_changelog"],
+)
+def test_walk_gives_every_version_as_read_whole(scenario: str, checkpoint: Any) -> None:
+    """The walk replays deltas (puts-only files in one C-level update, others record by record) onto
+    the state it carries: each version it yields, and its key + value bytes, equal the version read whole."""
+    from statelens.app.analysis._common import walk_partition
+
+    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+    walked = 0
+    for op in ckpt.operators:
+        for st in op.stores:
+            reader = ckpt.store_reader(op.operator_id, st.store_name)
+            for pid in reader.partition_ids():
+                sizes: dict[str, int] = {}
+                problems: list[Any] = []
+                for v, state, _ in walk_partition(reader, pid, problems, sizes=sizes):
+                    whole = reader.read_raw(pid, v)
+                    assert state == whole, (scenario, st.store_name, pid, v)
+                    assert sizes["state_bytes"] == sum(len(k) + len(x) for k, x in whole.items())
+                    walked += 1
+                assert not problems
+    assert walked > 0

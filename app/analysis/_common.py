@@ -9,6 +9,8 @@ timestamps and watermarks come from ``offsets/<b>`` (§2.2), the next batch's wa
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 import struct
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
@@ -214,6 +216,24 @@ class BatchClock:
 RawChanges = list[tuple[bytes, "bytes | None"]]
 
 
+def _put_all(state: dict[bytes, bytes], changes: RawChanges, count_bytes: bool) -> int | None:
+    """Replay a file of puts only, each key once (most deltas), with C-level loops; returns the change
+    in key + value bytes (0 when not counted), or None (nothing done) when the file removes a key or
+    puts one twice: then the records are replayed one by one."""
+    batch = dict(changes)
+    if len(batch) != len(changes) or None in batch.values():
+        return None
+    grown = 0
+    if count_bytes:
+        olds = list(map(state.get, batch))
+        present = list(map(operator.is_not, olds, itertools.repeat(None)))
+        grown = sum(map(len, batch)) + sum(map(len, batch.values()))  # type: ignore[arg-type]
+        grown -= sum(map(len, itertools.compress(batch, present)))
+        grown -= sum(map(len, itertools.compress(olds, present)))  # type: ignore[arg-type]
+    state.update(batch)  # type: ignore[arg-type]
+    return grown
+
+
 def walk_partition(
     reader: Any,
     partition_id: int,
@@ -245,13 +265,18 @@ def walk_partition(
         try:
             if current is not None and v == current + 1 and v in deltas:
                 changes: RawChanges | None = list(reader.iter_raw_changes(partition_id, v))
-                for key, value in changes:  # type: ignore[union-attr]
-                    old = state.pop(key, None) if value is None else state.get(key)
-                    if old is not None:
-                        nbytes -= len(key) + len(old)
-                    if value is not None:
-                        state[key] = value
-                        nbytes += len(key) + len(value)
+                assert changes is not None
+                grown = _put_all(state, changes, sizes is not None)
+                if grown is not None:
+                    nbytes += grown
+                else:
+                    for key, value in changes:
+                        old = state.pop(key, None) if value is None else state.get(key)
+                        if old is not None:
+                            nbytes -= len(key) + len(old)
+                        if value is not None:
+                            state[key] = value
+                            nbytes += len(key) + len(value)
             elif current is not None and v == current + 1:
                 # The version before was just read but no delta/changelog continues it (RocksDB without
                 # changelog checkpointing: a zip per version, as every Spark 3.4 RocksDB store): the
