@@ -19,7 +19,7 @@ from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
 from statelens.readers.records import RecordIndex, scan_records
 from statelens.readers.rowchecksum import strip_hdfs
-from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase
+from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, binary_array
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
@@ -303,16 +303,7 @@ def _last_record_per_key(buf: bytes, kstart: Any, klen: Any, vlen: Any) -> Any:
     import pyarrow as pa
 
     n = len(kstart)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(klen, out=offsets[1:])
-    gather = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(kstart - offsets[:-1], klen)
-    key_bytes = np.frombuffer(buf, dtype=np.uint8)[gather]
-    large = offsets[-1] >= 2**31
-    keys = pa.Array.from_buffers(
-        pa.large_binary() if large else pa.binary(),
-        n,
-        [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(key_bytes)],
-    )
+    keys = binary_array(buf, kstart, klen)
     seq = pa.array(np.arange(n, dtype=np.int64))
     grouped = (
         pa.table({"k": keys, "i": seq})

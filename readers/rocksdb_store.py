@@ -57,7 +57,7 @@ from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
 from statelens.readers.records import KIND_MERGE, scan_changelog
 from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
-from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase
+from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, binary_array
 
 __all__ = [
     "ColumnFamily",
@@ -1188,7 +1188,6 @@ class _FamilyReplay:
         """Replay: per key, the last put or remove resets it; a list keeps that put's elements and every
         merge after it (a merge after a remove starts a new list)."""
         import numpy as np
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         from statelens.readers.records import KIND_MERGE, KIND_REMOVE
@@ -1201,16 +1200,7 @@ class _FamilyReplay:
         kstart, klen, kind = (np.concatenate(c) for c in zip(*self.records, strict=True))
         e_rec, e_start, e_len = (np.concatenate(c) for c in zip(*self.elements, strict=True))
         n = self.count
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(klen, out=offsets[1:])
-        gather = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(kstart - offsets[:-1], klen)
-        key_bytes = np.frombuffer(buf, dtype=np.uint8)[gather]
-        large = offsets[-1] >= 2**31
-        keys = pa.Array.from_buffers(
-            pa.large_binary() if large else pa.binary(),
-            n,
-            [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(key_bytes)],
-        )
+        keys = binary_array(buf, kstart, klen)
         group = pc.dictionary_encode(keys).indices.to_numpy().astype(np.int64)  # first-seen order
         seq = np.arange(n, dtype=np.int64)
         resets = np.flatnonzero(kind != KIND_MERGE) if self.multi else seq

@@ -465,3 +465,22 @@ class StoreReaderBase:
     def _on_disk(pf: PartitionInventory, version: int) -> int:
         """Bytes of the files written for one version (delta/changelog and snapshot/zip)."""
         return sum(f.size_bytes for f in (pf.deltas.get(version), pf.snapshots.get(version)) if f is not None)
+
+
+def binary_array(buf: bytes, starts: Any, lens: Any) -> Any:
+    """The byte strings ``buf[starts[i] : starts[i] + lens[i]]`` as one Arrow binary array (one vectorised
+    gather, no Python object per string), e.g. keys to hash-group with Arrow."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(starts)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    gather = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lens)
+    data = np.frombuffer(buf, dtype=np.uint8)[gather]
+    large = offsets[-1] >= 2**31
+    return pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(),
+        n,
+        [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(data)],
+    )
