@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,7 @@ def _compare(path: Path, spark: Any, **kw: Any) -> list[str]:
             s.partitions,
         )
         assert not s.reason  # Spark's change feed answered for every version after the first
+        assert s.in_spark == (s.check == "timeouts")  # timeouts checked by a Spark query, not here
     return a
 
 
@@ -135,7 +137,7 @@ def test_expired_cli_backend_spark_says_so_and_prints_the_native_findings(
     assert auto.out == native.out
     assert "read with" not in auto.err
     assert main(["expired", path, "--backend", "spark"]) == 0
-    assert "(read by spark)" in capsys.readouterr().out
+    assert "(read by spark, checked inside Spark)" in capsys.readouterr().out
 
 
 def test_expired_through_spark_without_change_feed_reads_versions_whole(
@@ -156,6 +158,7 @@ def test_expired_through_spark_without_change_feed_reads_versions_whole(
     _, native = _run(path, BackendChooser(ckpt, "native"), stale_after=0)
     monkeypatch.setattr(SparkBackend, "read_changes", no_feed)
     monkeypatch.setattr(SparkBackend, "iter_state_then_changes", no_feed)  # the streamed walk needs it too
+    monkeypatch.setattr(SparkBackend, "stream_history_query", no_feed)  # and the checks inside Spark
     result, through = _run(path, BackendChooser(ckpt, "spark", spark=spark), stale_after=0)
     (op,) = result.operators
     assert "change feed is unavailable" in op.reason
@@ -276,3 +279,40 @@ def test_report_reads_growth_and_expired_keys_through_spark(
     native_html = (tmp_path / "native.html").read_text()
     zombies = re.compile(r"Expired keys at the latest version: [^<]*")
     assert zombies.search(html).group(0) == zombies.search(native_html).group(0)
+
+
+@pytest.mark.parametrize("scenario", ["pandas_state_event", "pandas_state_processing", "rocks_pandas_state"])
+def test_timeouts_are_checked_inside_spark_with_the_walks_counts(
+    scenario: str, checkpoint: Any, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through Spark the timeout checks run as one SQL query (only findings come back); its findings at
+    the latest version and its counts per earlier version (the app's chart) equal the native walk's."""
+    import statelens.app.analysis.expired_spark as pushdown
+
+    calls: list[str] = []
+    run = pushdown.check_timeouts_in_spark
+
+    def counted(source: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(source.store_name)
+        return (yield from run(source, *args, **kwargs))
+
+    monkeypatch.setattr(pushdown, "check_timeouts_in_spark", counted)
+    path = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(path))
+    counts: dict[str, Counter] = {}
+    found: dict[str, list[str]] = {}
+    for name, chooser in (
+        ("native", BackendChooser(ckpt, "native")),
+        ("spark", BackendChooser(ckpt, "spark", spark=spark)),
+    ):
+        counts[name] = Counter()
+        got: list[ExpiredFinding] = []
+        result = run_to_end(
+            iter_expired(ckpt, sink=got.append, backends=chooser, stale_after=1, version_counts=counts[name])
+        )
+        assert not result.problems
+        found[name] = sorted(dumps_jsonl(f.to_json()) for f in got)
+    assert calls == ["default"]
+    assert [op.in_spark for op in result.operators] == [True]
+    assert found["native"] and found["spark"] == found["native"]
+    assert counts["native"] and counts["spark"] == counts["native"]

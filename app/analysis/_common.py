@@ -203,6 +203,11 @@ class BatchClock:
                 return b
         return None
 
+    def series(self, kind: str) -> list[tuple[int, int]]:
+        """``(batch, threshold)`` of every batch with one recorded, by batch id (timestamps for processing
+        time, watermarks for event time): what :meth:`first_batch_over` searches."""
+        return list(self._ts_sorted if kind == "processing_time" else self._wm_sorted)
+
     def batches_with_timestamp(self) -> list[int]:
         return [b for b, _ in self._ts_sorted]
 

@@ -158,6 +158,7 @@ class OperatorExpiry:
     keys_at_latest: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     backend: str = "native"  # what read the rows: "native" decoders or "spark"
+    in_spark: bool = False  # the checks ran as a Spark query: only findings came back
 
     def to_json(self) -> dict[str, Any]:
         tk = self.timeout_kind
@@ -175,6 +176,7 @@ class OperatorExpiry:
             "keys_at_latest": self.keys_at_latest,
             "counts": dict(self.counts),
             "backend": self.backend,
+            "computed_in_spark": self.in_spark,
         }
 
 
@@ -1096,6 +1098,23 @@ def _check_timeouts(
     ev_text = f"{evidence.source}: {evidence.evidence}"
     pids = source.partition_ids()
     summary.partitions = len(pids)
+    if isinstance(source, SparkSource):
+        pushed = yield from _timeouts_in_spark(
+            op,
+            source,
+            clock,
+            kind,
+            path,
+            ev_text,
+            summary,
+            out,
+            problems,
+            stale_after,
+            all_versions,
+            version_counts,
+        )
+        if pushed:
+            return
     last_versions = {pid: source.last_version(pid) for pid in pids}
     states: dict[int, tuple[_TimeoutState, Any]] = {}
     last_tick = time.monotonic()
@@ -1142,6 +1161,63 @@ def _check_timeouts(
                 )
     finally:
         walk.close()
+
+
+def _timeouts_in_spark(
+    op: Any,
+    source: SparkSource,
+    clock: BatchClock,
+    kind: str | None,
+    path: tuple[int, ...] | None,
+    evidence: str,
+    summary: OperatorExpiry,
+    out: _Emitter,
+    problems: list[StatelensError],
+    stale_after: int | None,
+    all_versions: bool,
+    version_counts: Counter[tuple[int, str, int, str]] | None,
+) -> Generator[Progress, None, bool]:
+    """The timeout checks of one store computed inside Spark (:mod:`app.analysis.expired_spark`): only
+    findings come back. False (nothing done) when the store's keys or timeout column cannot be named
+    in Spark SQL, its versions have a gap, or Spark cannot run the query before the first finding."""
+    from statelens.app.analysis.expired_spark import check_timeouts_in_spark, groupable, timeout_column_sql
+
+    vs = source.versions
+    if not vs or vs != list(range(vs[0], vs[-1] + 1)) or not hasattr(source.backend, "stream_history_query"):
+        return False
+    timeout_sql = "NULL" if path is None else timeout_column_sql(source.schema, path)
+    if timeout_sql is None or not groupable(source.schema.key_schema):
+        return False
+    emitted = 0
+
+    def emit(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
+        nonlocal emitted
+        emitted += 1
+        out.emit(summary, pid, v, candidates, source.key_decoder(pid))
+
+    try:
+        keys_at_latest = yield from check_timeouts_in_spark(
+            source,
+            clock,
+            kind,
+            timeout_sql,
+            stale_after,
+            all_versions,
+            version_counts,
+            emit,
+            evidence,
+            op.operator_id,
+        )
+    except StatelensError as err:
+        if emitted:  # findings already reported: the rest is lost, say so
+            problems.append(err)
+            return True
+        source.feed_note = f"timeouts not checked inside Spark ({err.message}): rows streamed instead"
+        return False
+    summary.keys_at_latest += keys_at_latest
+    summary.versions_read += len(source.partition_ids()) * len(vs)
+    summary.in_spark = True
+    return True
 
 
 def _timeout_candidates(

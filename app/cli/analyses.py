@@ -216,7 +216,7 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
         else:
             line += f"{op.check} checked on {op.partitions} partitions, {op.versions_read} versions read"
             if op.backend != "native":
-                line += f" (read by {op.backend})"
+                line += f" (read by {op.backend}{', checked inside Spark' if op.in_spark else ''})"
             if tk is not None:
                 line += f"; timeout kind {tk.timeout_kind or 'unknown'} ({tk.source}: {tk.evidence})"
             if op.reason:

@@ -742,6 +742,68 @@ class SparkBackend:
                 change = None if c is None else _CHANGE_KINDS.get(c, "put")
                 yield int(p), int(v), change, k, None if change == "remove" else val
 
+    def stream_history_query(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        first: int,
+        last: int,
+        query: str,
+        tables: dict[str, tuple[str, list[tuple[Any, ...]]]],
+        columns: list[str],
+        what: str,
+    ) -> Iterator[tuple[Any, ...]]:
+        """Run a Spark SQL ``query`` over one store's history and stream its ``columns``, converted as
+        :func:`collect_converted` does: the work runs where Spark runs; only the answer's rows come here.
+
+        The query names its inputs as ``{events}`` and ``{<name>}`` of each of ``tables``:
+
+        * ``events``: ``p int, v bigint, c string, o bigint, key, value``: the store's rows at version
+          ``first`` (``c`` null), then its change feed up to ``last`` (``c`` as the feed's
+          ``change_type``: ``update``/``delete``); ``o`` orders the records of one version;
+        * each table: ``(DDL schema, rows)``, small inputs from this process (thresholds per batch...).
+
+        Raises
+        ------
+        StatelensError
+            Spark cannot read the versions or the change feed, or the query fails.
+        """
+        import uuid
+
+        from pyspark.sql import functions as F
+
+        self._check_version(last)
+        suffix = uuid.uuid4().hex[:12]
+        names = {"events": f"statelens_events_{suffix}", **{t: f"statelens_{t}_{suffix}" for t in tables}}
+        with self._job(what) as spark:
+            state = self._state_frame(spark, operator_id, store_name, first - 1).select(
+                F.col("partition_id").cast("int").alias("p"),
+                F.lit(first).cast("long").alias("v"),
+                F.lit(None).cast("string").alias("c"),
+                "key",
+                "value",
+            )
+            parts = [state]
+            if last > first:
+                parts.append(
+                    self._change_feed(spark, operator_id, store_name, first + 1, last, None).select(
+                        F.col("partition_id").cast("int").alias("p"),
+                        (F.col("batch_id") + 1).cast("long").alias("v"),
+                        F.col("change_type").alias("c"),
+                        "key",
+                        "value",
+                    )
+                )
+            events = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+            events.withColumn("o", F.monotonically_increasing_id()).createOrReplaceTempView(names["events"])
+            for name, (schema, rows) in tables.items():
+                spark.createDataFrame(rows, schema).createOrReplaceTempView(names[name])
+            try:
+                yield from stream_converted(spark.sql(query.format(**names)), columns)
+            finally:
+                for view in names.values():
+                    spark.catalog.dropTempView(view)
+
     def iter_stats(
         self,
         operator_id: int,

@@ -1,0 +1,336 @@
+"""The timeout checks of :mod:`app.analysis.expired` as one Spark SQL query: findings computed where Spark
+runs (a cluster), only the findings come back.
+
+The walk in :class:`app.analysis.expired._TimeoutState` replays a store version by version. Here the
+same rules are folded per key over its changes (docs in the query's comments):
+
+* a key's history is a list of **segments**: the timeout ``t`` stored at version ``a`` (the first
+  version read whole, then each change of the change feed; the last change of a version wins) until
+  the next change at ``a_next`` (or a removal);
+* a segment **fires** at the first version in ``(a, a_next]`` whose batch threshold exceeds ``t``
+  (the per-version thresholds are a small array: a filter over it per segment, no join);
+* whether a key is a zombie is a **set/reset latch** over segment boundaries: set by a firing at the
+  end of the previous segment (or, at the first version, by a timeout already below that batch's
+  threshold), reset by a removal or a re-arm (a new timeout at or above the threshold of the batch
+  that wrote it; when that batch has no threshold, any new timeout). A reset at the same boundary
+  wins. The zombie's fields come from the set that started the run. Window functions compute it;
+* zombies of a segment not latched come from its own firing: from the firing version to its end;
+* ``stale``: a segment without timeout, not a zombie, at least ``stale_after`` versions old;
+  ``overdue`` (latest version only): an armed timeout below the next batch's threshold.
+
+The result equals the walk's findings (tested on every scenario with timeouts, through ``local[*]``,
+the standalone cluster and Spark Connect). Keys with map columns cannot be grouped by Spark: those
+stores, and a Spark without a change feed, keep the walk (which streams every row here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+from statelens.readers.model import Progress
+
+NO_TIMESTAMP = -1
+
+# The zombie, stale and overdue rows of one store; {events}, {thr}, {series}, {ts} are tables the backend
+# registers (stream_history_query); <FIRST> etc. are substituted below.
+_QUERY = """
+WITH ev AS (
+  SELECT p, v, o, key, coalesce(c = 'delete', false) AS removed,
+         CASE WHEN coalesce(c = 'delete', false) THEN NULL ELSE coalesce(CAST(<TIMEOUT> AS BIGINT), -1) END AS t
+  FROM {events}
+),
+one AS (  -- the last change of a key in a version
+  SELECT p, v, key, removed, t FROM (
+    SELECT *, row_number() OVER (PARTITION BY p, key, v ORDER BY o DESC) AS rn FROM ev
+  ) WHERE rn = 1
+),
+arr AS (
+  SELECT (SELECT sort_array(collect_list(named_struct('v', v, 'thr', thr))) FROM {thr}) AS thrs,
+         (SELECT map_from_entries(collect_list(struct(v, thr))) FROM {thr}) AS thrmap,
+         (SELECT sort_array(collect_list(named_struct('b', b, 'thr', thr))) FROM {series}) AS ser,
+         (SELECT map_from_entries(collect_list(struct(b, ts))) FROM {ts}) AS tsmap
+),
+seg AS (
+  SELECT p, key, v AS a, removed, t,
+         lead(v) OVER w AS a_next,
+         lag(t) OVER w AS t_prev,
+         row_number() OVER w AS i
+  FROM one WINDOW w AS (PARTITION BY p, key ORDER BY v)
+),
+fire AS (  -- when each segment fires: within itself (fv_in), or up to the next change included (fv_full)
+  SELECT s.*, arr.thrmap, arr.tsmap,
+         coalesce(s.a_next - 1, <LAST>) AS hi,
+         try_element_at(arr.thrmap, s.a) AS thr_a,
+         CASE WHEN NOT s.removed AND s.t != -1 THEN array_min(filter(arr.thrs, x ->
+           x.v > s.a AND x.v <= coalesce(s.a_next - 1, <LAST>) AND x.thr IS NOT NULL AND x.thr > s.t)) END AS fv_in,
+         CASE WHEN NOT s.removed AND s.t != -1 AND s.a_next IS NOT NULL THEN array_min(filter(arr.thrs, x ->
+           x.v > s.a AND x.v <= s.a_next AND x.thr IS NOT NULL AND x.thr > s.t)) END AS fv_full,
+         (s.i = 1 AND s.a = <FIRST> AND NOT s.removed AND s.t != -1
+           AND try_element_at(arr.thrmap, s.a) IS NOT NULL AND s.t < try_element_at(arr.thrmap, s.a)) AS init_z,
+         array_min(filter(arr.ser, x -> x.b <= s.a - 1 AND x.thr IS NOT NULL AND x.thr != 0 AND x.thr > s.t))
+           AS init_b0
+  FROM seg s CROSS JOIN arr
+),
+prev AS (
+  SELECT f.*, lag(f.fv_full) OVER (PARTITION BY f.p, f.key ORDER BY f.i) AS prev_fv FROM fire f
+),
+edges AS (  -- the latch's set and reset at the start of each segment
+  SELECT f.*,
+         (f.i = 1 AND f.init_z) OR f.prev_fv IS NOT NULL AS set_in,
+         f.removed OR (f.i >= 2 AND f.t != -1 AND CASE WHEN f.thr_a IS NULL
+           THEN (f.t_prev IS NULL OR f.t != f.t_prev) ELSE f.t >= f.thr_a END) AS reset_in,
+         CASE WHEN f.i = 1 AND f.init_z
+           THEN named_struct('b', f.init_b0.b, 't', f.t, 'thr', f.init_b0.thr)
+           ELSE named_struct('b', f.prev_fv.v - 1, 't', f.t_prev, 'thr', f.prev_fv.thr)
+         END AS set_fields
+  FROM prev f
+),
+latch AS (
+  SELECT e.*,
+         max(CASE WHEN set_in THEN i END) OVER (PARTITION BY p, key ORDER BY i) AS last_set,
+         max(CASE WHEN reset_in THEN i END) OVER (PARTITION BY p, key ORDER BY i) AS last_reset,
+         max(CASE WHEN set_in THEN i END) OVER (PARTITION BY p, key ORDER BY i
+           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_set
+  FROM edges e
+),
+runs AS (
+  SELECT l.*,
+         (l.last_set IS NOT NULL AND l.last_set > coalesce(l.last_reset, 0)) AS latched,
+         last(CASE WHEN l.set_in AND NOT l.reset_in AND (l.prev_set IS NULL OR l.prev_set <= coalesce(l.last_reset, 0))
+                   THEN l.set_fields END, true) OVER (PARTITION BY l.p, l.key ORDER BY l.i) AS run_fields
+  FROM latch l
+),
+live AS (SELECT * FROM runs WHERE NOT removed),
+found AS (
+  SELECT p, key, 0 AS cat, CASE WHEN latched THEN a ELSE fv_in.v END AS lo, hi,
+         CASE WHEN latched THEN run_fields ELSE named_struct('b', fv_in.v - 1, 't', t, 'thr', fv_in.thr) END AS z,
+         t, a, thrmap, tsmap
+  FROM live WHERE latched OR fv_in IS NOT NULL
+  UNION ALL
+  SELECT p, key, 2 AS cat, a + <STALE> AS lo, hi, NULL AS z, t, a, thrmap, tsmap
+  FROM live WHERE <STALE> > 0 AND t = -1 AND NOT latched
+  UNION ALL
+  SELECT p, key, 1 AS cat, <LAST> AS lo, <LAST> AS hi, NULL AS z, t, a, thrmap, tsmap
+  FROM live WHERE a_next IS NULL AND t != -1 AND <NTHR> IS NOT NULL AND t < <NTHR> AND NOT latched AND fv_in IS NULL
+),
+hits AS (
+  SELECT f.*, explode(sequence(greatest(f.lo, <FROM>), f.hi)) AS v FROM found f WHERE f.lo <= f.hi AND f.hi >= <FROM>
+)
+"""
+
+_FINDINGS = (
+    _QUERY
+    + """
+SELECT p, v, cat, key, z.b AS b0, z.t AS t0, z.thr AS thr0, t, a,
+       try_element_at(thrmap, v) AS thr_v,
+       try_element_at(tsmap, v - 1) AS ts_now, try_element_at(tsmap, a - 1) AS ts_then
+FROM hits ORDER BY p, v, cat
+"""
+)
+
+_COUNTS = (
+    _QUERY
+    + """
+SELECT v, cat, count(*) AS n FROM hits WHERE v < <LAST> GROUP BY v, cat
+"""
+)
+
+_KEYS_AT_LATEST = (
+    _QUERY
+    + """
+SELECT count(*) AS n FROM live WHERE a_next IS NULL
+"""
+)
+
+_CATEGORIES = ("zombie", "overdue", "stale")
+
+
+def timeout_column_sql(schema: Any, path: tuple[int, ...]) -> str | None:
+    """``value.`a`.`b``` of the timeout field at ``path`` (by position), or None when a name on the way is
+    not unique (Spark resolves fields by name)."""
+    parts = ["value"]
+    dtype = schema.value_schema
+    for index in path:
+        fields = dtype.fields
+        name = fields[index].name
+        if sum(f.name == name for f in fields) != 1 or "`" in name:
+            return None
+        parts.append(f"`{name}`")
+        dtype = fields[index].dataType
+    return ".".join(parts)
+
+
+def groupable(data_type: Any) -> bool:
+    """Whether Spark can group and partition by a column of this type (no maps inside)."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, MapType):
+        return False
+    if isinstance(data_type, StructType):
+        return all(groupable(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return groupable(data_type.elementType)
+    return True
+
+
+def check_timeouts_in_spark(
+    source: Any,
+    clock: Any,
+    kind: str | None,
+    timeout_sql: str,
+    stale_after: int | None,
+    all_versions: bool,
+    version_counts: Any,
+    emit: Callable[[int, int, list[tuple[Any, dict[str, Any]]]], None],
+    evidence: str,
+    operator_id: int,
+) -> Generator[Progress, None, int]:
+    """Run the checks of one store in Spark; findings go to ``emit(partition, version, candidates)`` in
+    partition then version order (each version's findings in category order). Returns the number of
+    keys at the latest version. Raises StatelensError when Spark cannot run it (nothing emitted then
+    for the store)."""
+    versions = source.versions
+    first, last = versions[0], versions[-1]
+    nthr, nsource = clock.next_threshold(last - 1, kind) if kind else (None, "")
+    params = {
+        "<TIMEOUT>": timeout_sql,
+        "<FIRST>": str(first),
+        "<LAST>": str(last),
+        "<STALE>": str(int(stale_after or 0)),
+        "<NTHR>": "CAST(NULL AS BIGINT)" if nthr is None else str(int(nthr)),
+    }
+
+    def sql(text: str, since: int) -> str:
+        """The query with its values in place; findings from version ``since`` on."""
+        for k, v in {**params, "<FROM>": str(since)}.items():
+            text = text.replace(k, v)
+        return text
+
+    tables = {
+        "thr": (
+            "v bigint, thr bigint",
+            [(v, clock.threshold(v - 1, kind) if kind else None) for v in versions],
+        ),
+        "series": ("b bigint, thr bigint", list(clock.series(kind)) if kind else []),
+        "ts": ("b bigint, ts bigint", sorted(clock.timestamp_ms.items())),
+    }
+    backend, op, store = source.backend, source.operator_id, source.store_name
+    yield Progress(0, 1, f"operator {op}: checking timeouts in Spark")
+    (keys_at_latest,) = next(
+        iter(
+            backend.stream_history_query(
+                op, store, first, last, sql(_KEYS_AT_LATEST, last), tables, ["n"], "keys"
+            )
+        )
+    )
+    kind_label = kind or "none"
+    rows = backend.stream_history_query(
+        op,
+        store,
+        first,
+        last,
+        sql(_FINDINGS, first if all_versions else last),
+        tables,
+        ["p", "v", "cat", "key", "b0", "t0", "thr0", "t", "a", "thr_v", "ts_now", "ts_then"],
+        f"expired keys of operator {op}",
+    )
+    current: tuple[int, int] | None = None
+    batch: list[tuple[Any, dict[str, Any]]] = []
+    for p, v, cat, key, b0, t0, thr0, t, a, thr_v, ts_now, ts_then in rows:
+        if (p, v) != current:
+            if current is not None:
+                emit(*current, batch)
+                yield Progress(0, 1, f"operator {op}: partition {current[0]}, version {current[1]}")
+            current, batch = (p, v), []
+        batch.append(
+            (
+                key,
+                _fields(
+                    _CATEGORIES[cat],
+                    v,
+                    b0,
+                    t0,
+                    thr0,
+                    t,
+                    a,
+                    thr_v,
+                    ts_now,
+                    ts_then,
+                    kind_label,
+                    evidence,
+                    nthr,
+                    nsource,
+                ),
+            )
+        )
+    if current is not None:
+        emit(*current, batch)
+    if version_counts is not None and not all_versions:
+        for v, cat, n in backend.stream_history_query(
+            op, store, first, last, sql(_COUNTS, first), tables, ["v", "cat", "n"], "counts per version"
+        ):
+            version_counts[(operator_id, store, int(v), _CATEGORIES[cat])] += int(n)
+    return int(keys_at_latest)
+
+
+def _fields(
+    category: str,
+    v: int,
+    b0: int | None,
+    t0: int | None,
+    thr0: int | None,
+    t: int,
+    a: int,
+    thr_v: int | None,
+    ts_now: int | None,
+    ts_then: int | None,
+    kind_label: str,
+    evidence: str,
+    nthr: int | None,
+    nsource: str,
+) -> dict[str, Any]:
+    """The finding fields the walk gives (``_timeout_candidates``) for one row of the query."""
+    if category == "zombie":
+        return dict(
+            category="zombie",
+            batch_id=b0,
+            timeout_ms=t0,
+            threshold_ms=thr0,
+            timeout_kind=kind_label,
+            age_batches=(v - b0) if b0 is not None else None,
+            age_ms=(thr_v - t0) if thr_v is not None and t0 is not None else None,
+            stored_timeout_ms=t,
+            note=(
+                "old expired timeout left in place: fires again every batch"
+                if t == t0
+                else "stored again without a timeout (-1): never fires again"
+            ),
+            evidence=evidence,
+        )
+    if category == "overdue":
+        assert nthr is not None
+        return dict(
+            category="overdue",
+            batch_id=v,
+            timeout_ms=t,
+            threshold_ms=nthr,
+            timeout_kind=kind_label,
+            age_batches=0,
+            age_ms=nthr - t,
+            stored_timeout_ms=t,
+            note=f"no batch processed it; next threshold from {nsource}",
+            evidence=evidence,
+        )
+    return dict(
+        category="stale",
+        batch_id=a - 1,
+        timeout_ms=NO_TIMESTAMP,
+        threshold_ms=None,
+        timeout_kind="none",
+        age_batches=v - a,
+        age_ms=(ts_now - ts_then) if ts_now is not None and ts_then is not None else None,
+        stored_timeout_ms=NO_TIMESTAMP,
+        note="no timeout and not written since" + (" (at least)" if a == v else ""),
+        evidence="no timeout set on the key",
+    )
