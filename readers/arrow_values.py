@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import DataType
 
-__all__ = ["ArrowStateRows", "values_converter"]
+__all__ = ["ArrowStateRows", "binary_array", "values_converter"]
 
 _Conv = Callable[[Any], list[Any]]
 
@@ -234,3 +234,28 @@ class ArrowStateRows(Sequence[StateRow]):
             lo += take
             t += 1
         return out
+
+
+def binary_array(buf: bytes, starts: Any, lens: Any) -> Any:
+    """The byte strings ``buf[starts[i] : starts[i] + lens[i]]`` as one Arrow binary array (one vectorised
+    gather, no Python object per string), e.g. keys to hash-group with Arrow."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(starts)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    from statelens.readers.kernels import gather_bytes
+
+    data = gather_bytes(
+        np.frombuffer(buf, dtype=np.uint8),
+        np.asarray(starts, dtype=np.int64),
+        np.asarray(lens, dtype=np.int64),
+        offsets,
+    )
+    large = offsets[-1] >= 2**31
+    return pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(),
+        n,
+        [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(data)],
+    )

@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from statelens.readers.arrow_values import binary_array
 from statelens.readers.codecs import decompress
 from statelens.readers.errors import MissingFileError, StatelensError
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
 from statelens.readers.records import RecordIndex, scan_records
 from statelens.readers.rowchecksum import strip_hdfs
-from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, binary_array
+from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, VersionArrays
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
@@ -227,6 +228,74 @@ class HDFSStoreReader(StoreReaderBase):
             keep = _last_record_per_key(buf, kstart, klen, vlen)
             kstart, klen, vstart, vlen = kstart[keep], klen[keep], vstart[keep], vlen[keep]
         return buf, kstart, klen, vstart, vlen
+
+    def version_arrays(self, partition_id: int) -> VersionArrays | None:
+        """Rows and key + value bytes of one partition at every readable version, and its live records at
+        the last, from the files' record indexes with no Python object per record (what
+        ``growth``'s walk computes record by record).
+
+        Every record of the files that rebuild the first version, then of each later delta, is tagged
+        with its version; records are grouped by key (Arrow's hashing) and each one changes the rows and
+        bytes by what it adds over the key's record before it. None when this does not apply: row
+        checksums (checked per record), or versions with a gap or rebuilt from a later snapshot (the
+        walk starts over there). A file that cannot be read raises.
+        """
+        import numpy as np
+        import pyarrow.compute as pc
+
+        if self.row_checksum:
+            return None
+        pf = self._partition(partition_id)
+        versions = self.versions(partition_id)
+        if not versions or versions != list(range(versions[0], versions[-1] + 1)):
+            return None
+        if any(v not in pf.deltas for v in versions[1:]):
+            return None
+        chain = self._chain(partition_id, versions[0])
+        files = [*chain, *(pf.deltas[v] for v in versions[1:])]
+        tags = [0] * len(chain) + list(range(1, len(versions)))
+        datas: list[bytes] = []
+        parts: list[tuple[Any, ...]] = []
+        offset = 0
+        for sf, t in zip(files, tags, strict=True):
+            data, idx = self._index(sf)
+            datas.append(data)
+            count = len(idx.key_start)
+            parts.append(
+                (idx.key_start + offset, idx.key_len, idx.val_start + offset, idx.val_len, np.full(count, t))
+            )
+            offset += len(data)
+        nv = len(versions)
+        if not parts or not sum(len(p[0]) for p in parts):
+            empty = np.zeros(0, dtype=np.int64)
+            zeros = np.zeros(nv, dtype=np.int64)
+            return versions, zeros, zeros.copy(), (b"", empty, empty, empty, empty)
+        kstart, klen, vstart, vlen, tag = (np.concatenate(c) for c in zip(*parts, strict=True))
+        buf = datas[0] if len(datas) == 1 else b"".join(datas)
+        key_id = pc.dictionary_encode(binary_array(buf, kstart, klen)).indices.to_numpy()
+        order = np.argsort(key_id, kind="stable")  # by key, each key's records in replay order
+        same = np.zeros(len(order), dtype=bool)
+        same[1:] = key_id[order][1:] == key_id[order][:-1]
+        put = (vlen >= 0)[order]
+        size = np.where(put, klen[order] + np.maximum(vlen[order], 0), 0)
+        before_put = np.zeros(len(order), dtype=bool)
+        before_put[1:] = put[:-1]
+        before_put &= same
+        before_size = np.zeros(len(order), dtype=np.int64)
+        before_size[1:] = size[:-1]
+        before_size[~before_put] = 0
+        at = tag[order]
+        rows = np.cumsum(np.bincount(at, weights=put.astype(np.int64) - before_put, minlength=nv))
+        nbytes = np.cumsum(np.bincount(at, weights=size - before_size, minlength=nv))
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = ~same[1:]
+        live = np.sort(order[last & put])
+        return (
+            versions,
+            rows.astype(np.int64),
+            nbytes.astype(np.int64),
+            (buf, kstart[live], klen[live], vstart[live], vlen[live]),
+        )
 
     def _apply(self, state: RawState, sf: StateFile) -> None:
         self.apply_records(state, *self._pairs(sf))

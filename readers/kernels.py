@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numba import njit  # type: ignore[import-untyped]
 
-__all__ = ["walk_sized", "walk_typed"]
+__all__ = ["gather_bytes", "walk_sized", "walk_typed"]
 
 _PUT, _REMOVE, _MERGE, _EOF = 0x01, 0x10, 0x11, 0x00
 
@@ -120,3 +120,13 @@ def walk_typed(buf: Any, pos: int) -> tuple[Any, Any, Any, Any, int]:  # pragma:
             return starts[:count], klens[:count], vlens[:count], kinds[:count], -1
         else:
             pos += vlen
+
+
+@njit(cache=True, nogil=True)  # type: ignore[misc]
+def gather_bytes(buf: Any, starts: Any, lens: Any, offsets: Any) -> Any:  # pragma: no cover - compiled
+    """``buf[starts[i] : starts[i] + lens[i]]`` laid end to end (``offsets``: where each one goes, its
+    cumulative sums with a leading 0): a byte copy, without numpy's per-byte index arrays."""
+    out = np.empty(offsets[-1], np.uint8)
+    for i in range(starts.shape[0]):
+        out[offsets[i] : offsets[i + 1]] = buf[starts[i] : starts[i] + lens[i]]
+    return out

@@ -40,6 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from statelens.readers.arrow_values import binary_array
 from statelens.readers.codecs import decompress
 from statelens.readers.errors import (
     BackendUnavailableError,
@@ -57,7 +58,7 @@ from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
 from statelens.readers.records import KIND_MERGE, scan_changelog
 from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
-from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, binary_array
+from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase
 
 __all__ = [
     "ColumnFamily",

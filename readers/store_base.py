@@ -29,6 +29,8 @@ RawState = dict[bytes, bytes]
 #: The same, columnar: ``(buffer, key_start, key_len, value_start, value_len)`` (int64 numpy arrays;
 #: the bytes of key ``i`` are ``buffer[key_start[i] : key_start[i] + key_len[i]]``).
 RawArrays = tuple[Any, Any, Any, Any, Any]
+#: One partition at every version: ``(versions, rows, key + value bytes, live records at the last)``.
+VersionArrays = tuple[list[int], Any, Any, RawArrays]
 
 
 class PartitionInventory(Protocol):
@@ -147,6 +149,12 @@ class StoreReaderBase:
     def iter_raw_changes(self, partition_id: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
         """One version's records in file order (``None`` value = remove)."""
         raise NotImplementedError
+
+    def version_arrays(self, partition_id: int) -> VersionArrays | None:
+        """Rows and key + value bytes of a partition at every version and its live records at the last,
+        computed without a Python object per record; None where a reader has no such path (the walk of
+        :func:`app.analysis._common.walk_partition` then)."""
+        return None
 
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None
@@ -465,22 +473,3 @@ class StoreReaderBase:
     def _on_disk(pf: PartitionInventory, version: int) -> int:
         """Bytes of the files written for one version (delta/changelog and snapshot/zip)."""
         return sum(f.size_bytes for f in (pf.deltas.get(version), pf.snapshots.get(version)) if f is not None)
-
-
-def binary_array(buf: bytes, starts: Any, lens: Any) -> Any:
-    """The byte strings ``buf[starts[i] : starts[i] + lens[i]]`` as one Arrow binary array (one vectorised
-    gather, no Python object per string), e.g. keys to hash-group with Arrow."""
-    import numpy as np
-    import pyarrow as pa
-
-    n = len(starts)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    gather = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lens)
-    data = np.frombuffer(buf, dtype=np.uint8)[gather]
-    large = offsets[-1] >= 2**31
-    return pa.Array.from_buffers(
-        pa.large_binary() if large else pa.binary(),
-        n,
-        [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(data)],
-    )

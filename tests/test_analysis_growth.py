@@ -115,3 +115,48 @@ def test_walk_gives_every_version_as_read_whole(scenario: str, checkpoint: Any) 
                     walked += 1
                 assert not problems
     assert walked > 0
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "agg_count",
+        "dedup_watermark",
+        "session_window",
+        "join",
+        "pandas_state_event",
+        "rich_types",
+        "agg_many_partitions",
+    ],
+)
+def test_version_arrays_count_what_the_walk_counts(scenario: str, checkpoint: Any) -> None:
+    """Growth's columnar count (records grouped by key, each changing rows and bytes by what it adds over
+    the key's record before it) gives the walk's rows and key + value bytes at every version, and the
+    live records at the last version weigh to the walk's heaviest keys, ties in the same order."""
+    from statelens.app.analysis._common import walk_partition
+    from statelens.app.analysis.heavy import _top_of_arrays, _top_of_state
+
+    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+    compared = 0
+    for op in ckpt.operators:
+        for st in op.stores:
+            reader = ckpt.store_reader(op.operator_id, st.store_name)
+            for pid in reader.partition_ids():
+                arrays = reader.version_arrays(pid)
+                if arrays is None:
+                    continue
+                versions, rows, nbytes, live = arrays
+                sizes: dict[str, int] = {}
+                walked = {}
+                state: dict[bytes, bytes] = {}
+                for v, state, _ in walk_partition(reader, pid, [], sizes=sizes):
+                    walked[v] = (len(state), sizes["state_bytes"])
+                assert walked == {v: (int(r), int(b)) for v, r, b in zip(versions, rows, nbytes, strict=True)}
+                buf, ks, kl, vs, vl = live
+                got = {buf[a : a + b]: buf[c : c + d] for a, b, c, d in zip(ks, kl, vs, vl, strict=True)}
+                assert got == state, (scenario, st.store_name, pid)
+                for n in (1, 3, 1000):
+                    assert _top_of_arrays(*live, n) == _top_of_state(state, n, None)[0]
+                compared += 1
+    assert compared > 0

@@ -352,6 +352,29 @@ def iter_growth(
             rows = g.rows.setdefault(pid, {})
             sbytes = g.state_bytes.setdefault(pid, {})
             fbytes = g.file_bytes.setdefault(pid, {})
+            if cancelled is not None and cancelled():
+                break
+            try:
+                arrays = reader.version_arrays(pid)
+            except StatelensError:
+                arrays = None  # the walk below reads what it can and reports the file
+            if arrays is not None:  # counted from the record indexes: no Python object per record
+                versions, counts, nbytes, live = arrays
+                for i, v in enumerate(versions):
+                    rows[v] = int(counts[i])
+                    sbytes[v] = int(nbytes[i])
+                    fbytes[v] = sum(
+                        f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None
+                    )
+                if weigher is not None and versions:
+                    try:
+                        weigher.weigh_arrays(pid, versions[-1], live)
+                    except StatelensError as err:
+                        problems.append(err)
+                if time.monotonic() - last_tick > 0.1:
+                    last_tick = time.monotonic()
+                    yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid}")
+                continue
             sizes: dict[str, int] = {}
             last: tuple[int, dict[bytes, bytes]] | None = None
             for v, state, _ in walk_partition(reader, pid, problems, cancelled, sizes):

@@ -89,6 +89,37 @@ def _grouping(reader: Any) -> tuple[str | None, Callable[[bytes], bytes] | None]
     return reader.element_grouping()  # type: ignore[no-any-return]
 
 
+def _top_of_arrays(
+    buf: bytes, ks: Any, kl: Any, vs: Any, vl: Any, n: int
+) -> list[tuple[int, int | None, bytes, bytes | None]]:
+    """:func:`_top_of_state` of an ungrouped state held as offset arrays: the same keys in the same order
+    (heaviest first; of keys tied in weight the smallest key bytes, sorted by Arrow)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from statelens.readers.arrow_values import binary_array
+
+    count = len(ks)
+    if not count:
+        return []
+    sizes = np.asarray(kl, dtype=np.int64) + np.asarray(vl, dtype=np.int64)
+    take = min(n, count)
+    chosen = np.arange(count)
+    if take < count:
+        cut = np.partition(sizes, count - take)[count - take]
+        above = np.flatnonzero(sizes > cut)
+        tied = np.flatnonzero(sizes == cut)
+        need = take - len(above)
+        tied_keys = binary_array(buf, ks[tied], kl[tied])
+        smallest = pc.select_k_unstable(tied_keys, k=need, sort_keys=[("key", "ascending")]).to_numpy()
+        chosen = np.concatenate([above, tied[smallest]])
+    out: list[tuple[int, int | None, bytes, bytes | None]] = [
+        (int(sizes[i]), None, buf[ks[i] : ks[i] + kl[i]], buf[vs[i] : vs[i] + vl[i]]) for i in chosen.tolist()
+    ]
+    out.sort(key=lambda t: (-t[0], t[2]))
+    return out
+
+
 def _top_of_state(
     raw: dict[bytes, bytes],
     n: int,
@@ -167,10 +198,30 @@ class StoreWeigher:
 
     def weigh(self, partition_id: int, version: int, raw: dict[bytes, bytes]) -> None:
         """Weigh one partition's raw state at ``version``; raises StatelensError when a key cannot be decoded."""
+        top, count = _top_of_state(raw, self.n, self.group, self.kind != "map")
+        self._keep(partition_id, version, top, count)
+
+    def weigh_arrays(self, partition_id: int, version: int, live: tuple[Any, Any, Any, Any, Any]) -> None:
+        """:meth:`weigh` from a state as one buffer and offset arrays ``(buffer, key_start, key_len,
+        value_start, value_len)``: only the chosen keys become Python bytes."""
+        buf, ks, kl, vs, vl = live
+        if self.group is not None:  # list/map state: grouped per key in Python
+            raw = {buf[a : a + b]: buf[c : c + d] for a, b, c, d in zip(ks, kl, vs, vl, strict=True)}
+            self.weigh(partition_id, version, raw)
+            return
+        self._keep(partition_id, version, _top_of_arrays(buf, ks, kl, vs, vl, self.n), len(ks))
+
+    def _keep(
+        self,
+        partition_id: int,
+        version: int,
+        top: list[tuple[int, int | None, bytes, bytes | None]],
+        count: int,
+    ) -> None:
+        """Decode and keep one partition's heaviest keys (``(bytes, elements, raw key, raw value)``)."""
         from statelens.readers.values import row_to_json
 
         kind = self.kind
-        top, count = _top_of_state(raw, self.n, self.group, kind != "map")
         decoded = self.reader.decode_pairs(
             [(k, v) for _, _, k, v in top], f"{self.store_name} partition {partition_id}"
         )
