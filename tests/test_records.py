@@ -464,3 +464,27 @@ def test_mutated_changelogs_give_an_index_or_a_statelens_error(data: bytes) -> N
     ends = np.concatenate([index.key_start + index.key_len, index.val_start + np.maximum(index.val_len, 0)])
     assert (ends <= len(data)).all()
     assert index.eof_offset < len(data)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["rich_types", "session_window", "agg_count"])
+def test_keys_and_values_gathered_into_arrow_equal_their_slices(scenario: str, checkpoint: Any) -> None:
+    """``binary_array`` (one copy when every string has the same length, a compiled copy otherwise)
+    gives the bytes the record index points at, for the keys and the values of real state files."""
+    from pathlib import Path
+
+    from statelens.readers.arrow_values import binary_array
+
+    files = sorted(Path(checkpoint(scenario) / "checkpoint" / "state").rglob("*.delta"))
+    assert files
+    lengths: set[int] = set()
+    for path in files[:12]:
+        data = decompress(path.read_bytes(), str(path), "lz4")
+        idx = scan_records(data, str(path), allow_removes=True)
+        put = idx.val_len >= 0
+        for starts, lens in ((idx.key_start, idx.key_len), (idx.val_start[put], idx.val_len[put])):
+            got = binary_array(data, starts, lens).to_pylist()
+            assert got == [data[s : s + n] for s, n in zip(starts.tolist(), lens.tolist(), strict=True)]
+            lengths.add(len(set(lens.tolist())))
+    # both ways are taken: strings of several lengths, and of one length (fixed-width rows)
+    assert (max(lengths) > 1) if scenario == "rich_types" else (1 in lengths)
