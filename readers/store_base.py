@@ -353,6 +353,12 @@ class StoreReaderBase:
         ]
         return pa.Table.from_arrays([part, keys, values], schema=pa.schema(fields))
 
+    def live_arrays(self, partition_id: int, version: int) -> RawArrays:
+        """The live records of one partition at one version as ``(buffer, key_start, key_len, value_start,
+        value_len)`` (int64 arrays), the bytes :meth:`read_raw` gives; without a Python object per record
+        where the reader replays its files as arrays (HDFS stores)."""
+        return self._raw_arrays(partition_id, version)
+
     def _raw_arrays(self, partition_id: int, version: int) -> RawArrays:
         """The live records of one partition at one version as one buffer and offset arrays.
 

@@ -334,7 +334,10 @@ def iter_top_keys(
                 done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}"
             )
             try:
-                weigher.weigh(pid, chosen, reader.read_raw(pid, chosen))
+                if weigher.group is None:  # replayed as arrays: only the chosen keys become bytes objects
+                    weigher.weigh_arrays(pid, chosen, reader.live_arrays(pid, chosen))
+                else:
+                    weigher.weigh(pid, chosen, reader.read_raw(pid, chosen))
             except StatelensError as err:
                 problems.append(err)
         out[-1] = weigher.result(chosen)
