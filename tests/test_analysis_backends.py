@@ -70,7 +70,7 @@ def _compare(path: Path, spark: Any, **kw: Any) -> list[str]:
             s.partitions,
         )
         assert not s.reason  # Spark's change feed answered for every version after the first
-        assert s.in_spark == (s.check == "timeouts")  # timeouts checked by a Spark query, not here
+        assert s.in_spark == (s.check in ("timeouts", "eviction"))  # checked by a Spark query, not here
     return a
 
 
@@ -316,3 +316,33 @@ def test_timeouts_are_checked_inside_spark_with_the_walks_counts(
     assert [op.in_spark for op in result.operators] == [True]
     assert found["native"] and found["spark"] == found["native"]
     assert counts["native"] and counts["spark"] == counts["native"]
+
+
+@pytest.mark.parametrize("scenario", ["dedup_watermark", "session_window", "join", "window_agg_watermark"])
+def test_eviction_checked_inside_spark_equals_native(
+    scenario: str, checkpoint: Any, spark: Any, tmp_path: Path
+) -> None:
+    """Eviction lag computed by a Spark query over the change feed (rows behind each version's watermark)
+    equals the native walk's, at every version and as the app's counts per version."""
+    ckpt = tmp_path / "checkpoint"
+    shutil.copytree(checkpoint(scenario) / "checkpoint", ckpt)
+    # The last batch ran with a watermark past every row: nothing was evicted, so every row lags.
+    set_log_json(ckpt / "offsets" / str(_last_batch(ckpt)), batchWatermarkMs=10**13)
+    opened = open_checkpoint(str(ckpt))
+    got: dict[str, Any] = {}
+    for name in ("native", "spark"):
+        chooser = BackendChooser(opened, name, spark=spark if name == "spark" else None)
+        found, counts = [], Counter()
+        every = run_to_end(iter_expired(opened, sink=found.append, backends=chooser, all_versions=True))
+        latest = run_to_end(iter_expired(opened, backends=chooser, version_counts=counts))
+        assert not every.problems and not latest.problems
+        checked = [op for op in every.operators if op.check == "eviction"]
+        assert checked and all(op.in_spark == (name == "spark") for op in checked)
+        got[name] = (
+            sorted(dumps_jsonl(f.to_json()) for f in found),
+            every.tally,
+            counts,
+            [(op.store_name, op.counts, op.keys_at_latest, op.versions_read) for op in checked],
+        )
+    assert got["native"][0] and {json.loads(f)["category"] for f in got["native"][0]} == {"eviction_lag"}
+    assert got["spark"] == got["native"]

@@ -1345,6 +1345,12 @@ def _check_eviction(
     ev_text = f"schema: {summary.timeout_kind.evidence}"
     pids = source.partition_ids()
     summary.partitions = len(pids)
+    if isinstance(source, SparkSource):
+        pushed = yield from _eviction_in_spark(
+            op, source, clock, col, note, ev_text, summary, out, problems, all_versions, version_counts
+        )
+        if pushed:
+            return
     last_versions = {pid: source.last_version(pid) for pid in pids}
     last_tick = time.monotonic()
     current: int | None = None
@@ -1393,6 +1399,53 @@ def _check_eviction(
                 )
     finally:
         walk.close()
+
+
+def _eviction_in_spark(
+    op: Any,
+    source: SparkSource,
+    clock: BatchClock,
+    col: tuple[str, tuple[int, ...], str, str],
+    note: str,
+    evidence: str,
+    summary: OperatorExpiry,
+    out: _Emitter,
+    problems: list[StatelensError],
+    all_versions: bool,
+    version_counts: Counter[tuple[int, str, int, str]] | None,
+) -> Generator[Progress, None, bool]:
+    """The eviction check of one store computed inside Spark (:mod:`app.analysis.expired_spark`); False
+    (nothing done) where it cannot be (as for :func:`_timeouts_in_spark`)."""
+    from statelens.app.analysis.expired_spark import check_eviction_in_spark, event_time_sql, groupable
+
+    side, path, unit, _name = col
+    vs = source.versions
+    if not vs or vs != list(range(vs[0], vs[-1] + 1)) or not hasattr(source.backend, "stream_history_query"):
+        return False
+    time_sql = event_time_sql(source.schema, side, path, unit)
+    if time_sql is None or not groupable(source.schema.key_schema):
+        return False
+    emitted = 0
+
+    def emit(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
+        nonlocal emitted
+        emitted += 1
+        out.emit(summary, pid, v, candidates, source.key_decoder(pid))
+
+    try:
+        keys_at_latest, walked = yield from check_eviction_in_spark(
+            source, clock, time_sql, all_versions, version_counts, emit, note, evidence, op.operator_id
+        )
+    except StatelensError as err:
+        if emitted:
+            problems.append(err)
+            return True
+        source.feed_note = f"eviction not checked inside Spark ({err.message}): rows streamed instead"
+        return False
+    summary.keys_at_latest += keys_at_latest
+    summary.versions_read += len(source.partition_ids()) * walked
+    summary.in_spark = True
+    return True
 
 
 def _eviction_candidates(

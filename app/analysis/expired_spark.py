@@ -149,8 +149,15 @@ _CATEGORIES = ("zombie", "overdue", "stale")
 def timeout_column_sql(schema: Any, path: tuple[int, ...]) -> str | None:
     """``value.`a`.`b``` of the timeout field at ``path`` (by position), or None when a name on the way is
     not unique (Spark resolves fields by name)."""
-    parts = ["value"]
-    dtype = schema.value_schema
+    found = _field_sql(schema.value_schema, "value", path)
+    return found[0] if found is not None else None
+
+
+def _field_sql(struct: Any, root: str, path: tuple[int, ...]) -> tuple[str, Any] | None:
+    """``root.`a`.`b``` of the field at ``path`` (by position) and its type, or None when a name on the way
+    is not unique (Spark resolves fields by name)."""
+    parts = [root]
+    dtype = struct
     for index in path:
         fields = dtype.fields
         name = fields[index].name
@@ -158,7 +165,25 @@ def timeout_column_sql(schema: Any, path: tuple[int, ...]) -> str | None:
             return None
         parts.append(f"`{name}`")
         dtype = fields[index].dataType
-    return ".".join(parts)
+    return ".".join(parts), dtype
+
+
+def event_time_sql(schema: Any, side: str, path: tuple[int, ...], unit: str) -> str | None:
+    """The event time that decides eviction, in milliseconds (floored, as ``to_ms``), as Spark SQL over a
+    ``key``/``value`` column; None for a type or name Spark SQL cannot read the same way."""
+    from pyspark.sql.types import IntegerType, LongType, TimestampType
+
+    found = _field_sql(schema.key_schema if side == "key" else schema.value_schema, side, path)
+    if found is None:
+        return None
+    column, dtype = found
+    if isinstance(dtype, TimestampType):
+        raw = f"unix_micros({column})"
+    elif isinstance(dtype, (LongType, IntegerType)):
+        raw = f"CAST({column} AS BIGINT)"
+    else:
+        return None
+    return f"(({raw} - pmod({raw}, 1000)) DIV 1000)" if unit == "us" else raw
 
 
 def groupable(data_type: Any) -> bool:
@@ -334,3 +359,127 @@ def _fields(
         note="no timeout and not written since" + (" (at least)" if a == v else ""),
         evidence="no timeout set on the key",
     )
+
+
+# Eviction lag (aggregations, deduplication, joins, session windows): rows still there whose event time is
+# behind the watermark of the batch that wrote the version. <TIME> is the event time in ms.
+_EVICTION = """
+WITH ev AS (
+  SELECT p, v, o, key, coalesce(c = 'delete', false) AS removed, <TIME> AS t FROM {events}
+),
+one AS (
+  SELECT p, v, key, removed, t FROM (
+    SELECT *, row_number() OVER (PARTITION BY p, key, v ORDER BY o DESC) AS rn FROM ev
+  ) WHERE rn = 1
+),
+seg AS (
+  SELECT p, key, v AS a, removed, t, lead(v) OVER (PARTITION BY p, key ORDER BY v) AS a_next FROM one
+),
+arr AS (
+  SELECT (SELECT sort_array(collect_list(named_struct('v', v, 'wm', wm))) FROM {wm}) AS wms,
+         (SELECT sort_array(collect_list(named_struct('b', b, 'thr', thr))) FROM {series}) AS ser
+),
+hits AS (
+  SELECT s.p, s.key, s.t, x.v AS v, x.wm AS wm, arr.ser
+  FROM seg s CROSS JOIN arr
+  LATERAL VIEW explode(filter(arr.wms, x -> x.v >= s.a AND x.v <= coalesce(s.a_next - 1, <LAST>)
+    AND x.v >= <FROM> AND x.wm IS NOT NULL AND x.wm != 0 AND s.t IS NOT NULL AND s.t < x.wm)) e AS x
+  WHERE NOT s.removed
+)
+"""
+
+_EVICTION_FINDINGS = (
+    _EVICTION
+    + """
+SELECT p, v, key, t, wm,
+       array_min(filter(ser, y -> y.b <= v - 1 AND y.thr IS NOT NULL AND y.thr != 0 AND y.thr > t)).b AS b0
+FROM hits ORDER BY p, v
+"""
+)
+
+_EVICTION_COUNTS = _EVICTION + "SELECT v, count(*) AS n FROM hits WHERE v < <LAST> GROUP BY v"
+
+_EVICTION_KEYS = _EVICTION + "SELECT count(*) AS n FROM seg WHERE a_next IS NULL AND NOT removed"
+
+
+def check_eviction_in_spark(
+    source: Any,
+    clock: Any,
+    time_sql: str,
+    all_versions: bool,
+    version_counts: Any,
+    emit: Callable[[int, int, list[tuple[Any, dict[str, Any]]]], None],
+    note: str,
+    evidence: str,
+    operator_id: int,
+) -> Generator[Progress, None, tuple[int, int]]:
+    """The eviction check of one store in Spark: keys still held behind the watermark, found from the
+    first version and the change feed (only the latest version read when nothing earlier is asked for);
+    findings go to ``emit`` in partition then version order. Returns the keys at the latest version and
+    the number of versions looked at."""
+    versions = source.versions
+    last = versions[-1]
+    first = versions[0] if all_versions or version_counts is not None else last
+    walked = [v for v in versions if v >= first]
+    tables = {
+        "wm": ("v bigint, wm bigint", [(v, clock.watermark_ms.get(v - 1)) for v in walked]),
+        "series": ("b bigint, thr bigint", list(clock.series("event_time"))),
+    }
+
+    def sql(text: str, since: int) -> str:
+        for k, v in {"<TIME>": time_sql, "<LAST>": str(last), "<FROM>": str(since)}.items():
+            text = text.replace(k, v)
+        return text
+
+    backend, op, store = source.backend, source.operator_id, source.store_name
+    yield Progress(0, 1, f"operator {op}: checking eviction in Spark")
+    (keys_at_latest,) = next(
+        iter(
+            backend.stream_history_query(
+                op, store, first, last, sql(_EVICTION_KEYS, last), tables, ["n"], "keys"
+            )
+        )
+    )
+    rows = backend.stream_history_query(
+        op,
+        store,
+        first,
+        last,
+        sql(_EVICTION_FINDINGS, first if all_versions else last),
+        tables,
+        ["p", "v", "key", "t", "wm", "b0"],
+        f"eviction lag of operator {op}",
+    )
+    current: tuple[int, int] | None = None
+    batch: list[tuple[Any, dict[str, Any]]] = []
+    for p, v, key, t, wm, b0 in rows:
+        if (p, v) != current:
+            if current is not None:
+                emit(*current, batch)
+                yield Progress(0, 1, f"operator {op}: partition {current[0]}, version {current[1]}")
+            current, batch = (p, v), []
+        batch.append(
+            (
+                key,
+                dict(
+                    batch_id=b0,
+                    category="eviction_lag",
+                    timeout_ms=t,
+                    threshold_ms=wm,
+                    timeout_kind="event_time",
+                    age_batches=(v - b0) if b0 is not None else None,
+                    age_ms=wm - t,
+                    stored_timeout_ms=None,
+                    note=note,
+                    evidence=evidence,
+                ),
+            )
+        )
+    if current is not None:
+        emit(*current, batch)
+    if version_counts is not None and not all_versions:
+        for v, n in backend.stream_history_query(
+            op, store, first, last, sql(_EVICTION_COUNTS, first), tables, ["v", "n"], "counts per version"
+        ):
+            version_counts[(operator_id, store, int(v), "eviction_lag")] += int(n)
+    return int(keys_at_latest), len(walked)
