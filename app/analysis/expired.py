@@ -1163,6 +1163,45 @@ def _check_timeouts(
         walk.close()
 
 
+def _in_spark(
+    source: SparkSource,
+    summary: OperatorExpiry,
+    out: _Emitter,
+    problems: list[StatelensError],
+    what: str,
+    run: Callable[
+        [Callable[[int, int, list[tuple[Any, dict[str, Any]]]], None]],
+        Generator[Progress, None, tuple[int, int]],
+    ],
+) -> Generator[Progress, None, bool]:
+    """Run one store's check as a Spark query (:mod:`app.analysis.expired_spark`): ``run(emit)`` hands
+    findings to ``emit(partition, version, candidates)`` and returns the keys at the latest version and
+    the versions looked at. False (nothing done) when the store's versions have a gap or Spark cannot
+    run the query before its first finding (the walk then reads the rows instead)."""
+    vs = source.versions
+    if not vs or vs != list(range(vs[0], vs[-1] + 1)) or not hasattr(source.backend, "stream_history_query"):
+        return False
+    emitted = 0
+
+    def emit(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
+        nonlocal emitted
+        emitted += 1
+        out.emit(summary, pid, v, candidates, source.key_decoder(pid))
+
+    try:
+        keys_at_latest, walked = yield from run(emit)
+    except StatelensError as err:
+        if emitted:  # findings already reported: the rest is lost, say so
+            problems.append(err)
+            return True
+        source.feed_note = f"{what} not checked inside Spark ({err.message}): rows streamed instead"
+        return False
+    summary.keys_at_latest += keys_at_latest
+    summary.versions_read += len(source.partition_ids()) * walked
+    summary.in_spark = True
+    return True
+
+
 def _timeouts_in_spark(
     op: Any,
     source: SparkSource,
@@ -1177,47 +1216,114 @@ def _timeouts_in_spark(
     all_versions: bool,
     version_counts: Counter[tuple[int, str, int, str]] | None,
 ) -> Generator[Progress, None, bool]:
-    """The timeout checks of one store computed inside Spark (:mod:`app.analysis.expired_spark`): only
-    findings come back. False (nothing done) when the store's keys or timeout column cannot be named
-    in Spark SQL, its versions have a gap, or Spark cannot run the query before the first finding."""
+    """The timeout checks of one store computed inside Spark: only findings come back. False (nothing
+    done) when the store's keys or timeout column cannot be named in Spark SQL (or as :func:`_in_spark`)."""
     from statelens.app.analysis.expired_spark import check_timeouts_in_spark, groupable, timeout_column_sql
 
-    vs = source.versions
-    if not vs or vs != list(range(vs[0], vs[-1] + 1)) or not hasattr(source.backend, "stream_history_query"):
-        return False
     timeout_sql = "NULL" if path is None else timeout_column_sql(source.schema, path)
     if timeout_sql is None or not groupable(source.schema.key_schema):
         return False
-    emitted = 0
-
-    def emit(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
-        nonlocal emitted
-        emitted += 1
-        out.emit(summary, pid, v, candidates, source.key_decoder(pid))
-
-    try:
-        keys_at_latest = yield from check_timeouts_in_spark(
+    return (
+        yield from _in_spark(
             source,
-            clock,
-            kind,
-            timeout_sql,
-            stale_after,
-            all_versions,
-            version_counts,
-            emit,
-            evidence,
-            op.operator_id,
+            summary,
+            out,
+            problems,
+            "timeouts",
+            lambda emit: check_timeouts_in_spark(
+                source,
+                clock,
+                kind,
+                timeout_sql,
+                stale_after,
+                all_versions,
+                version_counts,
+                emit,
+                evidence,
+                op.operator_id,
+            ),
         )
-    except StatelensError as err:
-        if emitted:  # findings already reported: the rest is lost, say so
-            problems.append(err)
-            return True
-        source.feed_note = f"timeouts not checked inside Spark ({err.message}): rows streamed instead"
-        return False
-    summary.keys_at_latest += keys_at_latest
-    summary.versions_read += len(source.partition_ids()) * len(vs)
-    summary.in_spark = True
-    return True
+    )
+
+
+# -- what a finding says (one definition, whether the walk or a Spark query found it) -------------------
+def zombie_fields(
+    v: int,
+    b0: int | None,
+    t0: int,
+    thr0: int | None,
+    stored: int | None,
+    thr: int | None,
+    kind_label: str,
+    evidence: str,
+) -> dict[str, Any]:
+    """A key still held at version ``v`` after its timeout ``t0`` fired in batch ``b0`` (threshold
+    ``thr0``); ``stored`` is the timeout it holds now, ``thr`` the threshold of the batch that wrote ``v``."""
+    return dict(
+        category="zombie",
+        batch_id=b0,
+        timeout_ms=t0,
+        threshold_ms=thr0,
+        timeout_kind=kind_label,
+        age_batches=(v - b0) if b0 is not None else None,
+        age_ms=(thr - t0) if thr is not None else None,
+        stored_timeout_ms=stored,
+        note=(
+            "old expired timeout left in place: fires again every batch"
+            if stored == t0
+            else "stored again without a timeout (-1): never fires again"
+        ),
+        evidence=evidence,
+    )
+
+
+def overdue_fields(v: int, t: int, nthr: int, source: str, kind_label: str, evidence: str) -> dict[str, Any]:
+    """An armed timeout ``t`` below the next batch's threshold ``nthr`` (from ``source``) at version ``v``."""
+    return dict(
+        category="overdue",
+        batch_id=v,
+        timeout_ms=t,
+        threshold_ms=nthr,
+        timeout_kind=kind_label,
+        age_batches=0,
+        age_ms=nthr - t,
+        stored_timeout_ms=t,
+        note=f"no batch processed it; next threshold from {source}",
+        evidence=evidence,
+    )
+
+
+def stale_fields(v: int, written: int, ts_now: int | None, ts_then: int | None) -> dict[str, Any]:
+    """A key without timeout at version ``v``, last written by version ``written`` (batch timestamps of both)."""
+    return dict(
+        category="stale",
+        batch_id=written - 1,
+        timeout_ms=NO_TIMESTAMP,
+        threshold_ms=None,
+        timeout_kind="none",
+        age_batches=v - written,
+        age_ms=(ts_now - ts_then) if ts_now is not None and ts_then is not None else None,
+        stored_timeout_ms=NO_TIMESTAMP,
+        note="no timeout and not written since" + (" (at least)" if written == v else ""),
+        evidence="no timeout set on the key",
+    )
+
+
+def eviction_fields(v: int, b0: int | None, t: int, wm: int, note: str, evidence: str) -> dict[str, Any]:
+    """A row at version ``v`` whose event time ``t`` is behind that batch's watermark ``wm`` (first passed
+    in batch ``b0``)."""
+    return dict(
+        batch_id=b0,
+        category="eviction_lag",
+        timeout_ms=t,
+        threshold_ms=wm,
+        timeout_kind="event_time",
+        age_batches=(v - b0) if b0 is not None else None,
+        age_ms=wm - t,
+        stored_timeout_ms=None,
+        note=note,
+        evidence=evidence,
+    )
 
 
 def _timeout_candidates(
@@ -1235,47 +1341,13 @@ def _timeout_candidates(
     kind_label = kind or "none"
     timeouts, zombies, last_write = ts.timeouts, ts.zombies, ts.last_write
     for k, (b0, t0, thr0) in zombies.items():
-        stored = timeouts.get(k)
-        note = (
-            "old expired timeout left in place: fires again every batch"
-            if stored == t0
-            else "stored again without a timeout (-1): never fires again"
-        )
-        yield (
-            k,
-            dict(
-                category="zombie",
-                batch_id=b0,
-                timeout_ms=t0,
-                threshold_ms=thr0,
-                timeout_kind=kind_label,
-                age_batches=(b - b0 + 1) if b0 is not None else None,
-                age_ms=(thr - t0) if thr is not None else None,
-                stored_timeout_ms=stored,
-                note=note,
-                evidence=evidence,
-            ),
-        )
+        yield k, zombie_fields(v, b0, t0, thr0, timeouts.get(k), thr, kind_label, evidence)
     if is_latest and kind is not None:
         nthr, source = clock.next_threshold(b, kind)
         if nthr is not None:
             for k, t in timeouts.items():
                 if t != NO_TIMESTAMP and t < nthr and k not in zombies:
-                    yield (
-                        k,
-                        dict(
-                            category="overdue",
-                            batch_id=v,
-                            timeout_ms=t,
-                            threshold_ms=nthr,
-                            timeout_kind=kind_label,
-                            age_batches=0,
-                            age_ms=nthr - t,
-                            stored_timeout_ms=t,
-                            note=f"no batch processed it; next threshold from {source}",
-                            evidence=evidence,
-                        ),
-                    )
+                    yield k, overdue_fields(v, t, nthr, source, kind_label, evidence)
     if stale_after:
         ts_now = clock.timestamp_ms.get(b)
         for k, t in timeouts.items():
@@ -1283,22 +1355,7 @@ def _timeout_candidates(
                 continue
             written = last_write.get(k, v)
             if v - written >= stale_after:
-                ts_then = clock.timestamp_ms.get(written - 1)
-                yield (
-                    k,
-                    dict(
-                        category="stale",
-                        batch_id=written - 1,
-                        timeout_ms=NO_TIMESTAMP,
-                        threshold_ms=None,
-                        timeout_kind="none",
-                        age_batches=v - written,
-                        age_ms=(ts_now - ts_then) if ts_now is not None and ts_then is not None else None,
-                        stored_timeout_ms=NO_TIMESTAMP,
-                        note="no timeout and not written since" + (" (at least)" if written == v else ""),
-                        evidence="no timeout set on the key",
-                    ),
-                )
+                yield k, stale_fields(v, written, ts_now, clock.timestamp_ms.get(written - 1))
 
 
 def _count_timeout_findings(
@@ -1414,60 +1471,33 @@ def _eviction_in_spark(
     all_versions: bool,
     version_counts: Counter[tuple[int, str, int, str]] | None,
 ) -> Generator[Progress, None, bool]:
-    """The eviction check of one store computed inside Spark (:mod:`app.analysis.expired_spark`); False
-    (nothing done) where it cannot be (as for :func:`_timeouts_in_spark`)."""
+    """The eviction check of one store computed inside Spark; False where it cannot be (an event-time
+    column Spark SQL cannot read the same way, or as :func:`_in_spark`)."""
     from statelens.app.analysis.expired_spark import check_eviction_in_spark, event_time_sql, groupable
 
     side, path, unit, _name = col
-    vs = source.versions
-    if not vs or vs != list(range(vs[0], vs[-1] + 1)) or not hasattr(source.backend, "stream_history_query"):
-        return False
     time_sql = event_time_sql(source.schema, side, path, unit)
     if time_sql is None or not groupable(source.schema.key_schema):
         return False
-    emitted = 0
-
-    def emit(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
-        nonlocal emitted
-        emitted += 1
-        out.emit(summary, pid, v, candidates, source.key_decoder(pid))
-
-    try:
-        keys_at_latest, walked = yield from check_eviction_in_spark(
-            source, clock, time_sql, all_versions, version_counts, emit, note, evidence, op.operator_id
+    return (
+        yield from _in_spark(
+            source,
+            summary,
+            out,
+            problems,
+            "eviction",
+            lambda emit: check_eviction_in_spark(
+                source, clock, time_sql, all_versions, version_counts, emit, note, evidence, op.operator_id
+            ),
         )
-    except StatelensError as err:
-        if emitted:
-            problems.append(err)
-            return True
-        source.feed_note = f"eviction not checked inside Spark ({err.message}): rows streamed instead"
-        return False
-    summary.keys_at_latest += keys_at_latest
-    summary.versions_read += len(source.partition_ids()) * walked
-    summary.in_spark = True
-    return True
+    )
 
 
 def _eviction_candidates(
     behind: Iterable[tuple[Any, int]], clock: BatchClock, b: int, wm: int, note: str, evidence: str
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     for k, t in behind:
-        b0 = clock.first_batch_over(t, "event_time", b)
-        yield (
-            k,
-            dict(
-                batch_id=b0,
-                category="eviction_lag",
-                timeout_ms=t,
-                threshold_ms=wm,
-                timeout_kind="event_time",
-                age_batches=(b - b0 + 1) if b0 is not None else None,
-                age_ms=wm - t,
-                stored_timeout_ms=None,
-                note=note,
-                evidence=evidence,
-            ),
-        )
+        yield k, eviction_fields(b + 1, clock.first_batch_over(t, "event_time", b), t, wm, note, evidence)
 
 
 def _check_transform_with_state(

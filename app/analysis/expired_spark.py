@@ -25,7 +25,7 @@ stores, and a Spark without a change feed, keep the walk (which streams every ro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from statelens.readers.model import Progress
@@ -146,6 +146,26 @@ SELECT count(*) AS n FROM live WHERE a_next IS NULL
 _CATEGORIES = ("zombie", "overdue", "stale")
 
 
+def _emit_by_version(
+    rows: Iterator[tuple[Any, ...]],
+    finding: Callable[[tuple[Any, ...]], tuple[Any, dict[str, Any]]],
+    emit: Callable[[int, int, list[tuple[Any, dict[str, Any]]]], None],
+    operator_id: int,
+) -> Generator[Progress, None, None]:
+    """Hand rows sorted by ``(partition, version, ...)`` to ``emit`` one partition and version at a time."""
+    current: tuple[int, int] | None = None
+    batch: list[tuple[Any, dict[str, Any]]] = []
+    for row in rows:
+        if (row[0], row[1]) != current:
+            if current is not None:
+                emit(*current, batch)
+                yield Progress(0, 1, f"operator {operator_id}: partition {current[0]}, version {current[1]}")
+            current, batch = (row[0], row[1]), []
+        batch.append(finding(row))
+    if current is not None:
+        emit(*current, batch)
+
+
 def timeout_column_sql(schema: Any, path: tuple[int, ...]) -> str | None:
     """``value.`a`.`b``` of the timeout field at ``path`` (by position), or None when a name on the way is
     not unique (Spark resolves fields by name)."""
@@ -210,10 +230,10 @@ def check_timeouts_in_spark(
     emit: Callable[[int, int, list[tuple[Any, dict[str, Any]]]], None],
     evidence: str,
     operator_id: int,
-) -> Generator[Progress, None, int]:
+) -> Generator[Progress, None, tuple[int, int]]:
     """Run the checks of one store in Spark; findings go to ``emit(partition, version, candidates)`` in
     partition then version order (each version's findings in category order). Returns the number of
-    keys at the latest version. Raises StatelensError when Spark cannot run it (nothing emitted then
+    keys at the latest version and of versions looked at. Raises StatelensError when Spark cannot run it (nothing emitted then
     for the store)."""
     versions = source.versions
     first, last = versions[0], versions[-1]
@@ -260,43 +280,34 @@ def check_timeouts_in_spark(
         ["p", "v", "cat", "key", "b0", "t0", "thr0", "t", "a", "thr_v", "ts_now", "ts_then"],
         f"expired keys of operator {op}",
     )
-    current: tuple[int, int] | None = None
-    batch: list[tuple[Any, dict[str, Any]]] = []
-    for p, v, cat, key, b0, t0, thr0, t, a, thr_v, ts_now, ts_then in rows:
-        if (p, v) != current:
-            if current is not None:
-                emit(*current, batch)
-                yield Progress(0, 1, f"operator {op}: partition {current[0]}, version {current[1]}")
-            current, batch = (p, v), []
-        batch.append(
-            (
-                key,
-                _fields(
-                    _CATEGORIES[cat],
-                    v,
-                    b0,
-                    t0,
-                    thr0,
-                    t,
-                    a,
-                    thr_v,
-                    ts_now,
-                    ts_then,
-                    kind_label,
-                    evidence,
-                    nthr,
-                    nsource,
-                ),
-            )
+
+    def finding(row: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
+        _p, v, cat, key, b0, t0, thr0, t, a, thr_v, ts_now, ts_then = row
+        fields = _fields(
+            _CATEGORIES[cat],
+            v,
+            b0,
+            t0,
+            thr0,
+            t,
+            a,
+            thr_v,
+            ts_now,
+            ts_then,
+            kind_label,
+            evidence,
+            nthr,
+            nsource,
         )
-    if current is not None:
-        emit(*current, batch)
+        return key, fields
+
+    yield from _emit_by_version(rows, finding, emit, op)
     if version_counts is not None and not all_versions:
         for v, cat, n in backend.stream_history_query(
             op, store, first, last, sql(_COUNTS, first), tables, ["v", "cat", "n"], "counts per version"
         ):
             version_counts[(operator_id, store, int(v), _CATEGORIES[cat])] += int(n)
-    return int(keys_at_latest)
+    return int(keys_at_latest), len(versions)
 
 
 def _fields(
@@ -316,49 +327,15 @@ def _fields(
     nsource: str,
 ) -> dict[str, Any]:
     """The finding fields the walk gives (``_timeout_candidates``) for one row of the query."""
+    from statelens.app.analysis.expired import overdue_fields, stale_fields, zombie_fields
+
     if category == "zombie":
-        return dict(
-            category="zombie",
-            batch_id=b0,
-            timeout_ms=t0,
-            threshold_ms=thr0,
-            timeout_kind=kind_label,
-            age_batches=(v - b0) if b0 is not None else None,
-            age_ms=(thr_v - t0) if thr_v is not None and t0 is not None else None,
-            stored_timeout_ms=t,
-            note=(
-                "old expired timeout left in place: fires again every batch"
-                if t == t0
-                else "stored again without a timeout (-1): never fires again"
-            ),
-            evidence=evidence,
-        )
+        assert t0 is not None
+        return zombie_fields(v, b0, t0, thr0, t, thr_v, kind_label, evidence)
     if category == "overdue":
         assert nthr is not None
-        return dict(
-            category="overdue",
-            batch_id=v,
-            timeout_ms=t,
-            threshold_ms=nthr,
-            timeout_kind=kind_label,
-            age_batches=0,
-            age_ms=nthr - t,
-            stored_timeout_ms=t,
-            note=f"no batch processed it; next threshold from {nsource}",
-            evidence=evidence,
-        )
-    return dict(
-        category="stale",
-        batch_id=a - 1,
-        timeout_ms=NO_TIMESTAMP,
-        threshold_ms=None,
-        timeout_kind="none",
-        age_batches=v - a,
-        age_ms=(ts_now - ts_then) if ts_now is not None and ts_then is not None else None,
-        stored_timeout_ms=NO_TIMESTAMP,
-        note="no timeout and not written since" + (" (at least)" if a == v else ""),
-        evidence="no timeout set on the key",
-    )
+        return overdue_fields(v, t, nthr, nsource, kind_label, evidence)
+    return stale_fields(v, a, ts_now, ts_then)
 
 
 # Eviction lag (aggregations, deduplication, joins, session windows): rows still there whose event time is
@@ -450,33 +427,13 @@ def check_eviction_in_spark(
         ["p", "v", "key", "t", "wm", "b0"],
         f"eviction lag of operator {op}",
     )
-    current: tuple[int, int] | None = None
-    batch: list[tuple[Any, dict[str, Any]]] = []
-    for p, v, key, t, wm, b0 in rows:
-        if (p, v) != current:
-            if current is not None:
-                emit(*current, batch)
-                yield Progress(0, 1, f"operator {op}: partition {current[0]}, version {current[1]}")
-            current, batch = (p, v), []
-        batch.append(
-            (
-                key,
-                dict(
-                    batch_id=b0,
-                    category="eviction_lag",
-                    timeout_ms=t,
-                    threshold_ms=wm,
-                    timeout_kind="event_time",
-                    age_batches=(v - b0) if b0 is not None else None,
-                    age_ms=wm - t,
-                    stored_timeout_ms=None,
-                    note=note,
-                    evidence=evidence,
-                ),
-            )
-        )
-    if current is not None:
-        emit(*current, batch)
+    from statelens.app.analysis.expired import eviction_fields
+
+    def finding(row: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
+        _p, v, key, t, wm, b0 = row
+        return key, eviction_fields(v, b0, t, wm, note, evidence)
+
+    yield from _emit_by_version(rows, finding, emit, op)
     if version_counts is not None and not all_versions:
         for v, n in backend.stream_history_query(
             op, store, first, last, sql(_EVICTION_COUNTS, first), tables, ["v", "n"], "counts per version"

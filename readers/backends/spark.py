@@ -406,6 +406,31 @@ class SparkBackend:
         )
         return df if partition_id is None else df.where(F.col("partition_id") == partition_id)
 
+    def _history_frame(
+        self, spark: Any, operator_id: int, store_name: str | None, first: int, last: int
+    ) -> Any:
+        """``p, v, c, key, value, o``: one store's rows at version ``first`` (``c`` null), then its change
+        feed up to ``last`` (``c`` the feed's ``change_type``); ``o`` orders the records of a version."""
+        from pyspark.sql import functions as F
+
+        state = self._state_frame(spark, operator_id, store_name, first - 1).select(
+            F.col("partition_id").cast("int").alias("p"),
+            F.lit(first).cast("long").alias("v"),
+            F.lit(None).cast("string").alias("c"),
+            "key",
+            "value",
+        )
+        if last > first:
+            feed = self._change_feed(spark, operator_id, store_name, first + 1, last, None).select(
+                F.col("partition_id").cast("int").alias("p"),
+                (F.col("batch_id") + 1).cast("long").alias("v"),
+                F.col("change_type").alias("c"),
+                "key",
+                "value",
+            )
+            state = state.unionByName(feed)
+        return state.withColumn("o", F.monotonically_increasing_id())
+
     def _count_per_version(self, operator_id: int, store_name: str | None) -> bool:
         """Stores whose change feed is not keyed by row: transformWithState variables (list elements, map
         entries under one grouping key) and join format 4 (list values). Their rows are counted per version."""
@@ -715,29 +740,10 @@ class SparkBackend:
             Spark cannot read the version or the change feed (RocksDB without changelogs): raised before
             the first row is yielded.
         """
-        from pyspark.sql import functions as F
 
         self._check_version(last)
         with self._job(f"state and changes of operator {operator_id}") as spark:
-            state = self._state_frame(spark, operator_id, store_name, first - 1).select(
-                F.col("partition_id").cast("int").alias("p"),
-                F.lit(first).cast("long").alias("v"),
-                F.lit(None).cast("string").alias("c"),
-                "key",
-                "value",
-            )
-            feed = self._change_feed(spark, operator_id, store_name, first + 1, last, None).select(
-                F.col("partition_id").cast("int").alias("p"),
-                (F.col("batch_id") + 1).cast("long").alias("v"),
-                F.col("change_type").alias("c"),
-                "key",
-                "value",
-            )
-            df = (
-                state.unionByName(feed)
-                .withColumn("o", F.monotonically_increasing_id())
-                .orderBy("p", "v", "o")
-            )
+            df = self._history_frame(spark, operator_id, store_name, first, last).orderBy("p", "v", "o")
             for p, v, c, k, val in stream_converted(df, ["p", "v", "c", "key", "value"]):
                 change = None if c is None else _CHANGE_KINDS.get(c, "put")
                 yield int(p), int(v), change, k, None if change == "remove" else val
@@ -770,32 +776,13 @@ class SparkBackend:
         """
         import uuid
 
-        from pyspark.sql import functions as F
-
         self._check_version(last)
         suffix = uuid.uuid4().hex[:12]
         names = {"events": f"statelens_events_{suffix}", **{t: f"statelens_{t}_{suffix}" for t in tables}}
         with self._job(what) as spark:
-            state = self._state_frame(spark, operator_id, store_name, first - 1).select(
-                F.col("partition_id").cast("int").alias("p"),
-                F.lit(first).cast("long").alias("v"),
-                F.lit(None).cast("string").alias("c"),
-                "key",
-                "value",
+            self._history_frame(spark, operator_id, store_name, first, last).createOrReplaceTempView(
+                names["events"]
             )
-            parts = [state]
-            if last > first:
-                parts.append(
-                    self._change_feed(spark, operator_id, store_name, first + 1, last, None).select(
-                        F.col("partition_id").cast("int").alias("p"),
-                        (F.col("batch_id") + 1).cast("long").alias("v"),
-                        F.col("change_type").alias("c"),
-                        "key",
-                        "value",
-                    )
-                )
-            events = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-            events.withColumn("o", F.monotonically_increasing_id()).createOrReplaceTempView(names["events"])
             for name, (schema, rows) in tables.items():
                 spark.createDataFrame(rows, schema).createOrReplaceTempView(names[name])
             try:
