@@ -1,5 +1,5 @@
-"""The timeout checks of :mod:`app.analysis.expired` as one Spark SQL query: findings computed where Spark
-runs (a cluster), only the findings come back.
+"""The timeout and eviction checks of :mod:`app.analysis.expired` as Spark SQL queries: findings computed
+where Spark runs (a cluster), only the findings come back.
 
 The walk in :class:`app.analysis.expired._TimeoutState` replays a store version by version. Here the
 same rules are folded per key over its changes (docs in the query's comments):
@@ -18,9 +18,12 @@ same rules are folded per key over its changes (docs in the query's comments):
 * ``stale``: a segment without timeout, not a zombie, at least ``stale_after`` versions old;
   ``overdue`` (latest version only): an armed timeout below the next batch's threshold.
 
-The result equals the walk's findings (tested on every scenario with timeouts, through ``local[*]``,
-the standalone cluster and Spark Connect). Keys with map columns cannot be grouped by Spark: those
-stores, and a Spark without a change feed, keep the walk (which streams every row here).
+Eviction lag (aggregation, deduplication, join, session window) is simpler: the rows each version holds
+whose event time is behind that batch's watermark, from the same segments.
+
+The results equal the walk's findings (tested on every scenario with timeouts and four with eviction,
+through ``local[*]``, the standalone cluster and Spark Connect). Keys with map columns cannot be grouped
+by Spark: those stores, and a Spark without a change feed, keep the walk (which streams every row here).
 """
 
 from __future__ import annotations
@@ -233,8 +236,8 @@ def check_timeouts_in_spark(
 ) -> Generator[Progress, None, tuple[int, int]]:
     """Run the checks of one store in Spark; findings go to ``emit(partition, version, candidates)`` in
     partition then version order (each version's findings in category order). Returns the number of
-    keys at the latest version and of versions looked at. Raises StatelensError when Spark cannot run it (nothing emitted then
-    for the store)."""
+    keys at the latest version and of versions looked at. Raises StatelensError when Spark cannot run
+    the queries."""
     versions = source.versions
     first, last = versions[0], versions[-1]
     nthr, nsource = clock.next_threshold(last - 1, kind) if kind else (None, "")
