@@ -346,3 +346,31 @@ def test_eviction_checked_inside_spark_equals_native(
         )
     assert got["native"][0] and {json.loads(f)["category"] for f in got["native"][0]} == {"eviction_lag"}
     assert got["spark"] == got["native"]
+
+
+@pytest.mark.parametrize("scenario", ["rocks_tws_timers", "rocks_tws_timers_avro", "rocks_tws_event_time"])
+def test_timer_leaks_checked_inside_spark_equal_native(scenario: str, checkpoint: Any, spark: Any) -> None:
+    """transformWithState's timer check as a Spark query (every version's timers, the variable's change
+    feed) finds the walk's zombies at every version, at the latest one, and the app's counts per version."""
+    path = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(path))
+    got: dict[str, Any] = {}
+    for name in ("native", "spark"):
+        chooser = BackendChooser(ckpt, name, spark=spark if name == "spark" else None)
+        every: list[ExpiredFinding] = []
+        counts: Counter = Counter()
+        all_result = run_to_end(iter_expired(ckpt, sink=every.append, backends=chooser, all_versions=True))
+        latest_result = run_to_end(iter_expired(ckpt, backends=chooser, version_counts=counts))
+        assert not all_result.problems and not latest_result.problems
+        timers = [op for op in all_result.operators + latest_result.operators if op.check == "timers"]
+        assert timers and all(op.in_spark == (name == "spark") for op in timers)
+        assert all(op.backend == name for op in timers)
+        got[name] = (
+            sorted(dumps_jsonl(f.to_json()) for f in every),
+            sorted(dumps_jsonl(f.to_json()) for f in latest_result.examples),
+            counts,
+            [(op.store_name, op.counts, op.keys_at_latest, op.versions_read, op.partitions) for op in timers],
+        )
+    assert got["native"][0] and got["native"][1] and got["native"][2]  # zombies at several versions
+    assert {json.loads(f)["category"] for f in got["native"][0]} == {"zombie"}
+    assert got["spark"] == got["native"]

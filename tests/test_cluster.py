@@ -28,8 +28,8 @@ pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parent.parent
 
-#: Scenarios with timeouts (expired keys: zombies) and the flags the comparison uses.
-EXPIRED = ["pandas_state_event", "pandas_state_processing", "rocks_pandas_state"]
+#: Scenarios with timeouts or transformWithState timers (expired keys: zombies) and the flags the comparison uses.
+EXPIRED = ["pandas_state_event", "pandas_state_processing", "rocks_pandas_state", "rocks_tws_timers"]
 EXPIRED_FLAGS = ["--json", "--all-versions", "--stale-after", "1"]
 GROWTH = ["agg_many_partitions", "rocks_agg_changelog"]
 ROWS = ["window_agg_watermark", "rich_types"]

@@ -836,7 +836,7 @@ def iter_expired(
             check = "eviction"
         elif op.kind == OperatorKind.TRANSFORM_WITH_STATE:
             yield from _check_transform_with_state(
-                ckpt, op, st, clock, summary, out, problems, all_versions, cancelled, version_counts
+                ckpt, op, st, clock, summary, out, problems, all_versions, cancelled, version_counts, backends
             )
             continue
         else:
@@ -1511,11 +1511,14 @@ def _check_transform_with_state(
     all_versions: bool,
     cancelled: Callable[[], bool] | None,
     version_counts: Counter[tuple[int, str, int, str]] | None = None,
+    backends: BackendChooser | None = None,
 ) -> Generator[Progress, None, None]:
     """transformWithState: keys whose timer fired and whose state was kept (:mod:`app.analysis.tws`).
 
-    Read natively whatever the backend (Spark's reader does not show the timer families' history).
+    With the Spark backend the check runs as a Spark query (:func:`_timers_in_spark`); otherwise, or when
+    Spark cannot run it, the timer families are walked natively.
     """
+    from statelens.app.analysis.expired_spark import timer_fields
     from statelens.app.analysis.tws import iter_timer_zombies, leak_check_plan
 
     kind, plain, reason = leak_check_plan(ckpt, op.operator_id)
@@ -1536,6 +1539,24 @@ def _check_transform_with_state(
     if variable.variable_type == "MapState":
         key_schema = key_schema.fields[0].dataType  # the grouping key, without the user key
     keys = _DecodedKeys(row_converter(key_schema))
+    backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else None
+    if backend is not None and not backend.reads_files:
+        pushed = yield from _timers_in_spark(
+            backend,
+            ckpt,
+            op,
+            st,
+            kind,
+            key_schema,
+            clock,
+            summary,
+            out,
+            problems,
+            all_versions,
+            version_counts,
+        )
+        if pushed:
+            return
     yield Progress(0, 1, f"operator {op.operator_id} {st.store_name}: timers")
     by_place: dict[tuple[int, int], list[tuple[Any, dict[str, Any]]]] = {}
     latest = {pid: max(reader.versions(pid), default=None) for pid in reader.partition_ids()}
@@ -1546,21 +1567,7 @@ def _check_transform_with_state(
             continue
         now = clock.threshold(z.version - 1, kind)
         by_place.setdefault((z.partition, z.version), []).append(
-            (
-                z.key,
-                dict(
-                    batch_id=z.fired_batch,
-                    category="zombie",
-                    timeout_ms=z.expiry_ms,
-                    threshold_ms=z.threshold_ms,
-                    timeout_kind=kind,
-                    age_batches=z.version - 1 - z.fired_batch,
-                    age_ms=(now - z.expiry_ms) if now is not None else None,
-                    stored_timeout_ms=None,
-                    note="timer fired; the handler kept this state and registered no new timer",
-                    evidence=evidence,
-                ),
-            )
+            (z.key, timer_fields(z.version, z.fired_batch, z.expiry_ms, z.threshold_ms, now, kind, evidence))
         )
     for pid in reader.partition_ids():
         versions = reader.versions(pid)
@@ -1569,6 +1576,68 @@ def _check_transform_with_state(
             summary.keys_at_latest += len(reader.read_variable(pid, versions[-1], st.store_name))
     for (pid, version), candidates in sorted(by_place.items()):
         out.emit(summary, pid, version, candidates, keys)
+
+
+def _timers_in_spark(
+    backend: Any,
+    ckpt: Any,
+    op: Any,
+    st: Any,
+    kind: str,
+    key_schema: Any,
+    clock: BatchClock,
+    summary: OperatorExpiry,
+    out: _Emitter,
+    problems: list[StatelensError],
+    all_versions: bool,
+    version_counts: Counter[tuple[int, str, int, str]] | None,
+) -> Generator[Progress, None, bool]:
+    """The timer leak check of one transformWithState variable as a Spark query: only findings come back.
+    False (nothing done) when its keys cannot be grouped by Spark, its versions have a gap, or Spark
+    cannot run the query before its first finding (the native walk then runs)."""
+    from statelens.app.analysis.expired_spark import check_timers_in_spark, groupable
+
+    versions = [v for v in st.versions if v - 1 in ckpt.commits]
+    if (
+        not versions
+        or versions != list(range(versions[0], versions[-1] + 1))
+        or not groupable(key_schema)
+        or not hasattr(backend, "stream_timer_query")
+    ):
+        return False
+    keys = _DecodedKeys(row_converter(key_schema))
+    emitted = 0
+
+    def emit(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
+        nonlocal emitted
+        emitted += 1
+        out.emit(summary, pid, v, candidates, keys)
+
+    evidence = f"transformWithState timeMode={op.properties.get('timeMode')}"
+    try:
+        held, walked = yield from check_timers_in_spark(
+            backend,
+            op.operator_id,
+            st.store_name,
+            versions,
+            clock,
+            kind,
+            all_versions,
+            version_counts,
+            emit,
+            evidence,
+        )
+    except StatelensError as err:
+        if emitted:  # findings already reported: the rest is lost, say so
+            problems.append(err)
+            return True
+        summary.reason = f"timers not checked inside Spark ({err.message}): read natively instead"
+        return False
+    summary.backend = "spark"
+    summary.keys_at_latest += held
+    summary.versions_read += summary.partitions * walked
+    summary.in_spark = True
+    return True
 
 
 def expired_json(result: ExpiredResult) -> list[dict[str, Any]]:

@@ -18,6 +18,11 @@ same rules are folded per key over its changes (docs in the query's comments):
 * ``stale``: a segment without timeout, not a zombie, at least ``stale_after`` versions old;
   ``overdue`` (latest version only): an armed timeout below the next batch's threshold.
 
+transformWithState's timer leak (:mod:`app.analysis.tws`) reads every version's registered timers (Spark's
+reader has no change feed of timers): a key whose timers disappear at version ``w`` fired when the latest of
+them was due by batch ``w - 1``'s threshold; it is a zombie at each version until its next disappearance
+where it has no timer and still holds rows of the variable (its change feed, as segments).
+
 Eviction lag (aggregation, deduplication, join, session window) is simpler: the rows each version holds
 whose event time is behind that batch's watermark, from the same segments.
 
@@ -443,3 +448,127 @@ def check_eviction_in_spark(
         ):
             version_counts[(operator_id, store, int(v), "eviction_lag")] += int(n)
     return int(keys_at_latest), len(walked)
+
+
+# transformWithState (app.analysis.tws): a key whose last timer fired, with no timer left, that still holds
+# rows of a state variable without TTL. {timers} holds every timer of every version; {held} the variable's
+# rows at its first version and its change feed after.
+_TIMERS = """
+WITH armed AS (  -- each timer's runs of consecutive versions at which it is registered
+  SELECT p, key, x, v, v - row_number() OVER (PARTITION BY p, key, x ORDER BY v) AS run FROM {timers}
+),
+runs AS (SELECT p, key, x, min(v) AS lo, max(v) AS hi FROM armed GROUP BY p, key, x, run),
+gone AS (  -- timers of a key that disappear at version w; the latest expiry decides (as the walk)
+  SELECT p, key, hi + 1 AS w, max(x) AS x FROM runs WHERE hi < <LAST> GROUP BY p, key, hi + 1
+),
+marks AS (
+  SELECT g.p, g.key, g.w, g.x, t.thr, lead(g.w) OVER (PARTITION BY g.p, g.key ORDER BY g.w) AS w_next
+  FROM gone g LEFT JOIN {thr} t ON t.v = g.w
+),
+fired AS (  -- fired when due by the threshold of batch w - 1; until the key's next disappearance
+  SELECT p, key, w, x, thr, explode(sequence(greatest(w, <FROM>), coalesce(w_next - 1, <LAST>))) AS v
+  FROM marks WHERE thr IS NOT NULL AND x <= thr AND coalesce(w_next - 1, <LAST>) >= greatest(w, <FROM>)
+),
+bare AS (  -- ... at versions where no timer is registered for the key
+  SELECT f.* FROM fired f LEFT ANTI JOIN runs r ON r.p = f.p AND r.key = f.key AND f.v BETWEEN r.lo AND r.hi
+),
+hev AS (SELECT p, v, o, key, u, coalesce(c = 'delete', false) AS removed FROM {held}),
+hone AS (  -- the last change of a row in a version
+  SELECT p, v, key, u, removed FROM (
+    SELECT *, row_number() OVER (PARTITION BY p, key, u, v ORDER BY o DESC) AS rn FROM hev
+  ) WHERE rn = 1
+),
+hseg AS (
+  SELECT p, key, v AS lo, removed, coalesce(lead(v) OVER (PARTITION BY p, key, u ORDER BY v) - 1, <LAST>) AS hi
+  FROM hone
+),
+found AS (
+  SELECT b.* FROM bare b
+  LEFT SEMI JOIN hseg h ON h.p = b.p AND h.key = b.key AND NOT h.removed AND b.v BETWEEN h.lo AND h.hi
+)
+"""
+
+_TIMER_FINDINGS = _TIMERS + "SELECT p, v, key, w - 1 AS b, x, thr FROM found ORDER BY p, v"
+
+_TIMER_COUNTS = _TIMERS + "SELECT v, count(*) AS n FROM found WHERE v < <LAST> GROUP BY v"
+
+
+def check_timers_in_spark(
+    backend: Any,
+    operator_id: int,
+    variable: str,
+    versions: list[int],
+    clock: Any,
+    kind: str,
+    all_versions: bool,
+    version_counts: Any,
+    emit: Callable[[int, int, list[tuple[Any, dict[str, Any]]]], None],
+    evidence: str,
+) -> Generator[Progress, None, tuple[int, int]]:
+    """The timer leak check of one transformWithState variable in Spark (:mod:`app.analysis.tws`'s rules):
+    findings go to ``emit`` in partition then version order, keys in the walk's order. Returns the rows
+    the variable holds at the latest version and the number of versions looked at."""
+    first, last = versions[0], versions[-1]
+    since = first if all_versions or version_counts is not None else last
+    tables = {"thr": ("v bigint, thr bigint", [(v, clock.threshold(v - 1, kind)) for v in versions])}
+
+    def sql(text: str, start: int) -> str:
+        for k, v in {"<LAST>": str(last), "<FROM>": str(start)}.items():
+            text = text.replace(k, v)
+        return text
+
+    yield Progress(0, 1, f"operator {operator_id}: checking timers in Spark")
+    rows = backend.stream_timer_query(
+        operator_id,
+        variable,
+        first,
+        last,
+        since,
+        sql(_TIMER_FINDINGS, first if all_versions else last),
+        tables,
+        ["p", "v", "key", "b", "x", "thr"],
+        f"timer zombies of operator {operator_id} {variable}",
+    )
+
+    def finding(row: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
+        _p, v, key, b, x, thr = row
+        now = clock.threshold(v - 1, kind)
+        return key, timer_fields(v, b, x, thr, now, kind, evidence)
+
+    def in_order(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
+        emit(pid, v, sorted(candidates, key=lambda c: repr(c[0])))  # the walk's order
+
+    yield from _emit_by_version(rows, finding, in_order, operator_id)
+    if version_counts is not None and not all_versions:
+        for v, n in backend.stream_timer_query(
+            operator_id,
+            variable,
+            first,
+            last,
+            since,
+            sql(_TIMER_COUNTS, first),
+            tables,
+            ["v", "n"],
+            "counts per version",
+        ):
+            version_counts[(operator_id, variable, int(v), "zombie")] += int(n)
+    held = sum(backend.row_counts(operator_id, variable, last).values())
+    return held, len(versions)
+
+
+def timer_fields(
+    v: int, b: int, expiry: int, threshold: int | None, now: int | None, kind: str, evidence: str
+) -> dict[str, Any]:
+    """What a transformWithState zombie finding says (whether the walk or a Spark query found it)."""
+    return dict(
+        batch_id=b,
+        category="zombie",
+        timeout_ms=expiry,
+        threshold_ms=threshold,
+        timeout_kind=kind,
+        age_batches=v - 1 - b,
+        age_ms=(now - expiry) if now is not None else None,
+        stored_timeout_ms=None,
+        note="timer fired; the handler kept this state and registered no new timer",
+        evidence=evidence,
+    )

@@ -9,7 +9,8 @@ On disk (Spark's internal column families, decoded natively): the timers are ``$
 (``$eventTimers_...`` in event time), keyed by (grouping key, expiry ms). Between versions ``v-1`` and
 ``v`` (batch ``b = v-1``) a timer that disappears with an expiry at or before batch ``b``'s threshold
 (its timestamp in processing time, its watermark in event time) *fired*; one that disappears before
-its time was deleted by the user. A key is a **zombie** at version ``v`` when its last timer fired, no
+its time was deleted by the user (when several of a key's timers disappear at once, the one with the
+latest expiry decides). A key is a **zombie** at version ``v`` when its last timer fired, no
 timer is registered for it at ``v``, and it still holds rows in a state variable without TTL. The
 finding names that variable; ``batch_id`` is the batch in which the timer fired.
 """
@@ -122,7 +123,8 @@ def _partition_zombies(
         timers = {(key, expiry) for _, key, expiry in reader.read_timers(pid, v)}
         if prev_version == v - 1:
             threshold = clock.threshold(b, kind)
-            for key, expiry in previous - timers:
+            # A key's timers in expiry order: when several disappear at once, its latest decides.
+            for key, expiry in sorted(previous - timers, key=lambda timer: timer[1]):
                 if threshold is not None and expiry <= threshold:
                     fired[key] = (b, expiry)  # fired in batch b
                 else:

@@ -774,22 +774,86 @@ class SparkBackend:
         StatelensError
             Spark cannot read the versions or the change feed, or the query fails.
         """
-        import uuid
+        self._check_version(last)
+        with self._job(what) as spark:
+            frames = {"events": self._history_frame(spark, operator_id, store_name, first, last)}
+            yield from _stream_sql(spark, frames, tables, query, columns)
+
+    def stream_timer_query(
+        self,
+        operator_id: int,
+        variable: str,
+        first: int,
+        last: int,
+        held_from: int,
+        query: str,
+        tables: dict[str, tuple[str, list[tuple[Any, ...]]]],
+        columns: list[str],
+        what: str,
+    ) -> Iterator[tuple[Any, ...]]:
+        """Run a Spark SQL ``query`` over a transformWithState operator's timers and one of its state
+        variables, and stream its ``columns`` (as :meth:`stream_history_query`). Its inputs:
+
+        * ``{timers}``: ``p int, v bigint, key, x bigint``: every timer registered at each version
+          ``first .. last`` (grouping key, expiry ms). Spark's reader has no change feed of timers
+          (``readChangeFeed`` is ignored with ``readRegisteredTimers``): each version is read whole;
+        * ``{held}``: ``p int, v bigint, c string, o bigint, key, u``: the variable's rows at version
+          ``held_from`` (``c`` null), then its change feed up to ``last``; ``u`` is a map state's user
+          key (null otherwise), ``o`` orders the records of a version;
+        * each of ``tables`` as in :meth:`stream_history_query`.
+
+        Raises
+        ------
+        StatelensError
+            Spark cannot read the versions or the change feed, or the query fails.
+        """
+        from pyspark.sql import functions as F
 
         self._check_version(last)
-        suffix = uuid.uuid4().hex[:12]
-        names = {"events": f"statelens_events_{suffix}", **{t: f"statelens_{t}_{suffix}" for t in tables}}
         with self._job(what) as spark:
-            self._history_frame(spark, operator_id, store_name, first, last).createOrReplaceTempView(
-                names["events"]
+            timers = None
+            for v in range(first, last + 1):
+                one = (
+                    spark.read.format("statestore")
+                    .option("operatorId", str(operator_id))
+                    .option("readRegisteredTimers", "true")
+                    .option("batchId", str(v - 1))
+                    .load(self.path)
+                    .select(
+                        F.col("partition_id").cast("int").alias("p"),
+                        F.lit(v).cast("long").alias("v"),
+                        "key",
+                        F.col("expiration_timestamp_ms").cast("long").alias("x"),
+                    )
+                )
+                timers = one if timers is None else timers.unionByName(one)
+            held = self._variable_history(spark, operator_id, variable, held_from, last)
+            yield from _stream_sql(spark, {"timers": timers, "held": held}, tables, query, columns)
+
+    def _variable_history(self, spark: Any, operator_id: int, name: str, first: int, last: int) -> Any:
+        """``p, v, c, o, key, u`` of one transformWithState variable: its rows at version ``first``, then its
+        change feed up to ``last`` (as :meth:`_history_frame`; ``u`` a map state's user key, else null)."""
+        from pyspark.sql import functions as F
+
+        def shaped(df: Any, v: Any, c: Any) -> Any:
+            user = F.col("user_map_key") if "user_map_key" in df.columns else F.lit(None)
+            return df.select(
+                F.col("partition_id").cast("int").alias("p"),
+                v.alias("v"),
+                c.alias("c"),
+                "key",
+                user.alias("u"),
             )
-            for name, (schema, rows) in tables.items():
-                spark.createDataFrame(rows, schema).createOrReplaceTempView(names[name])
-            try:
-                yield from stream_converted(spark.sql(query.format(**names)), columns)
-            finally:
-                for view in names.values():
-                    spark.catalog.dropTempView(view)
+
+        state = self._state_frame(spark, operator_id, name, first - 1)
+        frame = shaped(state, F.lit(first).cast("long"), F.lit(None).cast("string"))
+        if last > first:
+            feed = self._change_feed(spark, operator_id, name, first + 1, last, None)
+            frame = frame.unionByName(
+                shaped(feed, (F.col("batch_id") + 1).cast("long"), F.col("change_type")),
+                allowMissingColumns=False,
+            )
+        return frame.withColumn("o", F.monotonically_increasing_id())
 
     def iter_stats(
         self,
@@ -967,6 +1031,30 @@ class SparkBackend:
         with self._job("state metadata") as spark:
             df = spark.read.format("state-metadata").load(self.path)
             return [r.asDict() for r in df.select(*df.columns, "_numColsPrefixKey").collect()]
+
+
+def _stream_sql(
+    spark: Any,
+    frames: dict[str, Any],
+    tables: dict[str, tuple[str, list[tuple[Any, ...]]]],
+    query: str,
+    columns: list[str],
+) -> Iterator[tuple[Any, ...]]:
+    """Stream ``columns`` of ``query`` (converted as :func:`collect_converted`), its ``{name}`` placeholders
+    bound to temporary views of ``frames`` and of ``tables`` (``(DDL schema, rows)``), dropped after."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:12]
+    names = {name: f"statelens_{name}_{suffix}" for name in [*frames, *tables]}
+    for name, frame in frames.items():
+        frame.createOrReplaceTempView(names[name])
+    for name, (schema, rows) in tables.items():
+        spark.createDataFrame(rows, schema).createOrReplaceTempView(names[name])
+    try:
+        yield from stream_converted(spark.sql(query.format(**names)), columns)
+    finally:
+        for view in names.values():
+            spark.catalog.dropTempView(view)
 
 
 def _collect_variable(df: Any, head: list[str]) -> list[tuple[Any, ...]]:
