@@ -33,6 +33,14 @@ EXPIRED = ["pandas_state_event", "pandas_state_processing", "rocks_pandas_state"
 EXPIRED_FLAGS = ["--json", "--all-versions", "--stale-after", "1"]
 GROWTH = ["agg_many_partitions", "rocks_agg_changelog"]
 ROWS = ["window_agg_watermark", "rich_types"]
+#: ``sql --in-spark``: (scenario, query), the same text valid in DuckDB (the native answer) and Spark SQL.
+SQL = [
+    ("agg_many_partitions", "SELECT partition_id, count(*) AS n FROM state GROUP BY partition_id ORDER BY 1"),
+    (
+        "window_agg_watermark",
+        "SELECT version, change, count(*) AS n FROM changes GROUP BY 1, 2 ORDER BY 1, 2",
+    ),
+]
 
 
 class ClusterRun:
@@ -75,6 +83,12 @@ def cluster_run(
         commands[f"parquet-{s}"] = [
             *["rows", root, "--operator", "0", "--backend", "spark", "--format", "parquet"],
             *["-o", str(base / f"parquet-{s}")],
+        ]
+    for i, (s, query) in enumerate(SQL):
+        root = str(checkpoint(s) / "checkpoint")
+        commands[f"sql-{i}"] = ["sql", root, query, "--in-spark", "--json"]
+        commands[f"sql-parquet-{i}"] = [
+            *["sql", root, query, "--in-spark", "--parquet", "-o", str(base / f"sql-parquet-{i}")]
         ]
     spec = base / "commands.json"
     spec.write_text(json.dumps(commands))
@@ -183,6 +197,26 @@ def test_rows_on_the_cluster_equal_native(
     want, got = pq.read_table(file), pq.read_table(folder)
     assert _leaf_differences(want.schema, got.schema) <= {("duration[us]", "int64")}
     assert _sorted_rows(got.cast(want.schema)) == _sorted_rows(want)
+
+
+@pytest.mark.parametrize("index", range(len(SQL)))
+def test_sql_in_spark_on_the_cluster_equals_duckdb(
+    index: int, cluster_run: ClusterRun, checkpoint: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The query ran where Spark runs; its answer (and the Parquet Spark wrote) equals DuckDB's here."""
+    import pyarrow.parquet as pq
+
+    scenario, query = SQL[index]
+    rc, out, err = cluster_run.result(f"sql-{index}")
+    assert rc == 0, err
+    native = json.loads(_native(["sql", str(checkpoint(scenario) / "checkpoint"), query, "--json"], capsys))
+    assert native and json.loads(out) == native
+    rc, _out, err = cluster_run.result(f"sql-parquet-{index}")
+    assert rc == 0, err
+    folder = cluster_run.out.parent / f"sql-parquet-{index}"
+    assert list(folder.glob("part-*.parquet")), "Spark wrote the answer"
+    rows = pq.read_table(folder).to_pylist()
+    assert sorted(rows, key=lambda r: json.dumps(r)) == sorted(native, key=lambda r: json.dumps(r))
 
 
 def test_an_unreachable_connect_server_is_a_clear_error(

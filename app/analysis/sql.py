@@ -69,6 +69,7 @@ class SqlResult:
     problems: list[StatelensError] = field(default_factory=list)
     connection: Any = None
     _spill: Any = None
+    rows_written: int | None = None  # the answer was written where Spark runs (``output_url``), not here
 
     def close(self) -> None:
         """Close the database and remove its temporary folder."""
@@ -105,6 +106,25 @@ class _Appender:
         """Create the table from ``empty`` (the right columns, no rows) when nothing was added."""
         if not self.created:
             self.add(empty)
+
+
+class _Collected:
+    """Gathers Arrow tables in this process (the small tables sent to Spark with ``in_spark``)."""
+
+    def __init__(self) -> None:
+        self.parts: list[Any] = []
+        self.empty: Any = None
+
+    def add(self, table: Any) -> None:
+        self.parts.append(table)
+
+    def finish(self, empty: Any) -> None:
+        self.empty = empty
+
+    def table(self) -> Any:
+        import pyarrow as pa
+
+        return pa.concat_tables(self.parts) if self.parts else self.empty
 
 
 def _pick_store(ckpt: Any, operator_id: int | None, store_name: str | None) -> tuple[int, str]:
@@ -169,7 +189,7 @@ _GROWTH_TYPES = {
 }
 
 
-def _growth(ckpt: Any, backends: Any, out: _Appender) -> Generator[Progress, None, None]:
+def _growth(ckpt: Any, backends: Any, out: _Appender | _Collected) -> Generator[Progress, None, None]:
     import pyarrow as pa
 
     schema = pa.schema([(k, getattr(pa, t)()) for k, t in _GROWTH_TYPES.items()])
@@ -269,7 +289,7 @@ def _state_rows(
 def _expired(
     ckpt: Any,
     backends: Any,
-    out: _Appender,
+    out: _Appender | _Collected,
     cancelled: Callable[[], bool] | None,
 ) -> Generator[Progress, None, list[StatelensError]]:
     import pyarrow as pa
@@ -337,8 +357,12 @@ def iter_sql(
     cancelled: Callable[[], bool] | None = None,
     rows_per_batch: int = 65_536,
     cache: Any = None,
+    in_spark: bool = False,
+    output_url: str | None = None,
 ) -> Generator[Progress, None, SqlResult]:
     """Fill the tables ``query`` names, run it, and return its answer as a stream of Arrow batches.
+
+    With ``in_spark`` the query is Spark SQL and runs where Spark runs (:func:`_in_spark`).
 
     Parameters
     ----------
@@ -358,6 +382,11 @@ def iter_sql(
         Rows per Arrow record batch of the answer.
     cache : readers.cache.StateCache, optional
         Where decoded versions of ``state`` are kept and found again (default: decode every time).
+    in_spark : bool
+        Run the query in Spark (Spark SQL) on the Spark backend of ``backends``, not in DuckDB here.
+    output_url : str, optional
+        With ``in_spark``: Spark writes the answer there as Parquet (a folder of part files, where Spark
+        runs) and the result has no rows.
 
     Yields
     ------
@@ -384,6 +413,12 @@ def iter_sql(
     store = _pick_store(ckpt, operator_id, store_name) if {"state", "changes"} & set(names) else None
     backends = backends or BackendChooser(ckpt, "native")
     problems: list[StatelensError] = []
+    if in_spark:
+        return (
+            yield from _in_spark(
+                ckpt, query, names, store, version, backends, problems, output_url, cancelled
+            )
+        )
     spill = tempfile.TemporaryDirectory(prefix="statelens-sql-")
     con = duckdb.connect(":memory:")
     result = SqlResult([], iter(()), problems, con, spill)
@@ -427,6 +462,52 @@ def iter_sql(
     except BaseException:
         result.close()
         raise
+
+
+#: Rows of an answer computed in Spark that may come back to this process (more: write it with Spark).
+SPARK_ANSWER_ROWS = 1_000_000
+
+
+def _in_spark(
+    ckpt: Any,
+    query: str,
+    names: list[str],
+    store: tuple[int, str] | None,
+    version: int | None,
+    backends: Any,
+    problems: list[StatelensError],
+    output_url: str | None,
+    cancelled: Callable[[], bool] | None,
+    rows_per_batch: int = 65_536,
+) -> Generator[Progress, None, SqlResult]:
+    """Run ``query`` as Spark SQL where Spark runs: ``state`` and ``changes`` are Spark's own reads of
+    the store, never brought here; ``batches``, ``growth`` and ``expired`` are computed first (growth and
+    expired inside Spark too, only their counts and findings come back) and sent to Spark as tables.
+    At most :data:`SPARK_ANSWER_ROWS` rows of the answer come back; with ``output_url`` Spark writes it."""
+    tables: dict[str, Any] = {}
+    for n, name in enumerate(names):
+        yield Progress(n, len(names) + 1, f"preparing table {name}")
+        if name == "batches":
+            tables[name] = yield from _batches_table(ckpt, problems)
+        elif name == "growth":
+            collected = _Collected()
+            yield from _growth(ckpt, backends, collected)
+            tables[name] = collected.table()
+        elif name == "expired":
+            collected = _Collected()
+            problems += yield from _expired(ckpt, backends, collected, cancelled)
+            tables[name] = collected.table()
+    yield Progress(len(names), len(names) + 1, "running the query in Spark")
+    backend = backends.spark
+    backends.used.add("spark")
+    columns, table, rows = backend.sql_answer(
+        query, names, tables, store, version, max_rows=SPARK_ANSWER_ROWS, output_url=output_url
+    )
+    result = SqlResult(
+        columns, iter(()) if table is None else iter(table.to_batches(rows_per_batch)), problems
+    )
+    result.rows_written = rows if table is None else None
+    return result
 
 
 # -- writing answers ---------------------------------------------------------------------------------------

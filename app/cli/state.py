@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
@@ -555,11 +556,15 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
     )
     if fmt == "parquet" and not args.output:
         raise _usage("--parquet needs -o FILE")
+    if args.in_spark:
+        if args.backend == "native":
+            raise _usage("--in-spark runs the query in Spark: it cannot be used with --backend native")
+        args.backend = "spark"
     ckpt = _open(args)
     chooser = _common._backends(args, ckpt)
     bar = _Progress()
     try:
-        cache = None if args.no_cache else StateCache()
+        cache = None if args.no_cache or args.in_spark else StateCache()
         result = run_to_end(
             iter_sql(
                 ckpt,
@@ -569,15 +574,22 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
                 version=args.version,
                 backends=chooser,
                 cache=cache,
+                in_spark=args.in_spark,
+                output_url=args.output if args.in_spark and fmt == "parquet" else None,
             ),
             bar,
         )
+    except BaseException:
+        chooser.close()
+        raise
     finally:
         bar.close()
     try:
         for err in result.problems:
             ckpt.report.add(err)
-        if fmt == "table":
+        if result.rows_written is not None:
+            sys.stderr.write(f"statelens: {result.rows_written:,} rows written by Spark to {args.output}\n")
+        elif fmt == "table":
             rows, n = answer_rows(result, args.max_rows)
             out.write(format_table(result.columns, rows) + "\n")
             if n > len(rows):
@@ -672,11 +684,13 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser(
         "sql",
-        help="query the checkpoint with SQL (DuckDB): tables batches, growth, state, changes, expired",
+        help="query the checkpoint with SQL (DuckDB, or Spark with --in-spark): tables batches, growth, state, "
+        "changes, expired",
         description="Run a DuckDB SQL query over the checkpoint. Tables (filled only when the query names them): "
         "batches (the timeline), growth (rows and bytes per store, version and partition), state (one "
         "store's rows at one version: partition_id, key, value as typed structs), changes (that store's "
-        "change feed), expired (expired-but-unremoved keys). Example: statelens sql CKPT "
+        "change feed), expired (expired-but-unremoved keys). With --in-spark the query is Spark SQL and runs where "
+        "Spark runs. Example: statelens sql CKPT "
         '"SELECT partition_id, count(*) FROM state GROUP BY 1 ORDER BY 2 DESC"',
     )
     p.add_argument("checkpoint")
@@ -692,6 +706,13 @@ def add_commands(sub: Any) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument(
         "--max-rows", type=int, default=1000, metavar="N", help="rows shown as a table (default 1000)"
+    )
+    p.add_argument(
+        "--in-spark",
+        action="store_true",
+        help="run the query in Spark (Spark SQL, on --spark-master/--spark-remote or local[*]): state and "
+        "changes are read where Spark runs and never come here; at most 1,000,000 answer rows come back "
+        "(--parquet -o URL: Spark writes the answer there, a folder of part files)",
     )
     p.add_argument(
         "--no-cache",

@@ -670,14 +670,123 @@ class SparkBackend:
                     _prepare(F.col("key"), store.key_schema).cast(key_type).alias("key"),
                     _prepare(F.col("value"), store.value_schema).cast(value_type).alias("value"),
                 ]
-            ts_key = "spark.sql.parquet.outputTimestampType"
-            before = spark.conf.get(ts_key, None)
-            spark.conf.set(ts_key, "TIMESTAMP_MICROS")  # not INT96: every Parquet reader reads these
-            try:
+            with _micros_timestamps(spark):
                 df.select(*cols).write.mode("error").parquet(target)
-            finally:
-                spark.conf.set(ts_key, before) if before is not None else spark.conf.unset(ts_key)
             return int(spark.read.parquet(target).count())
+
+    def sql_answer(
+        self,
+        query: str,
+        views: list[str],
+        tables: dict[str, Any],
+        store: tuple[int, str] | None,
+        version: int | None,
+        *,
+        max_rows: int,
+        output_url: str | None = None,
+    ) -> tuple[list[str], Any, int]:
+        """Run a Spark SQL ``query`` where Spark runs, over temporary views named ``views``:
+
+        * ``state``: ``store``'s rows at ``version`` (default: the last committed batch + 1):
+          ``operator_id, store_name, version, partition_id, key, value``;
+        * ``changes``: its change feed over every committed version: ``version, partition_id, change,
+          key, value`` (``change`` ``put``/``remove``/``append``, value null for a remove);
+        * any other view: the Arrow table ``tables[name]`` sent from this process (small: the timeline,
+          growth counts, expired findings).
+
+        Repeated struct field names are made unique (``sum, sum_2``) and calendar intervals become
+        ``struct<months, days, microseconds>``, as in :meth:`write_parquet` and the DuckDB tables.
+        transformWithState variables keep the columns Spark's reader gives them (``list_element``,
+        ``user_map_key``...).
+
+        Returns ``(columns, answer, rows)``: the answer as a pyarrow Table of at most ``max_rows`` rows,
+        or None when ``output_url`` was given (Spark wrote it there as Parquet; ``rows`` written).
+
+        Raises
+        ------
+        UsageError
+            Spark refuses the query (the message is Spark's), the answer has more than ``max_rows`` rows,
+            or ``output_url`` is inside the checkpoint.
+        StatelensError
+            Spark cannot read the store.
+        """
+        target = self._output_url(output_url) if output_url is not None else None
+        if version is not None:
+            self._check_version(version)
+        with self._job("SQL query") as spark:
+            made: list[str] = []
+            try:
+                for name in views:
+                    if name in ("state", "changes"):
+                        assert store is not None
+                        frame = self._sql_store_view(spark, store[0], store[1], version, name == "changes")
+                    else:
+                        frame = spark.createDataFrame(tables[name])
+                    frame.createOrReplaceTempView(name)
+                    made.append(name)
+                try:
+                    answer = spark.sql(query)
+                    columns = list(answer.columns)
+                    if target is not None:
+                        with _micros_timestamps(spark):
+                            answer.write.mode("error").parquet(target)
+                        return columns, None, int(spark.read.parquet(target).count())
+                    table = answer.limit(max_rows + 1).toArrow()
+                except Exception as err:  # noqa: BLE001 - AnalysisException, ParseException...
+                    if _is_query_error(err):
+                        raise UsageError(f"the query failed: {_first_line(err)}") from err
+                    raise
+                if table.num_rows > max_rows:
+                    raise UsageError(
+                        f"the answer has more than {max_rows:,} rows: aggregate it, or write it where Spark "
+                        "runs with --parquet -o URL"
+                    )
+                return columns, table, table.num_rows
+            finally:
+                for name in made:
+                    with contextlib.suppress(Exception):
+                        spark.catalog.dropTempView(name)
+
+    def _sql_store_view(
+        self, spark: Any, operator_id: int, store_name: str, version: int | None, changes: bool
+    ) -> Any:
+        """The ``state`` (or ``changes``) view of :meth:`sql_answer`."""
+        from pyspark.sql import functions as F
+
+        head = [
+            F.lit(operator_id).cast("int").alias("operator_id"),
+            F.lit(store_name).alias("store_name"),
+        ]
+        last = self.latest_version(operator_id, store_name)
+        if changes:
+            self._check_version(last)
+            df = self._change_feed(spark, operator_id, store_name, 1, last, None)
+            kind = F.col("change_type")
+            head += [
+                (F.col("batch_id") + 1).cast("long").alias("version"),
+                F.col("partition_id").cast("int").alias("partition_id"),
+                F.when(kind == "update", "put")
+                .when(kind == "delete", "remove")
+                .otherwise(kind)
+                .alias("change"),
+            ]
+            skip = {"batch_id", "change_type", "partition_id"}
+        else:
+            v = version if version is not None else last
+            self._check_version(v)
+            df = self._state_frame(spark, operator_id, store_name, v - 1)
+            head += [
+                F.lit(v).cast("long").alias("version"),
+                F.col("partition_id").cast("int").alias("partition_id"),
+            ]
+            skip = {"partition_id"}
+        types = {f.name: f.dataType for f in df.schema.fields}
+        rest = [
+            _prepare(F.col(c), types[c], arrow=True).cast(_unique_struct(types[c], arrow=True)).alias(c)
+            for c in df.columns
+            if c not in skip
+        ]
+        return df.select(*head, *rest)
 
     def _output_url(self, url: str) -> str:
         """``url`` as Spark should write it (absolute; ``s3://`` as ``s3a://``), refused inside the checkpoint."""
@@ -1152,6 +1261,32 @@ def stop_gateway(timeout_s: float = 10.0) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _micros_timestamps(spark: Any) -> Iterator[None]:
+    """Parquet written meanwhile stores timestamps as microseconds, not INT96 (every reader reads these)."""
+    key = "spark.sql.parquet.outputTimestampType"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "TIMESTAMP_MICROS")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before) if before is not None else spark.conf.unset(key)
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _is_query_error(err: Exception) -> bool:
+    """Whether Spark refused a query as written (parse or analysis error), not failed to run it."""
+    try:
+        from pyspark.errors import AnalysisException, ParseException
+    except ImportError:  # pragma: no cover - PySpark without pyspark.errors
+        return False
+    return isinstance(err, (AnalysisException, ParseException))
+
+
 def _spark_error(err: Exception, what: str) -> StatelensError:
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return SparkReadError(f"Spark could not read the {what}: {text}")
@@ -1262,13 +1397,16 @@ def _renamed(dt: Any) -> Any:
     return dt
 
 
-def _unique_struct(dt: Any) -> Any:
+def _unique_struct(dt: Any, arrow: bool = False) -> Any:
     """``dt`` with repeated struct field names made unique as ``readers.values`` does for Parquet
     (``sum, sum`` -> ``sum, sum_2``), recursively, and calendar intervals as the struct :func:`_prepare`
-    makes of them."""
+    makes of them (with ``arrow``, year-month intervals as its int months too)."""
     from pyspark.sql import types as T
 
     from statelens.readers.values import dedupe_names
+
+    if arrow and isinstance(dt, T.YearMonthIntervalType):
+        return T.IntegerType()
 
     if isinstance(dt, T.CalendarIntervalType):
         return T.StructType(
@@ -1282,14 +1420,16 @@ def _unique_struct(dt: Any) -> Any:
         names = dedupe_names([f.name for f in dt.fields])
         return T.StructType(
             [
-                T.StructField(n, _unique_struct(f.dataType), f.nullable)
+                T.StructField(n, _unique_struct(f.dataType, arrow), f.nullable)
                 for n, f in zip(names, dt.fields, strict=True)
             ]
         )
     if isinstance(dt, T.ArrayType):
-        return T.ArrayType(_unique_struct(dt.elementType), dt.containsNull)
+        return T.ArrayType(_unique_struct(dt.elementType, arrow), dt.containsNull)
     if isinstance(dt, T.MapType):
-        return T.MapType(_unique_struct(dt.keyType), _unique_struct(dt.valueType), dt.valueContainsNull)
+        return T.MapType(
+            _unique_struct(dt.keyType, arrow), _unique_struct(dt.valueType, arrow), dt.valueContainsNull
+        )
     return dt
 
 
