@@ -97,3 +97,24 @@ def test_errors_stay_in_the_tab_and_ctrl_enter_runs(qtbot: Any, window: Any) -> 
     texts = [window.sql.proxy.index(r, 1).data() for r in range(window.sql.proxy.rowCount())]
     numbers = [float(t) for t in texts if t]
     assert numbers == sorted(numbers)
+
+
+@pytest.mark.spark
+def test_in_spark_runs_the_query_in_spark_with_the_same_answer(
+    qtbot: Any, window: Any, checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "In Spark" runs the editor's query as Spark SQL on the toolbar's Spark (here the test run's session),
+    even with the native backend picked for the browser; the answer is the command line's (DuckDB)."""
+    root = checkpoint("agg_many_partitions") / "checkpoint"
+    window.set_backend("native", spark=spark, remember=False)
+    _open(qtbot, window, root)
+    query = "SELECT partition_id, count(*) AS n FROM state GROUP BY partition_id ORDER BY partition_id"
+    want = _cli(capsys, root, query, "--backend", "native")
+    window.sql.spark_check.setChecked(True)
+    _run(qtbot, window, query)
+    assert "failed" not in window.sql.status.text(), window.sql.status.text()
+    shown = [window.sql.model.row_texts(r)[:2] for r in range(window.sql.rows())]
+    assert shown == [[str(r["partition_id"]), str(r["n"])] for r in want] and want
+    assert window._chooser is not None and "spark" in window._chooser.used  # Spark answered
+    _run(qtbot, window, "SELECT nope FROM state")
+    assert "the query failed" in window.sql.status.text() and "nope" in window.sql.status.text()

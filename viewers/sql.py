@@ -13,6 +13,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
     QLabel,
@@ -38,11 +39,12 @@ class SqlView(QWidget):
 
     Signals
     -------
-    run_requested(str query, object store)
-        Run ``query``; ``store`` is the picked ``(operator_id, store_name)`` or None.
+    run_requested(str query, object store, bool in_spark)
+        Run ``query``; ``store`` is the picked ``(operator_id, store_name)`` or None; ``in_spark``: as
+        Spark SQL where Spark runs (the toolbar's Spark master or Connect endpoint), not in DuckDB.
     """
 
-    run_requested = Signal(str, object)
+    run_requested = Signal(str, object, bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -61,6 +63,13 @@ class SqlView(QWidget):
         self.store_combo.setMinimumContentsLength(30)
         top.addWidget(self.store_combo)
         top.addStretch(1)
+        self.spark_check = QCheckBox("In Spark")
+        self.spark_check.setToolTip(
+            "Run the query as Spark SQL where Spark runs (the toolbar's Spark master or sc:// endpoint): "
+            "state and changes are read there and never come to this app; at most 1,000,000 answer rows "
+            "come back. Unchecked: DuckDB here, over the decoded state."
+        )
+        top.addWidget(self.spark_check)
         self.run_button = QPushButton("Run")
         self.run_button.setToolTip("Run the query (Ctrl+Enter)")
         self.run_button.clicked.connect(self.request_run)
@@ -130,7 +139,7 @@ class SqlView(QWidget):
         """Ask the app to run the query in the editor."""
         text = self.query().strip()
         if text:
-            self.run_requested.emit(text, self.store())
+            self.run_requested.emit(text, self.store(), self.spark_check.isChecked())
 
     # -- the answer ----------------------------------------------------------------------------------
     def set_running(self, text: str) -> None:

@@ -722,13 +722,23 @@ def iter_sql_table(
     cache: Any = None,
     max_rows: int = 10_000,
     cancelled: Callable[[], bool] | None = None,
+    backends: Any = None,
+    in_spark: bool = False,
 ) -> Generator[Progress, None, SqlTable]:
-    """Run ``query`` (:func:`iter_sql`) and keep the first ``max_rows`` rows as display text."""
+    """Run ``query`` (:func:`iter_sql`, in Spark with ``in_spark``) and keep the first ``max_rows`` rows as
+    display text."""
     import time
 
     start = time.perf_counter()
     result = yield from iter_sql(
-        ckpt, query, operator_id=operator_id, store_name=store_name, cache=cache, cancelled=cancelled
+        ckpt,
+        query,
+        operator_id=operator_id,
+        store_name=store_name,
+        cache=cache,
+        cancelled=cancelled,
+        backends=backends,
+        in_spark=in_spark,
     )
     try:
         rows, n = answer_rows(result, max_rows)

@@ -553,6 +553,8 @@ class MainWindow(QMainWindow):
             return
         loading = self.runner.current("load") is not None
         self._cancel_spark_read()  # a Spark job does not yield: cancel its job group
+        if self.runner.current("sql") is not None and self._chooser is not None:
+            self._chooser.cancel()  # a query running in Spark
         self.runner.cancel()
         self.status_label.setText(
             f"Cancelled opening {_short(self._loading_url or '')}" if loading else "Cancelled"
@@ -699,7 +701,12 @@ class MainWindow(QMainWindow):
                 ),
             )
         # The editor's query, on this checkpoint.
-        self._when_shown("sql", lambda: self._on_sql_run_requested(self.sql.query(), self.sql.store()))
+        self._when_shown(
+            "sql",
+            lambda: self._on_sql_run_requested(
+                self.sql.query(), self.sql.store(), self.sql.spark_check.isChecked()
+            ),
+        )
         if self.event_logs:
             self._read_event_logs()
         if ckpt.operators:
@@ -917,11 +924,16 @@ class MainWindow(QMainWindow):
         self.progress_updated.emit()
 
     # -- SQL -----------------------------------------------------------------------------------------
-    def _on_sql_run_requested(self, query: str, store: Any) -> None:
+    def _on_sql_run_requested(self, query: str, store: Any, in_spark: bool = False) -> None:
         if self.loaded is None or not query.strip():
             return
         operator_id, store_name = store if store is not None else (None, None)
-        self.sql.set_running("Running the query (tables are filled from the checkpoint first)…")
+        backends = None
+        if in_spark:
+            backends = self._ensure_chooser()
+            self.sql.set_running(f"Running the query in Spark on {self._spark_master}…")
+        else:
+            self.sql.set_running("Running the query (tables are filled from the checkpoint first)…")
         self.runner.submit(
             "sql",
             iter_sql_table,
@@ -930,7 +942,9 @@ class MainWindow(QMainWindow):
             operator_id=operator_id,
             store_name=store_name,
             cache=self._cache,
-            what="Running the SQL query",
+            backends=backends,
+            in_spark=in_spark,
+            what="Running the SQL query in Spark" if in_spark else "Running the SQL query",
             on_result=self._on_sql_finished,
             on_error=self._on_sql_errored,
         )
@@ -1475,18 +1489,24 @@ class MainWindow(QMainWindow):
         """The backend object reading this store (None: the native reader path)."""
         if self._backend_name == "native" or self.loaded is None:
             return None
+        return self._ensure_chooser().for_store(operator_id, store_name)
+
+    def _ensure_chooser(self) -> Any:
+        """The backends of this checkpoint (Spark on the toolbar's master or endpoint, started when first
+        needed); with the native backend picked, Spark is still what the SQL tab's "In Spark" runs on."""
+        assert self.loaded is not None
         if self._chooser is None:
             from statelens.readers.backends import BackendChooser
 
             remote = self._spark_master if self._spark_master.startswith("sc://") else None
             self._chooser = BackendChooser(
                 self.loaded.checkpoint,
-                self._backend_name,
+                self._backend_name if self._backend_name != "native" else "spark",
                 master=None if remote else self._spark_master,
                 spark=None if remote else self._spark_session,
                 remote=remote,
             )
-        return self._chooser.for_store(operator_id, store_name)
+        return self._chooser
 
     def _on_spark_progress_timer_timeout(self) -> None:
         backend = self._spark_reading
