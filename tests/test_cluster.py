@@ -74,6 +74,8 @@ def cluster_run(
             "growth",
             str(checkpoint(s) / "checkpoint"),
             "--json",
+            "--top-keys",
+            "3",
             "--backend",
             "spark",
         ]
@@ -169,10 +171,24 @@ def test_growth_on_the_cluster_equals_native(
     rows = lambda recs: sorted(  # noqa: E731
         (r["operator_id"], r["store_name"], r["version"], r["partition_id"], r["rows"])
         for r in recs
-        if r["version"] in committed
+        if r["version"] in committed and r["partition_id"] is not None  # not the per-store records
     )
     assert rows(json.loads(out)) == rows(native)
     assert sum(r["rows"] for r in json.loads(out)) > 0
+    # The heaviest keys, weighed by the executors: the same weights per partition and overall.
+    top = json.loads(
+        _native(["growth", str(checkpoint(scenario) / "checkpoint"), "--json", "--top-keys", "3"], capsys)
+    )
+    weights = lambda recs: sorted(  # noqa: E731
+        (
+            r["store_name"],
+            r["partition_id"] if r["partition_id"] is not None else -1,
+            [k["bytes"] for k in r["top_keys"]],
+        )
+        for r in recs
+        if "top_keys" in r
+    )
+    assert weights(json.loads(out)) == weights(top) and weights(top)
 
 
 @pytest.mark.parametrize("scenario", ROWS)

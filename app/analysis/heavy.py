@@ -8,8 +8,9 @@ state variable of transformWithState (and a multi-value join family of state for
 in ``elements``. Only the keys that make the top ``n`` of a partition are decoded, so the cost is one
 read of each partition's state, like ``growth`` at one version; memory is one partition's raw state.
 
-Stores read by Spark (``--backend spark``) are weighed natively where the native decoder can read them;
-Spark's reader returns decoded rows, not the encoded bytes the ranking is about.
+Stores read by Spark (``--backend spark``) are weighed inside Spark where their weight is the UnsafeRow
+size of the decoded key and value (:mod:`app.analysis.heavy_spark`, exact); the others (transformWithState
+column families, state format 4 joins) natively where the native decoder can read them.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class StoreTopKeys:
     by_partition: dict[int, list[HeavyKey]] = field(default_factory=dict)
     keys: int = 0  # keys (grouping keys) weighed, over all partitions
     skipped: str = ""
+    weighed_in_spark: bool = False  # a Spark query weighed the keys (heavy_spark): only the top came back
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -247,15 +249,13 @@ class StoreWeigher:
             version if version is not None else max((v for v, _, _ in self._parts.values()), default=None)
         )
         out = StoreTopKeys(self.operator_id, self.store_name, chosen, self.kind)
-        merged: list[tuple[int, int, HeavyKey]] = []
         for pid in sorted(self._parts):
             v, count, heavy = self._parts[pid]
             if v != chosen:
                 continue
             out.keys += count
             out.by_partition[pid] = heavy
-            merged.extend((h.bytes, -len(merged), h) for h in heavy)
-        out.overall = [h for _, _, h in heapq.nlargest(self.n, merged)]
+        out.overall = merge_top(out.by_partition, self.n)
         return out
 
 
@@ -265,8 +265,12 @@ def iter_top_keys(
     version: int | None = None,
     cancelled: Callable[[], bool] | None = None,
     only: tuple[int, str] | None = None,
+    backends: Any = None,
 ) -> Generator[Progress, None, tuple[list[StoreTopKeys], list[StatelensError]]]:
     """The ``n`` heaviest keys of every store, per partition and overall, at one version.
+
+    Stores that ``backends`` reads with Spark are weighed inside Spark where the weight is the UnsafeRow
+    size (:mod:`app.analysis.heavy_spark`): only each partition's top keys come back.
 
     Parameters
     ----------
@@ -280,6 +284,8 @@ def iter_top_keys(
         Polled between partitions.
     only : (int, str), optional
         Weigh this ``(operator_id, store_name)`` only.
+    backends : readers.backends.BackendChooser, optional
+        Which stores Spark reads (default: every store weighed natively).
 
     Yields
     ------
@@ -305,6 +311,10 @@ def iter_top_keys(
         yield Progress(done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name}")
         result = StoreTopKeys(op.operator_id, st.store_name, None, None)
         out.append(result)
+        in_spark = yield from _top_keys_in_spark(op, st, n, version, backends, problems)
+        if in_spark is not None:
+            out[-1] = in_spark
+            continue
         try:
             reader = native_backend(ckpt).store(op.operator_id, st.store_name)
         except BackendUnavailableError as err:
@@ -343,6 +353,55 @@ def iter_top_keys(
         out[-1] = weigher.result(chosen)
     yield Progress(len(jobs), len(jobs), "heaviest keys")
     return out, problems
+
+
+def _top_keys_in_spark(
+    op: Any, st: Any, n: int, version: int | None, backends: Any, problems: list[StatelensError]
+) -> Generator[Progress, None, StoreTopKeys | None]:
+    """One store's heaviest keys weighed by a Spark query, or None when Spark does not read this store or
+    its weight is not the UnsafeRow size (the native weighing runs instead)."""
+    from statelens.readers.model import OperatorKind
+
+    backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else None
+    if backend is None or backend.reads_files or not hasattr(backend, "stream_state_query"):
+        return None
+    encoder = str(((st.schema.key_encoder or {}) if st.schema else {}).get("keyStateEncoderType", ""))
+    if st.schema is None or op.kind == OperatorKind.TRANSFORM_WITH_STATE or encoder.startswith("TimestampAs"):
+        return None  # column families, lists per grouping key, no schema: weighed natively
+    from statelens.app.analysis.heavy_spark import top_keys_in_spark, weight_sql
+    from statelens.readers.values import row_to_json
+
+    sizes = weight_sql(st.schema)
+    if sizes is None:
+        return None
+    chosen = version if version is not None else backend.latest_version(op.operator_id, st.store_name)
+    result = StoreTopKeys(op.operator_id, st.store_name, chosen, None, weighed_in_spark=True)
+    try:
+        rows = yield from top_keys_in_spark(backend, op.operator_id, st.store_name, chosen, sizes, n)
+    except StatelensError as err:
+        problems.append(err)
+        result.skipped = f"not weighed: {err.message}"
+        return result
+    for pid in sorted(st.partitions):
+        result.by_partition[pid] = []
+    counted: set[int] = set()
+    for pid, key, size, keys in rows:
+        result.by_partition.setdefault(pid, []).append(
+            HeavyKey(pid, row_to_json(key, st.schema.key_schema), size, None)
+        )
+        if pid not in counted:
+            counted.add(pid)
+            result.keys += keys
+    result.overall = merge_top(result.by_partition, n)
+    return result
+
+
+def merge_top(by_partition: dict[int, list[HeavyKey]], n: int) -> list[HeavyKey]:
+    """The ``n`` heaviest of every partition's top keys: ties in partition order, then each one's own."""
+    merged: list[tuple[int, int, HeavyKey]] = []
+    for pid in sorted(by_partition):
+        merged.extend((h.bytes, -len(merged), h) for h in by_partition[pid])
+    return [h for _, _, h in heapq.nlargest(n, merged)]
 
 
 def with_top_keys(records: list[dict[str, Any]], stores: list[StoreTopKeys]) -> list[dict[str, Any]]:

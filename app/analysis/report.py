@@ -677,7 +677,7 @@ class ReportResult:
 
 
 def _iter_unweighed_top_keys(
-    ckpt: Any, growth: GrowthResult, n: int, cancelled: Callable[[], bool] | None
+    ckpt: Any, growth: GrowthResult, n: int, cancelled: Callable[[], bool] | None, backends: Any = None
 ) -> Generator[Progress, None, tuple[list[StoreTopKeys], list[StatelensError]]]:
     """Growth's heaviest keys, plus :func:`iter_top_keys` for each store growth did not weigh."""
     weighed = {(g.operator_id, g.store_name): g.top_keys for g in growth.stores if g.top_keys is not None}
@@ -689,7 +689,7 @@ def _iter_unweighed_top_keys(
             if key in weighed:
                 out.append(weighed[key])  # type: ignore[arg-type]
                 continue
-            stores, errs = yield from iter_top_keys(ckpt, n, cancelled=cancelled, only=key)
+            stores, errs = yield from iter_top_keys(ckpt, n, cancelled=cancelled, only=key, backends=backends)
             out.extend(stores)
             problems.extend(errs)
     return out, problems
@@ -779,7 +779,9 @@ def iter_report(
         ),
     )
     # Stores growth did not weigh on its walk (read by Spark, column families) are weighed on their own.
-    heavy, heavy_problems = yield from sub(3, _iter_unweighed_top_keys(ckpt, growth, top_keys, cancelled))
+    heavy, heavy_problems = yield from sub(
+        3, _iter_unweighed_top_keys(ckpt, growth, top_keys, cancelled, backends)
+    )
     doctor = yield from sub(4, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
     if target_rows is None:
         current = max((sum(g.latest_rows().values()) for g in growth.stores), default=0)

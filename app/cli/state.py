@@ -483,7 +483,7 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
             from statelens.app.analysis._common import run_to_end
             from statelens.app.analysis.heavy import iter_top_keys
 
-            heavy, problems = run_to_end(iter_top_keys(ckpt, args.top_keys), bar)
+            heavy, problems = run_to_end(iter_top_keys(ckpt, args.top_keys, backends=chooser), bar)
             for err in problems:
                 ckpt.report.add(err)
     finally:

@@ -635,7 +635,7 @@ class SparkBackend:
                 "writing with Spark reads stores, not transformWithState variables; use --backend native"
             )
         target = self._output_url(url)
-        key_type, value_type = _unique_struct(store.key_schema), _unique_struct(store.value_schema)
+        key_type, value_type = unique_struct(store.key_schema), unique_struct(store.value_schema)
         last = self.latest_version(operator_id, store_name)
         if changes:
             start, end = (version, version) if version is not None else (1, last)
@@ -782,7 +782,7 @@ class SparkBackend:
             skip = {"partition_id"}
         types = {f.name: f.dataType for f in df.schema.fields}
         rest = [
-            _prepare(F.col(c), types[c], arrow=True).cast(_unique_struct(types[c], arrow=True)).alias(c)
+            _prepare(F.col(c), types[c], arrow=True).cast(unique_struct(types[c], arrow=True)).alias(c)
             for c in df.columns
             if c not in skip
         ]
@@ -887,6 +887,38 @@ class SparkBackend:
         with self._job(what) as spark:
             frames = {"events": self._history_frame(spark, operator_id, store_name, first, last)}
             yield from _stream_sql(spark, frames, tables, query, columns)
+
+    def stream_state_query(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        version: int,
+        query: str,
+        columns: list[str],
+        what: str,
+    ) -> Iterator[tuple[Any, ...]]:
+        """Run a Spark SQL ``query`` over one store's rows at ``version`` and stream its ``columns`` (as
+        :meth:`stream_history_query`). Its input ``{state}``: ``p int, key, value``, with repeated struct
+        field names made unique (``sum, sum_2``) and calendar intervals as ``struct<months, days,
+        microseconds>``, as :func:`unique_struct` gives them.
+
+        Raises
+        ------
+        StatelensError
+            Spark cannot read the version, or the query fails.
+        """
+        from pyspark.sql import functions as F
+
+        self._check_version(version)
+        store = self._typed_store(operator_id, store_name)
+        key_type, value_type = unique_struct(store.key_schema), unique_struct(store.value_schema)
+        with self._job(what) as spark:
+            state = self._state_frame(spark, operator_id, store_name, version - 1).select(
+                F.col("partition_id").cast("int").alias("p"),
+                _prepare(F.col("key"), store.key_schema).cast(key_type).alias("key"),
+                _prepare(F.col("value"), store.value_schema).cast(value_type).alias("value"),
+            )
+            yield from _stream_sql(spark, {"state": state}, {}, query, columns)
 
     def stream_timer_query(
         self,
@@ -1397,7 +1429,7 @@ def _renamed(dt: Any) -> Any:
     return dt
 
 
-def _unique_struct(dt: Any, arrow: bool = False) -> Any:
+def unique_struct(dt: Any, arrow: bool = False) -> Any:
     """``dt`` with repeated struct field names made unique as ``readers.values`` does for Parquet
     (``sum, sum`` -> ``sum, sum_2``), recursively, and calendar intervals as the struct :func:`_prepare`
     makes of them (with ``arrow``, year-month intervals as its int months too)."""
@@ -1420,15 +1452,15 @@ def _unique_struct(dt: Any, arrow: bool = False) -> Any:
         names = dedupe_names([f.name for f in dt.fields])
         return T.StructType(
             [
-                T.StructField(n, _unique_struct(f.dataType, arrow), f.nullable)
+                T.StructField(n, unique_struct(f.dataType, arrow), f.nullable)
                 for n, f in zip(names, dt.fields, strict=True)
             ]
         )
     if isinstance(dt, T.ArrayType):
-        return T.ArrayType(_unique_struct(dt.elementType, arrow), dt.containsNull)
+        return T.ArrayType(unique_struct(dt.elementType, arrow), dt.containsNull)
     if isinstance(dt, T.MapType):
         return T.MapType(
-            _unique_struct(dt.keyType, arrow), _unique_struct(dt.valueType, arrow), dt.valueContainsNull
+            unique_struct(dt.keyType, arrow), unique_struct(dt.valueType, arrow), dt.valueContainsNull
         )
     return dt
 
