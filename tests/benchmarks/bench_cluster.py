@@ -9,7 +9,11 @@ statelens Python process's peak RSS (``ru_maxrss`` of that process: the JVM it s
 not counted):
 
 * ``growth --json --top-keys 10``;
-* ``expired --json``;
+* ``expired --json`` (an aggregation without watermark: nothing to check);
+* ``expired --json`` on a windowed aggregation of as many (window, key) rows that leaks: one window in
+  100 is never evicted (``bench_memory.build_windowed_checkpoint``: real logs and schema, delta files
+  written in Spark's layout), so the eviction check has ``keys / 100`` findings to bring back;
+* ``sql --in-spark`` (DuckDB natively) counting keys per partition;
 * ``rows --format parquet -o OUT`` (a folder Spark writes on the Spark backend; a file natively).
 
 On this 2-core machine the "cluster" shares the cores with everything else: the figures show what each
@@ -67,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=2_000_000)
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
+    from tests.benchmarks.bench_memory import build_windowed_checkpoint
+
     ckpt = str(build_checkpoint(args.partitions, args.batches, args.keys))
+    windowed = str(build_windowed_checkpoint(args.partitions, args.batches, args.keys))
+    skew = "SELECT partition_id, count(*) AS keys FROM state GROUP BY partition_id ORDER BY keys DESC"
     work = Path(tempfile.mkdtemp(prefix="statelens-bench-cluster-"))
     result: dict[str, Any] = {"keys": args.keys}
     cluster, server = StandaloneCluster(work / "cluster"), ConnectServer(work / "connect", master="local[*]")
@@ -83,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             result[mode] = {
                 "growth_top_keys": run(["growth", ckpt, "--json", "--top-keys", "10", *flags]),
                 "expired": run(["expired", ckpt, "--json", *flags]),
+                "expired_leaking_windows": run(["expired", windowed, "--json", *flags]),
+                "sql_keys_per_partition": run(
+                    ["sql", ckpt, skew, "--json", *(["--in-spark", *flags] if mode != "native" else flags)]
+                ),
                 "rows_parquet": run(
                     ["rows", ckpt, "--operator", "0", "--format", "parquet", "-o", str(out), *flags]
                 ),
