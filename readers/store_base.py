@@ -247,12 +247,14 @@ class StoreReaderBase:
         key = self.cache_key(cache, partition_id, version, {"unique_names": unique_names})
         return cache.get_or_build(key, lambda: self._decode_arrow(partition_id, version, unique_names))
 
-    def arrow_entry(self, partition_id: int, version: int, cache: StateCache) -> tuple[Path | None, pa.Table]:
+    def arrow_entry(
+        self, partition_id: int, version: int, cache: StateCache, unique_names: bool = False
+    ) -> tuple[Path | None, pa.Table]:
         """:meth:`read_arrow`'s table of one partition version and the cache file holding it (decoded and
         written first when absent): for queries that read state in place (DuckDB). The file is None
         when the cache cannot hold it."""
-        key = self.cache_key(cache, partition_id, version, {})
-        return cache.entry(key, lambda: self._decode_arrow(partition_id, version, False))
+        key = self.cache_key(cache, partition_id, version, {"unique_names": True} if unique_names else {})
+        return cache.entry(key, lambda: self._decode_arrow(partition_id, version, unique_names))
 
     def cache_key(self, cache: StateCache, partition_id: int, version: int, what: dict[str, Any]) -> str:
         """The cache entry name of a table derived from one partition's files up to ``version`` (the

@@ -169,3 +169,26 @@ def test_errors_are_clear_and_the_checkpoint_untouched(
     got = _sql(capsys, root, "SELECT count(*) AS n FROM state", "--store", "left-keyToNumValues")
     assert got[0]["n"] >= 0
     assert tree() == before
+
+
+def test_state_is_read_in_place_from_the_cache(checkpoint: Any, tmp_path: Path) -> None:
+    """With the cache, ``state`` is a view over the cache's Parquet files (not a copy in DuckDB, so memory
+    does not grow with the store): the same answer as without, the files pinned until the result closes."""
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.analysis.sql import answer_rows, iter_sql
+    from statelens.readers.cache import StateCache
+    from statelens.readers.checkpoint import open_checkpoint
+
+    ckpt = open_checkpoint(str(checkpoint("rich_types") / "checkpoint"))
+    query = "SELECT partition_id, version, CAST(key AS VARCHAR) AS k, CAST(value AS VARCHAR) AS v FROM state ORDER BY 1, 3"
+    plain = run_to_end(iter_sql(ckpt, query))
+    want = answer_rows(plain, 10_000)
+    plain.close()
+    cache = StateCache(tmp_path / "cache")
+    for _ in range(2):  # cold (decoded into the cache), then warm (read back)
+        result = run_to_end(iter_sql(ckpt, query, cache=cache))
+        assert result.pinned and all(Path(p).is_file() for p, _ in result.pinned)
+        assert cache._pinned
+        assert answer_rows(result, 10_000) == want and want[1] > 0
+        result.close()
+        assert not cache._pinned

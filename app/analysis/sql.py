@@ -40,7 +40,7 @@ from statelens.readers.model import Progress
 #: The tables a query may use, in the order they are filled.
 TABLES = ("batches", "growth", "state", "changes", "expired")
 #: DuckDB's memory before it spills to its temporary folder.
-MEMORY_LIMIT = "1GB"
+MEMORY_LIMIT = "512MB"
 #: Expired findings appended to DuckDB per insert.
 _FINDINGS_PER_INSERT = 20_000
 
@@ -71,11 +71,17 @@ class SqlResult:
     _spill: Any = None
     rows_written: int | None = None  # the answer was written where Spark runs (``output_url``), not here
 
+    pinned: list[tuple[Any, int]] = field(default_factory=list)  # cache files the query reads in place
+    cache: Any = None
+
     def close(self) -> None:
-        """Close the database and remove its temporary folder."""
+        """Close the database, let the cache evict the files it read, and remove its temporary folder."""
         if self.connection is not None:
             self.connection.close()
             self.connection = None
+        if self.pinned and self.cache is not None:
+            self.cache.unpin([path for path, _ in self.pinned])
+            self.pinned = []
         if self._spill is not None:
             self._spill.cleanup()
             self._spill = None
@@ -224,7 +230,11 @@ def _state_rows(
     problems: list[StatelensError],
     cancelled: Callable[[], bool] | None,
     cache: Any = None,
+    in_place: list[tuple[Any, int]] | None = None,
 ) -> Generator[Progress, None, None]:
+    """Fill ``out`` with one store's rows (or its change feed). With ``in_place`` (a list, and a cache the
+    backend keeps Arrow files in), partitions the cache holds are not copied: their ``(file, version)``
+    are appended to it for a view that reads them where they are."""
     from pyspark.sql import types as T
 
     from statelens.readers.values import rows_to_arrow, state_row_schema
@@ -264,9 +274,14 @@ def _state_rows(
                 parts = backend.read_changes_arrow(operator_id, store, 1, last, pid, unique_names=True)
             else:
                 v = version if version is not None else backend.latest_version(operator_id, store, pid)
-                part = backend.read_arrow(
-                    operator_id, store, v, pid, unique_names=True, cache=cache
-                )  # columns
+                if in_place is not None and cache is not None and hasattr(backend, "arrow_entry"):
+                    path, part = backend.arrow_entry(operator_id, store, v, pid, cache, unique_names=True)
+                    if path is not None:
+                        cache.pin([path])
+                        in_place.append((path, v))
+                        continue
+                else:
+                    part = backend.read_arrow(operator_id, store, v, pid, unique_names=True, cache=cache)
                 parts = [part.add_column(0, "version", pa.array(np.full(part.num_rows, v, dtype=np.int64)))]
         except StatelensError as err:
             problems.append(err)  # one bad file: reported, the other partitions still answer
@@ -284,6 +299,28 @@ def _state_rows(
     if pending:
         out.add(pa.concat_tables(pending))
     out.finish(empty)
+
+
+def _state_view(con: Any, store: tuple[int, str], files: list[tuple[Any, int]]) -> None:
+    """``state``: the partitions held in DuckDB (``_state_held``) and those read in place from the cache's
+    Parquet files, under one view. The files are scanned as Arrow datasets (one per version), so their
+    columns keep the Arrow types the held rows have (durations, intervals), and DuckDB streams them."""
+    import pyarrow.dataset as ds
+
+    head = f"{int(store[0])}::INTEGER AS operator_id, {_quote(store[1])} AS store_name"
+    parts = ["SELECT * FROM _state_held"]
+    versions = sorted({v for _, v in files})
+    for v in versions:
+        name = f"_state_cached_{v}"
+        con.register(name, ds.dataset([str(path) for path, w in files if w == v], format="parquet"))
+        parts.append(
+            f'SELECT {head}, {int(v)}::BIGINT AS version, "partition" AS partition_id, key, value FROM {name}'
+        )
+    con.execute("CREATE VIEW state AS " + " UNION ALL ".join(parts))
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _expired(
@@ -435,6 +472,9 @@ def iter_sql(
             elif name in ("state", "changes"):
                 assert store is not None
                 backend = backends.for_store(*store)
+                in_place = result.pinned if name == "state" and cache is not None else None
+                if in_place is not None:
+                    result.cache = cache
                 yield from _state_rows(
                     ckpt,
                     backend,
@@ -442,11 +482,14 @@ def iter_sql(
                     store[1],
                     version,
                     name == "changes",
-                    _Appender(con, name),
+                    _Appender(con, "_state_held" if in_place is not None else name),
                     problems,
                     cancelled,
                     cache,
+                    in_place,
                 )
+                if in_place is not None:
+                    _state_view(con, store, in_place)
             else:
                 problems += yield from _expired(ckpt, backends, _Appender(con, "expired"), cancelled)
         yield Progress(len(names), len(names), "running the query")

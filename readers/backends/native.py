@@ -16,6 +16,8 @@ from statelens.readers.errors import SchemaMismatchError, StatelensError
 from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pyarrow as pa
 
     from statelens.readers.cache import StateCache
@@ -120,6 +122,22 @@ class NativeBackend:
         """
         return self.ckpt.store_reader(operator_id, store_name).read_arrow(
             partition_id, version, unique_names=unique_names, cache=cache
+        )
+
+    def arrow_entry(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        version: int,
+        partition_id: int,
+        cache: StateCache,
+        *,
+        unique_names: bool = False,
+    ) -> tuple[Path | None, pa.Table]:
+        """:meth:`read_arrow` with ``cache``, and the cache file that holds the table (None when the cache
+        cannot hold it), for queries that read the state in place (DuckDB); pin the file meanwhile."""
+        return self.ckpt.store_reader(operator_id, store_name).arrow_entry(
+            partition_id, version, cache, unique_names=unique_names
         )
 
     def read_changes_arrow(

@@ -1,6 +1,11 @@
 """Benchmark: the Spark backend past one process, on the 2M-key checkpoint of ``bench_growth`` (on demand).
 
-    python -m tests.benchmarks.bench_cluster [--partitions 200] [--batches 32] [--keys 2000000] [--json OUT]
+    python -m tests.benchmarks.bench_cluster [--partitions 200] [--batches 32] [--keys 2000000] [--scale N]
+                                             [--json OUT]
+
+``--scale 10`` runs on a store ten times larger, scaled up from the real one's files as
+``bench_memory`` does (its logs and schema, delta files written in Spark's layout), in a minute instead
+of the hour PySpark needs to write 20M keys on two cores.
 
 Starts a standalone cluster (master + two 1-core workers, ``tests/spark_cluster.py``) and a Spark Connect
 server (``tests/spark_connect.py``) on loopback, then runs each command in a fresh statelens process
@@ -69,15 +74,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=200)
     ap.add_argument("--batches", type=int, default=32)
     ap.add_argument("--keys", type=int, default=2_000_000)
+    ap.add_argument("--scale", type=int, default=1, help="scale the real checkpoint's state up N times")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
-    from tests.benchmarks.bench_memory import build_windowed_checkpoint
+    from tests.benchmarks.bench_memory import build_scaled_checkpoint, build_windowed_checkpoint
 
-    ckpt = str(build_checkpoint(args.partitions, args.batches, args.keys))
-    windowed = str(build_windowed_checkpoint(args.partitions, args.batches, args.keys))
+    base = build_checkpoint(args.partitions, args.batches, args.keys)
+    if args.scale > 1:
+        base = build_scaled_checkpoint(base, args.scale, args.keys, args.partitions, args.batches)
+    ckpt = str(base)
+    windowed = str(build_windowed_checkpoint(args.partitions, args.batches, args.keys * args.scale))
     skew = "SELECT partition_id, count(*) AS keys FROM state GROUP BY partition_id ORDER BY keys DESC"
     work = Path(tempfile.mkdtemp(prefix="statelens-bench-cluster-"))
-    result: dict[str, Any] = {"keys": args.keys}
+    result: dict[str, Any] = {"keys": args.keys * args.scale, "scaled_up": args.scale > 1}
     cluster, server = StandaloneCluster(work / "cluster"), ConnectServer(work / "connect", master="local[*]")
     try:
         modes = {
