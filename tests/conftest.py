@@ -55,6 +55,20 @@ def spark() -> Any:
     return spark_session()
 
 
+@pytest.fixture
+def shared_spark_cli(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The CLI's backends use the test run's SparkSession instead of starting a second JVM."""
+    import statelens.app.cli._common
+    from statelens.readers.backends import BackendChooser
+
+    monkeypatch.setattr(
+        statelens.app.cli._common,
+        "_backends",
+        lambda args, ckpt: BackendChooser(ckpt, args.backend, spark=spark),
+    )
+    return spark
+
+
 @pytest.fixture(scope="session")
 def checkpoint() -> Callable[[str], Path]:
     """Factory: ``checkpoint(name)`` → ``Path`` of the generated scenario folder (cached on disk)."""

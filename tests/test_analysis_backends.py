@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-import statelens.app.cli._common
 from statelens.app.analysis._common import key_fields, run_to_end
 from statelens.app.analysis.expired import ExpiredFinding, iter_expired
 from statelens.app.cli import main
@@ -26,17 +25,6 @@ from statelens.readers.checkpoint import open_checkpoint
 from tests._mutations import set_log_json
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def shared_spark_cli(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The CLI's backends use the test run's SparkSession instead of starting a second JVM."""
-    monkeypatch.setattr(
-        statelens.app.cli._common,
-        "_backends",
-        lambda args, ckpt: BackendChooser(ckpt, args.backend, spark=spark),
-    )
-    return spark
 
 
 def _last_batch(ckpt: Path) -> int:

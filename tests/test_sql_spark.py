@@ -11,22 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import statelens.app.analysis.sql as sql_module
-import statelens.app.cli._common
 from statelens.app.cli import main
-from statelens.readers.backends import BackendChooser
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def shared_spark_cli(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The CLI's backends use the test run's SparkSession instead of starting a second JVM."""
-    monkeypatch.setattr(
-        statelens.app.cli._common,
-        "_backends",
-        lambda args, ckpt: BackendChooser(ckpt, args.backend, spark=spark),
-    )
-    return spark
 
 
 def _answer(capsys: pytest.CaptureFixture[str], *args: str) -> Any:

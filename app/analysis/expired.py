@@ -1181,25 +1181,47 @@ def _in_spark(
     vs = source.versions
     if not vs or vs != list(range(vs[0], vs[-1] + 1)) or not hasattr(source.backend, "stream_history_query"):
         return False
+    refused = yield from _pushed(summary, out, problems, source.key_decoder, len(source.partition_ids()), run)
+    if refused is not None:
+        source.feed_note = f"{what} not checked inside Spark ({refused}): rows streamed instead"
+        return False
+    return True
+
+
+def _pushed(
+    summary: OperatorExpiry,
+    out: _Emitter,
+    problems: list[StatelensError],
+    keys: Callable[[int], Any],
+    partitions: int,
+    run: Callable[
+        [Callable[[int, int, list[tuple[Any, dict[str, Any]]]], None]],
+        Generator[Progress, None, tuple[int, int]],
+    ],
+) -> Generator[Progress, None, str | None]:
+    """Run a check as a Spark query: ``run(emit)`` hands findings to ``emit(partition, version,
+    candidates)`` (decoded with ``keys(partition)``) and returns the keys at the latest version and the
+    versions looked at, added to ``summary``. None when done; Spark's reason when it failed before its
+    first finding (nothing reported: the caller checks another way). A failure after findings were
+    reported goes to ``problems``."""
     emitted = 0
 
     def emit(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
         nonlocal emitted
         emitted += 1
-        out.emit(summary, pid, v, candidates, source.key_decoder(pid))
+        out.emit(summary, pid, v, candidates, keys(pid))
 
     try:
         keys_at_latest, walked = yield from run(emit)
     except StatelensError as err:
         if emitted:  # findings already reported: the rest is lost, say so
             problems.append(err)
-            return True
-        source.feed_note = f"{what} not checked inside Spark ({err.message}): rows streamed instead"
-        return False
+            return None
+        return err.message
     summary.keys_at_latest += keys_at_latest
-    summary.versions_read += len(source.partition_ids()) * walked
+    summary.versions_read += partitions * walked
     summary.in_spark = True
-    return True
+    return None
 
 
 def _timeouts_in_spark(
@@ -1606,16 +1628,14 @@ def _timers_in_spark(
     ):
         return False
     keys = _DecodedKeys(row_converter(key_schema))
-    emitted = 0
-
-    def emit(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
-        nonlocal emitted
-        emitted += 1
-        out.emit(summary, pid, v, candidates, keys)
-
     evidence = f"transformWithState timeMode={op.properties.get('timeMode')}"
-    try:
-        held, walked = yield from check_timers_in_spark(
+    refused = yield from _pushed(
+        summary,
+        out,
+        problems,
+        lambda _pid: keys,
+        summary.partitions,
+        lambda emit: check_timers_in_spark(
             backend,
             op.operator_id,
             st.store_name,
@@ -1626,17 +1646,12 @@ def _timers_in_spark(
             version_counts,
             emit,
             evidence,
-        )
-    except StatelensError as err:
-        if emitted:  # findings already reported: the rest is lost, say so
-            problems.append(err)
-            return True
-        summary.reason = f"timers not checked inside Spark ({err.message}): read natively instead"
+        ),
+    )
+    if refused is not None:
+        summary.reason = f"timers not checked inside Spark ({refused}): read natively instead"
         return False
     summary.backend = "spark"
-    summary.keys_at_latest += held
-    summary.versions_read += summary.partitions * walked
-    summary.in_spark = True
     return True
 
 

@@ -154,6 +154,13 @@ SELECT count(*) AS n FROM live WHERE a_next IS NULL
 _CATEGORIES = ("zombie", "overdue", "stale")
 
 
+def _bind(text: str, **values: Any) -> str:
+    """``text`` with each ``<NAME>`` marker replaced by ``values["NAME"]`` (numbers and SQL snippets)."""
+    for name, value in values.items():
+        text = text.replace(f"<{name}>", str(value))
+    return text
+
+
 def _emit_by_version(
     rows: Iterator[tuple[Any, ...]],
     finding: Callable[[tuple[Any, ...]], tuple[Any, dict[str, Any]]],
@@ -247,18 +254,12 @@ def check_timeouts_in_spark(
     first, last = versions[0], versions[-1]
     nthr, nsource = clock.next_threshold(last - 1, kind) if kind else (None, "")
     params = {
-        "<TIMEOUT>": timeout_sql,
-        "<FIRST>": str(first),
-        "<LAST>": str(last),
-        "<STALE>": str(int(stale_after or 0)),
-        "<NTHR>": "CAST(NULL AS BIGINT)" if nthr is None else str(int(nthr)),
+        "TIMEOUT": timeout_sql,
+        "FIRST": first,
+        "LAST": last,
+        "STALE": int(stale_after or 0),
+        "NTHR": "CAST(NULL AS BIGINT)" if nthr is None else int(nthr),
     }
-
-    def sql(text: str, since: int) -> str:
-        """The query with its values in place; findings from version ``since`` on."""
-        for k, v in {**params, "<FROM>": str(since)}.items():
-            text = text.replace(k, v)
-        return text
 
     tables = {
         "thr": (
@@ -269,22 +270,18 @@ def check_timeouts_in_spark(
         "ts": ("b bigint, ts bigint", sorted(clock.timestamp_ms.items())),
     }
     backend, op, store = source.backend, source.operator_id, source.store_name
+
+    def run(text: str, since: int, columns: list[str], what: str) -> Any:
+        """The query with its values in place (findings from version ``since`` on), streamed."""
+        query = _bind(text, **params, FROM=since)
+        return backend.stream_history_query(op, store, first, last, query, tables, columns, what)
+
     yield Progress(0, 1, f"operator {op}: checking timeouts in Spark")
-    (keys_at_latest,) = next(
-        iter(
-            backend.stream_history_query(
-                op, store, first, last, sql(_KEYS_AT_LATEST, last), tables, ["n"], "keys"
-            )
-        )
-    )
+    (keys_at_latest,) = next(iter(run(_KEYS_AT_LATEST, last, ["n"], "keys")))
     kind_label = kind or "none"
-    rows = backend.stream_history_query(
-        op,
-        store,
-        first,
-        last,
-        sql(_FINDINGS, first if all_versions else last),
-        tables,
+    rows = run(
+        _FINDINGS,
+        first if all_versions else last,
         ["p", "v", "cat", "key", "b0", "t0", "thr0", "t", "a", "thr_v", "ts_now", "ts_then"],
         f"expired keys of operator {op}",
     )
@@ -311,9 +308,7 @@ def check_timeouts_in_spark(
 
     yield from _emit_by_version(rows, finding, emit, op)
     if version_counts is not None and not all_versions:
-        for v, cat, n in backend.stream_history_query(
-            op, store, first, last, sql(_COUNTS, first), tables, ["v", "cat", "n"], "counts per version"
-        ):
+        for v, cat, n in run(_COUNTS, first, ["v", "cat", "n"], "counts per version"):
             version_counts[(operator_id, store, int(v), _CATEGORIES[cat])] += int(n)
     return int(keys_at_latest), len(versions)
 
@@ -411,27 +406,17 @@ def check_eviction_in_spark(
         "series": ("b bigint, thr bigint", list(clock.series("event_time"))),
     }
 
-    def sql(text: str, since: int) -> str:
-        for k, v in {"<TIME>": time_sql, "<LAST>": str(last), "<FROM>": str(since)}.items():
-            text = text.replace(k, v)
-        return text
-
     backend, op, store = source.backend, source.operator_id, source.store_name
+
+    def run(text: str, since: int, columns: list[str], what: str) -> Any:
+        query = _bind(text, TIME=time_sql, LAST=last, FROM=since)
+        return backend.stream_history_query(op, store, first, last, query, tables, columns, what)
+
     yield Progress(0, 1, f"operator {op}: checking eviction in Spark")
-    (keys_at_latest,) = next(
-        iter(
-            backend.stream_history_query(
-                op, store, first, last, sql(_EVICTION_KEYS, last), tables, ["n"], "keys"
-            )
-        )
-    )
-    rows = backend.stream_history_query(
-        op,
-        store,
-        first,
-        last,
-        sql(_EVICTION_FINDINGS, first if all_versions else last),
-        tables,
+    (keys_at_latest,) = next(iter(run(_EVICTION_KEYS, last, ["n"], "keys")))
+    rows = run(
+        _EVICTION_FINDINGS,
+        first if all_versions else last,
         ["p", "v", "key", "t", "wm", "b0"],
         f"eviction lag of operator {op}",
     )
@@ -443,9 +428,7 @@ def check_eviction_in_spark(
 
     yield from _emit_by_version(rows, finding, emit, op)
     if version_counts is not None and not all_versions:
-        for v, n in backend.stream_history_query(
-            op, store, first, last, sql(_EVICTION_COUNTS, first), tables, ["v", "n"], "counts per version"
-        ):
+        for v, n in run(_EVICTION_COUNTS, first, ["v", "n"], "counts per version"):
             version_counts[(operator_id, store, int(v), "eviction_lag")] += int(n)
     return int(keys_at_latest), len(walked)
 
@@ -512,20 +495,16 @@ def check_timers_in_spark(
     since = first if all_versions or version_counts is not None else last
     tables = {"thr": ("v bigint, thr bigint", [(v, clock.threshold(v - 1, kind)) for v in versions])}
 
-    def sql(text: str, start: int) -> str:
-        for k, v in {"<LAST>": str(last), "<FROM>": str(start)}.items():
-            text = text.replace(k, v)
-        return text
+    def run(text: str, start: int, columns: list[str], what: str) -> Any:
+        query = _bind(text, LAST=last, FROM=start)
+        return backend.stream_timer_query(
+            operator_id, variable, first, last, since, query, tables, columns, what
+        )
 
     yield Progress(0, 1, f"operator {operator_id}: checking timers in Spark")
-    rows = backend.stream_timer_query(
-        operator_id,
-        variable,
-        first,
-        last,
-        since,
-        sql(_TIMER_FINDINGS, first if all_versions else last),
-        tables,
+    rows = run(
+        _TIMER_FINDINGS,
+        first if all_versions else last,
         ["p", "v", "key", "b", "x", "thr"],
         f"timer zombies of operator {operator_id} {variable}",
     )
@@ -540,17 +519,7 @@ def check_timers_in_spark(
 
     yield from _emit_by_version(rows, finding, in_order, operator_id)
     if version_counts is not None and not all_versions:
-        for v, n in backend.stream_timer_query(
-            operator_id,
-            variable,
-            first,
-            last,
-            since,
-            sql(_TIMER_COUNTS, first),
-            tables,
-            ["v", "n"],
-            "counts per version",
-        ):
+        for v, n in run(_TIMER_COUNTS, first, ["v", "n"], "counts per version"):
             version_counts[(operator_id, variable, int(v), "zombie")] += int(n)
     held = sum(backend.row_counts(operator_id, variable, last).values())
     return held, len(versions)

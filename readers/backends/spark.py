@@ -653,10 +653,7 @@ class SparkBackend:
                 cols = [
                     (F.col("batch_id") + 1).cast("long").alias("version"),
                     F.col("partition_id").cast("int").alias("partition"),
-                    F.when(kind == "update", "put")
-                    .when(kind == "delete", "remove")
-                    .otherwise(kind)
-                    .alias("change"),
+                    _change_kind(kind).alias("change"),
                     _prepare(F.col("key"), store.key_schema).cast(key_type).alias("key"),
                     F.when(kind == "delete", F.lit(None))
                     .otherwise(_prepare(F.col("value"), store.value_schema))
@@ -765,10 +762,7 @@ class SparkBackend:
             head += [
                 (F.col("batch_id") + 1).cast("long").alias("version"),
                 F.col("partition_id").cast("int").alias("partition_id"),
-                F.when(kind == "update", "put")
-                .when(kind == "delete", "remove")
-                .otherwise(kind)
-                .alias("change"),
+                _change_kind(kind).alias("change"),
             ]
             skip = {"batch_id", "change_type", "partition_id"}
         else:
@@ -1291,6 +1285,15 @@ def stop_gateway(timeout_s: float = 10.0) -> bool:
         except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: do not leave it behind
             proc.kill()
     return True
+
+
+def _change_kind(change_type: Any) -> Any:
+    """Spark's ``change_type`` column as statelens' change kinds (:data:`_CHANGE_KINDS`)."""
+    from pyspark.sql import functions as F
+
+    return (
+        F.when(change_type == "update", "put").when(change_type == "delete", "remove").otherwise(change_type)
+    )
 
 
 @contextlib.contextmanager
