@@ -29,7 +29,14 @@ pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parent.parent
 
 #: Scenarios with timeouts or transformWithState timers (expired keys: zombies) and the flags the comparison uses.
-EXPIRED = ["pandas_state_event", "pandas_state_processing", "rocks_pandas_state", "rocks_tws_timers"]
+EXPIRED = [
+    "pandas_state_event",
+    "pandas_state_processing",
+    "rocks_pandas_state",
+    "rocks_tws_timers",
+    "rocks_tws_timers_avro",
+    "rocks_tws_event_time",
+]
 EXPIRED_FLAGS = ["--json", "--all-versions", "--stale-after", "1"]
 GROWTH = ["agg_many_partitions", "rocks_agg_changelog"]
 ROWS = ["window_agg_watermark", "rich_types"]
