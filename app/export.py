@@ -399,3 +399,20 @@ def iter_export_report(
     with _Partial(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(result.html)
     return path
+
+
+def iter_spark_parquet(
+    backend: Any,
+    operator_id: int,
+    store_name: str,
+    version: int,
+    url: str,
+    partition_id: int | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, int]:
+    """Spark writes one store version (or one partition of it) as Parquet to ``url`` where it runs
+    (:meth:`readers.backends.spark.SparkBackend.write_parquet`); returns the rows written."""
+    yield Progress(0, 1, f"Spark is writing operator {operator_id} {store_name} version {version} to {url}")
+    return int(
+        backend.write_parquet(operator_id, store_name, url, version=version, partition_id=partition_id)
+    )

@@ -118,3 +118,35 @@ def test_in_spark_runs_the_query_in_spark_with_the_same_answer(
     assert window._chooser is not None and "spark" in window._chooser.used  # Spark answered
     _run(qtbot, window, "SELECT nope FROM state")
     assert "the query failed" in window.sql.status.text() and "nope" in window.sql.status.text()
+
+
+@pytest.mark.spark
+def test_spark_writes_the_browsers_version_where_it_runs(
+    qtbot: Any, window: Any, checkpoint: Any, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """File > Write version with Spark: Spark writes the browser's store version as Parquet part files
+    (nothing collected to the app); the rows equal ``statelens rows --format parquet``'s."""
+    import pyarrow.parquet as pq
+
+    root = checkpoint("agg_many_partitions") / "checkpoint"
+    window.set_backend("native", spark=spark, remember=False)
+    _open(qtbot, window, root)
+    window.show()
+    window.select_view("browser")
+    qtbot.waitUntil(lambda: window.state_table() is not None, timeout=TIMEOUT_MS)
+    table = window.state_table()
+    window._update_export_actions()
+    assert window.spark_parquet_action.isEnabled()
+    out = tmp_path / "spark-out"
+    with qtbot.waitSignal(window.export_finished, timeout=TIMEOUT_MS):
+        window.write_version_with_spark(str(out))
+    assert list(out.glob("part-*.parquet")), "Spark wrote part files"
+    assert "written by Spark" in window.status_label.text()
+    native = tmp_path / "native.parquet"
+    args = ["rows", str(root), "--operator", "0", "--version", str(table.version)]
+    if table.partition_id is not None:
+        args += ["--partition", str(table.partition_id)]
+    assert main([*args, "--format", "parquet", "-o", str(native), "--backend", "native"]) == 0
+    key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
+    want = sorted(map(key, pq.read_table(native).to_pylist()))
+    assert sorted(map(key, pq.read_table(out).to_pylist())) == want and want

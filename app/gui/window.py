@@ -274,6 +274,12 @@ class MainWindow(QMainWindow):
         self.export_png_action.triggered.connect(lambda: self.export_current_plot("png"))
         self.export_svg_action = QAction("Export plot as S&VG…", self)
         self.export_svg_action.triggered.connect(lambda: self.export_current_plot("svg"))
+        self.spark_parquet_action = QAction("Write version with &Spark (Parquet)…", self)
+        self.spark_parquet_action.setToolTip(
+            "Spark writes the browser's store version (every partition, or the one shown) as Parquet to a "
+            "folder or Hadoop URL where it runs (s3a://, hdfs://...): nothing is collected to this app"
+        )
+        self.spark_parquet_action.triggered.connect(self._on_spark_parquet_action_triggered)
         self.export_report_action = QAction("Export &HTML report…", self)
         self.export_report_action.setShortcut(QKeySequence("Ctrl+E"))
         self.export_report_action.triggered.connect(self._on_export_report_action_triggered)
@@ -469,6 +475,7 @@ class MainWindow(QMainWindow):
             self.export_parquet_action,
             self.export_png_action,
             self.export_svg_action,
+            self.spark_parquet_action,
             self.export_report_action,
         ):
             menu.addAction(action)
@@ -1577,6 +1584,45 @@ class MainWindow(QMainWindow):
         for action in (self.export_png_action, self.export_svg_action):
             action.setEnabled(has_plot)
         self.export_report_action.setEnabled(self.loaded is not None)
+        self.spark_parquet_action.setEnabled(self._table is not None and not self._table.is_diff)
+
+    def write_version_with_spark(self, url: str) -> int | None:
+        """Have Spark write the browser's store version (its partition, when one is shown) as Parquet to
+        ``url`` (a folder it creates, or a Hadoop URL) where Spark runs, on the toolbar's Spark master or
+        endpoint; nothing is collected here. Returns the job's token (None without a table)."""
+        from statelens.app.export import iter_spark_parquet
+
+        table = self._table
+        if self.loaded is None or table is None:
+            return None
+        backend = self._ensure_chooser().spark
+        self._chooser.used.add("spark")
+        return self.runner.submit(
+            "export",
+            iter_spark_parquet,
+            backend,
+            table.operator_id,
+            table.store_name,
+            table.version,
+            url,
+            table.partition_id,
+            what=f"Spark is writing version {table.version} to {url}",
+            on_result=lambda n: self._on_export_finished(url, f"{n:,} rows (written by Spark)"),
+            on_error=lambda err: self._on_export_errored(err, "Spark could not write the version"),
+        )
+
+    def _on_spark_parquet_action_triggered(self) -> None:
+        if self._table is None:
+            return
+        url, ok = QInputDialog.getText(
+            self,
+            "Write version with Spark",
+            "Folder or Hadoop URL Spark writes the Parquet part files to (it must not exist; on a cluster, "
+            "a path every executor can write, e.g. s3a://bucket/prefix):",
+            text=self._export_dir("statelens-state-parquet"),
+        )
+        if ok and url.strip():
+            self.write_version_with_spark(url.strip())
 
     def export_current_table(self, fmt: str) -> None:
         table = self._main_table()
