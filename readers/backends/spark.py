@@ -407,29 +407,33 @@ class SparkBackend:
         return df if partition_id is None else df.where(F.col("partition_id") == partition_id)
 
     def _history_frame(
-        self, spark: Any, operator_id: int, store_name: str | None, first: int, last: int
+        self,
+        spark: Any,
+        operator_id: int,
+        store_name: str | None,
+        first: int,
+        last: int,
+        payload: Callable[[Any], list[Any]] | None = None,
     ) -> Any:
-        """``p, v, c, key, value, o``: one store's rows at version ``first`` (``c`` null), then its change
-        feed up to ``last`` (``c`` the feed's ``change_type``); ``o`` orders the records of a version."""
+        """``p, v, c, key, <payload>, o``: one store's rows at version ``first`` (``c`` null), then its
+        change feed up to ``last`` (``c`` the feed's ``change_type``); ``o`` orders the records of a
+        version. ``payload(frame)`` gives the columns after ``key`` (default: ``value``)."""
         from pyspark.sql import functions as F
 
-        state = self._state_frame(spark, operator_id, store_name, first - 1).select(
-            F.col("partition_id").cast("int").alias("p"),
-            F.lit(first).cast("long").alias("v"),
-            F.lit(None).cast("string").alias("c"),
-            "key",
-            "value",
-        )
-        if last > first:
-            feed = self._change_feed(spark, operator_id, store_name, first + 1, last, None).select(
-                F.col("partition_id").cast("int").alias("p"),
-                (F.col("batch_id") + 1).cast("long").alias("v"),
-                F.col("change_type").alias("c"),
-                "key",
-                "value",
+        def shaped(df: Any, v: Any, c: Any) -> Any:
+            rest = payload(df) if payload is not None else [F.col("value")]
+            return df.select(
+                F.col("partition_id").cast("int").alias("p"), v.alias("v"), c.alias("c"), "key", *rest
             )
-            state = state.unionByName(feed)
-        return state.withColumn("o", F.monotonically_increasing_id())
+
+        state = self._state_frame(spark, operator_id, store_name, first - 1)
+        frame = shaped(state, F.lit(first).cast("long"), F.lit(None).cast("string"))
+        if last > first:
+            feed = self._change_feed(spark, operator_id, store_name, first + 1, last, None)
+            frame = frame.unionByName(
+                shaped(feed, (F.col("batch_id") + 1).cast("long"), F.col("change_type"))
+            )
+        return frame.withColumn("o", F.monotonically_increasing_id())
 
     def _count_per_version(self, operator_id: int, store_name: str | None) -> bool:
         """Stores whose change feed is not keyed by row: transformWithState variables (list elements, map
@@ -635,7 +639,6 @@ class SparkBackend:
                 "writing with Spark reads stores, not transformWithState variables; use --backend native"
             )
         target = self._output_url(url)
-        key_type, value_type = unique_struct(store.key_schema), unique_struct(store.value_schema)
         last = self.latest_version(operator_id, store_name)
         if changes:
             start, end = (version, version) if version is not None else (1, last)
@@ -654,18 +657,18 @@ class SparkBackend:
                     (F.col("batch_id") + 1).cast("long").alias("version"),
                     F.col("partition_id").cast("int").alias("partition"),
                     _change_kind(kind).alias("change"),
-                    _prepare(F.col("key"), store.key_schema).cast(key_type).alias("key"),
+                    _unique_column("key", store.key_schema),
                     F.when(kind == "delete", F.lit(None))
                     .otherwise(_prepare(F.col("value"), store.value_schema))
-                    .cast(value_type)
+                    .cast(unique_struct(store.value_schema))
                     .alias("value"),
                 ]
             else:
                 df = self._state_frame(spark, operator_id, store_name, batch, partition_id)
                 cols = [
                     F.col("partition_id").cast("int").alias("partition"),
-                    _prepare(F.col("key"), store.key_schema).cast(key_type).alias("key"),
-                    _prepare(F.col("value"), store.value_schema).cast(value_type).alias("value"),
+                    _unique_column("key", store.key_schema),
+                    _unique_column("value", store.value_schema),
                 ]
             with _micros_timestamps(spark):
                 df.select(*cols).write.mode("error").parquet(target)
@@ -775,11 +778,7 @@ class SparkBackend:
             ]
             skip = {"partition_id"}
         types = {f.name: f.dataType for f in df.schema.fields}
-        rest = [
-            _prepare(F.col(c), types[c], arrow=True).cast(unique_struct(types[c], arrow=True)).alias(c)
-            for c in df.columns
-            if c not in skip
-        ]
+        rest = [_unique_column(c, types[c], arrow=True) for c in df.columns if c not in skip]
         return df.select(*head, *rest)
 
     def _output_url(self, url: str) -> str:
@@ -905,12 +904,11 @@ class SparkBackend:
 
         self._check_version(version)
         store = self._typed_store(operator_id, store_name)
-        key_type, value_type = unique_struct(store.key_schema), unique_struct(store.value_schema)
         with self._job(what) as spark:
             state = self._state_frame(spark, operator_id, store_name, version - 1).select(
                 F.col("partition_id").cast("int").alias("p"),
-                _prepare(F.col("key"), store.key_schema).cast(key_type).alias("key"),
-                _prepare(F.col("value"), store.value_schema).cast(value_type).alias("value"),
+                _unique_column("key", store.key_schema),
+                _unique_column("value", store.value_schema),
             )
             yield from _stream_sql(spark, {"state": state}, {}, query, columns)
 
@@ -948,47 +946,24 @@ class SparkBackend:
         with self._job(what) as spark:
             timers = None
             for v in range(first, last + 1):
-                one = (
-                    spark.read.format("statestore")
-                    .option("operatorId", str(operator_id))
-                    .option("readRegisteredTimers", "true")
-                    .option("batchId", str(v - 1))
-                    .load(self.path)
-                    .select(
-                        F.col("partition_id").cast("int").alias("p"),
-                        F.lit(v).cast("long").alias("v"),
-                        "key",
-                        F.col("expiration_timestamp_ms").cast("long").alias("x"),
-                    )
+                one = self._timers_frame(spark, operator_id, v - 1).select(
+                    F.col("partition_id").cast("int").alias("p"),
+                    F.lit(v).cast("long").alias("v"),
+                    "key",
+                    F.col("expiration_timestamp_ms").cast("long").alias("x"),
                 )
                 timers = one if timers is None else timers.unionByName(one)
-            held = self._variable_history(spark, operator_id, variable, held_from, last)
+            held = self._history_frame(
+                spark,
+                operator_id,
+                variable,
+                held_from,
+                last,
+                lambda df: [
+                    (F.col("user_map_key") if "user_map_key" in df.columns else F.lit(None)).alias("u")
+                ],
+            )
             yield from _stream_sql(spark, {"timers": timers, "held": held}, tables, query, columns)
-
-    def _variable_history(self, spark: Any, operator_id: int, name: str, first: int, last: int) -> Any:
-        """``p, v, c, o, key, u`` of one transformWithState variable: its rows at version ``first``, then its
-        change feed up to ``last`` (as :meth:`_history_frame`; ``u`` a map state's user key, else null)."""
-        from pyspark.sql import functions as F
-
-        def shaped(df: Any, v: Any, c: Any) -> Any:
-            user = F.col("user_map_key") if "user_map_key" in df.columns else F.lit(None)
-            return df.select(
-                F.col("partition_id").cast("int").alias("p"),
-                v.alias("v"),
-                c.alias("c"),
-                "key",
-                user.alias("u"),
-            )
-
-        state = self._state_frame(spark, operator_id, name, first - 1)
-        frame = shaped(state, F.lit(first).cast("long"), F.lit(None).cast("string"))
-        if last > first:
-            feed = self._change_feed(spark, operator_id, name, first + 1, last, None)
-            frame = frame.unionByName(
-                shaped(feed, (F.col("batch_id") + 1).cast("long"), F.col("change_type")),
-                allowMissingColumns=False,
-            )
-        return frame.withColumn("o", F.monotonically_increasing_id())
 
     def iter_stats(
         self,
@@ -1149,17 +1124,22 @@ class SparkBackend:
 
         self._check_version(version)
         with self._job(f"timers of operator {operator_id} version {version}") as spark:
-            df = (
-                spark.read.format("statestore")
-                .option("operatorId", str(operator_id))
-                .option("readRegisteredTimers", "true")
-                .option("batchId", str(version - 1))
-                .load(self.path)
-            )
+            df = self._timers_frame(spark, operator_id, version - 1)
             if partition_id is not None:
                 df = df.where(F.col("partition_id") == partition_id)
             rows = collect_converted(df, ["partition_id", "key", "expiration_timestamp_ms"])
         return [(int(p), k, int(t)) for p, k, t in rows]
+
+    def _timers_frame(self, spark: Any, operator_id: int, batch_id: int) -> Any:
+        """Spark's ``readRegisteredTimers`` read after batch ``batch_id``: ``key, expiration_timestamp_ms,
+        partition_id``."""
+        return (
+            spark.read.format("statestore")
+            .option("operatorId", str(operator_id))
+            .option("readRegisteredTimers", "true")
+            .option("batchId", str(batch_id))
+            .load(self.path)
+        )
 
     def state_metadata(self) -> list[dict[str, Any]]:
         """Rows of Spark's ``state-metadata`` source, including the hidden ``_numColsPrefixKey``."""
@@ -1285,6 +1265,14 @@ def stop_gateway(timeout_s: float = 10.0) -> bool:
         except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: do not leave it behind
             proc.kill()
     return True
+
+
+def _unique_column(name: str, dt: Any, arrow: bool = False) -> Any:
+    """Column ``name`` of type ``dt`` as the outputs show it: :func:`_prepare`'d, then cast to
+    :func:`unique_struct` (repeated field names made unique), under its own name."""
+    from pyspark.sql import functions as F
+
+    return _prepare(F.col(name), dt, arrow).cast(unique_struct(dt, arrow)).alias(name)
 
 
 def _change_kind(change_type: Any) -> Any:
