@@ -481,3 +481,7 @@ class StoreReaderBase:
     def _on_disk(pf: PartitionInventory, version: int) -> int:
         """Bytes of the files written for one version (delta/changelog and snapshot/zip)."""
         return sum(f.size_bytes for f in (pf.deltas.get(version), pf.snapshots.get(version)) if f is not None)
+
+    def bytes_on_disk(self, partition_id: int, version: int) -> int:
+        """Bytes of the files one partition wrote for ``version`` (delta/changelog and snapshot/zip)."""
+        return self._on_disk(self._partition(partition_id), version)

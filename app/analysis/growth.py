@@ -348,7 +348,6 @@ def iter_growth(
             else None
         )
         for pid in reader.partition_ids():
-            pf = reader.partitions[pid]
             rows = g.rows.setdefault(pid, {})
             sbytes = g.state_bytes.setdefault(pid, {})
             fbytes = g.file_bytes.setdefault(pid, {})
@@ -363,9 +362,7 @@ def iter_growth(
                 for i, v in enumerate(versions):
                     rows[v] = int(counts[i])
                     sbytes[v] = int(nbytes[i])
-                    fbytes[v] = sum(
-                        f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None
-                    )
+                    fbytes[v] = reader.bytes_on_disk(pid, v)
                 if weigher is not None and versions:
                     try:
                         weigher.weigh_arrays(pid, versions[-1], live)
@@ -380,9 +377,7 @@ def iter_growth(
             for v, state, _ in walk_partition(reader, pid, problems, cancelled, sizes):
                 rows[v] = len(state)
                 sbytes[v] = sizes["state_bytes"]
-                fbytes[v] = sum(
-                    f.size_bytes for f in (pf.deltas.get(v), pf.snapshots.get(v)) if f is not None
-                )
+                fbytes[v] = reader.bytes_on_disk(pid, v)
                 last = (v, state)
                 if time.monotonic() - last_tick > 0.1:
                     last_tick = time.monotonic()
