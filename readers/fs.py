@@ -185,7 +185,7 @@ class FileEntry:
 
     @property
     def name(self) -> str:
-        return posixpath.basename(self.path)
+        return self.path.rpartition("/")[2]
 
 
 def _version_tag(info: dict[str, Any]) -> str:
@@ -298,6 +298,41 @@ def _split_url(
     return fs, root.rstrip("/") or "/"
 
 
+def _local_find(root: str) -> dict[str, dict[str, Any]]:
+    """Every file and folder under ``root`` on the local disk, as fsspec's ``find(root, withdirs=True,
+    detail=True)`` lists them: symbolic links are entries of their own (not followed) with the size of
+    what they point to, ``mtime`` is the entry's own."""
+    found: dict[str, dict[str, Any]] = {}
+    pending = [root]
+    while pending:
+        with os.scandir(pending.pop()) as it:
+            for e in it:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                    is_dir = e.is_dir(follow_symlinks=False)
+                    size = st.st_size
+                    if e.is_symlink():
+                        try:
+                            size = e.stat(follow_symlinks=True).st_size
+                        except OSError:
+                            size = 0
+                except FileNotFoundError:  # removed while listing
+                    continue
+                found[e.path] = {
+                    "size": size,
+                    "type": "directory" if is_dir else "file",
+                    "mtime": st.st_mtime,
+                }
+                if is_dir:
+                    pending.append(e.path)
+    return found
+
+
+def _local_read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 class CheckpointFS:
     """A read-only, listing-cached view of one checkpoint folder.
 
@@ -368,10 +403,19 @@ class CheckpointFS:
         return lambda: own() or default()
 
     def _call_once(
-        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], stop: Callable[[], bool]
+        self,
+        method: str | Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        stop: Callable[[], bool],
     ) -> Any:
-        """One storage call; on an async filesystem it is awaited in slices so ``stop`` can end it."""
+        """One storage call; on an async filesystem it is awaited in slices so ``stop`` can end it.
+
+        ``method`` names the fsspec method, or is a function to call (the local disk's fast paths).
+        """
         self._count("requests")
+        if callable(method):
+            return method(*args, **kwargs)
         fs = self._fs
         coro_fn = getattr(fs, "_" + method, None)
         if not (getattr(fs, "async_impl", False) and not getattr(fs, "asynchronous", False) and coro_fn):
@@ -404,7 +448,7 @@ class CheckpointFS:
         self,
         what: str,
         path: str,
-        method: str,
+        method: str | Callable[..., Any],
         args: tuple[Any, ...],
         stop: Callable[[], bool],
         **kwargs: Any,
@@ -476,7 +520,10 @@ class CheckpointFS:
             if self._retrying("checking the folder", where, "exists", (self._root,), stop):
                 raise NotACheckpointError("is a file, not a checkpoint folder", path=where)
             raise NotACheckpointError("no such folder", path=where)
-        found = self._retrying("listing", where, "find", (self._root,), stop, withdirs=True, detail=True)
+        if self.is_local and os.sep == "/":  # fsspec's listing without its per-file overhead (3x faster)
+            found = self._retrying("listing", where, _local_find, (self._root,), stop)
+        else:
+            found = self._retrying("listing", where, "find", (self._root,), stop, withdirs=True, detail=True)
         prefix = self._root.rstrip("/") + "/"
         self._children[""] = []
         for full, info in sorted(found.items()):
@@ -491,17 +538,16 @@ class CheckpointFS:
         # Object stores have no folders, only key prefixes, and s3fs reports them only when its listing
         # cache is cold: every parent of a listed file is a folder.
         for rel in list(self._entries):
-            parent = posixpath.dirname(rel)
-            while parent:
-                self._entries.setdefault(parent, FileEntry(parent, 0, True))
-                parent = posixpath.dirname(parent)
+            parent = rel.rpartition("/")[0]
+            while parent and parent not in self._entries:  # a listed folder's own parents come in its turn
+                self._entries[parent] = FileEntry(parent, 0, True)
+                parent = parent.rpartition("/")[0]
         self._entries = dict(sorted(self._entries.items()))
         for rel, entry in self._entries.items():
             if entry.is_dir:
                 self._children.setdefault(rel, [])
         for rel, entry in self._entries.items():
-            parent = posixpath.dirname(rel)
-            self._children.setdefault(parent, []).append(entry)
+            self._children.setdefault(rel.rpartition("/")[0], []).append(entry)
 
     def exists(self, path: str) -> bool:
         """True when ``path`` (relative to the root) was listed."""
@@ -571,7 +617,8 @@ class CheckpointFS:
         """
         if path not in self._entries:
             raise MissingFileError("file not found in the checkpoint", path=path)
-        data = self._retrying("reading", path, "cat_file", (self.full_path(path),), self._check(cancelled))
+        method = _local_read if self.is_local else "cat_file"
+        data = self._retrying("reading", path, method, (self.full_path(path),), self._check(cancelled))
         return bytes(data)
 
     def read_many(

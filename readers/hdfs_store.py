@@ -18,7 +18,7 @@ from statelens.readers.codecs import decompress
 from statelens.readers.errors import MissingFileError, StatelensError
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
-from statelens.readers.records import RecordIndex, scan_records
+from statelens.readers.records import RecordIndex, scan_records, slices, value_slices
 from statelens.readers.rowchecksum import strip_hdfs
 from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, VersionArrays
 
@@ -134,9 +134,8 @@ class HDFSStoreReader(StoreReaderBase):
     def _pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
         """Keys and values (``None`` = remove) of one state file, in file order."""
         data, idx = self._index(sf)
-        ks, kl, vs, vl = (a.tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
-        keys = [data[s : s + n] for s, n in zip(ks, kl, strict=True)]
-        values = [data[s : s + n] if n >= 0 else None for s, n in zip(vs, vl, strict=True)]
+        keys = slices(data, idx.key_start, idx.key_len)
+        values = value_slices(data, idx.val_start, idx.val_len)
         if self.row_checksum:
             try:
                 return strip_hdfs(keys, values, sf.path)
@@ -338,8 +337,7 @@ class HDFSStoreReader(StoreReaderBase):
                     live.add(key)
             return
         data, idx = self._index(sf)
-        ks, kl = idx.key_start.tolist(), idx.key_len.tolist()
-        keys = [data[s : s + n] for s, n in zip(ks, kl, strict=True)]
+        keys = slices(data, idx.key_start, idx.key_len)
         removed = idx.val_len < 0
         if not removed.any():
             live.update(keys)

@@ -223,6 +223,47 @@ def iter_records(
         yield bytes(data[ks : ks + kl]), (None if vl < 0 else bytes(data[vs : vs + vl]))
 
 
+#: Below this many records :func:`slices` cuts in Python (numpy's set-up costs more than it saves).
+_SLICES_MIN = 16
+
+
+def slices(data: Buffer, start: np.ndarray, length: np.ndarray) -> list[bytes]:
+    """``data[start[i] : start[i] + length[i]]`` as bytes for each record (lengths are not negative).
+
+    When every slice has one length (fixed-width rows, the common case) the bytes are copied out in one
+    strided or gathered numpy copy and cut into ``bytes`` objects by numpy in C, about twice as fast as
+    slicing in Python.
+    """
+    n = len(start)
+    if n == 0:
+        return []
+    size = int(length[0])
+    if n < _SLICES_MIN or not (length == size).all():
+        return [bytes(data[s : s + k]) for s, k in zip(start.tolist(), length.tolist(), strict=True)]
+    if size == 0:
+        return [b""] * n
+    buf = _as_u8(data)
+    first = int(start[0])
+    step = np.diff(start)
+    stride = int(step[0])
+    if stride >= size and (step == stride).all() and first + (n - 1) * stride + size <= buf.shape[0]:
+        block = np.ndarray((n, size), np.uint8, buf, first, (stride, 1))  # a strided view, no copy
+    else:
+        block = buf[start[:, None] + np.arange(size)]
+    return np.ascontiguousarray(block).view(f"V{size}").ravel().tolist()  # type: ignore[no-any-return]
+
+
+def value_slices(data: Buffer, start: np.ndarray, length: np.ndarray) -> list[bytes | None]:
+    """Like :func:`slices`, with ``None`` where the length is negative (a remove's value)."""
+    removed = length < 0
+    if not removed.any():
+        return slices(data, start, length)  # type: ignore[return-value]  # list is invariant
+    return [
+        bytes(data[s : s + k]) if k >= 0 else None
+        for s, k in zip(start.tolist(), length.tolist(), strict=True)
+    ]
+
+
 # ---------------------------------------------------------------------------------------------------
 # Sized records (delta, snapshot, changelog v1/v3)
 
@@ -246,10 +287,10 @@ def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray,
     count, rest = divmod(n - start - 4, stride)
     if rest or bytes(buf[n - 4 :]) != _EOF_MARK:
         return None
-    rows = buf[start : start + count * stride].reshape(count, stride)
-    k_word = np.frombuffer(_I32.pack(klen), np.uint8)
-    v_word = np.frombuffer(_I32.pack(vlen), np.uint8)
-    if not ((rows[:, :4] == k_word).all() and (rows[:, 4 + klen : 8 + klen] == v_word).all()):
+    # every record's two size words, as big-endian int32 views with the record stride (no copy)
+    k_words = np.ndarray((count,), ">i4", buf, start, (stride,))
+    v_words = np.ndarray((count,), ">i4", buf, start + 4 + klen, (stride,))
+    if not ((k_words == klen).all() and (v_words == vlen).all()):
         return None
     key_start = start + 4 + stride * np.arange(count, dtype=np.int64)
     return key_start, np.full(count, klen, np.int64), np.full(count, vlen, np.int64), n - 4

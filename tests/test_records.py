@@ -488,3 +488,36 @@ def test_keys_and_values_gathered_into_arrow_equal_their_slices(scenario: str, c
             lengths.add(len(set(lens.tolist())))
     # both ways are taken: strings of several lengths, and of one length (fixed-width rows)
     assert (max(lengths) > 1) if scenario == "rich_types" else (1 in lengths)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["rich_types", "agg_count", "window_agg_watermark"])
+def test_slices_equal_python_slicing(scenario: str, checkpoint: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``slices``/``value_slices`` (a strided copy for records of one size, a gather for equal lengths elsewhere, Python
+    slicing otherwise) cuts the bytes the record index points at, removes as ``None``."""
+    from pathlib import Path
+
+    monkeypatch.setattr(records, "_SLICES_MIN", 2)  # the test files hold a few records each
+    files = sorted(Path(checkpoint(scenario) / "checkpoint" / "state").rglob("*.delta"))
+    assert files
+    one_length = 0
+    for path in files[:24]:
+        data = decompress(path.read_bytes(), str(path), "lz4")
+        idx = scan_records(data, str(path), allow_removes=True)
+        for starts, lens in ((idx.key_start, idx.key_len), (idx.val_start, idx.val_len)):
+            for pick in (
+                slice(None),
+                slice(None, None, -1),
+                slice(None, None, 2),
+            ):  # in order, reversed, gaps
+                s, n = starts[pick], lens[pick]
+                expected = [
+                    data[a : a + b] if b >= 0 else None for a, b in zip(s.tolist(), n.tolist(), strict=True)
+                ]
+                got = records.value_slices(data, s, n)
+                assert got == expected
+                assert all(type(x) is bytes for x in got if x is not None)
+                one_length += len(s) > 1 and len(set(n.tolist())) == 1 and n[0] > 0
+    assert (
+        one_length or scenario == "rich_types"
+    )  # the numpy paths were taken (rich types: strings of many lengths)

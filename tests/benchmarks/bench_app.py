@@ -36,9 +36,9 @@ def app_start(ckpt: Path, view: str, cache: Path) -> dict[str, float]:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "STATELENS_CACHE_DIR": str(cache)}
     shot = Path(tempfile.mkdtemp()) / "shot.png"
     code = (
-        "import resource,sys;from statelens.app.launcher import main;"
+        "import sys;from statelens.app.launcher import main;from tests.benchmarks import peak_rss_kib;"
         "rc=main(['gui',sys.argv[1],'--screenshot',sys.argv[2],'--view',sys.argv[3]]);"
-        "sys.stderr.write('RSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss);sys.exit(rc)"
+        "sys.stderr.write('RSS %d\\n' % peak_rss_kib());sys.exit(rc)"
     )
     t = time.perf_counter()
     proc = subprocess.run(

@@ -41,8 +41,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 
 _RUN = (
-    "import resource,sys;from statelens.app.launcher import main;rc=main(sys.argv[1:]);"
-    "sys.stderr.write('RSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss);sys.exit(rc)"
+    "import sys;from statelens.app.launcher import main;from tests.benchmarks import peak_rss_kib;"
+    "rc=main(sys.argv[1:]);sys.stderr.write('RSS %d\\n' % peak_rss_kib());sys.exit(rc)"
 )
 
 

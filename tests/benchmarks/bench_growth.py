@@ -250,9 +250,9 @@ def measure_spark_backend_growth(ckpt: Path) -> dict[str, float]:
 def peak_memory_of_growth(ckpt: Path) -> float:
     """Peak RSS (MiB) of ``statelens growth --json`` in a fresh process."""
     code = (
-        "import resource,sys,io;from statelens.app.cli import main;"
+        "import sys,io;from statelens.app.cli import main;from tests.benchmarks import peak_rss_kib;"
         "sys.stdout=io.StringIO();main(['growth','--json',sys.argv[1]]);"
-        "sys.stderr.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))"
+        "sys.stderr.write(str(peak_rss_kib()))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(ckpt)], cwd=REPO, capture_output=True, text=True, check=True
