@@ -268,8 +268,9 @@ def value_slices(data: Buffer, start: np.ndarray, length: np.ndarray) -> list[by
 # Sized records (delta, snapshot, changelog v1/v3)
 
 
-def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
-    """Key starts and lengths when every record has the first one's key and value sizes (fixed-width rows).
+def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, int, int, int] | None:
+    """Key starts, the key size and the value size when every record has the first one's sizes
+    (fixed-width rows), and the end marker's offset.
 
     One vectorised comparison of every record's two size words; ``None`` if the stream is not such a
     run of equal records followed by the end marker and nothing else.
@@ -292,22 +293,33 @@ def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray,
     v_words = np.ndarray((count,), ">i4", buf, start + 4 + klen, (stride,))
     if not ((k_words == klen).all() and (v_words == vlen).all()):
         return None
-    key_start = start + 4 + stride * np.arange(count, dtype=np.int64)
-    return key_start, np.full(count, klen, np.int64), np.full(count, vlen, np.int64), n - 4
+    key_start = np.arange(start + 4, start + 4 + stride * count, stride, dtype=np.int64)
+    return key_start, klen, vlen, n - 4
 
 
 def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_record: int) -> RecordIndex:
     buf = _as_u8(data)
     found = _uniform_sized(buf, start)
-    if found is not None:
-        key_start, key_len, val_len, eof = found
-    else:
-        from statelens.readers.kernels import walk_sized
-
-        key_start, key_len, val_len, eof = walk_sized(buf, start)
-        if eof < 0:
+    if found is not None:  # sizes are checked once; the stream ends at its end marker by construction
+        key_start, klen, vlen, eof = found
+        if klen > max_record or vlen > max_record or (vlen < 0 and not allow_removes):
             _checked_sized(data, path, start, allow_removes, max_record)
             raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
+        count = len(key_start)
+        return RecordIndex(
+            key_start,
+            np.full(count, klen, np.int64),
+            key_start + (klen + 4),
+            np.full(count, vlen, np.int64),
+            np.full(count, KIND_REMOVE if vlen < 0 else KIND_PUT, np.uint8),
+            eof,
+        )
+    from statelens.readers.kernels import walk_sized
+
+    key_start, key_len, val_len, eof = walk_sized(buf, start)
+    if eof < 0:
+        _checked_sized(data, path, start, allow_removes, max_record)
+        raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
     val_start = key_start + key_len + 4
     bad = (key_len > max_record) | (val_len > max_record)
     if not allow_removes:

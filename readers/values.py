@@ -257,6 +257,10 @@ def _b64(v: bytes) -> str:
 _Conv = Callable[[Any], Any]
 _CACHE: dict[str, _Conv] = {}
 _CACHE_LOCK = threading.Lock()
+#: The converter of each schema object seen (by identity, before building its JSON text for ``_CACHE``);
+#: bounded, as callers may build new type objects for every call.
+_BY_ID: dict[int, tuple[DataType, _Conv]] = {}
+_BY_ID_MAX = 4096
 
 
 def _identity(v: Any) -> Any:
@@ -339,12 +343,17 @@ def json_converter(data_type: DataType) -> Callable[[Any], Any]:
     callable
         ``value -> JSON-ready value``; use it in loops over many rows.
     """
+    seen = _BY_ID.get(id(data_type))
+    if seen is not None and seen[0] is data_type:  # the same schema object again: no JSON text to build
+        return seen[1]
     key = data_type.json()
     conv = _CACHE.get(key)
     if conv is None:
         conv = _compile(data_type)
         with _CACHE_LOCK:
             conv = _CACHE.setdefault(key, conv)
+    if len(_BY_ID) < _BY_ID_MAX:
+        _BY_ID[id(data_type)] = (data_type, conv)  # keeps the object alive, so its id is not reused
     return conv
 
 
