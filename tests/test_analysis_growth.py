@@ -130,14 +130,32 @@ def test_walk_gives_every_version_as_read_whole(scenario: str, checkpoint: Any) 
         "agg_many_partitions",
     ],
 )
-def test_version_arrays_count_what_the_walk_counts(scenario: str, checkpoint: Any) -> None:
+@pytest.mark.parametrize("compiled", [False, True], ids=["arrow", "compiled"])
+def test_version_arrays_count_what_the_walk_counts(
+    scenario: str, compiled: bool, checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Growth's columnar count (records grouped by key, each changing rows and bytes by what it adds over
-    the key's record before it) gives the walk's rows and key + value bytes at every version, and the
-    live records at the last version weigh to the walk's heaviest keys, ties in the same order."""
+    the key's record before it; by Arrow's hashing and a sort, or the compiled replay of big stores)
+    gives the walk's rows and key + value bytes at every version, and the live records at the last
+    version weigh to the walk's heaviest keys, ties in the same order. The command line's row counts
+    (``iter_stats``: sets of keys, or the compiled replay for big stores) agree."""
     from statelens.app.analysis._common import walk_partition
     from statelens.app.analysis.heavy import _top_of_arrays, _top_of_state
+    from statelens.readers.hdfs_store import HDFSStoreReader
 
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+    stats = {}
+    for op in ckpt.operators:
+        for st in op.stores:
+            reader = ckpt.store_reader(op.operator_id, st.store_name)
+            if isinstance(reader, HDFSStoreReader):
+                monkeypatch.setattr(reader, "compiled_replay", lambda: False)
+                stats[op.operator_id, st.store_name] = list(reader.iter_stats())
+    assert stats and all(stats.values())
+    monkeypatch.setattr(HDFSStoreReader, "compiled_replay", lambda self: compiled)
+    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+    for (op_id, name), expected in stats.items():
+        assert list(ckpt.store_reader(op_id, name).iter_stats()) == expected
     compared = 0
     for op in ckpt.operators:
         for st in op.stores:

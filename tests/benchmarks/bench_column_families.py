@@ -72,7 +72,7 @@ def build_checkpoint(partitions: int, batches: int, rows: int) -> Path:
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.streaming.join.stateFormatVersion", "4")
         .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "2g")
+        .config("spark.driver.memory", "6g")
         .getOrCreate()
     )
 
