@@ -1110,8 +1110,30 @@ class _FamilyReplay:
         self.size += len(data)
         return at
 
+    def _list_values(self, data: bytes, offset: int, vs: Any, vl: Any, records: Any, path: str) -> None:
+        """The elements of list values ``data[vs : vs + vl]`` (of ``records``; ``data`` is the chunk at
+        ``offset``): a value of one element (``len:i32 LE`` + ``00`` + row, every append) is cut in place
+        with numpy, the others are split in Python (:meth:`_lists`)."""
+        import numpy as np
+
+        u8 = np.frombuffer(data, dtype=np.uint8)
+        ok = vl >= 5
+        if len(u8) < 5 or not ok.any():
+            single = np.zeros(0, dtype=np.int64)
+            one = np.zeros(len(vs), dtype=bool)
+        else:
+            head = np.where(ok, vs, 0)
+            size = u8[head[:, None] + np.arange(4)].view("<i4").reshape(-1).astype(np.int64)
+            one = ok & (size == vl - 4) & (u8[np.where(ok, vs + 4, 0)] == STATE_ENCODING_VERSION)
+            single = np.flatnonzero(one)
+        self.elements.append((records[single], vs[single] + 5 + offset, vl[single] - 5))
+        other = np.flatnonzero(~one)
+        if len(other):
+            values = [data[s : s + m] for s, m in zip(vs[other].tolist(), vl[other].tolist(), strict=True)]
+            self._lists(values, records[other], path)
+
     def _lists(self, values: list[bytes], first_record: Any, path: str) -> None:
-        """List values split in Python (zip values, and changelog values of more than one element)."""
+        """List values split in Python (values of more than one element, or odd ones)."""
         import numpy as np
 
         parts = [split_list_value(v, path) for v in values]
@@ -1135,14 +1157,14 @@ class _FamilyReplay:
         records = self.count + np.arange(n, dtype=np.int64)
         self.records.append((kstart, klen, np.full(n, KIND_PUT, dtype=np.uint8)))
         values = [v for _, v in items]
+        vlen = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        joined = b"".join(values)
+        at = self._chunk(joined)
+        vstart = np.concatenate(([0], np.cumsum(vlen)[:-1])).astype(np.int64)
         if self.multi:
-            self._lists(values, records, path)
+            self._list_values(joined, at, vstart, vlen, records, path)
         else:
-            vlen = np.fromiter(map(len, values), dtype=np.int64, count=n)
-            vstart = self._chunk(b"".join(values)) + np.concatenate(([0], np.cumsum(vlen)[:-1])).astype(
-                np.int64
-            )
-            self.elements.append((records, vstart, vlen))
+            self.elements.append((records, vstart + at, vlen))
         self.count += n
 
     def add_changelog(self, data: bytes, idx: Any, prefix: bytes, path: str) -> None:
@@ -1159,30 +1181,26 @@ class _FamilyReplay:
         )
         if not len(mine):
             return
-        offset = self._chunk(data)
         n = len(mine)
         kind = idx.kind[mine]
         records = self.count + np.arange(n, dtype=np.int64)
-        self.records.append((ks[mine] + offset, kl[mine], kind))
         has_value = np.flatnonzero(kind != KIND_REMOVE)
+        ks, kl = ks[mine], kl[mine]
         vs, vl = idx.val_start[mine][has_value], idx.val_len[mine][has_value]
+        lens = np.concatenate((kl, vl))
+        if 2 * int(lens.sum()) < len(data):  # other families' records dominate: copy out this family's
+            from statelens.readers.kernels import gather_bytes
+
+            ends = np.cumsum(lens)
+            data = gather_bytes(u8, np.concatenate((ks, vs)), lens, np.concatenate(([0], ends))).tobytes()
+            starts = ends - lens
+            ks, vs = starts[:n], starts[n:]
+        offset = self._chunk(data)
+        self.records.append((ks + offset, kl, kind))
         if not self.multi:
             self.elements.append((records[has_value], vs + offset, vl))
-        else:  # one element (``len:i32 LE`` + ``00`` + row, every append): no split needed
-            ok = vl >= 5
-            head = np.where(ok, vs, 0)
-            size = (
-                u8[head[:, None] + np.arange(4)].view("<i4").reshape(-1).astype(np.int64) if len(head) else vl
-            )
-            one = ok & (size == vl - 4) & (u8[np.where(ok, vs + 4, 0)] == STATE_ENCODING_VERSION)
-            single = np.flatnonzero(one)
-            self.elements.append((records[has_value][single], vs[single] + 5 + offset, vl[single] - 5))
-            other = np.flatnonzero(~one)
-            if len(other):
-                values = [
-                    data[s : s + m] for s, m in zip(vs[other].tolist(), vl[other].tolist(), strict=True)
-                ]
-                self._lists(values, records[has_value][other], path)
+        else:
+            self._list_values(data, offset, vs, vl, records[has_value], path)
         self.count += n
 
     def live(self) -> RawArrays:
