@@ -139,6 +139,28 @@ def test_the_size_cap_evicts_least_recently_used(checkpoint: Any, tmp_path: Path
     assert cache.clear() == info.entries and cache.info().entries == 0
 
 
+@pytest.mark.spark
+def test_writes_scan_the_folder_only_when_the_cap_may_be_passed(
+    checkpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder is scanned for its size at the first write, then only when this process' writes may
+    have passed the cap (or after ``RESCAN_S``): decoding many partitions does not rescan it every time."""
+    reader = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint")).store_reader(0, None)
+    scans = []
+    original = StateCache._entries
+    monkeypatch.setattr(StateCache, "_entries", lambda self: scans.append(1) or original(self))
+    cache = StateCache(tmp_path / "cache", max_bytes=1 << 30)
+    pids = reader.partition_ids()
+    for pid in pids:
+        reader.read_arrow(pid, reader.versions(pid)[-1], cache=cache)
+    assert len(pids) > 3 and len(scans) == 1
+    assert cache.info().entries == len(pids)
+    # past the cap, a write evicts at once (the estimate counts this process' writes)
+    cache.max_bytes = cache.info().bytes // 2
+    reader.read_arrow(pids[0], reader.versions(pids[0])[-1] - 1, cache=cache)
+    assert cache.info().bytes <= cache.max_bytes
+
+
 def test_the_app_and_the_command_line_share_the_cache(
     checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
