@@ -41,6 +41,9 @@ PAGED_ROWS = int(os.environ.get("STATELENS_PAGED_ROWS") or 1_000_000)
 
 #: DuckDB's memory cap for one table's queries (sorts beyond it spill to a temporary folder).
 DUCKDB_MEMORY = "512MB"
+#: Matching rows a filter's first scan may bring back (Arrow, not Python): when no more match, that one
+#: scan gives both the count and the first page (:meth:`QueryStateTable.first_page`).
+ONE_SCAN_ROWS = 100_000
 
 
 @dataclass
@@ -204,12 +207,31 @@ class QueryStateTable:
         return int(row[0]) if row else 0
 
     def first_page(self, column: int, descending: bool, needle: str, limit: int) -> tuple[int, PageRows]:
-        """Rows passing the filter and the first ``limit`` of them in order: one scan when fewer than
-        ``limit`` match (the page is then the whole answer), a second one to count otherwise."""
+        """Rows passing the filter and the first ``limit`` of them in order.
+
+        A filter first asks for up to :data:`ONE_SCAN_ROWS` matching rows in any order (a scan that
+        stops as soon as that many match): when that is all of them, they are the count, and the page
+        is sorted out of them (one scan instead of two; they stay Arrow, only the page becomes Python).
+        When more match, the page and the count are two more queries, as without a filter.
+        """
+        if needle:
+            most = max(limit, ONE_SCAN_ROWS)
+            with self._cursor() as cur:
+                probe = cur.sql(
+                    f"SELECT {self._columns}, file_row_number FROM src {self.where(needle)} LIMIT {most + 1}"
+                ).to_arrow_table()
+                if probe.num_rows <= most:
+                    order = self.order_by(column, descending) or 'ORDER BY "partition", file_row_number'
+                    cur.register("_probe", probe)
+                    try:
+                        table = cur.sql(
+                            f"SELECT {self._columns} FROM _probe {order} LIMIT {int(limit)}"
+                        ).to_arrow_table()
+                    finally:
+                        cur.unregister("_probe")
+                    return probe.num_rows, self._page_of(table, 0)
         page = self.page(column, descending, needle, 0, limit)
-        if len(page) < limit:
-            return len(page), page
-        return self.count(needle), page
+        return (self.count(needle) if needle else self.total_rows), page
 
     def position_of(
         self, column: int, descending: bool, needle: str, partition_id: int, key: Any
@@ -271,7 +293,10 @@ class QueryStateTable:
 
     def page(self, column: int, descending: bool, needle: str, offset: int, limit: int) -> PageRows:
         """A page of display text (and keys, partitions) of the sorted, filtered table."""
-        table = self.arrow_page(column, descending, needle, offset, limit)
+        return self._page_of(self.arrow_page(column, descending, needle, offset, limit), offset)
+
+    def _page_of(self, table: Any, offset: int) -> PageRows:
+        """Display text, keys and partitions of the rows of ``table`` (rows ``offset`` on)."""
         rows = self._records(table)
         texts = [[spec.formatter(spec.getter(r)) for r in rows] for spec in self.specs]
         keys = [self._convert_key(r.key) for r in rows]

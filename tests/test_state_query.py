@@ -244,7 +244,16 @@ def test_paged_diff_matches_the_held_diff(scenario: str, checkpoint: Any, tmp_pa
     assert compared > 0
 
 
-def test_first_page_counts_with_or_without_a_second_scan(checkpoint: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("one_scan_rows", [0, 100_000])
+def test_first_page_counts_with_or_without_a_second_scan(
+    one_scan_rows: int, checkpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first page and the count of a filter, in the table's order or a column's, equal the held
+    table's: from one scan when every match fits in ``ONE_SCAN_ROWS`` (the page sorted out of them), from
+    page and count queries otherwise."""
+    from statelens.app import state_query
+
+    monkeypatch.setattr(state_query, "ONE_SCAN_ROWS", one_scan_rows)
     ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
     reader = ckpt.store_reader(0, None)
     held, paged = _tables(reader, reader.latest_version(), tmp_path / "cache")
@@ -265,11 +274,12 @@ def test_first_page_counts_with_or_without_a_second_scan(checkpoint: Any, tmp_pa
             "ull",
         )
         for needle in needles:
-            want = row_order(held.sort_keys, held.columns, n, 2, False, needle.casefold())
-            for limit in (1, n + 1):
-                matching, page = query.first_page(2, False, needle, limit)
-                assert matching == len(want) == query.count(needle)
-                assert page.texts == [[col[i] for i in want[:limit]] for col in held.columns]
+            for column, descending in ((2, False), (-1, False), (1, True)):
+                want = row_order(held.sort_keys, held.columns, n, column, descending, needle.casefold())
+                for limit in (1, n + 1):
+                    matching, page = query.first_page(column, descending, needle, limit)
+                    assert matching == len(want) == query.count(needle)
+                    assert page.texts == [[col[i] for i in want[:limit]] for col in held.columns]
     finally:
         query.close()
 
