@@ -152,6 +152,27 @@ def scan_records(
     return _scan_sized(data, path, 0, allow_removes, max_record_bytes)
 
 
+def uniform_keys(
+    data: Buffer, *, allow_removes: bool = True, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+) -> tuple[list[bytes], bool] | None:
+    """The keys of a ``.delta`` or ``.snapshot`` whose records all have one key size and one value size
+    (fixed-width rows, the common case), and whether they are removes, cut straight out of the stream;
+    ``None`` for any other stream, which :func:`scan_records` then indexes (and names what is wrong).
+    """
+    buf = _as_u8(data)
+    found = _uniform_sized(buf, 0)
+    if found is None:
+        return None
+    key_start, klen, vlen, _ = found
+    if klen > max_record_bytes or vlen > max_record_bytes or (vlen < 0 and not allow_removes):
+        return None
+    if not klen:
+        return [b""] * len(key_start), vlen < 0
+    stride = 8 + klen + max(vlen, 0)
+    block = np.ndarray((len(key_start), klen), np.uint8, buf, 4, (stride, 1))
+    return np.ascontiguousarray(block).view(f"V{klen}").ravel().tolist(), vlen < 0
+
+
 def scan_changelog(
     data: Buffer,
     path: str,

@@ -521,3 +521,44 @@ def test_slices_equal_python_slicing(scenario: str, checkpoint: Any, monkeypatch
     assert (
         one_length or scenario == "rich_types"
     )  # the numpy paths were taken (rich types: strings of many lengths)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["agg_count", "window_agg_watermark", "rich_types"])
+def test_uniform_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None:
+    """``uniform_keys`` (growth's shortcut for files of fixed-width rows) gives the keys the record index
+    points at and whether they are removes, or ``None`` for any stream it does not cover."""
+    from pathlib import Path
+
+    files = sorted((checkpoint(scenario) / "checkpoint" / "state").rglob("*.*"))
+    files = [f for f in files if f.suffix in (".delta", ".snapshot") and not f.name.startswith(".")]
+    assert files
+    taken = 0
+    for path in files:
+        data = decompress(Path(path).read_bytes(), str(path), "lz4")
+        deltas = path.suffix == ".delta"
+        got = records.uniform_keys(data, allow_removes=deltas)
+        idx = scan_records(data, str(path), allow_removes=deltas)
+        sizes = set(zip(idx.key_len.tolist(), idx.val_len.tolist(), strict=True))
+        if got is None:
+            assert len(sizes) != 1 or not idx.count
+            continue
+        keys, removes = got
+        assert len(sizes) == 1
+        assert keys == [
+            data[s : s + n] for s, n in zip(idx.key_start.tolist(), idx.key_len.tolist(), strict=True)
+        ]
+        assert removes == bool((idx.val_len < 0).all())
+        taken += 1
+    assert taken
+    # a snapshot holds no removes: a stream of removes is not taken for one
+    removes_only = next(
+        (
+            d
+            for d in (decompress(f.read_bytes(), str(f), "lz4") for f in files)
+            if (records.uniform_keys(d) or ([], False))[1]
+        ),
+        None,
+    )
+    if removes_only is not None:
+        assert records.uniform_keys(removes_only, allow_removes=False) is None
