@@ -166,37 +166,27 @@ class HDFSStoreReader(StoreReaderBase):
                 out[id(self.fs), sf.path] = err
         return out
 
-    def iter_stats(
-        self,
-        cancelled: Callable[[], bool] | None = None,
-        on_error: Callable[[StatelensError], None] | None = None,
-    ) -> Iterator[PartitionVersionStats]:
-        """Rows and on-disk bytes of every partition at every readable version (as the base class does),
-        reading and decompressing the next partition's files on a second thread while one partition is
-        counted: reading, LZ4 and its checksums let go of Python's lock, so counting hides most of them."""
+    def read_ahead(self, partition_ids: list[int]) -> Iterator[int]:
+        """Yield each partition id while the next partition's files are read and decompressed on a
+        second thread (reading, LZ4 and its checksums let go of Python's lock, so work on one partition
+        hides most of the next one's reading). Reads of the yielded partition's files made on this
+        thread before the next id is asked for take them from there (:meth:`_decompressed`)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        pids = self.partition_ids()
-        if len(pids) < 2:
-            yield from super().iter_stats(cancelled, on_error)
+        if len(partition_ids) < 2:
+            yield from partition_ids
             return
         with ThreadPoolExecutor(1, thread_name_prefix="statelens-read-ahead") as pool:
-            ahead = pool.submit(self._read_ahead, pids[0])
-            for n, pid in enumerate(pids):
+            ahead = pool.submit(self._read_ahead, partition_ids[0])
+            for n, pid in enumerate(partition_ids):
                 files = ahead.result()
-                if n + 1 < len(pids):
-                    ahead = pool.submit(self._read_ahead, pids[n + 1])
+                if n + 1 < len(partition_ids):
+                    ahead = pool.submit(self._read_ahead, partition_ids[n + 1])
                 _AHEAD.files = files
                 try:
-                    yield from self._iter_partition_stats(pid, cancelled)
-                except StatelensError as err:
-                    if on_error is None:
-                        raise
-                    on_error(err)
+                    yield pid
                 finally:
                     _AHEAD.files = None
-                if cancelled is not None and cancelled():
-                    return
 
     def _pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
         """Keys and values (``None`` = remove) of one state file, in file order."""

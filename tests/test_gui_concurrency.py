@@ -75,8 +75,11 @@ class StalledStorage:
         real = fs_module.CheckpointFS._call_once
         stalled = self
 
-        def call_once(fs: Any, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], stop: Any) -> Any:
-            if method == "cat_file" and str(args[0]).startswith(stalled.root):
+        def call_once(fs: Any, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any], stop: Any) -> Any:
+            reading = (
+                method == "cat_file" or method is fs_module._local_read
+            )  # fsspec, or the local disk's read
+            if reading and str(args[0]).startswith(stalled.root):
                 stalled.entered.set()
                 while not stalled.gate.wait(fs_module.POLL_S / 10):
                     if stop():
