@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,56 +136,8 @@ class HDFSStoreReader(StoreReaderBase):
             raise
 
     def _decompressed(self, sf: StateFile) -> bytes:
-        """The decompressed bytes of one state file: read ahead on another thread (:meth:`iter_stats`),
-        or read now."""
-        ahead = getattr(_AHEAD, "files", None)
-        if ahead is not None:
-            got = ahead.pop((id(self.fs), sf.path), None)
-            if isinstance(got, StatelensError):
-                raise got
-            if got is not None:
-                return got
+        """The decompressed bytes of one state file."""
         return decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
-
-    def _read_ahead(self, partition_id: int) -> dict[tuple[int, str], bytes | StatelensError]:
-        """Every delta and snapshot file of a partition's readable versions, decompressed (or the error
-        reading it raised), for :meth:`_decompressed`."""
-        pf = self.partitions[partition_id]
-        versions = pf.readable_versions()
-        try:
-            files = [*(self._chain(partition_id, versions[0]) if versions else [])]
-        except StatelensError:
-            files = []  # the count's own read reports it
-        files += [pf.deltas[v] for v in versions[1:] if v in pf.deltas]
-        out: dict[tuple[int, str], bytes | StatelensError] = {}
-        for sf in files:
-            try:
-                out[id(self.fs), sf.path] = decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
-            except StatelensError as err:
-                out[id(self.fs), sf.path] = err
-        return out
-
-    def read_ahead(self, partition_ids: list[int]) -> Iterator[int]:
-        """Yield each partition id while the next partition's files are read and decompressed on a
-        second thread (reading, LZ4 and its checksums let go of Python's lock, so work on one partition
-        hides most of the next one's reading). Reads of the yielded partition's files made on this
-        thread before the next id is asked for take them from there (:meth:`_decompressed`)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        if len(partition_ids) < 2:
-            yield from partition_ids
-            return
-        with ThreadPoolExecutor(1, thread_name_prefix="statelens-read-ahead") as pool:
-            ahead = pool.submit(self._read_ahead, partition_ids[0])
-            for n, pid in enumerate(partition_ids):
-                files = ahead.result()
-                if n + 1 < len(partition_ids):
-                    ahead = pool.submit(self._read_ahead, partition_ids[n + 1])
-                _AHEAD.files = files
-                try:
-                    yield pid
-                finally:
-                    _AHEAD.files = None
 
     def _pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
         """Keys and values (``None`` = remove) of one state file, in file order."""
@@ -435,9 +386,6 @@ class HDFSStoreReader(StoreReaderBase):
                 self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v)
             )
 
-
-#: Per thread: the files :meth:`HDFSStoreReader.iter_stats` read ahead for the partition it counts.
-_AHEAD = threading.local()
 
 #: Bytes of state files from which a store's replays run compiled even when numba is not loaded yet
 #: (loading it costs ~0.35 s once; the 36 MB of a 2M-key store replay in ~0.3 s either way).

@@ -150,11 +150,6 @@ class StoreReaderBase:
         """One version's records in file order (``None`` value = remove)."""
         raise NotImplementedError
 
-    def read_ahead(self, partition_ids: list[int]) -> Iterator[int]:
-        """The partition ids, for a loop that reads every partition in turn; readers that can read the
-        next partition's files on another thread meanwhile do (HDFS stores)."""
-        yield from partition_ids
-
     def version_arrays(self, partition_id: int) -> VersionArrays | None:
         """Rows and key + value bytes of a partition at every version and its live records at the last,
         computed without a Python object per record; None where a reader has no such path (the walk of
@@ -472,7 +467,7 @@ class StoreReaderBase:
         With ``on_error``, a file that cannot be read ends that partition's walk (the error is passed
         on) and the other partitions are still walked; without it the error is raised.
         """
-        for pid in self.read_ahead(self.partition_ids()):
+        for pid in self.partition_ids():
             try:
                 yield from self._iter_partition_stats(pid, cancelled)
             except StatelensError as err:

@@ -347,7 +347,7 @@ def iter_growth(
             if top_keys and reader.schema
             else None
         )
-        for pid in reader.read_ahead(reader.partition_ids()):  # the next partition's files read meanwhile
+        for pid in reader.partition_ids():
             rows = g.rows.setdefault(pid, {})
             sbytes = g.state_bytes.setdefault(pid, {})
             fbytes = g.file_bytes.setdefault(pid, {})
