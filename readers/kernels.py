@@ -132,6 +132,46 @@ def gather_bytes(buf: Any, starts: Any, lens: Any, offsets: Any) -> Any:  # prag
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")  # type: ignore[misc]
+def _word(buf: Any, p: int) -> Any:  # pragma: no cover - compiled
+    """Eight bytes at ``p`` as a little-endian uint64 (independent loads, no alignment needed)."""
+    w = np.uint64(buf[p])
+    for k in range(1, 8):
+        w |= np.uint64(buf[p + k]) << np.uint64(8 * k)
+    return w
+
+
+@njit(cache=True, nogil=True, inline="always")  # type: ignore[misc]
+def _key_hash(buf: Any, start: int, size: int) -> Any:  # pragma: no cover - compiled
+    """A 64-bit hash of ``buf[start : start + size]``, eight bytes per multiply (then byte by byte)."""
+    h = np.uint64(14695981039346656037) ^ np.uint64(size)
+    end = start + size
+    p = start
+    while p + 8 <= end:
+        h = (h ^ _word(buf, p)) * np.uint64(0x9E3779B97F4A7C15)
+        h ^= h >> np.uint64(29)
+        p += 8
+    while p < end:
+        h = (h ^ np.uint64(buf[p])) * np.uint64(1099511628211)
+        p += 1
+    return h ^ (h >> np.uint64(32))
+
+
+@njit(cache=True, nogil=True, inline="always")  # type: ignore[misc]
+def _same_bytes(buf: Any, a: int, b: int, size: int) -> bool:  # pragma: no cover - compiled
+    """Whether ``size`` bytes at ``a`` and at ``b`` are equal, eight at a time."""
+    k = 0
+    while k + 8 <= size:
+        if _word(buf, a + k) != _word(buf, b + k):
+            return False
+        k += 8
+    while k < size:
+        if buf[a + k] != buf[b + k]:
+            return False
+        k += 1
+    return True
+
+
 @njit(cache=True, nogil=True)  # type: ignore[misc]
 def replay_counts(
     buf: Any, kstart: Any, klen: Any, vlen: Any, tag: Any, nv: int
@@ -157,9 +197,7 @@ def replay_counts(
     for i in range(n):
         s0 = kstart[i]
         kl = klen[i]
-        h = np.uint64(14695981039346656037)
-        for b in range(s0, s0 + kl):  # FNV-1a over the key bytes
-            h = (h ^ np.uint64(buf[b])) * np.uint64(1099511628211)
+        h = _key_hash(buf, s0, kl)
         j = np.int64(h & np.uint64(mask))
         put = vlen[i] >= 0
         size = kl + vlen[i] if put else 0
@@ -174,13 +212,7 @@ def replay_counts(
                     nbytes[t] += size
                 break
             if hashes[j] == h and klen[s] == kl:
-                same = True
-                a = kstart[s]
-                for b in range(kl):
-                    if buf[a + b] != buf[s0 + b]:
-                        same = False
-                        break
-                if same:
+                if _same_bytes(buf, kstart[s], s0, kl):
                     if vlen[s] >= 0:
                         rows[t] -= 1
                         nbytes[t] -= klen[s] + vlen[s]
