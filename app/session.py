@@ -18,11 +18,11 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from statelens.app.parallel import in_order
 from statelens.readers.arrow_values import ArrowStateRows
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import OperatorInfo, Progress, StoreInfo
+from statelens.readers.parallel import in_order
 from statelens.readers.textfmt import ranges as _ranges
 
 #: Callback of a :class:`SelectionState` observer: receives ``{field: new_value}`` of what changed.

@@ -360,22 +360,50 @@ class HDFSStoreReader(StoreReaderBase):
             )
         return self._store_bytes >= COMPILED_REPLAY_MIN_BYTES
 
-    def _iter_partition_stats(
-        self, pid: int, cancelled: Callable[[], bool] | None
+    def iter_version_arrays(
+        self, partition_ids: list[int], cancelled: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[int, VersionArrays | None]]:
+        """:meth:`version_arrays` of each partition, in order (None where it does not apply or a file
+        cannot be read: walk that partition instead, which reports the file). Compiled replays let go of
+        Python's lock, so they run on :data:`readers.parallel.WORKERS` threads, a few partitions ahead."""
+        from statelens.readers.parallel import in_order
+
+        workers = None if self.compiled_replay() else 1
+        for pid, arrays, _ in in_order(self.version_arrays, partition_ids, workers, cancelled):
+            yield pid, arrays
+
+    def iter_stats(
+        self,
+        cancelled: Callable[[], bool] | None = None,
+        on_error: Callable[[StatelensError], None] | None = None,
     ) -> Iterator[PartitionVersionStats]:
-        pf = self.partitions[pid]
-        if self.compiled_replay():  # a big store: counted compiled from the record indexes
+        """As the base class; a big store (:meth:`compiled_replay`) is counted from the record indexes,
+        partitions on several threads."""
+        if not self.compiled_replay():
+            yield from super().iter_stats(cancelled, on_error)
+            return
+        for pid, arrays in self.iter_version_arrays(self.partition_ids(), cancelled):
             try:
-                arrays = self.version_arrays(pid)
-            except StatelensError:
-                arrays = None  # the walk below reads what it can and raises the file's error
-            if arrays is not None:
+                if arrays is None:  # the walk reads what it can and raises the file's error
+                    yield from self._iter_partition_stats(pid, cancelled)
+                    continue
+                pf = self.partitions[pid]
                 versions, rows, _, _ = arrays
                 for i, v in enumerate(versions):
                     yield PartitionVersionStats(
                         self.operator_id, self.store_name, v, pid, int(rows[i]), self._on_disk(pf, v)
                     )
+            except StatelensError as err:
+                if on_error is None:
+                    raise
+                on_error(err)
+            if cancelled is not None and cancelled():
                 return
+
+    def _iter_partition_stats(
+        self, pid: int, cancelled: Callable[[], bool] | None
+    ) -> Iterator[PartitionVersionStats]:
+        pf = self.partitions[pid]
         live: set[bytes] = set()
         for v, continues in self._replay_plan(pid, cancelled):
             if continues:

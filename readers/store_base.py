@@ -156,6 +156,19 @@ class StoreReaderBase:
         :func:`app.analysis._common.walk_partition` then)."""
         return None
 
+    def iter_version_arrays(
+        self, partition_ids: list[int], cancelled: Callable[[], bool] | None = None
+    ) -> Iterator[tuple[int, VersionArrays | None]]:
+        """:meth:`version_arrays` of each partition in order; None where it does not apply or a file
+        cannot be read (walk that partition instead, which reports the file)."""
+        for pid in partition_ids:
+            if cancelled is not None and cancelled():
+                return
+            try:
+                yield pid, self.version_arrays(pid)
+            except StatelensError:
+                yield pid, None
+
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None
     ) -> Iterator[PartitionVersionStats]:

@@ -178,3 +178,38 @@ def test_version_arrays_count_what_the_walk_counts(
                     assert _top_of_arrays(*live, n) == _top_of_state(state, n, None)[0]
                 compared += 1
     assert compared > 0
+
+
+@pytest.mark.spark
+def test_compiled_counts_of_a_damaged_store_equal_the_walks(
+    checkpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big store's counts (compiled replays, partitions on threads) of a checkpoint with a truncated
+    delta: the same rows per partition and version as the walk over sets of keys, up to the damaged
+    version of that partition, and the same error naming the file; the growth view's counts too."""
+    import shutil
+
+    from statelens.readers.errors import StatelensError
+    from statelens.readers.hdfs_store import HDFSStoreReader
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(checkpoint("agg_many_partitions") / "checkpoint", root)
+    victim = root / "state/0/2/8.delta"
+    victim.write_bytes(victim.read_bytes()[:40])
+
+    def stats(compiled: bool) -> tuple[list[Any], list[str]]:
+        monkeypatch.setattr(HDFSStoreReader, "compiled_replay", lambda self: compiled)
+        errors: list[StatelensError] = []
+        got = list(open_checkpoint(str(root)).store_reader(0, None).iter_stats(on_error=errors.append))
+        return got, [e.path or "" for e in errors]
+
+    walked, walk_errors = stats(False)
+    counted, count_errors = stats(True)
+    assert counted == walked and walk_errors == count_errors == ["state/0/2/8.delta"]
+    assert {s.partition_id for s in walked if s.version == 8} == {0, 1, 3}
+    views = []
+    for compiled in (False, True):
+        monkeypatch.setattr(HDFSStoreReader, "compiled_replay", lambda self, c=compiled: c)
+        result = run_to_end(iter_growth(open_checkpoint(str(root))))
+        views.append((result.stores[0].rows, [p.path for p in result.problems]))
+    assert views[0] == views[1] and "state/0/2/8.delta" in views[0][1]

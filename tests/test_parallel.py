@@ -1,4 +1,4 @@
-"""``app.parallel.in_order``: per-partition work on threads, answered in order."""
+"""``readers.parallel.in_order``: per-partition work on threads, answered in order."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from statelens.app.parallel import in_order
 from statelens.readers.errors import CorruptFileError
+from statelens.readers.parallel import in_order
 
 
 def test_results_come_in_order_whatever_finishes_first() -> None:

@@ -347,16 +347,14 @@ def iter_growth(
             if top_keys and reader.schema
             else None
         )
-        for pid in reader.partition_ids():
+        # Counted from the record indexes where that applies (None: the walk below reads what it can
+        # and reports the file); big stores replay compiled, a few partitions at once.
+        for pid, arrays in reader.iter_version_arrays(reader.partition_ids(), cancelled):
             rows = g.rows.setdefault(pid, {})
             sbytes = g.state_bytes.setdefault(pid, {})
             fbytes = g.file_bytes.setdefault(pid, {})
             if cancelled is not None and cancelled():
                 break
-            try:
-                arrays = reader.version_arrays(pid)
-            except StatelensError:
-                arrays = None  # the walk below reads what it can and reports the file
             if arrays is not None:  # counted from the record indexes: no Python object per record
                 versions, counts, nbytes, live = arrays
                 for i, v in enumerate(versions):

@@ -14,7 +14,7 @@ old keys in every batch, on ``--partitions`` shuffle partitions. Then, in one ru
   and apart, best of three;
 * ``native_decode``: decoding every row of the latest version (rows/s);
 * ``native_decode_arrow``: the same into Arrow columns (``read_arrow``, no Python object per row);
-* ``native_decode_arrow_threads``: the same on the threads the browser decodes with (``app.parallel``);
+* ``native_decode_arrow_threads``: the same on the threads the browser decodes with (``readers.parallel``);
 * ``spark_decode``: Spark's ``statestore`` reader on the latest version (every column hashed);
 * ``spark_growth``: the same answer from Spark: one ``statestore`` read per committed batch, counted per
   partition;
@@ -159,9 +159,9 @@ def measure_native_decode_arrow(ckpt: Path) -> dict[str, float]:
 
 
 def measure_native_decode_arrow_threads(ckpt: Path) -> dict[str, float]:
-    """``read_arrow`` of every partition on the threads the browser uses (``app.parallel``), in order."""
-    from statelens.app.parallel import WORKERS, in_order
+    """``read_arrow`` of every partition on the threads the browser uses (``readers.parallel``), in order."""
     from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.parallel import WORKERS, in_order
 
     c = open_checkpoint(str(ckpt))
     reader = c.store_reader(0)
