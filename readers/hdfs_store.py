@@ -372,33 +372,13 @@ class HDFSStoreReader(StoreReaderBase):
         for pid, arrays, _ in in_order(self.version_arrays, partition_ids, workers, cancelled):
             yield pid, arrays
 
-    def iter_stats(
-        self,
-        cancelled: Callable[[], bool] | None = None,
-        on_error: Callable[[StatelensError], None] | None = None,
-    ) -> Iterator[PartitionVersionStats]:
-        """As the base class; a big store (:meth:`compiled_replay`) is counted from the record indexes,
-        partitions on several threads."""
-        if not self.compiled_replay():
-            yield from super().iter_stats(cancelled, on_error)
-            return
-        for pid, arrays in self.iter_version_arrays(self.partition_ids(), cancelled):
-            try:
-                if arrays is None:  # the walk reads what it can and raises the file's error
-                    yield from self._iter_partition_stats(pid, cancelled)
-                    continue
-                pf = self.partitions[pid]
-                versions, rows, _, _ = arrays
-                for i, v in enumerate(versions):
-                    yield PartitionVersionStats(
-                        self.operator_id, self.store_name, v, pid, int(rows[i]), self._on_disk(pf, v)
-                    )
-            except StatelensError as err:
-                if on_error is None:
-                    raise
-                on_error(err)
-            if cancelled is not None and cancelled():
-                return
+    def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionArrays | None]]:
+        """A big store (:meth:`compiled_replay`) is counted from the record indexes, partitions on
+        several threads; others are walked."""
+        if self.compiled_replay():
+            yield from self.iter_version_arrays(self.partition_ids(), cancelled)
+        else:
+            yield from super()._stats_plan(cancelled)
 
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None

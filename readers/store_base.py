@@ -480,15 +480,29 @@ class StoreReaderBase:
         With ``on_error``, a file that cannot be read ends that partition's walk (the error is passed
         on) and the other partitions are still walked; without it the error is raised.
         """
-        for pid in self.partition_ids():
+        for pid, arrays in self._stats_plan(cancelled):
             try:
-                yield from self._iter_partition_stats(pid, cancelled)
+                if arrays is None:  # walked: reads what it can, raises the file's error
+                    yield from self._iter_partition_stats(pid, cancelled)
+                    continue
+                pf = self._partition(pid)
+                versions, rows, _, _ = arrays
+                for i, v in enumerate(versions):
+                    yield PartitionVersionStats(
+                        self.operator_id, self.store_name, v, pid, int(rows[i]), self._on_disk(pf, v)
+                    )
             except StatelensError as err:
                 if on_error is None:
                     raise
                 on_error(err)
             if cancelled is not None and cancelled():
                 return
+
+    def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionArrays | None]]:
+        """Each partition for :meth:`iter_stats`, with its counts when already computed from the record
+        indexes (:meth:`version_arrays`), or None to walk it."""
+        for pid in self.partition_ids():
+            yield pid, None
 
     @staticmethod
     def _on_disk(pf: PartitionInventory, version: int) -> int:
