@@ -305,7 +305,14 @@ def _local_find(root: str) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     pending = [root]
     while pending:
-        with os.scandir(pending.pop()) as it:
+        folder = pending.pop()
+        try:
+            listing = os.scandir(folder)
+        except FileNotFoundError:
+            if folder == root:
+                raise
+            continue  # removed while listing (an unreadable folder raises, naming itself)
+        with listing as it:
             for e in it:
                 try:
                     st = e.stat(follow_symlinks=False)
