@@ -163,14 +163,10 @@ def uniform_keys(
     found = _uniform_sized(buf, 0)
     if found is None:
         return None
-    key_start, klen, vlen, _ = found
+    count, klen, vlen, stride = found
     if klen > max_record_bytes or vlen > max_record_bytes or (vlen < 0 and not allow_removes):
         return None
-    if not klen:
-        return [b""] * len(key_start), vlen < 0
-    stride = 8 + klen + max(vlen, 0)
-    block = np.ndarray((len(key_start), klen), np.uint8, buf, 4, (stride, 1))
-    return np.ascontiguousarray(block).view(f"V{klen}").ravel().tolist(), vlen < 0
+    return _fixed_width(buf, 4, count, klen, stride), vlen < 0
 
 
 def scan_changelog(
@@ -261,16 +257,24 @@ def slices(data: Buffer, start: np.ndarray, length: np.ndarray) -> list[bytes]:
     size = int(length[0])
     if n < _SLICES_MIN or not (length == size).all():
         return [bytes(data[s : s + k]) for s, k in zip(start.tolist(), length.tolist(), strict=True)]
-    if size == 0:
-        return [b""] * n
     buf = _as_u8(data)
     first = int(start[0])
     step = np.diff(start)
     stride = int(step[0])
     if stride >= size and (step == stride).all() and first + (n - 1) * stride + size <= buf.shape[0]:
-        block = np.ndarray((n, size), np.uint8, buf, first, (stride, 1))  # a strided view, no copy
-    else:
-        block = buf[start[:, None] + np.arange(size)]
+        return _fixed_width(buf, first, n, size, stride)
+    return _cut(buf[start[:, None] + np.arange(size)], size)
+
+
+def _fixed_width(buf: np.ndarray, first: int, count: int, size: int, stride: int) -> list[bytes]:
+    """``count`` slices of ``size`` bytes, the first at ``first``, one every ``stride`` bytes."""
+    return _cut(np.ndarray((count, size), np.uint8, buf, first, (stride, 1)), size)  # a strided view
+
+
+def _cut(block: np.ndarray, size: int) -> list[bytes]:
+    """The rows of a ``(n, size)`` byte block as ``bytes`` objects, cut by numpy in C."""
+    if size == 0:
+        return [b""] * block.shape[0]
     return np.ascontiguousarray(block).view(f"V{size}").ravel().tolist()  # type: ignore[no-any-return]
 
 
@@ -289,9 +293,9 @@ def value_slices(data: Buffer, start: np.ndarray, length: np.ndarray) -> list[by
 # Sized records (delta, snapshot, changelog v1/v3)
 
 
-def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, int, int, int] | None:
-    """Key starts, the key size and the value size when every record has the first one's sizes
-    (fixed-width rows), and the end marker's offset.
+def _uniform_sized(buf: np.ndarray, start: int) -> tuple[int, int, int, int] | None:
+    """The number of records, the key size, the value size and the record stride when every record has
+    the first one's sizes (fixed-width rows; the end marker is then at ``len(buf) - 4``).
 
     One vectorised comparison of every record's two size words; ``None`` if the stream is not such a
     run of equal records followed by the end marker and nothing else.
@@ -314,26 +318,25 @@ def _uniform_sized(buf: np.ndarray, start: int) -> tuple[np.ndarray, int, int, i
     v_words = np.ndarray((count,), ">i4", buf, start + 4 + klen, (stride,))
     if not ((k_words == klen).all() and (v_words == vlen).all()):
         return None
-    key_start = np.arange(start + 4, start + 4 + stride * count, stride, dtype=np.int64)
-    return key_start, klen, vlen, n - 4
+    return count, klen, vlen, stride
 
 
 def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_record: int) -> RecordIndex:
     buf = _as_u8(data)
     found = _uniform_sized(buf, start)
     if found is not None:  # sizes are checked once; the stream ends at its end marker by construction
-        key_start, klen, vlen, eof = found
+        count, klen, vlen, stride = found
         if klen > max_record or vlen > max_record or (vlen < 0 and not allow_removes):
             _checked_sized(data, path, start, allow_removes, max_record)
             raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
-        count = len(key_start)
+        key_start = np.arange(start + 4, start + 4 + stride * count, stride, dtype=np.int64)
         return RecordIndex(
             key_start,
             np.full(count, klen, np.int64),
             key_start + (klen + 4),
             np.full(count, vlen, np.int64),
             np.full(count, KIND_REMOVE if vlen < 0 else KIND_PUT, np.uint8),
-            eof,
+            len(buf) - 4,
         )
     from statelens.readers.kernels import walk_sized
 
