@@ -8,6 +8,7 @@ plus the deltas ``s+1 .. v`` (put = upsert, remove = delete); version ``v`` is w
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -127,17 +128,24 @@ class HDFSStoreReader(StoreReaderBase):
     def _index(self, sf: StateFile, data: bytes | None = None) -> tuple[bytes, RecordIndex]:
         """Decompress one state file (unless ``data`` is its decompressed bytes) and index its records;
         errors carry the store context."""
-        try:
-            if data is None:
-                data = self._decompressed(sf)
+        if data is None:
+            data = self._decompressed(sf)
+        with self._in_context(sf):
             return data, scan_records(data, sf.path, allow_removes=sf.kind == "delta")
+
+    def _decompressed(self, sf: StateFile) -> bytes:
+        """The decompressed bytes of one state file; errors carry the store context."""
+        with self._in_context(sf):
+            return decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
+
+    @contextlib.contextmanager
+    def _in_context(self, sf: StateFile) -> Iterator[None]:
+        """Errors raised inside name this store, partition and version."""
+        try:
+            yield
         except StatelensError as err:
             err.context.update(self._ctx(sf.partition_id, sf.version))
             raise
-
-    def _decompressed(self, sf: StateFile) -> bytes:
-        """The decompressed bytes of one state file."""
-        return decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
 
     def _pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
         """Keys and values (``None`` = remove) of one state file, in file order."""
@@ -145,11 +153,8 @@ class HDFSStoreReader(StoreReaderBase):
         keys = slices(data, idx.key_start, idx.key_len)
         values = value_slices(data, idx.val_start, idx.val_len)
         if self.row_checksum:
-            try:
+            with self._in_context(sf):
                 return strip_hdfs(keys, values, sf.path)
-            except StatelensError as err:
-                err.context.update(self._ctx(sf.partition_id, sf.version))
-                raise
         return keys, values
 
     def _records(self, sf: StateFile) -> Iterator[tuple[bytes, bytes | None]]:
@@ -321,11 +326,7 @@ class HDFSStoreReader(StoreReaderBase):
                 else:
                     live.add(key)
             return
-        try:
-            data = self._decompressed(sf)
-        except StatelensError as err:
-            err.context.update(self._ctx(sf.partition_id, sf.version))
-            raise
+        data = self._decompressed(sf)
         uniform = uniform_keys(data, allow_removes=sf.kind == "delta")  # fixed-width rows: no index needed
         if uniform is not None:
             keys, removes = uniform
@@ -360,17 +361,10 @@ class HDFSStoreReader(StoreReaderBase):
             )
         return self._store_bytes >= COMPILED_REPLAY_MIN_BYTES
 
-    def iter_version_arrays(
-        self, partition_ids: list[int], cancelled: Callable[[], bool] | None = None
-    ) -> Iterator[tuple[int, VersionArrays | None]]:
-        """:meth:`version_arrays` of each partition, in order (None where it does not apply or a file
-        cannot be read: walk that partition instead, which reports the file). Compiled replays let go of
-        Python's lock, so they run on :data:`readers.parallel.WORKERS` threads, a few partitions ahead."""
-        from statelens.readers.parallel import in_order
-
-        workers = None if self.compiled_replay() else 1
-        for pid, arrays, _ in in_order(self.version_arrays, partition_ids, workers, cancelled):
-            yield pid, arrays
+    def _version_arrays_workers(self) -> int | None:
+        """Compiled replays let go of Python's lock: partitions on :data:`readers.parallel.WORKERS`
+        threads."""
+        return None if self.compiled_replay() else 1
 
     def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionArrays | None]]:
         """A big store (:meth:`compiled_replay`) is counted from the record indexes, partitions on

@@ -160,14 +160,19 @@ class StoreReaderBase:
         self, partition_ids: list[int], cancelled: Callable[[], bool] | None = None
     ) -> Iterator[tuple[int, VersionArrays | None]]:
         """:meth:`version_arrays` of each partition in order; None where it does not apply or a file
-        cannot be read (walk that partition instead, which reports the file)."""
-        for pid in partition_ids:
-            if cancelled is not None and cancelled():
-                return
-            try:
-                yield pid, self.version_arrays(pid)
-            except StatelensError:
-                yield pid, None
+        cannot be read (walk that partition instead, which reports the file). On
+        :meth:`_version_arrays_workers` threads, a few partitions ahead."""
+        from statelens.readers.parallel import in_order
+
+        for pid, arrays, _ in in_order(
+            self.version_arrays, partition_ids, self._version_arrays_workers(), cancelled
+        ):
+            yield pid, arrays
+
+    def _version_arrays_workers(self) -> int | None:
+        """Threads :meth:`iter_version_arrays` uses (None: :data:`readers.parallel.WORKERS`); one, unless
+        a reader's :meth:`version_arrays` lets go of Python's lock."""
+        return 1
 
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None
