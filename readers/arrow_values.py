@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import DataType
 
-__all__ = ["ArrowStateRows", "binary_array", "values_converter"]
+__all__ = ["ArrowStateRows", "binary_array", "fixed_binary_array", "key_ids", "values_converter"]
 
 _Conv = Callable[[Any], list[Any]]
 
@@ -258,6 +258,55 @@ def binary_array(buf: bytes, starts: Any, lens: Any) -> Any:
         offsets,
     )
     return _binary(n, offsets, data)
+
+
+def fixed_binary_array(block: Any) -> Any:
+    """The rows of a contiguous ``(n, width)`` uint8 array as one Arrow ``fixed_size_binary(width)``
+    array (no copy)."""
+    import pyarrow as pa
+
+    n, width = block.shape
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), n, [None, pa.py_buffer(block)])
+
+
+def key_ids(pieces: Sequence[Any]) -> Any:
+    """Ids of the byte strings of ``pieces``, one after the other, from one Arrow hash dictionary:
+    equal strings get equal ids, numbered in order of first appearance (so the distinct strings among
+    the first ``i`` are ``max(ids[:i]) + 1``). An int32 numpy array; no Python object per string (and no
+    pandas, which Arrow's ``to_numpy`` would import).
+
+    A piece is an Arrow binary array or a ``(n, width)`` uint8 numpy array (its rows are the strings;
+    a strided view will do): a run of those of one width is copied into one fixed-width Arrow array.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks: list[Any] = []
+    run: list[Any] = []
+    for piece in [*pieces, None]:
+        if isinstance(piece, np.ndarray) and (not run or run[0].shape[1] == piece.shape[1]):
+            run.append(piece)
+            continue
+        if run:
+            chunks.append(
+                fixed_binary_array(np.concatenate(run) if len(run) > 1 else np.ascontiguousarray(run[0]))
+            )
+            run = [piece] if isinstance(piece, np.ndarray) else []
+        if piece is not None and not isinstance(piece, np.ndarray):
+            chunks.append(piece)
+    if not chunks:
+        return np.zeros(0, dtype=np.int32)
+    if len({c.type for c in chunks}) > 1:  # e.g. fixed-width files of two widths, or fixed and variable
+        chunks = [c.cast(pa.large_binary()) for c in chunks]
+    out = []
+    for encoded in pc.dictionary_encode(pa.chunked_array(chunks)).chunks:
+        indices = encoded.indices
+        if len(indices):
+            out.append(np.frombuffer(indices.buffers()[1], np.int32, len(indices), indices.offset * 4))
+    if not out:
+        return np.zeros(0, dtype=np.int32)
+    return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def _binary(n: int, offsets: Any, data: Any) -> Any:

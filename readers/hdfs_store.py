@@ -15,14 +15,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from statelens.readers.arrow_values import binary_array
+from statelens.readers.arrow_values import binary_array, key_ids
 from statelens.readers.codecs import decompress
 from statelens.readers.errors import MissingFileError, StatelensError
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
-from statelens.readers.records import RecordIndex, scan_records, slices, uniform_keys, value_slices
+from statelens.readers.records import (
+    RecordIndex,
+    scan_records,
+    sized_keys,
+    slices,
+    uniform_keys,
+    value_slices,
+)
 from statelens.readers.rowchecksum import strip_hdfs
-from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, VersionArrays
+from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, VersionArrays, VersionRows
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
@@ -135,8 +142,11 @@ class HDFSStoreReader(StoreReaderBase):
 
     def _decompressed(self, sf: StateFile) -> bytes:
         """The decompressed bytes of one state file; errors carry the store context."""
-        with self._in_context(sf):
+        try:  # not _in_context: this runs once per file of every count (a context manager is ~2 us)
             return decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
+        except StatelensError as err:
+            err.context.update(self._ctx(sf.partition_id, sf.version))
+            raise
 
     @contextlib.contextmanager
     def _in_context(self, sf: StateFile) -> Iterator[None]:
@@ -254,17 +264,10 @@ class HDFSStoreReader(StoreReaderBase):
         """
         import numpy as np
 
-        if self.row_checksum:
+        plan = self._version_files(partition_id)
+        if plan is None:
             return None
-        pf = self._partition(partition_id)
-        versions = self.versions(partition_id)
-        if not versions or versions != list(range(versions[0], versions[-1] + 1)):
-            return None
-        if any(v not in pf.deltas for v in versions[1:]):
-            return None
-        chain = self._chain(partition_id, versions[0])
-        files = [*chain, *(pf.deltas[v] for v in versions[1:])]
-        tags = [0] * len(chain) + list(range(1, len(versions)))
+        versions, files, tags = plan
         datas: list[bytes] = []
         parts: list[tuple[Any, ...]] = []
         offset = 0
@@ -285,6 +288,85 @@ class HDFSStoreReader(StoreReaderBase):
         buf = datas[0] if len(datas) == 1 else b"".join(datas)
         rows, nbytes, live = _replay_counts(buf, kstart, klen, vlen, tag, nv, self.compiled_replay())
         return versions, rows, nbytes, (buf, kstart[live], klen[live], vstart[live], vlen[live])
+
+    def version_rows(self, partition_id: int) -> VersionRows | None:
+        """Live rows of one partition at every readable version, counted from the ids of its records'
+        keys (:func:`readers.arrow_values.key_ids`: Arrow's hash dictionary over every record, in replay
+        order), with no Python object per record: what ``growth``'s walk over a set of keys counts.
+
+        Without removes, the rows after a version are the distinct keys so far (the ids are numbered in
+        order of first appearance); with removes, the records are grouped by key
+        (:func:`_counts_by_key`). Fixed-width files are checked and cut a group at a time
+        (:func:`readers.records.sized_keys`). None where :meth:`version_arrays` does not apply. A file
+        that cannot be read raises.
+        """
+        import numpy as np
+
+        plan = self._version_files(partition_id)
+        if plan is None:
+            return None
+        versions, files, tags = plan
+        pieces: list[Any] = []  # keys with their size word in front (equal keys, equal pieces)
+        counts: list[int] = []
+        puts: list[Any] = []  # per file: True / False (all its records), or a mask of its records
+        for group in _file_groups(files):
+            datas = [self._decompressed(sf) for sf in group]
+            run = sized_keys(datas, [sf.kind == "delta" for sf in group])
+            if run is not None:
+                pieces.append(run[0])
+                counts.extend(run[1])
+                puts.extend(v >= 0 for v in run[2])
+                continue
+            for sf, data in zip(group, datas, strict=True):  # another key size, or variable-width rows
+                keys, count, put = self._file_keys(sf, data)
+                pieces.append(keys)
+                counts.append(count)
+                puts.append(put)
+        nv = len(versions)
+        sizes = np.asarray(counts, dtype=np.int64)
+        ids = key_ids(pieces)
+        if all(p is True for p in puts):
+            ends = np.cumsum(np.bincount(tags, weights=sizes, minlength=nv)).astype(np.int64)
+            seen = np.zeros(nv, dtype=np.int64)
+            some = ends > 0
+            if some.any():
+                seen[some] = np.maximum.accumulate(ids)[ends[some] - 1].astype(np.int64) + 1
+            return versions, seen
+        put = np.concatenate(
+            [np.full(n, p) if isinstance(p, bool) else p for n, p in zip(sizes, puts, strict=True)]
+        )
+        tag = np.repeat(np.asarray(tags, dtype=np.int64), sizes)
+        rows, _, _ = _counts_by_key(ids, put, None, tag, nv)
+        return versions, rows
+
+    def _file_keys(self, sf: StateFile, data: bytes) -> tuple[Any, int, Any]:
+        """One decompressed file's keys with their size word in front (a piece for
+        :func:`readers.arrow_values.key_ids`), its number of records and which are puts (True or
+        False for all of them, else a boolean mask)."""
+        run = sized_keys([data], [sf.kind == "delta"])
+        if run is not None:
+            return run[0], run[1][0], run[2][0] >= 0
+        data, idx = self._index(sf, data)
+        put = idx.val_len >= 0
+        keys = binary_array(data, idx.key_start - 4, idx.key_len + 4)
+        return keys, len(put), True if put.all() else put
+
+    def _version_files(self, partition_id: int) -> tuple[list[int], list[StateFile], list[int]] | None:
+        """The readable versions of a partition, the files that replay them in order (those that rebuild
+        the first version, then each later delta) and each file's version index; None for row checksums
+        (checked per record) or versions with a gap or rebuilt from a later snapshot (the walk starts
+        over there)."""
+        if self.row_checksum:
+            return None
+        pf = self._partition(partition_id)
+        versions = self.versions(partition_id)
+        if not versions or versions != list(range(versions[0], versions[-1] + 1)):
+            return None
+        if any(v not in pf.deltas for v in versions[1:]):
+            return None
+        chain = self._chain(partition_id, versions[0])
+        files = [*chain, *(pf.deltas[v] for v in versions[1:])]
+        return versions, files, [0] * len(chain) + list(range(1, len(versions)))
 
     def _apply(self, state: RawState, sf: StateFile) -> None:
         self.apply_records(state, *self._pairs(sf))
@@ -366,13 +448,13 @@ class HDFSStoreReader(StoreReaderBase):
         threads."""
         return None if self.compiled_replay() else 1
 
-    def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionArrays | None]]:
-        """A big store (:meth:`compiled_replay`) is counted from the record indexes, partitions on
-        several threads; others are walked."""
-        if self.compiled_replay():
-            yield from self.iter_version_arrays(self.partition_ids(), cancelled)
-        else:
-            yield from super()._stats_plan(cancelled)
+    def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionRows | None]]:
+        """Partitions are counted from their keys' ids (:meth:`version_rows`); one that cannot be (or
+        whose file cannot be read) is walked, which reads what it can and reports the file."""
+        from statelens.readers.parallel import in_order
+
+        for pid, rows, _ in in_order(self.version_rows, self.partition_ids(), 1, cancelled):
+            yield pid, rows
 
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None
@@ -387,6 +469,24 @@ class HDFSStoreReader(StoreReaderBase):
             yield PartitionVersionStats(
                 self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v)
             )
+
+
+#: Compressed bytes of the files :meth:`HDFSStoreReader.version_rows` checks and cuts at once.
+FILE_GROUP_BYTES = 16 * 1024 * 1024
+
+
+def _file_groups(files: list[StateFile]) -> Iterator[list[StateFile]]:
+    """Consecutive files in groups of up to :data:`FILE_GROUP_BYTES` (at least one file each)."""
+    group: list[StateFile] = []
+    size = 0
+    for sf in files:
+        if group and size + sf.size_bytes > FILE_GROUP_BYTES:
+            yield group
+            group, size = [], 0
+        group.append(sf)
+        size += sf.size_bytes
+    if group:
+        yield group
 
 
 #: Bytes of state files from which a store's replays run compiled even when numba is not loaded yet
@@ -406,23 +506,36 @@ def _replay_counts(
         from statelens.readers.kernels import replay_counts
 
         return replay_counts(np.frombuffer(buf, np.uint8), kstart, klen, vlen, tag, nv)  # type: ignore[no-any-return]
-    import pyarrow.compute as pc
 
-    key_id = pc.dictionary_encode(binary_array(buf, kstart, klen)).indices.to_numpy()
+    put = vlen >= 0
+    return _counts_by_key(
+        key_ids([binary_array(buf, kstart, klen)]), put, np.where(put, klen + np.maximum(vlen, 0), 0), tag, nv
+    )
+
+
+def _counts_by_key(key_id: Any, put: Any, size: Any | None, tag: Any, nv: int) -> tuple[Any, Any, Any]:
+    """Live rows and bytes after each tag's records, and the live records' indexes at the end
+    (ascending), from each record's key id, whether it is a put, its key + value bytes (``size``; None:
+    bytes are not counted, zeros come back) and its tag: the records are sorted by key, each key's in
+    replay order, and each one changes the counts by what it adds over the key's record before it."""
+    import numpy as np
+
     order = np.argsort(key_id, kind="stable")  # by key, each key's records in replay order
     same = np.zeros(len(order), dtype=bool)
     same[1:] = key_id[order][1:] == key_id[order][:-1]
-    put = (vlen >= 0)[order]
-    size = np.where(put, klen[order] + np.maximum(vlen[order], 0), 0)
+    put = put[order]
     before_put = np.zeros(len(order), dtype=bool)
     before_put[1:] = put[:-1]
     before_put &= same
-    before_size = np.zeros(len(order), dtype=np.int64)
-    before_size[1:] = size[:-1]
-    before_size[~before_put] = 0
     at = tag[order]
     rows = np.cumsum(np.bincount(at, weights=put.astype(np.int64) - before_put, minlength=nv))
-    nbytes = np.cumsum(np.bincount(at, weights=size - before_size, minlength=nv))
+    nbytes = np.zeros(nv, dtype=np.int64)
+    if size is not None:
+        size = size[order]
+        before_size = np.zeros(len(order), dtype=np.int64)
+        before_size[1:] = size[:-1]
+        before_size[~before_put] = 0
+        nbytes = np.cumsum(np.bincount(at, weights=size - before_size, minlength=nv))
     last = np.ones(len(order), dtype=bool)
     last[:-1] = ~same[1:]
     return rows.astype(np.int64), nbytes.astype(np.int64), np.sort(order[last & put])

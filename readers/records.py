@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +55,7 @@ __all__ = [
     "iter_records",
     "scan_changelog",
     "scan_records",
+    "sized_keys",
 ]
 
 #: Default cap on one key or value (256 MiB); Spark has none, but no real state row comes close.
@@ -68,7 +69,6 @@ _KIND_EOF = 0x00
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
-_EOF_MARK = b"\xff\xff\xff\xff"
 _SHORT_RE = re.compile(r"[+-]?\d+")  # java.lang.Short.parseShort accepts a sign and Unicode digits
 
 Buffer = bytes | bytearray | memoryview
@@ -167,6 +167,62 @@ def uniform_keys(
     if klen > max_record_bytes or vlen > max_record_bytes or (vlen < 0 and not allow_removes):
         return None
     return _fixed_width(buf, 4, count, klen, stride), vlen < 0
+
+
+def sized_keys(
+    datas: Sequence[Buffer],
+    allow_removes: Sequence[bool],
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> tuple[np.ndarray, list[int], list[int]] | None:
+    """Every record's key with its size word in front, out of ``.delta`` / ``.snapshot`` streams (a
+    partition's files, in replay order) whose records all have one key size, and each stream one value
+    size (fixed-width rows, the common case): one ``(records, 4 + key size)`` array, and each stream's
+    number of records and value size (-1: its records are removes). ``None`` when a stream is not so
+    (:func:`scan_records` then indexes it and names what is wrong).
+
+    Each stream's sizes come from its first record; every record's two size words and the end markers
+    are checked in one vectorised comparison over all the streams (per stream only its first record is
+    read in Python).
+    """
+    keys: list[np.ndarray] = []
+    v_words: list[np.ndarray] = []
+    counts: list[int] = []
+    vlens: list[int] = []
+    width = -1
+    for data, removes in zip(datas, allow_removes, strict=True):
+        n = len(data)  # type: ignore[arg-type]  # every Buffer here (bytes, ndarray) has a length
+        if n == 4 and _I32.unpack_from(data)[0] == -1:  # no records
+            counts.append(0)
+            vlens.append(0)
+            continue
+        if n < 12:
+            return None
+        klen = _I32.unpack_from(data)[0]
+        if klen < 0 or 8 + klen > n or (width >= 0 and klen != width) or klen > max_record_bytes:
+            return None
+        vlen = _I32.unpack_from(data, 4 + klen)[0]
+        if vlen < -1 or (vlen < 0 and not removes) or vlen > max_record_bytes:
+            return None
+        stride = 8 + klen + max(vlen, 0)
+        count, rest = divmod(n - 4, stride)
+        if rest or _I32.unpack_from(data, n - 4)[0] != -1:
+            return None
+        buf = _as_u8(data)
+        keys.append(np.ndarray((count, 4 + klen), np.uint8, buf, 0, (stride, 1)))
+        v_words.append(np.ndarray((count,), ">i4", buf, 4 + klen, (stride,)))
+        counts.append(count)
+        vlens.append(vlen)
+        width = klen
+    if width < 0:
+        return np.zeros((0, 4), np.uint8), counts, vlens
+    block = np.concatenate(keys) if len(keys) > 1 else np.ascontiguousarray(keys[0])
+    if (np.ndarray((block.shape[0],), ">i4", block, 0, (4 + width,)) != width).any():
+        return None
+    found = np.concatenate(v_words) if len(v_words) > 1 else v_words[0]
+    if (found != np.repeat(np.asarray(vlens), counts)).any():
+        return None
+    return block, counts, vlens
 
 
 def scan_changelog(
@@ -311,12 +367,12 @@ def _uniform_sized(buf: np.ndarray, start: int) -> tuple[int, int, int, int] | N
         return None
     stride = 8 + klen + max(vlen, 0)
     count, rest = divmod(n - start - 4, stride)
-    if rest or bytes(buf[n - 4 :]) != _EOF_MARK:
+    if rest or _I32.unpack_from(buf, n - 4)[0] != -1:  # type: ignore[arg-type]  # the end marker
         return None
     # every record's two size words, as big-endian int32 views with the record stride (no copy)
     k_words = np.ndarray((count,), ">i4", buf, start, (stride,))
     v_words = np.ndarray((count,), ">i4", buf, start + 4 + klen, (stride,))
-    if not ((k_words == klen).all() and (v_words == vlen).all()):
+    if (k_words != klen).any() or (v_words != vlen).any():
         return None
     return count, klen, vlen, stride
 

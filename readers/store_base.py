@@ -31,6 +31,8 @@ RawState = dict[bytes, bytes]
 RawArrays = tuple[Any, Any, Any, Any, Any]
 #: One partition at every version: ``(versions, rows, key + value bytes, live records at the last)``.
 VersionArrays = tuple[list[int], Any, Any, RawArrays]
+#: One partition's live rows at every version: ``(versions, rows)``.
+VersionRows = tuple[list[int], Any]
 
 
 class PartitionInventory(Protocol):
@@ -491,7 +493,7 @@ class StoreReaderBase:
                     yield from self._iter_partition_stats(pid, cancelled)
                     continue
                 pf = self._partition(pid)
-                versions, rows, _, _ = arrays
+                versions, rows = arrays
                 for i, v in enumerate(versions):
                     yield PartitionVersionStats(
                         self.operator_id, self.store_name, v, pid, int(rows[i]), self._on_disk(pf, v)
@@ -503,9 +505,9 @@ class StoreReaderBase:
             if cancelled is not None and cancelled():
                 return
 
-    def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionArrays | None]]:
-        """Each partition for :meth:`iter_stats`, with its counts when already computed from the record
-        indexes (:meth:`version_arrays`), or None to walk it."""
+    def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionRows | None]]:
+        """Each partition for :meth:`iter_stats`, with its rows at every version when counted without
+        a walk, or None to walk it."""
         for pid in self.partition_ids():
             yield pid, None
 

@@ -138,24 +138,28 @@ def test_version_arrays_count_what_the_walk_counts(
     the key's record before it; by Arrow's hashing and a sort, or the compiled replay of big stores)
     gives the walk's rows and key + value bytes at every version, and the live records at the last
     version weigh to the walk's heaviest keys, ties in the same order. The command line's row counts
-    (``iter_stats``: sets of keys, or the compiled replay for big stores) agree."""
+    (``iter_stats``, counted from the keys' ids: fixed-width files a group at a time, variable-width
+    ones indexed, removes grouped by key) are the walk's over a set of keys."""
     from statelens.app.analysis._common import walk_partition
     from statelens.app.analysis.heavy import _top_of_arrays, _top_of_state
     from statelens.readers.hdfs_store import HDFSStoreReader
+    from statelens.readers.store_base import StoreReaderBase
 
-    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-    stats = {}
-    for op in ckpt.operators:
-        for st in op.stores:
-            reader = ckpt.store_reader(op.operator_id, st.store_name)
-            if isinstance(reader, HDFSStoreReader):
-                monkeypatch.setattr(reader, "compiled_replay", lambda: False)
-                stats[op.operator_id, st.store_name] = list(reader.iter_stats())
-    assert stats and all(stats.values())
     monkeypatch.setattr(HDFSStoreReader, "compiled_replay", lambda self: compiled)
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-    for (op_id, name), expected in stats.items():
-        assert list(ckpt.store_reader(op_id, name).iter_stats()) == expected
+    stores = [
+        reader
+        for op in ckpt.operators
+        for st in op.stores
+        if isinstance(reader := ckpt.store_reader(op.operator_id, st.store_name), HDFSStoreReader)
+    ]
+    assert stores
+    for reader in stores:
+        counted = list(reader.iter_stats())
+        with monkeypatch.context() as walked:
+            walked.setattr(HDFSStoreReader, "_stats_plan", StoreReaderBase._stats_plan)
+            assert counted == list(reader.iter_stats()) and counted
+        assert all(reader.version_rows(pid) is not None for pid in reader.partition_ids())
     compared = 0
     for op in ckpt.operators:
         for st in op.stores:
@@ -181,30 +185,34 @@ def test_version_arrays_count_what_the_walk_counts(
 
 
 @pytest.mark.spark
-def test_compiled_counts_of_a_damaged_store_equal_the_walks(
+def test_counts_of_a_damaged_store_equal_the_walks(
     checkpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A big store's counts (compiled replays, partitions on threads) of a checkpoint with a truncated
-    delta: the same rows per partition and version as the walk over sets of keys, up to the damaged
-    version of that partition, and the same error naming the file; the growth view's counts too."""
+    """Counts of a checkpoint with a truncated delta, from the keys' ids (the command line) and from the
+    compiled replays of a big store (the growth view, partitions on threads): the same rows per
+    partition and version as the walk over sets of keys, up to the damaged version of that partition,
+    and the same error naming the file."""
     import shutil
 
     from statelens.readers.errors import StatelensError
     from statelens.readers.hdfs_store import HDFSStoreReader
+    from statelens.readers.store_base import StoreReaderBase
 
     root = tmp_path / "ckpt"
     shutil.copytree(checkpoint("agg_many_partitions") / "checkpoint", root)
     victim = root / "state/0/2/8.delta"
     victim.write_bytes(victim.read_bytes()[:40])
 
-    def stats(compiled: bool) -> tuple[list[Any], list[str]]:
-        monkeypatch.setattr(HDFSStoreReader, "compiled_replay", lambda self: compiled)
-        errors: list[StatelensError] = []
-        got = list(open_checkpoint(str(root)).store_reader(0, None).iter_stats(on_error=errors.append))
+    def stats(walk: bool) -> tuple[list[Any], list[str]]:
+        with monkeypatch.context() as patched:
+            if walk:
+                patched.setattr(HDFSStoreReader, "_stats_plan", StoreReaderBase._stats_plan)
+            errors: list[StatelensError] = []
+            got = list(open_checkpoint(str(root)).store_reader(0, None).iter_stats(on_error=errors.append))
         return got, [e.path or "" for e in errors]
 
-    walked, walk_errors = stats(False)
-    counted, count_errors = stats(True)
+    walked, walk_errors = stats(True)
+    counted, count_errors = stats(False)
     assert counted == walked and walk_errors == count_errors == ["state/0/2/8.delta"]
     assert {s.partition_id for s in walked if s.version == 8} == {0, 1, 3}
     views = []
