@@ -253,13 +253,15 @@ class HDFSStoreReader(StoreReaderBase):
 
     def version_arrays(self, partition_id: int) -> VersionArrays | None:
         """Rows and key + value bytes of one partition at every readable version, and its live records at
-        the last, from the files' record indexes with no Python object per record (what
-        ``growth``'s walk computes record by record).
+        the last, with no Python object per record (what ``growth``'s walk computes record by record).
 
         Every record of the files that rebuild the first version, then of each later delta, is tagged
-        with its version; records are grouped by key and each one changes the rows and bytes by what it
-        adds over the key's record before it (:func:`_replay_counts`). None when this does not apply: row
-        checksums (checked per record), or versions with a gap or rebuilt from a later snapshot (the
+        with its version and its key numbered (:meth:`_replay_records`). Without removes and with one
+        record size, the rows are the distinct keys so far, the bytes the rows times that size and the
+        live records each key's last; otherwise the records are grouped by key and each one changes the
+        rows and bytes by what it adds over the key's record before it (:func:`_counts_by_key`, or the
+        compiled :func:`readers.kernels.replay_counts` for big stores). None when this does not apply:
+        row checksums (checked per record), or versions with a gap or rebuilt from a later snapshot (the
         walk starts over there). A file that cannot be read raises.
         """
         import numpy as np
@@ -268,37 +270,39 @@ class HDFSStoreReader(StoreReaderBase):
         if plan is None:
             return None
         versions, files, tags = plan
-        datas: list[bytes] = []
-        parts: list[tuple[Any, ...]] = []
-        offset = 0
-        for sf, t in zip(files, tags, strict=True):
-            data, idx = self._index(sf)
-            datas.append(data)
-            count = len(idx.key_start)
-            parts.append(
-                (idx.key_start + offset, idx.key_len, idx.val_start + offset, idx.val_len, np.full(count, t))
-            )
-            offset += len(data)
         nv = len(versions)
-        if not parts or not sum(len(p[0]) for p in parts):
-            empty = np.zeros(0, dtype=np.int64)
+        replay = self._replay_records(files, keep=True)
+        kstart, klen, vstart, vlen = replay.positions()
+        buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
+        if not len(kstart):
             zeros = np.zeros(nv, dtype=np.int64)
-            return versions, zeros, zeros.copy(), (b"", empty, empty, empty, empty)
-        kstart, klen, vstart, vlen, tag = (np.concatenate(c) for c in zip(*parts, strict=True))
-        buf = datas[0] if len(datas) == 1 else b"".join(datas)
-        rows, nbytes, live = _replay_counts(buf, kstart, klen, vlen, tag, nv, self.compiled_replay())
+            return versions, zeros, zeros.copy(), (b"", kstart, klen, vstart, vlen)
+        tag = np.repeat(np.asarray(tags, dtype=np.int64), replay.counts)
+        if self.compiled_replay():
+            from statelens.readers.kernels import replay_counts
+
+            rows, nbytes, live = replay_counts(np.frombuffer(buf, np.uint8), kstart, klen, vlen, tag, nv)
+            return versions, rows, nbytes, (buf, kstart[live], klen[live], vstart[live], vlen[live])
+        ids = key_ids(replay.pieces)
+        size = klen + np.maximum(vlen, 0)
+        if replay.all_puts() and (size == size[0]).all():
+            rows = _distinct_so_far(ids, tags, replay.counts, nv)
+            last = np.full(int(rows[-1]), -1, dtype=np.int64)
+            np.maximum.at(last, ids, np.arange(len(ids), dtype=np.int64))
+            live = np.sort(last)
+            nbytes = rows * int(size[0])
+        else:
+            put = vlen >= 0
+            rows, nbytes, live = _counts_by_key(ids, put, np.where(put, size, 0), tag, nv)
         return versions, rows, nbytes, (buf, kstart[live], klen[live], vstart[live], vlen[live])
 
     def version_rows(self, partition_id: int) -> VersionRows | None:
         """Live rows of one partition at every readable version, counted from the ids of its records'
-        keys (:func:`readers.arrow_values.key_ids`: Arrow's hash dictionary over every record, in replay
-        order), with no Python object per record: what ``growth``'s walk over a set of keys counts.
-
-        Without removes, the rows after a version are the distinct keys so far (the ids are numbered in
-        order of first appearance); with removes, the records are grouped by key
-        (:func:`_counts_by_key`). Fixed-width files are checked and cut a group at a time
-        (:func:`readers.records.sized_keys`). None where :meth:`version_arrays` does not apply. A file
-        that cannot be read raises.
+        keys (:meth:`_replay_records`), with no Python object per record: what ``growth``'s walk over a
+        set of keys counts. Without removes the rows after a version are the distinct keys so far (the
+        ids are numbered in order of first appearance); with removes, the records are grouped by key
+        (:func:`_counts_by_key`). None where :meth:`version_arrays` does not apply. A file that cannot
+        be read raises.
         """
         import numpy as np
 
@@ -306,50 +310,55 @@ class HDFSStoreReader(StoreReaderBase):
         if plan is None:
             return None
         versions, files, tags = plan
-        pieces: list[Any] = []  # keys with their size word in front (equal keys, equal pieces)
-        counts: list[int] = []
-        puts: list[Any] = []  # per file: True / False (all its records), or a mask of its records
+        nv = len(versions)
+        replay = self._replay_records(files, keep=False)
+        ids = key_ids(replay.pieces)
+        if replay.all_puts():
+            return versions, _distinct_so_far(ids, tags, replay.counts, nv)
+        sizes = np.asarray(replay.counts, dtype=np.int64)
+        put = np.concatenate(
+            [np.full(n, p) if isinstance(p, bool) else p for n, p in zip(sizes, replay.puts, strict=True)]
+        )
+        rows, _, _ = _counts_by_key(ids, put, None, np.repeat(np.asarray(tags, dtype=np.int64), sizes), nv)
+        return versions, rows
+
+    def _replay_records(self, files: list[StateFile], keep: bool) -> _ReplayRecords:
+        """The records of ``files`` (a partition's replay, in order): their keys as pieces for
+        :func:`readers.arrow_values.key_ids`, each file's number of records and puts, and with ``keep``
+        the decompressed files and where their records are. Fixed-width files are checked and cut a
+        group at a time (:func:`readers.records.sized_keys`), other files indexed one by one."""
+        out = _ReplayRecords()
         for group in _file_groups(files):
             datas = [self._decompressed(sf) for sf in group]
             run = sized_keys(datas, [sf.kind == "delta" for sf in group])
             if run is not None:
-                pieces.append(run[0])
-                counts.extend(run[1])
-                puts.extend(v >= 0 for v in run[2])
-                continue
-            for sf, data in zip(group, datas, strict=True):  # another key size, or variable-width rows
-                keys, count, put = self._file_keys(sf, data)
-                pieces.append(keys)
-                counts.append(count)
-                puts.append(put)
-        nv = len(versions)
-        sizes = np.asarray(counts, dtype=np.int64)
-        ids = key_ids(pieces)
-        if all(p is True for p in puts):
-            ends = np.cumsum(np.bincount(tags, weights=sizes, minlength=nv)).astype(np.int64)
-            seen = np.zeros(nv, dtype=np.int64)
-            some = ends > 0
-            if some.any():
-                seen[some] = np.maximum.accumulate(ids)[ends[some] - 1].astype(np.int64) + 1
-            return versions, seen
-        put = np.concatenate(
-            [np.full(n, p) if isinstance(p, bool) else p for n, p in zip(sizes, puts, strict=True)]
-        )
-        tag = np.repeat(np.asarray(tags, dtype=np.int64), sizes)
-        rows, _, _ = _counts_by_key(ids, put, None, tag, nv)
-        return versions, rows
+                out.pieces.append(run[0])
+                out.counts.extend(run[1])
+                out.puts.extend(v >= 0 for v in run[2])
+                out.layouts.extend((run[0].shape[1] - 4, v) for v in run[2])
+            else:
+                for sf, data in zip(group, datas, strict=True):  # another key size, or variable-width rows
+                    self._add_file_records(out, sf, data)
+            if keep:
+                out.datas.extend(datas)
+        return out
 
-    def _file_keys(self, sf: StateFile, data: bytes) -> tuple[Any, int, Any]:
-        """One decompressed file's keys with their size word in front (a piece for
-        :func:`readers.arrow_values.key_ids`), its number of records and which are puts (True or
-        False for all of them, else a boolean mask)."""
+    def _add_file_records(self, out: _ReplayRecords, sf: StateFile, data: bytes) -> None:
+        """One decompressed file's records into ``out``: its keys with their size word in front, and
+        which are puts (True or False for all of them, else a boolean mask)."""
         run = sized_keys([data], [sf.kind == "delta"])
         if run is not None:
-            return run[0], run[1][0], run[2][0] >= 0
+            out.pieces.append(run[0])
+            out.counts.append(run[1][0])
+            out.puts.append(run[2][0] >= 0)
+            out.layouts.append((run[0].shape[1] - 4, run[2][0]))
+            return
         data, idx = self._index(sf, data)
         put = idx.val_len >= 0
-        keys = binary_array(data, idx.key_start - 4, idx.key_len + 4)
-        return keys, len(put), True if put.all() else put
+        out.pieces.append(binary_array(data, idx.key_start - 4, idx.key_len + 4))
+        out.counts.append(idx.count)
+        out.puts.append(True if put.all() else put)
+        out.layouts.append(idx)
 
     def _version_files(self, partition_id: int) -> tuple[list[int], list[StateFile], list[int]] | None:
         """The readable versions of a partition, the files that replay them in order (those that rebuild
@@ -471,6 +480,62 @@ class HDFSStoreReader(StoreReaderBase):
             )
 
 
+@dataclass
+class _ReplayRecords:
+    """A partition's records in replay order (:meth:`HDFSStoreReader._replay_records`)."""
+
+    pieces: list[Any] = field(default_factory=list)  # keys with their size word in front
+    counts: list[int] = field(default_factory=list)  # records of each file
+    puts: list[Any] = field(default_factory=list)  # per file: True / False (all records), or a mask
+    layouts: list[Any] = field(default_factory=list)  # per file: (key size, value size) or its index
+    datas: list[bytes] = field(default_factory=list)  # the decompressed files (kept on request)
+
+    def all_puts(self) -> bool:
+        return all(p is True for p in self.puts)
+
+    def positions(self) -> tuple[Any, Any, Any, Any]:
+        """Key start, key length, value start and value length (-1: a remove) of every record in the
+        kept files laid end to end."""
+        import numpy as np
+
+        out: list[tuple[Any, ...]] = []
+        offset = 0
+        for data, count, layout in zip(self.datas, self.counts, self.layouts, strict=True):
+            if isinstance(layout, RecordIndex):
+                out.append(
+                    (layout.key_start + offset, layout.key_len, layout.val_start + offset, layout.val_len)
+                )
+            else:
+                width, vlen = layout
+                kstart = np.arange(count, dtype=np.int64) * (8 + width + max(vlen, 0)) + (offset + 4)
+                out.append(
+                    (
+                        kstart,
+                        np.full(count, width, np.int64),
+                        kstart + (width + 4),
+                        np.full(count, vlen, np.int64),
+                    )
+                )
+            offset += len(data)
+        if not out:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty, empty
+        return tuple(np.concatenate(c) for c in zip(*out, strict=True))  # type: ignore[return-value]
+
+
+def _distinct_so_far(ids: Any, tags: list[int], counts: list[int], nv: int) -> Any:
+    """The distinct keys among the records up to each tag's last, from key ids numbered in order of
+    first appearance (:func:`readers.arrow_values.key_ids`): a running maximum."""
+    import numpy as np
+
+    ends = np.cumsum(np.bincount(tags, weights=counts, minlength=nv)).astype(np.int64)
+    seen = np.zeros(nv, dtype=np.int64)
+    some = ends > 0
+    if some.any():
+        seen[some] = np.maximum.accumulate(ids)[ends[some] - 1].astype(np.int64) + 1
+    return seen
+
+
 #: Compressed bytes of the files :meth:`HDFSStoreReader.version_rows` checks and cuts at once.
 FILE_GROUP_BYTES = 16 * 1024 * 1024
 
@@ -492,25 +557,6 @@ def _file_groups(files: list[StateFile]) -> Iterator[list[StateFile]]:
 #: Bytes of state files from which a store's replays run compiled even when numba is not loaded yet
 #: (loading it costs ~0.35 s once; the 36 MB of a 2M-key store replay in ~0.3 s either way).
 COMPILED_REPLAY_MIN_BYTES = 64 * 1024 * 1024
-
-
-def _replay_counts(
-    buf: bytes, kstart: Any, klen: Any, vlen: Any, tag: Any, nv: int, compiled: bool
-) -> tuple[Any, Any, Any]:
-    """Live rows and key + value bytes after each tag's records, and the live records' indexes at the
-    end (ascending): :func:`readers.kernels.replay_counts` when ``compiled``, else the same from Arrow's
-    hash grouping and a sort."""
-    import numpy as np
-
-    if compiled:
-        from statelens.readers.kernels import replay_counts
-
-        return replay_counts(np.frombuffer(buf, np.uint8), kstart, klen, vlen, tag, nv)  # type: ignore[no-any-return]
-
-    put = vlen >= 0
-    return _counts_by_key(
-        key_ids([binary_array(buf, kstart, klen)]), put, np.where(put, klen + np.maximum(vlen, 0), 0), tag, nv
-    )
 
 
 def _counts_by_key(key_id: Any, put: Any, size: Any | None, tag: Any, nv: int) -> tuple[Any, Any, Any]:
