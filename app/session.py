@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
-from statelens.readers.arrow_values import ArrowStateRows
+from statelens.readers.arrow_values import ArrowStateRows, numbers
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import OperatorInfo, Progress, StoreInfo
@@ -1071,9 +1071,9 @@ def _text_order(leaf: Any) -> Any:
             order = con.sql("SELECT i FROM texts ORDER BY t, i").to_arrow_table()
         finally:
             con.close()
-        return order.column(0).to_numpy()
+        return numbers(order.column(0))
     except Exception:  # noqa: BLE001 - DuckDB missing or out of memory: Arrow sorts it
-        return pc.sort_indices(texts).to_numpy()
+        return numbers(pc.sort_indices(texts))
 
 
 def _numeric_order(leaf: Any) -> Any:

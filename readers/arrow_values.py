@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import DataType
 
-__all__ = ["ArrowStateRows", "binary_array", "fixed_binary_array", "key_ids", "values_converter"]
+__all__ = ["ArrowStateRows", "binary_array", "fixed_binary_array", "key_ids", "numbers", "values_converter"]
 
 _Conv = Callable[[Any], list[Any]]
 
@@ -269,6 +269,25 @@ def fixed_binary_array(block: Any) -> Any:
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), n, [None, pa.py_buffer(block)])
 
 
+def numbers(array: Any) -> Any:
+    """A numeric Arrow array (or chunked array) as a numpy array, without a copy where it can: Arrow's
+    own ``to_numpy`` imports pandas (~0.3 s) on first use, which a command counting keys does not
+    need. Arrays with nulls or of other types do go through ``to_numpy``."""
+    import numpy as np
+    import pyarrow as pa
+
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    kind = array.type
+    if array.null_count or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return array.to_numpy(zero_copy_only=False)
+    letter = "f" if pa.types.is_floating(kind) else "u" if pa.types.is_unsigned_integer(kind) else "i"
+    dtype = np.dtype(f"{letter}{kind.bit_width // 8}")
+    if not len(array):
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize)
+
+
 def key_ids(pieces: Sequence[Any]) -> Any:
     """Ids of the byte strings of ``pieces``, one after the other, from one Arrow hash dictionary:
     equal strings get equal ids, numbered in order of first appearance (so the distinct strings among
@@ -299,11 +318,7 @@ def key_ids(pieces: Sequence[Any]) -> Any:
         return np.zeros(0, dtype=np.int32)
     if len({c.type for c in chunks}) > 1:  # e.g. fixed-width files of two widths, or fixed and variable
         chunks = [c.cast(pa.large_binary()) for c in chunks]
-    out = []
-    for encoded in pc.dictionary_encode(pa.chunked_array(chunks)).chunks:
-        indices = encoded.indices
-        if len(indices):
-            out.append(np.frombuffer(indices.buffers()[1], np.int32, len(indices), indices.offset * 4))
+    out = [numbers(encoded.indices) for encoded in pc.dictionary_encode(pa.chunked_array(chunks)).chunks]
     if not out:
         return np.zeros(0, dtype=np.int32)
     return out[0] if len(out) == 1 else np.concatenate(out)

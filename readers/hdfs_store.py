@@ -589,20 +589,10 @@ def _counts_by_key(key_id: Any, put: Any, size: Any | None, tag: Any, nv: int) -
 
 def _last_record_per_key(buf: bytes, kstart: Any, klen: Any, vlen: Any) -> Any:
     """Indices of the records that survive a replay (the last of each key, if it is not a remove),
-    ordered by each key's first record."""
+    ordered by each key's first record (the order of the keys' ids)."""
     import numpy as np
-    import pyarrow as pa
 
-    n = len(kstart)
-    keys = binary_array(buf, kstart, klen)
-    seq = pa.array(np.arange(n, dtype=np.int64))
-    grouped = (
-        pa.table({"k": keys, "i": seq})
-        .group_by("k", use_threads=False)
-        .aggregate([("i", "min"), ("i", "max")])
-    )
-    first = grouped.column("i_min").to_numpy()
-    last = grouped.column("i_max").to_numpy()
-    order = np.argsort(first, kind="stable")
-    keep = last[order]
-    return keep[vlen[keep] >= 0]
+    ids = key_ids([binary_array(buf, kstart, klen)])
+    last = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, dtype=np.int64)
+    np.maximum.at(last, ids, np.arange(len(ids), dtype=np.int64))
+    return last[vlen[last] >= 0]

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from statelens.readers.arrow_values import binary_array
+from statelens.readers.arrow_values import binary_array, key_ids
 from statelens.readers.codecs import decompress
 from statelens.readers.errors import (
     BackendUnavailableError,
@@ -1138,10 +1138,19 @@ class _FamilyReplay:
 
         parts = [split_list_value(v, path) for v in values]
         counts = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
-        flat = [e for p in parts for e in p]
-        lens = np.fromiter(map(len, flat), dtype=np.int64, count=len(flat))
-        starts = self._chunk(b"".join(flat)) + np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
-        self.elements.append((np.repeat(first_record, counts), starts[: len(flat)], lens))
+        _, at, starts, lens = self._lay([e for p in parts for e in p])
+        self.elements.append((np.repeat(first_record, counts), starts + at, lens))
+
+    def _lay(self, pieces: list[bytes]) -> tuple[bytes, int, Any, Any]:
+        """Lay byte strings end to end as one chunk of the replay's buffer: the joined bytes, where the
+        chunk starts in the buffer, and each string's start in the chunk and length."""
+        import numpy as np
+
+        lens = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        starts = np.zeros(len(pieces), dtype=np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        joined = b"".join(pieces)
+        return joined, self._chunk(joined), starts, lens
 
     def add_zip(self, items: list[tuple[bytes, bytes]], path: str) -> None:
         import numpy as np
@@ -1151,16 +1160,10 @@ class _FamilyReplay:
         n = len(items)
         if not n:
             return
-        keys = [k for k, _ in items]
-        klen = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-        kstart = self._chunk(b"".join(keys)) + np.concatenate(([0], np.cumsum(klen)[:-1])).astype(np.int64)
+        _, at, kstart, klen = self._lay([k for k, _ in items])
         records = self.count + np.arange(n, dtype=np.int64)
-        self.records.append((kstart, klen, np.full(n, KIND_PUT, dtype=np.uint8)))
-        values = [v for _, v in items]
-        vlen = np.fromiter(map(len, values), dtype=np.int64, count=n)
-        joined = b"".join(values)
-        at = self._chunk(joined)
-        vstart = np.concatenate(([0], np.cumsum(vlen)[:-1])).astype(np.int64)
+        self.records.append((kstart + at, klen, np.full(n, KIND_PUT, dtype=np.uint8)))
+        joined, at, vstart, vlen = self._lay([v for _, v in items])
         if self.multi:
             self._list_values(joined, at, vstart, vlen, records, path)
         else:
@@ -1207,7 +1210,6 @@ class _FamilyReplay:
         """Replay: per key, the last put or remove resets it; a list keeps that put's elements and every
         merge after it (a merge after a remove starts a new list)."""
         import numpy as np
-        import pyarrow.compute as pc
 
         from statelens.readers.records import KIND_MERGE, KIND_REMOVE
 
@@ -1220,7 +1222,7 @@ class _FamilyReplay:
         e_rec, e_start, e_len = (np.concatenate(c) for c in zip(*self.elements, strict=True))
         n = self.count
         keys = binary_array(buf, kstart, klen)
-        group = pc.dictionary_encode(keys).indices.to_numpy().astype(np.int64)  # first-seen order
+        group = key_ids([keys]).astype(np.int64)  # first-seen order
         seq = np.arange(n, dtype=np.int64)
         resets = np.flatnonzero(kind != KIND_MERGE) if self.multi else seq
         last_reset = np.full(int(group.max()) + 1, -1, dtype=np.int64)

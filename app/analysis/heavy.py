@@ -99,7 +99,7 @@ def _top_of_arrays(
     import numpy as np
     import pyarrow.compute as pc
 
-    from statelens.readers.arrow_values import binary_array
+    from statelens.readers.arrow_values import binary_array, numbers
 
     count = len(ks)
     if not count:
@@ -113,7 +113,7 @@ def _top_of_arrays(
         tied = np.flatnonzero(sizes == cut)
         need = take - len(above)
         tied_keys = binary_array(buf, ks[tied], kl[tied])
-        smallest = pc.select_k_unstable(tied_keys, k=need, sort_keys=[("key", "ascending")]).to_numpy()
+        smallest = numbers(pc.select_k_unstable(tied_keys, k=need, sort_keys=[("key", "ascending")]))
         chosen = np.concatenate([above, tied[smallest]])
     out: list[tuple[int, int | None, bytes, bytes | None]] = [
         (int(sizes[i]), None, buf[ks[i] : ks[i] + kl[i]], buf[vs[i] : vs[i] + vl[i]]) for i in chosen.tolist()
