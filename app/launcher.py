@@ -19,7 +19,10 @@ def _run_gui(args: Any) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``statelens``."""
+    from statelens.app import allocator
     from statelens.app.cli import main as cli_main
+
+    allocator.tune()
 
     return cli_main(argv, gui_runner=_run_gui)
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -418,3 +420,41 @@ def test_storage_options_reach_the_filesystem(
     )
     assert code == 0 and "Query id" in out
     assert got == [{"client_kwargs": {"region_name": "x"}}]
+
+
+def test_the_command_keeps_freed_memory_mapped(tmp_path: Path) -> None:
+    """The ``statelens`` entry point sets glibc's mmap and trim thresholds (``app.allocator``) before any
+    work, so each partition's megabytes are not page-faulted in afresh; a process whose environment set
+    them keeps its own."""
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "from statelens.app import allocator, launcher\n"
+        "calls = []\n"
+        "real = allocator.tune\n"
+        "allocator.tune = lambda: calls.append(real()) or calls[-1]\n"
+        "try:\n"
+        "    launcher.main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(calls)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False)
+    assert out.stdout.strip().splitlines()[-1] == (
+        "[True]" if sys.platform.startswith("linux") else "[False]"
+    )
+    env["MALLOC_TRIM_THRESHOLD_"] = str(1 << 20)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False)
+    assert out.stdout.strip().splitlines()[-1] == "[False]"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """``statelens --version`` prints the installed version and exits 0 (it does not open the app)."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"statelens {version('statelens')}"

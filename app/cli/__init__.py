@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 finished but some files could not be read, 2 error.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"statelens {_installed_version()}")
     parser.add_argument(
         "--storage-option",
         action="append",
@@ -113,6 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _installed_version() -> str:
+    """The installed package's version (``unknown`` when run from a tree that was never installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("statelens")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | None = None) -> int:
     """Run the command line; ``gui_runner(args)`` opens the desktop app (see :mod:`app.launcher`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -135,7 +146,7 @@ def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | N
             lead += 2
         else:
             break
-    if first is None and not any(a in ("-h", "--help") for a in argv):
+    if first is None and not any(a in ("-h", "--help", "--version") for a in argv):
         argv.insert(min(lead, len(argv)), "gui")
     elif first is not None and argv[first] not in SUBCOMMANDS:
         argv.insert(first, "gui")

@@ -284,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
     os.environ.setdefault("TZ", "UTC")
+    from statelens.app import allocator
+
+    allocator.tune()  # as the statelens command does: the floor and growth run under the same malloc
     t = time.perf_counter()
     ckpt = build_checkpoint(args.partitions, args.batches, args.keys)
     print(f"checkpoint: {ckpt} (ready in {time.perf_counter() - t:.1f}s)", flush=True)
