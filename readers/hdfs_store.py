@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,7 +92,7 @@ class HDFSStoreReader(StoreReaderBase):
 
     provider = "hdfs"
     floor_values_to_8 = True
-    _store_bytes: int | None = None  # bytes of all the store's state files (compiled_replay)
+    _store_bytes: int | None = None  # bytes of all the store's state files (big)
 
     def files(self) -> list[StateFile]:
         out: list[StateFile] = []
@@ -259,8 +258,8 @@ class HDFSStoreReader(StoreReaderBase):
         with its version and its key numbered (:meth:`_replay_records`). Without removes and with one
         record size, the rows are the distinct keys so far, the bytes the rows times that size and the
         live records each key's last; otherwise the records are grouped by key and each one changes the
-        rows and bytes by what it adds over the key's record before it (:func:`_counts_by_key`, or the
-        compiled :func:`readers.kernels.replay_counts` for big stores). None when this does not apply:
+        rows and bytes by what it adds over the key's record before it (:func:`_counts_by_key`). None
+        when this does not apply:
         row checksums (checked per record), or versions with a gap or rebuilt from a later snapshot (the
         walk starts over there). A file that cannot be read raises.
         """
@@ -277,12 +276,6 @@ class HDFSStoreReader(StoreReaderBase):
         if not len(kstart):
             zeros = np.zeros(nv, dtype=np.int64)
             return versions, zeros, zeros.copy(), (b"", kstart, klen, vstart, vlen)
-        tag = np.repeat(np.asarray(tags, dtype=np.int64), replay.counts)
-        if self.compiled_replay():
-            from statelens.readers.kernels import replay_counts
-
-            rows, nbytes, live = replay_counts(np.frombuffer(buf, np.uint8), kstart, klen, vlen, tag, nv)
-            return versions, rows, nbytes, (buf, kstart[live], klen[live], vstart[live], vlen[live])
         ids = key_ids(replay.pieces)
         size = klen + np.maximum(vlen, 0)
         if replay.all_puts() and (size == size[0]).all():
@@ -293,6 +286,7 @@ class HDFSStoreReader(StoreReaderBase):
             nbytes = rows * int(size[0])
         else:
             put = vlen >= 0
+            tag = np.repeat(np.asarray(tags, dtype=np.int64), replay.counts)
             rows, nbytes, live = _counts_by_key(ids, put, np.where(put, size, 0), tag, nv)
         return versions, rows, nbytes, (buf, kstart[live], klen[live], vstart[live], vlen[live])
 
@@ -438,24 +432,21 @@ class HDFSStoreReader(StoreReaderBase):
             else:
                 live.add(key)
 
-    def compiled_replay(self) -> bool:
-        """Whether this store's replays run compiled (:func:`readers.kernels.replay_counts`): when numba
-        is loaded already, or when the store's files hold at least :data:`COMPILED_REPLAY_MIN_BYTES`
-        (on a 2M-key store the one-time cost of loading numba outweighs what it saves)."""
-        if "numba" in sys.modules:
-            return True
+    def big(self) -> bool:
+        """Whether the store's files hold at least :data:`BIG_STORE_BYTES`: then the growth view's
+        partitions are replayed on several threads (their Arrow hashing lets go of Python's lock and
+        outweighs the per-file Python; on smaller stores two threads only trade the lock)."""
         if self._store_bytes is None:
             self._store_bytes = sum(
                 f.size_bytes
                 for pf in self.partitions.values()
                 for f in (*pf.deltas.values(), *pf.snapshots.values())
             )
-        return self._store_bytes >= COMPILED_REPLAY_MIN_BYTES
+        return self._store_bytes >= BIG_STORE_BYTES
 
     def _version_arrays_workers(self) -> int | None:
-        """Compiled replays let go of Python's lock: partitions on :data:`readers.parallel.WORKERS`
-        threads."""
-        return None if self.compiled_replay() else 1
+        """Partitions on :data:`readers.parallel.WORKERS` threads for a :meth:`big` store, else one."""
+        return None if self.big() else 1
 
     def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionRows | None]]:
         """Partitions are counted from their keys' ids (:meth:`version_rows`); one that cannot be (or
@@ -554,9 +545,10 @@ def _file_groups(files: list[StateFile]) -> Iterator[list[StateFile]]:
         yield group
 
 
-#: Bytes of state files from which a store's replays run compiled even when numba is not loaded yet
-#: (loading it costs ~0.35 s once; the 36 MB of a 2M-key store replay in ~0.3 s either way).
-COMPILED_REPLAY_MIN_BYTES = 64 * 1024 * 1024
+#: Bytes of state files from which :meth:`HDFSStoreReader.version_arrays` runs partitions on threads
+#: (the 36 MB of a 2M-key store replay slower on two threads, the 479 MB of a 20M-key store faster:
+#: 0.50 against 0.45 s, 2.3 against 3.7 s).
+BIG_STORE_BYTES = 64 * 1024 * 1024
 
 
 def _counts_by_key(key_id: Any, put: Any, size: Any | None, tag: Any, nv: int) -> tuple[Any, Any, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numba import njit  # type: ignore[import-untyped]
 
-__all__ = ["gather_bytes", "replay_counts", "walk_sized", "walk_typed"]
+__all__ = ["gather_bytes", "walk_sized", "walk_typed"]
 
 _PUT, _REMOVE, _MERGE, _EOF = 0x01, 0x10, 0x11, 0x00
 
@@ -130,104 +130,3 @@ def gather_bytes(buf: Any, starts: Any, lens: Any, offsets: Any) -> Any:  # prag
     for i in range(starts.shape[0]):
         out[offsets[i] : offsets[i + 1]] = buf[starts[i] : starts[i] + lens[i]]
     return out
-
-
-@njit(cache=True, nogil=True, inline="always")  # type: ignore[misc]
-def _word(buf: Any, p: int) -> Any:  # pragma: no cover - compiled
-    """Eight bytes at ``p`` as a little-endian uint64 (independent loads, no alignment needed)."""
-    w = np.uint64(buf[p])
-    for k in range(1, 8):
-        w |= np.uint64(buf[p + k]) << np.uint64(8 * k)
-    return w
-
-
-@njit(cache=True, nogil=True, inline="always")  # type: ignore[misc]
-def _key_hash(buf: Any, start: int, size: int) -> Any:  # pragma: no cover - compiled
-    """A 64-bit hash of ``buf[start : start + size]``, eight bytes per multiply (then byte by byte)."""
-    h = np.uint64(14695981039346656037) ^ np.uint64(size)
-    end = start + size
-    p = start
-    while p + 8 <= end:
-        h = (h ^ _word(buf, p)) * np.uint64(0x9E3779B97F4A7C15)
-        h ^= h >> np.uint64(29)
-        p += 8
-    while p < end:
-        h = (h ^ np.uint64(buf[p])) * np.uint64(1099511628211)
-        p += 1
-    return h ^ (h >> np.uint64(32))
-
-
-@njit(cache=True, nogil=True, inline="always")  # type: ignore[misc]
-def _same_bytes(buf: Any, a: int, b: int, size: int) -> bool:  # pragma: no cover - compiled
-    """Whether ``size`` bytes at ``a`` and at ``b`` are equal, eight at a time."""
-    k = 0
-    while k + 8 <= size:
-        if _word(buf, a + k) != _word(buf, b + k):
-            return False
-        k += 8
-    while k < size:
-        if buf[a + k] != buf[b + k]:
-            return False
-        k += 1
-    return True
-
-
-@njit(cache=True, nogil=True)  # type: ignore[misc]
-def replay_counts(
-    buf: Any, kstart: Any, klen: Any, vlen: Any, tag: Any, nv: int
-) -> tuple[Any, Any, Any]:  # pragma: no cover - compiled
-    """Replay records (in order; ``vlen`` -1 for a remove) into a hash set of keys, counting per tag.
-
-    Returns ``(rows, nbytes, live)``: the live keys and their key + value bytes after the records of
-    tags ``0..t`` (the change each tag's records make, summed), and the indexes of the records that are
-    live at the end (each live key's last put), ascending. A record changes the rows by whether it is a
-    put minus whether the key's record before it was one, and the bytes likewise (a put weighs its key
-    and value, a remove nothing): what :meth:`readers.hdfs_store.HdfsStoreReader.version_arrays` computed
-    with a hash grouping and a sort, here in one pass over an open-addressing table of record indexes.
-    """
-    n = kstart.shape[0]
-    cap = 16
-    while cap < 2 * n:
-        cap *= 2
-    mask = cap - 1
-    slots = np.full(cap, -1, np.int64)
-    hashes = np.zeros(cap, np.uint64)
-    rows = np.zeros(nv, np.int64)
-    nbytes = np.zeros(nv, np.int64)
-    for i in range(n):
-        s0 = kstart[i]
-        kl = klen[i]
-        h = _key_hash(buf, s0, kl)
-        j = np.int64(h & np.uint64(mask))
-        put = vlen[i] >= 0
-        size = kl + vlen[i] if put else 0
-        t = tag[i]
-        while True:
-            s = slots[j]
-            if s < 0:  # a key not seen before
-                slots[j] = i
-                hashes[j] = h
-                if put:
-                    rows[t] += 1
-                    nbytes[t] += size
-                break
-            if hashes[j] == h and klen[s] == kl:
-                if _same_bytes(buf, kstart[s], s0, kl):
-                    if vlen[s] >= 0:
-                        rows[t] -= 1
-                        nbytes[t] -= klen[s] + vlen[s]
-                    if put:
-                        rows[t] += 1
-                        nbytes[t] += size
-                    slots[j] = i
-                    break
-            j = np.int64((j + 1) & mask)
-    live = np.empty(n, np.int64)
-    count = 0
-    for k in range(cap):
-        s = slots[k]
-        if s >= 0 and vlen[s] >= 0:
-            live[count] = s
-            count += 1
-    out = np.sort(live[:count])
-    return np.cumsum(rows), np.cumsum(nbytes), out

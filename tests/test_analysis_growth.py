@@ -130,14 +130,15 @@ def test_walk_gives_every_version_as_read_whole(scenario: str, checkpoint: Any) 
         "agg_many_partitions",
     ],
 )
-@pytest.mark.parametrize("compiled", [False, True], ids=["arrow", "compiled"])
+@pytest.mark.parametrize("big", [False, True], ids=["one-thread", "threads"])
 def test_version_arrays_count_what_the_walk_counts(
-    scenario: str, compiled: bool, checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+    scenario: str, big: bool, checkpoint: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Growth's columnar count (records grouped by key, each changing rows and bytes by what it adds over
-    the key's record before it; by Arrow's hashing and a sort, or the compiled replay of big stores)
-    gives the walk's rows and key + value bytes at every version, and the live records at the last
-    version weigh to the walk's heaviest keys, ties in the same order. The command line's row counts
+    """Growth's columnar count (keys numbered by Arrow's hashing; without removes the distinct keys so
+    far, else records grouped by key, each changing rows and bytes by what it adds over the key's
+    record before it; partitions on one thread, or on several as for a big store) gives the walk's
+    rows and key + value bytes at every version, and the live records at the last version weigh to
+    the walk's heaviest keys, ties in the same order. The command line's row counts
     (``iter_stats``, counted from the keys' ids: fixed-width files a group at a time, variable-width
     ones indexed, removes grouped by key) are the walk's over a set of keys."""
     from statelens.app.analysis._common import walk_partition
@@ -145,7 +146,7 @@ def test_version_arrays_count_what_the_walk_counts(
     from statelens.readers.hdfs_store import HDFSStoreReader
     from statelens.readers.store_base import StoreReaderBase
 
-    monkeypatch.setattr(HDFSStoreReader, "compiled_replay", lambda self: compiled)
+    monkeypatch.setattr(HDFSStoreReader, "big", lambda self: big)
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
     stores = [
         reader
@@ -188,8 +189,8 @@ def test_version_arrays_count_what_the_walk_counts(
 def test_counts_of_a_damaged_store_equal_the_walks(
     checkpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Counts of a checkpoint with a truncated delta, from the keys' ids (the command line) and from the
-    compiled replays of a big store (the growth view, partitions on threads): the same rows per
+    """Counts of a checkpoint with a truncated delta, from the keys' ids (the command line) and in the
+    growth view (partitions on one thread, or on several as for a big store): the same rows per
     partition and version as the walk over sets of keys, up to the damaged version of that partition,
     and the same error naming the file."""
     import shutil
@@ -216,8 +217,11 @@ def test_counts_of_a_damaged_store_equal_the_walks(
     assert counted == walked and walk_errors == count_errors == ["state/0/2/8.delta"]
     assert {s.partition_id for s in walked if s.version == 8} == {0, 1, 3}
     views = []
-    for compiled in (False, True):
-        monkeypatch.setattr(HDFSStoreReader, "compiled_replay", lambda self, c=compiled: c)
+    for big in (False, True):
+        monkeypatch.setattr(HDFSStoreReader, "big", lambda self, b=big: b)
         result = run_to_end(iter_growth(open_checkpoint(str(root))))
         views.append((result.stores[0].rows, [p.path for p in result.problems]))
     assert views[0] == views[1] and "state/0/2/8.delta" in views[0][1]
+    assert {(p, v): n for p, per in views[0][0].items() for v, n in per.items()} == {
+        (s.partition_id, s.version): s.rows for s in walked
+    }

@@ -348,7 +348,7 @@ def iter_growth(
             else None
         )
         # Counted from the record indexes where that applies (None: the walk below reads what it can
-        # and reports the file); big stores replay compiled, a few partitions at once.
+        # and reports the file); big stores replay a few partitions at once.
         for pid, arrays in reader.iter_version_arrays(reader.partition_ids(), cancelled):
             rows = g.rows.setdefault(pid, {})
             sbytes = g.state_bytes.setdefault(pid, {})
