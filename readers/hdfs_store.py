@@ -259,9 +259,8 @@ class HDFSStoreReader(StoreReaderBase):
         record size, the rows are the distinct keys so far, the bytes the rows times that size and the
         live records each key's last; otherwise the records are grouped by key and each one changes the
         rows and bytes by what it adds over the key's record before it (:func:`_counts_by_key`). None
-        when this does not apply:
-        row checksums (checked per record), or versions with a gap or rebuilt from a later snapshot (the
-        walk starts over there). A file that cannot be read raises.
+        when this does not apply: row checksums (checked per record), or versions with a gap or rebuilt
+        from a later snapshot (the walk starts over there). A file that cannot be read raises.
         """
         import numpy as np
 
@@ -309,11 +308,8 @@ class HDFSStoreReader(StoreReaderBase):
         ids = key_ids(replay.pieces)
         if replay.all_puts():
             return versions, _distinct_so_far(ids, tags, replay.counts, nv)
-        sizes = np.asarray(replay.counts, dtype=np.int64)
-        put = np.concatenate(
-            [np.full(n, p) if isinstance(p, bool) else p for n, p in zip(sizes, replay.puts, strict=True)]
-        )
-        rows, _, _ = _counts_by_key(ids, put, None, np.repeat(np.asarray(tags, dtype=np.int64), sizes), nv)
+        tag = np.repeat(np.asarray(tags, dtype=np.int64), replay.counts)
+        rows, _, _ = _counts_by_key(ids, replay.put_mask(), None, tag, nv)
         return versions, rows
 
     def _replay_records(self, files: list[StateFile], keep: bool) -> _ReplayRecords:
@@ -326,10 +322,7 @@ class HDFSStoreReader(StoreReaderBase):
             datas = [self._decompressed(sf) for sf in group]
             run = sized_keys(datas, [sf.kind == "delta" for sf in group])
             if run is not None:
-                out.pieces.append(run[0])
-                out.counts.extend(run[1])
-                out.puts.extend(v >= 0 for v in run[2])
-                out.layouts.extend((run[0].shape[1] - 4, v) for v in run[2])
+                out.add_sized(*run)
             else:
                 for sf, data in zip(group, datas, strict=True):  # another key size, or variable-width rows
                     self._add_file_records(out, sf, data)
@@ -342,10 +335,7 @@ class HDFSStoreReader(StoreReaderBase):
         which are puts (True or False for all of them, else a boolean mask)."""
         run = sized_keys([data], [sf.kind == "delta"])
         if run is not None:
-            out.pieces.append(run[0])
-            out.counts.append(run[1][0])
-            out.puts.append(run[2][0] >= 0)
-            out.layouts.append((run[0].shape[1] - 4, run[2][0]))
+            out.add_sized(*run)
             return
         data, idx = self._index(sf, data)
         put = idx.val_len >= 0
@@ -481,8 +471,23 @@ class _ReplayRecords:
     layouts: list[Any] = field(default_factory=list)  # per file: (key size, value size) or its index
     datas: list[bytes] = field(default_factory=list)  # the decompressed files (kept on request)
 
+    def add_sized(self, keys: Any, counts: list[int], vlens: list[int]) -> None:
+        """Files of fixed-width rows (:func:`readers.records.sized_keys`)."""
+        self.pieces.append(keys)
+        self.counts.extend(counts)
+        self.puts.extend(v >= 0 for v in vlens)
+        self.layouts.extend((keys.shape[1] - 4, v) for v in vlens)
+
     def all_puts(self) -> bool:
         return all(p is True for p in self.puts)
+
+    def put_mask(self) -> Any:
+        """Whether each record is a put, as one boolean array."""
+        import numpy as np
+
+        return np.concatenate(
+            [np.full(n, p) if isinstance(p, bool) else p for n, p in zip(self.counts, self.puts, strict=True)]
+        )
 
     def positions(self) -> tuple[Any, Any, Any, Any]:
         """Key start, key length, value start and value length (-1: a remove) of every record in the
