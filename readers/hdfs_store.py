@@ -264,12 +264,10 @@ class HDFSStoreReader(StoreReaderBase):
         """
         import numpy as np
 
-        plan = self._version_files(partition_id)
-        if plan is None:
+        replay = self._replay_records(partition_id, keep=True)
+        if replay is None:
             return None
-        versions, files, tags = plan
-        nv = len(versions)
-        replay = self._replay_records(files, keep=True)
+        versions, tags, nv = replay.versions, replay.tags, len(replay.versions)
         kstart, klen, vstart, vlen = replay.positions()
         buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
         if not len(kstart):
@@ -299,12 +297,10 @@ class HDFSStoreReader(StoreReaderBase):
         """
         import numpy as np
 
-        plan = self._version_files(partition_id)
-        if plan is None:
+        replay = self._replay_records(partition_id, keep=False)
+        if replay is None:
             return None
-        versions, files, tags = plan
-        nv = len(versions)
-        replay = self._replay_records(files, keep=False)
+        versions, tags, nv = replay.versions, replay.tags, len(replay.versions)
         ids = key_ids(replay.pieces)
         if replay.all_puts():
             return versions, _distinct_so_far(ids, tags, replay.counts, nv)
@@ -312,12 +308,17 @@ class HDFSStoreReader(StoreReaderBase):
         rows, _, _ = _counts_by_key(ids, replay.put_mask(), None, tag, nv)
         return versions, rows
 
-    def _replay_records(self, files: list[StateFile], keep: bool) -> _ReplayRecords:
-        """The records of ``files`` (a partition's replay, in order): their keys as pieces for
+    def _replay_records(self, partition_id: int, keep: bool) -> _ReplayRecords | None:
+        """The records of a partition's replay of every readable version, in order
+        (:meth:`_version_files`; None where that does not apply): their keys as pieces for
         :func:`readers.arrow_values.key_ids`, each file's number of records and puts, and with ``keep``
         the decompressed files and where their records are. Fixed-width files are checked and cut a
         group at a time (:func:`readers.records.sized_keys`), other files indexed one by one."""
-        out = _ReplayRecords()
+        plan = self._version_files(partition_id)
+        if plan is None:
+            return None
+        versions, files, tags = plan
+        out = _ReplayRecords(versions, tags)
         for group in _file_groups(files):
             datas = [self._decompressed(sf) for sf in group]
             run = sized_keys(datas, [sf.kind == "delta" for sf in group])
@@ -465,6 +466,8 @@ class HDFSStoreReader(StoreReaderBase):
 class _ReplayRecords:
     """A partition's records in replay order (:meth:`HDFSStoreReader._replay_records`)."""
 
+    versions: list[int]  # the versions replayed
+    tags: list[int]  # per file: the index of the version it belongs to
     pieces: list[Any] = field(default_factory=list)  # keys with their size word in front
     counts: list[int] = field(default_factory=list)  # records of each file
     puts: list[Any] = field(default_factory=list)  # per file: True / False (all records), or a mask
