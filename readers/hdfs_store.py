@@ -222,31 +222,22 @@ class HDFSStoreReader(StoreReaderBase):
     def _raw_arrays(self, partition_id: int, version: int) -> RawArrays:
         """Replay the files of one version without a Python object per record.
 
-        The decompressed files are laid end to end; unless it is one snapshot, the last
-        record of each key wins, found by Arrow's hash grouping on the key bytes; removed keys drop
-        out. Rows come in the order of each key's first record (``read_raw``'s order, except for a key
+        The decompressed files are laid end to end (:meth:`_read_records`); unless it is one snapshot,
+        the last record of each key wins, found from the keys' ids; removed keys drop out. Rows come in the order of each key's first record (``read_raw``'s order, except for a key
         removed and put again, which keeps its first place).
         """
         if self.row_checksum:  # records carry checksums to verify and strip: the per-record path
             return super()._raw_arrays(partition_id, version)
-        import numpy as np
 
         files = self._chain(partition_id, version)
-        datas: list[bytes] = []
-        parts: list[tuple[np.ndarray, ...]] = []
-        offset = 0
-        for sf in files:
-            data, idx = self._index(sf)
-            datas.append(data)
-            parts.append((idx.key_start + offset, idx.key_len, idx.val_start + offset, idx.val_len))
-            offset += len(data)
-        if not parts:
-            empty = np.zeros(0, dtype=np.int64)
-            return b"", empty, empty, empty, empty
-        kstart, klen, vstart, vlen = (np.concatenate(c) for c in zip(*parts, strict=True))
-        buf = datas[0] if len(datas) == 1 else b"".join(datas)
-        if len(files) > 1 or files[0].kind != "snapshot" or (vlen < 0).any():  # a delta may put a key twice
-            keep = _last_record_per_key(buf, kstart, klen, vlen)
+        replay = self._read_records(files, [version], [0] * len(files), keep=True)
+        kstart, klen, vstart, vlen = replay.positions()
+        if not len(kstart):
+            return b"", kstart, klen, vstart, vlen
+        buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
+        if len(files) > 1 or files[0].kind != "snapshot" or not replay.all_puts():  # a key put twice
+            last = _last_per_id(key_ids(replay.pieces))  # in the order of each key's first record
+            keep = last[vlen[last] >= 0]
             kstart, klen, vstart, vlen = kstart[keep], klen[keep], vstart[keep], vlen[keep]
         return buf, kstart, klen, vstart, vlen
 
@@ -277,9 +268,7 @@ class HDFSStoreReader(StoreReaderBase):
         size = klen + np.maximum(vlen, 0)
         if replay.all_puts() and (size == size[0]).all():
             rows = _distinct_so_far(ids, tags, replay.counts, nv)
-            last = np.full(int(rows[-1]), -1, dtype=np.int64)
-            np.maximum.at(last, ids, np.arange(len(ids), dtype=np.int64))
-            live = np.sort(last)
+            live = np.sort(_last_per_id(ids))
             nbytes = rows * int(size[0])
         else:
             put = vlen >= 0
@@ -318,6 +307,13 @@ class HDFSStoreReader(StoreReaderBase):
         if plan is None:
             return None
         versions, files, tags = plan
+        return self._read_records(files, versions, tags, keep)
+
+    def _read_records(
+        self, files: list[StateFile], versions: list[int], tags: list[int], keep: bool
+    ) -> _ReplayRecords:
+        """The records of ``files`` in order, each file of version ``versions[tags[i]]``
+        (:meth:`_replay_records`)."""
         out = _ReplayRecords(versions, tags)
         for group in _file_groups(files):
             datas = [self._decompressed(sf) for sf in group]
@@ -587,12 +583,11 @@ def _counts_by_key(key_id: Any, put: Any, size: Any | None, tag: Any, nv: int) -
     return rows.astype(np.int64), nbytes.astype(np.int64), np.sort(order[last & put])
 
 
-def _last_record_per_key(buf: bytes, kstart: Any, klen: Any, vlen: Any) -> Any:
-    """Indices of the records that survive a replay (the last of each key, if it is not a remove),
-    ordered by each key's first record (the order of the keys' ids)."""
+def _last_per_id(ids: Any) -> Any:
+    """The index of the last record of each key id (ids numbered from 0 in order of first appearance,
+    :func:`readers.arrow_values.key_ids`), in id order."""
     import numpy as np
 
-    ids = key_ids([binary_array(buf, kstart, klen)])
     last = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, dtype=np.int64)
     np.maximum.at(last, ids, np.arange(len(ids), dtype=np.int64))
-    return last[vlen[last] >= 0]
+    return last
