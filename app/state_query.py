@@ -209,14 +209,18 @@ class QueryStateTable:
     def first_page(self, column: int, descending: bool, needle: str, limit: int) -> tuple[int, PageRows]:
         """Rows passing the filter and the first ``limit`` of them in order.
 
-        A filter first asks for up to :data:`ONE_SCAN_ROWS` matching rows in any order (a scan that
-        stops as soon as that many match): when that is all of them, they are the count, and the page
-        is sorted out of them (one scan instead of two; they stay Arrow, only the page becomes Python).
+        A filter first asks for up to :data:`ONE_SCAN_ROWS` matching rows in any order (a scan on every
+        thread that stops as soon as that many match): when that is all of them, they are the count, and
+        the page is sorted out of them (one scan instead of two; they stay Arrow, only the page becomes
+        Python).
         When more match, the page and the count are two more queries, as without a filter.
         """
         if needle:
             most = max(limit, ONE_SCAN_ROWS)
             with self._cursor() as cur:
+                # In any order: without keeping the files' order the scan runs on every thread (a LIMIT
+                # otherwise waits for rows in order: 1.0 -> 0.5 s for a filter of 20M rows on 2 cores).
+                cur.execute("SET SESSION preserve_insertion_order = false")
                 probe = cur.sql(
                     f"SELECT {self._columns}, file_row_number FROM src {self.where(needle)} LIMIT {most + 1}"
                 ).to_arrow_table()
