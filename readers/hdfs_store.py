@@ -21,6 +21,7 @@ from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
 from statelens.readers.records import (
     RecordIndex,
+    fixed_width_index,
     scan_records,
     sized_keys,
     slices,
@@ -223,8 +224,9 @@ class HDFSStoreReader(StoreReaderBase):
         """Replay the files of one version without a Python object per record.
 
         The decompressed files are laid end to end (:meth:`_read_records`); unless it is one snapshot,
-        the last record of each key wins, found from the keys' ids; removed keys drop out. Rows come in the order of each key's first record (``read_raw``'s order, except for a key
-        removed and put again, which keeps its first place).
+        the last record of each key wins, found from the keys' ids; removed keys drop out. Rows come in
+        the order of each key's first record (``read_raw``'s order, except for a key removed and put
+        again, which keeps its first place).
         """
         if self.row_checksum:  # records carry checksums to verify and strip: the per-record path
             return super()._raw_arrays(partition_id, version)
@@ -496,21 +498,8 @@ class _ReplayRecords:
         out: list[tuple[Any, ...]] = []
         offset = 0
         for data, count, layout in zip(self.datas, self.counts, self.layouts, strict=True):
-            if isinstance(layout, RecordIndex):
-                out.append(
-                    (layout.key_start + offset, layout.key_len, layout.val_start + offset, layout.val_len)
-                )
-            else:
-                width, vlen = layout
-                kstart = np.arange(count, dtype=np.int64) * (8 + width + max(vlen, 0)) + (offset + 4)
-                out.append(
-                    (
-                        kstart,
-                        np.full(count, width, np.int64),
-                        kstart + (width + 4),
-                        np.full(count, vlen, np.int64),
-                    )
-                )
+            idx = layout if isinstance(layout, RecordIndex) else fixed_width_index(count, *layout)
+            out.append((idx.key_start + offset, idx.key_len, idx.val_start + offset, idx.val_len))
             offset += len(data)
         if not out:
             empty = np.zeros(0, dtype=np.int64)
@@ -531,7 +520,7 @@ def _distinct_so_far(ids: Any, tags: list[int], counts: list[int], nv: int) -> A
     return seen
 
 
-#: Compressed bytes of the files :meth:`HDFSStoreReader.version_rows` checks and cuts at once.
+#: Compressed bytes of the files :meth:`HDFSStoreReader._read_records` checks and cuts at once.
 FILE_GROUP_BYTES = 16 * 1024 * 1024
 
 
@@ -550,8 +539,8 @@ def _file_groups(files: list[StateFile]) -> Iterator[list[StateFile]]:
 
 
 #: Bytes of state files from which :meth:`HDFSStoreReader.version_arrays` runs partitions on threads
-#: (the 36 MB of a 2M-key store replay slower on two threads, the 479 MB of a 20M-key store faster:
-#: 0.50 against 0.45 s, 2.3 against 3.7 s).
+#: (measured, two threads against one: the 36 MB of a 2M-key store 0.50 against 0.45 s, the 514 MB of
+#: a 20M-key store 2.3 against 3.7 s).
 BIG_STORE_BYTES = 64 * 1024 * 1024
 
 

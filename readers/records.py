@@ -55,6 +55,7 @@ __all__ = [
     "iter_records",
     "scan_changelog",
     "scan_records",
+    "fixed_width_index",
     "sized_keys",
 ]
 
@@ -191,22 +192,15 @@ def sized_keys(
     vlens: list[int] = []
     width = -1
     for data, removes in zip(datas, allow_removes, strict=True):
-        n = len(data)  # type: ignore[arg-type]  # every Buffer here (bytes, ndarray) has a length
-        if n == 4 and _I32.unpack_from(data)[0] == -1:  # no records
+        if len(data) == 4 and _I32.unpack_from(data)[0] == -1:  # type: ignore[arg-type]  # no records
             counts.append(0)
             vlens.append(0)
             continue
-        if n < 12:
+        found = _sized_layout(data, 0)
+        if found is None:
             return None
-        klen = _I32.unpack_from(data)[0]
-        if klen < 0 or 8 + klen > n or (width >= 0 and klen != width) or klen > max_record_bytes:
-            return None
-        vlen = _I32.unpack_from(data, 4 + klen)[0]
-        if vlen < -1 or (vlen < 0 and not removes) or vlen > max_record_bytes:
-            return None
-        stride = 8 + klen + max(vlen, 0)
-        count, rest = divmod(n - 4, stride)
-        if rest or _I32.unpack_from(data, n - 4)[0] != -1:
+        count, klen, vlen, stride = found
+        if (width >= 0 and klen != width) or max(klen, vlen) > max_record_bytes or (vlen < 0 and not removes):
             return None
         buf = _as_u8(data)
         keys.append(np.ndarray((count, 4 + klen), np.uint8, buf, 0, (stride, 1)))
@@ -219,8 +213,8 @@ def sized_keys(
     block = np.concatenate(keys) if len(keys) > 1 else np.ascontiguousarray(keys[0])
     if (np.ndarray((block.shape[0],), ">i4", block, 0, (4 + width,)) != width).any():
         return None
-    found = np.concatenate(v_words) if len(v_words) > 1 else v_words[0]
-    if (found != np.repeat(np.asarray(vlens), counts)).any():
+    value_words = np.concatenate(v_words) if len(v_words) > 1 else v_words[0]
+    if (value_words != np.repeat(np.asarray(vlens), counts)).any():
         return None
     return block, counts, vlens
 
@@ -349,6 +343,27 @@ def value_slices(data: Buffer, start: np.ndarray, length: np.ndarray) -> list[by
 # Sized records (delta, snapshot, changelog v1/v3)
 
 
+def _sized_layout(data: Buffer | np.ndarray, start: int) -> tuple[int, int, int, int] | None:
+    """The number of records, the key size, the value size and the record stride of a stream of
+    fixed-width rows, read from its first record and its length (the end marker is at ``len - 4``); the
+    other records' size words are not checked here. ``None`` when the first record or the end marker
+    does not fit such a stream."""
+    n = len(data)  # type: ignore[arg-type]  # every Buffer here (bytes, ndarray) has a length
+    if n - start < 12:
+        return None
+    klen = _I32.unpack_from(data, start)[0]  # type: ignore[arg-type]  # ndarrays support the buffer protocol
+    if klen < 0 or start + 8 + klen > n:
+        return None
+    vlen = _I32.unpack_from(data, start + 4 + klen)[0]  # type: ignore[arg-type]
+    if vlen < -1:
+        return None
+    stride = 8 + klen + max(vlen, 0)
+    count, rest = divmod(n - start - 4, stride)
+    if rest or _I32.unpack_from(data, n - 4)[0] != -1:  # type: ignore[arg-type]  # the end marker
+        return None
+    return count, klen, vlen, stride
+
+
 def _uniform_sized(buf: np.ndarray, start: int) -> tuple[int, int, int, int] | None:
     """The number of records, the key size, the value size and the record stride when every record has
     the first one's sizes (fixed-width rows; the end marker is then at ``len(buf) - 4``).
@@ -356,44 +371,42 @@ def _uniform_sized(buf: np.ndarray, start: int) -> tuple[int, int, int, int] | N
     One vectorised comparison of every record's two size words; ``None`` if the stream is not such a
     run of equal records followed by the end marker and nothing else.
     """
-    n = buf.shape[0]
-    if n - start < 12:
+    found = _sized_layout(buf, start)
+    if found is None:
         return None
-    klen = _I32.unpack_from(buf, start)[0]  # type: ignore[arg-type]  # ndarray supports the buffer protocol
-    if klen < 0 or start + 8 + klen > n:
-        return None
-    vlen = _I32.unpack_from(buf, start + 4 + klen)[0]  # type: ignore[arg-type]
-    if vlen < -1:
-        return None
-    stride = 8 + klen + max(vlen, 0)
-    count, rest = divmod(n - start - 4, stride)
-    if rest or _I32.unpack_from(buf, n - 4)[0] != -1:  # type: ignore[arg-type]  # the end marker
-        return None
+    count, klen, vlen, stride = found
     # every record's two size words, as big-endian int32 views with the record stride (no copy)
     k_words = np.ndarray((count,), ">i4", buf, start, (stride,))
     v_words = np.ndarray((count,), ">i4", buf, start + 4 + klen, (stride,))
     if (k_words != klen).any() or (v_words != vlen).any():
         return None
-    return count, klen, vlen, stride
+    return found
+
+
+def fixed_width_index(count: int, klen: int, vlen: int, start: int = 0) -> RecordIndex:
+    """The index of ``count`` records of one key size and one value size (-1: removes) laid one after
+    the other from ``start``, the end marker after them."""
+    stride = 8 + klen + max(vlen, 0)
+    key_start = np.arange(start + 4, start + 4 + stride * count, stride, dtype=np.int64)
+    return RecordIndex(
+        key_start,
+        np.full(count, klen, np.int64),
+        key_start + (klen + 4),
+        np.full(count, vlen, np.int64),
+        np.full(count, KIND_REMOVE if vlen < 0 else KIND_PUT, np.uint8),
+        start + stride * count,
+    )
 
 
 def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_record: int) -> RecordIndex:
     buf = _as_u8(data)
     found = _uniform_sized(buf, start)
     if found is not None:  # sizes are checked once; the stream ends at its end marker by construction
-        count, klen, vlen, stride = found
+        count, klen, vlen, _ = found
         if klen > max_record or vlen > max_record or (vlen < 0 and not allow_removes):
             _checked_sized(data, path, start, allow_removes, max_record)
             raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
-        key_start = np.arange(start + 4, start + 4 + stride * count, stride, dtype=np.int64)
-        return RecordIndex(
-            key_start,
-            np.full(count, klen, np.int64),
-            key_start + (klen + 4),
-            np.full(count, vlen, np.int64),
-            np.full(count, KIND_REMOVE if vlen < 0 else KIND_PUT, np.uint8),
-            len(buf) - 4,
-        )
+        return fixed_width_index(count, klen, vlen, start)
     from statelens.readers.kernels import walk_sized
 
     key_start, key_len, val_len, eof = walk_sized(buf, start)
