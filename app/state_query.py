@@ -212,8 +212,7 @@ class QueryStateTable:
         A filter first asks for up to :data:`ONE_SCAN_ROWS` matching rows in any order (a scan on every
         thread that stops as soon as that many match): when that is all of them, they are the count, and
         the page is sorted out of them (one scan instead of two; they stay Arrow, only the page becomes
-        Python).
-        When more match, the page and the count are two more queries, as without a filter.
+        Python). When more match, the page and the count are two more queries, as without a filter.
         """
         if needle:
             most = max(limit, ONE_SCAN_ROWS)

@@ -347,8 +347,8 @@ def iter_growth(
             if top_keys and reader.schema
             else None
         )
-        # Counted from the record indexes where that applies (None: the walk below reads what it can
-        # and reports the file); big stores replay a few partitions at once.
+        # Counted from the keys' ids where that applies (None: the walk below reads what it can and
+        # reports the file); big stores replay a few partitions at once.
         for pid, arrays in reader.iter_version_arrays(reader.partition_ids(), cancelled):
             rows = g.rows.setdefault(pid, {})
             sbytes = g.state_bytes.setdefault(pid, {})

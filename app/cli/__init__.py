@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 finished but some files could not be read, 2 error.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--version", action="version", version=f"statelens {_installed_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="show the installed version and exit")
     parser.add_argument(
         "--storage-option",
         action="append",
@@ -114,14 +114,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _installed_version() -> str:
-    """The installed package's version (``unknown`` when run from a tree that was never installed)."""
-    from importlib.metadata import PackageNotFoundError, version
+class _VersionAction(argparse.Action):
+    """``--version``: prints ``statelens <version>`` and exits 0. The version is looked up only when
+    asked (reading the package metadata costs ~40 ms, which every other command would pay)."""
 
-    try:
-        return version("statelens")
-    except PackageNotFoundError:
-        return "unknown"
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("statelens")
+        except PackageNotFoundError:  # run from a tree that was never installed
+            installed = "unknown"
+        sys.stdout.write(f"statelens {installed}\n")
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | None = None) -> int:
