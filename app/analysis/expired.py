@@ -50,6 +50,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from statelens.app.analysis._common import BatchClock, int_reader, row_converter, to_ms, walk_partition
+from statelens.app.analysis.findings import (
+    NO_TIMESTAMP,
+    eviction_fields,
+    overdue_fields,
+    stale_fields,
+    timer_fields,
+    zombie_fields,
+)
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
 from statelens.readers.model import OperatorKind, Progress
@@ -60,7 +68,6 @@ if TYPE_CHECKING:
 CATEGORIES = ("zombie", "overdue", "stale", "eviction_lag")
 TIMEOUT_KINDS = ("event_time", "processing_time")
 DEFAULT_STALE_AFTER = 10
-NO_TIMESTAMP = -1
 T = TypeVar("T")
 
 _TIMEOUT_OPERATORS = (OperatorKind.FLAT_MAP_GROUPS_WITH_STATE, OperatorKind.APPLY_IN_PANDAS_WITH_STATE)
@@ -1268,86 +1275,6 @@ def _timeouts_in_spark(
     )
 
 
-# -- what a finding says (one definition, whether the walk or a Spark query found it) -------------------
-def zombie_fields(
-    v: int,
-    b0: int | None,
-    t0: int,
-    thr0: int | None,
-    stored: int | None,
-    thr: int | None,
-    kind_label: str,
-    evidence: str,
-) -> dict[str, Any]:
-    """A key still held at version ``v`` after its timeout ``t0`` fired in batch ``b0`` (threshold
-    ``thr0``); ``stored`` is the timeout it holds now, ``thr`` the threshold of the batch that wrote ``v``."""
-    return dict(
-        category="zombie",
-        batch_id=b0,
-        timeout_ms=t0,
-        threshold_ms=thr0,
-        timeout_kind=kind_label,
-        age_batches=(v - b0) if b0 is not None else None,
-        age_ms=(thr - t0) if thr is not None else None,
-        stored_timeout_ms=stored,
-        note=(
-            "old expired timeout left in place: fires again every batch"
-            if stored == t0
-            else "stored again without a timeout (-1): never fires again"
-        ),
-        evidence=evidence,
-    )
-
-
-def overdue_fields(v: int, t: int, nthr: int, source: str, kind_label: str, evidence: str) -> dict[str, Any]:
-    """An armed timeout ``t`` below the next batch's threshold ``nthr`` (from ``source``) at version ``v``."""
-    return dict(
-        category="overdue",
-        batch_id=v,
-        timeout_ms=t,
-        threshold_ms=nthr,
-        timeout_kind=kind_label,
-        age_batches=0,
-        age_ms=nthr - t,
-        stored_timeout_ms=t,
-        note=f"no batch processed it; next threshold from {source}",
-        evidence=evidence,
-    )
-
-
-def stale_fields(v: int, written: int, ts_now: int | None, ts_then: int | None) -> dict[str, Any]:
-    """A key without timeout at version ``v``, last written by version ``written`` (batch timestamps of both)."""
-    return dict(
-        category="stale",
-        batch_id=written - 1,
-        timeout_ms=NO_TIMESTAMP,
-        threshold_ms=None,
-        timeout_kind="none",
-        age_batches=v - written,
-        age_ms=(ts_now - ts_then) if ts_now is not None and ts_then is not None else None,
-        stored_timeout_ms=NO_TIMESTAMP,
-        note="no timeout and not written since" + (" (at least)" if written == v else ""),
-        evidence="no timeout set on the key",
-    )
-
-
-def eviction_fields(v: int, b0: int | None, t: int, wm: int, note: str, evidence: str) -> dict[str, Any]:
-    """A row at version ``v`` whose event time ``t`` is behind that batch's watermark ``wm`` (first passed
-    in batch ``b0``)."""
-    return dict(
-        batch_id=b0,
-        category="eviction_lag",
-        timeout_ms=t,
-        threshold_ms=wm,
-        timeout_kind="event_time",
-        age_batches=(v - b0) if b0 is not None else None,
-        age_ms=wm - t,
-        stored_timeout_ms=None,
-        note=note,
-        evidence=evidence,
-    )
-
-
 def _timeout_candidates(
     ts: _TimeoutState,
     clock: BatchClock,
@@ -1540,7 +1467,6 @@ def _check_transform_with_state(
     With the Spark backend the check runs as a Spark query (:func:`_timers_in_spark`); otherwise, or when
     Spark cannot run it, the timer families are walked natively.
     """
-    from statelens.app.analysis.expired_spark import timer_fields
     from statelens.app.analysis.tws import iter_timer_zombies, leak_check_plan
 
     kind, plain, reason = leak_check_plan(ckpt, op.operator_id)

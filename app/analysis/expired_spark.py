@@ -36,9 +36,14 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
+from statelens.app.analysis.findings import (
+    eviction_fields,
+    overdue_fields,
+    stale_fields,
+    timer_fields,
+    zombie_fields,
+)
 from statelens.readers.model import Progress
-
-NO_TIMESTAMP = -1
 
 # The zombie, stale and overdue rows of one store; {events}, {thr}, {series}, {ts} are tables the backend
 # registers (stream_history_query); <FIRST> etc. are substituted below.
@@ -330,7 +335,6 @@ def _fields(
     nsource: str,
 ) -> dict[str, Any]:
     """The finding fields the walk gives (``_timeout_candidates``) for one row of the query."""
-    from statelens.app.analysis.expired import overdue_fields, stale_fields, zombie_fields
 
     if category == "zombie":
         assert t0 is not None
@@ -420,7 +424,6 @@ def check_eviction_in_spark(
         ["p", "v", "key", "t", "wm", "b0"],
         f"eviction lag of operator {op}",
     )
-    from statelens.app.analysis.expired import eviction_fields
 
     def finding(row: tuple[Any, ...]) -> tuple[Any, dict[str, Any]]:
         _p, v, key, t, wm, b0 = row
@@ -523,21 +526,3 @@ def check_timers_in_spark(
             version_counts[(operator_id, variable, int(v), "zombie")] += int(n)
     held = sum(backend.row_counts(operator_id, variable, last).values())
     return held, len(versions)
-
-
-def timer_fields(
-    v: int, b: int, expiry: int, threshold: int | None, now: int | None, kind: str, evidence: str
-) -> dict[str, Any]:
-    """What a transformWithState zombie finding says (whether the walk or a Spark query found it)."""
-    return dict(
-        batch_id=b,
-        category="zombie",
-        timeout_ms=expiry,
-        threshold_ms=threshold,
-        timeout_kind=kind,
-        age_batches=v - 1 - b,
-        age_ms=(now - expiry) if now is not None else None,
-        stored_timeout_ms=None,
-        note="timer fired; the handler kept this state and registered no new timer",
-        evidence=evidence,
-    )

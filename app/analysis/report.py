@@ -538,7 +538,7 @@ def _expired(expired: ExpiredResult, top: int) -> str:
                 svg.bar_chart(
                     [f"{a}" if a < 50 else "50+" for a in xs],
                     [("zombies", [float(ages[a]) for a in xs])],
-                    title="Zombie age: batches run since the timeout fired",
+                    title="Zombie age: batches run after the one that fired the timeout",
                     x_label="age (batches)",
                     y_label="keys",
                     integer_y=True,
