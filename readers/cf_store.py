@@ -378,7 +378,6 @@ class ColumnFamilyStoreReader(StoreReaderBase):
 
     def iter_raw_changes(self, partition_id: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
         """What changed in this family from ``version - 1`` to ``version`` (``None`` value = removed)."""
-        self.physical.changelog(partition_id, version)  # raises MissingFileError when there is none
         before = self.read_raw(partition_id, version - 1) if version > 1 else {}
         after = self.read_raw(partition_id, version)
         for key in before.keys() - after.keys():
@@ -525,8 +524,10 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         return out
 
     def read_changes(self, partition_id: int, version: int) -> list[StateChange]:
-        """The changelog's records of this family: ``put``, ``remove``, or ``append`` (list elements merged in)."""
-        self.physical.changelog(partition_id, version)  # raises MissingFileError when there is none
+        """The changelog's records of this family: ``put``, ``remove``, or ``append`` (list elements merged
+        in); without a changelog of ``version``, the difference with the version before (``derived``)."""
+        if self.changes_derived(partition_id, version):
+            return super().read_changes(partition_id, version)
         out: list[StateChange] = []
         for change, row in self.physical.read_variable_changes(partition_id, version, self.family.name):
             key = row.key if row.user_key is None else (row.key, row.user_key)

@@ -225,13 +225,16 @@ class StateRow(NamedTuple):
 
 
 class StateChange(NamedTuple):
-    """One record of a delta/changelog: a ``put`` (value set) or a ``remove`` (value ``None``)."""
+    """One change of a version: a ``put`` (value set) or a ``remove`` (value ``None``). ``derived`` is
+    True when the store recorded no change of that version (RocksDB without changelog checkpointing) and
+    the change is the difference of the version and the one before it."""
 
     version: int
     partition_id: int
     change: str  # "put" | "remove"
     key: tuple[Any, ...]
     value: tuple[Any, ...] | None
+    derived: bool = False
 
 
 @dataclass(frozen=True)

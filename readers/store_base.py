@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from statelens.readers.errors import SchemaMismatchError, StatelensError, UsageError
+from statelens.readers.errors import MissingFileError, SchemaMismatchError, StatelensError, UsageError
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
 from statelens.readers.unsaferow import RowLayout, compile_layout, decode_rows
@@ -33,6 +33,14 @@ RawArrays = tuple[Any, Any, Any, Any, Any]
 VersionArrays = tuple[list[int], Any, Any, RawArrays]
 #: One partition's live rows at every version: ``(versions, rows)``.
 VersionRows = tuple[list[int], Any]
+
+
+def diff_raw(old: RawState, new: RawState) -> list[tuple[bytes, bytes | None]]:
+    """The changes from raw state ``old`` to ``new``: a remove (``None``) for every key gone, then a put
+    for every key added or whose value bytes changed, each with its value in ``new``."""
+    out: list[tuple[bytes, bytes | None]] = [(k, None) for k in old if k not in new]
+    out.extend((k, v) for k, v in new.items() if old.get(k) != v)
+    return out
 
 
 class PartitionInventory(Protocol):
@@ -110,6 +118,74 @@ class StoreReaderBase:
     def delta_versions(self, partition_id: int) -> list[int]:
         """Versions of one partition whose changes are on disk (a delta or a changelog)."""
         return sorted(self._partition(partition_id).deltas)
+
+    def change_versions(self, partition_id: int) -> list[int]:
+        """Versions of one partition whose changes can be had: recorded on disk (a delta or a changelog)
+        or derived (:meth:`raw_changes`) from the difference with the version before, where both can be
+        rebuilt (version 1 from the empty state), as in RocksDB stores written without changelog
+        checkpointing (every Spark 3.4 RocksDB store; ``docs/format.md`` §5)."""
+        pf = self._partition(partition_id)
+        readable = set(pf.readable_versions())
+        out = set(pf.deltas)
+        out.update(v for v in readable if v == 1 or v - 1 in readable)
+        return sorted(out)
+
+    def changes_derived(self, partition_id: int, version: int) -> bool:
+        """True when :meth:`raw_changes` derives ``version``'s changes (no delta or changelog of it)."""
+        return version not in self._partition(partition_id).deltas
+
+    def change_versions_between(self, partition_id: int, start: int, end: int) -> list[int]:
+        """The versions ``start .. end`` whose changes :meth:`raw_changes` gives, from the first that can
+        be had (older ones are gone with the store's retention).
+
+        Raises
+        ------
+        MissingFileError
+            A version inside the range whose changes can be neither read nor derived (a missing delta
+            or changelog and a version before it that cannot be rebuilt), naming the file; never an
+            empty answer in its place.
+        """
+        have = self.change_versions(partition_id)
+        if not have:
+            return []
+        lo = max(start, have[0]) if start < have[0] and end >= have[0] else start
+        want = [v for v in range(lo, end + 1) if v <= have[-1]]
+        missing = sorted(set(want) - set(have))
+        if missing:
+            pf = self._partition(partition_id)
+            m = missing[0]
+            suffix = "delta" if self.provider == "hdfs" else "changelog"
+            lost = m if m not in pf.readable_versions() else m - 1
+            raise MissingFileError(
+                f"the changes of version {m} can be neither read nor derived: no {suffix} of it, and "
+                f"version {lost} cannot be rebuilt (no snapshot of it and no unbroken chain of changes)",
+                path=f"{pf.directory}/{m}.{suffix}",
+                **self._ctx(partition_id, m),
+            )
+        return want
+
+    def raw_changes(self, partition_id: int, version: int) -> list[tuple[bytes, bytes | None]]:
+        """The changes that turned version ``version - 1`` of a partition into ``version`` (``None``
+        value = remove): the delta's or changelog's records in file order where the store has one,
+        else derived from the two whole versions (every removed key, then every key added or changed,
+        with the value it holds at ``version``; see :meth:`changes_derived`). The one place the change
+        feed comes from, whoever asks.
+
+        Raises
+        ------
+        MissingFileError
+            Neither a delta/changelog nor both versions to compare.
+        """
+        pf = self._partition(partition_id)
+        if version in pf.deltas:
+            return list(self.iter_raw_changes(partition_id, version))
+        readable = set(pf.readable_versions())
+        if version in readable and (version == 1 or version - 1 in readable):
+            old = self.read_raw(partition_id, version - 1) if version > 1 else {}
+            new = self.read_raw(partition_id, version)
+            return diff_raw(old, new)
+        self.change_versions_between(partition_id, version, version)  # raises, naming the file
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _partition(self, partition_id: int) -> Any:
         try:
@@ -414,7 +490,7 @@ class StoreReaderBase:
         assert self.schema is not None
         if not self.columnar_changes:
             rows = [
-                (c.version, c.partition_id, c.change, c.key, c.value)
+                (c.version, c.partition_id, c.change, c.key, c.value, c.derived)
                 for c in self.read_changes(partition_id, version)
             ]
             schema = state_row_schema(self.schema.key_schema, self.schema.value_schema, changes=True)
@@ -442,6 +518,7 @@ class StoreReaderBase:
             change.cast(pa.string()),
             keys,
             values,
+            pa.array(np.full(n, self.changes_derived(partition_id, version), dtype=np.bool_)),
         ]
         fields = [
             f if f.type == a.type else f.with_type(a.type)
@@ -453,7 +530,7 @@ class StoreReaderBase:
         """One version's change records as one buffer and offset arrays (value length -1: a remove)."""
         import numpy as np
 
-        pairs = list(self.iter_raw_changes(partition_id, version))
+        pairs = self.raw_changes(partition_id, version)
         n = len(pairs)
         keys = [k for k, _ in pairs]
         values = [v if v is not None else b"" for _, v in pairs]
@@ -470,10 +547,14 @@ class StoreReaderBase:
 
     def read_changes(self, partition_id: int, version: int) -> list[StateChange]:
         """Decoded put/remove records of one version (written by batch ``version-1``)."""
-        pairs = list(self.iter_raw_changes(partition_id, version))
-        decoded = self.decode_pairs(pairs, self._partition(partition_id).deltas[version].path)
+        pairs = self.raw_changes(partition_id, version)
+        pf = self._partition(partition_id)
+        derived = self.changes_derived(partition_id, version)
+        path = f"{pf.directory}/{version}" if derived else pf.deltas[version].path
+        decoded = self.decode_pairs(pairs, path)
         return [
-            StateChange(version, partition_id, "put" if v is not None else "remove", k, v) for k, v in decoded
+            StateChange(version, partition_id, "put" if v is not None else "remove", k, v, derived)
+            for k, v in decoded
         ]
 
     # -- statistics ----------------------------------------------------------------------------------

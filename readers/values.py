@@ -568,7 +568,9 @@ def state_row_schema(
         The store's key and value schemas.
     changes : bool
         ``False``: ``partition int, key, value``; ``True`` (a change feed):
-        ``version long, partition int, change string, key, value``.
+        ``version long, partition int, change string, key, value, derived boolean`` (``derived``: the
+        store recorded no change of that version and the change is the difference with the version
+        before, see :meth:`readers.store_base.StoreReaderBase.raw_changes`).
 
     Returns
     -------
@@ -583,4 +585,5 @@ def state_row_schema(
     head = [T.StructField("partition", T.IntegerType())]
     if changes:
         head = [T.StructField("version", T.LongType()), *head, T.StructField("change", T.StringType())]
+        fields.append(T.StructField("derived", T.BooleanType()))
     return T.StructType(head + fields)

@@ -120,6 +120,22 @@ def test_installed_wheel_opens_the_sample_outside_the_source_tree(wheel: Path, t
     expected_id = json.loads((SAMPLE / "metadata").read_text().splitlines()[0])["id"]
     assert info["query_id"] == expected_id
 
+    # The library: statelens.open from the installed wheel, typed (py.typed shipped).
+    api = _run(
+        [
+            py,
+            "-c",
+            "import statelens, sys, pathlib; ck = statelens.open(sys.argv[1]);"
+            " print(ck.query_id); print(ck.state().to_arrow().num_rows);"
+            " print((pathlib.Path(statelens.__file__).parent / 'py.typed').is_file())",
+            sample,
+        ],
+        cwd=work,
+    ).stdout.splitlines()
+    assert api[0] == expected_id
+    assert int(api[1]) > 0
+    assert api[2] == "True"
+
     # No path: the app opens the bundled sample (rendered offscreen to a PNG).
     png = work / "sample.png"
     _run([statelens, "gui", "--screenshot", png, "--view", "overview"], cwd=work, QT_QPA_PLATFORM="offscreen")

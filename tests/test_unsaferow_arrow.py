@@ -251,7 +251,7 @@ def test_change_feed_reads_the_same_as_arrow(scenario: str, checkpoint: Any) -> 
                         continue
                     got = reader.read_changes_arrow(pid, v, unique_names=True)
                     want = rows_to_arrow(
-                        [(c.version, c.partition_id, c.change, c.key, c.value) for c in changes],
+                        [(c.version, c.partition_id, c.change, c.key, c.value, c.derived) for c in changes],
                         schema,
                         unique_names=True,
                     )

@@ -533,6 +533,7 @@ def test_write_parquet_typed_state_rows(tmp_path: Path) -> None:
         "change",
         "key",
         "value",
+        "derived",
     ]
     rows = [(0, ("a", (0, 10_000_000)), AGG_ROW), (1, ("b", None), None)]
     write_parquet(rows, tmp_path / "rows.parquet", schema)

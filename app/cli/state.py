@@ -228,7 +228,7 @@ def _iter_state_tuples(
 ) -> Iterable[tuple[Any, ...]]:
     """Decoded rows in the field order of :func:`readers.values.state_row_schema`.
 
-    ``(partition, key, value)``, or with ``--changes`` ``(version, partition, change, key, value)``. With
+    ``(partition, key, value)``, or with ``--changes`` ``(version, partition, change, key, value, derived)``. With
     the native backend a partition whose files cannot be decoded is reported (and skipped) unless it was
     asked for alone; Spark answers for all partitions in one job.
     """
@@ -256,7 +256,7 @@ def _partition_tuples(
         last = backend.latest_version(args.operator, store, pid)
         start, end = (args.version, args.version) if args.version is not None else (1, last)
         for ch in backend.iter_changes(args.operator, store, start, end, pid):
-            yield (ch.version, ch.partition_id, ch.change, ch.key, ch.value)
+            yield (ch.version, ch.partition_id, ch.change, ch.key, ch.value, ch.derived)
         return
     version = args.version if args.version is not None else backend.latest_version(args.operator, store, pid)
     for row in backend.iter_rows(args.operator, store, version, pid):

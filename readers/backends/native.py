@@ -101,9 +101,8 @@ class NativeBackend:
         """:meth:`read_changes`, a partition and version at a time."""
         reader = self.ckpt.store_reader(operator_id, store_name)
         for pid in [partition_id] if partition_id is not None else reader.partition_ids():
-            for v in reader.delta_versions(pid):
-                if start_version <= v <= end_version:
-                    yield from reader.read_changes(pid, v)
+            for v in reader.change_versions_between(pid, start_version, end_version):
+                yield from reader.read_changes(pid, v)
 
     def read_arrow(
         self,
@@ -155,8 +154,7 @@ class NativeBackend:
         reader = self.ckpt.store_reader(operator_id, store_name)
         return [
             reader.read_changes_arrow(partition_id, v, unique_names=unique_names)
-            for v in reader.delta_versions(partition_id)
-            if start_version <= v <= end_version
+            for v in reader.change_versions_between(partition_id, start_version, end_version)
         ]
 
     def write_parquet(

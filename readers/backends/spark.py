@@ -588,7 +588,7 @@ class SparkBackend:
 
         store = self._typed_store(operator_id, store_name)
         rows = [
-            (c.version, c.partition_id, c.change, c.key, c.value)
+            (c.version, c.partition_id, c.change, c.key, c.value, c.derived)
             for c in self.read_changes(operator_id, store_name, start_version, end_version, partition_id)
         ]
         schema = state_row_schema(store.key_schema, store.value_schema, changes=True)

@@ -1,0 +1,310 @@
+"""statelens as a library: open a checkpoint in a notebook or a script and ask it what happened.
+
+``statelens.open(path_or_url)`` returns a :class:`Checkpoint`; its state reads are
+:class:`readers.scan.StateScan` objects whose output format is chosen last (``to_arrow``, ``to_batches``,
+``to_pandas``, ``to_polars``, ``to_duckdb``); the analyses return typed results or Arrow tables. It reads
+through the same backends, scan and analyses as the command line and the app, so all three give the same
+answer about the same bytes. Documented in ``docs/api.md``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from statelens.app.analysis._common import run_to_end
+from statelens.readers.backends import BACKENDS, BackendChooser
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import UsageError
+from statelens.readers.model import BatchInfo, OperatorInfo
+from statelens.readers.scan import StateScan
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from statelens.app.analysis.doctor import DoctorResult
+    from statelens.app.analysis.expired import ExpiredResult
+    from statelens.app.analysis.growth import GrowthResult
+
+__all__ = ["Checkpoint", "open"]
+
+
+def open(  # noqa: A001  # statelens.open, as io.open / fsspec.open
+    path: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    backend: str = "native",
+    spark: Any = None,
+    remote: str | None = None,
+) -> Checkpoint:
+    """Open a Structured Streaming checkpoint (a local folder or any fsspec URL, e.g. ``s3://...``).
+
+    Parameters
+    ----------
+    path : str
+        The checkpoint root (the folder holding ``offsets/``, ``commits/`` and ``state/``).
+    storage_options : dict, optional
+        fsspec options (e.g. ``{"anon": True}`` or an ``endpoint_url`` for S3-compatible storage).
+    backend : {"native", "spark", "auto"}
+        Who decodes state: statelens' own decoder (no JVM), Spark's state data sources, or native
+        where it can decode a store and Spark otherwise.
+    spark : pyspark.sql.SparkSession, optional
+        The session for the Spark backend (e.g. a Databricks notebook's ``spark``); started on first
+        use when not given.
+    remote : str, optional
+        A Spark Connect endpoint (``sc://host:port``) for the Spark backend.
+
+    Returns
+    -------
+    Checkpoint
+
+    Raises
+    ------
+    statelens.readers.errors.StatelensError
+        The path is not a checkpoint or cannot be read (the message names the file).
+
+    Examples
+    --------
+    >>> import statelens
+    >>> ck = statelens.open("resources/sample_checkpoint")  # doctest: +SKIP
+    >>> ck.state(0).to_arrow().num_rows  # doctest: +SKIP
+    """
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    ckpt = open_checkpoint(path, storage_options=storage_options)
+    return Checkpoint(ckpt, BackendChooser(ckpt, backend, spark=spark, remote=remote), storage_options)
+
+
+class Checkpoint:
+    """An opened checkpoint: its batches, operators, state and the post-mortem analyses.
+
+    Made by :func:`open`. Close it (or use it as a context manager) to stop a Spark session it started.
+    """
+
+    def __init__(self, ckpt: Any, backends: BackendChooser, storage_options: dict[str, Any] | None = None):
+        self._ckpt = ckpt
+        self._backends = backends
+        self._storage_options = storage_options
+
+    # -- what the logs say ----------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        """Where the checkpoint is (a path or URL)."""
+        return str(self._ckpt.location)
+
+    @property
+    def query_id(self) -> str | None:
+        """The query's id (``metadata``)."""
+        return self._ckpt.query_id  # type: ignore[no-any-return]
+
+    @property
+    def batches(self) -> list[BatchInfo]:
+        """Every batch in the offset and commit logs, oldest first (``committed``, ``timestamp_ms``...)."""
+        return list(self._ckpt.batches)
+
+    @property
+    def last_committed_batch(self) -> int | None:
+        """The last batch whose commit is written (a restart resumes after it)."""
+        return self._ckpt.last_committed_batch_id  # type: ignore[no-any-return]
+
+    @property
+    def operators(self) -> list[OperatorInfo]:
+        """The stateful operators with their stores (partitions, versions, schemas)."""
+        return list(self._ckpt.operators)
+
+    @property
+    def problems(self) -> list[Any]:
+        """Files that could not be read while opening (logs, schemas), each naming file and offset."""
+        return list(self._ckpt.report.problems)
+
+    # -- state ----------------------------------------------------------------------------------------
+    def _store(self, operator: int | None, store: str | None) -> tuple[int, str]:
+        ops = self._ckpt.operators
+        if operator is None:
+            if len(ops) != 1:
+                ids = ", ".join(str(o.operator_id) for o in ops) or "none"
+                raise UsageError(f"this checkpoint has several stateful operators ({ids}); pick one")
+            operator = ops[0].operator_id
+        op = self._ckpt.operator(operator)
+        if store is None:
+            return operator, op.stores[0].store_name
+        return operator, op.store(store).store_name
+
+    def state(
+        self,
+        operator: int | None = None,
+        *,
+        store: str | None = None,
+        version: int | None = None,
+        partition: int | Sequence[int] | None = None,
+    ) -> StateScan:
+        """The rows of one store at ``version`` (default: each partition's latest).
+
+        Parameters
+        ----------
+        operator : int, optional
+            Operator id (needed when the query has several stateful operators).
+        store : str, optional
+            Store name (default the operator's first, ``default`` for most operators).
+        version : int, optional
+            State version (version ``v`` is the state after batch ``v - 1``).
+        partition : int or sequence of int, optional
+            Only these partitions.
+
+        Returns
+        -------
+        StateScan
+            Read when an output is asked for: ``.to_arrow()``, ``.to_batches()``, ``.to_pandas()``...
+        """
+        op, name = self._store(operator, store)
+        return StateScan(
+            self._backends.for_store(op, name),
+            op,
+            name,
+            kind="rows",
+            version=version,
+            partitions=_partitions(partition),
+        )
+
+    def changes(
+        self,
+        operator: int | None = None,
+        *,
+        store: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        partition: int | Sequence[int] | None = None,
+    ) -> StateScan:
+        """The change feed of one store: every put and remove of versions ``start .. end``.
+
+        Recorded changes where the store has them (HDFS deltas, RocksDB changelogs), else the difference
+        of consecutive versions (``derived`` is true); a version whose changes can be neither read nor
+        derived is an error naming the file, never an empty answer.
+        """
+        op, name = self._store(operator, store)
+        return StateScan(
+            self._backends.for_store(op, name),
+            op,
+            name,
+            kind="changes",
+            start_version=start,
+            end_version=end,
+            partitions=_partitions(partition),
+        )
+
+    # -- analyses -------------------------------------------------------------------------------------
+    def growth(self) -> GrowthResult:
+        """Rows and bytes of every store per partition and version, and the checkpoint's footprint."""
+        from statelens.app.analysis.growth import iter_growth
+
+        return run_to_end(iter_growth(self._ckpt, backends=self._backends))
+
+    def growth_table(self) -> pa.Table:
+        """:meth:`growth` as one Arrow table: ``operator_id, store_name, partition_id, version, rows,
+        bytes`` (on-disk bytes of the files written for that version)."""
+        import pyarrow as pa
+
+        cols: dict[str, list[Any]] = {k: [] for k in ("operator_id", "store_name", "partition_id")}
+        cols.update(version=[], rows=[], bytes=[])
+        for op in self._ckpt.operators:
+            for st in op.stores:
+                backend = self._backends.for_store(op.operator_id, st.store_name)
+                for s in backend.iter_stats(op.operator_id, st.store_name, on_error=self._ckpt.report.add):
+                    for k in cols:
+                        cols[k].append(getattr(s, k))
+        return pa.table(cols)
+
+    def expired(self, operator: int | None = None, **options: Any) -> ExpiredResult:
+        """Expired-but-unremoved keys (zombies, overdue, stale, eviction lag) with their evidence.
+
+        ``options`` are those of :func:`app.analysis.expired.iter_expired` (``all_versions``,
+        ``stale_after``, ``timeout_kind``...). The result's ``findings`` are typed
+        (:class:`app.analysis.expired.ExpiredFinding`, each with ``to_json()``), with exact counts per
+        category (``counts()``).
+        """
+        from statelens.app.analysis.expired import iter_expired
+
+        return run_to_end(iter_expired(self._ckpt, operator, backends=self._backends, **options))
+
+    def doctor(self, **options: Any) -> DoctorResult:
+        """Will a restart succeed? Every health check, worst finding first (``exit_code`` as the CLI)."""
+        from statelens.app.analysis.doctor import iter_doctor
+
+        options.setdefault("storage_options", self._storage_options)
+        return run_to_end(iter_doctor(self._ckpt, backends=self._backends, **options))
+
+    def sql(
+        self, query: str, *, operator: int | None = None, store: str | None = None, version: int | None = None
+    ) -> pa.Table:
+        """Run a DuckDB query over the tables ``batches``, ``growth``, ``expired``, ``state`` and
+        ``changes`` (see ``statelens sql --help``) and return its answer as an Arrow table."""
+        import pyarrow as pa
+
+        from statelens.app.analysis.sql import iter_sql
+
+        result = run_to_end(
+            iter_sql(
+                self._ckpt,
+                query,
+                operator_id=operator,
+                store_name=store,
+                version=version,
+                backends=self._backends,
+            )
+        )
+        try:
+            batches = list(result.batches)
+            if batches:
+                return pa.Table.from_batches(batches)
+            return pa.table({c: pa.array([], pa.null()) for c in result.columns})
+        finally:
+            self._ckpt.report.problems.extend(
+                p for p in result.problems if p not in self._ckpt.report.problems
+            )
+            result.close()
+
+    # -- lifecycle and display --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop a Spark session the Spark backend started (one passed in keeps running)."""
+        self._backends.close()
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        last = self.last_committed_batch
+        return (
+            f"<statelens.Checkpoint {self.location!r}: {len(self.batches)} batches, last committed "
+            f"{'none' if last is None else last}, {len(self.operators)} stateful operators>"
+        )
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        rows = "".join(
+            f"<tr><td>{o.operator_id}</td><td>{e(o.kind.value if hasattr(o.kind, 'value') else str(o.kind))}"
+            f"</td><td>{e(', '.join(s.store_name for s in o.stores))}</td>"
+            f"<td>{len(o.stores[0].partitions) if o.stores else 0}</td>"
+            f"<td>{max((s.versions[-1] for s in o.stores if s.versions), default=0)}</td></tr>"
+            for o in self.operators
+        )
+        last = self.last_committed_batch
+        problems = len(self.problems)
+        return (
+            f"<div><b>statelens checkpoint</b> <code>{e(self.location)}</code><br>"
+            f"{len(self.batches)} batches, last committed: {'none' if last is None else last}; "
+            f"{'no problems reading the logs' if not problems else f'{problems} unreadable files'}"
+            "<table><tr><th>operator</th><th>kind</th><th>stores</th><th>partitions</th>"
+            f"<th>latest version</th></tr>{rows}</table></div>"
+        )
+
+
+def _partitions(partition: int | Sequence[int] | None) -> list[int] | None:
+    if partition is None:
+        return None
+    if isinstance(partition, int):
+        return [partition]
+    return [int(p) for p in partition]

@@ -1,0 +1,184 @@
+"""One scan of state: what (a store), which versions, which partitions, which kind (rows at a version or the
+change feed between versions), with one error policy; the output format is chosen last (Arrow, record
+batches, pandas, polars, DuckDB, Python rows), as uproot's ``library=`` and polars' ``scan_*().collect()``.
+
+The scan reads through a :class:`readers.backends.base.StateBackend` (native decoder or Spark), so both
+backends answer the same way. Change derivation (recorded changes where the store has them, the difference
+of consecutive versions where it has none) lives in the store readers
+(:meth:`readers.store_base.StoreReaderBase.raw_changes`); the scan owns what happens to a partition whose
+files cannot be read: its error (file, offset, what is wrong) goes into :attr:`StateScan.problems` and the
+partition into :attr:`StateScan.unreadable`, never an empty answer in its place; with ``strict`` (or a
+partition asked for alone) it is raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from statelens.readers.backends.base import StateBackend
+
+__all__ = ["ScanKind", "StateScan", "Unreadable"]
+
+ScanKind = Literal["rows", "changes"]
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A partition (at a version, or over a range of versions) the scan could not read, and why."""
+
+    partition_id: int
+    version: int | None
+    error: StatelensError
+
+    def __str__(self) -> str:
+        at = f" version {self.version}" if self.version is not None else ""
+        return f"partition {self.partition_id}{at}: {self.error}"
+
+
+@dataclass
+class StateScan:
+    """The state of one store, read partition by partition through a backend.
+
+    Parameters
+    ----------
+    backend : StateBackend
+        Who reads (the native decoder or Spark).
+    operator_id : int
+        The stateful operator.
+    store_name : str, optional
+        The store (default: the operator's first).
+    kind : {"rows", "changes"}
+        ``rows``: the state at ``version`` (default each partition's latest); ``changes``: the change
+        feed of versions ``start_version .. end_version`` (default every version whose changes can be
+        had), recorded or derived (the ``derived`` column says which).
+    version, start_version, end_version : int, optional
+        Which versions (Spark's numbering: version ``v`` is the state after batch ``v - 1``).
+    partitions : sequence of int, optional
+        Which partitions (default all).
+    strict : bool
+        Raise the first error instead of collecting it (also when a single partition was asked for).
+    cancelled : callable, optional
+        Polled between partitions.
+
+    Attributes
+    ----------
+    problems : list of StatelensError
+        Every located error met so far (file, offset, what is wrong).
+    unreadable : list of Unreadable
+        The partitions they made unreadable, left out of the answer.
+    """
+
+    backend: StateBackend
+    operator_id: int
+    store_name: str | None = None
+    kind: ScanKind = "rows"
+    version: int | None = None
+    start_version: int | None = None
+    end_version: int | None = None
+    partitions: Sequence[int] | None = None
+    strict: bool = False
+    cancelled: Callable[[], bool] | None = None
+    problems: list[StatelensError] = field(default_factory=list, init=False)
+    unreadable: list[Unreadable] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("rows", "changes"):
+            raise UsageError(f"unknown scan kind {self.kind!r}; choose rows or changes")
+        if self.kind == "rows" and (self.start_version is not None or self.end_version is not None):
+            raise UsageError("start_version/end_version select changes; give version for rows")
+
+    # -- what is read -------------------------------------------------------------------------------
+    def partition_ids(self) -> list[int]:
+        """The partitions this scan reads, in order."""
+        if self.partitions is not None:
+            return list(self.partitions)
+        return list(self.backend.partition_ids(self.operator_id, self.store_name))
+
+    @property
+    def ok(self) -> bool:
+        """True when every partition read so far was read whole."""
+        return not self.problems
+
+    def _read(self, pid: int) -> list[pa.Table]:
+        b, op, store = self.backend, self.operator_id, self.store_name
+        if self.kind == "changes":
+            latest = b.latest_version(op, store, pid)
+            start = self.start_version if self.start_version is not None else 1
+            end = self.end_version if self.end_version is not None else latest
+            return b.read_changes_arrow(op, store, start, end, pid, unique_names=True)
+        v = self.version if self.version is not None else b.latest_version(op, store, pid)
+        return [b.read_arrow(op, store, v, pid, unique_names=True)]
+
+    def iter_tables(self) -> Iterator[pa.Table]:
+        """Arrow tables, one per partition (rows) or per partition and version (changes), in partition
+        order; a partition that cannot be read is recorded (:attr:`problems`, :attr:`unreadable`) and
+        left out, or raised (``strict``, or that partition asked for alone)."""
+        pids = self.partition_ids()
+        alone = self.partitions is not None and len(pids) == 1
+        for pid in pids:
+            if self.cancelled is not None and self.cancelled():
+                return
+            try:
+                tables = self._read(pid)
+            except StatelensError as err:
+                if self.strict or alone:
+                    raise
+                self.problems.append(err)
+                version = getattr(err, "context", {}).get("version", self.version)
+                self.unreadable.append(Unreadable(pid, version, err))
+                continue
+            yield from (t for t in tables if t.num_rows or len(tables) == 1)
+
+    # -- output, chosen last ------------------------------------------------------------------------
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Arrow record batches, a partition at a time (memory: one partition's columns)."""
+        for table in self.iter_tables():
+            yield from table.to_batches()
+
+    def to_arrow(self) -> pa.Table:
+        """Every partition's rows in one Arrow table (columns: ``partition, key, value``; for changes
+        ``version, partition, change, key, value, derived``)."""
+        import pyarrow as pa
+
+        tables = list(self.iter_tables())
+        if not tables:
+            raise StatelensError(
+                "no partition of this store could be read: " + "; ".join(map(str, self.unreadable[:3])),
+                operator_id=self.operator_id,
+                store_name=self.store_name,
+            )
+        return pa.concat_tables(tables, promote_options="permissive")
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        """Rows as Python dicts (keys and values as dicts of their fields)."""
+        return self.to_arrow().to_pylist()
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame (``to_arrow().to_pandas()``)."""
+        return self.to_arrow().to_pandas()
+
+    def to_polars(self) -> Any:
+        """A polars DataFrame (needs polars installed).
+
+        Raises
+        ------
+        BackendUnavailableError
+            polars is not installed (the message says how to install it).
+        """
+        try:
+            import polars as pl  # deferred: optional, and heavy
+        except ImportError as err:
+            raise BackendUnavailableError("to_polars needs polars: pip install polars") from err
+        return pl.from_arrow(self.to_arrow())
+
+    def to_duckdb(self, connection: Any, name: str = "state") -> Any:
+        """Register the rows as DuckDB view ``name`` on ``connection`` and return the relation."""
+        connection.register(name, self.to_arrow())
+        return connection.table(name)

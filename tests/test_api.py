@@ -1,0 +1,109 @@
+"""statelens as a library (``statelens.open``): the same answers as the command line on the same bytes,
+Spark's own reader as the truth for state, and the example notebook runs on the bundled sample."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import statelens
+from statelens.app.cli import main
+from statelens.app.resources import sample_checkpoint_path
+from statelens.readers.errors import StatelensError, UsageError
+from tests import oracle
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = REPO / "docs" / "examples" / "post_mortem.ipynb"
+
+
+def _cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    capsys.readouterr()
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_open_describes_the_sample_as_info_does(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(sample_checkpoint_path())
+    ck = statelens.open(path)
+    code, info = _cli_json(capsys, "info", path)
+    assert code == 0
+    assert ck.query_id == info["query_id"]
+    assert [b.batch_id for b in ck.batches] == list(range(len(ck.batches))) and len(ck.batches) >= 5
+    assert ck.last_committed_batch == max(b.batch_id for b in ck.batches if b.committed)
+    assert [o.operator_id for o in ck.operators] == [0]
+    assert "statelens checkpoint" in ck._repr_html_() and path in repr(ck)
+
+
+@pytest.mark.spark
+def test_state_and_changes_match_sparks_reader_and_the_cli(
+    capsys: pytest.CaptureFixture[str], spark: Any, tmp_path: Path
+) -> None:
+    path = sample_checkpoint_path()
+    ck = statelens.open(str(path))
+    table = ck.state(0).to_arrow()
+    want = oracle.read_state(spark, path, 0)
+    assert table.num_rows == len(want) > 0
+    got = sorted((r["partition"], tuple(r["key"].values())) for r in table.to_pylist())
+    assert got == sorted((p, tuple(oracle.canonical(k))) for p, k, _ in want)
+
+    out = tmp_path / "changes.jsonl"
+    assert main(["rows", str(path), "--operator", "0", "--changes", "--format", "jsonl", "-o", str(out)]) == 0
+    docs = [json.loads(line) for line in out.read_text().splitlines()]
+    feed = ck.changes(0).to_arrow().to_pylist()
+    assert Counter((d["version"], d["partition"], d["change"]) for d in docs) == Counter(
+        (r["version"], r["partition"], r["change"]) for r in feed
+    )
+    assert len(feed) > 0
+    one = ck.state(0, partition=1).to_arrow()
+    assert set(one.column("partition").to_pylist()) == {1}
+    assert one.num_rows == sum(1 for p, _, _ in want if p == 1)
+
+
+def test_analyses_agree_with_their_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(sample_checkpoint_path())
+    ck = statelens.open(path)
+    expired = ck.expired()
+    code, doc = _cli_json(capsys, "expired", path)
+    assert code == 0  # every file read (findings are the answer, not a failure)
+    counts = {c: n for c, n in expired.counts().items() if n}
+    assert counts == dict(Counter(f["category"] for f in doc)) and len(doc) > 0
+    answer = ck.sql("SELECT category, count(*) AS n FROM expired GROUP BY ALL")
+    assert dict(zip(answer.column("category").to_pylist(), answer.column("n").to_pylist(), strict=True)) == (
+        counts
+    )
+    growth = ck.growth_table()
+    code, doc = _cli_json(capsys, "sql", path, "SELECT version, sum(rows) AS rows FROM growth GROUP BY ALL")
+    assert code == 0
+    by_version: Counter[int] = Counter()
+    for v, n in zip(growth.column("version").to_pylist(), growth.column("rows").to_pylist(), strict=True):
+        by_version[v] += n
+    assert {r["version"]: int(r["rows"]) for r in doc} == dict(by_version) and by_version  # sum: HUGEINT text
+    assert ck.doctor().exit_code == main(["doctor", path, "--json"])
+
+
+def test_a_bad_choice_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="backend"):
+        statelens.open(str(sample_checkpoint_path()), backend="nope")
+    ck = statelens.open(str(sample_checkpoint_path()))
+    with pytest.raises(UsageError, match="partition 99"):
+        ck.state(0, partition=99).to_arrow()
+    with pytest.raises(StatelensError):
+        ck.state(0, store="no-such-store")
+
+
+def test_example_notebook_runs_on_the_sample() -> None:
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(REPO)}}
+    ).execute()
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = json.dumps([o.get("text", "") for o in outputs])
+    assert "'zombie'" in text and "rows at the latest version" in text
