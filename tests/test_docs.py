@@ -1,0 +1,60 @@
+"""The user documentation stays true to the code: the command line reference is the parser's."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+from statelens.app.cli import build_parser
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _cli_reference() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("cli_reference", REPO / "scripts" / "cli_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_cli_reference_is_the_parsers() -> None:
+    committed = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert committed == _cli_reference().render(), (
+        "docs/cli.md differs from the argument parser: run python scripts/cli_reference.py"
+    )
+
+
+def test_cli_reference_names_every_command_and_option() -> None:
+    # Independent of the renderer: walk the parser and look for each command heading and option string.
+    page = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert commands.choices, "the parser has no commands"
+    for name, sub in commands.choices.items():
+        section = page.split(f"\n## statelens {name}\n", 1)
+        assert len(section) == 2, f"no section for 'statelens {name}'"
+        body = section[1].split("\n## ", 1)[0]
+        for action in sub._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help"):
+                    assert f"`{option}" in body or f", {option}" in body, f"{name} {option} not documented"
+
+
+def test_check_mode_reports_a_stale_page(tmp_path: Path) -> None:
+    module = _cli_reference()
+    stale = tmp_path / "cli.md"
+    stale.write_text(module.render().replace("## statelens expired\n", "## statelens expired (old)\n"))
+    module.PAGE = stale
+    assert module.main(["--check"]) == 1
+    module.PAGE = tmp_path / "fresh.md"
+    assert module.main([]) == 0
+    assert module.main(["--check"]) == 0
+    assert (tmp_path / "fresh.md").read_text() == module.render()
+
+
+def test_readme_stays_short() -> None:
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; reference material belongs in docs/"
