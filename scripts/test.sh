@@ -28,4 +28,8 @@ python -m ruff check app readers viewers tests statelens
 python -m ruff format --check app readers viewers tests statelens
 lint-imports
 python -m mypy
+# The documentation site (mkdocs.yml), warnings as errors, into a temporary folder that is never kept.
+docs_site=$(mktemp -d)
+trap 'rm -rf "$docs_site"' EXIT
+python -m mkdocs build --strict --site-dir "$docs_site"  # not --quiet: it hides the warnings
 python -m pytest "$@"
