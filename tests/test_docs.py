@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -58,3 +59,12 @@ def test_check_mode_reports_a_stale_page(tmp_path: Path) -> None:
 def test_readme_stays_short() -> None:
     lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; reference material belongs in docs/"
+
+
+def test_readme_links_resolve() -> None:
+    # README.md is not part of the MkDocs site, whose --strict build checks the links of docs/.
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    targets = [t for t in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text) if "://" not in t]
+    assert targets, "README.md links to no page"
+    missing = [t for t in targets if not (REPO / t).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
