@@ -1,4 +1,5 @@
-"""The user documentation stays true to the code: the command line reference is the parser's."""
+"""The user documentation stays true to the code: the command line reference is the parser's, and the
+console blocks of the README and docs/ show what their commands print."""
 
 from __future__ import annotations
 
@@ -8,17 +9,24 @@ import re
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from statelens.app.cli import build_parser
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _cli_reference() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cli_reference", REPO / "scripts" / "cli_reference.py")
+def _load(name: str) -> ModuleType:
+    """A script of scripts/ as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _cli_reference() -> ModuleType:
+    return _load("cli_reference")
 
 
 def test_committed_cli_reference_is_the_parsers() -> None:
@@ -68,3 +76,19 @@ def test_readme_links_resolve() -> None:
     assert targets, "README.md links to no page"
     missing = [t for t in targets if not (REPO / t).exists()]
     assert not missing, f"README.md links to missing files: {missing}"
+
+
+def _doc_outputs() -> ModuleType:
+    return _load("doc_outputs")
+
+
+@pytest.mark.slow
+def test_console_blocks_show_what_their_commands_print() -> None:
+    # The walkthrough's doctor, expired, sql, rows and report runs on the bundled sample, as committed.
+    assert _doc_outputs().main(["--check"]) == 0, "run python scripts/doc_outputs.py"
+
+
+def test_doc_outputs_replaces_a_stale_output(tmp_path: Path) -> None:
+    (tmp_path / "resources").symlink_to(REPO / "resources")
+    page = "text\n\n```console\n$ statelens expired resources/sample_checkpoint --jsonl | wc -l\n99\n```\n"
+    assert _doc_outputs().render(page, tmp_path) == page.replace("\n99\n", "\n6\n")
