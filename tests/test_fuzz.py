@@ -1,8 +1,12 @@
 """Decoders never crash on bytes: fuzz corpora, crash regressions and a short fuzz run.
 
-* Every committed seed (``tests/fuzz/corpus/<target>/``, real files of generated checkpoints) and every
-  input that once crashed a decoder (``tests/fuzz/regressions/<target>/``) goes through its target:
-  a value or a :class:`~readers.errors.StatelensError`, nothing else.
+* Every committed seed (``tests/fuzz/corpus/<target>/``, real files of generated checkpoints) decodes
+  to what it holds: the recorded expectation of ``tests/fuzz/expected.json`` and, where the format can
+  be read without statelens (JSON lines, zips, record streams, codec framings, schema JSON), the
+  facts read that way (:mod:`tests.fuzz.seeds`); the few seeds made to be refused raise their
+  recorded error class. A sabotage check proves it: decoders that always raise fail every valid seed.
+* Every input that once crashed a decoder (``tests/fuzz/regressions/<target>/``) and every mutated seed
+  goes through its target: a value or a :class:`~readers.errors.StatelensError`, nothing else.
 * Each crash found by fuzzing has a test named after it that calls the decoder directly.
 * Hypothesis mutates the real seeds of every target (byte flips, cuts, insertions).
 * ``-m fuzz``-marked: every atheris harness runs for a few seconds in its own process, with
@@ -20,7 +24,8 @@ from hypothesis import strategies as st
 
 from statelens.readers import logs, opmeta, schemas
 from statelens.readers.errors import CorruptFileError, StatelensError, UsageError
-from tests.fuzz.targets import CORPUS, REGRESSIONS, TARGETS
+from tests.fuzz import seeds
+from tests.fuzz.targets import CORPUS, REGRESSIONS, TARGETS, check_value_or_typed_error
 
 #: Seconds each harness runs inside the test suite (two at a time: about 50 s for all ten).
 SHORT_RUN_S = 8
@@ -40,13 +45,88 @@ def test_every_target_has_a_seed_corpus() -> None:
 
 
 @pytest.mark.parametrize(("target", "path"), _cases(CORPUS))
-def test_seed_gives_a_value_or_a_statelens_error(target: str, path: Path) -> None:
-    TARGETS[target](path.read_bytes())
+def test_seed_decodes_to_what_it_holds(target: str, path: Path) -> None:
+    seeds.check_seed(target, path)
+
+
+def test_every_seed_has_a_recorded_expectation() -> None:
+    on_disk = {f"{t}/{p.name}" for t, p in seeds.seed_files()}
+    recorded = seeds.expectations()
+    assert set(recorded) == on_disk, "run: python -m tests.fuzz.seeds (after build_corpus)"
+    refused = {k for k, v in recorded.items() if v["outcome"] != "value"}
+    # only synthetic inputs are refused: every seed cut from a real file must decode
+    assert refused and all(
+        k.split("/", 1)[1].startswith(("synthetic-", "unit-parent", "unit-symlink")) for k in refused
+    )
+    assert len(on_disk) - len(refused) == sum(1 for v in recorded.values() if v["outcome"] == "value")
+
+
+def test_valid_seeds_are_checked_against_facts_read_without_statelens() -> None:
+    """For these targets the format is read by test code alone (json, zipfile, the record walker, the
+    lz4/zstd/snappy libraries, the schema JSON) and compared with what the decoder returned."""
+    compared: dict[str, int] = {}
+    for target, path in seeds.seed_files():
+        if seeds.expectations()[f"{target}/{path.name}"]["outcome"] != "value":
+            continue
+        data = path.read_bytes()
+        if seeds.check_independent_facts(target, data, seeds.decode(target, data)):
+            compared[target] = compared.get(target, 0) + 1
+    assert set(compared) == {"codecs", "records", "schemas", "logs", "opmeta", "rocksdb_zip", "changelog"}
+    assert compared["logs"] == len(_files(CORPUS / "logs")) and compared["codecs"] == len(
+        _files(CORPUS / "codecs")
+    )
+    assert sum(compared.values()) >= 150, compared
+
+
+#: The main decoders every seed goes through; the sabotage check makes each raise instead.
+_DECODERS = {
+    "codecs": ("decompress",),
+    "records": ("scan_records", "scan_changelog"),
+    "unsaferow": ("decode_row", "decode_rows"),
+    "schemas": ("parse_schema_v3_entries", "parse_schema_file", "parse_schema_v3"),
+    "logs": (
+        "parse_offsets",
+        "parse_commit",
+        "parse_metadata_fields",
+        "parse_file_source_log",
+        "parse_kafka_initial_offsets",
+    ),
+    "opmeta": ("parse_operator_metadata",),
+    "rocksdb_store": ("read_zip", "parse_zip_metadata", "split_list_value", "split_checked_operands"),
+    "cf_store": ("decode_keys", "decode_values", "strip_version"),
+    "rowchecksum": ("strip_hdfs", "strip_rocksdb_value", "strip_rocksdb_removed_key"),
+}
+
+
+def test_sabotage_a_decoder_that_always_raises_fails_every_valid_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With every main decoder replaced by one that raises a typed error, the old rule ("a value or a
+    StatelensError") would pass every seed; the seed check must fail each valid one."""
+    import importlib
+
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise CorruptFileError("sabotaged decoder", "fuzz/seed")
+
+    for module, names in _DECODERS.items():
+        mod = importlib.import_module(f"statelens.readers.{module}")
+        for name in names:
+            monkeypatch.setattr(mod, name, refuse)
+    valid = [
+        (t, p) for t, p in seeds.seed_files() if seeds.expectations()[f"{t}/{p.name}"]["outcome"] == "value"
+    ]
+    failed = 0
+    for target, path in valid:
+        try:
+            seeds.check_seed(target, path)
+        except (AssertionError, StatelensError):
+            failed += 1
+    assert len(valid) > 300 and failed == len(valid)
 
 
 @pytest.mark.parametrize(("target", "path"), _cases(REGRESSIONS))
 def test_former_crash_gives_a_value_or_a_statelens_error(target: str, path: Path) -> None:
-    TARGETS[target](path.read_bytes())
+    check_value_or_typed_error(target, path.read_bytes())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -106,7 +186,7 @@ def _mutated(draw: st.DrawFn) -> tuple[str, bytes]:
 @given(_mutated())
 def test_mutated_seeds_give_a_value_or_a_statelens_error(case: tuple[str, bytes]) -> None:
     target, data = case
-    TARGETS[target](data)
+    check_value_or_typed_error(target, data)
 
 
 def test_a_statelens_error_is_the_only_tolerated_exception() -> None:

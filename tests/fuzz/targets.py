@@ -490,3 +490,9 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "cf_rows": target_cf_rows,
     "row_checksums": target_row_checksums,
 }
+
+
+def check_value_or_typed_error(target: str, data: bytes) -> None:
+    """Run ``target`` on ``data``: its checks of what came back hold, and it ends with a value or a
+    :class:`~readers.errors.StatelensError` (anything else propagates and fails the caller)."""
+    TARGETS[target](data)

@@ -1,0 +1,527 @@
+"""What each seed of ``tests/fuzz/corpus/`` holds, and the check that its decoder reads exactly that.
+
+The seeds are real files (or pieces of them) of generated checkpoints and the unit tests' real bytes, so
+they must decode, to the values they hold; "a value or a typed error" is the rule for damaged inputs
+only. Two kinds of evidence, both checked by :func:`check_seed`:
+
+* **Recorded expectations**, ``tests/fuzz/expected.json``: for each seed the outcome (``"value"``, or the
+  :class:`~readers.errors.StatelensError` class a seed made to be refused must raise: a zip entry
+  outside the folder, bzip2 entries, an Avro-unsupported family...), a digest of the decoded value
+  and a few counts (records, removes, entries, fields). Written by ``python -m tests.fuzz.seeds``
+  whenever ``build_corpus`` rewrites the corpus; review the diff.
+* **Facts derived without statelens**, at check time, from the seed's own bytes: log and operator
+  metadata files are JSON lines (read with :mod:`json`), a zip's entries are what :mod:`zipfile`
+  reads, a delta or snapshot record stream is walked by :func:`walk_hdfs_records` (a dozen lines
+  written from Spark's ``HDFSBackedStateStoreProvider``), a schema file's key and value schemas are
+  the JSON documents it embeds.
+
+``decode(target, data)`` calls the main decoders the fuzz target of the same name calls, with the same
+selector bytes, but lets every error through: a decoder that refuses a valid seed fails the check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import struct
+import zipfile
+from dataclasses import fields, is_dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from statelens.readers import codecs, logs, opmeta, records, rocksdb_store, rowchecksum, schemas, unsaferow
+from statelens.readers.errors import StatelensError
+from tests.fuzz import targets
+from tests.fuzz.targets import CORPUS, HERE, TARGETS
+
+EXPECTED = HERE / "expected.json"
+_PATH = "fuzz/seed"
+
+
+# --------------------------------------------------------------------------------------------------
+# decoding, errors let through
+
+
+def _record_list(data: bytes, index: records.RecordIndex) -> list[tuple[bytes, bytes | None]]:
+    return list(records.iter_records(data, index, aligned=False))  # the bytes as stored
+
+
+def _decode_codecs(data: bytes) -> Any:
+    hint = targets._CODEC_HINTS[data[0] % len(targets._CODEC_HINTS)]
+    return codecs.decompress(data[1:], _PATH, hint, max_output_bytes=targets.FUZZ_MAX_OUTPUT_BYTES)
+
+
+def _decode_records(data: bytes) -> Any:
+    mode, body = data[0], data[1:]
+    limit = records.DEFAULT_MAX_RECORD_BYTES if mode & 0x80 else 64
+    if mode & 1:
+        version, lineage, index = records.scan_changelog(body, _PATH, max_record_bytes=limit)
+        return {"version": version, "lineage": lineage, "records": _record_list(body, index)}
+    index = records.scan_records(body, _PATH, allow_removes=bool(mode & 2), max_record_bytes=limit)
+    return {"records": _record_list(body, index)}
+
+
+def _decode_unsaferow(data: bytes) -> Any:
+    layouts = targets.unsaferow_layouts()
+    layout = layouts[data[0] % len(layouts)]
+    row = data[2:]
+    one = unsaferow.decode_row(row, 0, len(row), layout, path=_PATH, record=0)
+    many = unsaferow.decode_rows(row, [0], [len(row)], layout, path=_PATH, records=[0])
+    assert repr(many) == repr([one]), (one, many)  # the row and the columnar decoders agree
+    return one
+
+
+def _decode_schemas(data: bytes) -> Any:
+    return schemas.parse_schema_v3_entries(data, _PATH)
+
+
+_LOG_DECODERS = (
+    lambda body: logs.parse_offsets(body, "fuzz/offsets/0", 0),
+    lambda body: logs.parse_commit(body, "fuzz/commits/0", 0),
+    lambda body: logs.parse_metadata_fields(body, "fuzz/metadata"),
+    lambda body: logs.parse_file_source_log(body, "fuzz/sources/0/0"),
+    lambda body: logs.parse_kafka_initial_offsets(body, "fuzz/sources/0/0"),
+)
+
+
+def _decode_logs(data: bytes) -> Any:
+    return _LOG_DECODERS[data[0] % len(_LOG_DECODERS)](data[1:])
+
+
+def _decode_opmeta(data: bytes) -> Any:
+    return opmeta.parse_operator_metadata(data, "fuzz/state/0/_metadata/metadata")
+
+
+def _decode_rocksdb_zip(data: bytes) -> Any:
+    body = data[1:]
+    if data[0] & 1:
+        return {"metadata": rocksdb_store.parse_zip_metadata(body, _PATH)}
+    entries = rocksdb_store.read_zip(body, _PATH, targets.FUZZ_ZIP_LIMITS)
+    out: dict[str, Any] = {"entries": entries}
+    if "metadata" in entries:
+        out["metadata"] = rocksdb_store.parse_zip_metadata(entries["metadata"], _PATH)
+    return out
+
+
+def _decode_changelog(data: bytes) -> Any:
+    mode, body = data[0], data[1:]
+    limit = records.DEFAULT_MAX_RECORD_BYTES if mode & 0x80 else 64
+    version, lineage, index = records.scan_changelog(body, _PATH, max_record_bytes=limit)
+    return {"version": version, "lineage": lineage, "records": _record_list(body, index)}
+
+
+def _decode_cf_rows(data: bytes) -> Any:
+    from statelens.readers import cf_store
+
+    families = targets.cf_families()
+    family = families[data[0] % len(families)]
+    op, avro = data[1] & 3, bool(data[1] & 4)
+    items = targets._split_items(data[2:])
+    if op == 3:
+        family = targets._with_spec(family, items[0])
+        assert family is not None, "the seed's key encoder spec is one parse_schema_v3 accepts"
+        items = items[1:]
+    if op in (0, 3):
+        return {"keys": cf_store.decode_keys(family, items, _PATH, avro)}
+    if op == 1:
+        rows = [cf_store.strip_version(v, _PATH) for v in items]
+    else:
+        rows = [row for v in items for row in rocksdb_store.split_list_value(v, _PATH)]
+    return {"values": cf_store.decode_values(rows, family.schema.value_schema, _PATH, avro)}
+
+
+def _decode_row_checksums(data: bytes) -> Any:
+    op = data[0] % 7
+    flags = data[1] if op in (0, 4, 6) and len(data) > 1 else 0
+    items = targets._split_items(data[2:] if op in (0, 4, 6) else data[1:])
+    if op == 0:
+        keys: list[bytes] = []
+        values: list[bytes | None] = []
+        pos = 0
+        for n in range(8):
+            if pos >= len(items):
+                break
+            keys.append(items[pos])
+            remove = bool(flags >> n & 1) or pos + 1 >= len(items)
+            values.append(None if remove else items[pos + 1])
+            pos += 1 if remove else 2
+        return {"hdfs": rowchecksum.strip_hdfs(keys, values, _PATH)}
+    if op == 1:
+        return {"value": rowchecksum.strip_rocksdb_value(items[0], items[1], _PATH, 0)}
+    if op == 2:
+        return {"removed_key": rowchecksum.strip_rocksdb_removed_key(items[0], _PATH, 0)}
+    if op == 3:
+        operands = rocksdb_store.split_checked_operands(items[0], items[1], _PATH, 0)
+        return {"operands": [rocksdb_store.split_list_value(o, _PATH) for o in operands]}
+    if op == 4:
+        key, bodies = items[0], items[1:]
+        value = b"".join(
+            (b"," if n and flags >> (n - 1) & 1 else b"") + targets._checked_operand(key, body)
+            for n, body in enumerate(bodies)
+        )
+        return {"operands": rocksdb_store.split_checked_operands(key, value, _PATH, 0)}
+    if op == 5:
+        return {"elements": rocksdb_store.split_list_value(items[0], _PATH)}
+    value = b"".join(
+        (b"," if n and flags >> (n - 1) & 1 else b"") + struct.pack("<i", len(row) + 1) + b"\x00" + row
+        for n, row in enumerate(items)
+    )
+    return {"elements": rocksdb_store.split_list_value(value, _PATH)}
+
+
+DECODERS = {
+    "codecs": _decode_codecs,
+    "records": _decode_records,
+    "unsaferow": _decode_unsaferow,
+    "schemas": _decode_schemas,
+    "logs": _decode_logs,
+    "opmeta": _decode_opmeta,
+    "rocksdb_zip": _decode_rocksdb_zip,
+    "changelog": _decode_changelog,
+    "cf_rows": _decode_cf_rows,
+    "row_checksums": _decode_row_checksums,
+}
+assert set(DECODERS) == set(TARGETS)
+
+
+def decode(target: str, data: bytes) -> Any:
+    """The value the main decoders of ``target`` read from ``data`` (errors propagate)."""
+    return DECODERS[target](data)
+
+
+# --------------------------------------------------------------------------------------------------
+# what a value is: a stable text form, its digest, a few counts
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-able data with the same content (bytes as hex, dataclasses as dicts)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"hex": bytes(value).hex()}
+    if isinstance(value, float):
+        return repr(value)  # nan, inf and -0.0 stay apart
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {type(value).__name__: {f.name: _plain(getattr(value, f.name)) for f in fields(value)}}
+    if hasattr(value, "json") and callable(value.json):  # StructType and other schema types
+        return {type(value).__name__: value.json()}
+    if hasattr(value, "_asdict"):
+        return {type(value).__name__: _plain(value._asdict())}
+    return {type(value).__name__: repr(value)}
+
+
+def digest(value: Any) -> str:
+    """A digest of everything in ``value`` (its order included)."""
+    text = json.dumps(_plain(value), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def summary(target: str, value: Any) -> dict[str, Any]:
+    """Counts a reader of the diff can check by eye: records and removes, entries, families, fields."""
+    if target == "codecs":
+        return {"bytes": len(value)}
+    if target in ("records", "changelog"):
+        recs = value["records"]
+        out = {"records": len(recs), "removes": sum(1 for _, v in recs if v is None)}
+        if "version" in value:
+            out["version"] = value["version"]
+        return out
+    if target == "unsaferow":
+        return {"fields": len(value)}
+    if target == "schemas":
+        return {"families": len(value)}
+    if target == "rocksdb_zip":
+        out = {}
+        if "entries" in value:
+            out["entries"] = sorted(value["entries"])
+        if "metadata" in value:
+            out["num_keys"] = value["metadata"].num_keys
+            out["sst_files"] = len(value["metadata"].sst_files)
+        return out
+    if target == "cf_rows":
+        kind = next(iter(value))
+        return {kind: len(value[kind])}
+    if target == "row_checksums":
+        kind = next(iter(value))
+        got = value[kind]
+        return {kind: len(got[0]) if kind == "hdfs" else len(got)}
+    if target == "logs":
+        return {"type": type(value).__name__}
+    return {"type": type(value).__name__}
+
+
+def outcome(target: str, data: bytes) -> dict[str, Any]:
+    """The expectation to record for one seed, as the decoders read it now."""
+    try:
+        value = decode(target, data)
+    except StatelensError as err:
+        return {"outcome": type(err).__name__}
+    return {"outcome": "value", "digest": digest(value), "summary": summary(target, value)}
+
+
+# --------------------------------------------------------------------------------------------------
+# facts derived from the bytes without statelens
+
+
+def walk_hdfs_records(body: bytes) -> list[tuple[bytes, bytes | None]]:
+    """An HDFS delta or snapshot, decompressed: ``keySize:i32 BE, key, valueSize:i32 BE, value``
+    repeated, ``valueSize -1`` for a removal, ``keySize -1`` at the end (``HDFSBackedStateStoreProvider``
+    ``writeUpdateToDeltaFile``/``writeRemoveToDeltaFile``/``finalizeDeltaFile``)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    pos = 0
+    while True:
+        (key_size,) = struct.unpack_from(">i", body, pos)
+        pos += 4
+        if key_size == -1:
+            assert pos == len(body), "bytes after the end marker"
+            return out
+        key = body[pos : pos + key_size]
+        pos += key_size
+        (value_size,) = struct.unpack_from(">i", body, pos)
+        pos += 4
+        if value_size == -1:
+            out.append((key, None))
+            continue
+        out.append((key, body[pos : pos + value_size]))
+        pos += value_size
+
+
+def unframe_lz4_block(data: bytes) -> bytes:
+    """lz4-java ``LZ4BlockOutputStream`` blocks: ``LZ4Block``, token (``0x10`` stored, ``0x20`` LZ4),
+    compressed and original length and a checksum (little-endian ints), then the payload."""
+    import lz4.block
+
+    out = b""
+    pos = 0
+    while pos < len(data):
+        assert data[pos : pos + 8] == b"LZ4Block"
+        token = data[pos + 8]
+        clen, dlen, _checksum = struct.unpack_from("<iii", data, pos + 9)
+        payload = data[pos + 21 : pos + 21 + clen]
+        pos += 21 + clen
+        if token & 0xF0 == 0x10:
+            out += payload
+        elif dlen:
+            out += lz4.block.decompress(payload, uncompressed_size=dlen)
+    return out
+
+
+def unframe_snappy(data: bytes) -> bytes:
+    """xerial ``SnappyOutputStream``: an 8-byte magic and two version ints, then ``length:i32 BE`` +
+    raw Snappy block, repeated."""
+    import cramjam
+
+    assert data[:8] == b"\x82SNAPPY\x00"
+    out = b""
+    pos = 16
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos)
+        out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + size]))
+        pos += 4 + size
+    return out
+
+
+def unframe_zstd(data: bytes) -> bytes:
+    """zstd frames, one after the other (``ZstdOutputStream``), read by the zstandard library."""
+    import zstandard
+
+    out = b""
+    while data:
+        d = zstandard.ZstdDecompressor().decompressobj()
+        out += d.decompress(data)
+        data = d.unused_data
+    return out
+
+
+#: Spark's codec framings read with other libraries (lzf: no independent reader here).
+UNFRAME = {
+    b"LZ4Block": unframe_lz4_block,
+    b"\x82SNAPPY\x00": unframe_snappy,
+    b"\x28\xb5\x2f\xfd": unframe_zstd,
+}
+
+
+def _json_lines(body: bytes) -> list[str]:
+    return body.decode("utf-8").split("\n")
+
+
+def _embedded_structs(data: bytes) -> list[dict[str, Any]]:
+    """Every ``{"type":"struct",...}`` JSON document written into a schema file, in file order."""
+    text = data.decode("latin-1")  # one character per byte: finds the documents between binary lengths
+    decoder = json.JSONDecoder(strict=False)
+    out = []
+    pos = text.find('{"type":"struct"')
+    while pos >= 0:
+        _doc, end = decoder.raw_decode(text, pos)
+        # Java's modified UTF-8 writes a character outside the BMP as two 3-byte surrogates
+        raw = data[pos:end].decode("utf-8", "surrogatepass")
+        out.append(json.loads(raw.encode("utf-16", "surrogatepass").decode("utf-16")))
+        pos = text.find('{"type":"struct"', end)
+    return out
+
+
+def _field_names(struct_json: dict[str, Any]) -> list[str]:
+    return [f["name"] for f in struct_json["fields"]]
+
+
+def check_independent_facts(target: str, data: bytes, value: Any) -> int:
+    """Assert what ``data`` holds, read without statelens, is what the decoder returned.
+
+    Returns how many facts were compared (0 for targets with no such reading here).
+    """
+    if target in ("records", "changelog"):
+        return _check_records(data, value)
+    if target == "codecs":  # a delta of an HDFS store: its framing read elsewhere, its records walked
+        body = data[1:]
+        framed = [fn for magic, fn in UNFRAME.items() if body.startswith(magic)]
+        if framed:
+            assert value == framed[0](body)
+        return len(walk_hdfs_records(value)) + len(framed)
+    if target == "logs":
+        return _check_log(data[0] % len(_LOG_DECODERS), data[1:], value)
+    if target == "opmeta":
+        lines = _json_lines(data)
+        version = int(lines[0].lstrip("v"))
+        info = json.loads(lines[1])
+        operator = info["operatorInfo"]
+        assert (value.operator_id, value.operator_name, value.format_version) == (
+            operator["operatorId"],
+            operator["operatorName"],
+            version,
+        )
+        stores = info["stateStoreInfo"]
+        assert [s.store_name for s in value.stores] == [s["storeName"] for s in stores]
+        assert [s.num_partitions for s in value.stores] == [s["numPartitions"] for s in stores]
+        return 3 + 2 * len(stores)
+    if target == "rocksdb_zip":
+        compared = 0
+        if "entries" in value:
+            with zipfile.ZipFile(io.BytesIO(data[1:])) as zf:
+                assert value["entries"] == {i.filename: zf.read(i) for i in zf.infolist()}
+            compared += len(value["entries"])
+            meta_bytes = value["entries"].get("metadata")
+        else:
+            meta_bytes = data[1:]
+        if meta_bytes is not None:
+            lines = _json_lines(meta_bytes)
+            assert lines[0] == "v1"
+            meta = json.loads(lines[1])
+            got = value["metadata"]
+            assert got.num_keys == meta.get("numKeys")
+            assert [(s[0], s[1], s[2]) for s in got.sst_files] == [
+                (f["localFileName"], f["dfsSstFileName"], f["sizeBytes"]) for f in meta.get("sstFiles", [])
+            ]
+            compared += 2
+        return compared
+    if target == "schemas":
+        embedded = _embedded_structs(data)
+        decoded = [
+            part for family in value for part in (family.schema.key_schema, family.schema.value_schema)
+        ]
+        assert [_field_names(s) for s in embedded[: len(decoded)]] == [
+            [f.name for f in part.fields] for part in decoded
+        ]
+        return len(decoded)
+    return 0
+
+
+def _check_records(data: bytes, value: dict[str, Any]) -> int:
+    if "version" in value and value["version"] != 1:
+        return 0  # changelog formats 2-4: recorded expectations only
+    # deltas, snapshots and RocksDB changelogs of format 1 (``StateStoreChangelogWriterV1``)
+    assert value["records"] == walk_hdfs_records(data[1:])
+    return len(value["records"]) + 1
+
+
+def _check_log(kind: int, body: bytes, value: Any) -> int:
+    lines = _json_lines(body)
+    if kind == 0:  # offsets: v1 or v2, the batch metadata, then one line per source ("-": none yet)
+        meta = json.loads(lines[1])
+        assert value.format_version == int(lines[0].lstrip("v"))
+        assert value.watermark_ms == meta.get("batchWatermarkMs", 0)
+        assert value.timestamp_ms == meta.get("batchTimestampMs")
+        assert value.conf == meta.get("conf", {})
+        texts = [line for line in lines[2:] if line]
+        if lines[0] == "v2":  # "<sourceId>:<offset JSON>"
+            assert [s.source_id for s in value.sources] == [t.split(":", 1)[0] for t in texts]
+            texts = [t.split(":", 1)[1] for t in texts]
+        sources = [None if t == "-" else json.loads(t) for t in texts]
+        assert [s.parsed for s in value.sources] == sources
+        return 4 + len(sources)
+    if kind == 1:  # commits: v1, then {"nextBatchWatermarkMs": ...}
+        assert value.next_watermark_ms == json.loads(lines[1]).get("nextBatchWatermarkMs", 0)
+        return 1
+    if kind == 2:  # metadata: one JSON object
+        assert value == json.loads(body)
+        return len(value)
+    if kind == 3:  # a file source log: v1, then one JSON object per file
+        entries = [json.loads(line) for line in lines[1:] if line]
+        assert value == entries
+        return len(entries) + 1
+    # Kafka initial offsets: a 0 byte, v1, then the JSON of partition offsets
+    text = body.decode("utf-8").lstrip("\x00")
+    assert value == json.loads(text.split("\n", 1)[1])
+    return 1
+
+
+# --------------------------------------------------------------------------------------------------
+# the check of one seed, and the recorder
+
+
+@lru_cache(maxsize=1)
+def expectations() -> dict[str, dict[str, Any]]:
+    """``tests/fuzz/expected.json``: ``{"<target>/<seed file>": expectation}``."""
+    return dict(json.loads(EXPECTED.read_text()))
+
+
+def seed_files() -> list[tuple[str, Path]]:
+    """Every seed file: ``(target, path)``."""
+    return [
+        (t, p)
+        for t in TARGETS
+        for p in sorted((CORPUS / t).iterdir())
+        if (CORPUS / t).is_dir() and p.is_file()
+    ]
+
+
+def check_seed(target: str, path: Path) -> None:
+    """Assert the seed decodes to what it holds (or is refused with the recorded error class), and
+    that the fuzz target's own rule holds on it."""
+    data = path.read_bytes()
+    want = expectations()[f"{target}/{path.name}"]
+    if want["outcome"] == "value":
+        value = decode(target, data)  # any error fails the check
+        assert summary(target, value) == want["summary"]
+        assert digest(value) == want["digest"], f"{target}/{path.name} decodes to something else"
+        check_independent_facts(target, data, value)
+    else:
+        import pytest
+
+        with pytest.raises(StatelensError) as info:
+            decode(target, data)
+        assert type(info.value).__name__ == want["outcome"], info.value
+    TARGETS[target](data)
+
+
+def main() -> None:
+    recorded = {f"{t}/{p.name}": outcome(t, p.read_bytes()) for t, p in seed_files()}
+    for key, want in recorded.items():
+        if want["outcome"] == "value":
+            target, name = key.split("/", 1)
+            data = (CORPUS / target / name).read_bytes()
+            check_independent_facts(target, data, decode(target, data))
+    EXPECTED.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    refused = sorted(k for k, v in recorded.items() if v["outcome"] != "value")
+    print(f"{EXPECTED.name}: {len(recorded)} seeds, {len(refused)} refused by design:")
+    for key in refused:
+        print(f"  {key}: {recorded[key]['outcome']}")
+
+
+if __name__ == "__main__":
+    main()
