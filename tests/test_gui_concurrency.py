@@ -9,6 +9,11 @@ thread is left behind (``threading.enumerate`` before and after, with a bounded 
 Qt's thread pool still runs, and for Spark that the job is cancelled and that a session the app started
 is stopped (a session the tests gave it keeps running). The app-started session runs in a fresh process
 (``tests/_close_probe.py``): one process can hold only one SparkContext, and the tests' own may be up.
+
+No test asserts how long a close took: a stalled read can only end by being cancelled (its gate opens
+after the test), a blocked Spark job only by its job group being cancelled (it sleeps for ten minutes),
+so "no worker still running as ``close()`` returns" proves the cancel. The close time is reported by the
+probe (``close_seconds``) and measured by ``python -m tests.benchmarks.bench_cancel``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,8 +43,6 @@ import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard
 pytestmark = [pytest.mark.spark, pytest.mark.qt_log_ignore("propagateSizeHints")]
 
 LOAD_TIMEOUT_MS = 60_000
-#: A close that cancels its jobs returns well within the runner's 5 s shutdown wait.
-CLOSE_LIMIT_S = 3.0
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -214,10 +216,10 @@ def test_close_while_loading_cancels_the_read_and_leaves_no_thread(
     try:
         win.open_checkpoint(str(path))
         qtbot.waitUntil(stalled.entered.is_set, timeout=LOAD_TIMEOUT_MS)
-        started = time.monotonic()
         win.close()
-        assert time.monotonic() - started < CLOSE_LIMIT_S  # the stalled read saw the cancel at once
-        assert QThreadPool.globalInstance().activeThreadCount() == 0  # close() waited for its workers
+        # close() waited for its workers, and they ended: the read still held on the gate was cancelled
+        assert QThreadPool.globalInstance().activeThreadCount() == 0
+        assert not stalled.gate.is_set() and stalled.released_reads == 0
         qtbot.waitUntil(lambda: win.settled(), timeout=5000)  # their "finished" signals, queued
         assert stalled.cancelled_reads >= 1 and stalled.released_reads == 0
         assert loaded == []
@@ -247,12 +249,11 @@ def test_close_during_a_spark_read_cancels_its_job_and_keeps_a_given_session(
     win.set_backend("spark", spark=spark, remember=False)  # the browser reads the store through Spark
     qtbot.waitUntil(blocker.entered.is_set, timeout=LOAD_TIMEOUT_MS)
     qtbot.waitUntil(lambda: tracker.getActiveJobsIds() != [], timeout=LOAD_TIMEOUT_MS)  # the job runs
-    started = time.monotonic()
     win.close()
-    assert time.monotonic() - started < CLOSE_LIMIT_S  # the job was cancelled, the worker did not hang on
+    # the worker ended within close(), and its ten-minute job could only end by being cancelled
     assert QThreadPool.globalInstance().activeThreadCount() == 0
-    qtbot.waitUntil(lambda: win.settled(), timeout=5000)
     assert blocker.outcome == "cancelled"
+    qtbot.waitUntil(lambda: win.settled(), timeout=5000)
     qtbot.waitUntil(lambda: tracker.getActiveJobsIds() == [], timeout=10_000)
     assert_no_stray_threads(qtbot, before)
     assert spark.range(3).count() == 3  # the given session is still there and usable
@@ -311,8 +312,8 @@ def test_closing_the_app_stops_the_spark_session_it_started() -> None:
         assert got["gateway_running"] is False, got
         assert got["stray_threads"] == [], got
         assert got["pool_idle"] is True, got
+    # the job sleeps ten minutes unless cancelled; the probe's close returned with the pool idle
     assert report["during_job"]["job_outcome"] == "cancelled"
-    assert report["during_job"]["close_seconds"] < CLOSE_LIMIT_S  # a start cannot be cut short; a job can
 
 
 def test_a_spark_read_shows_its_tasks_in_the_progress_bar_and_cancels(  # type: ignore[no-untyped-def]
