@@ -84,6 +84,37 @@ def checkpoint() -> Callable[[str], Path]:
     return get
 
 
+GENERATOR_TESTS = Path(__file__).resolve().parent / "generator"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests under ``tests/generator/`` check the checkpoint generator, not statelens: mark them."""
+    for item in items:
+        if GENERATOR_TESTS in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.generator)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Count the generator's checks apart from statelens's tests."""
+    counts: dict[tuple[bool, str], int] = {}
+    for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if getattr(report, "when", "call") not in ("call", "setup") or (
+                report.when == "setup" and outcome == "passed"
+            ):
+                continue
+            generator = "generator" in getattr(report, "keywords", {})
+            counts[(generator, outcome)] = counts.get((generator, outcome), 0) + 1
+    if not counts:
+        return
+
+    def line(generator: bool) -> str:
+        parts = [f"{n} {o}" for (g, o), n in sorted(counts.items()) if g == generator]
+        return ", ".join(parts) or "none run"
+
+    terminalreporter.write_line(f"statelens tests: {line(False)}; checkpoint generator checks: {line(True)}")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if anything imported the repository's folders under their bare names (``app``,
     ``readers``, ``viewers``) instead of ``statelens.*``: each module would then exist twice, with two

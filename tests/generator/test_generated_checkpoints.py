@@ -1,7 +1,12 @@
-"""Sanity checks of the generated test checkpoints themselves (and of the bundled sample).
+"""Checks of the test-checkpoint generator (``tests/spark_checkpoints.py``) and the bundled sample.
 
-These pin down what the other tests rely on: each scenario's checkpoint really has the batches,
-operators, codec, snapshots and end state that its ``expected.json`` claims, as Spark itself reads them.
+These never call statelens: they pin down what the product's tests rely on, that each scenario's
+checkpoint really has the operators, codec, snapshots and end state it was designed to have, as Spark
+itself reads them. They are marked ``generator`` and counted apart from the product's tests (the run's
+summary gives both counts). Facts ``expected.json`` copies from the same folder listings and logs these
+tests could read (batch ids, committed batches, zip and snapshot file lists, the codec's magic) are
+not compared with those listings here: that would compare a list with itself. statelens is checked
+against them in ``tests/test_checkpoint_facts.py``.
 """
 
 from __future__ import annotations
@@ -69,23 +74,16 @@ def test_folder_layout_and_logs(checkpoint, name):
         "sources",
         "state",
     }
-    assert _ids(cp / "offsets") == exp["batches"]
-    assert _ids(cp / "commits") == exp["committed_batches"]
     assert (cp / ".metadata.crc").is_file(), "Hadoop's hidden checksum sidecars are part of a real checkpoint"
     assert len(exp["batches"]) >= 2
     first = (cp / "offsets" / str(exp["batches"][0])).read_text().split("\n")
     assert first[0] == "v1"
-    conf = json.loads(first[1])["conf"]
-    assert conf["spark.sql.shuffle.partitions"] == str(exp["num_partitions"])
-    assert conf.get("spark.sql.streaming.stateStore.compression.codec", "lz4") == exp["codec"]
     for op in exp["operators"]:
         parts = sorted(
             int(p.name) for p in (cp / "state" / str(op["operator_id"])).iterdir() if p.name.isdigit()
         )
         # A global limit runs in one task: only partition 0 exists, whatever num_partitions says.
         assert parts == exp.get("state_partitions", list(range(exp["num_partitions"])))
-    outputs = json.loads((folder / "output.json").read_text())
-    assert len(outputs) == exp["output_rows"]
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -147,7 +145,6 @@ def test_state_files_use_the_codec(checkpoint, name):
     if exp["provider"] == "RocksDBStateStoreProvider":
         zips = _rocks_files(folder / "checkpoint", ".zip")
         assert zips and all(z.read_bytes()[:2] == b"PK" for z in zips)
-        assert sorted(p.relative_to(folder / "checkpoint").as_posix() for p in zips) == exp["zip_files"]
         assert not _state_files(folder / "checkpoint"), "no HDFS files in a RocksDB store"
     else:
         assert files
@@ -155,8 +152,7 @@ def test_state_files_use_the_codec(checkpoint, name):
     for f in files:
         assert f.read_bytes()[: len(magic)] == magic, f
     if name.startswith("codec_"):
-        assert exp["codec"] == name.removeprefix("codec_")
-        assert exp["codec_magic"] == magic.hex()
+        assert exp["codec"] == name.removeprefix("codec_")  # the scenario set the codec it is named after
 
 
 def test_snapshot_scenario_has_snapshots(checkpoint):
@@ -165,7 +161,6 @@ def test_snapshot_scenario_has_snapshots(checkpoint):
     cp = folder / "checkpoint"
     snaps = [p for p in _state_files(cp) if p.suffix == ".snapshot"]
     assert snaps, "maintenance wrote no .snapshot file"
-    assert sorted(p.relative_to(cp).as_posix() for p in snaps) == exp["snapshot_files"]
     assert exp["num_partitions"] == 4
     for p in range(exp["num_partitions"]):
         assert list((cp / "state" / "0" / str(p)).glob("*.snapshot")), f"partition {p} has no snapshot"
