@@ -32,4 +32,6 @@ python -m mypy
 docs_site=$(mktemp -d)
 trap 'rm -rf "$docs_site"' EXIT
 python -m mkdocs build --strict --site-dir "$docs_site"  # not --quiet: it hides the warnings
+# every test asserts something, and no assertion is true by its form (tests/guard.py)
+python -m tests.guard
 python -m pytest "$@"

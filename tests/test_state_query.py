@@ -4,6 +4,7 @@ order, filter, keys and export as the in-memory table, on checkpoints written by
 from __future__ import annotations
 
 import csv
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -289,12 +290,18 @@ def test_a_cache_file_removed_under_an_open_table_is_a_clear_error(checkpoint: A
     next query fails with a typed error that says what to do; the table still closes cleanly."""
     from statelens.readers.errors import StorageError
 
-    ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
+    folder = checkpoint("agg_many_partitions")
+    ckpt = open_checkpoint(str(folder / "checkpoint"))
     reader = ckpt.store_reader(0, None)
     cache = StateCache(tmp_path / "cache")
     paged = run_to_end(iter_state_table(reader, reader.latest_version(), cache=cache, paged_over=0))
     query = paged.query
-    assert query.count("1") >= 0
+    # Before the cache is cleared, queries over its files answer: every key of the last batch, and the
+    # keys whose name or count holds a digit no partition id (0-3) has, as the generator recorded them.
+    final = json.loads((folder / "expected.json").read_text())["final_state"]  # {key: [count]}
+    assert query.count("") == len(final) > 0
+    for needle in "456":
+        assert query.count(needle) == sum(1 for k, (n,) in final.items() if needle in k + str(n)), needle
     assert cache.clear() == len(query.files)  # what `statelens cache clear` does, pins or not
     with pytest.raises(StorageError) as info:
         query.page(1, False, "", 0, 10)
