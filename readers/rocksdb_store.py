@@ -631,6 +631,17 @@ class RocksDBStoreReader(StoreReaderBase):
             entries = read_zip(self._read_zip_bytes(sf), sf.path, self.limits)
             return self._metadata_of(entries, sf)
 
+    def check_snapshot(self, partition_id: int, version: int) -> None:
+        """Open the zip of ``version`` (when there is one) and check its entries and ``metadata``: a
+        restart of version ``version`` loads that zip (``docs/format.md`` §5), so a walk that reaches the
+        version by changelogs must not pass over a damaged zip unseen. Each zip is checked once."""
+        if version not in self._partition(partition_id).snapshots:
+            return
+        checked = self.__dict__.setdefault("_checked_zips", set())
+        if (partition_id, version) not in checked:
+            self.zip_metadata(partition_id, version)
+            checked.add((partition_id, version))
+
     # -- verification (doctor) -------------------------------------------------------------------------
     def verify_zip(self, partition_id: int, version: int) -> ZipMetadata:
         """Check that the zip of ``version`` can be loaded as Spark loads it on a restart.
@@ -900,6 +911,7 @@ class RocksDBStoreReader(StoreReaderBase):
             state: RawState = {}
             for v, continues in self._replay_plan(partition_id, cancelled):
                 if continues:
+                    self.check_snapshot(partition_id, v)
                     self._apply_changelog(state, pf.deltas[v])
                 else:
                     state = self.read_raw(partition_id, v, _ws=ws)
@@ -914,7 +926,17 @@ class RocksDBStoreReader(StoreReaderBase):
             live: set[bytes] = set()
             for v, continues in self._replay_plan(pid, cancelled):
                 if continues:
-                    self._apply_changelog_keys(live, pf.deltas[v])
+                    self.check_snapshot(pid, v)
+                    try:
+                        self._apply_changelog_keys(live, pf.deltas[v])
+                    except StatelensError as err:
+                        if v not in pf.snapshots:
+                            raise
+                        # A damaged changelog of a version that has its zip: the version still loads
+                        # (as Spark loads it, from the zip); the changelog's error is reported.
+                        self.deferred_errors.append(err)
+                        with self._located(pid, v):
+                            live = self._read_zip_state(ws, pid, v, keys_only=True)
                 else:
                     base = self._base_for(pf, v)
                     if base == v:

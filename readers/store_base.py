@@ -98,6 +98,9 @@ class StoreReaderBase:
         self.codec = codec
         self.long_value_fields = long_value_fields
         self.row_checksum = row_checksum
+        #: Errors a walk met without losing a version (a damaged changelog of a version whose snapshot
+        #: loads): :meth:`iter_stats` hands them on after the partition.
+        self.deferred_errors: list[StatelensError] = []
 
     # -- inventory -----------------------------------------------------------------------------------
     def partition_ids(self) -> list[int]:
@@ -218,6 +221,22 @@ class StoreReaderBase:
                 return
             yield v, previous is not None and v == previous + 1 and v in pf.deltas
             previous = v
+
+    def has_snapshot(self, partition_id: int, version: int) -> bool:
+        """True when ``version`` of the partition has its own snapshot (HDFS ``.snapshot``, RocksDB zip)."""
+        return version in self._partition(partition_id).snapshots
+
+    def check_snapshot(self, partition_id: int, version: int) -> None:
+        """Check the snapshot a restart would load for ``version``, where a walk passes over it by
+        applying changes instead (so every command that reads a version meets a damaged snapshot of it,
+        as Spark's load of that version does). A no-op where the check would cost a full read (HDFS
+        snapshots).
+
+        Raises
+        ------
+        StatelensError
+            The snapshot cannot be opened, naming the file.
+        """
 
     # -- what subclasses provide ---------------------------------------------------------------------
     def read_raw(self, partition_id: int, version: int) -> RawState:
@@ -572,17 +591,22 @@ class StoreReaderBase:
             try:
                 if arrays is None:  # walked: reads what it can, raises the file's error
                     yield from self._iter_partition_stats(pid, cancelled)
-                    continue
-                pf = self._partition(pid)
-                versions, rows = arrays
-                for i, v in enumerate(versions):
-                    yield PartitionVersionStats(
-                        self.operator_id, self.store_name, v, pid, int(rows[i]), self._on_disk(pf, v)
-                    )
+                else:
+                    pf = self._partition(pid)
+                    versions, rows = arrays
+                    for i, v in enumerate(versions):
+                        yield PartitionVersionStats(
+                            self.operator_id, self.store_name, v, pid, int(rows[i]), self._on_disk(pf, v)
+                        )
             except StatelensError as err:
                 if on_error is None:
                     raise
                 on_error(err)
+            deferred, self.deferred_errors = self.deferred_errors, []
+            for late in deferred:
+                if on_error is None:
+                    raise late
+                on_error(late)
             if cancelled is not None and cancelled():
                 return
 

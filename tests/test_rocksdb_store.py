@@ -135,11 +135,15 @@ def test_versions_zips_and_changelogs_are_found(checkpoint: Any) -> None:
             for store in op.stores:
                 assert store.provider == "rocksdb"
                 assert store.versions == tuple(range(1, max(exp["committed_batches"]) + 2)), scenario
-    # Without changelog checkpointing every version is a zip and there is no change feed.
+    # Without changelog checkpointing every version is a zip and no change is recorded: the change feed
+    # is derived from consecutive versions (tests/test_change_feed.py compares it with Spark's reads).
     reader = _reader(checkpoint("rocks_agg") / "checkpoint")
     assert all(reader.delta_versions(p) == [] for p in reader.partition_ids())
+    assert all(reader.change_versions(p) == reader.versions(p) for p in reader.partition_ids())
     with pytest.raises(MissingFileError, match="changelog checkpointing"):
-        reader.read_changes(0, 2)
+        list(reader.iter_raw_changes(0, 2))
+    changes = reader.read_changes(0, 2)
+    assert changes and all(c.derived and c.version == 2 for c in changes)
 
 
 @pytest.mark.spark

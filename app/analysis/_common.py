@@ -269,6 +269,7 @@ def walk_partition(
             return
         try:
             if current is not None and v == current + 1 and v in deltas:
+                reader.check_snapshot(partition_id, v)  # a damaged snapshot of v: v unreadable, as in Spark
                 changes: RawChanges | None = list(reader.iter_raw_changes(partition_id, v))
                 assert changes is not None
                 grown = _put_all(state, changes, sizes is not None)
@@ -303,7 +304,15 @@ def walk_partition(
                 problems.append(err)
             current = None
             state = {}
-            continue
+            if not reader.has_snapshot(partition_id, v):
+                continue
+            try:  # a damaged delta or changelog of a version that has its own snapshot: load that
+                state = reader.read_raw(partition_id, v)
+            except StatelensError:
+                continue
+            changes = None
+            if sizes is not None:
+                nbytes = sum(len(k) + len(x) for k, x in state.items())
         current = v
         if sizes is not None:
             sizes["state_bytes"] = nbytes
