@@ -131,3 +131,31 @@ def test_a_version_that_can_be_neither_read_nor_derived_is_a_located_error(
     assert f"state/0/0/{gone}.changelog" in err
     partitions = {json.loads(line)["partition"] for line in out.splitlines()}
     assert 0 not in partitions and partitions  # the others are still there
+
+
+@pytest.mark.parametrize(("version", "scenario"), [(None, "rocks_agg"), ("3.4.4", "rocks_pandas_state")])
+def test_the_spark_backend_derives_the_same_feed(
+    version: str | None, scenario: str, checkpoint: Any, spark: Any
+) -> None:
+    from statelens.readers.backends.spark import SparkBackend
+
+    root = _root(version, scenario, checkpoint)
+    ckpt = open_checkpoint(str(root))
+    last = max(ckpt.commits) + 1
+
+    def records(changes: list[Any]) -> Counter[tuple[Any, ...]]:
+        return Counter(
+            (
+                c.version,
+                c.partition_id,
+                c.change,
+                repr(oracle.canonical(c.key)),
+                repr(oracle.canonical(c.value)),
+            )
+            for c in changes
+        )
+
+    native = NativeBackend(ckpt).read_changes(0, None, 1, last)
+    through_spark = SparkBackend(ckpt, spark=spark).read_changes(0, None, 1, last)
+    assert all(c.derived for c in native + through_spark)
+    assert records(through_spark) == records(native) and len(native) > 0

@@ -394,9 +394,15 @@ class SparkBackend:
         end_version: int,
         partition_id: int | None,
     ) -> Any:
-        """The change feed of versions ``start_version .. end_version`` of one store (or state variable)."""
+        """The change feed of versions ``start_version .. end_version`` of one store (or state variable):
+        Spark's ``readChangeFeed`` where the store records its changes, else derived from Spark's reads of
+        consecutive versions (:meth:`_derived_change_feed`), with the same columns."""
         from pyspark.sql import functions as F
 
+        if not self.records_changes(operator_id, store_name):
+            return self._derived_change_feed(
+                spark, operator_id, store_name, start_version, end_version, partition_id
+            )
         df = (
             self._reader(spark, operator_id, store_name)
             .option("readChangeFeed", "true")
@@ -405,6 +411,63 @@ class SparkBackend:
             .load(self.path)
         )
         return df if partition_id is None else df.where(F.col("partition_id") == partition_id)
+
+    def records_changes(self, operator_id: int, store_name: str | None) -> bool:
+        """True when the store records each version's changes (HDFS deltas, RocksDB changelogs), so
+        Spark's change feed reads them; False for RocksDB stores written without changelog checkpointing
+        (every Spark 3.4 RocksDB store), whose changes are derived (from the checkpoint's listing)."""
+        if self._is_state_variable(operator_id, store_name):
+            return True
+        op = self.ckpt.operator(operator_id)
+        store = op.stores[0] if store_name is None else op.store(store_name)
+        if store.provider != "rocksdb":
+            return True
+        files = self.ckpt.store_reader(operator_id, store.store_name)
+        return any(files.delta_versions(p) for p in files.partition_ids())
+
+    def _derived_change_feed(
+        self,
+        spark: Any,
+        operator_id: int,
+        store_name: str | None,
+        start_version: int,
+        end_version: int,
+        partition_id: int | None,
+    ) -> Any:
+        """The changes of each version ``start_version .. end_version`` as the difference of Spark's reads
+        of the version before and that version (``docs/format.md`` §5): a ``delete`` for every key gone,
+        an ``update`` for every key added or whose value changed, in ``readChangeFeed``'s columns. Keys
+        and values are compared as JSON text (struct equality does not hold for maps)."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        def state(v: int) -> Any:
+            df = self._state_frame(spark, operator_id, store_name, v - 1, partition_id)
+            return df.select(
+                "partition_id", "key", "value", F.to_json("key").alias("_k"), F.to_json("value").alias("_v")
+            )
+
+        parts = []
+        for v in range(max(start_version, 1), end_version + 1):
+            new = state(v)
+            old = state(v - 1) if v > 1 else new.limit(0)
+            batch = F.lit(v - 1).cast("long").alias("batch_id")
+            puts = (
+                new.join(
+                    old.select("partition_id", "_k", F.col("_v").alias("_o")), ["partition_id", "_k"], "left"
+                )
+                .where(F.col("_o").isNull() | (F.col("_o") != F.col("_v")))
+                .select(batch, F.lit("update").alias("change_type"), "key", "value", "partition_id")
+            )
+            removes = old.join(new.select("partition_id", "_k"), ["partition_id", "_k"], "left_anti").select(
+                batch, F.lit("delete").alias("change_type"), "key", F.lit(None).alias("value"), "partition_id"
+            )
+            removes = removes.withColumn("value", F.col("value").cast(new.schema["value"].dataType))
+            parts += [removes, puts]
+        if not parts:
+            raise UsageError(f"no versions between {start_version} and {end_version}")
+        return reduce(lambda a, b: a.unionByName(b), parts)
 
     def _history_frame(
         self,
@@ -532,9 +595,10 @@ class SparkBackend:
         with self._job(f"changes of operator {operator_id}") as spark:
             df = self._change_feed(spark, operator_id, store_name, start_version, end_version, partition_id)
             cols = ["batch_id", "change_type", "partition_id", "key", "value"]
+            derived = not self.records_changes(operator_id, store_name)
             for b, t, p, k, v in stream_converted(df, cols):
                 yield StateChange(
-                    int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, v if t != "delete" else None
+                    int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, v if t != "delete" else None, derived
                 )
 
     def read_arrow(
@@ -662,6 +726,7 @@ class SparkBackend:
                     .otherwise(_prepare(F.col("value"), store.value_schema))
                     .cast(unique_struct(store.value_schema))
                     .alias("value"),
+                    F.lit(not self.records_changes(operator_id, store_name)).alias("derived"),
                 ]
             else:
                 df = self._state_frame(spark, operator_id, store_name, batch, partition_id)
@@ -779,6 +844,8 @@ class SparkBackend:
             skip = {"partition_id"}
         types = {f.name: f.dataType for f in df.schema.fields}
         rest = [_unique_column(c, types[c], arrow=True) for c in df.columns if c not in skip]
+        if changes:  # as the native changes table: recorded, or derived from the version before
+            rest.append(F.lit(not self.records_changes(operator_id, store_name)).alias("derived"))
         return df.select(*head, *rest)
 
     def _output_url(self, url: str) -> str:
@@ -820,8 +887,11 @@ class SparkBackend:
         with self._job(f"changes of operator {operator_id}") as spark:
             df = self._change_feed(spark, operator_id, store_name, start_version, end_version, partition_id)
             rows = collect_converted(df, ["batch_id", "change_type", "partition_id", "key", "value"])
+        derived = not self.records_changes(operator_id, store_name)
         return [
-            StateChange(int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, v if t != "delete" else None)
+            StateChange(
+                int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, v if t != "delete" else None, derived
+            )
             for b, t, p, k, v in rows
         ]
 
