@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from statelens.readers.backends.base import StateBackend
+    from statelens.readers.model import StateChange, StateRow
 
 __all__ = ["ScanKind", "StateScan", "Unreadable"]
 
@@ -130,11 +131,46 @@ class StateScan:
             except StatelensError as err:
                 if self.strict or alone:
                     raise
-                self.problems.append(err)
-                version = getattr(err, "context", {}).get("version", self.version)
-                self.unreadable.append(Unreadable(pid, version, err))
+                self._unreadable(pid, err)
                 continue
             yield from (t for t in tables if t.num_rows or len(tables) == 1)
+
+    def _records(self, pid: int | None) -> Iterator[StateRow | StateChange]:
+        b, op, store = self.backend, self.operator_id, self.store_name
+        if self.kind == "changes":
+            latest = b.latest_version(op, store, pid)
+            start = self.start_version if self.start_version is not None else 1
+            end = self.end_version if self.end_version is not None else latest
+            return b.iter_changes(op, store, start, end, pid)
+        v = self.version if self.version is not None else b.latest_version(op, store, pid)
+        return b.iter_rows(op, store, v, pid)
+
+    def iter_records(self) -> Iterator[StateRow | StateChange]:
+        """Decoded rows (:class:`readers.model.StateRow`) or changes (:class:`readers.model.StateChange`)
+        as Python values, in partition order, with the same error policy as :meth:`iter_tables` (a
+        partition is read whole before its records are given, so a damaged file never leaves half a
+        partition in the answer). A backend that does not read files (Spark) answers every partition in
+        one job: its error is raised."""
+        if not self.backend.reads_files and self.partitions is None:
+            yield from self._records(None)
+            return
+        pids = self.partition_ids()
+        alone = self.partitions is not None and len(pids) == 1
+        for pid in pids:
+            if self.cancelled is not None and self.cancelled():
+                return
+            try:
+                records = list(self._records(pid))
+            except StatelensError as err:
+                if self.strict or alone:
+                    raise
+                self._unreadable(pid, err)
+                continue
+            yield from records
+
+    def _unreadable(self, pid: int, err: StatelensError) -> None:
+        self.problems.append(err)
+        self.unreadable.append(Unreadable(pid, err.context.get("version", self.version), err))
 
     # -- output, chosen last ------------------------------------------------------------------------
     def to_batches(self) -> Iterator[pa.RecordBatch]:

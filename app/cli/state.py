@@ -19,6 +19,7 @@ from statelens.app.cli._common import (
     format_table,
 )
 from statelens.readers.errors import StatelensError
+from statelens.readers.scan import StateScan
 from statelens.readers.textfmt import format_epoch_ms, ranges
 
 
@@ -228,39 +229,29 @@ def _iter_state_tuples(
 ) -> Iterable[tuple[Any, ...]]:
     """Decoded rows in the field order of :func:`readers.values.state_row_schema`.
 
-    ``(partition, key, value)``, or with ``--changes`` ``(version, partition, change, key, value, derived)``. With
-    the native backend a partition whose files cannot be decoded is reported (and skipped) unless it was
-    asked for alone; Spark answers for all partitions in one job.
+    ``(partition, key, value)``, or with ``--changes`` ``(version, partition, change, key, value, derived)``,
+    read through the one scan (:class:`readers.scan.StateScan`): a partition whose files cannot be read
+    is reported (and left out) unless it was asked for alone.
     """
-    if not backend.reads_files:  # Spark answers for every partition in one job
-        yield from _partition_tuples(args, backend, store, args.partition)
-        return
-    partitions = (
-        [args.partition] if args.partition is not None else backend.partition_ids(args.operator, store)
+    scan = StateScan(
+        backend,
+        args.operator,
+        store,
+        kind="changes" if args.changes else "rows",
+        version=args.version if not args.changes else None,
+        start_version=args.version if args.changes else None,
+        end_version=args.version if args.changes else None,
+        partitions=[args.partition] if args.partition is not None else None,
     )
-    for pid in partitions:
-        try:
-            rows = list(_partition_tuples(args, backend, store, pid))
-        except StatelensError as err:
-            if args.partition is not None:
-                raise
-            ckpt.report.add(err)  # one bad file: report it, keep the other partitions
-            continue
-        yield from rows
-
-
-def _partition_tuples(
-    args: argparse.Namespace, backend: Any, store: str, pid: int | None
-) -> Iterable[tuple[Any, ...]]:
-    if args.changes:
-        last = backend.latest_version(args.operator, store, pid)
-        start, end = (args.version, args.version) if args.version is not None else (1, last)
-        for ch in backend.iter_changes(args.operator, store, start, end, pid):
-            yield (ch.version, ch.partition_id, ch.change, ch.key, ch.value, ch.derived)
-        return
-    version = args.version if args.version is not None else backend.latest_version(args.operator, store, pid)
-    for row in backend.iter_rows(args.operator, store, version, pid):
-        yield (row.partition_id, row.key, row.value)
+    try:
+        for rec in scan.iter_records():
+            if args.changes:
+                yield (rec.version, rec.partition_id, rec.change, rec.key, rec.value, rec.derived)  # type: ignore[union-attr]
+            else:
+                yield (rec.partition_id, rec.key, rec.value)
+    finally:
+        for err in scan.problems:
+            ckpt.report.add(err)
 
 
 def _column_family_backend(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Any]:
