@@ -117,7 +117,8 @@ def iter_export_state_table(
     ----------
     table : app.session.StateTable
         Rows (``StateRow``) or a diff (``DiffRow``: written as a change feed, ``version, partition,
-        change, key, value``, with ``value`` the old value of removed rows).
+        change, key, value, derived``, with ``value`` the old value of removed rows and ``derived`` true:
+        a diff is the difference of two versions).
     path : str
     fmt : {"csv", "parquet"}
     rows : sequence of int, optional
@@ -147,7 +148,7 @@ def iter_export_state_table(
         for i in order:
             r = records[i]
             if diff:
-                yield (table.version, r.partition_id, r.change, r.key, r.value)
+                yield (table.version, r.partition_id, r.change, r.key, r.value, True)
             else:
                 yield (r.partition_id, r.key, r.value)
 
@@ -211,7 +212,7 @@ def iter_export_query_table(
 
     def tuples(rows: Sequence[Any]) -> list[tuple[Any, ...]]:
         if diff:
-            return [(table.version, r.partition_id, r.change, r.key, r.value) for r in rows]
+            return [(table.version, r.partition_id, r.change, r.key, r.value, True) for r in rows]
         return [(r.partition_id, r.key, r.value) for r in rows]
 
     what = f"writing {n:,} rows to {os.path.basename(path)}"
