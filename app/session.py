@@ -16,8 +16,9 @@ import datetime as dt
 import functools
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
+from statelens.app.state_query import DiffRow, QueryStateTable, diff_rows
 from statelens.readers.arrow_values import ArrowStateRows, numbers
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError, UsageError
@@ -669,20 +670,6 @@ class StateTable:
     @property
     def is_diff(self) -> bool:
         return self.compare_version is not None
-
-
-class DiffRow(NamedTuple):
-    """One row of a diff between two versions: ``added``, ``changed`` or ``removed``.
-
-    ``value`` is the newer value (the removed value for ``removed``); ``before`` the older value of a
-    changed row.
-    """
-
-    change: str
-    partition_id: int
-    key: tuple[Any, ...]
-    value: tuple[Any, ...] | None
-    before: tuple[Any, ...] | None = None
 
 
 def _type_name(dtype: Any) -> str:
@@ -1377,8 +1364,6 @@ def _paged_table(
 ) -> StateTable:
     """A :class:`StateTable` whose rows (or differences, with ``compare_version``) stay in the cache's
     ``files``, queried a page at a time by DuckDB."""
-    from statelens.app.state_query import QueryStateTable
-
     query = QueryStateTable(
         files, specs, schema.key_schema, schema.value_schema, total, cache, diff=compare_version is not None
     )
@@ -1601,26 +1586,6 @@ def _diff_schema(schema: Any) -> Any:
             T.StructField("before", schema.value_schema),
         ]
     )
-
-
-def diff_rows(table: Any, key_schema: Any, value_schema: Any) -> list[DiffRow]:
-    """The rows of a diff table (``change, partition, key, value, before``), back as ``DiffRow``."""
-    from statelens.readers.arrow_values import values_converter
-
-    key = values_converter(key_schema)
-    value = values_converter(value_schema)
-    cols = [table.column(i).combine_chunks() for i in range(5)]
-    return [
-        DiffRow(*row)
-        for row in zip(
-            cols[0].to_pylist(),
-            cols[1].to_pylist(),
-            key(cols[2]),
-            value(cols[3]),
-            value(cols[4]),
-            strict=True,
-        )
-    ]
 
 
 def _change_counts(table: Any) -> dict[str, int]:

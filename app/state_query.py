@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["DUCKDB_MEMORY", "PAGED_ROWS", "PageRows", "QueryStateTable"]
 
@@ -83,7 +83,7 @@ class QueryStateTable:
         Holder of ``files``: they are pinned until :meth:`close`.
     diff : bool
         The files hold the differences of two versions (``change, partition, key, value, before``,
-        rows as ``app.session.DiffRow``), not rows of one version.
+        rows as :class:`DiffRow`), not rows of one version.
     """
 
     def __init__(
@@ -329,8 +329,6 @@ class QueryStateTable:
             from statelens.readers.arrow_values import ArrowStateRows
 
             return ArrowStateRows([table], self.key_schema, self.value_schema)[0 : table.num_rows]
-        from statelens.app.session import diff_rows
-
         return diff_rows(table, self.key_schema, self.value_schema)
 
     def _unreadable(self, err: Exception) -> Exception:
@@ -447,3 +445,37 @@ def _order_sql(ref: str, atype: Any, spec: Any, text: str) -> str:
     if pa.types.is_integer(atype) or pa.types.is_temporal(atype):
         return ref
     return text  # text too: as shown, "null" sorting as the word, as in the held table
+
+
+class DiffRow(NamedTuple):
+    """One row of a diff between two versions: ``added``, ``changed`` or ``removed``.
+
+    ``value`` is the newer value (the removed value for ``removed``); ``before`` the older value of a
+    changed row.
+    """
+
+    change: str
+    partition_id: int
+    key: tuple[Any, ...]
+    value: tuple[Any, ...] | None
+    before: tuple[Any, ...] | None = None
+
+
+def diff_rows(table: Any, key_schema: Any, value_schema: Any) -> list[DiffRow]:
+    """The rows of a diff table (``change, partition, key, value, before``), back as ``DiffRow``."""
+    from statelens.readers.arrow_values import values_converter
+
+    key = values_converter(key_schema)
+    value = values_converter(value_schema)
+    cols = [table.column(i).combine_chunks() for i in range(5)]
+    return [
+        DiffRow(*row)
+        for row in zip(
+            cols[0].to_pylist(),
+            cols[1].to_pylist(),
+            key(cols[2]),
+            value(cols[3]),
+            value(cols[4]),
+            strict=True,
+        )
+    ]

@@ -1649,7 +1649,7 @@ class RocksDBColumnFamilyReader:
     def _decode_keys_only(
         self, family: ColumnFamily, keys: list[bytes], path: str
     ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:
-        from statelens.readers.cf_store import decode_keys
+        from statelens.readers.cf_codec import decode_keys
 
         decoded = decode_keys(family, keys, path, self.avro)
         if self._is_map(family):
@@ -1685,7 +1685,7 @@ class RocksDBColumnFamilyReader:
     def _decode_family(
         self, partition_id: int, family: ColumnFamily, entries: list[tuple[bytes, Any]], path: str
     ) -> list[ColumnFamilyRow]:
-        from statelens.readers.cf_store import decode_keys, decode_values, strip_version
+        from statelens.readers.cf_codec import decode_keys, decode_values, strip_version
 
         schema = family.schema
         keys = decode_keys(family, [k for k, _ in entries], path, self.avro)

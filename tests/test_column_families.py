@@ -17,7 +17,8 @@ import pytest
 
 from statelens.app.cli import main
 from statelens.readers.backends.spark import collect_converted
-from statelens.readers.cf_store import ColumnFamilyStoreReader, _range_value
+from statelens.readers.cf_codec import _range_value
+from statelens.readers.cf_store import ColumnFamilyStoreReader
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import CorruptFileError
 from tests.test_native_vs_spark import canon
