@@ -22,7 +22,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from statelens.app.analysis._common import key_text, row_converter, walk_partition
+from statelens.app.analysis._common import key_text, row_converter
 from statelens.app.analysis.expired import (
     CATEGORIES,
     ExpiredFinding,
@@ -40,6 +40,7 @@ from statelens.app.session import (
 )
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import BatchInfo, Progress, StoreSchema
+from statelens.readers.scan import walk_partition
 from statelens.readers.textfmt import format_duration_ms, format_epoch_ms
 
 #: Category labels for legends and tables.

@@ -13,6 +13,8 @@ partition asked for alone) it is raised.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from statelens.readers.backends.base import StateBackend
     from statelens.readers.model import StateChange, StateRow
 
-__all__ = ["ScanKind", "StateScan", "Unreadable"]
+__all__ = ["ScanKind", "StateScan", "Unreadable", "walk_partition"]
 
 ScanKind = Literal["rows", "changes"]
 
@@ -218,3 +220,105 @@ class StateScan:
         """Register the rows as DuckDB view ``name`` on ``connection`` and return the relation."""
         connection.register(name, self.to_arrow())
         return connection.table(name)
+
+
+# -- the replay of raw versions (growth, expired, a key's history) ---------------------------------------
+RawChanges = list[tuple[bytes, "bytes | None"]]
+
+
+def _put_all(state: dict[bytes, bytes], changes: RawChanges, count_bytes: bool) -> int | None:
+    """Replay a file of puts only, each key once (most deltas), with C-level loops; returns the change
+    in key + value bytes (0 when not counted), or None (nothing done) when the file removes a key or
+    puts one twice: then the records are replayed one by one."""
+    batch = dict(changes)
+    if len(batch) != len(changes) or None in batch.values():
+        return None
+    grown = 0
+    if count_bytes:
+        olds = list(map(state.get, batch))
+        present = list(map(operator.is_not, olds, itertools.repeat(None)))
+        grown = sum(map(len, batch)) + sum(map(len, batch.values()))  # type: ignore[arg-type]
+        grown -= sum(map(len, itertools.compress(batch, present)))
+        grown -= sum(map(len, itertools.compress(olds, present)))  # type: ignore[arg-type]
+    state.update(batch)  # type: ignore[arg-type]
+    return grown
+
+
+def walk_partition(
+    reader: Any,
+    partition_id: int,
+    problems: list[StatelensError],
+    cancelled: Callable[[], bool] | None = None,
+    sizes: dict[str, int] | None = None,
+) -> Iterator[tuple[int, dict[bytes, bytes], RawChanges | None]]:
+    """Walk every readable version of one store partition, oldest first, in bounded memory.
+
+    Yields ``(version, state, changes)``: ``state`` is the live raw map (key bytes to value bytes; do
+    not keep it across iterations); ``changes`` the records of ``<version>.delta`` that turned the
+    previous version into this one (a ``None`` value is a remove; the difference of the two whole states
+    when no delta or changelog continues the version before, as in RocksDB stores without changelog
+    checkpointing), or ``None`` when the state had to be rebuilt from scratch (first version, after a
+    gap or after a bad file). A file that
+    cannot be read goes into ``problems`` and the walk restarts at the next version it can rebuild.
+    When ``sizes`` is given, ``sizes["state_bytes"]`` holds the key plus value bytes of the yielded
+    state, kept up to date change by change.
+    """
+    versions = reader.versions(partition_id)
+    deltas = set(reader.delta_versions(partition_id))
+    state: dict[bytes, bytes] = {}
+    current: int | None = None
+    reported: set[str] = set()
+    nbytes = 0
+    for v in versions:
+        if cancelled is not None and cancelled():
+            return
+        try:
+            if current is not None and v == current + 1 and v in deltas:
+                reader.check_snapshot(partition_id, v)  # a damaged snapshot of v: v unreadable, as in Spark
+                changes: RawChanges | None = list(reader.iter_raw_changes(partition_id, v))
+                assert changes is not None
+                grown = _put_all(state, changes, sizes is not None)
+                if grown is not None:
+                    nbytes += grown
+                else:
+                    for key, value in changes:
+                        old = state.pop(key, None) if value is None else state.get(key)
+                        if old is not None:
+                            nbytes -= len(key) + len(old)
+                        if value is not None:
+                            state[key] = value
+                            nbytes += len(key) + len(value)
+            elif current is not None and v == current + 1:
+                # The version before was just read but no delta/changelog continues it (RocksDB without
+                # changelog checkpointing: a zip per version, as every Spark 3.4 RocksDB store): the
+                # changes are what differs between the two whole states.
+                new = reader.read_raw(partition_id, v)
+                changes = [(k, val) for k, val in new.items() if state.get(k) != val]
+                changes += [(k, None) for k in state if k not in new]
+                state = new
+                if sizes is not None:
+                    nbytes = sum(len(k) + len(x) for k, x in state.items())
+            else:
+                state = reader.read_raw(partition_id, v)
+                changes = None
+                if sizes is not None:
+                    nbytes = sum(len(k) + len(x) for k, x in state.items())
+        except StatelensError as err:
+            if str(err) not in reported:
+                reported.add(str(err))
+                problems.append(err)
+            current = None
+            state = {}
+            if not reader.has_snapshot(partition_id, v):
+                continue
+            try:  # a damaged delta or changelog of a version that has its own snapshot: load that
+                state = reader.read_raw(partition_id, v)
+            except StatelensError:
+                continue
+            changes = None
+            if sizes is not None:
+                nbytes = sum(len(k) + len(x) for k, x in state.items())
+        current = v
+        if sizes is not None:
+            sizes["state_bytes"] = nbytes
+        yield v, state, changes

@@ -98,7 +98,7 @@ def test_zombie_share(checkpoint):
 def test_walk_gives_every_version_as_read_whole(scenario: str, checkpoint: Any) -> None:
     """The walk replays deltas (puts-only files in one C-level update, others record by record) onto
     the state it carries: each version it yields, and its key + value bytes, equal the version read whole."""
-    from statelens.app.analysis._common import walk_partition
+    from statelens.readers.scan import walk_partition
 
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
     walked = 0
@@ -141,9 +141,9 @@ def test_version_arrays_count_what_the_walk_counts(
     the walk's heaviest keys, ties in the same order. The command line's row counts
     (``iter_stats``, counted from the keys' ids: fixed-width files a group at a time, variable-width
     ones indexed, removes grouped by key) are the walk's over a set of keys."""
-    from statelens.app.analysis._common import walk_partition
     from statelens.app.analysis.heavy import _top_of_arrays, _top_of_state
     from statelens.readers.hdfs_store import HDFSStoreReader
+    from statelens.readers.scan import walk_partition
     from statelens.readers.store_base import StoreReaderBase
 
     monkeypatch.setattr(HDFSStoreReader, "big", lambda self: big)

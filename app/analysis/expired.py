@@ -31,7 +31,7 @@ Categories:
 The checkpoint does not record whether timeouts are event- or processing-time: it is inferred from the
 timeouts freshly set in the deltas (:func:`infer_timeout_kind`), or given with ``timeout_kind``.
 
-Versions are streamed per partition (:func:`app.analysis._common.walk_partition`); only the timeout
+Versions are streamed per partition (:func:`readers.scan.walk_partition`); only the timeout
 slot of changed values is read, and only reported keys are decoded. Findings are handed to a sink as
 they are found, in walk order (operator, store, partition, version, category); the result keeps exact
 counts per partition, version and category and a capped number of examples, so memory does not grow
@@ -49,7 +49,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from statelens.app.analysis._common import BatchClock, int_reader, row_converter, to_ms, walk_partition
+from statelens.app.analysis._common import BatchClock, int_reader, row_converter, to_ms
 from statelens.app.analysis.findings import (
     NO_TIMESTAMP,
     eviction_fields,
@@ -61,6 +61,7 @@ from statelens.app.analysis.findings import (
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
 from statelens.readers.model import OperatorKind, Progress
+from statelens.readers.scan import walk_partition
 
 if TYPE_CHECKING:
     from statelens.readers.backends import BackendChooser
@@ -437,7 +438,7 @@ StateWalk = Generator[tuple[int, int, Mapping[Any, Any], "list[tuple[Any, Any]] 
 class NativeSource:
     """One store read by the native decoders: raw key bytes identify keys, raw value bytes are values.
 
-    Walks partition by partition (:func:`app.analysis._common.walk_partition`), so only one
+    Walks partition by partition (:func:`readers.scan.walk_partition`), so only one
     partition's state is in memory at a time.
     """
 

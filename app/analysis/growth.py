@@ -1,6 +1,6 @@
 """State growth and skew per operator and store, and the checkpoint's on-disk footprint.
 
-For every HDFS store partition the versions are streamed once (``_common.walk_partition``): rows and
+For every HDFS store partition the versions are streamed once (``readers.scan.walk_partition``): rows and
 key+value bytes of the state at each version (what an executor holds in memory, give or take the
 JVM's overhead), and the bytes of the files written for that version (``<v>.delta`` / ``<v>.snapshot``,
 ``docs/format.md`` §3). Version ``v`` is the state after batch ``v-1`` (§1.2).
@@ -19,11 +19,12 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from statelens.app.analysis._common import BatchClock, finite, walk_partition
+from statelens.app.analysis._common import BatchClock, finite
 from statelens.app.analysis.heavy import StoreTopKeys, StoreWeigher
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import BackendUnavailableError, StatelensError
 from statelens.readers.model import Progress
+from statelens.readers.scan import walk_partition
 
 if TYPE_CHECKING:
     from statelens.readers.backends import BackendChooser
