@@ -188,6 +188,8 @@ class StateGrowthView(StorePickerMixin, QWidget):
         self.message = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
         self.partition_plot.addItem(self.message, ignoreBounds=True)
         self._apply_labels()
+        self._x_span: tuple[float, float] | None = None
+        self.partition_plot.vb.sigResized.connect(self._fit_x)
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
 
         self._observe(selection, self._on_selection_changed)
@@ -262,10 +264,13 @@ class StateGrowthView(StorePickerMixin, QWidget):
             what = "encoded key + value bytes as the store holds them"
             if counted:
                 what += f", of all {counted} of a key together"
-            self.heavy_label.setText(
-                f"Heaviest keys at version {data['version']} of {data['keys']:,} keys ({what}); "
-                "click one to select its partition"
+            listed, keys = len(data["rows"]), int(data["keys"])
+            which = (
+                f"All {keys:,} keys of version {data['version']}, heaviest first"
+                if listed >= keys
+                else f"The {listed:,} heaviest of the {keys:,} keys of version {data['version']}"
             )
+            self.heavy_label.setText(f"{which} ({what}); click one to select its partition")
         rows = data["rows"]
         # The key last: it takes the width that is left.
         headers = ["partition", "bytes"]
@@ -341,6 +346,7 @@ class StateGrowthView(StorePickerMixin, QWidget):
                 text = "This store has no readable versions."
             self.message.setText(text)
             self.message.setPos(0.5, 0.5)
+            self._x_span = None
             self.partition_plot.setRange(xRange=(0, 1), yRange=(0, 1))
             return
         self.message.setText("")
@@ -396,17 +402,43 @@ class StateGrowthView(StorePickerMixin, QWidget):
             else:
                 curve.setData([], [])
                 label.setText("")
-        pad = max((x[-1] - x[0]) * 0.14, 0.5)  # room for the end labels ("p182, p118 +3")
-        self.total_plot.setXRange(x[0] - 0.5, x[-1] + pad, padding=0)
-        # Growth reads against zero: both y axes start there.
+        self._x_span = (float(x[0]), float(x[-1]))
+        self._fit_x()
+        # Growth reads against zero: both y axes start there, with 0 a labelled tick just inside.
         for plot, top_value in (
             (self.total_plot, np.nanmax(totals, initial=0.0)),
             (self.partition_plot, float(peak.max(initial=0.0))),
         ):
-            plot.setYRange(0, max(float(top_value), 1.0) * 1.08, padding=0)
+            top_y = max(float(top_value), 1.0) * 1.08
+            plot.setYRange(-0.08 * top_y, top_y, padding=0)
         if self._selection is not None:
             self.show_version(self._selection.version)
             self.show_partition(self._selection.partition_id)
+
+    def _fit_x(self) -> None:
+        """Versions from first to last, with room on the right for the widest end label ("p0, p1 +1").
+
+        The room is measured in pixels (the label's width) and turned into versions at the plot's
+        current width, so the labels fit whatever the window's size.
+        """
+        if self._x_span is None:
+            return
+        first, last = self._x_span
+        label_px = max(
+            (lab.boundingRect().width() for lab in self.top_labels if lab.textItem.toPlainText()), default=0.0
+        )
+        width_px = float(self.partition_plot.vb.width())
+        span = max(last - first, 1.0) + 0.5
+        room_px = label_px + 12
+        if width_px > 2 * room_px:
+            pad = max(room_px * span / (width_px - room_px), 0.5)
+        else:
+            pad = max(span * 0.14, 0.5)
+        self.total_plot.setXRange(first - 0.5, last + pad, padding=0)
+
+    def end_labels(self) -> list[str]:
+        """The texts at the right ends of the partition lines, as drawn (``p1``, ``p0, p3 +1``)."""
+        return [t for t in (lab.textItem.toPlainText().strip() for lab in self.top_labels) if t]
 
     def show_partition(self, partition_id: int | None) -> None:
         """Draw one partition's line in the selection colour (hidden for None or unknown)."""

@@ -119,7 +119,7 @@ class TimeAxisItem(pg.DateAxisItem):
     """A ``DateAxisItem`` whose sub-second ticks read as clock times (``21:57:33.5``, not ``33.500``).
 
     On spans of a few seconds the ticks show the time of day to the second (or tenth); the date goes in
-    the axis label.
+    the axis label, and a tick at midnight shows its date instead of ``00:00:00``.
 
     ``utc_offset_s`` is the shown zone's offset east of UTC (pyqtgraph's ``utcOffset`` counts west).
     """
@@ -136,6 +136,26 @@ class TimeAxisItem(pg.DateAxisItem):
         self.update()
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        strings = self._clock_strings(values, scale, spacing)
+        if spacing >= 86400:
+            return strings
+        # Ticks showing the time of day: a tick at midnight names its day instead, so a span across
+        # midnight says on which side of it each tick is.
+        out = []
+        for v, text in zip(values, strings, strict=True):
+            when = self._when(v)
+            if when is not None and (when.hour, when.minute, when.second, when.microsecond) == (0, 0, 0, 0):
+                text = when.strftime("%Y-%m-%d")
+            out.append(text)
+        return out
+
+    def _when(self, value: float) -> dt.datetime | None:
+        try:
+            return dt.datetime.fromtimestamp(round(value - (self.utcOffset or 0), 3), tz=dt.timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+
+    def _clock_strings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         if spacing >= 1:
             return list(super().tickStrings(values, scale, spacing))
         # Sub-second level: as many decimals as the ticks need (whole seconds: none, 0.5 s steps: one).
@@ -145,9 +165,8 @@ class TimeAxisItem(pg.DateAxisItem):
         )
         out = []
         for v in values:
-            try:
-                when = dt.datetime.fromtimestamp(round(v - (self.utcOffset or 0), 3), tz=dt.timezone.utc)
-            except (OverflowError, OSError, ValueError):
+            when = self._when(v)
+            if when is None:
                 out.append("")
                 continue
             out.append(

@@ -1,8 +1,11 @@
-"""Batch timeline: batches on a wall-clock axis with the watermark, and the interval between batches.
+"""Batch timeline: batches on a wall-clock axis with the watermark, the interval between batches and the
+watermark gap.
 
-Two stacked pyqtgraph plots with linked x axes (``DateAxisItem``, local time or UTC). The top plot shows
+Stacked pyqtgraph plots with linked x axes (``DateAxisItem``, local time or UTC). The top plot shows
 batch ids (committed and uncommitted in distinct colours and symbols) and, on a right-hand event-time axis, the
-watermark each batch ran with; the bottom plot shows the seconds since the previous batch started.
+watermark each batch ran with; below are the seconds since the previous batch started and the watermark
+gap (batch start time minus watermark, the Spark UI's "Global Watermark Gap"); with event logs, the
+batch durations and rates follow. A plot with nothing to draw says why.
 A vertical cursor follows the mouse (rate-limited through ``SignalProxy``) with a plain-text
 read-out; a click selects the nearest batch. Items are built once and updated with ``setData``.
 """
@@ -28,36 +31,36 @@ SLOW_FACTOR = 3.0
 RIGHT_AXIS_WIDTH = 100
 
 
-def _day_span(seconds: np.ndarray, time_zone: TimeZoneState, short: bool = False) -> str:
-    """``2024-01-01``, or ``2024-01-01 to 2024-01-03`` (``from 2024-01-01`` when ``short``): the days
-    epoch seconds span in the shown zone.
+def _day_span(seconds: np.ndarray, time_zone: TimeZoneState) -> str:
+    """``2024-01-01``, or ``2023-12-31 to 2024-01-01``: the days epoch seconds span in the shown zone.
 
-    The tick labels carry the time of day (down to tenths of a second on short spans); this is
-    what they leave out.
+    The tick labels carry the time of day (down to tenths of a second on short spans), and a tick at
+    midnight its date; this names the first and last day, so ticks on either side of midnight are read
+    against the right one.
     """
     finite = seconds[np.isfinite(seconds)]
     if not len(finite):
         return ""
     first = time_zone.format_ms(int(finite.min() * 1000))[:10]
     last = time_zone.format_ms(int(finite.max() * 1000))[:10]
-    if first == last:
-        return first
-    return f"from {first}" if short else f"{first} to {last}"
+    return first if first == last else f"{first} to {last}"
 
 
-def _axis_label(what: str, seconds: np.ndarray, time_zone: TimeZoneState, short: bool = False) -> str:
-    """``batch start time (local, UTC+01:00, 2024-01-01)``: the zone (offset mid-span) and the days.
-
-    ``short`` for vertical axes, whose label must fit the plot's height: ``(UTC+01:00, from 2024-01-01)``
-    (the offset without the word "local").
-    """
+def _axis_label(what: str, seconds: np.ndarray, time_zone: TimeZoneState) -> str:
+    """``batch start time (local, UTC+01:00, 2024-01-01)``: the zone (offset mid-span) and the days."""
     finite = seconds[np.isfinite(seconds)]
     middle = float((finite.min() + finite.max()) / 2) if len(finite) else None
     zone = time_zone.label(middle)
-    if short:
-        zone = zone.removeprefix("local, ")
-    days = _day_span(seconds, time_zone, short)
+    days = _day_span(seconds, time_zone)
     return f"{what} ({zone}, {days})" if days else f"{what} ({zone})"
+
+
+def _plot_note(plot: Any) -> Any:
+    """A centred, wrapped text in ``plot`` saying why it is empty (blank while it has data)."""
+    note = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
+    note.setTextWidth(700)
+    plot.addItem(note, ignoreBounds=True)
+    return note
 
 
 class BatchTimelineView(QWidget):
@@ -92,6 +95,7 @@ class BatchTimelineView(QWidget):
         # What the query reported per timed batch (event logs), NaN where no log covers it.
         self._progress: dict[str, np.ndarray] = {}
         self._progress_text: list[str] = []
+        self._why_empty = ""
         self._run_ids: list[str] = []
         self._restart_lines: list[tuple[Any, Any]] = []
         self.restarts: list[int] = []  # positions of the first batch of each new run
@@ -120,11 +124,7 @@ class BatchTimelineView(QWidget):
         )
         theme.style_plot(self.batch_plot, "Batches over time")
         theme.set_axis_label(self.batch_plot, "left", "batch id")
-        theme.set_axis_label(
-            self.batch_plot,
-            "right",
-            _axis_label("watermark, event time", self._wm, self.time_zone, short=True),
-        )
+        theme.set_axis_label(self.batch_plot, "right", "no watermark")
         theme.set_axis_label(
             self.batch_plot, "bottom", _axis_label("batch start time", self._t, self.time_zone)
         )
@@ -176,16 +176,36 @@ class BatchTimelineView(QWidget):
         # Same axis widths in both plots so their time axes line up pixel for pixel.
         self.interval_plot.showAxis("right")
         self.interval_plot.getAxis("right").setStyle(showValues=False)
-        for plot in (self.batch_plot, self.interval_plot):
-            plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
-            plot.getAxis("right").setWidth(RIGHT_AXIS_WIDTH)
         fill = theme.COMMITTED
         self.interval_bars = pg.BarGraphItem(
             x0=[], x1=[], height=[], brush=pg.mkBrush(fill + "99"), pen=pg.mkPen(fill)
         )
         self.interval_plot.addItem(self.interval_bars)
+        # -- watermark gap: how far event time lags the batch clock ---------------------------------------
+        self.gap_plot = self.graphics.addPlot(row=2, col=0, axisItems={"bottom": theme.TimeAxisItem()})
+        theme.style_plot(self.gap_plot, "Watermark gap: batch start time minus watermark")
+        theme.set_axis_label(self.gap_plot, "left", "gap (s)")
+        self.gap_plot.setXLink(self.batch_plot)
+        self.gap_plot.setMouseEnabled(x=True, y=False)
+        self.gap_plot.showAxis("right")
+        self.gap_plot.getAxis("right").setStyle(showValues=False)
+        self.gap_curve = pg.PlotDataItem(
+            pen=pg.mkPen(theme.WATERMARK, width=2),
+            symbol="o",
+            symbolSize=5,
+            symbolBrush=theme.WATERMARK,
+            symbolPen=pg.mkPen(theme.WATERMARK),
+            connect="finite",
+        )
+        self.gap_plot.addItem(self.gap_curve)
+        self.gap_unit = "s"
+        for plot in (self.batch_plot, self.interval_plot, self.gap_plot):
+            plot.getAxis("left").setWidth(LEFT_AXIS_WIDTH)
+            plot.getAxis("right").setWidth(RIGHT_AXIS_WIDTH)
+            plot.enableAutoRange(x=False)  # the batches' span is set in set_batches, for all plots at once
         self.graphics.ci.layout.setRowStretchFactor(0, 3)
         self.graphics.ci.layout.setRowStretchFactor(1, 2)
+        self.graphics.ci.layout.setRowStretchFactor(2, 2)
 
         # -- cursor and selection markers ----------------------------------------------------------------
         cursor_pen = pg.mkPen(theme.muted(), width=1)
@@ -198,8 +218,14 @@ class BatchTimelineView(QWidget):
             for line in (cursor, selected):
                 line.setVisible(False)
                 plot.addItem(line, ignoreBounds=True)
+        gap_selected = pg.InfiniteLine(angle=90, movable=False, pen=selected_pen)
+        gap_selected.setVisible(False)
+        self.gap_plot.addItem(gap_selected, ignoreBounds=True)
+        self.selected_lines.append(gap_selected)
         self.empty_text = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
         self.batch_plot.addItem(self.empty_text, ignoreBounds=True)
+        self.gap_empty_text = _plot_note(self.gap_plot)
+        self.batch_plot.sigXRangeChanged.connect(lambda *_: self._place_notes())
 
         self._mouse_proxy = pg.SignalProxy(
             self.graphics.scene().sigMouseMoved, rateLimit=30, slot=self._on_scene_mouse_moved
@@ -249,6 +275,7 @@ class BatchTimelineView(QWidget):
             self.watermark_curve.setData([], [])
         has_wm = bool(np.isfinite(self._wm).any())
         self.batch_plot.getAxis("right").setStyle(showValues=has_wm)
+        self._draw_gap(has_wm)
         self._set_time_axes(has_wm)
         # Legend entries only for what is drawn.
         self.legend.clear()
@@ -270,8 +297,8 @@ class BatchTimelineView(QWidget):
 
         if len(self._t):
             self.empty_text.setText("")
-            pad = max((self._t[-1] - self._t[0]) * 0.03, 1.0)
-            self.batch_plot.setXRange(self._t[0] - pad, self._t[-1] + pad, padding=0)
+            self._fit_x()
+            self._place_notes()
             self.batch_plot.setYRange(
                 float(self._ids.min()) - 0.5, float(self._ids.max()) + 0.5, padding=0.05
             )
@@ -290,6 +317,81 @@ class BatchTimelineView(QWidget):
         if self._selection is not None:
             self.show_batch(self._selection.batch_id)
 
+    def _fit_x(self) -> None:
+        """Show every batch, with a margin, in all the linked time plots."""
+        if not len(self._t):
+            return
+        # Room for half a duration bar beyond the first and last batch, and a margin.
+        pad = max((self._t[-1] - self._t[0]) * 0.03, self._bar_width() * 0.6, 1.0)
+        self.batch_plot.setXRange(self._t[0] - pad, self._t[-1] + pad, padding=0)
+
+    def _bar_width(self) -> float:
+        """Width of a duration bar, seconds: 60 % of the shortest interval between batches."""
+        gaps = np.diff(self._t)
+        return float(np.nanmin(gaps[gaps > 0]) * 0.6) if len(gaps) and (gaps > 0).any() else 1.0
+
+    def x_range(self) -> tuple[float, float]:
+        """The time span the plots show, seconds since the epoch."""
+        lo, hi = self.batch_plot.viewRange()[0]
+        return float(lo), float(hi)
+
+    def _draw_gap(self, has_wm: bool) -> None:
+        """The watermark gap (batch start minus watermark), in seconds, minutes, hours or days."""
+        gap = self._t - self._wm
+        finite = gap[np.isfinite(gap)]
+        self._show_gap_plot(bool(has_wm and len(finite)) or not len(self._t))
+        if not has_wm or not len(finite):
+            self.gap_curve.setData([], [])
+            self.gap_empty_text.setText(
+                "No watermark in this query: nothing to compare the batch times with." if len(self._t) else ""
+            )
+            theme.set_axis_label(self.gap_plot, "left", "gap (s)")
+            self.gap_plot.setYRange(0, 1, padding=0)
+            return
+        self.gap_empty_text.setText("")
+        top = float(np.abs(finite).max())
+        unit, size = next(
+            ((u, n) for u, n in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)) if top >= 2 * n), ("s", 1.0)
+        )
+        self.gap_unit = unit
+        self.gap_curve.setData(self._t, gap / size)
+        theme.set_axis_label(self.gap_plot, "left", f"gap ({unit})")
+        lo, hi = min(float(finite.min()) / size, 0.0), max(float(finite.max()) / size, 0.0)
+        span = (hi - lo) or 1.0
+        self.gap_plot.setYRange(lo - 0.05 * span, hi + 0.15 * span, padding=0)  # 0 stays a labelled tick
+
+    def _show_gap_plot(self, show: bool) -> None:
+        """The gap plot takes its row only when the query has a watermark (the batch plot says when not)."""
+        shown = self.gap_plot in self.graphics.ci.items
+        if show and not shown:
+            self.graphics.addItem(self.gap_plot, row=2, col=0)
+        elif not show and shown:
+            self.graphics.removeItem(self.gap_plot)
+        self.graphics.ci.layout.setRowStretchFactor(2, 2 if show else 0)
+
+    def gap_plot_shown(self) -> bool:
+        """Whether the watermark-gap plot is in the view (only for queries with a watermark)."""
+        return self.gap_plot in self.graphics.ci.items
+
+    def _place_notes(self) -> None:
+        """Centre each plot's note (why it is empty) in what the plot shows."""
+        for plot, note in self._notes():
+            (x0, x1), (y0, y1) = plot.viewRange()
+            note.setPos((x0 + x1) / 2, (y0 + y1) / 2)
+
+    def _notes(self) -> list[tuple[Any, Any]]:
+        pairs = [(self.gap_plot, self.gap_empty_text)]
+        if self.duration_plot is not None:
+            pairs += [(self.duration_plot, self.duration_note), (self.rate_plot, self.rate_note)]
+        return pairs
+
+    def notes(self) -> dict[str, str]:
+        """What each plot says in place of data (empty when it has data): ``gap``, ``duration``, ``rate``."""
+        names = ("gap", "duration", "rate")
+        return {
+            n: note.textItem.toPlainText() for n, (_plot, note) in zip(names, self._notes(), strict=False)
+        }
+
     # -- what the query reported (event logs) ------------------------------------------------------
     def set_progress(
         self,
@@ -300,6 +402,7 @@ class BatchTimelineView(QWidget):
         dropped: Sequence[float],
         notes: Sequence[str] = (),
         run_ids: Sequence[str] = (),
+        why_empty: str = "",
     ) -> None:
         """Show the durations and rates the query reported, one value per ``batch_ids`` entry.
 
@@ -308,8 +411,10 @@ class BatchTimelineView(QWidget):
         operators). ``notes`` (one per batch) extend the read-out, e.g. the run id; where ``run_ids``
         changes from one batch to the next the query was restarted, which is marked. Batches taking more
         than :data:`SLOW_FACTOR` times the median are marked slow. NaN where a batch has no report.
-        Batches without a start time are left out, as in the plots above.
+        Batches without a start time are left out, as in the plots above. When no batch shown has a
+        report, the plots say so, with ``why_empty`` (what the event logs held instead).
         """
+        self._why_empty = why_empty
         index = {int(b): i for i, b in enumerate(batch_ids)}
         rows = [index.get(int(b)) for b in self._ids]
 
@@ -334,19 +439,21 @@ class BatchTimelineView(QWidget):
             if plot is not None:
                 self.graphics.removeItem(plot)
         self.duration_plot = self.rate_plot = None
+        del self.selected_lines[3:]  # the lines of the plots just removed
         self._restart_lines = []
         self.restarts = []
 
     def _ensure_progress_plots(self) -> None:
         if self.duration_plot is not None:
             return
-        self.duration_plot = self.graphics.addPlot(row=2, col=0, axisItems={"bottom": theme.TimeAxisItem()})
+        self.duration_plot = self.graphics.addPlot(row=3, col=0, axisItems={"bottom": theme.TimeAxisItem()})
         theme.style_plot(self.duration_plot, "Batch duration by part (event logs)")
         theme.set_axis_label(self.duration_plot, "left", "duration", units="s")
-        self.rate_plot = self.graphics.addPlot(row=3, col=0, axisItems={"bottom": theme.TimeAxisItem()})
+        self.rate_plot = self.graphics.addPlot(row=4, col=0, axisItems={"bottom": theme.TimeAxisItem()})
         theme.style_plot(self.rate_plot, "Rows per second, and rows dropped by the watermark (event logs)")
         theme.set_axis_label(self.rate_plot, "left", "rows/s")
         for plot in (self.duration_plot, self.rate_plot):
+            plot.enableAutoRange(x=False)  # bars and curves added later must not pull the shared span
             plot.setXLink(self.batch_plot)
             plot.setMouseEnabled(x=True, y=False)
             plot.showAxis("right")
@@ -370,8 +477,10 @@ class BatchTimelineView(QWidget):
 
         self.rate_plot.vb.sigResized.connect(follow)
         self._follow_dropped = follow
-        self.graphics.ci.layout.setRowStretchFactor(2, 2)
         self.graphics.ci.layout.setRowStretchFactor(3, 2)
+        self.graphics.ci.layout.setRowStretchFactor(4, 2)
+        self.duration_note = _plot_note(self.duration_plot)
+        self.rate_note = _plot_note(self.rate_plot)
         selected_pen = pg.mkPen(theme.SELECTED, width=2, style=Qt.PenStyle.DashLine)
         for plot in (self.duration_plot, self.rate_plot):
             line = pg.InfiniteLine(angle=90, movable=False, pen=selected_pen)
@@ -381,7 +490,7 @@ class BatchTimelineView(QWidget):
 
     def _draw_progress(self) -> None:
         for plot in (self.duration_plot, self.rate_plot):
-            for item in [i for i in plot.items if not isinstance(i, pg.InfiniteLine)]:
+            for item in [i for i in plot.items if not isinstance(i, (pg.InfiniteLine, pg.TextItem))]:
                 plot.removeItem(item)
         for plot, line in self._restart_lines:
             plot.removeItem(line)
@@ -390,8 +499,7 @@ class BatchTimelineView(QWidget):
         self.duration_legend.clear()
         self.rate_legend.clear()
         t = self._t
-        gaps = np.diff(t)
-        width = float(np.nanmin(gaps[gaps > 0]) * 0.6) if len(gaps) and (gaps > 0).any() else 1.0
+        width = self._bar_width()
         bottom = np.zeros(len(t))
         for n, (name, seconds) in enumerate(self._progress.items()):
             height = np.nan_to_num(seconds)
@@ -450,6 +558,19 @@ class BatchTimelineView(QWidget):
         )
         self._set_time_axes(bool(np.isfinite(self._wm).any()))
         self._follow_dropped()
+        reported = bottom.any() or np.isfinite(inp).any() or np.isfinite(proc).any()
+        if reported:
+            why = ""
+        else:
+            why = "No batch shown here has a report in the event logs" + (
+                f": {self._why_empty}" if self._why_empty else "."
+            )
+            self.duration_plot.setYRange(0, 1, padding=0)
+            self.rate_plot.setYRange(0, 1, padding=0)
+        self.duration_note.setText(why)
+        self.rate_note.setText(why)
+        self._fit_x()
+        self._place_notes()
 
     def _mark_slow_and_restarts(self, total: np.ndarray) -> None:
         """Slow batches (a star over their bar) and restarts (a dashed line where the run id changes)."""
@@ -501,17 +622,29 @@ class BatchTimelineView(QWidget):
         theme.set_axis_label(
             self.batch_plot,
             "right",
-            _axis_label("watermark", self._wm, self.time_zone, short=True)
-            if has_wm
-            else "watermark: none in this query",
+            self._watermark_label(middle) if has_wm else "no watermark",
         )
-        for plot in self._time_plots():
+        # The plots share their time axis: its zone and days are said once, under the lowest plot.
+        plots = self._time_plots()
+        for plot in plots:
             theme.set_axis_label(plot, "bottom", _axis_label("batch start time", self._t, self.time_zone))
+            plot.getAxis("bottom").showLabel(plot is plots[-1])
+
+    def _watermark_label(self, batch_middle: float | None) -> str:
+        """``watermark (2023-12-31 to 2024-01-01)``: the days; the zone only where it is not the batch
+        times' (a daylight-saving change between them)."""
+        wm = self._wm[np.isfinite(self._wm)]
+        days = _day_span(self._wm, self.time_zone)
+        zone = self.time_zone.label(float((wm.min() + wm.max()) / 2))
+        if zone == self.time_zone.label(batch_middle):
+            return f"watermark ({days})"
+        return f"watermark ({zone.removeprefix('local, ')}, {days})"
 
     def _time_plots(self) -> list[Any]:
+        gap = self.gap_plot if self.gap_plot_shown() else None
         return [
             p
-            for p in (self.batch_plot, self.interval_plot, self.duration_plot, self.rate_plot)
+            for p in (self.batch_plot, self.interval_plot, gap, self.duration_plot, self.rate_plot)
             if p is not None
         ]
 
@@ -572,7 +705,14 @@ class BatchTimelineView(QWidget):
             f"started {started} ({self.time_zone.label(float(self._t[i]))})",
         ]
         wm = self._wm[i]
-        parts.append(f"watermark {fmt(int(round(wm * 1000)))}" if np.isfinite(wm) else "no watermark")
+        if np.isfinite(wm):
+            behind = format_duration_s(abs(self._t[i] - wm))
+            parts.append(
+                f"watermark {fmt(int(round(wm * 1000)))}, {behind} "
+                + ("behind the batch" if self._t[i] >= wm else "ahead of the batch")
+            )
+        else:
+            parts.append("no watermark")
         if i > 0:
             parts.append(
                 f"{format_duration_s(self._t[i] - self._t[i - 1])} after batch {int(self._ids[i - 1])}"

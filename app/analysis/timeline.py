@@ -368,6 +368,7 @@ class ProgressSeries:
     run_ids: list[str]
     problems: list[StatelensError]
     summary: str
+    why_empty: str = ""  # when no batch of this query is reported: what the logs held instead
 
 
 def iter_progress_series(
@@ -415,6 +416,7 @@ def iter_progress_series(
             )
         )
     runs = [r for r in read.runs.values() if r.query_id == ckpt.query_id]
+    why_empty = "" if ids else progress_missing_reason(read, ckpt.query_id)
     summary = (
         f"Event logs: progress for {len(ids):,} batches of this query in {len(runs)} run(s), "
         f"{len(read.files)} file(s)" + (f", {len(read.warnings)} warning(s)" if read.warnings else "")
@@ -431,4 +433,36 @@ def iter_progress_series(
         run_ids=[d["run_id"] for d in docs],
         problems=problems,
         summary=summary,
+        why_empty=why_empty,
     )
+
+
+def progress_missing_reason(read: Any, query_id: str | None) -> str:
+    """Why event logs hold no progress of query ``query_id``: what they held instead, in one sentence.
+
+    Parameters
+    ----------
+    read : readers.eventlog.EventLogRead
+    query_id : str or None
+        The checkpoint's query id (``metadata``).
+
+    Returns
+    -------
+    str
+        Empty when the logs do report progress of this query.
+    """
+    if read.for_query(query_id):
+        return ""
+    no_id = [w for w in read.warnings if "without a query id" in str(w)]
+    others = read.other_queries(query_id)
+    if no_id:
+        return (
+            f"{len(no_id):,} progress line(s) have no query id (the 'id' field), so none can be matched "
+            f"to this checkpoint's query {query_id}; first at {no_id[0]}"
+        )
+    if others:
+        return (
+            f"they report other queries only ({', '.join(sorted(others))}), not this checkpoint's "
+            f"query {query_id}"
+        )
+    return f"they hold no query progress at all ({len(read.files)} file(s) read)"

@@ -907,16 +907,17 @@ class MainWindow(QMainWindow):
 
     def _on_event_logs_read(self, series: ProgressSeries) -> None:
         self.problems.add_problems(series.problems, where="event logs")
-        if series.batch_ids:
-            self.timeline.set_progress(
-                series.batch_ids,
-                series.parts,
-                series.input_rate,
-                series.processed_rate,
-                series.dropped,
-                series.notes,
-                series.run_ids,
-            )
+        # Shown even when no batch is reported: the plots then say why.
+        self.timeline.set_progress(
+            series.batch_ids,
+            series.parts,
+            series.input_rate,
+            series.processed_rate,
+            series.dropped,
+            series.notes,
+            series.run_ids,
+            why_empty=series.why_empty,
+        )
         self.progress_summary = series.summary
         self.status_label.setText(series.summary)
         self.timeline.readout.setText(series.summary + ". Move the mouse over the plots to read a batch.")
