@@ -200,8 +200,8 @@ FINDING_HEADERS = (
     "partition",
     "key",
     "timeout / event time (UTC)",
-    "stored timeout (UTC)",
-    "threshold (UTC)",
+    "stored timeout",
+    "threshold",
     "age (batches)",
     "age (time)",
     "expired in batch",
@@ -224,7 +224,7 @@ def findings_table(
         Epoch milliseconds to text for the timeout and threshold columns (UTC by default; the GUI
         passes its local-or-UTC setting).
     zone : str
-        The zone ``time_text`` shows, for the headers (``UTC``, ``local, UTC+01:00``).
+        The zone ``time_text`` shows, for the first time column's header (``UTC``, ``local, UTC+01:00``).
 
     Returns
     -------
@@ -236,8 +236,9 @@ def findings_table(
         ColumnSpec("partition", lambda f: f.partition, str, True),
         ColumnSpec("key", lambda f: f.key, key_text, False),
         ColumnSpec(f"timeout / event time ({zone})", lambda f: f.timeout_ms, time_text, True),
-        ColumnSpec(f"stored timeout ({zone})", lambda f: f.stored_timeout_ms, time_text, True),
-        ColumnSpec(f"threshold ({zone})", lambda f: f.threshold_ms, time_text, True),
+        # The zone is said once, in the first time column: the three are in the same zone.
+        ColumnSpec("stored timeout", lambda f: f.stored_timeout_ms, time_text, True),
+        ColumnSpec("threshold", lambda f: f.threshold_ms, time_text, True),
         ColumnSpec("age (batches)", lambda f: f.age_batches, lambda v: "" if v is None else f"{v:,}", True),
         ColumnSpec("age (time)", lambda f: f.age_ms, format_duration_ms, True),
         ColumnSpec("expired in batch", lambda f: f.batch_id, lambda v: "" if v is None else str(v), True),

@@ -767,10 +767,13 @@ def test_utc_setting_switches_overview_and_timeline(qtbot, window, paris_time) -
     assert bottom_label().startswith("batch start time (UTC, ")
     assert window.timeline.batch_plot.getAxis("bottom").utcOffset == 0
     assert window.timeline.describe(0).count("Z") >= 1 and "(UTC)" in window.timeline.describe(0)
-    assert "threshold (UTC)" in [
+    headers = [
         window.expired.model.headerData(c, Qt.Orientation.Horizontal, Qt.ItemDataRole.DisplayRole)
         for c in range(window.expired.model.columnCount())
     ]
+    # The zone is said once, in the first time column.
+    assert "timeout / event time (UTC)" in headers and "threshold" in headers
+    assert sum("UTC" in h for h in headers) == 1
 
     window.utc_action.trigger()
     assert started() == (f"started ({local_zone})", format_ms(first))

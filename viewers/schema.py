@@ -192,7 +192,7 @@ class SchemaConfView(QWidget):
         background: list[QColor | None] = []
         for label, batch, path, changes in files:
             cols[0].append(label)
-            cols[1].append("" if batch is None else str(batch))
+            cols[1].append("every batch" if batch is None else str(batch))
             cols[2].append(path)
             cols[3].append(
                 "; ".join(changes)
@@ -203,10 +203,7 @@ class SchemaConfView(QWidget):
             )
             background.append(CHANGED_ROW if changes else None)
         self.file_model.set_columns(self.FILE_HEADERS, cols, None, background)
-        self.file_table.resizeColumnsToContents()
-        header = self.file_table.horizontalHeader()
-        for col, cap in enumerate((220, 70, 200)):
-            header.resizeSection(col, min(header.sectionSize(col), cap))
+        self.file_table.fit_columns(max_width=260)
 
     def store_items(self) -> dict[tuple[int, str], QTreeWidgetItem]:
         return dict(self._store_items)

@@ -228,6 +228,8 @@ class ColumnTableModel(QAbstractTableModel):
         r = int(self._visible[index.row()])
         if role == Qt.ItemDataRole.DisplayRole:
             return self._columns[index.column()][r]
+        if role == Qt.ItemDataRole.ToolTipRole:  # the full text of a cell narrowed to fit
+            return self._columns[index.column()][r] or None
         if role == Qt.ItemDataRole.TextAlignmentRole and self._right[index.column()]:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.BackgroundRole and self._background is not None:
@@ -627,27 +629,49 @@ class DataTableView(QTableView):
         self.horizontalHeader().setTextElideMode(Qt.TextElideMode.ElideLeft)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(self._on_context_menu_requested)
+        self._fit_args: tuple[int, int] | None = None  # the last fit_columns, redone at each resize
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if self._fit_args is not None:
+            self.fit_columns(*self._fit_args)
 
     def fit_columns(self, max_width: int = 320, sample_rows: int = 200) -> None:
-        """Size columns to their header and first rows (at most ``max_width`` each); the last one gets
-        what is left of the viewport so the table does not scroll sideways when it can be avoided."""
+        """Size columns to their header and first rows, then fit them in the viewport.
+
+        Each column gets the width of its header and first ``sample_rows`` cells (at most ``max_width``,
+        never less than its header). When they are wider than the viewport together, the widest are
+        narrowed to a common width, never below their header, so every column starts on screen and its
+        header reads in full; narrowed cells elide, their full text in the tooltip. The last column gets
+        what is left of the viewport. Hidden columns are left alone.
+        """
         model = self.model()
         if model is None:
             return
+        self._fit_args = (max_width, sample_rows)
         header = self.horizontalHeader()
         metrics = self.fontMetrics()
-        n = model.columnCount()
+        head_metrics = header.fontMetrics()
+        cols = [c for c in range(model.columnCount()) if not self.isColumnHidden(c)]
+        if not cols:
+            return
         rows = min(model.rowCount(), sample_rows)
-        for col in range(n):
-            texts = [str(model.headerData(col, Qt.Orientation.Horizontal) or "")]
-            texts += [str(model.index(r, col).data() or "") for r in range(rows)]
-            width = max(metrics.horizontalAdvance(t) for t in texts) + 24
-            header.resizeSection(col, min(max(width, 48), max_width))
-        if n:
-            used = sum(header.sectionSize(c) for c in range(n - 1))
-            room = self.viewport().width() - used
-            if room > 120:
-                header.resizeSection(n - 1, room)
+        floors: list[int] = []
+        wants: list[int] = []
+        for col in cols:
+            head = str(model.headerData(col, Qt.Orientation.Horizontal) or "")
+            floor = max(head_metrics.horizontalAdvance(head) + 24, 48)
+            cells = [str(model.index(r, col).data() or "") for r in range(rows)]
+            content = max((metrics.horizontalAdvance(t) for t in cells), default=0) + 24
+            floors.append(floor)
+            wants.append(max(floor, min(content, max_width)))
+        room = self.viewport().width()
+        widths = _fit_widths(wants, floors, room)
+        for col, width in zip(cols, widths, strict=True):
+            header.resizeSection(col, width)
+        used = sum(widths[:-1])
+        if room - used > widths[-1]:
+            header.resizeSection(cols[-1], room - used)
 
     def _on_context_menu_requested(self, pos: Any) -> None:
         menu = QMenu(self)
@@ -660,3 +684,22 @@ class DataTableView(QTableView):
             action = menu.addAction(text)
             action.triggered.connect(lambda _checked=False, f=fmt: self.export_requested.emit(f))
         menu.popup(self.viewport().mapToGlobal(pos))
+
+
+def _fit_widths(wants: list[int], floors: list[int], room: int) -> list[int]:
+    """Column widths: ``wants`` when they fit in ``room``; else the widest cut to one common width (found
+    by bisection), never below ``floors``; the floors when even they do not fit."""
+    if sum(wants) <= room or sum(floors) >= room:
+        return list(wants) if sum(wants) <= room else list(floors)
+
+    def total(cap: int) -> int:
+        return sum(max(f, min(w, cap)) for w, f in zip(wants, floors, strict=True))
+
+    lo, hi = 0, max(wants)
+    while lo < hi:  # the largest cap whose total fits
+        mid = (lo + hi + 1) // 2
+        if total(mid) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return [max(f, min(w, lo)) for w, f in zip(wants, floors, strict=True)]
