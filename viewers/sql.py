@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSplitter,
+    QTreeWidget,
+    QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -28,7 +30,7 @@ from statelens.viewers.stores import StoreKey, fill_store_combo
 from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
 TABLES_HELP = (
-    "Tables: batches (the timeline), growth (rows and bytes per store, version, partition), "
+    "SHOW TABLES lists the tables, DESCRIBE state the columns of one. Tables: batches (the timeline), growth (rows and bytes per store, version, partition), "
     "state (the picked store's rows at its latest version: partition_id, key, value), "
     "changes (its change feed), expired (timed-out keys never removed). Ctrl+Enter runs the query."
 )
@@ -81,7 +83,20 @@ class SqlView(QWidget):
         self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.editor.setPlaceholderText("SELECT ... FROM batches | growth | state | changes | expired")
         self.editor.setToolTip(TABLES_HELP)
-        splitter.addWidget(self.editor)
+        # The tables and their columns beside the editor; a double-click writes a name into the query.
+        self.tables_tree = QTreeWidget()
+        self.tables_tree.setHeaderLabels(["table / column", "type"])
+        self.tables_tree.setToolTip(
+            "The tables a query may use (SHOW TABLES, DESCRIBE state). Double-click a name to insert it."
+        )
+        self.tables_tree.itemDoubleClicked.connect(self._on_tables_tree_double_clicked)
+        editor_row = QSplitter(Qt.Orientation.Horizontal)
+        editor_row.addWidget(self.editor)
+        editor_row.addWidget(self.tables_tree)
+        editor_row.setStretchFactor(0, 3)
+        editor_row.setStretchFactor(1, 1)
+        editor_row.setSizes([900, 420])
+        splitter.addWidget(editor_row)
         bottom = QWidget()
         bl = QVBoxLayout(bottom)
         bl.setContentsMargins(0, 0, 0, 0)
@@ -96,8 +111,9 @@ class SqlView(QWidget):
         self.table = DataTableView(self.proxy, "query answer")
         bl.addWidget(self.table, 1)
         splitter.addWidget(bottom)
-        splitter.setStretchFactor(0, 1)
-        splitter.setStretchFactor(1, 4)
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 3)
+        splitter.setSizes([300, 450])  # room for the tables' list beside the editor
         layout.addWidget(splitter, 1)
         for keys in ("Ctrl+Return", "Ctrl+Enter"):
             QShortcut(QKeySequence(keys), self.editor, activated=self.request_run)
@@ -124,6 +140,42 @@ class SqlView(QWidget):
             if self.store_combo.itemData(i) is not None:
                 self.store_combo.setCurrentIndex(i)
                 break
+
+    def set_tables(self, columns: Mapping[str, Sequence[tuple[str, str]]], note: str = "") -> None:
+        """List the tables and their ``(column, type)``; ``note`` says why a table is missing."""
+        self.tables_tree.clear()
+        for table, cols in columns.items():
+            top = QTreeWidgetItem([table, f"{len(cols)} columns"])
+            font = top.font(0)
+            font.setBold(True)
+            top.setFont(0, font)
+            for name, kind in cols:
+                child = QTreeWidgetItem([name, kind])
+                child.setToolTip(1, kind)
+                top.addChild(child)
+            self.tables_tree.addTopLevelItem(top)
+        if note:
+            item = QTreeWidgetItem([note, ""])
+            item.setToolTip(0, note)
+            self.tables_tree.addTopLevelItem(item)
+        self.tables_tree.expandAll()
+        self.tables_tree.resizeColumnToContents(0)
+
+    def tables(self) -> dict[str, list[tuple[str, str]]]:
+        """The listed tables and their columns, as shown."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        for i in range(self.tables_tree.topLevelItemCount()):
+            top = self.tables_tree.topLevelItem(i)
+            if top.childCount():
+                out[top.text(0)] = [
+                    (top.child(j).text(0), top.child(j).text(1)) for j in range(top.childCount())
+                ]
+        return out
+
+    def _on_tables_tree_double_clicked(self, item: QTreeWidgetItem, _column: int) -> None:
+        if item.childCount() or item.parent() is not None:
+            self.editor.insertPlainText(item.text(0))
+            self.editor.setFocus()
 
     def query(self) -> str:
         return self.editor.toPlainText()

@@ -156,15 +156,19 @@ def _pick_store(ckpt: Any, operator_id: int | None, store_name: str | None) -> t
 
 
 def _batches_table(ckpt: Any, problems: list[StatelensError]) -> Generator[Progress, None, Any]:
-    import json
-
-    import pyarrow as pa
-
     from statelens.app.analysis.timeline import iter_timeline
 
     timeline = yield from iter_timeline(ckpt)
     problems += timeline.problems
-    rows = [b.to_json() for b in timeline.rows]
+    return _batches_arrow([b.to_json() for b in timeline.rows])
+
+
+def _batches_arrow(rows: list[dict[str, Any]]) -> Any:
+    """The ``batches`` table from the timeline's rows (``TimelineRow.to_json``)."""
+    import json
+
+    import pyarrow as pa
+
     ts = pa.timestamp("ms", tz="UTC")
     return pa.table(
         {
@@ -219,22 +223,8 @@ def _growth(ckpt: Any, backends: Any, out: _Appender | _Collected) -> Generator[
     out.finish(schema.empty_table())
 
 
-def _state_rows(
-    ckpt: Any,
-    backend: Any,
-    operator_id: int,
-    store: str,
-    version: int | None,
-    changes: bool,
-    out: _Appender,
-    problems: list[StatelensError],
-    cancelled: Callable[[], bool] | None,
-    cache: Any = None,
-    in_place: list[tuple[Any, int]] | None = None,
-) -> Generator[Progress, None, None]:
-    """Fill ``out`` with one store's rows (or its change feed). With ``in_place`` (a list, and a cache the
-    backend keeps Arrow files in), partitions the cache holds are not copied: their ``(file, version)``
-    are appended to it for a view that reads them where they are."""
+def _state_empty(ckpt: Any, operator_id: int, store: str, changes: bool) -> Any:
+    """The ``state`` (or ``changes``) table of one store with its columns and no rows."""
     from pyspark.sql import types as T
 
     from statelens.readers.values import rows_to_arrow, state_row_schema
@@ -255,12 +245,31 @@ def _state_rows(
     ]
     if not changes:
         head.append(T.StructField("version", T.LongType()))
-    full = T.StructType(head + fields)
+    return rows_to_arrow([], T.StructType(head + fields), unique_names=True)
+
+
+def _state_rows(
+    ckpt: Any,
+    backend: Any,
+    operator_id: int,
+    store: str,
+    version: int | None,
+    changes: bool,
+    out: _Appender,
+    problems: list[StatelensError],
+    cancelled: Callable[[], bool] | None,
+    cache: Any = None,
+    in_place: list[tuple[Any, int]] | None = None,
+) -> Generator[Progress, None, None]:
+    """Fill ``out`` with one store's rows (or its change feed). With ``in_place`` (a list, and a cache the
+    backend keeps Arrow files in), partitions the cache holds are not copied: their ``(file, version)``
+    are appended to it for a view that reads them where they are."""
     import numpy as np
     import pyarrow as pa
 
-    empty = rows_to_arrow([], full, unique_names=True)
+    empty = _state_empty(ckpt, operator_id, store, changes)
     pending: list[Any] = []
+
     pending_rows = 0
     pids = backend.partition_ids(operator_id, store)
     what = "changes" if changes else "state"
@@ -323,6 +332,23 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_EXPIRED_TYPES = {
+    "operator_id": "int32",
+    "store_name": "string",
+    "partition_id": "int32",
+    "version": "int64",
+    "batch_id": "int64",
+    "category": "string",
+    "key": "string",
+    "timeout_ms": "int64",
+    "threshold_ms": "int64",
+    "timeout_kind": "string",
+    "age_batches": "int64",
+    "age_ms": "int64",
+    "note": "string",
+}
+
+
 def _expired(
     ckpt: Any,
     backends: Any,
@@ -334,22 +360,7 @@ def _expired(
     from statelens.app.analysis.expired import iter_expired
     from statelens.app.output import dumps_jsonl
 
-    types = {
-        "operator_id": pa.int32(),
-        "store_name": pa.string(),
-        "partition_id": pa.int32(),
-        "version": pa.int64(),
-        "batch_id": pa.int64(),
-        "category": pa.string(),
-        "key": pa.string(),
-        "timeout_ms": pa.int64(),
-        "threshold_ms": pa.int64(),
-        "timeout_kind": pa.string(),
-        "age_batches": pa.int64(),
-        "age_ms": pa.int64(),
-        "note": pa.string(),
-    }
-    schema = pa.schema(list(types.items()))
+    schema = pa.schema([(k, getattr(pa, t)()) for k, t in _EXPIRED_TYPES.items()])
     pending: list[Any] = []
 
     def flush() -> None:
@@ -381,6 +392,78 @@ def _expired(
     flush()
     out.finish(schema.empty_table())
     return list(result.problems)
+
+
+#: Statements about the tables themselves, answered on empty tables: ``SHOW TABLES``, ``SHOW ALL TABLES``,
+#: ``DESCRIBE [table or query]``, ``SHOW table``.
+_CATALOGUE = re.compile(r"^\s*(show|describe)\b", re.IGNORECASE)
+
+
+def is_catalogue_query(query: str) -> bool:
+    """Whether ``query`` asks about the tables (``SHOW TABLES``, ``DESCRIBE state``), not their rows."""
+    return bool(_CATALOGUE.match(query))
+
+
+def empty_tables(
+    ckpt: Any, operator_id: int | None = None, store_name: str | None = None
+) -> tuple[dict[str, Any], str]:
+    """Each table of :data:`TABLES` with its columns and no rows (nothing is decoded).
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+    operator_id, store_name : optional
+        The store ``state`` and ``changes`` read (needed when the checkpoint has several).
+
+    Returns
+    -------
+    tables : dict
+        Table name to an empty ``pyarrow.Table``; ``state`` and ``changes`` are left out when no store
+        is picked among several, or the store has no readable schema.
+    note : str
+        Why ``state`` and ``changes`` are left out (empty when they are there).
+    """
+    import pyarrow as pa
+
+    tables: dict[str, Any] = {"batches": _batches_arrow([])}
+    tables["growth"] = pa.schema([(k, getattr(pa, t)()) for k, t in _GROWTH_TYPES.items()]).empty_table()
+    note = ""
+    try:
+        store = _pick_store(ckpt, operator_id, store_name)
+        tables["state"] = _state_empty(ckpt, *store, changes=False)
+        tables["changes"] = _state_empty(ckpt, *store, changes=True)
+    except StatelensError as err:
+        note = f"state and changes: {err}"
+    tables["expired"] = pa.schema([(k, getattr(pa, t)()) for k, t in _EXPIRED_TYPES.items()]).empty_table()
+    return {t: tables[t] for t in TABLES if t in tables}, note
+
+
+def table_columns(
+    ckpt: Any, operator_id: int | None = None, store_name: str | None = None
+) -> tuple[dict[str, list[tuple[str, str]]], str]:
+    """Each table's columns as DuckDB names them: ``{table: [(column, type), ...]}`` and a note (see
+    :func:`empty_tables`), for a list of tables beside a query editor."""
+    import duckdb
+
+    tables, note = empty_tables(ckpt, operator_id, store_name)
+    con = duckdb.connect(":memory:")
+    try:
+        out: dict[str, list[tuple[str, str]]] = {}
+        for name, table in tables.items():
+            con.register("_statelens_empty", table)
+            out[name] = [(str(r[0]), str(r[1])) for r in con.execute("DESCRIBE _statelens_empty").fetchall()]
+            con.unregister("_statelens_empty")
+        return out, note
+    finally:
+        con.close()
+
+
+def iter_table_columns(
+    ckpt: Any, operator_id: int | None = None, store_name: str | None = None
+) -> Generator[Progress, None, tuple[dict[str, list[tuple[str, str]]], str]]:
+    """:func:`table_columns` as a job (it loads DuckDB and Arrow, seconds the first time)."""
+    yield Progress(0, 1, "listing the tables and their columns")
+    return table_columns(ckpt, operator_id, store_name)
 
 
 def iter_sql(
@@ -444,9 +527,14 @@ def iter_sql(
 
     from statelens.readers.backends import BackendChooser
 
+    if is_catalogue_query(query) and not in_spark:
+        return _catalogue(ckpt, query, operator_id, store_name, rows_per_batch)
     names = tables_named(query)
     if not names:
-        raise UsageError(f"the query uses none of the tables {', '.join(TABLES)}")
+        raise UsageError(
+            f"the query uses none of the tables {', '.join(TABLES)} (SHOW TABLES lists them, "
+            "DESCRIBE state their columns)"
+        )
     store = _pick_store(ckpt, operator_id, store_name) if {"state", "changes"} & set(names) else None
     backends = backends or BackendChooser(ckpt, "native")
     problems: list[StatelensError] = []
@@ -505,6 +593,30 @@ def iter_sql(
     except BaseException:
         result.close()
         raise
+
+
+def _catalogue(
+    ckpt: Any, query: str, operator_id: int | None, store_name: str | None, rows_per_batch: int
+) -> SqlResult:
+    """Answer ``SHOW TABLES`` / ``DESCRIBE ...`` in DuckDB over the tables created empty."""
+    import duckdb
+
+    tables, note = empty_tables(ckpt, operator_id, store_name)
+    con = duckdb.connect(":memory:")
+    problems: list[StatelensError] = [UsageError(note)] if note else []
+    result = SqlResult([], iter(()), problems, con)
+    try:
+        for name, table in tables.items():
+            _Appender(con, name).add(table)
+        answer = con.sql(query)
+        if answer is None:
+            return result
+        result.columns = list(answer.columns)
+        result.batches = iter(answer.to_arrow_reader(rows_per_batch))
+        return result
+    except duckdb.Error as err:
+        result.close()
+        raise UsageError(f"the query failed: {err}") from err
 
 
 #: Rows of an answer computed in Spark that may come back to this process (more: write it with Spark).

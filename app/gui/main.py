@@ -21,7 +21,7 @@ VIEW_JOBS = {
     "expired": ("load", "expired"),
     "browser": ("load", "browser", "order", "page"),
     "schema": ("load", "schema"),
-    "sql": ("load", "sql"),
+    "sql": ("load", "sql", "sqltables"),
 }
 
 #: Milliseconds ``--screenshot`` gives other views' jobs to stop after their cancel.

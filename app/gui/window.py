@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.analysis.sql import EXAMPLES as SQL_EXAMPLES
-from statelens.app.analysis.sql import SqlTable, iter_sql_table
+from statelens.app.analysis.sql import SqlTable, iter_sql_table, iter_table_columns
 from statelens.app.analysis.timeline import ProgressSeries, iter_progress_series
 from statelens.app.explore import (
     ExpiredOverview,
@@ -379,6 +379,7 @@ class MainWindow(QMainWindow):
         self.sql = SqlView()
         self.sql.set_examples(SQL_EXAMPLES)
         self.sql.run_requested.connect(self._on_sql_run_requested)
+        self.sql.store_combo.activated.connect(lambda _i: self._list_sql_tables())
         self.views = {
             "overview": self.overview,
             "timeline": self.timeline,
@@ -707,11 +708,14 @@ class MainWindow(QMainWindow):
                     on_error=self._on_growth_errored,
                 ),
             )
-        # The editor's query, on this checkpoint.
+        # The editor's query, on this checkpoint, and the tables' columns beside it.
         self._when_shown(
             "sql",
-            lambda: self._on_sql_run_requested(
-                self.sql.query(), self.sql.store(), self.sql.spark_check.isChecked()
+            lambda: (
+                self._list_sql_tables(),
+                self._on_sql_run_requested(
+                    self.sql.query(), self.sql.store(), self.sql.spark_check.isChecked()
+                ),
             ),
         )
         if self.event_logs:
@@ -932,6 +936,22 @@ class MainWindow(QMainWindow):
         self.progress_updated.emit()
 
     # -- SQL -----------------------------------------------------------------------------------------
+    def _list_sql_tables(self) -> None:
+        """List the SQL tables and their columns (``state`` and ``changes`` of the picked store)."""
+        if self.loaded is None:
+            return
+        operator_id, store_name = self.sql.store() or (None, None)
+        self.runner.submit(
+            "sqltables",
+            iter_table_columns,
+            self.loaded.checkpoint,
+            operator_id,
+            store_name,
+            what="Listing the SQL tables",
+            on_result=lambda got: self.sql.set_tables(*got),
+            on_error=lambda err: self.sql.set_tables({}, f"Tables not listed: {errors.short_message(err)}"),
+        )
+
     def _on_sql_run_requested(self, query: str, store: Any, in_spark: bool = False) -> None:
         if self.loaded is None or not query.strip():
             return
