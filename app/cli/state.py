@@ -130,12 +130,14 @@ def _print_info(doc: dict[str, Any], out: IO[str]) -> None:
             [
                 b["batch_id"],
                 format_epoch_ms(b["timestamp_ms"]),
-                b["watermark_ms"],
+                # 0 is Spark's "no watermark yet" (no event-time operator, or none moved it)
+                format_epoch_ms(b["watermark_ms"]) if b["watermark_ms"] else "none",
                 "yes" if b["committed"] else "NO",
                 src,
             ]
         )
-    w(format_table(["batch", "timestamp (UTC)", "watermark_ms", "committed", "sources"], rows) + "\n\n")
+    w("Times in UTC.\n")
+    w(format_table(["batch", "started", "watermark", "committed", "sources"], rows) + "\n\n")
     rows = []
     for op in doc["operators"]:
         for s in op["stores"]:
@@ -348,6 +350,22 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.readers.values import state_row_schema
 
     ckpt = _open(args)
+    if args.operator is None:
+        ids = [op.operator_id for op in ckpt.operators]
+        if len(ids) != 1:
+            raise _usage(
+                "the checkpoint has no stateful operator"
+                if not ids
+                else f"the checkpoint has {len(ids)} stateful operators; pick one with --operator: "
+                + ", ".join(map(str, ids))
+            )
+        args.operator = ids[0]
+    if args.state_var is None and not args.timers and args.store is not None:
+        # A map state variable picked as a store reads as --state-var does (and as the browser shows
+        # it): key.<field> and user_key.<field>, not the composite key.key.<field>, key.userKey.<field>.
+        variables = {v["name"]: v for v in ckpt.state_variables(args.operator)}
+        if variables.get(args.store, {}).get("variable_type") == "MapState":
+            args.state_var = args.store
     if args.state_var is not None or args.timers:
         row_schema, rows, chooser = _state_variable_rows(args, ckpt)
         try:
@@ -634,7 +652,7 @@ def add_commands(sub: Any) -> None:
 
     p = sub.add_parser("rows", help="decoded state rows of one store at one version (or its changes)")
     p.add_argument("checkpoint")
-    p.add_argument("--operator", type=int, required=True, metavar="N", help="stateful operator id")
+    p.add_argument("--operator", type=int, metavar="N", help="stateful operator id (default: the only one)")
     p.add_argument("--store", metavar="NAME", help="store name (joins have four; default: the only one)")
     p.add_argument(
         "--version",
