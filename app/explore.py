@@ -30,6 +30,7 @@ from statelens.app.analysis.expired import (
     OperatorExpiry,
     iter_expired,
 )
+from statelens.app.analysis.finding_text import batch_text
 from statelens.app.session import (
     ColumnSpec,
     DisplayColumn,
@@ -241,7 +242,7 @@ def findings_table(
         ColumnSpec("threshold", lambda f: f.threshold_ms, time_text, True),
         ColumnSpec("age (batches)", lambda f: f.age_batches, lambda v: "" if v is None else f"{v:,}", True),
         ColumnSpec("age (time)", lambda f: f.age_ms, format_duration_ms, True),
-        ColumnSpec("expired in batch", lambda f: f.batch_id, lambda v: "" if v is None else str(v), True),
+        ColumnSpec("expired in batch", lambda f: f.batch_id, str, True),
         ColumnSpec("version", lambda f: f.version, str, True),
         ColumnSpec("note", lambda f: f.note, str, False),
     ]
@@ -249,6 +250,8 @@ def findings_table(
     sort_keys: list[Sequence[Any]] = []
     for spec in specs:
         col = DisplayColumn(findings, spec.getter, spec.formatter)
+        if spec.header == "expired in batch":  # an overdue key's batch has not run: say so
+            col = DisplayColumn(findings, lambda f: f, lambda f: batch_text(f.category, f.batch_id))
         columns.append(col)
         sort_keys.append(ValueColumn(findings, spec.getter) if spec.numeric else col)
     return [s.header for s in specs], columns, sort_keys

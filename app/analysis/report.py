@@ -19,6 +19,7 @@ from statelens.app.analysis import svg
 from statelens.app.analysis._common import key_text, run_to_end
 from statelens.app.analysis.doctor import DoctorResult, iter_doctor
 from statelens.app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, ExpiredResult, iter_expired
+from statelens.app.analysis.finding_text import batch_text
 from statelens.app.analysis.growth import GrowthResult, iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.analysis.timeline import Timeline, iter_timeline
@@ -579,7 +580,7 @@ def _expired(expired: ExpiredResult, top: int) -> str:
                     _utc(f.timeout_ms),
                     _utc(f.threshold_ms),
                     f.timeout_kind,
-                    f.batch_id,
+                    batch_text(f.category, f.batch_id),
                     f.age_batches,
                     _dur(f.age_ms),
                     f.note,

@@ -53,11 +53,11 @@ EXPIRED_HEADERS = (
     "category",
     "key",
     "batch",
-    "timeout/event time (UTC)",
-    "threshold (UTC)",
+    "timeout/event time (UTC)",  # the zone said once: every time column is in UTC
+    "threshold",
     "age_batches",
     "age",
-    "stored_timeout_ms",
+    "stored timeout",
 )
 
 
@@ -121,19 +121,28 @@ class _StreamingTable:
 
 
 def _expired_row(f: Any) -> list[Any]:
+    from statelens.app.analysis.finding_text import batch_text
+
     return [
         f.operator_id,
         f.partition,
         f.version,
         f.category,
         key_text(f.key),
-        f.batch_id,
+        batch_text(f.category, f.batch_id),
         _fmt_ms(f.timeout_ms),
         _fmt_ms(f.threshold_ms),
         f.age_batches,
         _dur(f.age_ms),
-        "" if f.stored_timeout_ms is None else f.stored_timeout_ms,
+        _stored_timeout(f.stored_timeout_ms),
     ]
+
+
+def _stored_timeout(ms: int | None) -> str:
+    """The timeout the state row holds, as a time; ``-1 (none)`` for Spark's "no timeout"."""
+    if ms is None:
+        return ""
+    return format_epoch_ms(ms) if ms >= 0 else f"{ms} (none)"
 
 
 def _backend_chooser(args: argparse.Namespace, ckpt: Any) -> Any:
