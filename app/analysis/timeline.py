@@ -109,7 +109,11 @@ class Timeline:
                 "median_interval_ms": self.median_interval_ms(),
                 "max_interval_ms": max(iv) if iv else None,
                 "uncommitted": [r.batch_id for r in self.rows if not r.committed],
-                "event_logs": {**self.event_logs.to_json(self.query_id), **self.progress_coverage()},
+                "event_logs": {
+                    **self.event_logs.to_json(self.query_id),
+                    **self.progress_coverage(),
+                    "why_no_progress": progress_missing_reason(self.event_logs, self.query_id),
+                },
                 "problems": [p.to_json() for p in self.problems],
             }
         return {
@@ -456,9 +460,12 @@ def progress_missing_reason(read: Any, query_id: str | None) -> str:
     no_id = [w for w in read.warnings if "without a query id" in str(w)]
     others = read.other_queries(query_id)
     if no_id:
+        first = no_id[0]
+        line = first.context.get("line")
         return (
-            f"{len(no_id):,} progress line(s) have no query id (the 'id' field), so none can be matched "
-            f"to this checkpoint's query {query_id}; first at {no_id[0]}"
+            f"{len(no_id):,} progress record(s) have no query id (the 'id' field), so none can be matched "
+            f"to this checkpoint's query {query_id} (first: {first.path}"
+            + (f", line {line})" if line else ")")
         )
     if others:
         return (

@@ -256,7 +256,7 @@ def _source_text(s: Any) -> str:
 
 
 def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
-    from statelens.app.analysis.timeline import iter_timeline
+    from statelens.app.analysis.timeline import iter_timeline, progress_missing_reason
     from statelens.app.cli._common import _open, format_table
 
     ckpt = _open(args)
@@ -327,6 +327,7 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
                 if cover["batches_not_in_checkpoint"]
                 else ""
             )
+            + (f": {why}" if (why := progress_missing_reason(timeline.event_logs, ckpt.query_id)) else "")
             + "\n"
         )
     return _exit_for(ckpt, timeline.problems)
