@@ -132,6 +132,52 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _quiet_storage_retries(debug: bool) -> None:
+    """Each storage retry is a log warning of the filesystem layer: shown with ``--debug`` only; the
+    error that ends a failed read says how many attempts were made."""
+    import logging
+
+    logger = logging.getLogger("statelens.readers.fs")
+    if not debug and not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
+#: Client exception names of a storage endpoint that could not be reached at all (no answer).
+_UNREACHABLE = (
+    "EndpointConnectionError",
+    "ConnectionRefusedError",
+    "ClientConnectorError",
+    "gaierror",
+    "ConnectError",
+)
+
+
+def error_text(err: StatelensError) -> str:
+    """The one line an error is told in; a storage endpoint that never answered is named as such.
+
+    Parameters
+    ----------
+    err : StatelensError
+
+    Returns
+    -------
+    str
+    """
+    from statelens.readers.errors import StorageError
+
+    cause = err.__cause__
+    if isinstance(err, StorageError) and cause is not None and type(cause).__name__ in _UNREACHABLE:
+        attempts = err.context.get("attempts")
+        tried = f" ({attempts} attempts)" if attempts else ""
+        return (
+            f"{err.path}: cannot connect to the storage endpoint{tried}: {type(cause).__name__}: "
+            f"{cause}. Check the endpoint URL (--storage-option endpoint_url=...), the network and "
+            "that the service is running."
+        )
+    return str(err)
+
+
 def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | None = None) -> int:
     """Run the command line; ``gui_runner(args)`` opens the desktop app (see :mod:`app.launcher`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -168,6 +214,7 @@ def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | N
     except StatelensError as err:
         parser.error(str(err))
     debug = args.debug or os.environ.get("STATELENS_RAISE") == "1"
+    _quiet_storage_retries(args.debug)
     try:
         return int(args.func(args, sys.stdout))
     except _UsageFailure as err:
@@ -176,7 +223,7 @@ def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | N
     except StatelensError as err:
         if debug:
             raise
-        sys.stderr.write(f"statelens: error: {err}\n")
+        sys.stderr.write(f"statelens: error: {error_text(err)}\n")
         return EXIT_ERROR
     except BrokenPipeError:
         sys.stderr.close()
