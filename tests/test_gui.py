@@ -11,6 +11,7 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import argparse
+import json
 import shutil
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 6.12.0 refcoun
 from statelens.app.session import SelectionState, format_value  # noqa: E402
 from statelens.readers.errors import TruncatedFileError  # noqa: E402
 from statelens.readers.model import BatchInfo, CommitLogEntry, OffsetLogEntry  # noqa: E402
-from tests._gui import open_window
+from tests._gui import open_window, screenshot_window, widget_texts
 
 # The offscreen platform warns that it cannot propagate size hints; that is not a failure.
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
@@ -215,7 +216,9 @@ def test_table_model_sorts_numbers_and_filters(qtbot) -> None:  # type: ignore[n
     proxy.set_filter_text("<A>")
     assert proxy.rowCount() == 1
     assert proxy.index(0, 0).data() == "<a>"
-    assert proxy.index(0, 0).data(Qt.ItemDataRole.ToolTipRole) is None
+    # The tooltip (full text of a narrowed cell) shows the value as it is, never as markup.
+    tip = proxy.index(0, 0).data(Qt.ItemDataRole.ToolTipRole)
+    assert "&lt;a&gt;" in tip and "<a>" not in tip
 
 
 # -- the window on real checkpoints ---------------------------------------------------------------------
@@ -552,19 +555,105 @@ def test_sample_opens_with_banner(qtbot, window, raise_errors) -> None:  # type:
     assert not any("fakeSecret123" in u or "AKIAFAKEKEY" in u for u in window.recent_checkpoints())
 
 
-# -- screenshot mode -----------------------------------------------------------------------------------
-@pytest.mark.spark
-@pytest.mark.parametrize("view", ["overview", "timeline", "growth", "browser"])
-def test_screenshot_writes_png(qapp, checkpoint, tmp_path, view, raise_errors) -> None:  # type: ignore[no-untyped-def]
-    from statelens.app.gui.main import run_gui
+# -- screenshot mode: what each view draws ---------------------------------------------------------------
+@pytest.fixture
+def watermark_shot(qtbot, checkpoint, tmp_path, request, raise_errors):  # type: ignore[no-untyped-def]
+    """The window after ``--screenshot`` of ``request.param`` on the window_agg_watermark checkpoint."""
+    folder = checkpoint("window_agg_watermark")
+    for win in screenshot_window(qtbot, tmp_path, folder / "checkpoint", request.param):
+        yield win, json.loads((folder / "expected.json").read_text())
 
-    out = tmp_path / f"{view}.png"
-    args = argparse.Namespace(
-        checkpoint=str(checkpoint("window_agg_watermark") / "checkpoint"), screenshot=str(out), view=view
-    )
-    assert run_gui(args) == 0
-    image = QImage(str(out))
-    assert (image.width(), image.height()) == (1400, 900)
+
+@pytest.mark.spark
+@pytest.mark.parametrize("watermark_shot", ["overview"], indirect=True)
+def test_screenshot_of_the_overview_names_the_query(watermark_shot) -> None:  # type: ignore[no-untyped-def]
+    win, expected = watermark_shot
+    folder = Path(win.loaded.location)
+    query_id = json.loads((folder / "metadata").read_text().splitlines()[0])["id"]
+    texts = " ".join(widget_texts(win.overview))
+    assert query_id in texts
+    assert not win.banner.isVisible()
+    assert len(win.loaded.checkpoint.batches) == len(expected["batches"])
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("watermark_shot", ["timeline"], indirect=True)
+def test_screenshot_of_the_timeline_shows_every_batch_and_the_watermark_gap(watermark_shot) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    win, expected = watermark_shot
+    view = win.timeline
+    starts = np.array([expected["batch_timestamp_ms"][str(b)] / 1000 for b in expected["batches"]])
+    watermarks = np.array([expected["batch_watermark_ms"][str(b)] / 1000 for b in expected["batches"]])
+    lo, hi = view.x_range()
+    assert lo < starts.min() and starts.max() < hi  # every batch on the axis, the last one too
+    # The gap plot: batch start minus watermark, for the batches that had a watermark (not 0).
+    assert view.gap_plot_shown()
+    has = watermarks > 0
+    unit = {"s": 1, "min": 60, "h": 3600, "d": 86400}[view.gap_unit]
+    xs, ys = view.gap_curve.getData()
+    finite = np.isfinite(ys)
+    assert xs[finite] == pytest.approx(starts[has])
+    assert ys[finite] * unit == pytest.approx((starts - watermarks)[has], abs=0.002)
+    y0, y1 = view.gap_plot.viewRange()[1]
+    assert y0 <= 0 and y1 >= float(ys[finite].max())
+    # The watermark axis names the days its ticks fall on, in the shown zone.
+    zone = win.time_zone
+    first, last = (zone.format_ms(int(w * 1000))[:10] for w in (watermarks[has].min(), watermarks[has].max()))
+    label = view.batch_plot.getAxis("right").labelText
+    assert first in label and last in label and "from" not in label
+    # The time axis is labelled once, under the lowest plot.
+    shown = [
+        p.getAxis("bottom").label.isVisible() for p in (view.batch_plot, view.interval_plot, view.gap_plot)
+    ]
+    assert shown == [False, False, True]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("watermark_shot", ["growth"], indirect=True)
+def test_screenshot_of_growth_reads_against_zero_with_its_labels_in_view(watermark_shot) -> None:  # type: ignore[no-untyped-def]
+    from tests._gui import inside
+
+    win, expected = watermark_shot
+    view = win.growth
+    for plot in (view.total_plot, view.partition_plot):
+        (y0, y1) = plot.viewRange()[1]
+        assert y0 < 0 < y1
+        axis = plot.getAxis("left")
+        ticks = [v for _spacing, values in axis.tickValues(y0, y1, axis.height()) for v in values]
+        assert 0 in ticks  # a labelled 0, not a line floating above the axis
+    assert view.end_labels()
+    for label in view.top_labels:
+        if label.textItem.toPlainText():
+            assert inside(view.partition_plot, label), label.textItem.toPlainText()
+    # Versions 1..last on the x axis, the last written by the last batch.
+    last_version = max(expected["batches"]) + 1
+    x0, x1 = view.total_plot.viewRange()[0]
+    assert x0 < 1 and last_version < x1
+    xs, totals = view.total_curve.getData()
+    assert int(xs[-1]) == last_version
+    heading = view.heavy_label.text()
+    keys = int(totals[-1])
+    assert heading.startswith(f"All {keys:,} keys of version {last_version}") or heading.startswith(
+        f"The {len(view.top_key_rows()):,} heaviest of the {keys:,} keys of version {last_version}"
+    ), heading
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("watermark_shot", ["browser"], indirect=True)
+def test_screenshot_of_the_browser_shows_the_keys_columns(watermark_shot) -> None:  # type: ignore[no-untyped-def]
+    from tests._gui import clipped_columns, header_texts
+
+    win, expected = watermark_shot
+    table = win.state_table()
+    assert table is not None and table.total_rows > 0
+    headers = header_texts(win.browser.table)
+    assert headers[0] == "partition"
+    # window STRUCT<start, end>, key STRING: one column per leaf field of the key
+    assert {"key.window.start", "key.window.end", "key.key"} <= set(headers), headers
+    assert [h for h in headers if h.startswith("value.")], headers
+    assert not [c for c in clipped_columns(win.browser.table) if "header elided" in c]
+    assert win.browser.table.currentIndex().isValid() or win.browser.table.model().rowCount() > 0
 
 
 def test_screenshot_of_non_checkpoint_fails_with_one_line(qapp, tmp_path, capsys, show_errors) -> None:  # type: ignore[no-untyped-def]
@@ -579,7 +668,15 @@ def test_screenshot_of_non_checkpoint_fails_with_one_line(qapp, tmp_path, capsys
     assert not out.exists()
 
 
-def test_screenshot_of_sample(qapp, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
+def test_screenshot_of_sample(qtbot, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    for win in screenshot_window(qtbot, tmp_path, _sample_path(), "overview", is_sample=True):
+        assert win.banner.isVisible() and win.banner.text().startswith("Sample checkpoint")
+        assert "sample" in win.windowTitle().lower()
+        assert len(win.loaded.checkpoint.batches) == 7
+
+
+def test_screenshot_command_writes_the_png(qapp, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    """``statelens gui --screenshot`` itself (the other screenshot tests drive the same function)."""
     from statelens.app.gui.main import run_gui
 
     _sample_path()

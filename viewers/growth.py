@@ -355,7 +355,7 @@ class StateGrowthView(StorePickerMixin, QWidget):
         pids = data["partition_ids"]
         totals = np.nansum(values, axis=0)
         totals[~np.isfinite(values).any(axis=0)] = np.nan
-        self.total_curve.setData(x, totals)
+        theme.set_curve_data(self.total_curve, x, totals)
         # max over versions, NaN (not readable) as 0, without numpy's all-NaN warning
         peak = np.where(np.isfinite(values), values, 0.0).max(axis=1) if values.size else np.zeros(len(pids))
         has_data = np.isfinite(values).any(axis=1) if values.size else np.zeros(len(pids), dtype=bool)

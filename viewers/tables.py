@@ -9,6 +9,7 @@ plain text: Qt's item views never interpret it as markup, and no tooltip (which 
 
 from __future__ import annotations
 
+import html
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -229,7 +230,7 @@ class ColumnTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._columns[index.column()][r]
         if role == Qt.ItemDataRole.ToolTipRole:  # the full text of a cell narrowed to fit
-            return self._columns[index.column()][r] or None
+            return plain_tooltip(self._columns[index.column()][r])
         if role == Qt.ItemDataRole.TextAlignmentRole and self._right[index.column()]:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.BackgroundRole and self._background is not None:
@@ -703,3 +704,11 @@ def _fit_widths(wants: list[int], floors: list[int], room: int) -> list[int]:
         else:
             hi = mid - 1
     return [max(f, min(w, lo)) for w, f in zip(wants, floors, strict=True)]
+
+
+def plain_tooltip(text: str) -> str | None:
+    """A tooltip that shows ``text`` as it is: Qt renders tooltips that look like HTML as HTML, and cell
+    values come from files, so the text is escaped inside explicit rich text. None for empty text."""
+    if not text:
+        return None
+    return "<p style='white-space:pre-wrap'>" + html.escape(text) + "</p>"

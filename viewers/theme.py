@@ -85,6 +85,23 @@ def style_legend(legend: pg.LegendItem) -> None:
     legend.setLabelTextSize("10pt")
 
 
+def set_curve_data(item: pg.PlotDataItem, x: Any, y: Any) -> None:
+    """``item.setData(x, y)``, or no data when no ``y`` is finite.
+
+    A curve drawn with symbols hands its points to a ``ScatterPlotItem``, whose bounds are ``nanmin`` /
+    ``nanmax`` of them: all-NaN values (a metric no version has, rates of batches no event log reports)
+    make numpy print "All-NaN slice encountered" RuntimeWarnings on every repaint. Some NaN among finite
+    values are fine (``connect="finite"`` leaves gaps there).
+    """
+    import numpy as np
+
+    values = np.asarray(y, dtype=np.float64)
+    if values.size and np.isfinite(values).any():
+        item.setData(x, values)
+    else:
+        item.setData([], [])
+
+
 class IntegerAxisItem(pg.AxisItem):
     """An axis for whole numbers (batch ids, versions, row counts): no ticks between integers."""
 

@@ -354,7 +354,7 @@ class BatchTimelineView(QWidget):
             ((u, n) for u, n in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)) if top >= 2 * n), ("s", 1.0)
         )
         self.gap_unit = unit
-        self.gap_curve.setData(self._t, gap / size)
+        theme.set_curve_data(self.gap_curve, self._t, gap / size)
         theme.set_axis_label(self.gap_plot, "left", f"gap ({unit})")
         lo, hi = min(float(finite.min()) / size, 0.0), max(float(finite.max()) / size, 0.0)
         span = (hi - lo) or 1.0
@@ -526,14 +526,9 @@ class BatchTimelineView(QWidget):
             (proc, "processed rows/s", theme.SERIES[2]),
         ):
             curve = pg.PlotDataItem(
-                t,
-                values,
-                pen=pg.mkPen(color, width=2),
-                symbol="o",
-                symbolSize=5,
-                symbolBrush=color,
-                connect="finite",
+                pen=pg.mkPen(color, width=2), symbol="o", symbolSize=5, symbolBrush=color, connect="finite"
             )
+            theme.set_curve_data(curve, t, values)
             self.rate_plot.addItem(curve)
             self.rate_legend.addItem(curve, name)
         finite = np.concatenate([inp[np.isfinite(inp)], proc[np.isfinite(proc)]])
@@ -567,6 +562,8 @@ class BatchTimelineView(QWidget):
             )
             self.duration_plot.setYRange(0, 1, padding=0)
             self.rate_plot.setYRange(0, 1, padding=0)
+        for legend in (self.duration_legend, self.rate_legend):
+            legend.setVisible(bool(reported))  # an empty plot's legend would cover its note
         self.duration_note.setText(why)
         self.rate_note.setText(why)
         self._fit_x()
