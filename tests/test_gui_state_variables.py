@@ -28,7 +28,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 import statelens.app.gui  # noqa: E402,F401
 from statelens.app.analysis._common import key_text  # noqa: E402
-from tests._gui import open_window
+from tests._gui import open_window, screenshot_window, widget_texts
 
 pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.spark]
 
@@ -238,21 +238,80 @@ def test_expired_view_lists_the_tws_timer_zombie(qtbot, window, checkpoint, name
     )  # the browser and history follow the pick
 
 
-@pytest.mark.parametrize("view", ["overview", "growth", "expired", "browser", "schema"])
-def test_screenshots_keep_their_size_with_long_store_labels(qtbot, checkpoint, tmp_path, view) -> None:  # type: ignore[no-untyped-def]
-    """Long labels and notes (column families, internal families) wrap or elide: the window never widens."""
-    import argparse
+@pytest.fixture
+def tws_shot(qtbot, checkpoint, tmp_path, request, monkeypatch):  # type: ignore[no-untyped-def]
+    """The window after ``--screenshot`` of ``request.param`` on rocks_tws_timers (long store labels:
+    column families, internal families); the window keeps its size (checked by ``screenshot_window``)."""
+    monkeypatch.setenv("STATELENS_RAISE", "1")
+    folder = checkpoint("rocks_tws_timers")
+    for win in screenshot_window(qtbot, tmp_path, folder / "checkpoint", request.param):
+        yield win, json.loads((folder / "expected.json").read_text())
 
-    from PySide6.QtGui import QImage
 
-    from statelens.app.gui.main import run_gui
+@pytest.mark.parametrize("tws_shot", ["overview"], indirect=True)
+def test_screenshot_of_the_overview_lists_the_state_variables(tws_shot) -> None:  # type: ignore[no-untyped-def]
+    win, expected = tws_shot
+    texts = " ".join(widget_texts(win.overview))
+    assert "transformWithState" in texts
+    assert len(win.loaded.checkpoint.batches) == len(expected["batches"])
 
-    out = tmp_path / f"{view}.png"
-    args = argparse.Namespace(
-        checkpoint=str(checkpoint("rocks_tws_timers") / "checkpoint"), screenshot=str(out), view=view
-    )
-    assert run_gui(args) == 0
-    assert QImage(str(out)).size().toTuple() == (1400, 900)
+
+@pytest.mark.parametrize("tws_shot", ["growth"], indirect=True)
+def test_screenshot_of_growth_elides_the_long_store_label(tws_shot) -> None:  # type: ignore[no-untyped-def]
+    from tests._gui import inside
+
+    win, expected = tws_shot
+    view = win.growth
+    picked = view.store_combo.currentData()
+    assert picked is not None and picked[1] in expected["state_variables"]
+    assert view.store_combo.width() < win.width() // 2  # the long label elides instead of widening
+    assert view.end_labels()
+    assert all(inside(view.partition_plot, lab) for lab in view.top_labels if lab.textItem.toPlainText())
+    xs, _ = view.total_curve.getData()
+    assert int(xs[-1]) == max(expected["batches"]) + 1
+
+
+@pytest.mark.parametrize("tws_shot", ["expired"], indirect=True)
+def test_screenshot_of_expired_shows_every_column(tws_shot) -> None:  # type: ignore[no-untyped-def]
+    from tests._gui import clipped_columns, header_texts
+
+    win, _expected = tws_shot
+    view = win.expired
+    if view.visible_rows():
+        headers = header_texts(view.table)
+        assert {"category", "partition", "key", "note"} <= set(headers), headers
+        assert clipped_columns(view.table) == []
+    else:  # nothing listed: the view says why, in words
+        assert view.counts_label.text() and view.status.text()
+
+
+@pytest.mark.parametrize("tws_shot", ["browser"], indirect=True)
+def test_screenshot_of_the_browser_shows_a_state_variable(tws_shot) -> None:  # type: ignore[no-untyped-def]
+    from tests._gui import clipped_columns, header_texts
+
+    win, expected = tws_shot
+    table = win.state_table()
+    assert table is not None and table.store_name in expected["state_variables"]
+    headers = header_texts(win.browser.table)
+    assert headers[0] == "partition" and any(h.startswith("key.") for h in headers), headers
+    assert not [c for c in clipped_columns(win.browser.table) if "header elided" in c]
+
+
+@pytest.mark.parametrize("tws_shot", ["schema"], indirect=True)
+def test_screenshot_of_schema_says_from_which_batch_each_file_holds(tws_shot) -> None:  # type: ignore[no-untyped-def]
+    from tests._gui import clipped_columns
+
+    win, expected = tws_shot
+    view = win.schema
+    model = view.file_table.model()
+    headers = [model.headerData(c, Qt.Orientation.Horizontal) for c in range(model.columnCount())]
+    col = headers.index("from batch")
+    cells = [model.index(r, col).data() for r in range(model.rowCount())]
+    assert cells and all(c for c in cells)  # v3 schema files name the batch that wrote them
+    assert {int(c) for c in cells} <= set(expected["batches"])
+    assert clipped_columns(view.file_table) == []
+    stores = view.store_items()
+    assert {name for _op, name in stores} >= set(expected["state_variables"])
 
 
 # -- heaviest keys -------------------------------------------------------------------------------------

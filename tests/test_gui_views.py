@@ -12,7 +12,6 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import argparse
 import csv
 import json
 import shutil
@@ -31,7 +30,7 @@ from PySide6.QtGui import QImage  # noqa: E402
 
 import statelens.app.gui  # noqa: E402,F401
 from statelens.app.analysis._common import key_text  # noqa: E402
-from tests._gui import open_window
+from tests._gui import open_window, screenshot_window
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 
@@ -580,15 +579,35 @@ def test_selection_links_every_view(qtbot, window, checkpoint) -> None:  # type:
     assert current.isValid() and key_text(window.expired.row_ref(current.row())[2]) == key_text(zombie.key)
 
 
-# -- screenshots ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("view", ["expired", "schema"])
-def test_screenshot_of_new_views(qapp, tmp_path, view, raise_errors) -> None:  # type: ignore[no-untyped-def]
-    from statelens.app.gui.main import run_gui
+# -- screenshots: what the new views draw ---------------------------------------------------------------
+def test_screenshot_of_expired_lists_the_zombies_with_every_column(qtbot, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    from tests._gui import clipped_columns, header_texts
 
-    out = tmp_path / f"{view}.png"
-    args = argparse.Namespace(checkpoint=str(_sample()), screenshot=str(out), view=view)
-    assert run_gui(args) == 0
-    assert QImage(str(out)).size().toTuple() == (1400, 900)
+    for win in screenshot_window(qtbot, tmp_path, _sample(), "expired"):
+        view = win.expired
+        zombies = [f for f in _cli_expired(_sample()) if f["category"] == "zombie"]
+        assert _finding_rows(win) == sorted((f["partition"], _kt(f["key"])) for f in zombies)
+        headers = header_texts(view.table)
+        assert headers[0] == "category" and headers[-1] == "note", headers
+        assert clipped_columns(view.table) == []  # the last column too: nothing past the right edge
+        assert sum("UTC" in h for h in headers) == 1  # the zone said once
+        assert "zombie: 6" in view.counts_label.text()
+
+
+def test_screenshot_of_schema_fills_every_column(qtbot, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    from tests._gui import clipped_columns
+
+    for win in screenshot_window(qtbot, tmp_path, _sample(), "schema"):
+        view = win.schema
+        model = view.file_table.model()
+        assert model.rowCount() == 1
+        row = [model.index(0, c).data() for c in range(model.columnCount())]
+        # A format v2 store keeps one schema file for all its versions: written at the first batch.
+        assert row[1] == "every batch" and row[2] == "state/0/0/_metadata/schema", row
+        assert clipped_columns(view.file_table) == []
+        top = view.tree.topLevelItem(0)
+        assert top.text(0).endswith("(schema format v2)")
+        assert [top.child(i).text(0) for i in range(top.childCount())] == ["key", "value"]
 
 
 @pytest.mark.spark
@@ -808,13 +827,55 @@ def test_short_spans_read_as_clock_times(qtbot) -> None:  # type: ignore[no-unty
     assert axis.tickStrings([t0 + 0.25], 1, 0.001) == ["00:00:00.25"]
 
 
-def test_screenshot_of_the_timeline_in_local_time(qapp, tmp_path, raise_errors, paris_time) -> None:  # type: ignore[no-untyped-def]
-    from statelens.app.gui.main import run_gui
+def test_screenshot_of_the_timeline_in_local_time(qtbot, tmp_path, raise_errors, paris_time) -> None:  # type: ignore[no-untyped-def]
+    """Paris time, on the sample whose watermarks cross midnight (2023-12-31 23:59:54 UTC is 2024-01-01
+    00:59:54 in Paris): every axis reads in local time and names its days."""
+    import numpy as np
 
-    out = tmp_path / "timeline.png"
-    args = argparse.Namespace(checkpoint=str(_sample()), screenshot=str(out), view="timeline")
-    assert run_gui(args) == 0
-    assert QImage(str(out)).size().toTuple() == (1400, 900)
+    from statelens.viewers.timefmt import format_ms
+
+    for win in screenshot_window(qtbot, tmp_path, _sample(), "timeline"):
+        view = win.timeline
+        batches = win.loaded.checkpoint.batches
+        starts = np.array([b.timestamp_ms / 1000 for b in batches])
+        lo, hi = view.x_range()
+        assert lo < starts.min() and starts.max() < hi
+        bottom = view.gap_plot.getAxis("bottom")
+        assert bottom.label.isVisible() and "UTC+01:00" in bottom.labelText
+        # The ticks drawn show the local clock time of their instants.
+        spacing, values = _drawn_ticks(bottom)
+        assert values
+        assert bottom.tickStrings(values, 1, spacing) == [format_ms(round(v * 1000))[11:19] for v in values]
+        wms = [b.watermark_ms for b in batches if b.watermark_ms]
+        days = sorted({format_ms(ms)[:10] for ms in wms})
+        label = view.batch_plot.getAxis("right").labelText
+        assert days[0] in label and days[-1] in label
+        gap = [(b.timestamp_ms - b.watermark_ms) / 1000 for b in batches if b.watermark_ms]
+        unit = {"s": 1, "min": 60, "h": 3600, "d": 86400}[view.gap_unit]
+        _, ys = view.gap_curve.getData()
+        assert list(ys[np.isfinite(ys)] * unit) == pytest.approx(gap, abs=0.002)
+
+
+def test_watermark_axis_names_both_days_and_its_midnight_tick_the_date(qtbot, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    """The sample's watermarks run from 2023-12-31 23:59:54 to 2024-01-01 00:01:30 (UTC): the axis label
+    says both days, and the tick at midnight reads as its date, not as 00:00:00 of an unnamed day."""
+    for win in screenshot_window(qtbot, tmp_path, _sample(), "timeline"):
+        win.utc_action.trigger()
+        axis = win.timeline.batch_plot.getAxis("right")
+        assert "2023-12-31 to 2024-01-01" in axis.labelText
+        midnight = 1_704_067_200.0
+        spacing, values = _drawn_ticks(axis)
+        texts = dict(zip(values, axis.tickStrings(values, 1, spacing), strict=True))
+        assert texts[midnight] == "2024-01-01"
+        assert all(len(t) == 8 and t[2] == ":" for v, t in texts.items() if v != midnight), texts
+
+
+def _drawn_ticks(axis: Any) -> tuple[float, list[float]]:
+    """The finest level of ticks an axis draws over its range and length: ``(spacing, values)``."""
+    lo, hi = axis.range
+    length = axis.geometry().height() if axis.orientation in ("left", "right") else axis.geometry().width()
+    levels = [(spacing, list(values)) for spacing, values in axis.tickValues(lo, hi, length) if len(values)]
+    return levels[-1]
 
 
 # -- the view in front gets the cores ---------------------------------------------------------------------
