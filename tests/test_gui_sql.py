@@ -150,3 +150,28 @@ def test_spark_writes_the_browsers_version_where_it_runs(
     key = lambda r: json.dumps(r, sort_keys=True, default=str)  # noqa: E731
     want = sorted(map(key, pq.read_table(native).to_pylist()))
     assert sorted(map(key, pq.read_table(out).to_pylist())) == want and want
+
+
+def test_the_tables_and_their_columns_are_listed_beside_the_editor(
+    qtbot: Any, window: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from statelens.app.resources import sample_checkpoint_path
+
+    root = sample_checkpoint_path()
+    _open(qtbot, window, root)
+    qtbot.waitUntil(lambda: bool(window.sql.tables()), timeout=TIMEOUT_MS)
+    listed = window.sql.tables()
+    assert list(listed) == ["batches", "growth", "state", "changes", "expired"]
+    for table, columns in listed.items():
+        described = _cli(capsys, root, f"DESCRIBE {table}")
+        assert columns == [(r["column_name"], r["column_type"]) for r in described], table
+    # SHOW TABLES runs in the tab too; a double-click on a column writes its name into the query.
+    _run(qtbot, window, "SHOW TABLES")
+    assert window.sql.rows() == 5 and "failed" not in window.sql.status.text()
+    window.sql.set_query("SELECT  FROM batches")
+    cursor = window.sql.editor.textCursor()
+    cursor.setPosition(len("SELECT "))
+    window.sql.editor.setTextCursor(cursor)
+    batches = window.sql.tables_tree.topLevelItem(0)
+    window.sql.tables_tree.itemDoubleClicked.emit(batches.child(0), 0)
+    assert window.sql.query() == "SELECT batch_id FROM batches"

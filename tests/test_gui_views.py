@@ -950,3 +950,55 @@ def test_row_counts_of_millions_read_short_on_the_axis(qtbot) -> None:  # type: 
     assert axis.tickStrings([0, 500_000, 1_000_000, 2_500_000], 1, 500_000) == ["0M", "0.5M", "1M", "2.5M"]
     assert axis.tickStrings([2e9, 4e9], 1, 2e9) == ["2G", "4G"]
     assert axis.tickStrings([0, 20_000, 40_000], 1, 20_000) == ["0", "20,000", "40,000"]
+
+
+# -- the timeline with event logs ----------------------------------------------------------------------------
+@pytest.mark.spark
+def test_timeline_with_event_logs_keeps_the_last_batch_and_its_bar_on_the_axis(
+    qtbot, tmp_path, raise_errors
+) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from tests.eventlog_gen import get_event_log
+
+    folder = get_event_log("restart")
+    for win in screenshot_window(
+        qtbot, tmp_path, folder / "checkpoint", "timeline", event_logs=[folder / "events"]
+    ):
+        view = win.timeline
+        starts = np.array([b.timestamp_ms / 1000 for b in win.loaded.checkpoint.batches])
+        half_bar = float(np.diff(starts).min()) * 0.6 / 2  # duration bars are 60 % of the shortest interval
+        lo, hi = view.x_range()
+        assert lo <= starts.min() - half_bar and starts.max() + half_bar <= hi
+        assert view.notes()["duration"] == view.notes()["rate"] == ""  # every batch reported
+        assert not view.gap_plot_shown()  # no watermark in this query: its row is not taken
+        assert view.batch_plot.getAxis("right").labelText == "no watermark"
+        lowest = view.rate_plot.getAxis("bottom")
+        assert lowest.label.isVisible() and not view.batch_plot.getAxis("bottom").label.isVisible()
+
+
+@pytest.mark.spark
+def test_timeline_plots_say_why_the_event_logs_report_no_batch(qtbot, tmp_path, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    """Progress records without the query id (a real progress file with its ``id`` fields removed): the
+    duration and rate plots say why they are empty, and nothing prints RuntimeWarnings."""
+    import warnings
+
+    from tests.eventlog_gen import get_event_log
+
+    folder = get_event_log("plain")
+    doc = json.loads((folder / "progress.json").read_text())
+    records = [p for run in doc for p in (run if isinstance(run, list) else [run])]
+    assert records
+    damaged = tmp_path / "progress-without-id.json"
+    damaged.write_text("".join(json.dumps({k: v for k, v in p.items() if k != "id"}) + "\n" for p in records))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for win in screenshot_window(
+            qtbot, tmp_path, folder / "checkpoint", "timeline", event_logs=[damaged]
+        ):
+            notes = win.timeline.notes()
+            for what in ("duration", "rate"):
+                assert f"{len(records)} progress record(s) have no query id" in notes[what], notes
+            assert not win.timeline.duration_legend.isVisible()
+            win.grab()  # paint every plot once more
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]

@@ -193,3 +193,24 @@ def test_state_is_read_in_place_from_the_cache(checkpoint: Any, tmp_path: Path) 
         assert answer_rows(result, 10_000) == want and want[1] > 0
         result.close()
         assert not cache._pinned
+
+
+def test_show_tables_and_describe_answer_without_reading_state(
+    capsys: pytest.CaptureFixture[str], checkpoint
+) -> None:  # type: ignore[no-untyped-def]
+    """``SHOW TABLES`` lists the five tables; ``DESCRIBE t`` gives the columns a query over ``t`` returns."""
+    root = str(checkpoint("pandas_state_event") / "checkpoint")
+    shown = _sql(capsys, root, "SHOW TABLES")
+    assert sorted(r["name"] for r in shown) == ["batches", "changes", "expired", "growth", "state"]
+    for table in ("batches", "state", "changes", "expired", "growth"):
+        described = [r["column_name"] for r in _sql(capsys, root, f"DESCRIBE {table}")]
+        answered = _sql(capsys, root, f"SELECT * FROM {table} LIMIT 1")
+        assert answered, table
+        assert described == list(answered[0]), table
+    state = {r["column_name"]: r["column_type"] for r in _sql(capsys, root, "DESCRIBE state")}
+    assert state["key"] == 'STRUCT("key" VARCHAR)' and state["value"].startswith(
+        "STRUCT(groupState STRUCT(cnt BIGINT"
+    )
+    # A query naming no table still says which there are, and how to list them.
+    assert main(["sql", root, "SELECT 1"]) == 2
+    assert "SHOW TABLES" in capsys.readouterr().err
