@@ -458,3 +458,116 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"statelens {version('statelens')}"
+
+
+# -- defects a first use found ------------------------------------------------------------------------------
+def test_rows_reads_the_only_operator_without_operator(
+    capsys: pytest.CaptureFixture[str], checkpoint: Any
+) -> None:
+    root = str(checkpoint("pandas_state_event") / "checkpoint")
+    code, implicit, _ = run(capsys, "rows", root)
+    assert code == 0
+    code, explicit, _ = run(capsys, "rows", root, "--operator", "0")
+    assert code == 0 and implicit == explicit and implicit.count("\n") > 0
+
+
+def test_info_shows_watermarks_as_times(capsys: pytest.CaptureFixture[str], checkpoint: Any) -> None:
+    from datetime import datetime, timezone
+
+    folder = checkpoint("window_agg_watermark")
+    expected = json.loads((folder / "expected.json").read_text())
+    code, out, _ = run(capsys, "info", str(folder / "checkpoint"))
+    assert code == 0
+    assert out.count("UTC") == 1  # the zone said once
+    for batch, ms in expected["batch_watermark_ms"].items():
+        line = next(ln for ln in out.splitlines() if ln.split()[:1] == [batch])
+        if ms:
+            when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+            assert when in line and str(ms) not in line, line
+        else:
+            assert line.split()[3] == "none", line
+
+
+def test_csv_of_a_map_state_names_columns_as_the_browser(
+    capsys: pytest.CaptureFixture[str], checkpoint: Any, tmp_path: Path
+) -> None:
+    """``rows --store`` on a map state variable: ``key.<field>`` and ``user_key.<field>`` columns, as the
+    app's browser and ``rows --state-var`` name them (not the composite ``key.key.<field>``)."""
+    import csv
+
+    from statelens.app.session import state_columns
+
+    root = checkpoint("rocks_tws_timers") / "checkpoint"
+    code, _, _ = run(
+        capsys, "rows", str(root), "--store", "ttlm", "--format", "csv", "-o", str(tmp_path / "m.csv")
+    )
+    assert code == 0
+    with open(tmp_path / "m.csv", newline="") as f:
+        header = next(csv.reader(f))
+    ckpt = open_checkpoint(str(root))
+    browser = [s.header for s in state_columns(ckpt.operator(0).store("ttlm").schema, "ttlm")]
+    assert header == browser
+    assert "user_key.mk" in header and not any(h.startswith("key.key.") for h in header)
+    code, via_var, _ = run(capsys, "rows", str(root), "--state-var", "ttlm", "--format", "csv")
+    assert via_var.splitlines() == (tmp_path / "m.csv").read_text().splitlines()
+
+
+def test_overdue_findings_say_their_batch_has_not_run(
+    capsys: pytest.CaptureFixture[str], checkpoint: Any, tmp_path: Path
+) -> None:
+    folder = checkpoint("pandas_state_event")
+    expected = json.loads((folder / "expected.json").read_text())
+    root = tmp_path / "checkpoint"
+    shutil.copytree(folder / "checkpoint", root)
+    last = max(expected["committed_batches"])
+    commit = root / "commits" / str(last)
+    version, body = commit.read_text().splitlines()[:2]
+    commit.write_text(
+        version + "\n" + json.dumps({**json.loads(body), "nextBatchWatermarkMs": 10**13}) + "\n"
+    )
+    code, out, _ = run(capsys, "expired", str(root), "--stale-after", "0")
+    overdue = [ln for ln in out.splitlines() if " overdue " in ln]
+    assert overdue
+    assert all(f"{last + 1} (next, not run yet)" in ln for ln in overdue)
+    zombies = [ln for ln in out.splitlines() if " zombie " in ln]
+    assert zombies and not any("not run yet" in ln for ln in zombies)
+
+
+def test_progress_without_query_ids_is_not_silently_ignored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from tests.eventlog_gen import get_event_log
+
+    folder = get_event_log("plain")
+    doc = json.loads((folder / "progress.json").read_text())
+    records = [p for run_ in doc for p in (run_ if isinstance(run_, list) else [run_])]
+    damaged = tmp_path / "progress.json"
+    damaged.write_text("".join(json.dumps({k: v for k, v in p.items() if k != "id"}) + "\n" for p in records))
+    code, out, err = run(capsys, "timeline", str(folder / "checkpoint"), "--event-log", str(damaged))
+    assert code == 1
+    line = next(ln for ln in out.splitlines() if ln.startswith("event logs:"))
+    assert "progress for 0 of" in line and f"{len(records)} progress record(s) have no query id" in line
+    assert "progress without a query id" in err
+    code, out, _ = run(capsys, "timeline", str(folder / "checkpoint"), "--event-log", str(damaged), "--json")
+    assert "have no query id" in json.loads(out)["event_logs"]["why_no_progress"]
+
+
+def test_an_unreachable_storage_endpoint_is_one_clear_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    pytest.importorskip("s3fs")
+    with socket.socket() as probe:  # a port nothing listens on: connections are refused at once
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    code, out, err = run(
+        capsys, "info", "s3://bucket/ckpt", "--storage-option", f"endpoint_url=http://127.0.0.1:{port}"
+    )
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines  # no line per retry
+    assert "cannot connect to the storage endpoint" in lines[0] and f"127.0.0.1:{port}" in lines[0]
+    assert "throttling" not in lines[0]

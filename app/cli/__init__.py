@@ -138,9 +138,13 @@ def _quiet_storage_retries(debug: bool) -> None:
     import logging
 
     logger = logging.getLogger("statelens.readers.fs")
-    if not debug and not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
-        logger.addHandler(logging.NullHandler())
-        logger.propagate = False
+    # A handler on the logger keeps Python's last-resort handler (stderr) from printing each retry;
+    # records still reach the root logger, for an application that configures logging.
+    kind = logging.StreamHandler if debug else logging.NullHandler
+    if not any(type(h) is kind for h in logger.handlers):
+        for h in [h for h in logger.handlers if type(h) in (logging.StreamHandler, logging.NullHandler)]:
+            logger.removeHandler(h)
+        logger.addHandler(logging.StreamHandler(sys.stderr) if debug else logging.NullHandler())
 
 
 #: Client exception names of a storage endpoint that could not be reached at all (no answer).
