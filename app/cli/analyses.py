@@ -303,7 +303,7 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
                 "start (UTC)",
                 "interval",
                 *(["duration", "input rows", "rows/s"] if timeline.event_logs is not None else []),
-                "watermark (UTC)",
+                "watermark",
                 "wm moved",
                 "committed",
                 "sources",
