@@ -90,6 +90,7 @@ class StateScan:
     cancelled: Callable[[], bool] | None = None
     problems: list[StatelensError] = field(default_factory=list, init=False)
     unreadable: list[Unreadable] = field(default_factory=list, init=False)
+    _empty: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in ("rows", "changes"):
@@ -135,7 +136,9 @@ class StateScan:
                     raise
                 self._unreadable(pid, err)
                 continue
-            yield from (t for t in tables if t.num_rows or len(tables) == 1)
+            if tables and self._empty is None:
+                self._empty = tables[0].slice(0, 0)  # the columns, for an answer without rows
+            yield from (t for t in tables if t.num_rows)
 
     def _records(self, pid: int | None) -> Iterator[StateRow | StateChange]:
         b, op, store = self.backend, self.operator_id, self.store_name
@@ -186,13 +189,19 @@ class StateScan:
         import pyarrow as pa
 
         tables = list(self.iter_tables())
-        if not tables:
+        if tables:
+            return pa.concat_tables(tables, promote_options="permissive")
+        if self._empty is not None:  # read, and nothing in it: an empty table with the columns
+            return self._empty
+        if self.unreadable:
             raise StatelensError(
                 "no partition of this store could be read: " + "; ".join(map(str, self.unreadable[:3])),
                 operator_id=self.operator_id,
                 store_name=self.store_name,
             )
-        return pa.concat_tables(tables, promote_options="permissive")
+        raise StatelensError(
+            "this store has no partitions to read", operator_id=self.operator_id, store_name=self.store_name
+        )
 
     def to_pylist(self) -> list[dict[str, Any]]:
         """Rows as Python dicts (keys and values as dicts of their fields)."""

@@ -107,3 +107,23 @@ def test_example_notebook_runs_on_the_sample() -> None:
     assert not [o for o in outputs if o.output_type == "error"]
     text = json.dumps([o.get("text", "") for o in outputs])
     assert "'zombie'" in text and "rows at the latest version" in text
+
+
+def test_a_store_none_of_whose_partitions_reads_is_an_error_not_an_empty_table(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "checkpoint"
+    shutil.copytree(sample_checkpoint_path(), root)
+    damaged = []
+    for part in sorted((root / "state" / "0").iterdir()):
+        if not part.name.isdigit():
+            continue
+        latest = max(part.glob("*.delta"), key=lambda p: int(p.stem))
+        latest.write_bytes(latest.read_bytes()[:10])
+        damaged.append(latest.relative_to(root).as_posix())
+    assert len(damaged) == 2
+    scan = statelens.open(str(root)).state(0)
+    with pytest.raises(StatelensError, match="no partition of this store could be read") as err:
+        scan.to_arrow()
+    assert all(d in str(err.value) for d in damaged)
+    assert {u.partition_id for u in scan.unreadable} == {0, 1} and not scan.ok
