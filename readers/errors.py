@@ -139,3 +139,7 @@ class SparkReadError(StatelensError):
 
 class UsageError(StatelensError):
     """The request does not fit the checkpoint (unknown operator, store, version, partition)."""
+
+
+class FileChangedError(StorageError):
+    """A file was rewritten between the listing and the read (its ETag or size is not the listed one)."""

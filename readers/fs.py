@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
+import inspect
 import logging
 import os
 import posixpath
@@ -35,12 +36,14 @@ import re
 import threading
 import time
 import urllib.parse
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statelens.readers.errors import (
+    FileChangedError,
     MissingFileError,
     NotACheckpointError,
     ReadCancelledError,
@@ -49,10 +52,21 @@ from statelens.readers.errors import (
     redact,
 )
 
+if TYPE_CHECKING:
+    from statelens.readers.mirror import FileMirror
+
 log = logging.getLogger(__name__)
 
 #: Parallel reads for object stores; local disks gain nothing from threads for small files.
 REMOTE_READ_WORKERS = 16
+
+#: Requests in flight when reading ahead on remote storage, and connections s3fs may keep open
+#: (``$STATELENS_REMOTE_REQUESTS`` overrides; botocore's own default pool is 10 connections).
+REMOTE_IN_FLIGHT = max(1, int(os.environ.get("STATELENS_REMOTE_REQUESTS", "0") or 0) or 64)
+
+#: Bytes (by listed size) read ahead and not yet taken by a reader, those in flight included
+#: (``$STATELENS_READ_AHEAD_BYTES`` overrides).
+READ_AHEAD_BYTES = max(1, int(os.environ.get("STATELENS_READ_AHEAD_BYTES", "0") or 0) or 256 << 20)
 
 #: How often a waiting read or backoff looks at its ``cancelled`` callable (seconds).
 POLL_S = 0.05
@@ -219,6 +233,7 @@ def _storage_options(url: str, storage_options: dict[str, Any] | None) -> tuple[
         # One retry loop (ours): botocore's would multiply attempts and hide them from cancel.
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
+        config.setdefault("max_pool_connections", REMOTE_IN_FLIGHT)  # reads ahead run this many at once
         options["config_kwargs"] = config
     return url, options
 
@@ -340,6 +355,33 @@ def _local_read(path: str) -> bytes:
         return f.read()
 
 
+def _listed_etag(entry: FileEntry) -> str | None:
+    """The ETag the listing gave a file (object stores), else None."""
+    return entry.version_tag[5:] if entry.version_tag.startswith("ETag=") else None
+
+
+async def _s3_get(fs: Any, full: str, etag: str | None) -> bytes:
+    """One ``GetObject`` of a whole object, only if it still has the listed ETag (``If-Match``: S3 answers
+    412 otherwise). No ``HeadObject`` first, which s3fs's ``cat_file`` sends to size large objects."""
+    bucket, key, version_id = fs.split_path(full)
+    extra: dict[str, str] = {}
+    if etag:
+        extra["IfMatch"] = etag
+    if version_id:
+        extra["VersionId"] = version_id
+    resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, **extra)
+    try:
+        return bytes(await resp["Body"].read())
+    finally:
+        resp["Body"].close()
+
+
+def _precondition_failed(err: BaseException) -> bool:
+    """Whether a storage error is S3's answer to a failed ``If-Match`` (412 PreconditionFailed)."""
+    text = f"{err} {err.__cause__ or ''}"
+    return "PreconditionFailed" in text or "Precondition Failed" in text or "(412)" in text
+
+
 class CheckpointFS:
     """A read-only, listing-cached view of one checkpoint folder.
 
@@ -355,12 +397,18 @@ class CheckpointFS:
     cancelled : callable or threading.Event, optional
         Checked between attempts, between files and while a request is in flight; when it turns true
         the listing or read stops with :class:`ReadCancelledError`. Each read method also takes its own.
+    mirror : FileMirror or bool, optional
+        Where files read from remote storage are kept on the local disk and read again
+        (:mod:`readers.mirror`): True (default) for the user's cache folder unless ``$STATELENS_MIRROR``
+        is ``0``, False or None for none. Local checkpoints are never mirrored.
 
     Attributes
     ----------
     stats : dict
-        ``requests`` (storage calls made), ``retries`` and ``failures`` (files given up on), since
-        opening; for reports and tests.
+        ``requests`` (storage calls made), ``retries`` and ``failures`` (files given up on),
+        ``mirrored`` (files served by the mirror), since opening; for reports and tests.
+    fetched : collections.Counter
+        Remote files read from the storage (not the mirror), by relative path.
 
     Raises
     ------
@@ -379,6 +427,7 @@ class CheckpointFS:
         *,
         retry: RetryPolicy | None = None,
         cancelled: Cancelled = None,
+        mirror: FileMirror | bool | None = True,
     ):
         if "://" not in url:
             url = os.path.abspath(os.path.expanduser(url))
@@ -388,11 +437,35 @@ class CheckpointFS:
         self._secrets = _secret_values(url, storage_options)
         self._fs, self._root = _split_url(url, storage_options, self._secrets)
         self._protocol = self._fs.protocol if isinstance(self._fs.protocol, str) else self._fs.protocol[0]
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: a read ahead that is done at once calls back into it
         self._rng = random.Random()
-        self.stats = {"requests": 0, "retries": 0, "failures": 0}
+        self.stats = {"requests": 0, "retries": 0, "failures": 0, "mirrored": 0}
+        self.fetched: Counter[str] = Counter()
         self._entries: dict[str, FileEntry] = {}
         self._children: dict[str, list[FileEntry]] = {}
+        self._s3_get = (
+            "s3" in (self._fs.protocol if isinstance(self._fs.protocol, tuple) else (self._fs.protocol,))
+            and hasattr(self._fs, "_call_s3")
+            and getattr(self._fs, "async_impl", False)
+            and not getattr(self._fs, "asynchronous", False)
+        )
+        self.mirror: FileMirror | None = None
+        if not self.is_local and mirror is not None and mirror is not False:
+            from statelens.readers.mirror import FileMirror, mirror_enabled
+
+            if mirror is True:
+                self.mirror = FileMirror() if mirror_enabled() else None
+            else:
+                self.mirror = mirror
+        # reads ahead (remote storage): paths not started yet, in order; started ones by path (done or
+        # in flight, until a reader takes them); bytes they hold by listed size; a stop event per round
+        self._ahead_queue: deque[str] = deque()
+        self._ahead_queued: set[str] = set()
+        self._ahead: dict[str, Future[bytes]] = {}
+        self._ahead_bytes = 0
+        self._ahead_running = 0
+        self._ahead_stop = threading.Event()
+        self._ahead_pool: ThreadPoolExecutor | None = None
         self._list_tree()
 
     # -- storage calls, retried ---------------------------------------------------------------------
@@ -418,16 +491,21 @@ class CheckpointFS:
     ) -> Any:
         """One storage call; on an async filesystem it is awaited in slices so ``stop`` can end it.
 
-        ``method`` names the fsspec method, or is a function to call (the local disk's fast paths).
+        ``method`` names the fsspec method, or is a function to call (the local disk's fast paths), or a
+        coroutine function to run on the filesystem's event loop (:func:`_s3_get`).
         """
         self._count("requests")
-        if callable(method):
-            return method(*args, **kwargs)
         fs = self._fs
-        coro_fn = getattr(fs, "_" + method, None)
-        if not (getattr(fs, "async_impl", False) and not getattr(fs, "asynchronous", False) and coro_fn):
-            return getattr(fs, method)(*args, **kwargs)
-        future = asyncio.run_coroutine_threadsafe(coro_fn(*args, **kwargs), fs.loop)
+        if callable(method):
+            if not inspect.iscoroutinefunction(method):
+                return method(*args, **kwargs)
+            coro = method(*args, **kwargs)
+        else:
+            coro_fn = getattr(fs, "_" + method, None)
+            if not (getattr(fs, "async_impl", False) and not getattr(fs, "asynchronous", False) and coro_fn):
+                return getattr(fs, method)(*args, **kwargs)
+            coro = coro_fn(*args, **kwargs)
+        future = asyncio.run_coroutine_threadsafe(coro, fs.loop)
         limit = self.retry.attempt_timeout_s
         deadline = None if limit is None else time.monotonic() + limit
         while True:
@@ -478,6 +556,13 @@ class CheckpointFS:
                     path=path,
                 ) from err
             except Exception as err:  # every client library raises its own classes: sort them below
+                if _precondition_failed(err):
+                    self._count("failures")
+                    raise FileChangedError(
+                        "changed since the checkpoint was listed (its ETag is no longer the listed one); "
+                        "open the checkpoint again to read the new file",
+                        path=path,
+                    ) from None
                 raw = str(err)
                 clean = _scrub(raw, self._secrets)
                 cause = f"{type(err).__name__}: {clean}".rstrip(": ")
@@ -523,15 +608,16 @@ class CheckpointFS:
         stop = self._check(None)
         where = self.display_root
         self._fs.invalidate_cache(self._root)  # one fresh listing per open (a reload sees new files)
-        if not self._retrying("checking the folder", where, "isdir", (self._root,), stop):
-            if self._retrying("checking the folder", where, "exists", (self._root,), stop):
-                raise NotACheckpointError("is a file, not a checkpoint folder", path=where)
-            raise NotACheckpointError("no such folder", path=where)
+        prefix = self._root.rstrip("/") + "/"
+        if self.is_local:
+            self._check_folder(where, stop)
         if self.is_local and os.sep == "/":  # fsspec's listing without its per-file overhead (3x faster)
             found = self._retrying("listing", where, _local_find, (self._root,), stop)
         else:
+            # one paginated listing; the folder is checked only when it lists nothing under the prefix
             found = self._retrying("listing", where, "find", (self._root,), stop, withdirs=True, detail=True)
-        prefix = self._root.rstrip("/") + "/"
+            if not self.is_local and not any(k.rstrip("/").startswith(prefix) for k in found):
+                self._check_folder(where, stop)
         self._children[""] = []
         for full, info in sorted(found.items()):
             full = full.rstrip("/")
@@ -555,6 +641,13 @@ class CheckpointFS:
                 self._children.setdefault(rel, [])
         for rel, entry in self._entries.items():
             self._children.setdefault(rel.rpartition("/")[0], []).append(entry)
+
+    def _check_folder(self, where: str, stop: Callable[[], bool]) -> None:
+        """Raise :class:`NotACheckpointError` unless the root is a folder."""
+        if not self._retrying("checking the folder", where, "isdir", (self._root,), stop):
+            if self._retrying("checking the folder", where, "exists", (self._root,), stop):
+                raise NotACheckpointError("is a file, not a checkpoint folder", path=where)
+            raise NotACheckpointError("no such folder", path=where)
 
     def exists(self, path: str) -> bool:
         """True when ``path`` (relative to the root) was listed."""
@@ -624,9 +717,145 @@ class CheckpointFS:
         """
         if path not in self._entries:
             raise MissingFileError("file not found in the checkpoint", path=path)
-        method = _local_read if self.is_local else "cat_file"
-        data = self._retrying("reading", path, method, (self.full_path(path),), self._check(cancelled))
-        return bytes(data)
+        stop = self._check(cancelled)
+        if self.is_local:
+            return bytes(self._retrying("reading", path, _local_read, (self.full_path(path),), stop))
+        data = self._take_ahead(path, stop)
+        if data is None and self.mirror is not None:
+            data = self.mirror.get(self.display_root, self._entries[path])
+            if data is not None:
+                self._count("mirrored")
+        if data is None:
+            data = self._fetch(path, stop)
+        return data
+
+    def _fetch(self, path: str, stop: Callable[[], bool]) -> bytes:
+        """Read one remote file from the storage (retried), check it against its listing, keep it in the
+        mirror."""
+        entry = self._entries[path]
+        full = self.full_path(path)
+        if self._s3_get:
+            data = self._retrying("reading", path, _s3_get, (self._fs, full, _listed_etag(entry)), stop)
+        else:
+            data = bytes(self._retrying("reading", path, "cat_file", (full,), stop))
+        with self._lock:
+            self.fetched[path] += 1
+        if len(data) != entry.size_bytes:
+            self._count("failures")
+            raise FileChangedError(
+                f"changed since the checkpoint was listed: read {len(data)} bytes, the listing said "
+                f"{entry.size_bytes}; open the checkpoint again to read the new file",
+                path=path,
+            )
+        if self.mirror is not None:
+            self.mirror.put(self.display_root, entry, data)
+        return data
+
+    # -- reading ahead (remote storage) --------------------------------------------------------------
+    def read_ahead(self, paths: Iterable[str]) -> None:
+        """Start fetching files a reader is about to read, in this order, many at a time.
+
+        On remote storage, up to :data:`REMOTE_IN_FLIGHT` requests run at once while the files read
+        ahead and not yet taken hold at most :data:`READ_AHEAD_BYTES` (by listed size); :meth:`read_bytes`
+        then takes a file's bytes from there (waiting for it if it is still in flight), so a replay that
+        reads its files one after another pays the latency of the storage once per batch of requests,
+        not per file. Each file is fetched once; a failure is raised by the :meth:`read_bytes` that takes
+        it, with the same retries and located errors as a direct read. Files already mirrored, already
+        announced or not listed are skipped; on the local disk this does nothing.
+
+        Parameters
+        ----------
+        paths : iterable of str
+            Relative paths, in the order they will be read.
+        """
+        if self.is_local:
+            return
+        with self._lock:
+            for p in paths:
+                entry = self._entries.get(p)
+                if entry is None or entry.is_dir or p in self._ahead or p in self._ahead_queued:
+                    continue
+                if self.mirror is not None and self.mirror.has(self.display_root, entry):
+                    continue
+                self._ahead_queue.append(p)
+                self._ahead_queued.add(p)
+        self._pump()
+
+    def cancel_read_ahead(self) -> None:
+        """Stop every read ahead (queued or in flight) and drop what was read ahead and not taken."""
+        with self._lock:
+            self._ahead_stop.set()
+            self._ahead_stop = threading.Event()
+            self._ahead_queue.clear()
+            self._ahead_queued.clear()
+            for future in self._ahead.values():
+                future.cancel()
+            self._ahead.clear()
+            self._ahead_bytes = 0
+
+    def read_ahead_held(self) -> tuple[int, int]:
+        """Files and bytes (listed size) read ahead or in flight and not taken yet."""
+        with self._lock:
+            return len(self._ahead), self._ahead_bytes
+
+    def _pump(self) -> None:
+        """Start queued reads ahead while the request and byte budgets allow (at least one at a time)."""
+        with self._lock:
+            stop_event = self._ahead_stop
+            own = self._cancelled
+            if own is not None and own():
+                return
+            while self._ahead_queue and self._ahead_running < REMOTE_IN_FLIGHT:
+                size = self._entries[self._ahead_queue[0]].size_bytes
+                if self._ahead and self._ahead_bytes + size > READ_AHEAD_BYTES:
+                    break
+                self._start_ahead(self._ahead_queue.popleft(), stop_event)
+
+    def _start_ahead(self, path: str, stop_event: threading.Event) -> Future[bytes]:
+        """Submit one read ahead (the lock is held)."""
+        self._ahead_queued.discard(path)
+        if self._ahead_pool is None:
+            self._ahead_pool = ThreadPoolExecutor(REMOTE_IN_FLIGHT, thread_name_prefix="statelens-ahead")
+        own = self._cancelled
+
+        def stop() -> bool:
+            return stop_event.is_set() or (own is not None and own())
+
+        future = self._ahead_pool.submit(self._fetch, path, stop)
+        self._ahead[path] = future
+        self._ahead_bytes += self._entries[path].size_bytes
+        self._ahead_running += 1
+        future.add_done_callback(self._ahead_done)
+        return future
+
+    def _ahead_done(self, _: Future[bytes]) -> None:
+        with self._lock:
+            self._ahead_running -= 1
+        self._pump()
+
+    def _take_ahead(self, path: str, stop: Callable[[], bool]) -> bytes | None:
+        """The bytes of ``path`` if it was read ahead (waiting while it is in flight; a queued one starts
+        at once), else None. Errors of the read ahead are raised here."""
+        with self._lock:
+            future = self._ahead.pop(path, None)
+            if future is None and path in self._ahead_queued:
+                self._ahead_queue.remove(path)
+                future = self._start_ahead(path, self._ahead_stop)
+                self._ahead.pop(path)
+            if future is None:
+                return None
+            self._ahead_bytes -= self._entries[path].size_bytes
+        self._pump()
+        while True:
+            done, _ = concurrent.futures.wait([future], timeout=POLL_S)
+            if done:
+                break
+            if stop():
+                future.cancel()
+                raise ReadCancelledError("cancelled while reading", path=path)
+        if future.cancelled():
+            raise ReadCancelledError("cancelled while reading", path=path)
+        return future.result()
 
     def read_many(
         self,
@@ -676,3 +905,62 @@ class CheckpointFS:
         with ThreadPoolExecutor(max_workers=REMOTE_READ_WORKERS, thread_name_prefix="statelens-read") as pool:
             futures = [pool.submit(one, p) for p in paths]
             return {p: f.result() for p, f in zip(paths, futures, strict=True)}
+
+
+#: Partitions whose files :class:`PartitionReadAhead` announces beyond the one being read, once a
+#: reader goes through partitions in order.
+READ_AHEAD_PARTITIONS = 8
+
+
+class PartitionReadAhead:
+    """Announces to :meth:`CheckpointFS.read_ahead` the files a store reader is about to read.
+
+    A reader calls :meth:`touch` when it starts reading a partition, naming the kind of read (a whole
+    replay, one version's chain...) and how to list the files that kind of read needs in a partition.
+    The partition's own files are announced at once; when the reader then reads another partition
+    with the same kind of read (commands go through the partitions in order), the files of the
+    following :data:`READ_AHEAD_PARTITIONS` partitions are announced too, and so on, so the storage is
+    always a few partitions ahead of the replay. Reading one partition alone fetches nothing else.
+
+    Parameters
+    ----------
+    fs : CheckpointFS
+        The checkpoint (nothing happens on the local disk).
+    partition_ids : list of int
+        The store's partitions, in the order readers go through them.
+    """
+
+    def __init__(self, fs: CheckpointFS, partition_ids: list[int]):
+        self.fs = fs
+        self.order = {pid: i for i, pid in enumerate(partition_ids)}
+        self.partition_ids = partition_ids
+        self._last: dict[Any, int] = {}  # kind -> position of the partition touched last
+        self._announced: dict[Any, int] = {}  # kind -> positions below this one are announced
+        self._lock = threading.Lock()
+
+    def touch(self, kind: Any, partition_id: int, files: Callable[[int], Iterable[str]]) -> None:
+        """A reader starts reading ``partition_id``; ``files(pid)`` lists, in reading order, what this
+        ``kind`` of read needs from partition ``pid`` (it may raise a ``StatelensError``: nothing is then
+        announced for that partition, the read itself reports it)."""
+        if self.fs.is_local or partition_id not in self.order:
+            return
+        at = self.order[partition_id]
+        with self._lock:
+            last = self._last.get(kind)
+            self._last[kind] = at
+            done = self._announced.get(kind, 0)
+            # a second partition read the same way: a scan over partitions (threads may take them a
+            # little out of order)
+            sequential = last is not None and at != last
+            end = min(len(self.partition_ids), at + 1 + READ_AHEAD_PARTITIONS) if sequential else at + 1
+            wanted = range(at, end)
+            todo = [i for i in wanted if i >= done or i == at]
+            if sequential:
+                self._announced[kind] = max(done, wanted.stop)
+        paths: list[str] = []
+        for i in todo:
+            try:
+                paths.extend(files(self.partition_ids[i]))
+            except StatelensError:
+                continue
+        self.fs.read_ahead(paths)

@@ -17,7 +17,7 @@ from typing import Any
 from statelens.readers.arrow_values import binary_array, key_ids
 from statelens.readers.codecs import decompress
 from statelens.readers.errors import MissingFileError, StatelensError
-from statelens.readers.fs import CheckpointFS
+from statelens.readers.fs import CheckpointFS, PartitionReadAhead
 from statelens.readers.model import PartitionVersionStats, StateFile
 from statelens.readers.records import (
     RecordIndex,
@@ -148,6 +148,26 @@ class HDFSStoreReader(StoreReaderBase):
             err.context.update(self._ctx(sf.partition_id, sf.version))
             raise
 
+    def _read_ahead(self, kind: Any, partition_id: int, files: Callable[[int], list[StateFile]]) -> None:
+        """On remote storage, start fetching the files this read of ``partition_id`` needs (``files``),
+        and those of the same read of the next partitions once partitions are read one after another
+        (:class:`readers.fs.PartitionReadAhead`)."""
+        if self.fs.is_local:
+            return
+        ahead = self.__dict__.get("_ahead")
+        if ahead is None:
+            ahead = self.__dict__.setdefault("_ahead", PartitionReadAhead(self.fs, self.partition_ids()))
+        ahead.touch(kind, partition_id, lambda pid: [sf.path for sf in files(pid)])
+
+    def _replay_files(self, partition_id: int) -> list[StateFile]:
+        """The files a replay of every version of a partition reads, in order (all of them, by version,
+        where :meth:`_version_files` does not apply)."""
+        plan = self._version_files(partition_id)
+        if plan is not None:
+            return plan[1]
+        pf = self._partition(partition_id)
+        return sorted((*pf.deltas.values(), *pf.snapshots.values()), key=lambda sf: (sf.version, sf.kind))
+
     @contextlib.contextmanager
     def _in_context(self, sf: StateFile) -> Iterator[None]:
         """Errors raised inside name this store, partition and version."""
@@ -187,6 +207,7 @@ class HDFSStoreReader(StoreReaderBase):
             When no snapshot plus unbroken delta chain reaches ``version``.
         """
         state: RawState = {}
+        self._read_ahead(("chain", version), partition_id, lambda pid: self._chain(pid, version))
         for sf in self._chain(partition_id, version):
             self._apply(state, sf)
         return state
@@ -232,6 +253,7 @@ class HDFSStoreReader(StoreReaderBase):
             return super()._raw_arrays(partition_id, version)
 
         files = self._chain(partition_id, version)
+        self._read_ahead(("chain", version), partition_id, lambda pid: self._chain(pid, version))
         replay = self._read_records(files, [version], [0] * len(files), keep=True)
         kstart, klen, vstart, vlen = replay.positions()
         if not len(kstart):
@@ -309,6 +331,7 @@ class HDFSStoreReader(StoreReaderBase):
         if plan is None:
             return None
         versions, files, tags = plan
+        self._read_ahead("replay", partition_id, self._replay_files)
         return self._read_records(files, versions, tags, keep)
 
     def _read_records(
@@ -383,6 +406,7 @@ class HDFSStoreReader(StoreReaderBase):
         across iterations) and ``bytes_on_disk`` the size of the files written for that version.
         """
         pf = self._partition(partition_id)
+        self._read_ahead("replay", partition_id, self._replay_files)
         state: RawState = {}
         for v, continues in self._replay_plan(partition_id, cancelled):
             if continues:
@@ -449,6 +473,7 @@ class HDFSStoreReader(StoreReaderBase):
         self, pid: int, cancelled: Callable[[], bool] | None
     ) -> Iterator[PartitionVersionStats]:
         pf = self.partitions[pid]
+        self._read_ahead("replay", pid, self._replay_files)
         live: set[bytes] = set()
         for v, continues in self._replay_plan(pid, cancelled):
             if continues:

@@ -33,6 +33,9 @@ if "STATELENS_CACHE_DIR" not in os.environ:
 
     os.environ["STATELENS_CACHE_DIR"] = tempfile.mkdtemp(prefix="statelens-test-cache-")
     atexit.register(shutil.rmtree, os.environ["STATELENS_CACHE_DIR"], ignore_errors=True)
+# Files read from S3 are not mirrored locally unless a test asks for it: a test counting requests must
+# not find the files an earlier test read (tests of the mirror set STATELENS_MIRROR=1 and their own folder).
+os.environ.setdefault("STATELENS_MIRROR", "0")
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:

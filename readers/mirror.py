@@ -1,0 +1,254 @@
+"""A local mirror of files read from remote checkpoints, so the next read of the same file is local.
+
+Every file :class:`readers.fs.CheckpointFS` reads from remote storage (S3, GCS...) is kept under the
+user's cache folder (``$STATELENS_MIRROR_DIR``, else ``files/`` in the folder of
+:func:`readers.cache.default_cache_dir`), never inside the checkpoint. An entry is named by a hash of
+the checkpoint's location (without credentials), the file's path in it, its listed size and its ETag
+(or the change marker the storage lists), so a rewritten file is a new entry and a stale one is never
+read: it ages out. Entries are written to a temporary file and renamed into place (a desktop app and a
+command line share the folder); one whose size is not the listed one is removed and read again from
+the storage. The mirror is capped in bytes (``$STATELENS_MIRROR_MAX_BYTES``, default 4 GiB): past the
+cap the least recently used entries go (by modification time, refreshed on every hit).
+``$STATELENS_MIRROR=0`` turns it off; so does ``--no-cache`` on the command line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from statelens.readers.fs import FileEntry
+
+__all__ = ["MIRROR_DIR_ENV", "MIRROR_ENV", "FileMirror", "MirrorInfo", "default_mirror_dir", "mirror_enabled"]
+
+log = logging.getLogger(__name__)
+
+MIRROR_ENV = "STATELENS_MIRROR"
+MIRROR_DIR_ENV = "STATELENS_MIRROR_DIR"
+MAX_BYTES_ENV = "STATELENS_MIRROR_MAX_BYTES"
+DEFAULT_MAX_BYTES = 4 << 30
+#: Seconds after which a write scans the mirror folder again for its size (other processes write to it).
+RESCAN_S = 10.0
+#: Bump when entries' naming changes: older entries are then never found.
+FORMAT = 1
+_TMP = ".tmp-"
+
+
+def mirror_enabled() -> bool:
+    """False when ``$STATELENS_MIRROR`` is ``0``, ``off``, ``false`` or ``no``."""
+    return os.environ.get(MIRROR_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def default_mirror_dir() -> Path:
+    """``$STATELENS_MIRROR_DIR``, else ``files/`` in the decoded-state cache's folder."""
+    env = os.environ.get(MIRROR_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    from statelens.readers.cache import default_cache_dir
+
+    return default_cache_dir() / "files"
+
+
+@dataclass(frozen=True)
+class MirrorInfo:
+    """What the mirror holds: its folder, files, bytes and cap."""
+
+    path: Path
+    files: int
+    bytes: int
+    max_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "files": self.files, "bytes": self.bytes, "max_bytes": self.max_bytes}
+
+
+class FileMirror:
+    """Remote files kept on the local disk, keyed by location, path, size and ETag.
+
+    Parameters
+    ----------
+    root : path, optional
+        The mirror folder (default :func:`default_mirror_dir`); created on first write.
+    max_bytes : int, optional
+        Size cap (default ``$STATELENS_MIRROR_MAX_BYTES`` or 4 GiB).
+
+    Attributes
+    ----------
+    hits, writes : int
+        Files served and files written by this instance.
+    """
+
+    def __init__(self, root: str | Path | None = None, max_bytes: int | None = None):
+        self.root = Path(root) if root is not None else default_mirror_dir()
+        env_cap = os.environ.get(MAX_BYTES_ENV)
+        self.max_bytes = (
+            max_bytes if max_bytes is not None else int(env_cap) if env_cap else DEFAULT_MAX_BYTES
+        )
+        self.hits = 0
+        self.writes = 0
+        self._lock = threading.Lock()
+        self._estimate: int | None = None  # bytes held as of the last scan plus what was written since
+        self._scanned_at = 0.0
+
+    @staticmethod
+    def key(location: str, entry: FileEntry) -> str | None:
+        """The entry name of a listed file, or None when the listing gave no change marker (then the
+        file is never mirrored: a rewrite could not be told apart)."""
+        if not entry.version_tag:
+            return None
+        doc = [FORMAT, location, entry.path, entry.size_bytes, entry.version_tag]
+        return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:40]
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / key
+
+    def has(self, location: str, entry: FileEntry) -> bool:
+        """Whether the file is mirrored (with its listed size)."""
+        key = self.key(location, entry)
+        if key is None:
+            return False
+        try:
+            return self._path(key).stat().st_size == entry.size_bytes
+        except OSError:
+            return False
+
+    def get(self, location: str, entry: FileEntry) -> bytes | None:
+        """The mirrored bytes of a listed file, or None when absent (an entry of the wrong size is removed).
+
+        Parameters
+        ----------
+        location : str
+            The checkpoint's location without credentials (:attr:`readers.fs.CheckpointFS.display_root`).
+        entry : FileEntry
+            The file as listed.
+        """
+        key = self.key(location, entry)
+        if key is None:
+            return None
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        if len(data) != entry.size_bytes:
+            log.warning(
+                "statelens mirror: %s holds %d bytes, not %d; reading it again",
+                path,
+                len(data),
+                entry.size_bytes,
+            )
+            _unlink(path)
+            return None
+        try:
+            os.utime(path)  # least recently used = oldest modification time
+        except OSError:
+            pass  # evicted meanwhile by another process: the bytes are read already
+        with self._lock:
+            self.hits += 1
+        return data
+
+    def put(self, location: str, entry: FileEntry, data: bytes) -> None:
+        """Keep a file's bytes (atomically), then evict past the cap. Failures only warn: the mirror is an
+        optimisation, never a reason for a read to fail."""
+        key = self.key(location, entry)
+        if key is None or len(data) != entry.size_bytes:
+            return
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=_TMP, dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            finally:
+                _unlink(Path(tmp))
+        except OSError as err:
+            log.warning("statelens mirror: cannot write %s (%s)", path, err)
+            return
+        with self._lock:
+            self.writes += 1
+            if self._estimate is not None:
+                self._estimate += len(data)
+            due = (
+                self._estimate is None
+                or self._estimate > self.max_bytes
+                or time.monotonic() - self._scanned_at > RESCAN_S
+            )
+            if due:  # before evicting, so other writers do not start a scan of their own meanwhile
+                self._scanned_at = time.monotonic()
+                self._estimate = self._estimate or 0
+        if due:
+            self.evict()
+
+    # -- housekeeping --------------------------------------------------------------------------------
+    def _entries(self) -> list[tuple[float, int, Path]]:
+        out: list[tuple[float, int, Path]] = []
+        if not self.root.is_dir():
+            return out
+        for sub in os.scandir(self.root):
+            if not sub.is_dir(follow_symlinks=False):
+                continue
+            for e in os.scandir(sub.path):
+                if e.name.startswith(_TMP):
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # removed by another process meanwhile
+                out.append((st.st_mtime, st.st_size, Path(e.path)))
+        return out
+
+    def evict(self) -> int:
+        """Remove least recently used files until the mirror fits its cap; returns how many went."""
+        entries = sorted(self._entries())
+        total = sum(size for _, size, _ in entries)
+        removed = 0
+        for _, size, path in entries:
+            if total <= self.max_bytes:
+                break
+            _unlink(path)
+            total -= size
+            removed += 1
+        with self._lock:
+            self._estimate = total
+            self._scanned_at = time.monotonic()
+        return removed
+
+    def info(self) -> MirrorInfo:
+        """Files and bytes held."""
+        entries = self._entries()
+        return MirrorInfo(self.root, len(entries), sum(size for _, size, _ in entries), self.max_bytes)
+
+    def clear(self) -> int:
+        """Remove every file (and stale temporary files); returns how many files went."""
+        n = 0
+        if not self.root.is_dir():
+            return 0
+        for sub in os.scandir(self.root):
+            if sub.is_dir(follow_symlinks=False):
+                for e in os.scandir(sub.path):
+                    n += not e.name.startswith(_TMP)
+                    _unlink(Path(e.path))
+        with self._lock:
+            self._estimate = None
+        return n
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        log.warning("statelens mirror: cannot remove %s (%s)", path, err)
