@@ -527,8 +527,12 @@ def iter_open_checkpoint(
     url: str,
     storage_options: dict[str, Any] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    mirror: bool = True,
 ) -> Iterator[Progress | Checkpoint]:
     """Open a checkpoint, yielding :class:`Progress` records, then the :class:`Checkpoint` last.
+
+    ``mirror=False`` reads a remote checkpoint without the local mirror of its files
+    (:mod:`readers.mirror`; ``--no-cache``).
 
     Raises
     ------
@@ -537,7 +541,7 @@ def iter_open_checkpoint(
     StorageError
         When the storage cannot be listed.
     """
-    fs = CheckpointFS(url, storage_options, cancelled=cancelled)
+    fs = CheckpointFS(url, storage_options, cancelled=cancelled, mirror=mirror)
     if not _looks_like_checkpoint(fs):
         raise NotACheckpointError(
             "not a Structured Streaming checkpoint: no metadata, offsets/, commits/ or state/ inside",
@@ -555,13 +559,14 @@ def open_checkpoint(
     storage_options: dict[str, Any] | None = None,
     progress: Callable[[Progress], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    mirror: bool = True,
 ) -> Checkpoint:
     """Open a checkpoint and return it (see :func:`iter_open_checkpoint`).
 
     ``cancelled`` is polled by the storage layer (listing, reads, retry waits): when it returns true
     the open stops within about a second with :class:`readers.errors.ReadCancelledError`.
     """
-    for item in iter_open_checkpoint(url, storage_options, cancelled):
+    for item in iter_open_checkpoint(url, storage_options, cancelled, mirror):
         if isinstance(item, Checkpoint):
             return item
         if progress is not None:

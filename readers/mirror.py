@@ -1,8 +1,8 @@
 """A local mirror of files read from remote checkpoints, so the next read of the same file is local.
 
 Every file :class:`readers.fs.CheckpointFS` reads from remote storage (S3, GCS...) is kept under the
-user's cache folder (``$STATELENS_MIRROR_DIR``, else ``files/`` in the folder of
-:func:`readers.cache.default_cache_dir`), never inside the checkpoint. An entry is named by a hash of
+user's cache folder (``$STATELENS_MIRROR_DIR``, else ``files/`` beside the decoded-state cache's
+``state/``, or inside ``$STATELENS_CACHE_DIR`` when that is set), never inside the checkpoint. An entry is named by a hash of
 the checkpoint's location (without credentials), the file's path in it, its listed size and its ETag
 (or the change marker the storage lists), so a rewritten file is a new entry and a stale one is never
 read: it ages out. Entries are written to a temporary file and renamed into place (a desktop app and a
@@ -10,6 +10,9 @@ command line share the folder); one whose size is not the listed one is removed 
 the storage. The mirror is capped in bytes (``$STATELENS_MIRROR_MAX_BYTES``, default 4 GiB): past the
 cap the least recently used entries go (by modification time, refreshed on every hit).
 ``$STATELENS_MIRROR=0`` turns it off; so does ``--no-cache`` on the command line.
+
+:func:`iter_copy_checkpoint` copies a whole checkpoint into a folder of the user's choosing
+(``statelens mirror``), for a post-mortem archive.
 """
 
 from __future__ import annotations
@@ -21,14 +24,27 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from statelens.readers.fs import FileEntry
+from statelens.readers.errors import ChecksumError, ReadCancelledError, StatelensError, UsageError
+from statelens.readers.model import Progress
 
-__all__ = ["MIRROR_DIR_ENV", "MIRROR_ENV", "FileMirror", "MirrorInfo", "default_mirror_dir", "mirror_enabled"]
+if TYPE_CHECKING:
+    from statelens.readers.fs import CheckpointFS, FileEntry
+
+__all__ = [
+    "MIRROR_DIR_ENV",
+    "MIRROR_ENV",
+    "CopyResult",
+    "FileMirror",
+    "MirrorInfo",
+    "default_mirror_dir",
+    "iter_copy_checkpoint",
+    "mirror_enabled",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +69,11 @@ def default_mirror_dir() -> Path:
     env = os.environ.get(MIRROR_DIR_ENV)
     if env:
         return Path(env).expanduser()
-    from statelens.readers.cache import default_cache_dir
+    from statelens.readers.cache import CACHE_ENV, default_cache_dir
 
-    return default_cache_dir() / "files"
+    if os.environ.get(CACHE_ENV):  # the decoded-state cache's own folder: the mirror goes inside it
+        return default_cache_dir() / "files"
+    return default_cache_dir().parent / "files"  # beside state/ in the user's cache folder
 
 
 @dataclass(frozen=True)
@@ -252,3 +270,132 @@ def _unlink(path: Path) -> None:
         pass
     except OSError as err:
         log.warning("statelens mirror: cannot remove %s (%s)", path, err)
+
+
+# -- copying a whole checkpoint --------------------------------------------------------------------------
+@dataclass
+class CopyResult:
+    """What :func:`iter_copy_checkpoint` did."""
+
+    target: Path
+    copied: int = 0
+    copied_bytes: int = 0
+    skipped: int = 0  # already in the target with the listed size (a resumed copy)
+    verified: int = 0  # checked against an MD5 ETag as well as the listed size
+    failed: list[Any] = field(default_factory=list)  # StatelensError per file that could not be copied
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": str(self.target),
+            "copied": self.copied,
+            "copied_bytes": self.copied_bytes,
+            "skipped": self.skipped,
+            "verified_md5": self.verified,
+            "failed": [err.to_json() for err in self.failed],
+        }
+
+
+def _md5_etag(entry: FileEntry) -> str | None:
+    """The MD5 hex digest an S3 ETag is, for objects uploaded in one part (multipart ETags end in ``-N``)."""
+    if not entry.version_tag.startswith("ETag="):
+        return None
+    etag = entry.version_tag[5:].strip('"').lower()
+    return etag if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag) else None
+
+
+def iter_copy_checkpoint(
+    fs: CheckpointFS, target: str | Path, cancelled: Callable[[], bool] | None = None
+) -> Generator[Progress, None, CopyResult]:
+    """Copy every file of a checkpoint into a local folder, many requests at a time; resumable.
+
+    Files already in ``target`` with their listed size are kept (a copy stopped half-way goes on where
+    it stopped: each file is written to a temporary name and renamed, so a file there is whole). Every
+    file read is checked against its listed size and, on S3, its listed ETag (``If-Match``), and
+    against the ETag's MD5 where the object was uploaded in one part. A file that cannot be read or
+    does not match is reported and left out; the others are copied.
+
+    Parameters
+    ----------
+    fs : CheckpointFS
+        The checkpoint (opened without the mirror: the copy is the local copy).
+    target : path
+        A local folder, created if needed; never inside the checkpoint.
+    cancelled : callable, optional
+        Stops the copy between files (what is copied stays; run again to resume).
+
+    Yields
+    ------
+    Progress
+        Per file.
+
+    Returns
+    -------
+    CopyResult
+
+    Raises
+    ------
+    UsageError
+        When ``target`` is inside a local checkpoint, or is a file.
+    ReadCancelledError
+        When cancelled.
+    """
+    target = Path(target).expanduser().absolute()
+    if fs.is_local:
+        source = os.path.realpath(fs.full_path(""))
+        real = os.path.realpath(target)
+        if real == source or real.startswith(source.rstrip(os.sep) + os.sep):
+            raise UsageError(
+                f"{target} is inside the checkpoint {fs.display_root}: statelens never writes there"
+            )
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{target} is a file, not a folder")
+    result = CopyResult(target)
+    entries = list(fs.walk_files())
+    todo: list[FileEntry] = []
+    for entry in entries:
+        try:
+            if (target / entry.path).stat().st_size == entry.size_bytes:
+                result.skipped += 1
+                continue
+        except OSError:
+            pass
+        todo.append(entry)
+    fs.read_ahead(e.path for e in todo)
+    total = len(entries)
+    done = result.skipped
+    try:
+        for entry in todo:
+            if cancelled is not None and cancelled():
+                raise ReadCancelledError("copy cancelled; run it again to resume", path=entry.path)
+            yield Progress(done, total, entry.path)
+            done += 1
+            try:
+                data = fs.read_bytes(entry.path, cancelled=cancelled)
+                md5 = _md5_etag(entry)
+                if md5 is not None:
+                    if hashlib.md5(data, usedforsecurity=False).hexdigest() != md5:
+                        raise ChecksumError(
+                            f"MD5 of the {len(data)} bytes read is not the object's ETag {md5}",
+                            path=entry.path,
+                        )
+                    result.verified += 1
+            except ReadCancelledError:
+                raise
+            except StatelensError as err:
+                result.failed.append(err)
+                continue
+            dest = target / entry.path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=_TMP, dir=dest.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, dest)
+            finally:
+                _unlink(Path(tmp))
+            result.copied += 1
+            result.copied_bytes += len(data)
+    finally:
+        fs.cancel_read_ahead()
+    yield Progress(total, total, "")
+    return result

@@ -1,6 +1,6 @@
 """The ``statelens`` command line.
 
-Commands live in ``state`` (``info``, ``rows``, ``growth``, ``sql``, ``cache``) and ``analyses``
+Commands live in ``state`` (``info``, ``rows``, ``growth``, ``sql``, ``cache``, ``mirror``) and ``analyses``
 (``expired``, ``timeline``, ``doctor``, ``report``); what they share is in ``_common``; this module
 parses arguments and runs one (``gui`` opens the desktop app through the launcher).
 
@@ -22,6 +22,7 @@ from statelens.app.cli._common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_PARTIAL,
+    NO_CACHE_HELP,
     STORAGE_OPTION_HELP,
     _UsageFailure,
     add_backend_options,
@@ -47,7 +48,19 @@ __all__ = [
     "storage_option_value",
 ]
 
-SUBCOMMANDS = ("info", "rows", "growth", "sql", "gui", "expired", "doctor", "report", "timeline", "cache")
+SUBCOMMANDS = (
+    "info",
+    "rows",
+    "growth",
+    "sql",
+    "gui",
+    "expired",
+    "doctor",
+    "report",
+    "timeline",
+    "cache",
+    "mirror",
+)
 
 
 # -- gui -----------------------------------------------------------------------------------------------
@@ -82,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help=STORAGE_OPTION_HELP,
     )
+    parser.add_argument("--no-cache", action="store_true", dest="no_cache_before", help=NO_CACHE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     state.add_commands(sub)
@@ -102,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_gui)
     # Also after the command (``statelens info s3://b/p --storage-option anon=true``); kept apart from
     # the ones given before it, then both are used.
-    for command in sub.choices.values():
+    for name, command in sub.choices.items():
         command.add_argument(
             "--storage-option",
             action="append",
@@ -111,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
             default=[],
             help=STORAGE_OPTION_HELP,
         )
+        if name not in ("cache", "mirror") and "--no-cache" not in command._option_string_actions:
+            command.add_argument("--no-cache", action="store_true", dest="no_cache", help=NO_CACHE_HELP)
     return parser
 
 
@@ -198,7 +214,7 @@ def main(argv: Sequence[str] | None = None, gui_runner: Callable[[Any], int] | N
             break
     lead = 0  # where "gui" goes when no command is given: after the top-level options
     while lead < len(argv):
-        if argv[lead] == "--debug" or argv[lead].startswith("--storage-option="):
+        if argv[lead] in ("--debug", "--no-cache") or argv[lead].startswith("--storage-option="):
             lead += 1
         elif argv[lead] == "--storage-option":
             lead += 2

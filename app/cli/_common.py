@@ -48,10 +48,25 @@ def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     bar = _Progress()
     try:
         return open_checkpoint(
-            args.checkpoint, storage_options=getattr(args, "storage_options", None), progress=bar
+            args.checkpoint,
+            storage_options=getattr(args, "storage_options", None),
+            progress=bar,
+            mirror=not no_cache(args),
         )
     finally:
         bar.close()
+
+
+def no_cache(args: argparse.Namespace) -> bool:
+    """``--no-cache``, given before the command or after it."""
+    return bool(getattr(args, "no_cache", False) or getattr(args, "no_cache_before", False))
+
+
+NO_CACHE_HELP = (
+    "read and decode afresh, keep nothing: neither the local mirror of files read from remote storage "
+    "nor decoded state (default: both are kept under the user's cache folder, $STATELENS_CACHE_DIR, and "
+    "reused while the files are unchanged)"
+)
 
 
 # -- storage options -----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The commands that read a checkpoint's logs and state: ``info``, ``rows``, ``growth``, ``sql`` and
-``cache``."""
+"""The commands that read a checkpoint's logs and state: ``info``, ``rows``, ``growth``, ``sql``,
+``cache`` and ``mirror``."""
 
 from __future__ import annotations
 
@@ -573,7 +573,7 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
     chooser = _common._backends(args, ckpt)
     bar = _Progress()
     try:
-        cache = None if args.no_cache or args.in_spark else StateCache()
+        cache = None if _common.no_cache(args) or args.in_spark else StateCache()
         result = run_to_end(
             iter_sql(
                 ckpt,
@@ -626,25 +626,67 @@ def cmd_cache(args: argparse.Namespace, out: IO[str]) -> int:
     import json
 
     from statelens.readers.cache import StateCache
+    from statelens.readers.mirror import FileMirror
 
     cache = StateCache()
+    mirror = FileMirror()
     if args.action == "clear":
         removed = cache.clear()
-        doc: dict[str, Any] = {"removed": removed, **cache.info().to_json()}
-        text = f"removed {removed:,} entr{'y' if removed == 1 else 'ies'} from {cache.root}"
+        files = mirror.clear()
+        doc: dict[str, Any] = {
+            "removed": removed,
+            **cache.info().to_json(),
+            "mirror": {"removed": files, **mirror.info().to_json()},
+        }
+        text = (
+            f"removed {removed:,} entr{'y' if removed == 1 else 'ies'} from {cache.root}\n"
+            f"removed {files:,} mirrored file{'' if files == 1 else 's'} from {mirror.root}"
+        )
     else:
         info = cache.info()
-        doc = info.to_json()
+        held = mirror.info()
+        doc = {**info.to_json(), "mirror": held.to_json()}
         text = (
             f"cache   {info.path}\nentries {info.entries:,}\n"
-            f"size    {info.bytes / 2**20:,.1f} MiB of {info.max_bytes / 2**30:,.1f} GiB"
+            f"size    {info.bytes / 2**20:,.1f} MiB of {info.max_bytes / 2**30:,.1f} GiB\n"
+            f"mirror  {held.path}\nfiles   {held.files:,}\n"
+            f"size    {held.bytes / 2**20:,.1f} MiB of {held.max_bytes / 2**30:,.1f} GiB"
         )
     out.write((json.dumps(doc) if args.json else text) + "\n")
     return 0
 
 
+# -- mirror --------------------------------------------------------------------------------------------
+def cmd_mirror(args: argparse.Namespace, out: IO[str]) -> int:
+    import json
+
+    from statelens.app.analysis._common import run_to_end
+    from statelens.readers.fs import CheckpointFS
+    from statelens.readers.mirror import iter_copy_checkpoint
+
+    bar = _Progress()
+    try:
+        fs = CheckpointFS(args.checkpoint, getattr(args, "storage_options", None), mirror=False)
+        result = run_to_end(iter_copy_checkpoint(fs, args.target), bar)
+    finally:
+        bar.close()
+    for err in result.failed:
+        sys.stderr.write(f"statelens: warning: {err}\n")
+    if args.json:
+        out.write(json.dumps(result.to_json()) + "\n")
+    else:
+        out.write(
+            f"copied {result.copied:,} file{'' if result.copied == 1 else 's'} "
+            f"({result.copied_bytes / 2**20:,.1f} MiB) to {result.target}; {result.skipped:,} already there; "
+            f"{result.verified:,} checked against their MD5 ETag"
+            + (f"; {len(result.failed):,} failed (named above)" if result.failed else "")
+            + "\n"
+        )
+    return _common.EXIT_PARTIAL if result.failed else _common.EXIT_OK
+
+
 def add_commands(sub: Any) -> None:
-    """Add ``info``, ``rows``, ``growth``, ``sql`` and ``cache`` to the ``statelens`` subparsers."""
+    """Add ``info``, ``rows``, ``growth``, ``sql``, ``cache`` and ``mirror`` to the ``statelens`` subparsers."""
     p = sub.add_parser("info", help="query id, batches, conf, operators and stores")
     p.add_argument("checkpoint", help="checkpoint folder: local path, file:// or any fsspec URL (s3://...)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
@@ -723,25 +765,35 @@ def add_commands(sub: Any) -> None:
         "changes are read where Spark runs and never come here; at most 1,000,000 answer rows come back "
         "(--parquet -o URL: Spark writes the answer there, a folder of part files)",
     )
-    p.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="decode state afresh and keep nothing (default: decoded versions are kept under the user's "
-        "cache folder, $STATELENS_CACHE_DIR, and reused while their files are unchanged)",
-    )
+    p.add_argument("--no-cache", action="store_true", help=_common.NO_CACHE_HELP)
     add_backend_options(p)
     p.set_defaults(func=cmd_sql)
 
     p = sub.add_parser(
         "cache",
-        help="the cache of decoded state: where it is, how big, clear it",
+        help="the cache of decoded state and the mirror of remote files: where, how big, clear them",
         description="Decoded state versions are kept as Parquet under the user's cache folder "
         "($STATELENS_CACHE_DIR overrides it; $STATELENS_CACHE_MAX_BYTES caps it, default "
         "4 GiB, least recently used first out) and reused while their source files are "
-        "unchanged. Nothing is ever written inside a checkpoint.",
+        "unchanged. Files read from remote storage (s3://...) are mirrored in its files/ folder "
+        "($STATELENS_MIRROR_DIR, $STATELENS_MIRROR_MAX_BYTES, default 4 GiB; $STATELENS_MIRROR=0 or "
+        "--no-cache: not mirrored), keyed by path, size and ETag. Nothing is ever written inside a checkpoint.",
     )
     p.add_argument(
         "action", choices=("info", "clear"), help="info: folder, entries and bytes; clear: remove them"
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_cache)
+
+    p = sub.add_parser(
+        "mirror",
+        help="copy a checkpoint (s3://...) into a local folder, many files at a time; resumable",
+        description="Copy every file of a checkpoint into DIR for a post-mortem archive or fast local work, "
+        "many requests at a time. Each file is checked against its listed size and ETag (and the ETag's MD5 "
+        "where the object was uploaded in one part); files already in DIR with their size are kept, so an "
+        "interrupted copy resumes. Open DIR with statelens afterwards.",
+    )
+    p.add_argument("checkpoint", help="checkpoint folder: s3://..., any fsspec URL or a local path")
+    p.add_argument("target", metavar="DIR", help="local folder to copy into (created if needed)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_mirror)
