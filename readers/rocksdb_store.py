@@ -54,7 +54,7 @@ from statelens.readers.errors import (
     UnsupportedVersionError,
     UsageError,
 )
-from statelens.readers.fs import CheckpointFS
+from statelens.readers.fs import CheckpointFS, PartitionReadAhead
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
 from statelens.readers.records import KIND_MERGE, scan_changelog
 from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
@@ -761,6 +761,12 @@ class RocksDBStoreReader(StoreReaderBase):
                     sf.path,
                 )
             db_dir = ws.new_db_dir()
+            self.fs.read_ahead(  # remote storage: the SSTs and logs this zip names, many at a time
+                f"{pf.directory}/{folder}/{dfs}"
+                for folder, named in (("SSTs", meta.sst_files), ("logs", meta.log_files))
+                for _, dfs, _ in named
+                if f"{pf.directory}/{folder}/{dfs}" not in ws.cached
+            )
             try:
                 for name, content in entries.items():
                     with open(os.path.join(db_dir, name), "xb") as fh:
@@ -873,6 +879,7 @@ class RocksDBStoreReader(StoreReaderBase):
                 path=f"{pf.directory}/{gap}.changelog",
                 **self._ctx(partition_id, version),
             )
+        self._read_ahead(("chain", version), partition_id, lambda pid: self._chain_files(pid, version))
         state: RawState = {}
         if base:
             if _ws is not None:
@@ -907,6 +914,7 @@ class RocksDBStoreReader(StoreReaderBase):
         zip is opened only where they do not.
         """
         pf = self._partition(partition_id)
+        self._read_ahead("replay", partition_id, self._replay_files)
         with self.workspace() as ws:
             state: RawState = {}
             for v, continues in self._replay_plan(partition_id, cancelled):
@@ -922,6 +930,7 @@ class RocksDBStoreReader(StoreReaderBase):
         self, pid: int, cancelled: Callable[[], bool] | None
     ) -> Iterator[PartitionVersionStats]:
         pf = self.partitions[pid]
+        self._read_ahead("replay", pid, self._replay_files)
         with self.workspace() as ws:
             live: set[bytes] = set()
             for v, continues in self._replay_plan(pid, cancelled):
@@ -947,6 +956,36 @@ class RocksDBStoreReader(StoreReaderBase):
                 yield PartitionVersionStats(
                     self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v)
                 )
+
+    # -- reading ahead on remote storage -------------------------------------------------------------
+    def _read_ahead(self, kind: Any, partition_id: int, files: Callable[[int], list[StateFile]]) -> None:
+        """On remote storage, start fetching the zips and changelogs this read of ``partition_id`` needs
+        (``files``), and those of the same read of the next partitions once partitions are read one
+        after another (:class:`readers.fs.PartitionReadAhead`); the SSTs a zip names are fetched ahead
+        when the zip is opened."""
+        if self.fs.is_local:
+            return
+        ahead = self.__dict__.get("_ahead")
+        if ahead is None:
+            ahead = self.__dict__.setdefault("_ahead", PartitionReadAhead(self.fs, self.partition_ids()))
+        ahead.touch(kind, partition_id, lambda pid: [sf.path for sf in files(pid)])
+
+    def _chain_files(self, partition_id: int, version: int) -> list[StateFile]:
+        """The zip and changelogs that rebuild ``version`` (none when no chain reaches it)."""
+        pf = self._partition(partition_id)
+        base = self._base_for(pf, version) if version else None
+        if base is None:
+            return []
+        return ([pf.snapshots[base]] if base else []) + [pf.deltas[v] for v in range(base + 1, version + 1)]
+
+    def _replay_files(self, partition_id: int) -> list[StateFile]:
+        """The zips and changelogs a walk over every version of a partition reads, in order."""
+        pf = self._partition(partition_id)
+        out: dict[str, StateFile] = {}
+        for v, continues in self._replay_plan(partition_id):
+            for sf in [pf.deltas[v]] if continues else self._chain_files(partition_id, v):
+                out.setdefault(sf.path, sf)
+        return list(out.values())
 
 
 # -- stores with virtual column families (transformWithState) -----------------------------------------
