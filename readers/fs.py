@@ -57,12 +57,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Parallel reads for object stores; local disks gain nothing from threads for small files.
-REMOTE_READ_WORKERS = 16
-
 #: Requests in flight when reading ahead on remote storage, and connections s3fs may keep open
 #: (``$STATELENS_REMOTE_REQUESTS`` overrides; botocore's own default pool is 10 connections).
 REMOTE_IN_FLIGHT = max(1, int(os.environ.get("STATELENS_REMOTE_REQUESTS", "0") or 0) or 64)
+
+#: Parallel reads of :meth:`CheckpointFS.read_many` (logs) on object stores; local disks gain nothing
+#: from threads for small files.
+REMOTE_READ_WORKERS = REMOTE_IN_FLIGHT
 
 #: Bytes (by listed size) read ahead and not yet taken by a reader, those in flight included
 #: (``$STATELENS_READ_AHEAD_BYTES`` overrides).
