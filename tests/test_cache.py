@@ -230,6 +230,7 @@ def test_cache_info_and_clear_commands(
         "entries": 0,
         "bytes": 0,
         "max_bytes": 4 << 30,
+        "mirror": {"path": str(tmp_path / "cache" / "files"), "files": 0, "bytes": 0, "max_bytes": 4 << 30},
     }
     assert main(["sql", str(checkpoint("agg_count") / "checkpoint"), "SELECT count(*) FROM state"]) == 0
     capsys.readouterr()
