@@ -20,6 +20,18 @@ s3fs and botocore are turned off unless ``storage_options`` set them, so this lo
 ``key``/``secret`` options. Messages and log lines are passed through :func:`~readers.errors.redact`
 and scrubbed of every credential given in ``storage_options`` or the URL; botocore's DEBUG request
 dumps get a filter that hides the access key id of their ``Authorization`` header.
+
+Latency. On remote storage a store reader announces the files it is about to read
+(:meth:`CheckpointFS.read_ahead`, through :class:`PartitionReadAhead`: a partition's files, then the
+next partitions' once it reads partitions one after another); they are fetched with up to
+:data:`REMOTE_IN_FLIGHT` requests in flight while at most :data:`READ_AHEAD_BYTES` wait to be taken,
+and :meth:`CheckpointFS.read_bytes` takes them in the order the replay needs. S3 objects are read with
+one ``GetObject`` carrying the listed ETag (``If-Match``), never a ``HeadObject`` first; a file
+rewritten since the listing (another ETag, or another size) raises
+:class:`~readers.errors.FileChangedError` naming it. Files read from remote storage are kept in the
+local mirror (:mod:`readers.mirror`) and read from there while their listed size and ETag are unchanged.
+The local disk keeps its own fast path: one ``os.scandir`` walk and plain ``open``/``read``, nothing
+read ahead or mirrored.
 """
 
 from __future__ import annotations
