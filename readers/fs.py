@@ -932,8 +932,9 @@ class PartitionReadAhead:
     replay, one version's chain...) and how to list the files that kind of read needs in a partition.
     The partition's own files are announced at once; when the reader then reads another partition
     with the same kind of read (commands go through the partitions in order), the files of the
-    following :data:`READ_AHEAD_PARTITIONS` partitions are announced too, and so on, so the storage is
-    always a few partitions ahead of the replay. Reading one partition alone fetches nothing else.
+    following partitions are announced too (at least :data:`READ_AHEAD_PARTITIONS`, and enough for four
+    times :data:`REMOTE_IN_FLIGHT` files), and so on, so the storage is always ahead of the replay.
+    Reading one partition alone fetches nothing else.
 
     Parameters
     ----------
@@ -958,6 +959,12 @@ class PartitionReadAhead:
         if self.fs.is_local or partition_id not in self.order:
             return
         at = self.order[partition_id]
+        try:
+            own = list(files(partition_id))
+        except StatelensError:
+            own = []
+        # enough partitions ahead to keep every request slot busy across partition boundaries
+        window = max(READ_AHEAD_PARTITIONS, -(-4 * REMOTE_IN_FLIGHT // max(1, len(own))))
         with self._lock:
             last = self._last.get(kind)
             self._last[kind] = at
@@ -965,12 +972,11 @@ class PartitionReadAhead:
             # a second partition read the same way: a scan over partitions (threads may take them a
             # little out of order)
             sequential = last is not None and at != last
-            end = min(len(self.partition_ids), at + 1 + READ_AHEAD_PARTITIONS) if sequential else at + 1
-            wanted = range(at, end)
-            todo = [i for i in wanted if i >= done or i == at]
+            end = min(len(self.partition_ids), at + 1 + window) if sequential else at + 1
+            todo = [i for i in range(max(at + 1, done), end)]
             if sequential:
-                self._announced[kind] = max(done, wanted.stop)
-        paths: list[str] = []
+                self._announced[kind] = max(done, end)
+        paths = own
         for i in todo:
             try:
                 paths.extend(files(self.partition_ids[i]))

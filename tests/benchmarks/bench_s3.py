@@ -62,6 +62,7 @@ def serve(delays_ms: list[int]) -> None:
     endpoint = f"http://{host}:{port}"
     parsed = urllib.parse.urlparse(endpoint)
     proxies: dict[str, str] = {}
+    FaultProxy.request_queue_size = 256  # 64 connections at once overflow socketserver's backlog of 5
     for delay in delays_ms:
         proxy = FaultProxy((parsed.hostname or "127.0.0.1", parsed.port or 80))
         proxy.inject(Fault("/", "delay", times=-1, seconds=delay / 1000))
