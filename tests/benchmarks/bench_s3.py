@@ -21,8 +21,8 @@ in one run:
 * ``growth (1 request at a time)`` with ``--sequential``: the read ahead limited to one request, which
   is how state files were read before they were read ahead (slow: one delay per file).
 
-The same ``growth`` on the local copy is timed as well. Ratios to the anchor of the same delay are
-printed; no timing is asserted.
+Every command is timed on the local copy as well, so the time storage adds (remote minus local) is
+printed beside the total. Ratios to the anchor of the same delay are printed; no timing is asserted.
 """
 
 from __future__ import annotations
@@ -217,9 +217,13 @@ def main(argv: list[str] | None = None) -> int:
         url = upload(addresses["moto"], ckpt)
         print(f"uploaded in {time.perf_counter() - started:.1f} s")
         with tempfile.TemporaryDirectory(prefix="statelens-bench-s3-") as tmp:
-            local = run_cli(["growth", str(ckpt), "--json"], cli_env("", f"{tmp}/local", False))
-            results["local_growth_s"] = local
-            print(f"\nlocal disk: growth {local:.2f} s")
+            here: dict[str, float] = {}
+            for name, template in COMMANDS.items():
+                cmd = [a.format(url=str(ckpt), out=f"{tmp}/rows-local.parquet") for a in template]
+                here[name] = run_cli(cmd, cli_env("", f"{tmp}/local-{len(here)}", False))
+            results["local"] = here
+            local = here["growth"]
+            print("\nlocal disk: " + ", ".join(f"{name} {s:.2f} s" for name, s in here.items()))
             for delay in delays:
                 endpoint = addresses["proxies"][str(delay)]
                 row: dict[str, Any] = {"anchor": anchor(url, endpoint)}
@@ -232,7 +236,10 @@ def main(argv: list[str] | None = None) -> int:
                     cmd = [a.format(url=url, out=f"{tmp}/rows-{delay}.parquet") for a in template]
                     seconds = run_cli(cmd, cli_env(endpoint, f"{tmp}/c-{delay}-{len(row)}", False))
                     row[name] = seconds
-                    print(f"  {name:<28} {seconds:7.2f} s   {seconds / base:5.2f}x the anchor")
+                    print(
+                        f"  {name:<28} {seconds:7.2f} s   {seconds / base:5.2f}x the anchor; over local disk "
+                        f"{seconds - here[name]:6.2f} s = {(seconds - here[name]) / base:5.2f}x the anchor"
+                    )
                 cache = f"{tmp}/mirror-{delay}"
                 run_cli(["growth", url, "--json"], cli_env(endpoint, cache, True))
                 seconds = run_cli(["growth", url, "--json"], cli_env(endpoint, cache, True))
