@@ -63,6 +63,7 @@ from statelens.readers.errors import (
     StorageError,
     redact,
 )
+from statelens.readers.model import FileEntry
 
 if TYPE_CHECKING:
     from statelens.readers.mirror import FileMirror
@@ -198,21 +199,6 @@ def _as_check(cancelled: Cancelled) -> Callable[[], bool] | None:
 
 class _Stop(Exception):
     """Internal: the caller cancelled while a request was in flight."""
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    """One listed file or folder, with its path relative to the checkpoint root."""
-
-    path: str
-    size_bytes: int
-    is_dir: bool
-    #: What changes when the file is rewritten: the object's ETag on object stores, else its mtime.
-    version_tag: str = ""
-
-    @property
-    def name(self) -> str:
-        return self.path.rpartition("/")[2]
 
 
 def _version_tag(info: dict[str, Any]) -> str:

@@ -27,13 +27,37 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from statelens.readers.errors import ChecksumError, ReadCancelledError, StatelensError, UsageError
 from statelens.readers.model import Progress
 
 if TYPE_CHECKING:
-    from statelens.readers.fs import CheckpointFS, FileEntry
+    from collections.abc import Iterable
+
+    from statelens.readers.model import FileEntry
+
+
+class CheckpointSource(Protocol):
+    """What copying a checkpoint needs of :class:`readers.fs.CheckpointFS` (named structurally, so this
+    module, which the filesystem layer uses, does not import it back)."""
+
+    @property
+    def is_local(self) -> bool: ...
+
+    @property
+    def display_root(self) -> str: ...
+
+    def full_path(self, path: str) -> str: ...
+
+    def walk_files(self, path: str = "") -> Iterable[FileEntry]: ...
+
+    def read_ahead(self, paths: Iterable[str]) -> None: ...
+
+    def cancel_read_ahead(self) -> None: ...
+
+    def read_bytes(self, path: str, *, cancelled: Callable[[], bool] | None = None) -> bytes: ...
+
 
 __all__ = [
     "MIRROR_DIR_ENV",
@@ -304,7 +328,7 @@ def _md5_etag(entry: FileEntry) -> str | None:
 
 
 def iter_copy_checkpoint(
-    fs: CheckpointFS, target: str | Path, cancelled: Callable[[], bool] | None = None
+    fs: CheckpointSource, target: str | Path, cancelled: Callable[[], bool] | None = None
 ) -> Generator[Progress, None, CopyResult]:
     """Copy every file of a checkpoint into a local folder, many requests at a time; resumable.
 
@@ -316,7 +340,7 @@ def iter_copy_checkpoint(
 
     Parameters
     ----------
-    fs : CheckpointFS
+    fs : CheckpointSource
         The checkpoint (opened without the mirror: the copy is the local copy).
     target : path
         A local folder, created if needed; never inside the checkpoint.

@@ -260,3 +260,18 @@ class LoadReport:
 
     def __bool__(self) -> bool:
         return bool(self.problems)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One listed file or folder, with its path relative to the checkpoint root."""
+
+    path: str
+    size_bytes: int
+    is_dir: bool
+    #: What changes when the file is rewritten: the object's ETag on object stores, else its mtime.
+    version_tag: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.path.rpartition("/")[2]
