@@ -34,8 +34,10 @@ from __future__ import annotations
 import json
 import re
 import struct
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +58,7 @@ __all__ = [
     "scan_changelog",
     "scan_records",
     "fixed_width_index",
+    "gather_bytes",
     "sized_keys",
 ]
 
@@ -340,6 +343,158 @@ def value_slices(data: Buffer, start: np.ndarray, length: np.ndarray) -> list[by
 
 
 # ---------------------------------------------------------------------------------------------------
+# The record walks: compiled (readers/kernels.py) or in Python
+
+#: Bytes of record streams walked in Python before the compiled walks are loaded. Loading numba and the
+#: cached kernels costs a fresh process ~0.9 s (importing numba ~0.3 s, the first cached kernel ~0.55 s),
+#: what the Python walk spends on about this many bytes of variable-width records; so a command that
+#: walks less (``info``, a small checkpoint, one version) never pays it, and one that walks more pays at
+#: most twice the better choice (and then walks at the compiled speed, ~30x the Python one).
+PYTHON_WALK_BYTES = 64 * 1024 * 1024
+
+_python_walked = 0  # bytes walked in Python so far in this process
+
+
+def _loaded() -> Any | None:
+    """:mod:`readers.kernels` if this process has loaded it (then numba is paid for), else None."""
+    return sys.modules.get("statelens.readers.kernels")
+
+
+def _kernels(size: int) -> Any | None:
+    """The compiled walks (:mod:`readers.kernels`) once they are loaded or the Python walks have spent
+    :data:`PYTHON_WALK_BYTES`; None to walk these ``size`` bytes in Python (they are counted)."""
+    global _python_walked
+    kernels = _loaded()
+    if kernels is not None:
+        return kernels
+    if _python_walked + size <= PYTHON_WALK_BYTES:
+        _python_walked += size
+        return None
+    from statelens.readers import kernels
+
+    return kernels
+
+
+def _walk_sized(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`readers.kernels.walk_sized` in Python: the same arrays and end offset (-1 at the first
+    oddity, which the checked walk then names)."""
+    unpack = _I32.unpack_from
+    starts: list[int] = []
+    klens: list[int] = []
+    vlens: list[int] = []
+    add_start, add_klen, add_vlen = starts.append, klens.append, vlens.append
+    eof = -1
+    try:
+        while True:
+            klen = unpack(data, pos)[0]  # type: ignore[arg-type]  # every Buffer has the buffer protocol
+            if klen < 0:
+                eof = pos if klen == -1 else -1
+                break
+            pos += 4
+            add_start(pos)
+            add_klen(klen)
+            pos += klen
+            vlen = unpack(data, pos)[0]  # type: ignore[arg-type]
+            add_vlen(vlen)
+            pos += 4
+            if vlen > 0:
+                pos += vlen
+            elif vlen < -1:
+                break
+    except struct.error:  # a size word past the end
+        pass
+    n = len(vlens)
+    return (
+        np.array(starts[:n], dtype=np.int64),
+        np.array(klens[:n], dtype=np.int64),
+        np.array(vlens, dtype=np.int64),
+        eof,
+    )
+
+
+def _walk_typed(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`readers.kernels.walk_typed` in Python: the same arrays and end offset (-1 at the first
+    oddity, which the checked walk then names)."""
+    unpack = _I32.unpack_from
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    n_bytes = len(view)
+    starts: list[int] = []
+    klens: list[int] = []
+    vlens: list[int] = []
+    kinds: list[int] = []
+    eof = -1
+    try:
+        while pos < n_bytes:
+            kind = view[pos]
+            if kind == _KIND_EOF:
+                eof = pos
+                break
+            if kind != KIND_PUT and kind != KIND_REMOVE and kind != KIND_MERGE:
+                break
+            klen = unpack(view, pos + 1)[0]
+            if klen < 0:
+                break
+            pos += 5
+            starts.append(pos)
+            klens.append(klen)
+            kinds.append(kind)
+            pos += klen
+            vlen = unpack(view, pos)[0]
+            vlens.append(vlen)
+            pos += 4
+            if kind == KIND_REMOVE:
+                if vlen != -1:
+                    break
+            elif vlen < 0:
+                break
+            else:
+                pos += vlen
+    except struct.error:  # a size word past the end
+        pass
+    n = len(vlens)
+    return (
+        np.array(starts[:n], dtype=np.int64),
+        np.array(klens[:n], dtype=np.int64),
+        np.array(vlens, dtype=np.int64),
+        np.array(kinds[:n], dtype=np.uint8),
+        eof,
+    )
+
+
+#: Distinct lengths (each at most this many bytes) up to which :func:`gather_bytes` copies with numpy.
+_GATHER_LENGTHS = 16
+_GATHER_MAX_LEN = 1 << 16
+
+
+def gather_bytes(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``buf[starts[i] : starts[i] + lens[i]]`` laid end to end (``offsets``: where each one goes, the
+    cumulative sums of ``lens`` with a leading 0), as one uint8 array.
+
+    Records of a few lengths (keys of a few widths, the common case) are copied by numpy, one strided
+    gather per length; others by :func:`readers.kernels.gather_bytes` (compiled), which is also used
+    once it is loaded.
+    """
+    lens = np.asarray(lens, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    if _loaded() is None and (not len(lens) or int(lens.max()) <= _GATHER_MAX_LEN):
+        counts = np.bincount(lens) if len(lens) else np.zeros(0, np.int64)
+        lengths = np.flatnonzero(counts)
+        if len(lengths) <= _GATHER_LENGTHS:
+            out = np.empty(int(offsets[-1]), np.uint8)
+            for size in lengths.tolist():
+                if size == 0:
+                    continue
+                which = np.flatnonzero(lens == size) if len(lengths) > 1 else slice(None)
+                rows = np.lib.stride_tricks.sliding_window_view(buf, size)[starts[which]]
+                dest = np.lib.stride_tricks.as_strided(out, (out.shape[0] - size + 1, size), (1, 1))
+                dest[np.asarray(offsets[:-1])[which]] = rows
+            return out
+    from statelens.readers.kernels import gather_bytes as compiled
+
+    return compiled(buf, starts, lens, np.asarray(offsets, dtype=np.int64))  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------------------------------------
 # Sized records (delta, snapshot, changelog v1/v3)
 
 
@@ -407,9 +562,11 @@ def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_re
             _checked_sized(data, path, start, allow_removes, max_record)
             raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
         return fixed_width_index(count, klen, vlen, start)
-    from statelens.readers.kernels import walk_sized
-
-    key_start, key_len, val_len, eof = walk_sized(buf, start)
+    kernels = _kernels(buf.shape[0] - start)
+    if kernels is None:
+        key_start, key_len, val_len, eof = _walk_sized(data, start)
+    else:
+        key_start, key_len, val_len, eof = kernels.walk_sized(buf, start)
     if eof < 0:
         _checked_sized(data, path, start, allow_removes, max_record)
         raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
@@ -496,10 +653,12 @@ def _check_tail(buf: np.ndarray, path: str, end: int, count: int) -> None:
 
 
 def _scan_typed(data: Buffer, path: str, start: int, max_record: int) -> RecordIndex:
-    from statelens.readers.kernels import walk_typed
-
     buf = _as_u8(data)
-    key_start, key_len, val_len, kind, eof = walk_typed(buf, start)
+    kernels = _kernels(buf.shape[0] - start)
+    if kernels is None:
+        key_start, key_len, val_len, kind, eof = _walk_typed(data, start)
+    else:
+        key_start, key_len, val_len, kind, eof = kernels.walk_typed(buf, start)
     if eof < 0:
         _checked_typed(data, path, start, max_record)
         raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover

@@ -1253,7 +1253,7 @@ class _FamilyReplay:
         vs, vl = idx.val_start[mine][has_value], idx.val_len[mine][has_value]
         lens = np.concatenate((kl, vl))
         if 2 * int(lens.sum()) < len(data):  # other families' records dominate: copy out this family's
-            from statelens.readers.kernels import gather_bytes
+            from statelens.readers.records import gather_bytes
 
             ends = np.cumsum(lens)
             data = gather_bytes(u8, np.concatenate((ks, vs)), lens, np.concatenate(([0], ends))).tobytes()

@@ -41,6 +41,20 @@ from statelens.readers.records import (
 PATH = "state/0/0/2.delta"
 
 
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "python"])
+def walk(request: pytest.FixtureRequest) -> Any:
+    """Every test runs with the compiled record walks (readers/kernels.py) and with the Python ones,
+    which a process uses until it has walked ``records.PYTHON_WALK_BYTES``."""
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "python":
+            mp.setattr(records, "_kernels", lambda _size: None)
+        else:
+            from statelens.readers import kernels
+
+            mp.setattr(records, "_kernels", lambda _size: kernels)
+        yield request.param
+
+
 def _lz4(hex_text: str) -> bytes:
     return decompress(bytes.fromhex(hex_text), "fixture")
 
@@ -468,12 +482,24 @@ def test_mutated_changelogs_give_an_index_or_a_statelens_error(data: bytes) -> N
 
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", ["rich_types", "session_window", "agg_count"])
-def test_keys_and_values_gathered_into_arrow_equal_their_slices(scenario: str, checkpoint: Any) -> None:
-    """``binary_array`` (one copy when every string has the same length, a compiled copy otherwise)
-    gives the bytes the record index points at, for the keys and the values of real state files."""
+@pytest.mark.parametrize("gather", ["numpy", "compiled"])
+def test_keys_and_values_gathered_into_arrow_equal_their_slices(
+    scenario: str, gather: str, checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``binary_array`` (one copy when every string has the same length, else ``records.gather_bytes``:
+    a numpy copy per length before the compiled kernels are loaded, theirs after) gives the bytes the
+    record index points at, for the keys and the values of real state files."""
     from pathlib import Path
 
+    from statelens.readers import kernels
     from statelens.readers.arrow_values import binary_array
+
+    calls: list[int] = []
+    if gather == "numpy":  # as in a process that has not loaded the kernels
+        monkeypatch.setattr(records, "_loaded", lambda: None)
+        monkeypatch.setattr(kernels, "gather_bytes", lambda *args: calls.append(1))
+    else:
+        monkeypatch.setattr(records, "_GATHER_LENGTHS", 0)
 
     files = sorted(Path(checkpoint(scenario) / "checkpoint" / "state").rglob("*.delta"))
     assert files
@@ -486,6 +512,7 @@ def test_keys_and_values_gathered_into_arrow_equal_their_slices(scenario: str, c
             got = binary_array(data, starts, lens).to_pylist()
             assert got == [data[s : s + n] for s, n in zip(starts.tolist(), lens.tolist(), strict=True)]
             lengths.add(len(set(lens.tolist())))
+    assert not calls  # the numpy copy did not fall back on the compiled one
     # both ways are taken: strings of several lengths, and of one length (fixed-width rows)
     assert (max(lengths) > 1) if scenario == "rich_types" else (1 in lengths)
 

@@ -40,36 +40,69 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 
 
-def build_checkpoint(partitions: int, batches: int, keys: int) -> Path:
-    """Generate (or reuse) the benchmark checkpoint; returns the checkpoint folder."""
-    root = REPO / ".cache" / "bench" / f"agg-p{partitions}-b{batches}-k{keys}"
+#: Key spellings: ``fixed`` keys all have the same width (``key-000000001``), the layout the fixed-width
+#: fast paths read; ``variable`` keys are ``user-1`` ... ``user-1999999``, like real user, session and
+#: device ids, whose UnsafeRows differ in length.
+KEY_STYLES = {"fixed": "key-{:09d}", "variable": "user-{}"}
+
+#: State store providers: the HDFS-backed one, and RocksDB with and without changelog checkpointing.
+PROVIDERS = ("hdfs", "rocksdb-changelog", "rocksdb")
+
+_ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def checkpoint_name(partitions: int, batches: int, keys: int, key_style: str = "fixed", provider: str = "hdfs") -> str:
+    """The cache folder of one benchmark checkpoint (the fixed-width HDFS one keeps its first name)."""
+    name = f"agg-p{partitions}-b{batches}-k{keys}"
+    if key_style != "fixed":
+        name += f"-{key_style}"
+    if provider != "hdfs":
+        name += f"-{provider}"
+    return name
+
+
+def build_checkpoint(
+    partitions: int, batches: int, keys: int, key_style: str = "fixed", provider: str = "hdfs"
+) -> Path:
+    """Generate (or reuse) the benchmark checkpoint; returns the checkpoint folder.
+
+    The same input (the same keys, in the same batches, with the same updates) for every provider, so
+    an HDFS checkpoint and its RocksDB twins hold the same state.
+    """
+    root = REPO / ".cache" / "bench" / checkpoint_name(partitions, batches, keys, key_style, provider)
     ckpt = root / "checkpoint"
     if (root / "done").exists():
         return ckpt
     shutil.rmtree(root, ignore_errors=True)
     inputs = root / "input"
     inputs.mkdir(parents=True)
+    spell = KEY_STYLES[key_style]
     rng = random.Random(7)
     per_batch = keys // batches
     next_key = 0
     for b in range(batches):
         with open(inputs / f"part-{b:04d}.json", "w") as f:
             for _ in range(per_batch):
-                f.write(f'{{"k":"key-{next_key:09d}","n":{b}}}\n')
+                f.write(f'{{"k":"{spell.format(next_key)}","n":{b}}}\n')
                 next_key += 1
             for _ in range(per_batch // 10 if next_key else 0):  # updates of older keys
-                f.write(f'{{"k":"key-{rng.randrange(next_key):09d}","n":{b}}}\n')
+                f.write(f'{{"k":"{spell.format(rng.randrange(next_key))}","n":{b}}}\n')
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "4g" if keys <= 5_000_000 else "14g")  # HDFS stores live in memory
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    if provider != "hdfs":
+        builder = builder.config("spark.sql.streaming.stateStore.providerClass", _ROCKSDB_PROVIDER).config(
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+            str(provider == "rocksdb-changelog").lower(),
+        )
+    spark = builder.getOrCreate()
     df = spark.readStream.schema("k string, n long").option("maxFilesPerTrigger", 1).json(str(inputs))
     q = (
         df.groupBy("k")
