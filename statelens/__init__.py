@@ -11,22 +11,19 @@ As a library::
 The installed distribution has this one import root. In the repository, ``app/``, ``readers/`` and
 ``viewers/`` stay at the top level (the product's layout) and this folder links them in as
 ``statelens.app``, ``statelens.readers`` and ``statelens.viewers``; a wheel holds real copies.
+
+``statelens.__version__`` reads the package metadata when it is first asked for: importing
+:mod:`importlib.metadata` and finding the distribution costs every command ~40-140 ms it does not use.
 """
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from statelens.app.api import Checkpoint
 
 __all__ = ["Checkpoint", "__version__", "open"]
-
-try:
-    __version__ = metadata.version("statelens")
-except metadata.PackageNotFoundError:  # a source checkout that was never installed
-    __version__ = "0+unknown"
 
 
 def open(path: str, **options: Any) -> Checkpoint:  # noqa: A001  # statelens.open, as fsspec.open
@@ -42,4 +39,13 @@ def __getattr__(name: str) -> Any:
         from statelens.app.api import Checkpoint
 
         return Checkpoint
-    raise AttributeError(f"module 'statelens' has no attribute {name!r}")
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import metadata  # read when asked: importlib.metadata costs every command 40-140 ms
+
+    try:
+        version = metadata.version("statelens")
+    except metadata.PackageNotFoundError:  # a source checkout that was never installed
+        version = "0+unknown"
+    globals()["__version__"] = version
+    return version

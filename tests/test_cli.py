@@ -147,7 +147,9 @@ def test_rows_csv_and_parquet(checkpoint: Any, tmp_path: Path, capsys: pytest.Ca
     assert str(table.schema.field("key").type.field("k_ts").type) == "timestamp[us, tz=UTC]"
 
 
-@pytest.mark.parametrize("scenario", ["agg_many_partitions", "window_agg_watermark", "join"])
+@pytest.mark.parametrize(
+    "scenario", ["agg_many_partitions", "window_agg_watermark", "join", "rocks_agg_changelog"]
+)
 def test_growth_json_equals_spark_counts(
     scenario: str, checkpoint: Any, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -155,6 +157,7 @@ def test_growth_json_equals_spark_counts(
     code, out, _ = run(capsys, "growth", str(root), "--json")
     assert code == 0
     records = json.loads(out)
+    assert out == json.dumps(records, indent=1) + "\n"  # the layout of json.dump(indent=1)
     ckpt = open_checkpoint(str(root))
     checked = 0
     for op in ckpt.operators:
@@ -182,6 +185,50 @@ def test_growth_json_equals_spark_counts(
                 assert all(r["bytes"] > 0 for r in records)
                 checked += 1
     assert checked >= 4
+
+
+#: Libraries a command reading state natively never needs: the compiled walks' numba (until a process
+#: has walked ``records.PYTHON_WALK_BYTES`` of variable-width records), pandas, DuckDB (SQL only), Qt.
+HEAVY_MODULES = ("numba", "pandas", "duckdb", "PySide6")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "command"),
+    [
+        ("agg_count", ["info"]),
+        ("agg_count", ["growth", "--json"]),
+        ("rich_types", ["growth", "--json"]),  # keys of several widths: the record walk
+        ("rocks_agg_changelog", ["info"]),
+        ("rocks_agg_changelog", ["growth", "--json"]),  # RocksDB changelogs: the record walk
+        ("join", ["growth"]),
+    ],
+)
+def test_native_commands_do_not_import_heavy_libraries(
+    scenario: str, command: list[str], checkpoint: Any, tmp_path: Path
+) -> None:
+    """A native command in a fresh process imports none of :data:`HEAVY_MODULES` (``sys.modules`` at
+    exit), and does its work (exit code 0, its output)."""
+    import subprocess
+
+    root = checkpoint(scenario) / "checkpoint"
+    probe = (
+        "import atexit, sys\n"
+        f"heavy = {HEAVY_MODULES!r}\n"
+        "atexit.register(lambda: sys.stderr.write('LOADED ' + repr(sorted(m for m in heavy if m in sys.modules)) + '\\n'))\n"
+        "from statelens.app.launcher import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, command[0], str(root), *command[1:]],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "STATELENS_CACHE_DIR": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
+    loaded = [line for line in out.stderr.splitlines() if line.startswith("LOADED ")]
+    assert loaded == ["LOADED []"], out.stderr
 
 
 # -- bad input --------------------------------------------------------------------------------------------

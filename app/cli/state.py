@@ -477,9 +477,28 @@ def iter_growth(
             }
 
 
-def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
+def _dump_flat_records(records: list[dict[str, Any]], out: IO[str]) -> None:
+    """``json.dump(records, out, indent=1)`` for records of plain values, written at the speed of the C
+    encoder: with ``indent`` the json module encodes in Python (~60 us a record, 0.4 s for the 6,000
+    records of a 200-partition, 30-batch store)."""
     import json
+    from json.encoder import encode_basestring_ascii as quote
 
+    if not records:
+        out.write("[]")
+        return
+    dumps = json.dumps
+    items = []
+    for record in records:
+        fields = ",\n  ".join(
+            f"{quote(k)}: {quote(v) if type(v) is str else v if type(v) is int else dumps(v)}"
+            for k, v in record.items()
+        )
+        items.append(f" {{\n  {fields}\n }}" if record else " {}")
+    out.write("[\n" + ",\n".join(items) + "\n]")
+
+
+def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
     ckpt = _open(args)
     bar = _Progress()
     chooser = _common._backends(args, ckpt)
@@ -506,7 +525,7 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
 
             write_json(with_top_keys(records, heavy), out)
         else:
-            json.dump(records, out, indent=1)
+            _dump_flat_records(records, out)
             out.write("\n")
         return _report_problems(ckpt)
     totals: dict[tuple[int, str, int], list[int]] = {}

@@ -51,7 +51,9 @@ PROVIDERS = ("hdfs", "rocksdb-changelog", "rocksdb")
 _ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def checkpoint_name(partitions: int, batches: int, keys: int, key_style: str = "fixed", provider: str = "hdfs") -> str:
+def checkpoint_name(
+    partitions: int, batches: int, keys: int, key_style: str = "fixed", provider: str = "hdfs"
+) -> str:
     """The cache folder of one benchmark checkpoint (the fixed-width HDFS one keeps its first name)."""
     name = f"agg-p{partitions}-b{batches}-k{keys}"
     if key_style != "fixed":
