@@ -56,9 +56,9 @@ from statelens.readers.errors import (
 )
 from statelens.readers.fs import CheckpointFS, PartitionReadAhead
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
-from statelens.readers.records import KIND_MERGE, scan_changelog
+from statelens.readers.records import KIND_MERGE, RecordIndex, scan_changelog
 from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
-from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase
+from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, VersionRows
 
 __all__ = [
     "ColumnFamily",
@@ -524,8 +524,9 @@ class RocksDBStoreReader(StoreReaderBase):
             raise
 
     # -- changelogs ----------------------------------------------------------------------------------
-    def _changelog_pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
-        """Keys and values (``None`` = delete) of one changelog, version bytes removed, in file order."""
+    def _changelog_index(self, sf: StateFile) -> tuple[bytes, RecordIndex]:
+        """One changelog decompressed and indexed, its records' version bytes checked (unless rows carry
+        checksums, checked record by record by :meth:`_checked_changelog_pairs`)."""
         with self._located(sf.partition_id, sf.version):
             data = decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
             fmt, _lineage, idx = scan_changelog(data, sf.path)
@@ -535,13 +536,22 @@ class RocksDBStoreReader(StoreReaderBase):
                     "plain key/value store; use --backend spark",
                     sf.path,
                 )
-            skip = self.value_skip
-            if self.row_checksum:
+            if not self.row_checksum:
+                put = idx.val_len >= 0
+                self._check_version_bytes(data, idx.key_start, idx.key_len, sf.path, "key", 1)
+                self._check_version_bytes(
+                    data, idx.val_start[put], idx.val_len[put], sf.path, "value", self.value_skip
+                )
+        return data, idx
+
+    def _changelog_pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
+        """Keys and values (``None`` = delete) of one changelog, version bytes removed, in file order."""
+        data, idx = self._changelog_index(sf)
+        skip = self.value_skip
+        if self.row_checksum:
+            with self._located(sf.partition_id, sf.version):
                 return self._checked_changelog_pairs(data, idx, sf.path)
-            put = idx.val_len >= 0
-            self._check_version_bytes(data, idx.key_start, idx.key_len, sf.path, "key", 1)
-            self._check_version_bytes(data, idx.val_start[put], idx.val_len[put], sf.path, "value", skip)
-            ks, kl, vs, vl = (a.tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
+        ks, kl, vs, vl = (a.tolist() for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
         keys = [data[s + 1 : s + n] for s, n in zip(ks, kl, strict=True)]
         values = [data[s + skip : s + n] if n >= 0 else None for s, n in zip(vs, vl, strict=True)]
         return keys, values
@@ -926,6 +936,56 @@ class RocksDBStoreReader(StoreReaderBase):
                 yield v, state, self._on_disk(pf, v)
 
     # -- statistics ----------------------------------------------------------------------------------
+    def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionRows | None]]:
+        """Partitions replayed from changelogs alone are counted from their keys' ids
+        (:meth:`version_rows`); the others (a zip to open, or a file that cannot be read) are walked,
+        which reads what it can and reports the file."""
+        from statelens.readers.parallel import in_order
+
+        for pid, rows, _ in in_order(self.version_rows, self.partition_ids(), 1, cancelled):
+            yield pid, rows
+
+    def version_rows(self, partition_id: int) -> VersionRows | None:
+        """Live rows of one partition at every readable version, counted from the ids of its changelog
+        records' keys, with no Python object per record (what ``growth``'s walk over a set of keys
+        counts, as :meth:`readers.hdfs_store.HDFSStoreReader.version_rows` does for deltas). Applies when
+        the changelogs ``1 .. last`` rebuild every readable version from empty; None otherwise (a zip to
+        open, a gap, row checksums checked per record). A file that cannot be read raises.
+        """
+        import numpy as np
+
+        from statelens.readers.hdfs_store import _counts_by_key, _distinct_so_far
+
+        if self.row_checksum:
+            return None
+        pf = self._partition(partition_id)
+        versions = self.versions(partition_id)
+        if not versions or versions != list(range(versions[0], versions[-1] + 1)):
+            return None
+        if any(v not in pf.deltas for v in range(1, versions[-1] + 1)):
+            return None
+        first = versions[0]
+        pieces: list[Any] = []
+        counts: list[int] = []
+        puts: list[Any] = []
+        tags: list[int] = []
+        for v in range(1, versions[-1] + 1):
+            sf = pf.deltas[v]
+            data, idx = self._changelog_index(sf)
+            put = idx.val_len >= 0
+            pieces.append(binary_array(data, idx.key_start - 4, idx.key_len + 4))
+            counts.append(int(idx.count))
+            puts.append(put)
+            tags.append(max(v - first, 0))
+        nv = len(versions)
+        ids = key_ids(pieces)
+        put_mask = np.concatenate(puts) if puts else np.zeros(0, dtype=bool)
+        if put_mask.all():
+            return versions, _distinct_so_far(ids, tags, counts, nv)
+        tag = np.repeat(np.asarray(tags, dtype=np.int64), counts)
+        rows, _, _ = _counts_by_key(ids, put_mask, None, tag, nv)
+        return versions, rows
+
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None
     ) -> Iterator[PartitionVersionStats]:
