@@ -2,24 +2,34 @@
 
 Run on demand (not collected by pytest)::
 
-    python -m tests.benchmarks.bench_growth [--partitions 200] [--batches 32] [--keys 2000000] [--json OUT]
+    python -m tests.benchmarks.bench_growth [--partitions 200] [--batches 32] [--keys 2000000]
+        [--key-styles fixed,variable] [--providers hdfs,rocksdb-changelog,rocksdb] [--json OUT]
 
-It builds (once, cached under ``.cache/bench/``) a checkpoint written by PySpark: a ``groupBy(key)``
+It builds (once, cached under ``.cache/bench/``) checkpoints written by PySpark: a ``groupBy(key)``
 aggregation over ``--batches`` micro-batches adding ``--keys`` distinct keys in all, with some updates of
-old keys in every batch, on ``--partitions`` shuffle partitions. Then, in one run, it measures:
+old keys in every batch, on ``--partitions`` shuffle partitions; its keys spelled at one width
+(``key-000000001``) or at several (``user-1`` ... ``user-1999999``, like real ids), its state kept by the
+HDFS-backed provider or by RocksDB with and without changelog checkpointing (the same input for all).
+Then, in one run, for every checkpoint (the *variants*):
 
-* ``raw``: reading and decompressing every state file (the floor for any reader; the checkpoint is
-  opened before the clock starts), best of three after a pass that brings the files into the page cache;
-* ``native_growth``: ``statelens growth`` (rows of every partition at every version), opening included
-  and apart, best of three;
+* ``raw``: reading every state file (SSTs too) and decompressing every delta, snapshot and changelog
+  (the floor for any reader; the checkpoint is opened before the clock starts), best of three after a
+  pass that brings the files into the page cache;
+* ``native_growth``: ``statelens growth`` in this process (rows of every partition at every version),
+  opening included and apart, best of three;
+* ``fresh_growth`` and ``fresh_info``: ``statelens growth --json`` and ``statelens info`` in a fresh
+  process (imports included, as a user runs them), wall and CPU seconds, best of three;
+* peak resident memory of the native growth (in a fresh subprocess).
+
+And for the first variant only:
+
 * ``native_decode``: decoding every row of the latest version (rows/s);
 * ``native_decode_arrow``: the same into Arrow columns (``read_arrow``, no Python object per row);
 * ``native_decode_arrow_threads``: the same on the threads the browser decodes with (``readers.parallel``);
 * ``spark_decode``: Spark's ``statestore`` reader on the latest version (every column hashed);
 * ``spark_growth``: the same answer from Spark: one ``statestore`` read per committed batch, counted per
   partition;
-* ``spark_backend_growth``: the same answer from statelens' Spark backend (the change feed, one job);
-* peak resident memory of the native growth (in a fresh subprocess).
+* ``spark_backend_growth``: the same answer from statelens' Spark backend (the change feed, one job).
 
 Results are ratios measured in the same run, never timed assertions.
 """
@@ -30,6 +40,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -122,17 +133,29 @@ def build_checkpoint(
 
 
 def measure_raw(ckpt: Path) -> dict[str, float]:
+    """Every state file read (SSTs too), every delta, snapshot and changelog decompressed."""
     from statelens.readers.checkpoint import open_checkpoint
     from statelens.readers.codecs import decompress
 
     c = open_checkpoint(str(ckpt))
     t = time.perf_counter()
     n_files = n_bytes = out_bytes = 0
-    for _, _, sf in c.iter_state_files():
-        data = c.fs.read_bytes(sf.path)
-        out_bytes += len(decompress(data, sf.path))
-        n_files += 1
-        n_bytes += len(data)
+    state = ckpt / "state"
+    for folder, _, names in os.walk(state):
+        for name in names:
+            if (
+                name.startswith(".")
+                or name.endswith(".crc")
+                or "_metadata" in folder
+                or "_stateSchema" in folder
+            ):
+                continue
+            path = os.path.join(folder, name)
+            data = c.fs.read_bytes(os.path.relpath(path, ckpt))
+            if name.endswith((".delta", ".snapshot", ".changelog")):
+                out_bytes += len(decompress(data, path))
+            n_files += 1
+            n_bytes += len(data)
     return {
         "seconds": time.perf_counter() - t,
         "files": n_files,
@@ -310,61 +333,145 @@ def peak_memory_of_growth(ckpt: Path) -> float:
     return int(proc.stderr.strip().splitlines()[-1]) / 1024
 
 
+def fresh_command(ckpt: Path, *argv: str) -> dict[str, float]:
+    """``statelens <argv> <ckpt>`` in a fresh process (the console script's entry point, output thrown
+    away): wall seconds and the CPU seconds the process used."""
+    code = "import sys;from statelens.app.launcher import main;sys.exit(main(sys.argv[1:]))"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", code, argv[0], str(ckpt), *argv[1:]],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"seconds": wall, "cpu_seconds": cpu}
+
+
+def best_fresh(runs: int, ckpt: Path, *argv: str) -> dict[str, float]:
+    """The best of ``runs`` fresh-process runs, by wall time and (apart) by CPU time."""
+    results = [fresh_command(ckpt, *argv) for _ in range(runs)]
+    return {
+        "seconds": min(r["seconds"] for r in results),
+        "cpu_seconds": min(r["cpu_seconds"] for r in results),
+    }
+
+
+def measure_variant(ckpt: Path, runs: int) -> dict[str, Any]:
+    """The floor, growth in process and in fresh processes, info in a fresh process, and peak memory."""
+    out: dict[str, Any] = {}
+    measure_raw(ckpt)  # the files into the page cache: the floor and growth both read them warm
+    out["raw"] = best_of(runs, measure_raw, ckpt)
+    out["native_growth"] = best_of(runs, measure_native_growth, ckpt)
+    best_fresh(1, ckpt, "info")  # compiled modules and their caches written
+    out["fresh_growth"] = best_fresh(runs, ckpt, "growth", "--json")
+    out["fresh_info"] = best_fresh(runs, ckpt, "info")
+    out["native_growth_peak_rss_mib"] = peak_memory_of_growth(ckpt)
+    raw = out["raw"]["seconds"]
+    out["ratio_to_raw"] = out["native_growth"]["seconds"] / raw
+    out["fresh_growth_ratio_to_raw"] = out["fresh_growth"]["seconds"] / raw
+    out["fresh_growth_cpu_ratio_to_raw"] = out["fresh_growth"]["cpu_seconds"] / raw
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=200)
     ap.add_argument("--batches", type=int, default=32)
     ap.add_argument("--keys", type=int, default=2_000_000)
+    ap.add_argument(
+        "--key-styles", default="fixed,variable", help="comma-separated: " + ", ".join(KEY_STYLES)
+    )
+    ap.add_argument(
+        "--providers", default=",".join(PROVIDERS), help="comma-separated: " + ", ".join(PROVIDERS)
+    )
+    ap.add_argument("--runs", type=int, default=3, help="runs of each measurement (the best is kept)")
     ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument("--skip-decode", action="store_true", help="skip the decode measurements")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
     os.environ.setdefault("TZ", "UTC")
     from statelens.app import allocator
 
     allocator.tune()  # as the statelens command does: the floor and growth run under the same malloc
-    t = time.perf_counter()
-    ckpt = build_checkpoint(args.partitions, args.batches, args.keys)
-    print(f"checkpoint: {ckpt} (ready in {time.perf_counter() - t:.1f}s)", flush=True)
-    result: dict[str, Any] = {"partitions": args.partitions, "batches": args.batches, "keys": args.keys}
-    measure_raw(ckpt)  # the files into the page cache: the floor and growth both read them warm
-    result["raw"] = best_of(3, measure_raw, ckpt)
-    print("raw read+decompress (best of 3):", result["raw"], flush=True)
-    result["native_growth"] = best_of(3, measure_native_growth, ckpt)
-    print("native growth (best of 3):", result["native_growth"], flush=True)
-    result["native_decode"] = measure_native_decode(ckpt)
-    print("native decode latest:", result["native_decode"], flush=True)
-    result["native_decode_arrow"] = measure_native_decode_arrow(ckpt)
-    print("native decode latest into Arrow:", result["native_decode_arrow"], flush=True)
-    result["native_decode_arrow_threads"] = measure_native_decode_arrow_threads(ckpt)
-    print("the same on the browser's threads:", result["native_decode_arrow_threads"], flush=True)
-    result["native_growth_peak_rss_mib"] = peak_memory_of_growth(ckpt)
-    print("native growth peak RSS MiB:", result["native_growth_peak_rss_mib"], flush=True)
+    styles = [k for k in args.key_styles.split(",") if k]
+    providers = [p for p in args.providers.split(",") if p]
+    # variable-width keys on every provider; fixed-width keys on HDFS (the fast paths' layout)
+    variants = [(k, p) for k in styles for p in providers if k == "variable" or p == "hdfs"]
+    result: dict[str, Any] = {
+        "partitions": args.partitions,
+        "batches": args.batches,
+        "keys": args.keys,
+        "variants": {},
+    }
+    first: Path | None = None
+    for key_style, provider in variants:
+        t = time.perf_counter()
+        ckpt = build_checkpoint(args.partitions, args.batches, args.keys, key_style, provider)
+        first = first or ckpt
+        name = f"{provider}/{key_style}"
+        print(f"{name}: {ckpt} (ready in {time.perf_counter() - t:.1f}s)", flush=True)
+        result["variants"][name] = measure_variant(ckpt, args.runs)
+        print(f"{name}:", json.dumps(result["variants"][name]), flush=True)
+    assert first is not None, "no variant selected"
+    ckpt = first
+    if not args.skip_decode:
+        result["native_decode"] = measure_native_decode(ckpt)
+        print("native decode latest:", result["native_decode"], flush=True)
+        result["native_decode_arrow"] = measure_native_decode_arrow(ckpt)
+        print("native decode latest into Arrow:", result["native_decode_arrow"], flush=True)
+        result["native_decode_arrow_threads"] = measure_native_decode_arrow_threads(ckpt)
+        print("the same on the browser's threads:", result["native_decode_arrow_threads"], flush=True)
+        result["arrow_decode_vs_rows"] = (
+            result["native_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]
+        )
+    growth = next(iter(result["variants"].values()))["native_growth"]["seconds"]
     if not args.skip_spark:
         result["spark_backend_growth"] = measure_spark_backend_growth(ckpt)
         print("statelens spark backend growth:", result["spark_backend_growth"], flush=True)
-        result["speedup_vs_spark_backend"] = (
-            result["spark_backend_growth"]["seconds"] / result["native_growth"]["seconds"]
-        )  # type: ignore[index]
-        result["spark_decode"] = measure_spark_decode(ckpt)
-        print("spark decode latest:", result["spark_decode"], flush=True)
-        result["arrow_decode_vs_spark"] = (
-            result["spark_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]
-        )  # type: ignore[index]
+        result["speedup_vs_spark_backend"] = result["spark_backend_growth"]["seconds"] / growth
+        if not args.skip_decode:
+            result["spark_decode"] = measure_spark_decode(ckpt)
+            print("spark decode latest:", result["spark_decode"], flush=True)
+            result["arrow_decode_vs_spark"] = (
+                result["spark_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]
+            )
         result["spark_growth"] = measure_spark_growth(ckpt)
         print("spark growth:", result["spark_growth"], flush=True)
-        result["speedup_vs_spark"] = result["spark_growth"]["seconds"] / result["native_growth"]["seconds"]  # type: ignore[index]
-    result["ratio_to_raw"] = result["native_growth"]["seconds"] / result["raw"]["seconds"]  # type: ignore[index]
-    result["ratio_to_raw_after_opening"] = (
-        result["native_growth"]["seconds"] - result["native_growth"]["open_seconds"]  # type: ignore[index]
-    ) / result["raw"]["seconds"]  # type: ignore[index]
-    result["arrow_decode_ratio_to_raw"] = result["native_decode_arrow"]["seconds"] / result["raw"]["seconds"]  # type: ignore[index]
-    result["arrow_decode_vs_rows"] = (
-        result["native_decode"]["seconds"] / result["native_decode_arrow"]["seconds"]
-    )  # type: ignore[index]
-    print(json.dumps({k: v for k, v in result.items() if k.startswith(("speedup", "ratio"))}, indent=1))
+        result["speedup_vs_spark"] = result["spark_growth"]["seconds"] / growth
+    print(summary(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
+
+
+def summary(result: dict[str, Any]) -> str:
+    """One line per variant: the floor, growth in process and fresh (wall, CPU), info fresh, and each
+    RocksDB variant's growth against the HDFS one of the same keys."""
+    lines = [
+        f"{result['keys']} keys, {result['partitions']} partitions, {result['batches']} batches",
+        f"{'variant':<28}{'raw s':>8}{'growth s':>10}{'x raw':>7}{'fresh s':>9}{'cpu s':>7}{'x raw':>7}"
+        f"{'info s':>8}{'x hdfs':>8}",
+    ]
+    variants = result["variants"]
+    for name, v in variants.items():
+        provider, style = name.split("/")
+        twin = variants.get(f"hdfs/{style}")
+        vs_hdfs = (
+            f"{v['fresh_growth']['seconds'] / twin['fresh_growth']['seconds']:>8.2f}"
+            if twin is not None and provider != "hdfs"
+            else f"{'':>8}"
+        )
+        lines.append(
+            f"{name:<28}{v['raw']['seconds']:>8.3f}{v['native_growth']['seconds']:>10.3f}"
+            f"{v['ratio_to_raw']:>7.1f}{v['fresh_growth']['seconds']:>9.2f}"
+            f"{v['fresh_growth']['cpu_seconds']:>7.2f}{v['fresh_growth_ratio_to_raw']:>7.1f}"
+            f"{v['fresh_info']['seconds']:>8.2f}{vs_hdfs}"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
