@@ -54,6 +54,7 @@ __all__ = [
     "KIND_PUT",
     "KIND_REMOVE",
     "RecordIndex",
+    "changelog_header",
     "iter_records",
     "scan_changelog",
     "scan_records",
@@ -261,6 +262,19 @@ def scan_changelog(
     else:
         index = _scan_typed(data, path, start, max_record_bytes)
     return version, lineage, index
+
+
+def changelog_header(data: Buffer, path: str) -> tuple[int, int]:
+    """The format version (1-4) of a decompressed RocksDB changelog and the offset of its first record,
+    read from its header as :func:`scan_changelog` does (v1 has none: offset 0).
+
+    Raises
+    ------
+    UnsupportedVersionError, CorruptFileError, TruncatedFileError
+        As :func:`scan_changelog` for a bad header or lineage.
+    """
+    version, start, _ = _changelog_header(data, path)
+    return version, start
 
 
 def iter_records(

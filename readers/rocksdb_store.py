@@ -56,7 +56,7 @@ from statelens.readers.errors import (
 )
 from statelens.readers.fs import CheckpointFS, PartitionReadAhead
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
-from statelens.readers.records import KIND_MERGE, RecordIndex, scan_changelog
+from statelens.readers.records import KIND_MERGE, RecordIndex, changelog_header, scan_changelog, sized_keys
 from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
 from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, VersionRows
 
@@ -529,6 +529,12 @@ class RocksDBStoreReader(StoreReaderBase):
         checksums, checked record by record by :meth:`_checked_changelog_pairs`)."""
         with self._located(sf.partition_id, sf.version):
             data = decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
+        return data, self._checked_index(sf, data)
+
+    def _checked_index(self, sf: StateFile, data: bytes) -> RecordIndex:
+        """The index of one decompressed changelog, its records' version bytes checked (unless rows
+        carry checksums); errors name the file, the store, partition and version."""
+        with self._located(sf.partition_id, sf.version):
             fmt, _lineage, idx = scan_changelog(data, sf.path)
             if fmt in (2, 4) or (idx.kind == KIND_MERGE).any():
                 raise BackendUnavailableError(
@@ -542,7 +548,7 @@ class RocksDBStoreReader(StoreReaderBase):
                 self._check_version_bytes(
                     data, idx.val_start[put], idx.val_len[put], sf.path, "value", self.value_skip
                 )
-        return data, idx
+        return idx
 
     def _changelog_pairs(self, sf: StateFile) -> tuple[list[bytes], list[bytes | None]]:
         """Keys and values (``None`` = delete) of one changelog, version bytes removed, in file order."""
@@ -951,10 +957,14 @@ class RocksDBStoreReader(StoreReaderBase):
         counts, as :meth:`readers.hdfs_store.HDFSStoreReader.version_rows` does for deltas). Applies when
         the changelogs ``1 .. last`` rebuild every readable version from empty; None otherwise (a zip to
         open, a gap, row checksums checked per record). A file that cannot be read raises.
+
+        Changelogs without a header (v1) whose records all have one key size and one value size (the
+        common case) are checked and cut a group of files at a time
+        (:func:`readers.records.sized_keys`), as deltas are; the others are indexed one by one.
         """
         import numpy as np
 
-        from statelens.readers.hdfs_store import _counts_by_key, _distinct_so_far
+        from statelens.readers.hdfs_store import _counts_by_key, _distinct_so_far, _file_groups
 
         if self.row_checksum:
             return None
@@ -968,15 +978,31 @@ class RocksDBStoreReader(StoreReaderBase):
         pieces: list[Any] = []
         counts: list[int] = []
         puts: list[Any] = []
-        tags: list[int] = []
-        for v in range(1, versions[-1] + 1):
-            sf = pf.deltas[v]
-            data, idx = self._changelog_index(sf)
-            put = idx.val_len >= 0
-            pieces.append(binary_array(data, idx.key_start - 4, idx.key_len + 4))
-            counts.append(int(idx.count))
-            puts.append(put)
-            tags.append(max(v - first, 0))
+        files = [pf.deltas[v] for v in range(1, versions[-1] + 1)]
+        for group in _file_groups(files):
+            datas = []
+            for sf in group:
+                with self._located(sf.partition_id, sf.version):
+                    datas.append(decompress(self.fs.read_bytes(sf.path), sf.path, self.codec))
+            run = self._sized_changelogs(group, datas)
+            if run is not None:
+                block, n, vlens = run
+                pieces.append(block)
+                counts.extend(n)
+                puts.extend(np.full(c, v >= 0) for c, v in zip(n, vlens, strict=True))
+                continue
+            for sf, data in zip(group, datas, strict=True):  # another key size, or variable-width rows
+                one = self._sized_changelogs([sf], [data])
+                if one is not None:
+                    pieces.append(one[0])
+                    counts.append(one[1][0])
+                    puts.append(np.full(one[1][0], one[2][0] >= 0))
+                    continue
+                idx = self._checked_index(sf, data)
+                pieces.append(binary_array(data, idx.key_start - 4, idx.key_len + 4))
+                counts.append(int(idx.count))
+                puts.append(idx.val_len >= 0)
+        tags = [max(sf.version - first, 0) for sf in files]
         nv = len(versions)
         ids = key_ids(pieces)
         put_mask = np.concatenate(puts) if puts else np.zeros(0, dtype=bool)
@@ -985,6 +1011,38 @@ class RocksDBStoreReader(StoreReaderBase):
         tag = np.repeat(np.asarray(tags, dtype=np.int64), counts)
         rows, _, _ = _counts_by_key(ids, put_mask, None, tag, nv)
         return versions, rows
+
+    def _sized_changelogs(
+        self, group: list[StateFile], datas: list[bytes]
+    ) -> tuple[Any, list[int], list[int]] | None:
+        """The keys (size word in front) of v1 changelogs of fixed-width rows, each file's record count
+        and value size (:func:`readers.records.sized_keys`), their version bytes checked at once; None
+        when a file has a header (v2-v4) or rows of several widths, or a version byte is not 00 (the
+        files are then indexed one by one, which names the file and record)."""
+        import numpy as np
+
+        if any(changelog_header(data, sf.path)[0] != 1 for sf, data in zip(group, datas, strict=True)):
+            return None
+        run = sized_keys(datas, [True] * len(datas))
+        if run is None:
+            return None
+        block, counts, vlens = run
+        if block.shape[1] < 5 or block[:, 4].any():  # the key row's version byte, after the size word
+            return None
+        klen = block.shape[1] - 4
+        skip = self.value_skip
+        for data, count, vlen in zip(datas, counts, vlens, strict=True):
+            if vlen < 0 or not count:
+                continue
+            if vlen < skip:
+                return None
+            stride = 8 + klen + vlen
+            first = np.ndarray(
+                (count,), np.uint8, np.frombuffer(data, np.uint8), 8 + klen + skip - 1, (stride,)
+            )
+            if first.any():
+                return None
+        return block, counts, vlens
 
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None

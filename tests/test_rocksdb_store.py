@@ -414,3 +414,59 @@ def test_transform_with_state_zip_and_changelogs_agree(checkpoint: Any) -> None:
             finally:
                 pf.snapshots = snapshots
             assert from_zip == from_changelogs, (pid, v)
+
+
+@pytest.mark.spark
+def test_growth_counts_changelogs_a_group_at_a_time_and_names_a_bad_version_byte(
+    checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``version_rows`` cuts the keys of v1 changelogs of fixed-width rows a group of files at a time:
+    the keys it cuts are the records :func:`readers.records.scan_changelog` finds, and its rows are the
+    keys of ``read_raw`` at every version. A key whose version byte is not 00 (a real changelog,
+    damaged) makes the group's check fail; the file is then indexed alone, which names it."""
+    from statelens.readers import rocksdb_store
+    from statelens.readers.codecs import decompress
+    from statelens.readers.records import scan_changelog
+
+    root = checkpoint("rocks_agg_changelog") / "checkpoint"
+    reader = _reader(root)
+    grouped = 0
+    for pid in reader.partition_ids():
+        pf = reader.partitions[pid]
+        files = [pf.deltas[v] for v in sorted(pf.deltas)]
+        datas = [decompress((root / sf.path).read_bytes(), sf.path) for sf in files]
+        run = reader._sized_changelogs(files, datas)
+        if run is not None:
+            block, counts, _ = run
+            keys = [bytes(row[4:]) for row in block]
+            want = []
+            for data in datas:
+                idx = scan_changelog(data, "x")[2]
+                want += [
+                    data[s : s + n] for s, n in zip(idx.key_start.tolist(), idx.key_len.tolist(), strict=True)
+                ]
+            assert keys == want and sum(counts) == len(want)
+            grouped += 1
+        versions, rows = reader.version_rows(pid)  # type: ignore[misc]
+        assert versions == reader.versions(pid)
+        assert list(rows) == [len(reader.read_raw(pid, v)) for v in versions]
+    assert grouped  # one-letter keys: every partition's changelogs are cut at once
+
+    target = reader.partitions[0].deltas[2]
+    real = rocksdb_store.decompress
+
+    def damaged(data: bytes, path: str, codec: str | None = None) -> bytes:
+        out = real(data, path, codec)
+        if path != target.path:
+            return out
+        idx = scan_changelog(out, path)[2]
+        assert idx.count
+        broken = bytearray(out)
+        broken[int(idx.key_start[0])] = 0x01  # the first key's version byte
+        return bytes(broken)
+
+    monkeypatch.setattr(rocksdb_store, "decompress", damaged)
+    with pytest.raises(CorruptFileError) as info:
+        reader.version_rows(0)
+    assert info.value.path == target.path
+    assert "version byte" in str(info.value)
