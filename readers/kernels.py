@@ -9,7 +9,9 @@ The kernels check only what keeps the walk safe (reads in bounds, known record t
 and report the first oddity with ``eof = -1``; the callers in :mod:`readers.records` then re-walk
 with their checked Python walks, which name the error, its offset and its record. Compiled code is
 cached on disk (``cache=True``: next to this file, or in the user's cache folder when that is not
-writable), so only the first use after an install pays the ~2 s compilation.
+writable), so only the first use after an install pays the ~2 s compilation. Loading them still costs a
+fresh process ~0.9 s (numba itself and its first cached kernel), so :mod:`readers.records` walks in
+Python until a process has walked ``records.PYTHON_WALK_BYTES`` and imports this module only then.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """Benchmark: the desktop app and the state browser on the 2M-key checkpoint of ``bench_growth`` (on demand).
 
     python -m tests.benchmarks.bench_app [--partitions 200] [--batches 32] [--keys 2000000]
+        [--key-style fixed|variable] [--provider hdfs|rocksdb-changelog|rocksdb]
+
+(``--key-style`` and ``--provider`` pick a variant of the checkpoint: see ``bench_growth``; run once per
+variant to compare a RocksDB store with its HDFS twin.)
 
 Measured in one run, each app start in a fresh process (``statelens gui CKPT --screenshot --view V``, which
 returns once the view's data is drawn), wall time and peak RSS, the median of ``--starts`` starts (3; this
@@ -15,7 +19,7 @@ otherwise be compiled at every start):
   every column for a text (count and first page), each in a fresh process for its own peak RSS;
 * the held path, for comparison: decoding the latest version into an in-memory table, then the same
   sorts and filter over numpy/Arrow, as the app did for every version before the paged path;
-* the raw floor: reading and decompressing every state file.
+* the raw floor: reading every state file and decompressing every delta, snapshot and changelog.
 """
 
 from __future__ import annotations
@@ -192,19 +196,28 @@ def in_fresh_process(func: str, ckpt: Path, cache: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.benchmarks.bench_growth import build_checkpoint, measure_raw
+    from tests.benchmarks.bench_growth import KEY_STYLES, PROVIDERS, build_checkpoint, measure_raw
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=200)
     ap.add_argument("--batches", type=int, default=32)
     ap.add_argument("--keys", type=int, default=2_000_000)
+    ap.add_argument(
+        "--key-style", choices=sorted(KEY_STYLES), default="fixed", help="keys of one width or several"
+    )
+    ap.add_argument("--provider", choices=PROVIDERS, default="hdfs", help="the state store the job wrote")
     ap.add_argument("--starts", type=int, default=3, help="app starts per figure (the median is reported)")
     args = ap.parse_args(argv)
     compile_package()
-    ckpt = build_checkpoint(args.partitions, args.batches, args.keys)
+    ckpt = build_checkpoint(args.partitions, args.batches, args.keys, args.key_style, args.provider)
     cache = Path(tempfile.mkdtemp(prefix="statelens-bench-cache-"))
     try:
-        result: dict[str, object] = {"keys": args.keys, "raw": measure_raw(ckpt)}
+        result: dict[str, object] = {
+            "keys": args.keys,
+            "key_style": args.key_style,
+            "provider": args.provider,
+            "raw": measure_raw(ckpt),
+        }
         # the browser first: any app start decodes the selected version, and fills the cache
         result["browser_cold"] = app_starts(ckpt, "browser", args.starts)
         app_start(ckpt, "browser", cache)  # fills the cache
