@@ -366,7 +366,7 @@ def value_slices(data: Buffer, start: np.ndarray, length: np.ndarray) -> list[by
 #: most twice the better choice (and then walks at the compiled speed, ~30x the Python one).
 PYTHON_WALK_BYTES = 64 * 1024 * 1024
 
-_python_walked = 0  # bytes walked in Python so far in this process
+_python_walked = 0  # bytes walked in Python so far in this process (threads may race: a rough count)
 
 
 def _loaded() -> Any | None:
