@@ -974,6 +974,8 @@ class RocksDBStoreReader(StoreReaderBase):
             return None
         if any(v not in pf.deltas for v in range(1, versions[-1] + 1)):
             return None
+        for v in sorted(pf.snapshots):  # a restart loads these: a damaged one is met here too (walked)
+            self.check_snapshot(partition_id, v)
         first = versions[0]
         pieces: list[Any] = []
         counts: list[int] = []
