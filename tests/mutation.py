@@ -1,0 +1,280 @@
+"""Mutation testing of the decoders: ``python -m tests.mutation [MODULE ...]`` (on demand, never in CI).
+
+mutmut (https://mutmut.readthedocs.io) changes one operator, constant or call at a time in a decoder
+module and runs the module's fast tests against each change (a *mutant*); a mutant no test notices
+*survived*, and shows a behaviour no test pins down. This is not ``tests/_mutations.py``, which damages
+the bytes of real files for the fuzz-style tests of logs and schemas.
+
+Per module, the command prints the kill rate and every surviving mutant as a diff. ``MODULE`` is one of
+:data:`MODULES` (default: all); options::
+
+    --sample N          test a random sample of N mutants per module (seeded by --seed, default 0)
+                        instead of all of them; the rate then comes with its 95% interval
+    --fresh             forget earlier results of these modules and test every mutant again
+    --report            print the results of the last run without running anything
+    --max-children N    mutants tested at once (default 1: the machine is shared)
+
+How it runs: each module gets a work folder ``.mutation/<module>/`` (ignored by git) holding a
+``statelens/`` root whose ``readers`` links to the repository's ``readers/`` (the layout of the
+repository's own ``statelens/`` folder) and a ``pyproject.toml`` with a ``[tool.mutmut]`` section
+naming the one file to mutate. mutmut copies the package and the tests into ``.mutation/<module>/mutants/``,
+runs the selected tests once to learn which tests reach which function, then runs, per mutant, only
+those tests (``-x``, a CPU-time limit of 15x their clean time). The selected tests are the module's
+test files minus every test that asks for the ``spark`` fixture (a JVM): tests that read generated
+checkpoints read them from the shared cache (``.cache/checkpoints``) and fail, without starting Spark,
+when one is missing (generate it with ``python -m tests.spark_checkpoints NAME``). Hypothesis runs
+with a fixed seed, so two runs test the same examples.
+
+Mutants listed in :data:`EQUIVALENT` cannot change what the module does (each has its reason) and are
+left out of the rate; the report names them, and any listed name that no longer exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+WORK = REPO / ".mutation"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module to mutate and the fast tests that exercise it."""
+
+    files: tuple[str, ...]  # under readers/
+    tests: tuple[str, ...]  # pytest arguments (files or node ids)
+
+
+#: The decoder modules and their fast tests.
+MODULES: dict[str, Target] = {
+    "records": Target(("records.py",), ("tests/test_records.py",)),
+    "codecs": Target(("codecs.py",), ("tests/test_codecs.py",)),
+    "unsaferow": Target(("unsaferow.py",), ("tests/test_unsaferow.py",)),
+    "unsaferow_arrow": Target(("unsaferow_arrow.py",), ("tests/test_unsaferow_arrow.py",)),
+    "replay": Target(("hdfs_store.py", "store_base.py"), ("tests/test_replay.py",)),
+}
+
+#: Mutants that cannot change behaviour: name -> why. Names are mutmut's
+#: (``statelens.readers.<module>.x<function>__mutmut_<n>``); they hold for the code they were listed
+#: against and the report flags any that no longer exists.
+EQUIVALENT: dict[str, str] = {}
+
+# What mutmut's exit codes mean (mutmut.stats.status_by_exit_code, mutmut 3.x).
+_KILLED = {
+    1: "killed",
+    3: "killed",
+    36: "timeout",
+    -24: "timeout",
+    24: "timeout",
+    152: "timeout",
+    255: "timeout",
+}
+_CRASHED = {-11: "segfault", -9: "segfault"}
+
+
+def _mutmut_config(target: Target) -> str:
+    only = ", ".join(json.dumps(f"statelens/readers/{f}") for f in target.files)
+    tests = ", ".join(json.dumps(t) for t in target.tests)
+    return f"""
+[tool.mutmut]
+source_paths = ["statelens/readers"]
+only_mutate = [{only}]
+also_copy = ["statelens/__init__.py", "statelens/app", "statelens/viewers", "statelens/resources"]
+pytest_add_cli_args_test_selection = [{tests}]
+pytest_add_cli_args = ["-p", "tests.mutation_plugin", "-p", "no:cacheprovider", "--hypothesis-seed=0"]
+max_stack_depth = -1
+use_git_change_detection = false
+"""
+
+
+def prepare(name: str, fresh: bool) -> Path:
+    """Lay out ``.mutation/<name>/`` for mutmut (a fresh one drops earlier results)."""
+    work = WORK / name
+    if fresh and work.exists():
+        shutil.rmtree(work)
+    (work / "statelens").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(REPO / "statelens" / "__init__.py", work / "statelens" / "__init__.py")
+    for sub in ("readers", "app", "viewers", "resources"):
+        link = work / "statelens" / sub
+        if not link.is_symlink():
+            link.symlink_to(REPO / sub, target_is_directory=True)
+    if not (work / "tests").is_symlink():
+        (work / "tests").symlink_to(REPO / "tests", target_is_directory=True)
+    text = (REPO / "pyproject.toml").read_text()
+    (work / "pyproject.toml").write_text(text + _mutmut_config(MODULES[name]))
+    # mutmut copies tests/ once (and regenerates a mutated file only when its source changed): a rerun
+    # must see edited tests.
+    shutil.rmtree(work / "mutants" / "tests", ignore_errors=True)
+    return work
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # the mutated copy must be the only statelens importable
+    env["STATELENS_TEST_CACHE"] = env.get("STATELENS_TEST_CACHE", str(REPO / ".cache" / "checkpoints"))
+    env["QT_QPA_PLATFORM"] = "offscreen"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+# Generates the mutants of the work folder in the current directory without testing them (what
+# ``mutmut run`` does first), so that a sample can be drawn from their names.
+_GENERATE = """
+from pathlib import Path
+from mutmut.__main__ import copy_also_copy_files, copy_src_dir, create_mutants, setup_source_paths
+from mutmut.mutation.trampoline import set_mutant_under_test
+set_mutant_under_test("mutant_generation")
+Path("mutants").mkdir(exist_ok=True)
+copy_src_dir()
+copy_also_copy_files()
+setup_source_paths()
+create_mutants(1)
+"""
+
+
+def sample(name: str, size: int, seed: int) -> list[str]:
+    """Generate the module's mutants and draw ``size`` of them (seeded); saved for ``--report``."""
+    done = subprocess.run(
+        [sys.executable, "-c", _GENERATE],
+        cwd=WORK / name,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{name}: generating mutants failed:\n{done.stderr}")
+    names = sorted(results(name))
+    picked = sorted(random.Random(seed).sample(names, min(size, len(names))))
+    (WORK / name / "sample.json").write_text(json.dumps({"seed": seed, "of": len(names), "names": picked}))
+    return picked
+
+
+def run(name: str, max_children: int, names: list[str]) -> int:
+    """Run mutmut over one module (only ``names`` when given); returns its exit code."""
+    work = WORK / name
+    cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *names]
+    return subprocess.run(cmd, cwd=work, env=_env(), check=False).returncode
+
+
+def results(name: str) -> dict[str, str]:
+    """Mutant name -> status of the last run of one module."""
+    out: dict[str, str] = {}
+    for f in MODULES[name].files:
+        meta = WORK / name / "mutants" / "statelens" / "readers" / f"{f}.meta"
+        if not meta.is_file():
+            continue
+        for key, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            if code is None:
+                out[key] = "not checked"
+            elif code in _KILLED:
+                out[key] = _KILLED[code]
+            elif code in _CRASHED:
+                out[key] = _CRASHED[code]
+            elif code == 0:
+                out[key] = "survived"
+            elif code in (5, 33):
+                out[key] = "no tests"
+            else:
+                out[key] = f"suspicious (exit {code})"
+    return out
+
+
+def show(name: str, mutant: str) -> str:
+    """The diff of one mutant."""
+    cmd = [sys.executable, "-m", "mutmut", "show", mutant]
+    done = subprocess.run(cmd, cwd=WORK / name, env=_env(), capture_output=True, text=True, check=False)
+    return done.stdout.strip() or done.stderr.strip()
+
+
+def report(name: str, diffs: bool = True) -> tuple[int, int]:
+    """Print one module's kill rate and surviving mutants; returns (killed, counted)."""
+    status = results(name)
+    if not status:
+        print(f"{name}: no results (run it first)")
+        return 0, 0
+    drawn = WORK / name / "sample.json"
+    of = 0
+    if drawn.is_file():
+        picked = json.loads(drawn.read_text())
+        status = {m: status.get(m, "not generated") for m in picked["names"]}
+        of = picked["of"]
+    equivalent = {m for m in status if m in EQUIVALENT}
+    counted = {m: s for m, s in status.items() if m not in equivalent}
+    killed = sum(1 for s in counted.values() if s in ("killed", "timeout", "segfault"))
+    left = sorted(m for m, s in counted.items() if s not in ("killed", "timeout", "segfault"))
+    rate = 100.0 * killed / len(counted) if counted else 100.0
+    files = ", ".join(f"readers/{f}" for f in MODULES[name].files)
+    print(f"{name} ({files}): {killed}/{len(counted)} mutants killed = {rate:.1f}%", end="")
+    if of:
+        low, high = _wilson(killed, len(counted))
+        print(f" (a sample of {len(status)} of {of}: 95% interval {low:.0f}-{high:.0f}%)", end="")
+    print(f" ({len(equivalent)} equivalent left out)" if equivalent else "")
+    for m in left:
+        print(f"  {counted[m]}: {m}")
+        if diffs:
+            print("    " + show(name, m).replace("\n", "\n    "))
+    prefix = "statelens.readers." + name
+    stale = [m for m in EQUIVALENT if m.startswith(prefix) and m not in status]
+    for m in stale:
+        print(f"  listed as equivalent but no longer generated: {m}")
+    return killed, len(counted)
+
+
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion ``k / n``, in percent."""
+    if n == 0:
+        return 0.0, 100.0
+    z = 1.96
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return 100 * (mid - half), 100 * (mid + half)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutation", description=__doc__.split("\n")[0])
+    parser.add_argument("modules", nargs="*", metavar="MODULE", help=", ".join(MODULES))
+    parser.add_argument("--fresh", action="store_true")
+    parser.add_argument("--report", action="store_true")
+    parser.add_argument("--no-diffs", action="store_true", help="list surviving mutants without their diffs")
+    parser.add_argument("--max-children", type=int, default=1)
+    parser.add_argument("--sample", type=int, default=0, metavar="N")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    names = args.modules or list(MODULES)
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:
+        parser.error(f"unknown module {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    failed = []
+    if not args.report:
+        for name in names:
+            prepare(name, args.fresh)
+            picked = sample(name, args.sample, args.seed) if args.sample else []
+            if not args.sample:
+                (WORK / name / "sample.json").unlink(missing_ok=True)
+            if run(name, args.max_children, picked) != 0:
+                failed.append(name)
+    total_killed = total = 0
+    for name in names:
+        killed, counted = report(name, diffs=not args.no_diffs)
+        total_killed += killed
+        total += counted
+    if total:
+        print(f"all: {total_killed}/{total} killed = {100.0 * total_killed / total:.1f}%")
+    for name in failed:
+        print(f"{name}: mutmut failed (see its output above)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

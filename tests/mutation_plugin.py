@@ -1,0 +1,36 @@
+"""pytest plugin of ``python -m tests.mutation``: only tests that start no JVM, checkpoints from the cache.
+
+* Deselects every test that asks for the ``spark`` fixture (a SparkSession, so a JVM).
+* ``get_checkpoint`` (``tests/spark_checkpoints.py``) returns a cached scenario and raises, instead of
+  starting Spark to generate it, when the scenario is not in the cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests import spark_checkpoints
+
+    generate = spark_checkpoints.get_checkpoint
+
+    def cached_only(name: str, spark: Any = None, **kwargs: Any) -> Path:
+        if spark is None and not (spark_checkpoints.cache_root() / name / "expected.json").is_file():
+            raise RuntimeError(
+                f"checkpoint {name!r} is not in {spark_checkpoints.cache_root()}: mutation runs start no "
+                f"JVM; generate it first with `python -m tests.spark_checkpoints {name}`"
+            )
+        return generate(name, spark, **kwargs)
+
+    spark_checkpoints.get_checkpoint = cached_only  # type: ignore[assignment]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    jvm = [item for item in items if "spark" in getattr(item, "fixturenames", ())]
+    if jvm:
+        config.hook.pytest_deselected(items=jvm)
+        items[:] = [item for item in items if item not in jvm]

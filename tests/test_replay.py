@@ -1,0 +1,298 @@
+"""Replay of HDFS-backed state stores (``readers/hdfs_store.py``, ``readers/store_base.py``) on real
+checkpoints, against what the query itself reported, with no JVM.
+
+The truths come from Spark's side of each scenario, never from statelens:
+
+* the count aggregations (``agg_count`` and its codec twins) run in update mode, so ``output.json``
+  holds every key Spark updated in each batch with its new count: the state after version ``v`` is each
+  key's last count emitted by batches ``< v``, and the puts of ``v.delta`` are the rows of batch ``v-1``;
+* ``pandas_state_processing``'s state function reported what it did to each key in each batch
+  (``key_history``: update, rearm and update_no_timeout write the key, remove deletes it, ignore leaves
+  it), and its final state (``expected_state``);
+* the sizes of the files are the filesystem's.
+
+Every way the store reader replays a version (records into a dict, arrays without Python objects, the
+per-version walk, the counting of rows from key ids, Arrow decoding) is compared with those truths;
+damaged copies (a delta missing, a delta cut short) must fail with the file named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import MissingFileError, StatelensError
+from statelens.readers.hdfs_store import HDFSStoreReader, sniff_state_file_name
+
+COUNTS = ["agg_count", "codec_lzf", "codec_snappy", "codec_zstd"]
+WRITES = {"update", "rearm", "update_no_timeout"}  # actions that write the key (``ignore`` writes nothing)
+
+
+def _reader(folder: Path) -> HDFSStoreReader:
+    reader = open_checkpoint(str(folder / "checkpoint")).store_reader(0)
+    assert isinstance(reader, HDFSStoreReader)
+    return reader
+
+
+def _emitted(folder: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = json.loads((folder / "output.json").read_text())
+    assert rows
+    return rows
+
+
+def _count_state(folder: Path, version: int) -> dict[str, int]:
+    """Each key's last count emitted by the batches before ``version`` (output.json is in batch order)."""
+    state: dict[str, int] = {}
+    for row in sorted(_emitted(folder), key=lambda r: r["_batch"]):
+        if row["_batch"] < version:
+            state[row["key"]] = row["count"]
+    return state
+
+
+def _count_changes(folder: Path, version: int) -> dict[str, int]:
+    return {r["key"]: r["count"] for r in _emitted(folder) if r["_batch"] == version - 1}
+
+
+def _history(folder: Path) -> list[tuple[int, str, str]]:
+    expected = json.loads((folder / "expected.json").read_text())
+    return sorted((h["batch"], key, h["action"]) for key, hs in expected["key_history"].items() for h in hs)
+
+
+def _live_keys(folder: Path, version: int) -> set[str]:
+    live: set[str] = set()
+    for batch, key, action in _history(folder):
+        if batch < version and action in WRITES:
+            live.add(key)
+        elif batch < version and action == "remove":
+            live.discard(key)
+    return live
+
+
+def _all_rows(reader: HDFSStoreReader, version: int) -> dict[Any, Any]:
+    """Decoded rows of every partition at ``version`` (a partition without it contributes nothing)."""
+    out: dict[Any, Any] = {}
+    for pid in reader.partition_ids():
+        if version in reader.versions(pid):
+            for row in reader.read_rows(pid, version):
+                assert row.partition_id == pid and row.key[0] not in out
+                out[row.key[0]] = row.value
+    return out
+
+
+def _arrow_rows(reader: HDFSStoreReader, version: int) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for pid in reader.partition_ids():
+        for row in reader.read_arrow(pid, version).to_pylist():
+            assert row["partition"] == pid
+            out[next(iter(row["key"].values()))] = row["value"]
+    return out
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", COUNTS)
+def test_count_state_at_every_version_is_what_the_query_emitted(
+    scenario: str, checkpoint: Callable[[str], Path]
+) -> None:
+    folder = checkpoint(scenario)
+    reader = _reader(folder)
+    batches = json.loads((folder / "expected.json").read_text())["committed_batches"]
+    assert reader.versions() == [b + 1 for b in batches] and reader.latest_version() == len(batches)
+    compared = 0
+    for v in reader.versions():
+        truth = _count_state(folder, v)
+        assert {k: val[0] for k, val in _all_rows(reader, v).items()} == truth
+        assert {k: val["count"] for k, val in _arrow_rows(reader, v).items()} == truth
+        assert sum(len(reader.read_raw(pid, v)) for pid in reader.partition_ids()) == len(truth)
+        compared += len(truth)
+    assert compared > 0
+    final = json.loads((folder / "expected.json").read_text())["final_state"]
+    assert {k: [v[0]] for k, v in _all_rows(reader, reader.latest_version()).items()} == final
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", COUNTS)
+def test_count_changes_are_the_rows_each_batch_emitted(
+    scenario: str, checkpoint: Callable[[str], Path]
+) -> None:
+    folder = checkpoint(scenario)
+    reader = _reader(folder)
+    for v in reader.versions():
+        changes = [c for pid in reader.partition_ids() for c in reader.read_changes(pid, v)]
+        assert all(c.change == "put" and c.version == v for c in changes)
+        assert {c.key[0]: c.value[0] for c in changes if c.value is not None} == _count_changes(folder, v)
+        assert len(changes) == len(_count_changes(folder, v))
+        table = [r for pid in reader.partition_ids() for r in reader.read_changes_arrow(pid, v).to_pylist()]
+        assert [
+            (r["version"], r["partition"], r["change"], r["key"]["key"], r["value"]["count"]) for r in table
+        ] == [
+            (c.version, c.partition_id, c.change, c.key[0], c.value[0])
+            for c in changes
+            if c.value is not None
+        ]
+        raw = [kv for pid in reader.partition_ids() for kv in reader.iter_raw_changes(pid, v)]
+        assert len(raw) == len(changes) and all(value is not None for _, value in raw)
+
+
+def _sizes(folder: Path, pid: int) -> dict[int, int]:
+    """Bytes of each ``<v>.delta`` of a partition, as the filesystem lists them."""
+    d = folder / "checkpoint" / "state" / "0" / str(pid)
+    return {int(n.split(".")[0]): os.path.getsize(d / n) for n in os.listdir(d) if n.endswith(".delta")}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["agg_count", "pandas_state_processing"])
+def test_every_count_of_rows_agrees_with_the_query(scenario: str, checkpoint: Callable[[str], Path]) -> None:
+    """Rows per version from the walk (``iter_stats``), the key-id counts (``version_rows``,
+    ``version_arrays``) and ``iter_versions_raw``, summed over partitions, are the live keys the query
+    reported; bytes on disk are the delta files' sizes."""
+    folder = checkpoint(scenario)
+    reader = _reader(folder)
+    truth = {
+        v: len(_count_state(folder, v)) if scenario == "agg_count" else len(_live_keys(folder, v))
+        for v in reader.versions()
+    }
+    assert len(set(truth.values())) > 1  # the state changes size along the way
+    stats = list(reader.iter_stats())
+    assert len(stats) == sum(len(reader.versions(pid)) for pid in reader.partition_ids())
+    counted: dict[str, dict[int, int]] = {"stats": {}, "rows": {}, "arrays": {}, "walk": {}}
+    for s in stats:
+        counted["stats"][s.version] = counted["stats"].get(s.version, 0) + s.rows
+        assert (
+            s.bytes
+            == _sizes(folder, s.partition_id)[s.version]
+            == reader.bytes_on_disk(s.partition_id, s.version)
+        )
+        assert (s.operator_id, s.store_name) == (0, "default")
+    for pid in reader.partition_ids():
+        rows = reader.version_rows(pid)
+        arrays = reader.version_arrays(pid)
+        assert rows is not None and arrays is not None
+        assert list(rows[0]) == list(arrays[0]) == reader.versions(pid)
+        assert list(rows[1]) == list(arrays[1])
+        for v, n in zip(rows[0], rows[1], strict=True):
+            counted["rows"][v] = counted["rows"].get(v, 0) + int(n)
+        for v, n in zip(arrays[0], arrays[1], strict=True):
+            counted["arrays"][v] = counted["arrays"].get(v, 0) + int(n)
+        buf, kstart, klen, vstart, vlen = arrays[3]
+        last = reader.read_raw(pid, reader.versions(pid)[-1])
+        got = {
+            bytes(buf[s : s + n]): bytes(buf[t : t + m])
+            for s, n, t, m in zip(kstart, klen, vstart, vlen, strict=True)
+        }
+        assert got == last
+        sizes = {
+            v: sum(len(k) + len(x) for k, x in reader.read_raw(pid, v).items()) for v in reader.versions(pid)
+        }
+        assert dict(zip(arrays[0], arrays[2].tolist(), strict=True)) == sizes
+        for v, state, on_disk in reader.iter_versions_raw(pid):
+            counted["walk"][v] = counted["walk"].get(v, 0) + len(state)
+            assert on_disk == _sizes(folder, pid)[v]
+    for how, got in counted.items():
+        assert got == truth, how
+
+
+@pytest.mark.spark
+def test_removes_replay_as_the_state_function_reported(checkpoint: Callable[[str], Path]) -> None:
+    folder = checkpoint("pandas_state_processing")
+    reader = _reader(folder)
+    history = _history(folder)
+    assert {a for _, _, a in history} >= {"remove", "update", "ignore"}
+    removes = 0
+    for v in reader.versions():
+        live = _live_keys(folder, v)
+        assert set(_all_rows(reader, v)) == live
+        assert set(_arrow_rows(reader, v)) == live
+        changes = [c for pid in reader.partition_ids() for c in reader.read_changes(pid, v)]
+        wrote = {
+            (k, "put" if a in WRITES else "remove") for b, k, a in history if b == v - 1 and a != "ignore"
+        }
+        assert {(c.key[0], c.change) for c in changes} == wrote and len(changes) == len(wrote)
+        assert all((c.value is None) == (c.change == "remove") for c in changes)
+        arrow = [r for pid in reader.partition_ids() for r in reader.read_changes_arrow(pid, v).to_pylist()]
+        assert [(r["key"]["key"], r["change"], r["value"] is None) for r in arrow] == [
+            (c.key[0], c.change, c.value is None) for c in changes
+        ]
+        removes += sum(c.change == "remove" for c in changes)
+    assert removes >= 2  # ok1 twice, ok2 once
+    expected = json.loads((folder / "expected.json").read_text())["expected_state"]
+    final = _all_rows(reader, reader.latest_version())
+    assert {k: {"cnt": v[0][0], "timeout_ms": v[1]} for k, v in final.items()} == expected
+
+
+def _copy(checkpoint: Callable[[str], Path], scenario: str, tmp_path: Path) -> Path:
+    shutil.copytree(checkpoint(scenario), tmp_path / scenario)
+    return tmp_path / scenario
+
+
+@pytest.mark.spark
+def test_a_missing_delta_breaks_the_chain_after_it(checkpoint: Callable[[str], Path], tmp_path: Path) -> None:
+    folder = _copy(checkpoint, "agg_count", tmp_path)
+    part = folder / "checkpoint" / "state" / "0" / "1"
+    (part / "2.delta").unlink()
+    reader = _reader(folder)
+    assert reader.versions(1) == [1] and reader.versions(0) == [1, 2, 3, 4]
+    assert reader.versions() == [1, 2, 3, 4] and reader.delta_versions(1) == [1, 3, 4]
+    for version in (2, 3, 4):
+        with pytest.raises(MissingFileError) as err:
+            reader.read_raw(1, version)
+        assert err.value.path is not None and err.value.path.endswith("state/0/1/2.delta")
+        assert err.value.context["partition_id"] == 1 and err.value.context["version"] == version
+    with pytest.raises(MissingFileError, match="2.delta"):
+        reader.iter_raw_changes(1, 2)
+    with pytest.raises(MissingFileError, match="2.delta"):
+        reader.read_changes_arrow(1, 2)
+    assert [kv for kv in reader.iter_raw_changes(1, 3)]  # the deltas after the gap are still there
+    assert reader.version_rows(1) is not None  # version 1 alone
+    stats = list(reader.iter_stats())
+    assert sorted((s.partition_id, s.version) for s in stats) == [(0, 1), (0, 2), (0, 3), (0, 4), (1, 1)]
+    assert [v for v, _, _ in reader.iter_versions_raw(1)] == [1]
+
+
+@pytest.mark.spark
+def test_a_delta_cut_short_is_reported_with_its_file(
+    checkpoint: Callable[[str], Path], tmp_path: Path
+) -> None:
+    folder = _copy(checkpoint, "agg_count", tmp_path)
+    victim = folder / "checkpoint" / "state" / "0" / "0" / "3.delta"
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    reader = _reader(folder)
+    assert reader.read_rows(0, 2)  # versions before the damage still read
+    for read in (reader.read_raw, reader.read_rows, reader.read_arrow, reader.iter_raw_changes):
+        with pytest.raises(StatelensError) as err:
+            read(0, 3)
+        assert err.value.path is not None and err.value.path.endswith("state/0/0/3.delta")
+        assert err.value.context.get("partition_id") == 0 and err.value.context.get("version") == 3
+    with pytest.raises(StatelensError, match="3.delta"):
+        reader.version_rows(0)
+    problems = {sf.path: reader.check_file(sf, 10) for sf in reader.files()}
+    bad = {p: got for p, got in problems.items() if got is not None}
+    assert list(bad) == [str(reader.partitions[0].deltas[3].path)] and bad[next(iter(bad))][0] == "scan"
+    assert len(problems) == 8
+    errors: list[StatelensError] = []
+    stats = list(reader.iter_stats(on_error=errors.append))
+    assert [e.path for e in errors] == [reader.partitions[0].deltas[3].path]
+    assert sorted((s.partition_id, s.version) for s in stats) == [
+        (0, 1),
+        (0, 2),
+        (1, 1),
+        (1, 2),
+        (1, 3),
+        (1, 4),
+    ]
+    with pytest.raises(StatelensError, match="3.delta"):
+        list(reader.iter_stats())
+
+
+def test_state_file_names_follow_spark() -> None:
+    """Spark's ``fetchFiles`` rule: ``<digits>.delta`` or ``<digits>.snapshot``, nothing else."""
+    assert sniff_state_file_name("12.delta") == (12, "delta")
+    assert sniff_state_file_name("3.snapshot") == (3, "snapshot")
+    for name in ("1.delta.crc", ".1.delta.crc", "a.delta", "1.zip", "1.changelog", "1.delta.tmp", "x1.delta"):
+        assert sniff_state_file_name(name) is None, name
