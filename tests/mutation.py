@@ -189,14 +189,40 @@ def results(name: str) -> dict[str, str]:
     return out
 
 
-def show(name: str, mutant: str) -> str:
-    """The diff of one mutant."""
-    cmd = [sys.executable, "-m", "mutmut", "show", mutant]
-    done = subprocess.run(cmd, cwd=WORK / name, env=_env(), capture_output=True, text=True, check=False)
-    return done.stdout.strip() or done.stderr.strip()
+# Prints the diff of each mutant named in argv[1] (a JSON list), one block per mutant after a marker line.
+_SHOW = """
+import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+for name, path in json.loads(sys.argv[1]):
+    print("@@@mutant " + name)
+    print(get_diff_for_mutant(name, path=path))
+"""
 
 
-def report(name: str, diffs: bool = True) -> tuple[int, int]:
+def diffs(name: str, mutants: list[str]) -> dict[str, str]:
+    """The diff of each of ``mutants`` (one process for all of them)."""
+    if not mutants:
+        return {}
+    path = {m: f"statelens/readers/{m.split('.')[2]}.py" for m in mutants}
+    arg = json.dumps([[m, path[m]] for m in mutants])
+    done = subprocess.run(
+        [sys.executable, "-c", _SHOW, arg],
+        cwd=WORK / name,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    out: dict[str, str] = {}
+    for block in done.stdout.split("@@@mutant ")[1:]:
+        head, _, body = block.partition("\n")
+        out[head.strip()] = body.strip()
+    for m in mutants:
+        out.setdefault(m, done.stderr.strip()[-500:] or "(no diff)")
+    return out
+
+
+def report(name: str, with_diffs: bool = True) -> tuple[int, int]:
     """Print one module's kill rate and surviving mutants; returns (killed, counted)."""
     status = results(name)
     if not status:
@@ -209,7 +235,8 @@ def report(name: str, diffs: bool = True) -> tuple[int, int]:
         status = {m: status.get(m, "not generated") for m in picked["names"]}
         of = picked["of"]
     equivalent = {m for m in status if m in EQUIVALENT}
-    counted = {m: s for m, s in status.items() if m not in equivalent}
+    pending = sum(1 for s in status.values() if s == "not checked")
+    counted = {m: s for m, s in status.items() if m not in equivalent and s != "not checked"}
     killed = sum(1 for s in counted.values() if s in ("killed", "timeout", "segfault"))
     left = sorted(m for m, s in counted.items() if s not in ("killed", "timeout", "segfault"))
     rate = 100.0 * killed / len(counted) if counted else 100.0
@@ -218,11 +245,13 @@ def report(name: str, diffs: bool = True) -> tuple[int, int]:
     if of:
         low, high = _wilson(killed, len(counted))
         print(f" (a sample of {len(status)} of {of}: 95% interval {low:.0f}-{high:.0f}%)", end="")
-    print(f" ({len(equivalent)} equivalent left out)" if equivalent else "")
+    print(f" ({len(equivalent)} equivalent left out)" if equivalent else "", end="")
+    print(f" ({pending} not tested yet)" if pending else "")
+    shown = diffs(name, left) if with_diffs else {}
     for m in left:
         print(f"  {counted[m]}: {m}")
-        if diffs:
-            print("    " + show(name, m).replace("\n", "\n    "))
+        if m in shown:
+            print("    " + shown[m].replace("\n", "\n    "))
     prefix = "statelens.readers." + name
     stale = [m for m in EQUIVALENT if m.startswith(prefix) and m not in status]
     for m in stale:
@@ -266,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(name)
     total_killed = total = 0
     for name in names:
-        killed, counted = report(name, diffs=not args.no_diffs)
+        killed, counted = report(name, with_diffs=not args.no_diffs)
         total_killed += killed
         total += counted
     if total:

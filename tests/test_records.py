@@ -636,3 +636,106 @@ def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None
         assert taken
     if scenario in ("rich_types", "join"):
         assert refused  # strings of many lengths; a join's stores mix key and value sizes
+
+
+# ---------------------------------------------------------------------------------------------------
+# The fixed-width shortcuts on single real files, their limits, and damaged copies
+
+
+def _real_delta(checkpoint: Any, scenario: str, rel: str) -> bytes:
+    path = checkpoint(scenario) / "checkpoint" / "state" / rel
+    return decompress(path.read_bytes(), str(path), "lz4")
+
+
+def _keys_with_size(data: bytes, idx: RecordIndex) -> list[bytes]:
+    return [data[s - 4 : s + n] for s, n in zip(idx.key_start.tolist(), idx.key_len.tolist(), strict=True)]
+
+
+@pytest.mark.spark
+def test_sized_keys_of_single_files_empty_files_and_removes(checkpoint: Any) -> None:
+    """One file alone, empty files (only the end marker) before and after it, a file of removes, and the
+    refusals: two key sizes, a remove where none is allowed, a record over the limit."""
+    puts = _real_delta(checkpoint, "agg_count", "0/0/1.delta")  # two puts, keys 24 and values 16 bytes
+    empty = _real_delta(checkpoint, "agg_count", "0/1/2.delta")
+    removes = _real_delta(checkpoint, "dedup_watermark", "0/0/6.delta")  # one remove, key 32 bytes
+    assert empty == EMPTY
+    idx = scan_records(puts, PATH)
+    assert (idx.count, set(idx.key_len.tolist()), set(idx.val_len.tolist())) == (2, {24}, {16})
+
+    got = records.sized_keys([puts], [False])
+    assert got is not None
+    block, counts, vlens = got
+    assert block.dtype == np.uint8 and block.shape == (2, 28)
+    assert [bytes(r) for r in block] == _keys_with_size(puts, idx) and (counts, vlens) == ([2], [16])
+
+    got = records.sized_keys([empty, puts, empty], [True, True, True])
+    assert got is not None and got[1:] == ([0, 2, 0], [0, 16, 0])
+    assert [bytes(r) for r in got[0]] == _keys_with_size(puts, idx)
+
+    only_empty = records.sized_keys([empty, empty], [True, True])
+    assert only_empty is not None
+    assert (
+        only_empty[0].shape == (0, 4)
+        and only_empty[0].dtype == np.uint8
+        and only_empty[1:] == ([0, 0], [0, 0])
+    )
+
+    got = records.sized_keys([removes], [True])
+    ridx = scan_records(removes, PATH)
+    assert (
+        got is not None
+        and got[1:] == ([1], [-1])
+        and [bytes(r) for r in got[0]] == _keys_with_size(removes, ridx)
+    )
+    assert records.sized_keys([removes], [False]) is None  # a snapshot holds no removes
+    assert records.sized_keys([puts, removes], [True, True]) is None  # keys of 24 then 32 bytes
+
+    assert records.sized_keys([puts], [True], max_record_bytes=24) is not None  # the key is the largest
+    assert records.sized_keys([puts], [True], max_record_bytes=23) is None
+    with pytest.raises(ValueError, match="zip"):
+        records.sized_keys([puts, puts], [True])  # one flag per file
+
+    # damaged copies: an end marker with a byte after it, a record count cut short
+    assert records.sized_keys([EMPTY + b"\x00"], [True]) is None
+    assert records.sized_keys([puts[:-4]], [True]) is None
+
+
+@pytest.mark.spark
+def test_uniform_keys_limits_and_removes(checkpoint: Any) -> None:
+    puts = _real_delta(checkpoint, "agg_count", "0/0/1.delta")
+    removes = _real_delta(checkpoint, "dedup_watermark", "0/0/6.delta")
+    keys = _keys_with_size(puts, scan_records(puts, PATH))
+    assert records.uniform_keys(puts) == ([k[4:] for k in keys], False)
+    assert records.uniform_keys(puts, max_record_bytes=24) is not None  # key 24, value 16
+    assert records.uniform_keys(puts, max_record_bytes=23) is None
+    got = records.uniform_keys(removes)  # removes are allowed unless said otherwise
+    assert got is not None and got[1] is True and len(got[0]) == 1
+    assert records.uniform_keys(removes, allow_removes=False) is None
+    state = _real_delta(checkpoint, "pandas_state_processing", "0/0/1.delta")  # key 24, value 96
+    assert records.uniform_keys(state, max_record_bytes=96) is not None
+    assert records.uniform_keys(state, max_record_bytes=95) is None  # the value alone is over
+    assert records.sized_keys([state], [False], max_record_bytes=96) is not None
+    assert records.sized_keys([state], [False], max_record_bytes=95) is None
+
+
+def test_iter_records_gives_whole_values_unless_aligned() -> None:
+    """Changelog values (21 and 17 bytes) come whole by default; ``aligned`` floors them to 8 bytes."""
+    index = scan_changelog(CHANGELOG_V2, PATH)[2]
+    whole = [v for _, v in iter_records(CHANGELOG_V2, index)]
+    assert [len(v) if v is not None else -1 for v in whole] == TWS_VAL_LEN
+    floored = [v for _, v in iter_records(CHANGELOG_V2, index, aligned=True)]
+    assert [len(v) if v is not None else -1 for v in floored] == [
+        (n // 8) * 8 if n >= 0 else -1 for n in TWS_VAL_LEN
+    ]
+    assert all(f == w[: len(f)] for f, w in zip(floored, whole, strict=True) if w is not None)
+
+
+def test_changelog_errors_name_the_record_and_what_is_wrong() -> None:
+    with pytest.raises(TruncatedFileError, match="ends without its 00 end record") as err:
+        scan_changelog(CHANGELOG_V2[:-1], PATH)
+    assert err.value.context["record"] == len(TWS_KINDS)
+    index = scan_changelog(CHANGELOG_V2, PATH)[2]
+    cut = int(index.key_start[3]) - 2  # inside record 3's key size word
+    with pytest.raises(TruncatedFileError, match="key size") as err:
+        scan_changelog(CHANGELOG_V2[:cut], PATH)
+    assert err.value.context["record"] == 3
