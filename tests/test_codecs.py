@@ -490,3 +490,39 @@ def test_every_state_file_of_real_checkpoints(
         index = scan_records(out, rel, allow_removes=path.suffix == ".delta")
         assert index.eof_offset == len(out) - 4, rel
         assert (index.key_len > 0).all(), rel
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the errors of damaged copies say, where a type and an offset alone do not tell two faults apart
+
+
+def test_lzf_header_cut_or_complete_says_which() -> None:
+    err = _raises(TruncatedFileError, 76, REAL["lzf"] + EMPTY["lzf"][:4])
+    assert "inside a LZF chunk header (4 of 5 bytes)" in str(err)
+    err = _raises(TruncatedFileError, 76, REAL["lzf"] + EMPTY["lzf"][:5])  # a whole stored-chunk header
+    assert "LZF chunk declares 4 bytes but only 0 remain" in str(err)
+    err = _raises(BadMagicError, 76, REAL["lzf"] + _flip(REAL["lzf"], 1, 0x00))
+    assert str(err).split("found ")[1].startswith("5a 00 01 (")  # the three header bytes read
+    err = _raises(LimitExceededError, 0, REAL["lzf"], max_output_bytes=REAL_RECORDS_LEN - 1)
+    assert "LZF chunk declares 188 decompressed bytes" in str(err)
+
+
+def test_snappy_messages_and_the_limit_over_many_streams() -> None:
+    err = _raises(TruncatedFileError, 16, REAL["snappy"][:19])
+    assert "inside a snappy chunk length (3 of 4 bytes)" in str(err)
+    err = _raises(TruncatedFileError, 16, REAL["snappy"][:20])  # the length word whole, no payload
+    assert "declares 74 bytes but only 0 remain" in str(err)
+    # three streams of 188 bytes: the limit counts all that was decoded before, not just the last chunk
+    err = _raises(LimitExceededError, 2 * 94 + 16, REAL["snappy"] * 3, max_output_bytes=500)
+    assert "with the 376 already decoded" in str(err)
+    assert (
+        len(decompress(REAL["snappy"] * 3, PATH, max_output_bytes=3 * REAL_RECORDS_LEN))
+        == 3 * REAL_RECORDS_LEN
+    )
+
+
+def test_snappy_varint_of_six_bytes_is_malformed() -> None:
+    data = bytearray(REAL["snappy"])
+    data[20:22] = bytes.fromhex("808080808000")  # a 32-bit varint has at most five bytes
+    err = _raises(CorruptFileError, 16, _put_be32(bytes(data), 16, 74 + 4))
+    assert "valid length varint" in str(err)
