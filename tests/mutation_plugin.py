@@ -1,6 +1,8 @@
 """pytest plugin of ``python -m tests.mutation``: only tests that start no JVM, checkpoints from the cache.
 
-* Deselects every test that asks for the ``spark`` fixture (a SparkSession, so a JVM).
+* Deselects every test that asks for the ``spark`` fixture (a SparkSession, so a JVM), and every test
+  parametrised with a ``scenario`` that is not in the checkpoint cache (``python -m tests.mutation``
+  names those scenarios before it runs).
 * ``get_checkpoint`` (``tests/spark_checkpoints.py``) returns a cached scenario and raises, instead of
   starting Spark to generate it, when the scenario is not in the cache.
 """
@@ -29,8 +31,24 @@ def pytest_configure(config: pytest.Config) -> None:
     spark_checkpoints.get_checkpoint = cached_only  # type: ignore[assignment]
 
 
+def missing_scenarios() -> list[str]:
+    """Scenarios of ``tests/spark_checkpoints.py`` that are not in the checkpoint cache."""
+    from tests import spark_checkpoints
+
+    root = spark_checkpoints.cache_root()
+    return [name for name in spark_checkpoints.SCENARIOS if not (root / name / "expected.json").is_file()]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    jvm = [item for item in items if "spark" in getattr(item, "fixturenames", ())]
-    if jvm:
-        config.hook.pytest_deselected(items=jvm)
-        items[:] = [item for item in items if item not in jvm]
+    missing = set(missing_scenarios())
+
+    def left_out(item: pytest.Item) -> bool:
+        if "spark" in getattr(item, "fixturenames", ()):
+            return True
+        callspec = getattr(item, "callspec", None)
+        return callspec is not None and callspec.params.get("scenario") in missing
+
+    out = [item for item in items if left_out(item)]
+    if out:
+        config.hook.pytest_deselected(items=out)
+        items[:] = [item for item in items if not left_out(item)]
