@@ -296,3 +296,54 @@ def test_state_file_names_follow_spark() -> None:
     assert sniff_state_file_name("3.snapshot") == (3, "snapshot")
     for name in ("1.delta.crc", ".1.delta.crc", "a.delta", "1.zip", "1.changelog", "1.delta.tmp", "x1.delta"):
         assert sniff_state_file_name(name) is None, name
+
+
+@pytest.mark.spark
+def test_errors_name_the_store_and_unknown_partitions_list_the_known(
+    checkpoint: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from statelens.readers.errors import SchemaMismatchError, UsageError
+
+    reader = _reader(checkpoint("agg_count"))
+    with pytest.raises(UsageError, match=r"operator 0 has no partition 7; partitions: 0, 1"):
+        reader.read_rows(7, 1)
+    assert reader.physical_rocksdb() is None and reader.element_grouping() == (None, None)
+
+    folder = _copy(checkpoint, "agg_count", tmp_path)
+    victim = folder / "checkpoint" / "state" / "0" / "1" / "3.delta"
+    victim.write_bytes(victim.read_bytes()[:-8])
+    with pytest.raises(StatelensError) as err:
+        _reader(folder).read_raw(1, 4)
+    assert {
+        k: err.value.context.get(k) for k in ("operator_id", "store_name", "partition_id", "version")
+    } == {
+        "operator_id": 0,
+        "store_name": "default",
+        "partition_id": 1,
+        "version": 3,
+    }
+
+    for schema in (folder / "checkpoint" / "state" / "0").rglob("schema"):
+        schema.unlink()  # a store without its schema file: raw bytes still read, rows cannot be decoded
+    bare = _reader(folder)
+    assert bare.schema is None and len(bare.read_raw(0, 4)) == len(_all_rows(reader, 4)) - len(
+        reader.read_raw(1, 4)
+    )
+    with pytest.raises(SchemaMismatchError, match="no schema file") as err:
+        bare.read_rows(0, 4)
+    assert err.value.path == "state/0" and err.value.context.get("store_name") == "default"
+
+
+@pytest.mark.spark
+def test_a_cancelled_walk_stops_at_the_next_version(checkpoint: Callable[[str], Path]) -> None:
+    reader = _reader(checkpoint("agg_count"))
+    asked: list[int] = []
+
+    def after_one() -> bool:
+        asked.append(1)
+        return len(asked) > 1
+
+    assert [v for v, _, _ in reader.iter_versions_raw(0, after_one)] == [1]
+    assert list(reader.iter_versions_raw(0, lambda: True)) == []
+    assert list(reader.iter_stats(lambda: True)) == []
+    assert len(list(reader.iter_stats())) == 8
