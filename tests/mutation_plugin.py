@@ -3,6 +3,8 @@
 * Deselects every test that asks for the ``spark`` fixture (a SparkSession, so a JVM), and every test
   parametrised with a ``scenario`` that is not in the checkpoint cache (``python -m tests.mutation``
   names those scenarios before it runs).
+* Empties the UnsafeRow layout cache before each test: mutmut tests each mutant in a process forked
+  from one that already ran the tests, so a layout compiled there would hide a mutant of the compiler.
 * ``get_checkpoint`` (``tests/spark_checkpoints.py``) returns a cached scenario and raises, instead of
   starting Spark to generate it, when the scenario is not in the cache.
 """
@@ -29,6 +31,14 @@ def pytest_configure(config: pytest.Config) -> None:
         return generate(name, spark, **kwargs)
 
     spark_checkpoints.get_checkpoint = cached_only  # type: ignore[assignment]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    import sys
+
+    unsaferow = sys.modules.get("statelens.readers.unsaferow")
+    if unsaferow is not None:
+        unsaferow._CACHE.clear()
 
 
 def missing_scenarios() -> list[str]:
