@@ -526,3 +526,29 @@ def test_snappy_varint_of_six_bytes_is_malformed() -> None:
     data[20:22] = bytes.fromhex("808080808000")  # a 32-bit varint has at most five bytes
     err = _raises(CorruptFileError, 16, _put_be32(bytes(data), 16, 74 + 4))
     assert "valid length varint" in str(err)
+
+
+def _skippable(payload: bytes) -> bytes:
+    """A zstd skippable frame (magic 0x184D2A50, little-endian size) holding ``payload``."""
+    return bytes.fromhex("502a4d18") + len(payload).to_bytes(4, "little") + payload
+
+
+def test_zstd_skippable_frames_are_stepped_over() -> None:
+    """A real zstd file followed by skippable frames (which zstd allows between frames; the file must
+    start with a frame to be sniffed as zstd) decompresses to the same records; a cut or overlong
+    skippable frame is truncated where it starts."""
+    records = decompress(REAL["zstd"], PATH)
+    assert len(records) == REAL_RECORDS_LEN
+    for data in (
+        REAL["zstd"] + _skippable(b""),
+        REAL["zstd"] + _skippable(b"ab") + _skippable(b"\xff" * 3),
+    ):
+        assert decompress(data, PATH) == records
+    assert decompress(REAL["zstd"] + _skippable(b"\x00" * 5) + REAL["zstd"], PATH) == records * 2
+    n = len(REAL["zstd"])
+    err = _raises(TruncatedFileError, n, REAL["zstd"] + _skippable(b"")[:7])
+    assert "inside a zstd skippable frame header" in str(err)
+    err = _raises(TruncatedFileError, n, REAL["zstd"] + _skippable(b"\x00" * 9)[:12])
+    assert "skippable frame declares 9 bytes past the end" in str(err)
+    err = _raises(TruncatedFileError, n, REAL["zstd"] + REAL["zstd"][:4])
+    assert "file ends inside a zstd frame header" in str(err)
