@@ -414,6 +414,27 @@ CORRUPT: list[tuple[str, tuple[Any, ...], Any, str | None, str]] = [
     ("map key array absurd", MAP, lambda d: (_patch(d, 16, "<q", 1 << 40), len(d)), "c", "key array claims"),
     ("map key array negative", MAP, lambda d: (_patch(d, 16, "<q", -8), len(d)), "c", "key array claims -8"),
     (
+        "map key array one byte over",
+        MAP,
+        lambda d: (_patch(d, 16, "<q", 73), len(d)),  # the map is 80 bytes: 8 of header, 72 of arrays
+        "c",
+        "key array claims 73 bytes, the map has 72 after its header",
+    ),
+    (
+        "map key array takes every byte",
+        MAP,
+        lambda d: (_patch(d, 16, "<q", 72), len(d)),  # allowed: then the value array has no room
+        "c{value}",
+        "array of 0 bytes has no room",
+    ),
+    (
+        "map smaller than its header",
+        MAP,
+        lambda d: (_patch(d, 8, "<Q", _word(16, 4)), len(d)),
+        "c",
+        "map of 4 bytes has no room for its 8-byte key-array size",
+    ),
+    (
         "map keys and values differ",
         MAP,
         lambda d: (_patch(d, 72, "<q", 1), len(d)),
