@@ -552,3 +552,31 @@ def test_zstd_skippable_frames_are_stepped_over() -> None:
     assert "skippable frame declares 9 bytes past the end" in str(err)
     err = _raises(TruncatedFileError, n, REAL["zstd"] + REAL["zstd"][:4])
     assert "file ends inside a zstd frame header" in str(err)
+
+
+def test_lz4_errors_say_what_is_wrong_to_the_byte() -> None:
+    assert "LZ4Block header (10 of 21 bytes)" in str(_raises(TruncatedFileError, 0, SPEC_LZ4[:10]))
+    err = _raises(LimitExceededError, 0, SPEC_LZ4, max_output_bytes=51)
+    assert "LZ4Block block declares 52 decompressed bytes" in str(err)
+    err = _raises(TruncatedFileError, 0, _put_le32(SPEC_LZ4, 9, 100))
+    assert "declares 100 compressed bytes but only 56 remain" in str(err)
+    # token 0x25: blocks of at most 1 << (10 + 5) bytes; one byte more is refused before decoding
+    err = _raises(CorruptFileError, 0, _put_le32(SPEC_LZ4, 13, 32769))
+    assert "declares 32769 original bytes, more than its block size 32768" in str(err)
+    err = _raises(CorruptFileError, 0, _put_le32(SPEC_LZ4, 13, 32768))
+    assert "decompressed to 52 bytes, header says 32768" in str(err)
+
+
+def test_zstd_limit_counts_every_frame_before() -> None:
+    err = _raises(LimitExceededError, 2 * len(REAL["zstd"]), REAL["zstd"] * 3, max_output_bytes=500)
+    assert "more than the 124 bytes left of the 500-byte limit" in str(err)
+
+
+def test_a_two_dimensional_buffer_is_read_as_its_bytes() -> None:
+    import numpy as np
+
+    data = REAL["snappy"]
+    grid = memoryview(np.frombuffer(data, dtype=np.uint8).reshape(-1, 2))
+    assert grid.ndim == 2 and decompress(grid, PATH) == decompress(data, PATH)
+    words = memoryview(np.frombuffer(data, dtype=np.uint8).view(np.uint16))
+    assert words.itemsize == 2 and decompress(words, PATH) == decompress(data, PATH)
