@@ -704,3 +704,15 @@ def test_rich_types_checkpoint_matches_spark(spark: Any) -> None:
         return sorted(out, key=repr)
 
     assert canon(native) == canon(expected)
+
+
+def test_an_array_of_no_elements_decodes_empty_in_both_decoders() -> None:
+    """A real ``array<int>`` row whose element count is set to 0 (its bytes left as they were) is an
+    empty array, for the row decoder and for the batch decoder among unchanged rows."""
+    good = hexrow(ARR_INT[2])
+    empty = _patch(good, 16, "<q", 0)
+    layout = compile_layout(ARR_INT[1])
+    assert decode_row(good, 0, len(good), layout) == ([1, None, 3],)
+    assert decode_row(empty, 0, len(empty), layout) == ([],)
+    buf, starts, lengths = _framed([good, empty, good])
+    assert decode_rows(buf, starts, lengths, layout) == [([1, None, 3],), ([],), ([1, None, 3],)]
