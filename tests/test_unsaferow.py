@@ -716,3 +716,44 @@ def test_an_array_of_no_elements_decodes_empty_in_both_decoders() -> None:
     assert decode_row(empty, 0, len(empty), layout) == ([],)
     buf, starts, lengths = _framed([good, empty, good])
     assert decode_rows(buf, starts, lengths, layout) == [([1, None, 3],), ([],), ([1, None, 3],)]
+
+
+def _both_fail(data: bytes, layout: Any, good: bytes) -> list[SchemaMismatchError]:
+    """The row decoder's error on ``data`` alone, then the batch decoder's on it between two good rows."""
+    errors = []
+    with pytest.raises(SchemaMismatchError) as one:
+        decode_row(data, 0, len(data), layout, path="p", record=5)
+    errors.append(one.value)
+    buf, starts, lengths = _framed([good, data, good])
+    with pytest.raises(SchemaMismatchError) as batch:
+        decode_rows(buf, starts, lengths, layout, path="p", records=[1, 2, 3])
+    errors.append(batch.value)
+    assert [(e.context["record"], e.offset) for e in errors] == [(5, 0), (2, int(starts[1]))]
+    return errors
+
+
+def test_array_element_payloads_to_the_last_byte_of_their_array() -> None:
+    """A real ``array<string>`` row (``['ab', NULL, 'cde']``, 56 bytes of array, 40 of them header and
+    slots): its last element may grow to the array's last byte, not one byte past it, and two elements
+    may not take more than the 16 bytes after the slots between them."""
+    good = hexrow(ARR_STR[2])
+    layout = compile_layout(ARR_STR[1])
+    to_the_end = _patch(good, 48, "<Q", _word(0x30, 8))
+    assert decode_row(to_the_end, 0, len(to_the_end), layout) == (["ab", None, "cde" + "\x00" * 5],)
+    buf, starts, lengths = _framed([good, to_the_end])
+    assert decode_rows(buf, starts, lengths, layout)[1] == (["ab", None, "cde" + "\x00" * 5],)
+    for err in _both_fail(_patch(good, 48, "<Q", _word(0x30, 9)), layout, good):
+        assert "string element payload at offset 48 with size 9 is outside [40, 56) of its array" in str(err)
+        assert err.context["field"] == "c[2]"
+    for err in _both_fail(_patch(good, 48, "<Q", _word(0x28, 16)), layout, good):
+        assert "element payloads of its array add up to more than the 16 bytes after the fixed part" in str(
+            err
+        )
+
+
+def test_row_payload_outside_its_row_says_so() -> None:
+    good = hexrow(FIVE[2])
+    layout = compile_layout(FIVE[1])
+    for err in _both_fail(_patch(good, 16, "<Q", _word(0x30, 17)), layout, good):
+        assert f"string payload at offset 48 with size 17 is outside [48, {len(good)}) of its row" in str(err)
+        assert err.context["field"] == "s"
