@@ -739,3 +739,21 @@ def test_changelog_errors_name_the_record_and_what_is_wrong() -> None:
     with pytest.raises(TruncatedFileError, match="key size") as err:
         scan_changelog(CHANGELOG_V2[:cut], PATH)
     assert err.value.context["record"] == 3
+
+
+@pytest.mark.spark
+def test_fixed_width_index_is_the_scanned_index(checkpoint: Any) -> None:
+    """The index built from a fixed-width file's sizes equals the scan's, kinds included, for a file of
+    puts and a file of removes."""
+    for scenario, rel in (("agg_count", "0/0/1.delta"), ("dedup_watermark", "0/0/6.delta")):
+        data = _real_delta(checkpoint, scenario, rel)
+        scanned = scan_records(data, PATH)
+        built = records.fixed_width_index(scanned.count, int(scanned.key_len[0]), int(scanned.val_len[0]))
+        assert _arrays(built) == _arrays(scanned) and built.eof_offset == scanned.eof_offset
+    assert set(built.kind.tolist()) == {KIND_REMOVE}
+
+
+def test_changelog_key_over_the_limit_names_the_key_and_its_record() -> None:
+    with pytest.raises(LimitExceededError, match="key size 27 exceeds the limit of 20 bytes") as err:
+        scan_changelog(CHANGELOG_V2, PATH, max_record_bytes=20)
+    assert err.value.context["record"] == 0 and err.value.offset == 5
