@@ -72,7 +72,8 @@ _SAME_LENGTH = "zip(..., strict=True) over lists built from one record index: th
 _DEFAULT_INT64 = "numpy's default integer is int64 on the 64-bit platforms statelens runs on"
 _STRIDED_BOUND = (
     "slices' strided path checks that the last slice fits the buffer, which a record index over its own "
-    "bytes always does; a stricter check only sends the slices down the gather path, which cuts the same bytes"
+    "bytes always does: a looser check never meets a slice that does not fit, and a stricter one only sends "
+    "the slices down the gather path, which cuts the same bytes"
 )
 EQUIVALENT: dict[str, str] = {
     "statelens.readers.records.x_slices__mutmut_18": _SAME_LENGTH,
