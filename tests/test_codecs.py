@@ -580,3 +580,11 @@ def test_a_two_dimensional_buffer_is_read_as_its_bytes() -> None:
     assert grid.ndim == 2 and decompress(grid, PATH) == decompress(data, PATH)
     words = memoryview(np.frombuffer(data, dtype=np.uint8).view(np.uint16))
     assert words.itemsize == 2 and decompress(words, PATH) == decompress(data, PATH)
+
+
+def test_an_empty_file_and_a_one_byte_file_are_told_apart() -> None:
+    assert "file is empty" in str(_raises(TruncatedFileError, 0, b""))
+    err = _raises(TruncatedFileError, 0, REAL["lz4"][:1])
+    assert "file is only 1 bytes, cut inside the 8-byte lz4 magic" in str(err)
+    err = _raises(TruncatedFileError, 0, REAL["zstd"][:4])
+    assert str(err).split(": ", 1)[1].startswith("file ends inside a zstd frame header (")
