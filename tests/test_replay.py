@@ -380,3 +380,32 @@ def test_row_checksums_change_nothing_that_is_read(checkpoint: Callable[[str], P
     assert [(s.partition_id, s.version, s.rows) for s in checked.iter_stats()] == [
         (s.partition_id, s.version, s.rows) for s in plain.iter_stats()
     ]
+    assert [checked.check_file(sf, 10) for sf in checked.files()] == [None] * len(checked.files())
+
+
+@pytest.mark.spark
+def test_a_schema_the_rows_do_not_fit_is_reported_per_file(
+    checkpoint: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """``agg_count`` with the schema files of ``pandas_state_processing`` swapped in (a damaged copy):
+    every file still scans, and the check names the schema stage, the file and the record."""
+    folder = _copy(checkpoint, "agg_count", tmp_path)
+    other = (
+        checkpoint("pandas_state_processing") / "checkpoint" / "state" / "0" / "0" / "_metadata" / "schema"
+    )
+    swapped = list((folder / "checkpoint" / "state" / "0").glob("*/_metadata/schema"))
+    assert len(swapped) == 1  # Spark writes it in partition 0 only
+    for schema in swapped:
+        shutil.copy(other, schema)
+    reader = _reader(folder)
+    found = {sf.path: reader.check_file(sf, 10) for sf in reader.files()}
+    assert len(found) == 8
+    with_records = {p for p, got in found.items() if got is not None}
+    for path, got in found.items():
+        if got is None:  # an empty delta: no row to decode
+            continue
+        stage, err = got
+        assert stage == "schema" and err.path == path and err.context["record"] == 0
+        assert "a row of 2 fields needs at least 24 bytes" in str(err)
+    assert len(with_records) == 6  # agg_count's two empty deltas hold no row
+    assert all(_reader(checkpoint("agg_count")).check_file(sf, 10) is None for sf in reader.files())
