@@ -82,6 +82,13 @@ EQUIVALENT: dict[str, str] = {
     "statelens.readers.records.x_slices__mutmut_36": _STRIDED_BOUND,
     "statelens.readers.records.x_slices__mutmut_37": _STRIDED_BOUND,
     "statelens.readers.store_base.xǁStoreReaderBaseǁapply_records__mutmut_8": _SAME_LENGTH,
+    "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁcheck_file__mutmut_48": _SAME_LENGTH,
+    "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁversion_arrays__mutmut_11": (
+        "b''.join of one file's bytes is those bytes"
+    ),
+    "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁ_version_arrays_workers__mutmut_3": (
+        "the number of threads partitions are replayed on; results come back in partition order either way"
+    ),
     "statelens.readers.store_base.xǁStoreReaderBaseǁapply_records__mutmut_15": _SAME_LENGTH,
     "statelens.readers.store_base.xǁStoreReaderBaseǁread_changes_arrow__mutmut_81": _DEFAULT_INT64,
     "statelens.readers.store_base.xǁStoreReaderBaseǁread_changes_arrow__mutmut_91": _DEFAULT_INT64,
