@@ -76,6 +76,20 @@ _STRIDED_BOUND = (
     "the slices down the gather path, which cuts the same bytes"
 )
 EQUIVALENT: dict[str, str] = {
+    "statelens.readers.unsaferow.x__values__mutmut_231": _SAME_LENGTH,
+    "statelens.readers.unsaferow.x__values__mutmut_244": _SAME_LENGTH,
+    "statelens.readers.unsaferow.x__map_at__mutmut_75": "the lengths were compared just before: they are equal",
+    "statelens.readers.unsaferow.x__values__mutmut_128": (
+        "without nulls every row is present, and flatnonzero(present) is arange(n)"
+    ),
+    "statelens.readers.unsaferow.x__row_at__mutmut_19": 'struct.unpack_from("<0Q", ...) is (), as the else gives',
+    "statelens.readers.unsaferow.x_decode_rows__mutmut_32": _DEFAULT_INT64,
+    "statelens.readers.unsaferow.x_compile_layout__mutmut_5": (
+        "compiles the layout again, then the cache's setdefault returns the layout compiled first: same object"
+    ),
+    "statelens.readers.unsaferow.x__row_at__mutmut_13": (
+        "a layout of no fields needs 0 bytes, and a negative length is refused before: the message is never built"
+    ),
     "statelens.readers.records.x_slices__mutmut_18": _SAME_LENGTH,
     "statelens.readers.records.x_slices__mutmut_19": _SAME_LENGTH,
     "statelens.readers.records.x_value_slices__mutmut_22": _SAME_LENGTH,
