@@ -757,3 +757,19 @@ def test_changelog_key_over_the_limit_names_the_key_and_its_record() -> None:
     with pytest.raises(LimitExceededError, match="key size 27 exceeds the limit of 20 bytes") as err:
         scan_changelog(CHANGELOG_V2, PATH, max_record_bytes=20)
     assert err.value.context["record"] == 0 and err.value.offset == 5
+
+
+def test_cut_streams_name_the_size_word_and_the_record() -> None:
+    idx = scan_records(AGG_DELTA, PATH)
+    at = int(idx.val_start[1]) - 2  # inside record 1's value size word
+    with pytest.raises(TruncatedFileError, match=r"ends inside a value size \(2 of 4 bytes\)") as err:
+        scan_records(AGG_DELTA[:at], PATH)
+    assert err.value.context["record"] == 1
+    with pytest.raises(TruncatedFileError, match="ends without its -1 end marker") as err:
+        scan_records(AGG_DELTA[:-4], PATH)
+    assert err.value.context["record"] == idx.count
+    index = scan_changelog(CHANGELOG_V2, PATH)[2]
+    size_at = int(index.val_start[2]) - 4
+    with pytest.raises(CorruptFileError, match="delete record has value size 0; Spark writes -1") as err:
+        scan_changelog(_replace(CHANGELOG_V2, size_at, _be32(0)), PATH)
+    assert err.value.context["record"] == 2
