@@ -91,6 +91,7 @@ EQUIVALENT: dict[str, str] = {
     "statelens.readers.unsaferow.x__row_at__mutmut_13": (
         "a layout of no fields needs 0 bytes, and a negative length is refused before: the message is never built"
     ),
+    "statelens.readers.unsaferow_arrow.x__scatter__mutmut_7": _DEFAULT_INT64,
     "statelens.readers.records.x__scan_sized__mutmut_82": _UNREACHABLE,
     "statelens.readers.records.x__scan_sized__mutmut_83": _UNREACHABLE,
     "statelens.readers.records.x__scan_typed__mutmut_20": _UNREACHABLE,
