@@ -70,6 +70,7 @@ MODULES: dict[str, Target] = {
 #: against and the report flags any that no longer exists.
 _SAME_LENGTH = "zip(..., strict=True) over lists built from one record index: their lengths are always equal"
 _UNREACHABLE = "the text of an assertion that cannot fail: the checked scan before it raises the file's error"
+_FROMITER_COUNT = "numpy.fromiter's count only sizes the array in advance; the iterator gives the same items"
 _DEFAULT_INT64 = "numpy's default integer is int64 on the 64-bit platforms statelens runs on"
 _STRIDED_BOUND = (
     "slices' strided path checks that the last slice fits the buffer, which a record index over its own "
@@ -102,6 +103,11 @@ EQUIVALENT: dict[str, str] = {
     "statelens.readers.records.x_slices__mutmut_37": _STRIDED_BOUND,
     "statelens.readers.store_base.xǁStoreReaderBaseǁapply_records__mutmut_8": _SAME_LENGTH,
     "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁcheck_file__mutmut_48": _SAME_LENGTH,
+    "statelens.readers.store_base.xǁStoreReaderBaseǁ_raw_arrays__mutmut_13": _FROMITER_COUNT,
+    "statelens.readers.store_base.xǁStoreReaderBaseǁ_raw_change_arrays__mutmut_20": _FROMITER_COUNT,
+    "statelens.readers.store_base.xǁStoreReaderBaseǁ_raw_change_arrays__mutmut_71": (
+        "a remove's value length of -2 instead of -1: the arrays' one reader, read_changes_arrow, tests < 0"
+    ),
     "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁversion_arrays__mutmut_11": (
         "b''.join of one file's bytes is those bytes"
     ),
