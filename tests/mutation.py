@@ -9,7 +9,8 @@ Per module, the command prints the kill rate and every surviving mutant as a dif
 :data:`MODULES` (default: all); options::
 
     --sample N          test a random sample of N mutants per module (seeded by --seed, default 0)
-                        instead of all of them; the rate then comes with its 95% interval
+                        instead of all of them; the rate then comes with its 95% interval. Mutants
+                        of the sample tested before keep their result: an interrupted run goes on
     --fresh             forget earlier results of these modules and test every mutant again
     --retry             test again only the mutants that were not killed (after adding tests: killed
                         mutants stay killed, since tests are only ever added)
@@ -368,6 +369,11 @@ def main(argv: list[str] | None = None) -> int:
                 picked = sample(name, args.sample, args.seed) if args.sample else []
                 if not args.sample:
                     (WORK / name / "sample.json").unlink(missing_ok=True)
+                else:  # a sample drawn before keeps the results it has (--retry tests survivors again)
+                    status = results(name)
+                    picked = [m for m in picked if status.get(m) == "not checked"]
+                    if not picked:
+                        continue
             if run(name, args.max_children, picked) != 0:
                 failed.append(name)
     total_killed = total = 0
