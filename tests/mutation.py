@@ -94,6 +94,15 @@ EQUIVALENT: dict[str, str] = {
         "a layout of no fields needs 0 bytes, and a negative length is refused before: the message is never built"
     ),
     "statelens.readers.unsaferow_arrow.x__scatter__mutmut_7": _DEFAULT_INT64,
+    "statelens.readers.unsaferow_arrow.x__bytes_column__mutmut_73": (
+        "null_count=-1 lets Arrow count the nulls from the validity bitmap: the same count"
+    ),
+    "statelens.readers.unsaferow_arrow.x__column__mutmut_15": (
+        "pa.array infers bool from a numpy bool array, the type it is given"
+    ),
+    "statelens.readers.unsaferow_arrow.x__column__mutmut_8": (
+        "a void (NullType) column's Arrow type is null, which pa.nulls gives without a type"
+    ),
     "statelens.readers.records.x__scan_sized__mutmut_82": _UNREACHABLE,
     "statelens.readers.records.x__scan_sized__mutmut_83": _UNREACHABLE,
     "statelens.readers.records.x__scan_typed__mutmut_20": _UNREACHABLE,
