@@ -327,8 +327,9 @@ def report(name: str, with_diffs: bool = True) -> tuple[int, int]:
         print(f"  {counted[m]}: {m}")
         if m in shown:
             print("    " + shown[m].replace("\n", "\n    "))
-    prefix = "statelens.readers." + name
-    stale = [m for m in EQUIVALENT if m.startswith(prefix) and m not in status]
+    modules = {f.removesuffix(".py") for f in MODULES[name].files}
+    generated = results(name)
+    stale = [m for m in EQUIVALENT if m.split(".")[2] in modules and m not in generated]
     for m in stale:
         print(f"  listed as equivalent but no longer generated: {m}")
     return killed, len(counted)
