@@ -15,18 +15,20 @@ Per module, the command prints the kill rate and every surviving mutant as a dif
     --retry             test again only the mutants that were not killed (after adding tests: killed
                         mutants stay killed, since tests are only ever added)
     --report            print the results of the last run without running anything
+    --no-diffs          name the surviving mutants without their diffs
     --max-children N    mutants tested at once (default 1: the machine is shared)
 
 How it runs: each module gets a work folder ``.mutation/<module>/`` (ignored by git) holding a
 ``statelens/`` root whose ``readers`` links to the repository's ``readers/`` (the layout of the
 repository's own ``statelens/`` folder) and a ``pyproject.toml`` with a ``[tool.mutmut]`` section
-naming the one file to mutate. mutmut copies the package and the tests into ``.mutation/<module>/mutants/``,
+naming the files to mutate. mutmut copies the package and the tests into ``.mutation/<module>/mutants/``,
 runs the selected tests once to learn which tests reach which function, then runs, per mutant, only
 those tests (``-x``, a CPU-time limit of 15x their clean time). The selected tests are the module's
-test files minus every test that asks for the ``spark`` fixture (a JVM): tests that read generated
-checkpoints read them from the shared cache (``.cache/checkpoints``) and fail, without starting Spark,
-when one is missing (generate it with ``python -m tests.spark_checkpoints NAME``). Hypothesis runs
-with a fixed seed, so two runs test the same examples.
+test files minus every test that asks for the ``spark`` fixture (a JVM) and every test parametrised
+with a scenario missing from the shared checkpoint cache (``.cache/checkpoints``; the command names
+those scenarios: generate them with ``python -m tests.spark_checkpoints NAME``); any other test that
+asks for a missing checkpoint fails rather than start Spark (``tests/mutation_plugin.py``). Hypothesis
+runs with a fixed seed, so two runs test the same examples.
 
 Mutants listed in :data:`EQUIVALENT` cannot change what the module does (each has its reason) and are
 left out of the rate; the report names them, and any listed name that no longer exists.
