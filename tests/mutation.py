@@ -102,6 +102,13 @@ EQUIVALENT: dict[str, str] = {
     "statelens.readers.unsaferow_arrow.x__column__mutmut_15": (
         "pa.array infers bool from a numpy bool array, the type it is given"
     ),
+    "statelens.readers.unsaferow_arrow.x__column__mutmut_18": (
+        "pa.array infers bool from a numpy bool array, the type it is given"
+    ),
+    "statelens.readers.unsaferow_arrow.x__column__mutmut_24": (
+        "sends every long-backed decimal (scale 0 for any other kind) down the exact Python path, "
+        "which gives the same values as the vectorised one"
+    ),
     "statelens.readers.unsaferow_arrow.x__column__mutmut_8": (
         "a void (NullType) column's Arrow type is null, which pa.nulls gives without a type"
     ),
