@@ -74,6 +74,7 @@ MODULES: dict[str, Target] = {
 _SAME_LENGTH = "zip(..., strict=True) over lists built from one record index: their lengths are always equal"
 _UNREACHABLE = "the text of an assertion that cannot fail: the checked scan before it raises the file's error"
 _FROMITER_COUNT = "numpy.fromiter's count only sizes the array in advance; the iterator gives the same items"
+_RESHAPE = "numpy's reshape takes any negative size as 'the rest': reshape(-2) is reshape(-1)"
 _DEFAULT_INT64 = "numpy's default integer is int64 on the 64-bit platforms statelens runs on"
 _STRIDED_BOUND = (
     "slices' strided path checks that the last slice fits the buffer, which a record index over its own "
@@ -101,6 +102,12 @@ EQUIVALENT: dict[str, str] = {
     ),
     "statelens.readers.unsaferow_arrow.x__column__mutmut_15": (
         "pa.array infers bool from a numpy bool array, the type it is given"
+    ),
+    "statelens.readers.unsaferow_arrow.x_iter_decode_arrow__mutmut_10": _RESHAPE,
+    "statelens.readers.unsaferow_arrow.x_iter_decode_arrow__mutmut_36": _RESHAPE,
+    "statelens.readers.unsaferow_arrow.x__struct__mutmut_56": (
+        "zip of the layout's fields, their null masks and the Arrow type's fields, whose counts were "
+        "checked equal before"
     ),
     "statelens.readers.unsaferow_arrow.x__column__mutmut_18": (
         "pa.array infers bool from a numpy bool array, the type it is given"

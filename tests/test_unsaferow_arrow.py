@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import SchemaMismatchError, StatelensError
-from statelens.readers.unsaferow import compile_layout, decode_rows
+from statelens.readers.unsaferow import compile_layout, decode_row, decode_rows
 from statelens.readers.unsaferow_arrow import decode_arrow, iter_decode_arrow
 from statelens.readers.values import rows_to_arrow, state_row_schema, to_arrow_array, to_arrow_type
 from tests.spark_checkpoints import SCENARIOS
-from tests.test_unsaferow import ALL_ROWS, CORRUPT, _framed, hexrow
+from tests.test_unsaferow import ALL_ROWS, CORRUPT, FIVE, STRUCT, _framed, _patch, _word, hexrow
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -261,3 +261,47 @@ def test_change_feed_reads_the_same_as_arrow(scenario: str, checkpoint: Any) -> 
                     removes += sum(c.change == "remove" for c in changes)
                     feeds += 1
     assert feeds == 0 or compared > 0  # rocks_agg keeps no changelogs (no change feed to compare)
+
+
+def test_payloads_outside_their_row_fail_as_the_row_decoder_says() -> None:
+    """A real five-field row whose string is made to run past the row, and a real nested struct whose
+    string is made to run past the nested row: the Arrow decoder names the record, the offset, the field
+    and the bounds as the row decoder does."""
+    for base, at, word, field, says in (
+        (
+            FIVE,
+            16,
+            _word(0x30, 17),
+            "s",
+            "string payload at offset 48 with size 17 is outside [48, 64) of its row",
+        ),
+        (
+            STRUCT,
+            32,
+            _word(0x18, 100),
+            "c.b",
+            "string payload at offset 24 with size 100 is outside [24, 32) of its row",
+        ),
+    ):
+        good = hexrow(base[2])
+        bad = _patch(good, at, "<Q", word)
+        layout = compile_layout(base[1])
+        with pytest.raises(SchemaMismatchError) as row:
+            decode_row(bad, 0, len(bad), layout, path="p")
+        assert says in str(row.value) and row.value.context["field"] == field
+        buf, starts, lengths = _framed([good, bad, good])
+        with pytest.raises(SchemaMismatchError) as arrow:
+            decode_arrow(buf, starts, lengths, layout, to_arrow_type(base[1]), path="p", records=[1, 2, 3])
+        assert says in str(arrow.value) and arrow.value.context["field"] == field
+        assert arrow.value.context["record"] == 2 and arrow.value.offset == int(starts[1])
+
+
+def test_a_row_outside_the_buffer_names_its_record_and_offset() -> None:
+    data = hexrow(FIVE[2])
+    with pytest.raises(
+        SchemaMismatchError, match="row of 64 bytes at 8 is outside the 64-byte buffer"
+    ) as err:
+        decode_arrow(
+            data, [0, 8], [64, 64], compile_layout(FIVE[1]), to_arrow_type(FIVE[1]), path="p", records=[7, 9]
+        )
+    assert err.value.context["record"] == 9 and err.value.offset == 8
