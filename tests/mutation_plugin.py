@@ -3,6 +3,8 @@
 * Deselects every test that asks for the ``spark`` fixture (a SparkSession, so a JVM), and every test
   parametrised with a ``scenario`` that is not in the checkpoint cache (``python -m tests.mutation``
   names those scenarios before it runs).
+* Gives each test session its own decoded-state cache folder and temporary folder: mutmut forks the
+  sessions from one process, whose folders (and their removal at exit) they would otherwise share.
 * Empties the UnsafeRow layout cache before each test: mutmut tests each mutant in a process forked
   from one that already ran the tests, so a layout compiled there would hide a mutant of the compiler.
 * ``get_checkpoint`` (``tests/spark_checkpoints.py``) returns a cached scenario and raises, instead of
@@ -18,6 +20,13 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    import os
+    import tempfile
+
+    # mutmut forks every test session from one process: each gets a decoded-state cache and a pytest
+    # temporary folder of its own (the inherited ones are shared, and removed when any session exits).
+    os.environ["STATELENS_CACHE_DIR"] = tempfile.mkdtemp(prefix="statelens-mutation-cache-")
+    config.option.basetemp = tempfile.mkdtemp(prefix="statelens-mutation-tmp-")
     from tests import spark_checkpoints
 
     generate = spark_checkpoints.get_checkpoint
