@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+_OWN: list[str] = []  # the folders this session made (removed when it ends)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     import os
@@ -25,8 +27,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # mutmut forks every test session from one process: each gets a decoded-state cache and a pytest
     # temporary folder of its own (the inherited ones are shared, and removed when any session exits).
-    os.environ["STATELENS_CACHE_DIR"] = tempfile.mkdtemp(prefix="statelens-mutation-cache-")
-    config.option.basetemp = tempfile.mkdtemp(prefix="statelens-mutation-tmp-")
+    _OWN.extend(
+        [
+            tempfile.mkdtemp(prefix="statelens-mutation-cache-"),
+            tempfile.mkdtemp(prefix="statelens-mutation-tmp-"),
+        ]
+    )
+    os.environ["STATELENS_CACHE_DIR"], config.option.basetemp = _OWN[-2:]
     from tests import spark_checkpoints
 
     generate = spark_checkpoints.get_checkpoint
@@ -40,6 +47,13 @@ def pytest_configure(config: pytest.Config) -> None:
         return generate(name, spark, **kwargs)
 
     spark_checkpoints.get_checkpoint = cached_only  # type: ignore[assignment]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    while _OWN:
+        shutil.rmtree(_OWN.pop(), ignore_errors=True)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
