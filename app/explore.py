@@ -234,6 +234,7 @@ def findings_table(
     """
     specs = [
         ColumnSpec("category", lambda f: f.category, str, False),
+        ColumnSpec("store", lambda f: f.store_name, str, False),
         ColumnSpec("partition", lambda f: f.partition, str, True),
         ColumnSpec("key", lambda f: f.key, key_text, False),
         ColumnSpec(f"timeout / event time ({zone})", lambda f: f.timeout_ms, time_text, True),

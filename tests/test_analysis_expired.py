@@ -304,7 +304,9 @@ def test_streamed_findings_come_in_walk_order_and_equal_the_cli_output(checkpoin
     assert capsys.readouterr().out.splitlines() == want
     assert main(args) == 0
     text = capsys.readouterr().out
-    rows = [line for line in text.splitlines() if re.match(r"^0\s+\d+\s+\d+\s+(zombie|stale)\s", line)]
+    rows = [
+        line for line in text.splitlines() if re.match(r"^0\s+default\s+\d+\s+\d+\s+(zombie|stale)\s", line)
+    ]
     assert len(rows) == len(want)
     assert f"{len(want)} findings: " in text
     # Eviction lag streams the same way.

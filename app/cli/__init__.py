@@ -1,7 +1,7 @@
 """The ``statelens`` command line.
 
 Commands live in ``state`` (``info``, ``rows``, ``growth``, ``sql``, ``cache``, ``mirror``) and ``analyses``
-(``expired``, ``timeline``, ``doctor``, ``report``); what they share is in ``_common``; this module
+(``summary``, ``expired``, ``timeline``, ``doctor``, ``report``); what they share is in ``_common``; this module
 parses arguments and runs one (``gui`` opens the desktop app through the launcher).
 
 Tables for people, ``--json`` (or JSON lines) for scripts. Exit codes: 0 success; 1 the command ran
@@ -54,6 +54,7 @@ SUBCOMMANDS = (
     "growth",
     "sql",
     "gui",
+    "summary",
     "expired",
     "doctor",
     "report",

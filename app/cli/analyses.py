@@ -1,4 +1,4 @@
-"""The post-mortem subcommands of ``statelens``: ``expired``, ``timeline``, ``doctor``, ``report``.
+"""The post-mortem subcommands of ``statelens``: ``summary``, ``expired``, ``timeline``, ``doctor``, ``report``.
 
 ``statelens.app.cli.build_parser`` calls :func:`add_commands`. Exit codes follow ``statelens.app.cli``: 0 ok, 1 finished
 but some files could not be read (or, for ``doctor``, warnings), 2 error.
@@ -48,6 +48,7 @@ def _fmt_ms(ms: int | None) -> str:
 # -- expired -------------------------------------------------------------------------------------------
 EXPIRED_HEADERS = (
     "op",
+    "store",
     "part",
     "version",
     "category",
@@ -125,6 +126,7 @@ def _expired_row(f: Any) -> list[Any]:
 
     return [
         f.operator_id,
+        f.store_name,
         f.partition,
         f.version,
         f.category,
@@ -370,6 +372,47 @@ def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
     return result.exit_code
 
 
+# -- summary -------------------------------------------------------------------------------------------
+SEVERITY_TAGS = {"error": "ERROR", "warning": "WARNING", "info": "note", "ok": "ok"}
+
+
+def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
+    """One line per verdict, worst first, each with the view of ``statelens gui`` that shows it."""
+    from statelens.app.analysis.summary import iter_summary
+    from statelens.app.cli._common import EXIT_PARTIAL, _open
+
+    ckpt = _open(args)
+    chooser = _backend_chooser(args, ckpt)
+    try:
+        result = _drive(
+            iter_summary(
+                ckpt,
+                decode_files=not args.quick,
+                event_logs=args.event_log,
+                storage_options=getattr(args, "storage_options", None),
+                backends=chooser,
+            )
+        )
+    finally:
+        _close_backends(args, chooser)
+    if args.json:
+        write_json(result.to_json(), out)
+        return result.exit_code
+    w = out.write
+    w(f"Checkpoint  {ckpt.location}\n\n")
+    width = max(len(t) for t in SEVERITY_TAGS.values())
+    for v in result.verdicts:
+        w(f"{SEVERITY_TAGS[v.severity]:<{width}}  {v.text}  [view: {v.view}]\n")
+    c = result.counts()
+    w(
+        f"\n{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s), {c['ok']} fine; "
+        f"open a view with: statelens gui {ckpt.location} --view VIEW\n"
+    )
+    for err in result.problems:
+        sys.stderr.write(f"statelens: warning: {err}\n")
+    return EXIT_PARTIAL if result.exit_code else result.exit_code
+
+
 # -- report --------------------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.analysis.report import iter_report
@@ -403,9 +446,30 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- registration --------------------------------------------------------------------------------------
 def add_commands(sub: Any) -> None:
-    """Add ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
+    """Add ``summary``, ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
     from statelens.app.analysis.expired import DEFAULT_STALE_AFTER, TIMEOUT_KINDS
     from statelens.app.cli._common import add_backend_options
+
+    p = sub.add_parser(
+        "summary",
+        help="the verdicts, one line each: restart, commits, expired keys, growth and skew, watermark, "
+        "slow batches, unreadable files; exit 0 all fine, 1 a finding or damage",
+    )
+    p.add_argument("checkpoint")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument(
+        "--quick", action="store_true", help="do not decode every state file (damage may go unseen)"
+    )
+    p.add_argument(
+        "--event-log",
+        action="append",
+        default=[],
+        metavar="PATH_OR_URL",
+        help="event log, driver log or progress JSON lines of the query (repeatable): slowest batches and "
+        "rows dropped by the watermark",
+    )
+    add_backend_options(p)
+    p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser(
         "expired",
