@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +119,39 @@ class ExpiredOverview:
             (s for s in self.stores if (s.operator_id, s.store_name) == (operator_id, store_name)), None
         )
 
+    def store_order(
+        self, sizes: Mapping[tuple[int, str], int], groups: Mapping[tuple[int, str], str] | None = None
+    ) -> list[tuple[int, str]]:
+        """Stores with the most findings first, then the biggest (``sizes``: bytes or rows per store).
+
+        Stores of one group (``groups``, e.g. a transformWithState operator's state variables) stay
+        together: a group ranks by its best store, and its stores by theirs within it.
+        """
+        keys = [(s.operator_id, s.store_name) for s in self.stores]
+        found = {(s.operator_id, s.store_name): s.total_findings for s in self.stores}
+        groups = groups or {}
+
+        def group(key: tuple[int, str]) -> Any:
+            return groups.get(key) or key
+
+        best: dict[Any, tuple[int, int]] = {}
+        first: dict[Any, int] = {}
+        for i, key in enumerate(keys):
+            g = group(key)
+            best[g] = max(best.get(g, (0, 0)), (found[key], sizes.get(key, 0)))
+            first.setdefault(g, i)
+        return sorted(
+            keys,
+            key=lambda k: (
+                -best[group(k)][0],
+                -best[group(k)][1],
+                first[group(k)],
+                -found[k],
+                -sizes.get(k, 0),
+                keys.index(k),
+            ),
+        )
+
 
 def iter_expired_overview(
     ckpt: Any,
@@ -198,6 +231,7 @@ def iter_expired_overview(
 #: Columns of the findings table (in UTC; :func:`findings_table` names the zone it is given).
 FINDING_HEADERS = (
     "category",
+    "store",
     "partition",
     "key",
     "timeout / event time (UTC)",

@@ -22,7 +22,7 @@ from statelens.app.state_query import DiffRow, QueryStateTable, diff_rows
 from statelens.readers.arrow_values import ArrowStateRows, numbers
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError, UsageError
-from statelens.readers.model import OperatorInfo, Progress, StoreInfo
+from statelens.readers.model import OperatorInfo, OperatorKind, Progress, StoreInfo
 from statelens.readers.parallel import in_order
 from statelens.readers.textfmt import ranges as _ranges
 
@@ -205,10 +205,40 @@ class LoadedCheckpoint:
         """What each store holds (:func:`store_roles`): transformWithState variables, join stores."""
         return store_roles(self.checkpoint)
 
+    def store_sizes(self) -> dict[tuple[int, str], int]:
+        """Bytes of every store's state files (deltas, snapshots, changelogs, zips), from the listing:
+        how big each store is without reading any state. 0 for stores the native readers cannot list."""
+        out: dict[tuple[int, str], int] = {}
+        native = native_backend(self.checkpoint)
+        for op in self.checkpoint.operators:
+            for s in op.stores:
+                size = 0
+                try:
+                    reader = native.store(op.operator_id, s.store_name)
+                    for pid in reader.partition_ids():
+                        pf = reader.partitions[pid]
+                        size += sum(f.size_bytes for f in (*pf.deltas.values(), *pf.snapshots.values()))
+                except StatelensError:
+                    size = 0
+                out[(op.operator_id, s.store_name)] = size
+        return out
+
     def default_store(self) -> tuple[int, str] | None:
-        """The first decodable store, as ``(operator_id, store_name)``."""
+        """The store the browser opens on, as ``(operator_id, store_name)``: the biggest decodable one
+        (most bytes of state files, a stand-in for rows that reads no state); of a join, the
+        ``keyWithIndexToValue`` side, which holds the buffered rows (the other stores index them)."""
         stores = self.decodable_stores()
-        return (stores[0][0].operator_id, stores[0][1].store_name) if stores else None
+        if not stores:
+            return None
+        sizes = self.store_sizes()
+
+        def weight(item: tuple[OperatorInfo, StoreInfo]) -> tuple[bool, int]:
+            op, s = item
+            rows_side = op.kind == OperatorKind.JOIN and s.store_name.endswith("keyWithIndexToValue")
+            return rows_side, sizes.get((op.operator_id, s.store_name), 0)
+
+        op, s = max(stores, key=weight)  # the first of equals: the walk order
+        return op.operator_id, s.store_name
 
 
 # -- what each store holds -------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""The Overview: what the checkpoint is, its batches (uncommitted ones highlighted), operators and problems."""
+"""The Overview: the verdicts first (one line each, a severity colour, the number and a link to the view
+that proves it), then the details: what the checkpoint is, its batches (uncommitted ones highlighted),
+operators, health checks and the files that could not be read."""
 
 from __future__ import annotations
 
@@ -9,9 +11,13 @@ from PySide6.QtCore import QItemSelectionModel, Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QFormLayout,
+    QGridLayout,
     QGroupBox,
     QLabel,
+    QPushButton,
+    QSizePolicy,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -32,6 +38,25 @@ def format_duration_s(seconds: float) -> str:
 def ranges(values: Sequence[int]) -> str:
     """``1–4, 7`` for sorted ints."""
     return text_ranges(values, ", ", "–")
+
+
+#: Severity -> (badge text, colour). Mid-luminance colours with white text read on light and dark palettes.
+SEVERITY_STYLE = {
+    "error": ("ERROR", "#dc2626"),
+    "warning": ("WARNING", "#d97706"),
+    "info": ("NOTE", "#64748b"),
+    "ok": ("OK", "#16a34a"),
+}
+#: View name -> link text of a verdict.
+VIEW_LINKS = {
+    "overview": "Details below",
+    "timeline": "Batch timeline",
+    "growth": "State growth",
+    "expired": "Expired keys",
+    "browser": "State browser",
+    "sql": "SQL",
+    "schema": "Schema and conf",
+}
 
 
 def _plain_label(text: str = "") -> QLabel:
@@ -61,10 +86,14 @@ class OverviewView(QWidget):
         The user picked a batch in the table.
     store_selected(int operator_id, str store_name)
         The user picked an operator's store in the operators table.
+    view_requested(str view, object target)
+        The user clicked a verdict's link: show ``view`` (``overview`` means this view's details) at
+        ``target``, a dict of ``operator_id``, ``store_name``, ``batch_id``, ``partition_id``, ``check``.
     """
 
     batch_selected = Signal(int)
     store_selected = Signal(int, str)
+    view_requested = Signal(str, object)
 
     BATCH_HEADERS = (
         "batch",
@@ -92,6 +121,7 @@ class OverviewView(QWidget):
     #: Approximate table row height (pixels) for sizing the operators table.
     ROW_HEIGHT = 22
     PROBLEM_HEADERS = ("problem", "file", "offset", "message")
+    HEALTH_HEADERS = ("severity", "check", "finding", "files")
 
     def __init__(
         self, selection: Any = None, time_zone: TimeZoneState | None = None, parent: QWidget | None = None
@@ -105,7 +135,32 @@ class OverviewView(QWidget):
         self._updating = False
 
         layout = QVBoxLayout(self)
-        summary = QGroupBox("Checkpoint")
+        layout.setContentsMargins(4, 4, 4, 4)
+        self.splitter_main = QSplitter(Qt.Orientation.Vertical)
+
+        # -- the verdicts: answers first ------------------------------------------------------------
+        self.verdict_box = QGroupBox("Verdicts")
+        vlay = QVBoxLayout(self.verdict_box)
+        vlay.setContentsMargins(6, 6, 6, 6)
+        self.verdict_status = _plain_label("Open a checkpoint to see the verdicts.")
+        vlay.addWidget(self.verdict_status)
+        self._verdict_grid = QGridLayout()
+        self._verdict_grid.setContentsMargins(0, 0, 0, 0)
+        self._verdict_grid.setHorizontalSpacing(8)
+        self._verdict_grid.setVerticalSpacing(4)
+        self._verdict_grid.setColumnStretch(1, 1)
+        vlay.addLayout(self._verdict_grid)
+        vlay.addStretch(1)
+        self.verdict_badges: list[QLabel] = []
+        self.verdict_labels: list[QLabel] = []
+        self.verdict_links: list[QPushButton] = []
+        self._verdict_widgets: list[QWidget] = []
+        self.splitter_main.addWidget(self.verdict_box)
+
+        # -- the details: raw tables ----------------------------------------------------------------
+        self.details = QTabWidget()
+        self.details.setDocumentMode(True)
+        summary = QWidget()
         form = QFormLayout(summary)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.location_label = _plain_label("—")
@@ -122,7 +177,7 @@ class OverviewView(QWidget):
         form.addRow("Commits", self.commit_label)
         form.addRow("State", self.state_label)
         form.addRow("Problems", self.problems_label)
-        layout.addWidget(summary)
+        self.details.addTab(summary, "Checkpoint")
 
         self.splitter = splitter = QSplitter(Qt.Orientation.Vertical)
         self.batch_model = ColumnTableModel()
@@ -140,14 +195,22 @@ class OverviewView(QWidget):
             self._on_operator_table_current_changed
         )
         splitter.addWidget(self._group("Stateful operators", self.operator_table))
+        splitter.setSizes([300, 180])
+        self.details.addTab(splitter, "Batches and operators")
+
+        self.health_model = ColumnTableModel()
+        self.health_table = self._table(self.health_model, "health checks")
+        self.details.addTab(self.health_table, "Health checks")
 
         self.problem_model = ColumnTableModel()
         self.problem_table = self._table(self.problem_model, "problems")
         self.problems_box = self._group("Problems while loading", self.problem_table)
-        splitter.addWidget(self.problems_box)
-        self.problems_box.setVisible(False)
-        splitter.setSizes([400, 180, 120])
-        layout.addWidget(splitter, 1)
+        self.details.addTab(self.problems_box, "Problems")
+        self.splitter_main.addWidget(self.details)
+        self.splitter_main.setStretchFactor(0, 1)
+        self.splitter_main.setStretchFactor(1, 1)
+        self.splitter_main.setSizes([330, 470])
+        layout.addWidget(self.splitter_main, 1)
 
         if selection is not None:
             selection.connect(self._on_selection_changed)
@@ -186,6 +249,8 @@ class OverviewView(QWidget):
         self.batch_model.clear()
         self.operator_model.clear()
         self.problem_model.clear()
+        self.health_model.clear()
+        self.set_verdicts_pending("Open a checkpoint to see the verdicts.")
         self._batch_ids = []
         self._batches = []
 
@@ -244,9 +309,9 @@ class OverviewView(QWidget):
         self._set_operators(operators, roles or {})
         # Room for the stores when there are many (transformWithState lists a dozen column families).
         rows = self.ROW_HEIGHT * (stores + 2)
-        total = sum(self.splitter.sizes()[:2]) or 580
+        total = sum(self.splitter.sizes()) or 480
         store_part = min(max(rows, 180), total // 2)
-        self.splitter.setSizes([total - store_part, store_part, self.splitter.sizes()[2]])
+        self.splitter.setSizes([total - store_part, store_part])
         self._set_problems(problems)
 
     def _on_time_zone_changed(self, _utc: bool) -> None:
@@ -340,7 +405,9 @@ class OverviewView(QWidget):
         self.operator_table.setColumnHidden(holds, not any(columns[holds]))  # nothing to say for plain stores
         self.operator_table.resizeColumnsToContents()
 
-    def _set_problems(self, problems: Sequence[BaseException]) -> None:
+    def _set_problems(self, problems: Sequence[BaseException], final: bool = False) -> None:
+        """The files that could not be read. Until ``final`` (the verdicts' full read), only the logs and
+        metadata were read: the state files are not yet known to be fine."""
         cols: list[list[str]] = [[], [], [], []]
         for err in problems:
             cols[0].append(type(err).__name__)
@@ -349,17 +416,118 @@ class OverviewView(QWidget):
             cols[2].append("" if offset is None else str(offset))
             cols[3].append(getattr(err, "message", None) or str(err))
         self.problem_model.set_columns(self.PROBLEM_HEADERS, cols)
-        text = (
-            f"{len(problems)} file{'s' if len(problems) != 1 else ''} could not be read; everything else is shown"
-            if problems
-            else "none: every file read"
-        )
+        if problems:
+            text = f"{len(problems)} file{'s' if len(problems) != 1 else ''} could not be read; everything else is shown"
+        elif final:
+            text = "none: every file read"
+        else:
+            text = "none in the logs and metadata; the state files are being checked (see the verdicts)"
         self.problems_label.setText(text)
-        self.problems_box.setTitle(f"Problems while loading: {text}")
-        self.problems_box.setVisible(bool(problems))
+        self.problems_box.setTitle(f"Files that could not be read: {text}")
+        index = self.details.indexOf(self.problems_box)
+        self.details.setTabText(index, f"Problems ({len(problems)})" if problems else "Problems")
         header = self.problem_table.horizontalHeader()
         for col, width in enumerate((170, 330, 70)):
             header.resizeSection(col, width)
+
+    # -- verdicts ------------------------------------------------------------------------------------
+    def set_verdicts_pending(self, text: str) -> None:
+        """No verdicts yet: say what is being checked."""
+        self._clear_verdicts()
+        self.verdict_status.setText(text)
+        self.verdict_status.setVisible(True)
+        self.verdict_box.setTitle("Verdicts")
+
+    def _clear_verdicts(self) -> None:
+        for widget in self._verdict_widgets:
+            self._verdict_grid.removeWidget(widget)
+            widget.deleteLater()
+        self._verdict_widgets = []
+        self.verdict_badges = []
+        self.verdict_labels = []
+        self.verdict_links = []
+
+    def set_verdicts(self, verdicts: Sequence[tuple[str, str, str, Mapping[str, Any]]]) -> None:
+        """Show the verdicts, worst first: ``(severity, text, view, target)`` each.
+
+        ``severity`` is a key of :data:`SEVERITY_STYLE`; ``view`` a key of :data:`VIEW_LINKS`; ``target``
+        is given back with :attr:`view_requested` when the link is clicked.
+        """
+        self._clear_verdicts()
+        counts: dict[str, int] = {}
+        for n, (severity, text, view, target) in enumerate(verdicts):
+            counts[severity] = counts.get(severity, 0) + 1
+            badge_text, colour = SEVERITY_STYLE.get(severity, (severity.upper(), "#64748b"))
+            badge = QLabel(badge_text)
+            badge.setTextFormat(Qt.TextFormat.PlainText)
+            badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            badge.setFixedWidth(76)
+            badge.setStyleSheet(
+                f"background: {colour}; color: white; font-weight: bold; border-radius: 3px; padding: 2px;"
+            )
+            badge.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+            label = _plain_label(text)  # from the checkpoint's files: plain text only
+            link = QPushButton(f"{VIEW_LINKS.get(view, view)} →")
+            link.setToolTip(f"Show the {VIEW_LINKS.get(view, view).lower()} that proves this")
+            link.setFlat(True)
+            link.setCursor(Qt.CursorShape.PointingHandCursor)
+            link.setStyleSheet("text-align: right; color: palette(link); padding: 2px 6px;")
+            link.clicked.connect(lambda _c=False, v=view, t=dict(target): self.view_requested.emit(v, t))
+            middle = Qt.AlignmentFlag.AlignVCenter
+            self._verdict_grid.addWidget(badge, n, 0, middle)
+            self._verdict_grid.addWidget(label, n, 1)
+            self._verdict_grid.addWidget(link, n, 2, middle | Qt.AlignmentFlag.AlignRight)
+            self._verdict_widgets += [badge, label, link]
+            self.verdict_badges.append(badge)
+            self.verdict_labels.append(label)
+            self.verdict_links.append(link)
+        self.verdict_status.setVisible(False)
+        nouns = {"error": ("error", "errors"), "warning": ("warning", "warnings"), "info": ("note", "notes")}
+        parts = [
+            f"{counts[s]} {nouns[s][counts[s] != 1] if s in nouns else 'fine'}"
+            for s in SEVERITY_STYLE
+            if counts.get(s)
+        ]
+        self.verdict_box.setTitle("Verdicts: " + ", ".join(parts) if parts else "Verdicts")
+
+    def verdict_texts(self) -> list[tuple[str, str]]:
+        """``(badge, text)`` of every verdict shown, top to bottom."""
+        return [(b.text(), t.text()) for b, t in zip(self.verdict_badges, self.verdict_labels, strict=True)]
+
+    def set_health(
+        self,
+        findings: Sequence[tuple[str, str, str, Sequence[str]]],
+        unreadable: Sequence[BaseException] = (),
+    ) -> None:
+        """Doctor's findings ``(severity, check, message, files)`` and every problem the verdicts met."""
+        cols: list[list[str]] = [[], [], [], []]
+        for severity, check, message, files in findings:
+            cols[0].append(severity)
+            cols[1].append(check)
+            cols[2].append(message)
+            cols[3].append(", ".join(files))
+        if not findings:
+            cols = [["ok"], ["every health check"], ["no problems found"], [""]]
+        self.health_model.set_columns(self.HEALTH_HEADERS, cols)
+        bad = sum(1 for f in findings if f[0] in ("error", "warning"))
+        self.details.setTabText(
+            self.details.indexOf(self.health_table), f"Health checks ({bad})" if bad else "Health checks"
+        )
+        header = self.health_table.horizontalHeader()
+        for col, width in enumerate((80, 190, 700)):
+            header.resizeSection(col, width)
+        self._set_problems(unreadable, final=True)
+
+    def show_details(self, what: str) -> None:
+        """Bring a details tab forward: ``checkpoint``, ``batches``, ``health`` or ``problems``."""
+        widget = {
+            "checkpoint": self.details.widget(0),
+            "batches": self.splitter,
+            "health": self.health_table,
+            "problems": self.problems_box,
+        }.get(what)
+        if widget is not None:
+            self.details.setCurrentWidget(widget)
 
     # -- selection -----------------------------------------------------------------------------------
     def _on_batch_table_current_changed(self, current: Any, previous: Any) -> None:

@@ -15,7 +15,7 @@ SCREENSHOT_SIZE = (1400, 900)
 
 #: Jobs (runner channels) whose results each view shows; ``--screenshot`` waits for these only.
 VIEW_JOBS = {
-    "overview": ("load",),
+    "overview": ("load", "summary"),
     "timeline": ("load", "eventlog"),
     "growth": ("load", "growth", "heavy"),
     "expired": ("load", "expired"),

@@ -46,6 +46,8 @@ from statelens.app.explore import (
     read_schema_history,
 )
 from statelens.app.gui import errors
+from statelens.app.gui.verdicts import CHANNEL as VERDICTS_CHANNEL
+from statelens.app.gui.verdicts import VerdictsController
 from statelens.app.gui.workers import JobRunner
 from statelens.app.session import (
     LoadedCheckpoint,
@@ -107,6 +109,7 @@ SETTINGS_UTC = "times_in_utc"
 
 #: Runner channels of per-checkpoint jobs (cancelled when another checkpoint is shown).
 CHECKPOINT_CHANNELS = (
+    VERDICTS_CHANNEL,
     "growth",
     "heavy",
     "expired",
@@ -158,6 +161,8 @@ class MainWindow(QMainWindow):
         The key history panel shows a key's history (or why not).
     sql_updated()
         The SQL tab shows a query's answer (or why it failed).
+    verdicts_updated()
+        The overview shows the verdicts (or why they could not be computed).
     export_finished(str path)
         A table, plot or report was written.
     """
@@ -170,6 +175,7 @@ class MainWindow(QMainWindow):
     schema_updated = Signal()
     history_updated = Signal()
     sql_updated = Signal()
+    verdicts_updated = Signal()
     progress_updated = Signal()
     spark_progressed = Signal(object)  # a Progress of the Spark jobs the browser's read runs
     export_finished = Signal(str)
@@ -232,6 +238,11 @@ class MainWindow(QMainWindow):
         self._build_history_dock()
         self._build_menus()
         self._show_backend()
+        self.verdicts = VerdictsController(self)
+        #: Where to open once the next checkpoint is shown (``statelens gui --view --store ...``).
+        self._start_at: dict[str, Any] | None = None
+        #: The user (or the command line) picked the store: views keep it rather than a default.
+        self._store_chosen = False
 
         self.selection.connect(self._on_selection_changed)
         self.runner.job_started.connect(self._on_runner_job_started)
@@ -602,6 +613,7 @@ class MainWindow(QMainWindow):
         self._cancel_spark_read()
         reloading = self.loaded is not None and self.loaded.url == loaded.url
         previous = self.selection.snapshot()
+        self._store_chosen = self._store_chosen and reloading
         self._close_backends()
         self.loaded = loaded
         self._readers = {}
@@ -636,6 +648,7 @@ class MainWindow(QMainWindow):
             roles=roles,
             descriptions=describe_state(ckpt),
         )
+        self.verdicts.start(ckpt)
         self.timeline.set_batches(ckpt.batches)
         self.timeline.clear_progress()
         self.browser.set_operators(ckpt.operators, roles, groups)
@@ -737,6 +750,84 @@ class MainWindow(QMainWindow):
             )
         else:
             self.expired_updated.emit()
+        if self._start_at is not None:
+            start, self._start_at = self._start_at, None
+            self.open_at(**start)
+
+    def start_at(self, view: str, **target: Any) -> None:
+        """Open the next checkpoint shown at ``view`` and ``target`` (as :meth:`open_at`), e.g. from
+        ``statelens gui CKPT --view expired --operator 0 --store default``."""
+        self._start_at = {"view": view, **{k: v for k, v in target.items() if v is not None}}
+
+    def open_at(
+        self,
+        view: str,
+        *,
+        operator_id: int | None = None,
+        store_name: str | None = None,
+        version: int | None = None,
+        partition_id: int | None = None,
+        key: Any = None,
+        batch_id: int | None = None,
+    ) -> None:
+        """Show ``view`` (one of :data:`VIEWS`) at a store, version, partition, key or batch.
+
+        The store defaults to the operator's only one; the version to the store's latest (or
+        ``batch_id + 1``). Raises :class:`~readers.errors.UsageError` for an unknown view, operator or
+        store (naming the ones there are).
+        """
+        if view not in self.views:
+            raise UsageError(f"unknown view {view!r}; views: {', '.join(VIEWS)}")
+        change: dict[str, Any] = {}
+        if operator_id is not None or store_name is not None:
+            if self.loaded is None:
+                raise UsageError("no checkpoint is open")
+            ckpt = self.loaded.checkpoint
+            if operator_id is None:
+                owners = [
+                    op.operator_id
+                    for op in ckpt.operators
+                    if any(s.store_name == store_name for s in op.stores)
+                ]
+                if not owners:
+                    raise UsageError(f"no operator has a store {store_name!r}")
+                operator_id = owners[0]
+            op = ckpt.operator(operator_id)
+            names = [s.store_name for s in op.stores]
+            if store_name is None:
+                store_name = names[0] if len(names) == 1 or "default" not in names else "default"
+            if store_name not in names:
+                raise UsageError(
+                    f"operator {operator_id} has no store {store_name!r}; its stores: {', '.join(names)}"
+                )
+            versions = op.store(store_name).versions
+            if version is None:
+                version = batch_id + 1 if batch_id is not None else (versions[-1] if versions else None)
+            change.update(
+                operator_id=operator_id,
+                store_name=store_name,
+                partition_id=partition_id,
+                version=version,
+                key=None,
+                key_partition_id=None,
+            )
+            self._store_chosen = True
+        elif version is not None or partition_id is not None:
+            change.update(partition_id=partition_id)
+            if version is not None:
+                change["version"] = version
+        if batch_id is not None:
+            change["batch_id"] = batch_id
+        elif change.get("version") is not None:
+            change["batch_id"] = change["version"] - 1 if change["version"] > 0 else None
+        if key is not None:
+            change.update(key=key, key_partition_id=partition_id)
+        self.select_view(view)
+        if change:
+            self.selection.update(**change)
+        if "operator_id" in change:
+            self.expired.show_store(change["operator_id"], change["store_name"])
+            self.growth.show_store(change["operator_id"], change["store_name"])
 
     def _store_item(self, op: Any, store: Any) -> tuple[int, str, str]:
         """``(operator_id, store_name, label)`` of a store picker item (labelled with what it holds)."""
@@ -1000,6 +1091,19 @@ class MainWindow(QMainWindow):
     def _on_expired_finished(self, overview: ExpiredOverview) -> None:
         self._expired = overview
         self.problems.add_problems(overview.problems, where="expired keys")
+        if self.loaded is not None:
+            # Stores with findings first (then the biggest), and the view opens on the one with the
+            # most, unless a store was picked.
+            ckpt = self.loaded.checkpoint
+            items = [self._store_item(op, s) for op in ckpt.operators for s in op.stores]
+            order = overview.store_order(self.loaded.store_sizes(), self._store_groups())
+            rank = {key: i for i, key in enumerate(order)}
+            items.sort(key=lambda item: rank.get((item[0], item[1]), len(rank)))
+            tips = {key: role.description for key, role in self._roles.items()}
+            self.expired.set_stores(items, self._store_groups(), tips)
+            chosen = (self.selection.operator_id, self.selection.store_name)
+            if self._store_chosen and chosen in rank:
+                self.expired.show_store(*chosen)
         self._show_expired_tables(overview)
         for st in overview.stores:
             self.expired.set_store_status(st.operator_id, st.store_name, st.describe())
@@ -1846,6 +1950,7 @@ class MainWindow(QMainWindow):
         self.selection.select_batch(batch_id)
 
     def _on_view_store_selected(self, operator_id: int, store_name: str) -> None:
+        self._store_chosen = True
         if (operator_id, store_name) == (self.selection.operator_id, self.selection.store_name):
             return
         version = self.selection.version
