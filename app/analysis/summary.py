@@ -70,8 +70,6 @@ UNREADABLE_CHECKS = (
     "rocksdb_zip",
     "rocksdb_changelog",
 )
-#: View names of the app (``statelens gui --view``) a verdict links to.
-VIEW_NAMES = ("overview", "timeline", "growth", "expired", "browser", "sql", "schema")
 
 
 @dataclass(frozen=True)
@@ -90,7 +88,7 @@ class Verdict:
     value : float or None
         The number the verdict rests on (findings, rows, batches, files...).
     view : str
-        The app view that proves it (one of :data:`VIEW_NAMES`).
+        The app view that proves it (a key of :data:`app.analysis.views.VIEWS`).
     operator_id, store_name, batch_id, partition : optional
         Where that view should open.
     files : tuple of str

@@ -75,7 +75,29 @@ def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 #: Options whose value is the next argument (not a checkpoint path) when looking for the first path.
-_OPTIONS_WITH_VALUES = ("--screenshot", "--view", "--storage-option", "--event-log")
+_OPTIONS_WITH_VALUES = (
+    "--screenshot",
+    "--view",
+    "--storage-option",
+    "--event-log",
+    "--operator",
+    "--store",
+    "--version",
+    "--partition",
+    "--key",
+)
+
+
+def _json_key(text: str) -> Any:
+    """``--key``: a key as JSON, objects kept as ordered ``(name, value)`` pairs (how keys compare)."""
+    import json
+
+    from statelens.readers.values import JsonObject
+
+    try:
+        return json.loads(text, object_pairs_hook=JsonObject)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON: {err}") from err
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,10 +124,40 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_commands(sub)
     analyses.add_commands(sub)
 
-    p = sub.add_parser("gui", help="open the desktop app (default command)")
+    from statelens.app.analysis.views import VIEWS
+
+    p = sub.add_parser(
+        "gui",
+        help="open the desktop app (default command)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Open the desktop app, at a view, store, version, partition or key if asked.\n\nviews:\n"
+        + "\n".join(f"  {name:<10}{what}" for name, what in VIEWS.items()),
+        epilog='Example: statelens gui CKPT --view expired --operator 0 --store default --key \'{"key": "a"}\'',
+    )
     p.add_argument("checkpoint", nargs="?", help="checkpoint to open (default: the bundled sample)")
     p.add_argument("--screenshot", metavar="PNG", help="render offscreen, save a PNG and exit")
-    p.add_argument("--view", default="overview", help="view to show or screenshot")
+    p.add_argument(
+        "--view",
+        default="overview",
+        choices=tuple(VIEWS),
+        help="view to show or screenshot (default: overview)",
+    )
+    p.add_argument(
+        "--operator", type=int, metavar="N", dest="operator_id", help="open on this stateful operator"
+    )
+    p.add_argument(
+        "--store", metavar="NAME", dest="store_name", help="open on this store (default: the operator's)"
+    )
+    p.add_argument(
+        "--version", type=int, metavar="V", dest="state_version", help="open at this state version"
+    )
+    p.add_argument("--partition", type=int, metavar="P", dest="partition_id", help="open on this partition")
+    p.add_argument(
+        "--key",
+        metavar="JSON",
+        type=_json_key,
+        help='select this key, as statelens prints it in JSON (e.g. \'{"key": "a"}\'); with --partition',
+    )
     p.add_argument(
         "--event-log",
         action="append",

@@ -38,7 +38,8 @@ def run_gui(args: argparse.Namespace) -> int:
     ----------
     args : argparse.Namespace
         ``checkpoint`` (path or URL, or None), ``screenshot`` (PNG path or None), ``view``,
-        ``storage_options`` (fsspec options from ``--storage-option``, or None).
+        ``storage_options`` (fsspec options from ``--storage-option``, or None); where to open:
+        ``operator_id``, ``store_name``, ``state_version``, ``partition_id``, ``key`` (each optional).
 
     Returns
     -------
@@ -74,9 +75,18 @@ def run_gui(args: argparse.Namespace) -> int:
     url = checkpoint if checkpoint else str(sample_checkpoint_path())
     is_sample = not checkpoint
     storage_options = getattr(args, "storage_options", None)
+    target = {
+        "operator_id": getattr(args, "operator_id", None),
+        "store_name": getattr(args, "store_name", None),
+        "version": getattr(args, "state_version", None),
+        "partition_id": getattr(args, "partition_id", None),
+        "key": getattr(args, "key", None),
+    }
     if screenshot:
         window = MainWindow(storage_options=storage_options)
         window.event_logs = list(getattr(args, "event_log", None) or [])
+        if any(v is not None for v in target.values()):
+            window.start_at(view, **target)
         window.set_backend("native", remember=False)  # reproducible images, whatever the user last chose
         try:
             return take_screenshot(window, url, screenshot, view, is_sample=is_sample)
@@ -90,6 +100,8 @@ def run_gui(args: argparse.Namespace) -> int:
     window = MainWindow(storage_options=storage_options)
     window.event_logs = list(getattr(args, "event_log", None) or [])
     window.select_view(view)
+    if any(v is not None for v in target.values()):
+        window.start_at(view, **target)
     window.show()
     window.open_checkpoint(url, is_sample=is_sample)
     try:

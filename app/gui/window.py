@@ -36,6 +36,7 @@ from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.analysis.sql import EXAMPLES as SQL_EXAMPLES
 from statelens.app.analysis.sql import SqlTable, iter_sql_table, iter_table_columns
 from statelens.app.analysis.timeline import ProgressSeries, iter_progress_series
+from statelens.app.analysis.views import VIEWS as GUI_VIEWS
 from statelens.app.explore import (
     ExpiredOverview,
     KeyHistory,
@@ -82,7 +83,7 @@ from statelens.viewers.timeline import BatchTimelineView
 PAGES_WAITED = 6
 
 #: View names, as accepted by ``statelens gui --view``, in tab order.
-VIEWS = ("overview", "timeline", "growth", "expired", "browser", "sql", "schema")
+VIEWS = tuple(GUI_VIEWS)
 
 #: Milliseconds between looks at Spark's status tracker while a read runs on Spark.
 SPARK_PROGRESS_MS = 500
@@ -752,7 +753,11 @@ class MainWindow(QMainWindow):
             self.expired_updated.emit()
         if self._start_at is not None:
             start, self._start_at = self._start_at, None
-            self.open_at(**start)
+            try:
+                self.open_at(**start)
+            except UsageError as err:
+                self.status_label.setText(str(err))
+                errors.show_error(err, title="Cannot open there")
 
     def start_at(self, view: str, **target: Any) -> None:
         """Open the next checkpoint shown at ``view`` and ``target`` (as :meth:`open_at`), e.g. from

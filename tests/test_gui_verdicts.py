@@ -1,0 +1,195 @@
+"""The app opens on the verdicts, and each view on what matters: on the bundled sample and real
+checkpoints (join, transformWithState, RocksDB), the overview's verdicts are those of
+``statelens summary`` (which match ``doctor`` and ``expired``, see ``tests/test_summary.py``); their
+links open the view that proves them; the expired view opens on the store with findings; the browser on
+the biggest store (a join's keyWithIndexToValue side); ``statelens gui --view --store --key`` opens
+exactly there."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import Qt  # noqa: E402
+
+import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard before any signal is emitted
+from statelens.app.analysis._common import run_to_end  # noqa: E402
+from statelens.app.analysis.summary import iter_summary  # noqa: E402
+from statelens.app.resources import sample_checkpoint_path  # noqa: E402
+from statelens.readers.checkpoint import open_checkpoint  # noqa: E402
+from tests._gui import open_window  # noqa: E402
+
+pytestmark = [pytest.mark.qt_log_ignore("propagateSizeHints"), pytest.mark.spark]
+
+LOAD_TIMEOUT_MS = 120_000
+SCENARIOS = ["join", "rocks_tws_timers", "rocks_pandas_state", "pandas_state_processing"]
+
+
+@pytest.fixture
+def window(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("STATELENS_RAISE", "1")
+    yield from open_window(qtbot, tmp_path)
+
+
+def _open(qtbot: Any, win: Any, path: Path) -> None:
+    with qtbot.waitSignal(win.verdicts_updated, timeout=LOAD_TIMEOUT_MS):
+        win.open_checkpoint(str(path))
+    qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
+
+
+def _root(checkpoint: Any, name: str) -> Path:
+    return Path(sample_checkpoint_path()) if name == "sample" else checkpoint(name) / "checkpoint"
+
+
+BADGE = {"error": "ERROR", "warning": "WARNING", "info": "NOTE", "ok": "OK"}
+
+
+@pytest.mark.parametrize("name", ["sample", *SCENARIOS])
+def test_the_overview_shows_the_summary_verdicts_first(
+    qtbot: Any, window: Any, checkpoint: Any, name: str
+) -> None:
+    root = _root(checkpoint, name)
+    _open(qtbot, window, root)
+    assert window.current_view() == "overview"
+    want = run_to_end(iter_summary(open_checkpoint(str(root))))
+    assert window.overview.verdict_texts() == [(BADGE[v.severity], v.text) for v in want.verdicts]
+    for label in window.overview.verdict_labels:
+        assert label.isVisible() and label.textFormat() == Qt.TextFormat.PlainText
+        # Nothing cut: the label is as tall as its (wrapped) text needs.
+        assert label.height() >= label.heightForWidth(label.width())
+    links = [b.text() for b in window.overview.verdict_links]
+    assert len(links) == len(want.verdicts) and all(t.endswith("→") for t in links)
+    assert "Verdicts: " in window.overview.verdict_box.title()
+
+
+def test_a_verdict_link_opens_its_view_on_its_store(qtbot: Any, window: Any) -> None:
+    _open(qtbot, window, Path(sample_checkpoint_path()))
+    texts = [t for _, t in window.overview.verdict_texts()]
+    row = next(i for i, t in enumerate(texts) if "zombie" in t)
+    with qtbot.waitSignal(window.expired_updated, timeout=LOAD_TIMEOUT_MS, raising=False):
+        qtbot.mouseClick(window.overview.verdict_links[row], Qt.MouseButton.LeftButton)
+    assert window.current_view() == "expired"
+    qtbot.waitUntil(lambda: window.expired.has_expiry(0, "default"), timeout=LOAD_TIMEOUT_MS)
+    assert window.expired.shown_store() == (0, "default")
+    assert (window.selection.operator_id, window.selection.store_name) == (0, "default")
+    # The "restart" verdict's link shows the health checks in the details pane.
+    window.select_view("overview")
+    row = next(i for i, t in enumerate(texts) if t.startswith("Restart"))
+    qtbot.mouseClick(window.overview.verdict_links[row], Qt.MouseButton.LeftButton)
+    assert window.overview.details.currentWidget() is window.overview.health_table
+
+
+def test_a_damaged_copy_is_named_not_called_fine(
+    qtbot: Any, window: Any, checkpoint: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "damaged"
+    shutil.copytree(checkpoint("pandas_state_processing") / "checkpoint", root)
+    delta = root / "state/0/1/6.delta"
+    delta.write_bytes(delta.read_bytes()[:20])
+    _open(qtbot, window, root)
+    badge, first = window.overview.verdict_texts()[0]
+    assert badge == "ERROR" and "state/0/1/6.delta" in first
+    problems = window.overview.problems_label.text()
+    assert "none" not in problems and "could not be read" in problems
+    assert "state/0/1/6.delta" in [
+        window.overview.problem_model.index(r, 1).data()
+        for r in range(window.overview.problem_model.rowCount())
+    ]
+
+
+@pytest.mark.parametrize("name", ["rocks_tws_timers", "join"])
+def test_expired_opens_on_the_store_with_findings(
+    qtbot: Any, window: Any, checkpoint: Any, name: str
+) -> None:
+    """transformWithState: the view opens on the state variable with the leaked timer; the join on a
+    side that was checked (not on a key-count store that cannot be); the picker lists stores with
+    findings first, then the biggest."""
+    _open(qtbot, window, checkpoint(name) / "checkpoint")
+    window.select_view("expired")
+    qtbot.waitUntil(lambda: window._expired is not None, timeout=LOAD_TIMEOUT_MS)
+    stores = {(s.operator_id, s.store_name): s for s in window._expired.stores}
+    shown = window.expired.shown_store()
+    assert stores[shown].total_findings == max(s.total_findings for s in stores.values())
+    assert stores[shown].summary.check != "skipped"
+    combo = window.expired.store_combo
+    first = next(tuple(combo.itemData(i)) for i in range(combo.count()) if combo.itemData(i) is not None)
+    assert first == shown
+    if name == "rocks_tws_timers":
+        assert stores[shown].total_findings > 0 and "zombie: 1" in window.expired.counts_label.text()
+
+
+def test_the_browser_opens_on_the_join_rows(qtbot: Any, window: Any, checkpoint: Any) -> None:
+    _open(qtbot, window, checkpoint("join") / "checkpoint")
+    assert window.selection.store_name.endswith("keyWithIndexToValue")
+    sizes = window.loaded.store_sizes()
+    sides = {k: v for k, v in sizes.items() if k[1].endswith("keyWithIndexToValue")}
+    assert sizes[(window.selection.operator_id, window.selection.store_name)] == max(sides.values())
+
+
+def test_gui_opens_at_a_view_store_and_key(
+    qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``statelens gui CKPT --view browser --operator 0 --store default --partition 0 --key JSON``."""
+    from statelens.app.cli import build_parser
+    from statelens.app.gui.main import take_screenshot
+    from statelens.app.gui.window import MainWindow
+
+    monkeypatch.setenv("STATELENS_RAISE", "1")
+    root = str(sample_checkpoint_path())
+    args = build_parser().parse_args(
+        [
+            "gui",
+            root,
+            "--view",
+            "browser",
+            "--operator",
+            "0",
+            "--store",
+            "default",
+            "--version",
+            "5",
+            "--partition",
+            "0",
+            "--key",
+            json.dumps({"key": "leak1"}),
+        ]
+    )
+    win = MainWindow()
+    qtbot.addWidget(win)
+    win.start_at(
+        args.view,
+        operator_id=args.operator_id,
+        store_name=args.store_name,
+        version=args.state_version,
+        partition_id=args.partition_id,
+        key=args.key,
+    )
+    assert take_screenshot(win, root, str(tmp_path / "browser.png"), args.view) == 0
+    s = win.selection
+    assert (s.operator_id, s.store_name, s.version, s.partition_id) == (0, "default", 5, 0)
+    assert s.key == [("key", "leak1")]
+    assert win.current_view() == "browser"
+    assert (tmp_path / "browser.png").stat().st_size > 0
+
+
+def test_gui_help_lists_the_views(capsys: pytest.CaptureFixture[str]) -> None:
+    from statelens.app.analysis.views import VIEWS
+    from statelens.app.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["gui", "--help"])
+    text = capsys.readouterr().out
+    for name in VIEWS:
+        assert f"  {name} " in text
+    for option in ("--operator", "--store", "--version", "--partition", "--key"):
+        assert option in text
