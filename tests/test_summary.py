@@ -162,3 +162,21 @@ def test_event_logs_name_the_slowest_batch(capsys: pytest.CaptureFixture[str]) -
     )
     assert dropped.value == total
     assert not _by(summary, "event_logs")
+
+
+def test_the_report_starts_with_the_same_verdicts(checkpoint: Any, tmp_path: Path) -> None:
+    import html
+    import re
+
+    root = checkpoint("pandas_state_processing") / "checkpoint"
+    out = tmp_path / "report.html"
+    assert main(["report", str(root), "-o", str(out)]) == 0
+    page = out.read_text()
+    sections = re.findall(r'<section id="([a-z]+)"', page)
+    assert sections[:2] == ["verdicts", "overview"]
+    verdicts = page[page.index('<section id="verdicts">') : page.index('<section id="overview">')]
+    want = _summary(root).verdicts
+    shown = re.findall(r'<li><span class="badge ([a-z]+)">[A-Z]+</span>(.*?) <a href="#([a-z]+)">', verdicts)
+    assert [(sev, html.unescape(text)) for sev, text, _ in shown] == [(v.severity, v.text) for v in want]
+    for _, _, anchor in shown:
+        assert f'<section id="{anchor}">' in page

@@ -177,7 +177,6 @@ class OverviewView(QWidget):
         form.addRow("Commits", self.commit_label)
         form.addRow("State", self.state_label)
         form.addRow("Problems", self.problems_label)
-        self.details.addTab(summary, "Checkpoint")
 
         self.splitter = splitter = QSplitter(Qt.Orientation.Vertical)
         self.batch_model = ColumnTableModel()
@@ -196,7 +195,12 @@ class OverviewView(QWidget):
         )
         splitter.addWidget(self._group("Stateful operators", self.operator_table))
         splitter.setSizes([300, 180])
-        self.details.addTab(splitter, "Batches and operators")
+        checkpoint_tab = QWidget()
+        tab_layout = QVBoxLayout(checkpoint_tab)
+        tab_layout.setContentsMargins(4, 4, 4, 4)
+        tab_layout.addWidget(summary)
+        tab_layout.addWidget(splitter, 1)
+        self.details.addTab(checkpoint_tab, "Checkpoint, batches and operators")
 
         self.health_model = ColumnTableModel()
         self.health_table = self._table(self.health_model, "health checks")
@@ -482,6 +486,11 @@ class OverviewView(QWidget):
             self.verdict_labels.append(label)
             self.verdict_links.append(link)
         self.verdict_status.setVisible(False)
+        # The verdicts take the room they need (up to two thirds); the details the rest.
+        total = sum(self.splitter_main.sizes())
+        if total > 0:
+            want = min(self.verdict_box.sizeHint().height() + 8, total * 2 // 3)
+            self.splitter_main.setSizes([want, total - want])
         nouns = {"error": ("error", "errors"), "warning": ("warning", "warnings"), "info": ("note", "notes")}
         parts = [
             f"{counts[s]} {nouns[s][counts[s] != 1] if s in nouns else 'fine'}"
@@ -522,7 +531,7 @@ class OverviewView(QWidget):
         """Bring a details tab forward: ``checkpoint``, ``batches``, ``health`` or ``problems``."""
         widget = {
             "checkpoint": self.details.widget(0),
-            "batches": self.splitter,
+            "batches": self.details.widget(0),
             "health": self.health_table,
             "problems": self.problems_box,
         }.get(what)

@@ -1,7 +1,8 @@
 """The post-mortem report: one self-contained HTML file to attach to an incident ticket.
 
-Sections: overview, batch timeline, state growth and skew (with each store's heaviest keys), expired keys
-(zombies and their top keys), health checks. Plots are inline SVG drawn by :mod:`app.analysis.svg`: no script, no stylesheet, font or
+Sections: the verdicts (:mod:`app.analysis.summary`, each linking to the section that proves it), overview,
+batch timeline, state growth and skew (with each store's heaviest keys), expired keys (zombies and their top
+keys), health checks. Plots are inline SVG drawn by :mod:`app.analysis.svg`: no script, no stylesheet, font or
 image from anywhere else, no network. Keys and values come from the checkpoint and are untrusted:
 every piece of text goes through ``html.escape``.
 """
@@ -22,6 +23,7 @@ from statelens.app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, Expi
 from statelens.app.analysis.finding_text import batch_text
 from statelens.app.analysis.growth import GrowthResult, iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
+from statelens.app.analysis.summary import Summary, summarize
 from statelens.app.analysis.timeline import Timeline, iter_timeline
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
@@ -43,7 +45,38 @@ code,.key{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;word-
 .error{color:#b00020;font-weight:600}.warning{color:#a15c00;font-weight:600}.info{color:#555}
 .muted{color:#666}.chart{margin:12px 0}nav a{margin-right:12px}
 .summary li{margin:2px 0}
+.verdicts{list-style:none;padding:0}.verdicts li{margin:4px 0}
+.badge{display:inline-block;min-width:5.5em;text-align:center;color:#fff;font-weight:600;border-radius:3px;
+padding:1px 4px;margin-right:8px;font-size:12px}
+.badge.error{background:#dc2626;color:#fff}.badge.warning{background:#d97706;color:#fff}
+.badge.info{background:#64748b;color:#fff}.badge.ok{background:#16a34a;color:#fff}
 """
+
+#: Verdict view -> the report section that shows it.
+_SECTION_OF_VIEW = {"timeline": "timeline", "growth": "growth", "expired": "zombies", "overview": "doctor"}
+_BADGES = {"error": "ERROR", "warning": "WARNING", "info": "NOTE", "ok": "OK"}
+
+
+def _verdicts(summary: Summary) -> str:
+    """The verdicts, worst first, each linking to the section that proves it."""
+    items = []
+    for v in summary.verdicts:
+        section = (
+            "problems"
+            if v.check == "unreadable" and summary.problems  # the report lists them in that section
+            else _SECTION_OF_VIEW.get(v.view, "overview")
+        )
+        items.append(
+            f'<li><span class="badge {_e(v.severity)}">{_e(_BADGES.get(v.severity, v.severity))}</span>'
+            f'{_e(v.text)} <a href="#{section}">→ {_e(section if section != "zombies" else "expired keys")}</a></li>'
+        )
+    c = summary.counts()
+    return (
+        '<section id="verdicts"><h2>Verdicts</h2>'
+        f"<p class='muted'>{c['error']} error(s), {c['warning']} warning(s), {c['info']} note(s), {c['ok']} fine; "
+        "statelens summary prints the same lines.</p>"
+        f'<ul class="verdicts">{"".join(items)}</ul></section>'
+    )
 
 
 def _e(value: object) -> str:
@@ -626,8 +659,10 @@ def render_html(
     top_keys: int = TOP_KEYS,
     generated_at: dt.datetime | None = None,
     heavy: Sequence[StoreTopKeys] = (),
+    summary: Summary | None = None,
 ) -> str:
-    """Assemble the report from the analyses' results.
+    """Assemble the report from the analyses' results; ``summary`` (the verdicts of the same results,
+    :func:`app.analysis.summary.summarize`) opens it.
 
     Returns
     -------
@@ -648,6 +683,7 @@ def render_html(
         )
     body = "".join(
         [
+            _verdicts(summary) if summary is not None else "",
             _overview(ckpt, timeline, growth, expired, doctor),
             _timeline(timeline),
             _growth(growth, target_rows, heavy),
@@ -662,7 +698,8 @@ def render_html(
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f'<h1>Streaming checkpoint post-mortem</h1><p class="muted">{_e(ckpt.location)} · generated {_e(when)} '
         "by statelens</p>"
-        '<nav><a href="#overview">Overview</a><a href="#timeline">Timeline</a><a href="#growth">Growth</a>'
+        + ('<nav><a href="#verdicts">Verdicts</a>' if summary is not None else "<nav>")
+        + '<a href="#overview">Overview</a><a href="#timeline">Timeline</a><a href="#growth">Growth</a>'
         '<a href="#zombies">Expired keys</a><a href="#doctor">Health</a></nav>'
         f"{body}</body></html>\n"
     )
@@ -753,6 +790,7 @@ def iter_report(
 
     timeline = yield from sub(0, iter_timeline(ckpt, event_logs, storage_options, cancelled))
     # Only the top keys are shown: keep (and decode) no more than that many per store and category.
+    earlier: Counter[tuple[int, str, int, str]] = Counter()  # the verdicts' trend over versions
     expired = yield from sub(
         1,
         iter_expired(
@@ -762,6 +800,7 @@ def iter_report(
             cancelled=cancelled,
             max_examples=max(top_keys, 1),
             backends=backends,
+            version_counts=earlier,
         ),
     )
     zombies: Counter[tuple[int, str]] = Counter()
@@ -788,8 +827,19 @@ def iter_report(
         current = max((sum(g.latest_rows().values()) for g in growth.stores), default=0)
         target_rows = max(10 * current, 1000)
     yield Progress(steps, steps, "writing the report")
+    verdicts = summarize(
+        ckpt, timeline, doctor, expired, growth, version_counts=earlier, decoded=decode_files
+    )
     text = render_html(
-        ckpt, timeline, growth, expired, doctor, target_rows=target_rows, top_keys=top_keys, heavy=heavy
+        ckpt,
+        timeline,
+        growth,
+        expired,
+        doctor,
+        target_rows=target_rows,
+        top_keys=top_keys,
+        heavy=heavy,
+        summary=verdicts,
     )
     problems: dict[str, StatelensError] = {}
     for p in [*timeline.problems, *growth.problems, *expired.problems, *heavy_problems]:

@@ -233,7 +233,9 @@ def _commit(ckpt: Any) -> Verdict:
 
 
 def _expired(
-    expired: ExpiredResult, version_counts: Counter[tuple[int, str, int, str]] | None
+    expired: ExpiredResult,
+    version_counts: Counter[tuple[int, str, int, str]] | None,
+    store_versions: dict[tuple[int, str], tuple[int, ...]],
 ) -> list[Verdict]:
     out: list[Verdict] = []
     checked = [o for o in expired.operators if o.check != "skipped"]
@@ -256,8 +258,10 @@ def _expired(
         found = ", ".join(f"{n:,} {c.replace('_', ' ')}" for c in CATEGORIES if (n := counts[c]))
         text = f"{_store_text(o.operator_id, o.store_name)}: {found} key{'s' if total != 1 else ''} expired but still in the state"
         if version_counts is not None and per_version:
-            versions = sorted(per_version)[-TREND_VERSIONS:]
-            series = [per_version[v] for v in versions]
+            # Every version of the store up to the latest counted (none found there is a 0).
+            known = set(per_version) | set(store_versions.get((o.operator_id, o.store_name), ()))
+            versions = sorted(v for v in known if v <= max(per_version))[-TREND_VERSIONS:]
+            series = [per_version.get(v, 0) for v in versions]
             if len(series) > 1:
                 trend = (
                     "rising" if series[-1] > series[0] else "falling" if series[-1] < series[0] else "steady"
@@ -515,7 +519,10 @@ def summarize(
     for p in [*ckpt.report.problems, *timeline.problems, *growth.problems, *expired.problems]:
         problems.setdefault(str(p), p)
     verdicts = [_restart(ckpt, doctor), _commit(ckpt)]
-    verdicts += _expired(expired, version_counts)
+    store_versions = {
+        (op.operator_id, st.store_name): st.versions for op in ckpt.operators for st in op.stores
+    }
+    verdicts += _expired(expired, version_counts, store_versions)
     for store in growth.stores:
         if store.store_name.startswith("$"):  # Spark's own bookkeeping of transformWithState
             continue
