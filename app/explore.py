@@ -122,35 +122,46 @@ class ExpiredOverview:
     def store_order(
         self, sizes: Mapping[tuple[int, str], int], groups: Mapping[tuple[int, str], str] | None = None
     ) -> list[tuple[int, str]]:
-        """Stores with the most findings first, then the biggest (``sizes``: bytes or rows per store).
-
-        Stores of one group (``groups``, e.g. a transformWithState operator's state variables) stay
-        together: a group ranks by its best store, and its stores by theirs within it.
-        """
-        keys = [(s.operator_id, s.store_name) for s in self.stores]
+        """Stores with the most findings first, then the biggest (see :func:`order_stores`)."""
         found = {(s.operator_id, s.store_name): s.total_findings for s in self.stores}
-        groups = groups or {}
+        return order_stores(list(found), found, sizes, groups)
 
-        def group(key: tuple[int, str]) -> Any:
-            return groups.get(key) or key
 
-        best: dict[Any, tuple[int, int]] = {}
-        first: dict[Any, int] = {}
-        for i, key in enumerate(keys):
-            g = group(key)
-            best[g] = max(best.get(g, (0, 0)), (found[key], sizes.get(key, 0)))
-            first.setdefault(g, i)
-        return sorted(
-            keys,
-            key=lambda k: (
-                -best[group(k)][0],
-                -best[group(k)][1],
-                first[group(k)],
-                -found[k],
-                -sizes.get(k, 0),
-                keys.index(k),
-            ),
-        )
+def order_stores(
+    keys: Sequence[tuple[int, str]],
+    findings: Mapping[tuple[int, str], int],
+    sizes: Mapping[tuple[int, str], int],
+    groups: Mapping[tuple[int, str], str] | None = None,
+) -> list[tuple[int, str]]:
+    """Stores for a picker: the most findings first, then the biggest (``sizes``: bytes or rows).
+
+    Stores of one group (``groups``, e.g. a transformWithState operator's state variables) stay
+    together: a group ranks by its best store, and its stores by theirs within it. Ties keep ``keys``'
+    order.
+    """
+    groups = groups or {}
+
+    def group(key: tuple[int, str]) -> Any:
+        return groups.get(key) or key
+
+    best: dict[Any, tuple[int, int]] = {}
+    first: dict[Any, int] = {}
+    for i, key in enumerate(keys):
+        g = group(key)
+        best[g] = max(best.get(g, (0, 0)), (findings.get(key, 0), sizes.get(key, 0)))
+        first.setdefault(g, i)
+    position = {key: i for i, key in enumerate(keys)}
+    return sorted(
+        keys,
+        key=lambda k: (
+            -best[group(k)][0],
+            -best[group(k)][1],
+            first[group(k)],
+            -findings.get(k, 0),
+            -sizes.get(k, 0),
+            position[k],
+        ),
+    )
 
 
 def iter_expired_overview(

@@ -134,6 +134,11 @@ def test_the_browser_opens_on_the_join_rows(qtbot: Any, window: Any, checkpoint:
     sizes = window.loaded.store_sizes()
     sides = {k: v for k, v in sizes.items() if k[1].endswith("keyWithIndexToValue")}
     assert sizes[(window.selection.operator_id, window.selection.store_name)] == max(sides.values())
+    # The growth picker lists the biggest stores first: the rows sides before their key counts.
+    combo = window.growth.store_combo
+    listed = [tuple(combo.itemData(i)) for i in range(combo.count()) if combo.itemData(i) is not None]
+    assert [sizes[k] for k in listed] == sorted((sizes[k] for k in listed), reverse=True)
+    assert listed[0][1].endswith("keyWithIndexToValue")
 
 
 def test_gui_opens_at_a_view_store_and_key(

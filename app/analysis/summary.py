@@ -524,8 +524,8 @@ def summarize(
     }
     verdicts += _expired(expired, version_counts, store_versions)
     for store in growth.stores:
-        if store.store_name.startswith("$"):  # Spark's own bookkeeping of transformWithState
-            continue
+        if store.store_name.startswith("$") or store.store_name.endswith("keyToNumValues"):
+            continue  # Spark's own bookkeeping (transformWithState), a join's index of its rows store
         verdicts += _growth(store)
     wm = _watermark(timeline)
     if wm is not None:

@@ -44,6 +44,7 @@ from statelens.app.explore import (
     findings_table,
     iter_expired_overview,
     iter_key_history,
+    order_stores,
     read_schema_history,
 )
 from statelens.app.gui import errors
@@ -657,7 +658,11 @@ class MainWindow(QMainWindow):
         self.history.clear_history(
             "Select a key (state browser or expired keys) to see its history across versions."
         )
-        stores = loaded.decodable_stores()
+        # Pickers list the biggest stores first (the expired view re-orders by findings once known).
+        decodable = loaded.decodable_stores()
+        keys = [(op.operator_id, s.store_name) for op, s in decodable]
+        rank = {k: i for i, k in enumerate(order_stores(keys, {}, loaded.store_sizes(), groups))}
+        stores = sorted(decodable, key=lambda item: rank[(item[0].operator_id, item[1].store_name)])
         self.growth.clear()
         self.growth.set_stores([self._store_item(op, s) for op, s in stores], groups, tips)
         self.expired.clear()
