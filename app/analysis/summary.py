@@ -291,7 +291,7 @@ def _expired(
                 Verdict(
                     "expired",
                     "info",
-                    f"Expired keys: no store could be checked ({expired.operators[0].reason})",
+                    f"Expired keys: not checkable here: {expired.operators[0].reason}",
                     0.0,
                     "expired",
                     operator_id=expired.operators[0].operator_id,
