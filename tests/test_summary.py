@@ -180,3 +180,28 @@ def test_the_report_starts_with_the_same_verdicts(checkpoint: Any, tmp_path: Pat
     assert [(sev, html.unescape(text)) for sev, text, _ in shown] == [(v.severity, v.text) for v in want]
     for _, _, anchor in shown:
         assert f'<section id="{anchor}">' in page
+
+
+def test_a_watermark_that_stops_moving_is_stuck_since_its_last_move(checkpoint: Any, tmp_path: Path) -> None:
+    """A copy whose last three batches kept the watermark of batch 2 (offsets edited as a stalled
+    source leaves them): stuck since batch 2, three batches without a move."""
+    folder = checkpoint("window_agg_watermark")
+    expected = json.loads((folder / "expected.json").read_text())
+    root = tmp_path / "ckpt"
+    shutil.copytree(folder / "checkpoint", root)
+    batches = sorted(expected["batches"])
+    held = expected["batch_watermark_ms"][str(batches[2])]
+    assert len({expected["batch_watermark_ms"][str(b)] for b in batches[2:]}) > 1  # it moved before the edit
+    for b in batches[3:]:
+        path = root / "offsets" / str(b)
+        lines = path.read_text().split("\n")
+        meta = json.loads(lines[1])
+        meta["batchWatermarkMs"] = held
+        lines[1] = json.dumps(meta, separators=(",", ":"))
+        path.write_text("\n".join(lines))
+    (wm,) = _by(_summary(root), "watermark")
+    assert wm.severity == "warning"
+    assert (wm.batch_id, wm.value) == (batches[2], float(len(batches) - 3))
+    assert f"since batch {batches[2]}" in wm.text
+    (wm,) = _by(_summary(folder / "checkpoint"), "watermark")
+    assert wm.severity == "ok" and wm.batch_id == batches[-1]
