@@ -198,3 +198,16 @@ def test_gui_help_lists_the_views(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"  {name} " in text
     for option in ("--operator", "--store", "--version", "--partition", "--key"):
         assert option in text
+
+
+def test_event_logs_added_later_reach_the_verdicts(qtbot: Any, window: Any) -> None:
+    from tests.eventlog_gen import get_event_log
+
+    folder = get_event_log("plain")
+    _open(qtbot, window, folder / "checkpoint")
+    assert any("no event logs loaded" in t for _, t in window.overview.verdict_texts())
+    with qtbot.waitSignal(window.verdicts_updated, timeout=LOAD_TIMEOUT_MS):
+        window.add_event_logs([str(folder / "events")])
+    texts = [t for _, t in window.overview.verdict_texts()]
+    assert any(t.startswith("Slowest batches: ") for t in texts)
+    assert not any("no event logs loaded" in t for t in texts)

@@ -979,7 +979,8 @@ class MainWindow(QMainWindow):
 
     # -- event logs -----------------------------------------------------------------------------------
     def add_event_logs(self, paths: list[str]) -> None:
-        """Show what the query reported (event logs, driver logs, progress dumps) on the batch timeline."""
+        """Show what the query reported (event logs, driver logs, progress dumps) on the batch timeline,
+        and in the verdicts (slowest batches, rows dropped by the watermark)."""
         for path in paths:
             # a file of a rolling event log stands for its folder (all its events_N files)
             parent = os.path.dirname(path)
@@ -991,6 +992,7 @@ class MainWindow(QMainWindow):
                 self.event_logs.append(path)
         if self.loaded is not None:
             self._read_event_logs()
+            self.verdicts.start(self.loaded.checkpoint)
 
     def _on_event_log_action_triggered(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Add event log, driver log or progress JSON lines")
