@@ -202,6 +202,26 @@ def iter_expired_overview(
     # exactly with a capped list of examples: memory does not grow with the number of findings.
     earlier: Counter[tuple[int, str, int, str]] = Counter()
     result = yield from iter_expired(ckpt, version_counts=earlier, **kwargs)
+    return arrange_expired(ckpt, result, earlier)
+
+
+def arrange_expired(
+    ckpt: Any, result: ExpiredResult, earlier: Counter[tuple[int, str, int, str]]
+) -> ExpiredOverview:
+    """Arrange a run of :func:`app.analysis.expired.iter_expired` (with ``version_counts=earlier``, not
+    ``all_versions``) per store, as :func:`iter_expired_overview` does.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+    result : ExpiredResult
+    earlier : Counter
+        The run's ``version_counts``.
+
+    Returns
+    -------
+    ExpiredOverview
+    """
     by_store: dict[tuple[int, str], list[ExpiredFinding]] = {}
     for f in result.examples:
         by_store.setdefault((f.operator_id, f.store_name), []).append(f)

@@ -211,3 +211,22 @@ def test_event_logs_added_later_reach_the_verdicts(qtbot: Any, window: Any) -> N
     texts = [t for _, t in window.overview.verdict_texts()]
     assert any(t.startswith("Slowest batches: ") for t in texts)
     assert not any("no event logs loaded" in t for t in texts)
+
+
+def test_growth_and_expired_views_show_the_verdicts_runs(qtbot: Any, window: Any) -> None:
+    """Opened on the overview, the state is read once: the growth and expired views show the runs the
+    verdicts made, with the same numbers as their own jobs give."""
+    from statelens.app.explore import iter_expired_overview
+
+    started: list[str] = []
+    window.runner.job_started.connect(lambda channel, _what: started.append(channel))
+    root = Path(sample_checkpoint_path())
+    _open(qtbot, window, root)
+    assert "summary" in started and "growth" not in started and "expired" not in started
+    own = run_to_end(iter_expired_overview(open_checkpoint(str(root))))
+    shown = window._expired
+    assert [(s.operator_id, s.store_name, s.total_findings, s.counts) for s in shown.stores] == [
+        (s.operator_id, s.store_name, s.total_findings, s.counts) for s in own.stores
+    ]
+    assert window.expired.has_expiry(0, "default")
+    assert window.growth.has_growth(0, "default") and window._growth_done

@@ -130,6 +130,9 @@ class Summary:
     problems: list[StatelensError] = field(default_factory=list)
     doctor: DoctorResult | None = None
     expired: ExpiredResult | None = None
+    #: The expired run's counts at earlier versions (``iter_expired(version_counts=...)``).
+    version_counts: Counter[tuple[int, str, int, str]] | None = None
+    growth: GrowthResult | None = None
 
     @property
     def exit_code(self) -> int:
@@ -534,7 +537,7 @@ def summarize(
     verdicts.append(_unreadable(list(problems.values()), doctor, decoded))
     order = {s: i for i, s in enumerate(SEVERITIES)}
     verdicts.sort(key=lambda v: order[v.severity])
-    return Summary(ckpt.location, verdicts, list(problems.values()), doctor, expired)
+    return Summary(ckpt.location, verdicts, list(problems.values()), doctor, expired, version_counts, growth)
 
 
 def iter_summary(
@@ -545,6 +548,8 @@ def iter_summary(
     storage_options: dict[str, Any] | None = None,
     cancelled: Callable[[], bool] | None = None,
     backends: Any = None,
+    max_examples: int = 0,
+    top_keys: int | None = None,
 ) -> Generator[Progress, None, Summary]:
     """Run the timeline, health checks, expired keys and growth, then :func:`summarize`.
 
@@ -561,6 +566,9 @@ def iter_summary(
         Polled by the long steps.
     backends : readers.backends.BackendChooser, optional
         Where growth and expired keys read state rows (default native).
+    max_examples, top_keys : int, optional
+        Keep this many expired keys per store and category, weigh this many heaviest keys per store
+        (the verdicts need neither; the app shows the expired and growth results in their views too).
 
     Yields
     ------
@@ -584,8 +592,11 @@ def iter_summary(
     doctor = yield from sub(1, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
     earlier: Counter[tuple[int, str, int, str]] = Counter()
     expired = yield from sub(
-        2, iter_expired(ckpt, cancelled=cancelled, version_counts=earlier, max_examples=0, backends=backends)
+        2,
+        iter_expired(
+            ckpt, cancelled=cancelled, version_counts=earlier, max_examples=max_examples, backends=backends
+        ),
     )
-    growth = yield from sub(3, iter_growth(ckpt, cancelled=cancelled, backends=backends))
+    growth = yield from sub(3, iter_growth(ckpt, cancelled=cancelled, backends=backends, top_keys=top_keys))
     yield Progress(steps, steps, "verdicts")
     return summarize(ckpt, timeline, doctor, expired, growth, version_counts=earlier, decoded=decode_files)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from statelens.app.analysis.expired import DEFAULT_MAX_EXAMPLES
 from statelens.app.analysis.summary import UNREADABLE_CHECKS, Summary, iter_summary
 from statelens.app.gui import errors
 from statelens.readers.errors import StatelensError
@@ -50,8 +51,9 @@ class VerdictsController:
         self.summary: Summary | None = None
         window.overview.view_requested.connect(self._on_overview_view_requested)
 
-    def start(self, ckpt: Any) -> None:
-        """Check ``ckpt`` (the checkpoint just shown) in the background."""
+    def start(self, ckpt: Any, top_keys: int | None = None) -> None:
+        """Check ``ckpt`` (the checkpoint just shown) in the background; ``top_keys`` heaviest keys are
+        weighed on growth's walk for the growth view."""
         w = self.window
         self.summary = None
         w.overview.set_verdicts_pending(PENDING)
@@ -61,6 +63,9 @@ class VerdictsController:
             ckpt,
             event_logs=list(w.event_logs) or None,
             storage_options=w.storage_options or None,
+            # The growth and expired views show the same runs (no second read): see _adopt.
+            max_examples=DEFAULT_MAX_EXAMPLES,
+            top_keys=top_keys,
             what="Checking the checkpoint for the verdicts",
             on_result=self._on_summary_finished,
             on_error=self._on_summary_errored,
@@ -83,6 +88,7 @@ class VerdictsController:
         w.overview.set_health(findings, unreadable)
         w.problems.add_problems(summary.problems, where="verdicts")
         w.verdicts_updated.emit()
+        w.adopt_summary(summary)
 
     def _on_summary_errored(self, err: BaseException) -> None:
         self.window.overview.set_verdicts_pending(

@@ -40,6 +40,7 @@ from statelens.app.analysis.views import VIEWS as GUI_VIEWS
 from statelens.app.explore import (
     ExpiredOverview,
     KeyHistory,
+    arrange_expired,
     conf_changes,
     findings_table,
     iter_expired_overview,
@@ -650,7 +651,7 @@ class MainWindow(QMainWindow):
             roles=roles,
             descriptions=describe_state(ckpt),
         )
-        self.verdicts.start(ckpt)
+        self.verdicts.start(ckpt, top_keys=TOP_KEYS_SHOWN)
         self.timeline.set_batches(ckpt.batches)
         self.timeline.clear_progress()
         self.browser.set_operators(ckpt.operators, roles, groups)
@@ -763,6 +764,20 @@ class MainWindow(QMainWindow):
             except UsageError as err:
                 self.status_label.setText(str(err))
                 errors.show_error(err, title="Cannot open there")
+
+    def adopt_summary(self, summary: Any) -> None:
+        """Show the verdicts' growth and expired runs in their views when those have not started their
+        own (they wait for their view or an idle app): one read of the state for both."""
+        if self.loaded is None:
+            return
+        if "expired" in self._deferred and summary.expired is not None and summary.version_counts is not None:
+            self._deferred.pop("expired")
+            self._on_expired_finished(
+                arrange_expired(self.loaded.checkpoint, summary.expired, summary.version_counts)
+            )
+        if "growth" in self._deferred and summary.growth is not None:
+            self._deferred.pop("growth")
+            self._on_growth_finished(summary.growth)
 
     def start_at(self, view: str, **target: Any) -> None:
         """Open the next checkpoint shown at ``view`` and ``target`` (as :meth:`open_at`), e.g. from
@@ -992,7 +1007,7 @@ class MainWindow(QMainWindow):
                 self.event_logs.append(path)
         if self.loaded is not None:
             self._read_event_logs()
-            self.verdicts.start(self.loaded.checkpoint)
+            self.verdicts.start(self.loaded.checkpoint, top_keys=TOP_KEYS_SHOWN)
 
     def _on_event_log_action_triggered(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Add event log, driver log or progress JSON lines")
