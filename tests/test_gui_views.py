@@ -880,8 +880,9 @@ def _drawn_ticks(axis: Any) -> tuple[float, list[float]]:
 
 # -- the view in front gets the cores ---------------------------------------------------------------------
 def test_hidden_views_fill_after_the_view_in_front(qtbot, window) -> None:  # type: ignore[no-untyped-def]
-    """Opened on the growth view, only its job starts with the load; the browser, expired keys and SQL
-    wait until nothing else runs, then fill one after another, so every view ends up with its data."""
+    """Opened on the growth view, only its job (and the overview's verdicts) start with the load; the
+    browser and SQL wait until nothing else runs, then fill one after another; expired keys come from
+    the verdicts' run (no second read), so every view ends up with its data."""
     window.select_view("growth")
     events: list[tuple[str, str]] = []
     window.runner.job_started.connect(lambda channel, _what: events.append(("start", channel)))
@@ -894,11 +895,12 @@ def test_hidden_views_fill_after_the_view_in_front(qtbot, window) -> None:  # ty
         window.open_checkpoint(str(_sample()))
     qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
     assert window.pending_views() == []
-    assert at_growth_end == [["expired", "browser", "sql"]]
+    assert len(at_growth_end) == 1 and at_growth_end[0][-2:] == ["browser", "sql"]
     # Then one at a time, in the order of the tabs, each after the one before had finished.
     background = [e for e in events if e[1] in ("expired", "browser", "sql")]
-    assert background == [(w, ch) for ch in ("expired", "browser", "sql") for w in ("start", "end")]
-    assert events.index(("end", "growth")) < events.index(("start", "expired"))
+    assert background == [(w, ch) for ch in ("browser", "sql") for w in ("start", "end")]
+    assert events.index(("end", "growth")) < events.index(("start", "browser"))
+    assert events.index(("end", "summary")) < events.index(("start", "browser"))
     assert window.state_table() is not None and window.state_table().total_rows > 0
     assert window.expired_findings(), "the sample's zombies were found in the background"
     assert window.sql.table.model().rowCount() > 0
@@ -906,17 +908,27 @@ def test_hidden_views_fill_after_the_view_in_front(qtbot, window) -> None:  # ty
 
 def test_showing_a_view_starts_its_waiting_job_and_cancel_holds_the_rest(qtbot, window) -> None:  # type: ignore[no-untyped-def]
     window.select_view("overview")
-    window.runner.job_started.connect(lambda channel, _what: channel == "growth" and window.cancel_jobs())
+    # Cancel once the load is over (cancelling the load stops its reads too) and the verdicts run.
+    window.runner.job_progressed.connect(
+        lambda channel, _p: (
+            channel == "summary"
+            and window.runner.current("load") is None
+            and not window._background_paused
+            and window.cancel_jobs()
+        )
+    )
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         window.open_checkpoint(str(_sample()))
-    # The first background job (growth) was cancelled by the user: the others stay held...
+    # The first job after the load (the overview's verdicts) was cancelled by the user: the others
+    # stay held...
     qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
-    assert window.pending_views() == ["expired", "browser", "sql"]
+    assert window.pending_views() == ["growth", "expired", "browser", "sql"]
     assert window.state_table() is None
+    assert "cancelled" in window.overview.verdict_status.text() and not window.overview.verdict_labels
     # ...until their view is shown.
     with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
         window.select_view("browser")
-    assert window.pending_views() == ["expired", "sql"]
+    assert window.pending_views() == ["growth", "expired", "sql"]
     assert window.state_table() is not None and window.state_table().total_rows > 0
 
 

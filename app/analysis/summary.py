@@ -107,6 +107,7 @@ class Verdict:
     files: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The verdict as ``statelens summary --json`` prints it."""
         return {
             "check": self.check,
             "severity": self.severity,
@@ -141,9 +142,11 @@ class Summary:
         return 1 if bad or self.problems else 0
 
     def counts(self) -> dict[str, int]:
+        """Verdicts per severity, every severity present."""
         return {s: sum(1 for v in self.verdicts if v.severity == s) for s in SEVERITIES}
 
     def to_json(self) -> dict[str, Any]:
+        """``statelens summary --json``: the checkpoint, exit code, counts, verdicts and problems."""
         return {
             "checkpoint": self.location,
             "exit_code": self.exit_code,

@@ -379,7 +379,7 @@ SEVERITY_TAGS = {"error": "ERROR", "warning": "WARNING", "info": "note", "ok": "
 def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
     """One line per verdict, worst first, each with the view of ``statelens gui`` that shows it."""
     from statelens.app.analysis.summary import iter_summary
-    from statelens.app.cli._common import EXIT_PARTIAL, _open
+    from statelens.app.cli._common import _open
 
     ckpt = _open(args)
     chooser = _backend_chooser(args, ckpt)
@@ -410,7 +410,7 @@ def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
     )
     for err in result.problems:
         sys.stderr.write(f"statelens: warning: {err}\n")
-    return EXIT_PARTIAL if result.exit_code else result.exit_code
+    return int(result.exit_code)
 
 
 # -- report --------------------------------------------------------------------------------------------

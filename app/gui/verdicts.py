@@ -71,7 +71,9 @@ class VerdictsController:
             on_error=self._on_summary_errored,
         )
 
-    def _on_summary_finished(self, summary: Summary) -> None:
+    def _on_summary_finished(self, summary: Summary | None) -> None:
+        if summary is None:  # stopped before its end (Cancel)
+            return
         self.summary = summary
         w = self.window
         w.overview.set_verdicts(verdict_rows(summary))

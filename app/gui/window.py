@@ -574,6 +574,8 @@ class MainWindow(QMainWindow):
         if self.runner.idle:
             return
         loading = self.runner.current("load") is not None
+        if self.runner.current(VERDICTS_CHANNEL) is not None:
+            self.overview.set_verdicts_pending("The checks were cancelled: reload (F5) to run them again.")
         self._cancel_spark_read()  # a Spark job does not yield: cancel its job group
         if self.runner.current("sql") is not None and self._chooser is not None:
             self._chooser.cancel()  # a query running in Spark
