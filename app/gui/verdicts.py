@@ -4,15 +4,12 @@ link opens the view that proves it, where it points (``MainWindow.open_at``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statelens.app.analysis.expired import DEFAULT_MAX_EXAMPLES
 from statelens.app.analysis.summary import UNREADABLE_CHECKS, Summary, iter_summary
 from statelens.app.gui import errors
 from statelens.readers.errors import StatelensError
-
-if TYPE_CHECKING:
-    from statelens.app.gui.window import MainWindow
 
 #: The runner channel of the verdicts' job.
 CHANNEL = "summary"
@@ -42,11 +39,12 @@ class VerdictsController:
 
     Parameters
     ----------
-    window : MainWindow
-        Owns the runner, the overview, the problems panel and ``open_at``.
+    window : app.gui.window.MainWindow
+        Owns the runner, the overview, the problems panel, ``open_at`` and ``adopt_summary`` (not
+        imported here: the window imports this module).
     """
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: Any) -> None:
         self.window = window
         self.summary: Summary | None = None
         window.overview.view_requested.connect(self._on_overview_view_requested)
