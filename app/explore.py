@@ -75,6 +75,9 @@ class StoreExpiry:
         What was checked and how (timeout kind and its evidence, or why the store was skipped).
     total_findings : int
         Findings at each partition's latest version (exact; ``examples`` may list fewer).
+    unreadable : list of int
+        Partitions with a file the walk could not read (each in the run's problems): marked in the view,
+        never counted as 0 keys.
     """
 
     operator_id: int
@@ -86,6 +89,7 @@ class StoreExpiry:
     examples: list[ExpiredFinding]
     summary: OperatorExpiry
     total_findings: int = 0
+    unreadable: list[int] = field(default_factory=list)
 
     def describe(self) -> str:
         """One line: what was checked, the timeout kind and its evidence, or why nothing was."""
@@ -243,6 +247,15 @@ def arrange_expired(
             counts[c][col[v]] += n
             if pid in pcol:
                 pcounts[c][pcol[pid]] += n
+        unreadable = sorted(
+            {
+                int(e.context["partition_id"])
+                for e in result.problems
+                if "partition_id" in e.context
+                and e.context.get("operator_id", summary.operator_id) == summary.operator_id
+                and e.context.get("store_name", summary.store_name) == summary.store_name
+            }
+        )
         stores.append(
             StoreExpiry(
                 summary.operator_id,
@@ -254,6 +267,7 @@ def arrange_expired(
                 by_store.get(key, []),
                 summary,
                 sum(tally.values()),
+                unreadable,
             )
         )
     return ExpiredOverview(stores, result, result.problems)

@@ -147,6 +147,13 @@ class ExpiredView(StorePickerMixin, QWidget):
         self.partition_plot.addItem(self.partition_line, ignoreBounds=True)
         self.message = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
         self.version_plot.addItem(self.message, ignoreBounds=True)
+        # Partitions whose files could not be read: marked, never drawn as 0 keys.
+        self.unreadable_marks = pg.ScatterPlotItem(
+            x=[], y=[], symbol="x", size=14, pen=pg.mkPen(theme.foreground(), width=2), brush=None
+        )
+        self.partition_plot.addItem(self.unreadable_marks)
+        self.unreadable_text = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 1.0))
+        self.partition_plot.addItem(self.unreadable_text, ignoreBounds=True)
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
 
         table_box = QWidget()
@@ -201,13 +208,15 @@ class ExpiredView(StorePickerMixin, QWidget):
         refs: Sequence[tuple[int, int, Any]],
         total: int | None = None,
         checked: bool = True,
+        unreadable: Sequence[int] = (),
     ) -> None:
         """One store's counts (per category over ``versions`` and over ``partitions``) and its keys.
 
         ``refs[i]`` is ``(partition_id, version, key)`` of table row ``i`` (emitted when clicked).
         ``total`` is the exact number of keys found at each partition's latest version (the table may
         list fewer: the most overdue); ``checked`` False says the store was not checked at all (its
-        status says why), which is not the same as nothing found.
+        status says why), which is not the same as nothing found. ``unreadable`` partitions had files
+        that could not be read: they are marked (×) and named, never drawn as 0 keys.
         """
         latest = {c: int(np.sum(partition_counts.get(c, []))) for c in CATEGORIES}
         self._data[(operator_id, store_name)] = {
@@ -224,6 +233,7 @@ class ExpiredView(StorePickerMixin, QWidget):
             },
             "table": (list(headers), list(columns), list(sort_keys)),
             "refs": list(refs),
+            "unreadable": sorted(unreadable),
         }
         self._label_store((operator_id, store_name), latest)
         if self._shown == (operator_id, store_name):
@@ -276,6 +286,8 @@ class ExpiredView(StorePickerMixin, QWidget):
         if data is None:
             for item in (*self.version_bars.values(), *self.partition_bars.values()):
                 item.setOpts(x=[], height=[], y0=[])
+            self.unreadable_marks.setData(x=[], y=[])
+            self.unreadable_text.setText("")
             self.message.setText(
                 "No state store to check." if self._shown is None else "Looking for expired keys…"
             )
@@ -308,9 +320,17 @@ class ExpiredView(StorePickerMixin, QWidget):
         if len(x):
             self.version_plot.setXRange(float(x.min()) - 0.6, float(x.max()) + 0.6, padding=0)
             self.version_plot.setYRange(0, max(float(base.max(initial=0.0)), 1.0) * 1.15, padding=0)
+        bad = [p for p in data["unreadable"] if p in set(px.tolist())]
+        self.unreadable_marks.setData(x=bad, y=[0] * len(bad))
+        top = max(float(pbase.max(initial=0.0)), 1.0) * 1.15
+        if bad:
+            self.unreadable_text.setText("unreadable: " + ", ".join(f"p{p}" for p in bad))
+            self.unreadable_text.setPos(float(np.mean(bad)), top * 0.5)
+        else:
+            self.unreadable_text.setText("")
         if len(px):
             self.partition_plot.setXRange(float(px.min()) - 0.6, float(px.max()) + 0.6, padding=0)
-            self.partition_plot.setYRange(0, max(float(pbase.max(initial=0.0)), 1.0) * 1.15, padding=0)
+            self.partition_plot.setYRange(0, top, padding=0)
         if not data["checked"]:
             self.message.setText("Not checked: see the note above.")
             self.message.setPos(float(x.mean()) if len(x) else 0.5, 0.5)
@@ -323,10 +343,15 @@ class ExpiredView(StorePickerMixin, QWidget):
         if not data["checked"]:
             self.counts_label.setText("This store was not checked for expired keys.")
         else:
-            self.counts_label.setText(
-                "Keys at each partition's latest version: "
-                + (", ".join(found) if found else "nothing expired")
+            text = "Keys at each partition's latest version: " + (
+                ", ".join(found) if found else "nothing expired"
             )
+            if bad:
+                text += (
+                    f"; partition{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} could not be read "
+                    "(see Problems)"
+                )
+            self.counts_label.setText(text)
         headers, columns, sort_keys = data["table"]
         self._refs = data["refs"]
         self.table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)

@@ -1162,6 +1162,7 @@ class MainWindow(QMainWindow):
                 refs,
                 total=st.total_findings,
                 checked=st.summary.check != "skipped",
+                unreadable=st.unreadable,
             )
 
     def _on_expired_errored(self, err: BaseException) -> None:
