@@ -606,7 +606,7 @@ def test_rows_built_by_spark(spark: Any, sql: str) -> None:
 
     df = spark.sql(sql)
     rows = [bytes(r.getBytes()) for r in df._jdf.queryExecution().executedPlan().executeCollect()]
-    expected = oracle._collect_converted(df, df.columns)
+    expected = oracle.collect(df, df.columns)
     layout = compile_layout(df.schema)
     buf, starts, lengths = _framed(rows)
     got = decode_rows(buf, starts, lengths, layout)
