@@ -40,8 +40,11 @@ from tests.spark_checkpoints import spark_session as _spark_session
 __all__ = [
     "canonical",
     "collect",
+    "committed_batches",
     "order_key",
+    "Reads",
     "read_change_feed",
+    "read_family",
     "read_state",
     "read_state_metadata",
     "read_state_variable",
@@ -49,6 +52,8 @@ __all__ = [
     "read_timers",
     "row_counts",
     "spark_session",
+    "state_types",
+    "state_variables",
 ]
 
 
@@ -150,6 +155,90 @@ def read_timers(
     return sorted(rows, key=lambda r: (r[0], order_key(r[1]), r[2]))
 
 
+def state_variables(spark: Any, checkpoint: Path | str, operator_id: int = 0) -> dict[str, str]:
+    """``{name: stateVariableType}`` of a transformWithState operator, from ``state-metadata``'s
+    ``operatorProperties`` (``ValueState``, ``ListState``, ``MapState``, ``TimerState``); empty for
+    other operators."""
+    (row,) = [m for m in read_state_metadata(spark, checkpoint) if m["operatorId"] == operator_id]
+    props = json.loads(row["operatorProperties"] or "{}")
+    return {v["stateName"]: v["stateVariableType"] for v in props.get("stateVariables", [])}
+
+
+class Reads:
+    """Spark's answers already read for one checkpoint (state variables, timers, by batch), so that
+    several families derived from one read (:func:`read_family`) cost one Spark job."""
+
+    def __init__(self, spark: Any, checkpoint: Path | str, operator_id: int = 0):
+        self.spark, self.checkpoint, self.operator_id = spark, checkpoint, operator_id
+        self.variables = state_variables(spark, checkpoint, operator_id)
+        self._got: dict[tuple[Any, ...], Any] = {}
+
+    def variable(self, name: str, batch_id: int | None) -> list[tuple[int, Any, Any, Any]]:
+        key = ("variable", name, batch_id)
+        if key not in self._got:
+            self._got[key] = read_state_variable(
+                self.spark, self.checkpoint, self.operator_id, name, batch_id
+            )
+        return self._got[key]  # type: ignore[no-any-return]
+
+    def timers(self, batch_id: int | None) -> list[tuple[int, Any, int]]:
+        key = ("timers", batch_id)
+        if key not in self._got:
+            self._got[key] = read_timers(self.spark, self.checkpoint, self.operator_id, batch_id)
+        return self._got[key]  # type: ignore[no-any-return]
+
+
+def read_family(reads: Reads, family: str, batch_id: int | None = None) -> list[Row]:
+    """``(partition_id, key, value)`` of one column family of a transformWithState store, in the shape
+    statelens gives a family read as a store, from what Spark's reader shows (docs/format.md §7.7):
+
+    * a value state variable: ``(key, value)``; list state: ``(key, element)`` per element; map state:
+      ``((key, user key), value)`` per entry (:func:`read_state_variable`);
+    * ``$procTimers_keyToTimestamp`` / ``$eventTimers_keyToTimestamp``: ``((key, expiry ms), (None,))``
+      per registered timer, and their by-time indexes ``..._timestampToKey``: ``((expiry ms, key),
+      (None,))`` (:func:`read_timers`);
+    * ``$ttl_<variable>``, the TTL index: ``((expiration ms, element key), (None,))``, the element key
+      being the grouping key (value and list state; a list by the earliest expiration of its elements)
+      or ``(key, user key)`` (map state); ``$min_<list>``: ``(key, (earliest expiration,))``;
+      ``$count_<list>``: ``(key, (elements,))``.
+
+    Sorted like :func:`read_state`. Any other family raises ``KeyError``. ``reads`` holds the Spark
+    reads of the operator's checkpoint (one per source and batch).
+    """
+    variables = reads.variables
+    prefix, _, name = family.partition("_")
+    if family in variables and variables[family] != "TimerState":
+        rows: list[Row] = [
+            (p, k if u is None else (k, u), v) for p, k, v, u in reads.variable(family, batch_id)
+        ]
+    elif prefix in ("$procTimers", "$eventTimers"):
+        timers = reads.timers(batch_id)
+        if name == "keyToTimestamp":
+            rows = [(p, (k, t), (None,)) for p, k, t in timers]
+        elif name == "timestampToKey":
+            rows = [(p, (t, k), (None,)) for p, k, t in timers]
+        else:
+            raise KeyError(family)
+    elif prefix in ("$ttl", "$min", "$count") and name in variables:
+        entries = reads.variable(name, batch_id)
+        if variables[name] == "ListState":
+            lists: dict[tuple[int, Any], list[int]] = {}
+            for p, k, v, _ in entries:
+                lists.setdefault((p, k), []).append(v[-1])
+            rows = {
+                "$ttl": [(p, (min(ts), k), (None,)) for (p, k), ts in lists.items()],
+                "$min": [(p, k, (min(ts),)) for (p, k), ts in lists.items()],
+                "$count": [(p, k, (len(ts),)) for (p, k), ts in lists.items()],
+            }[prefix]
+        elif prefix == "$ttl":
+            rows = [(p, (v[-1], k if u is None else (k, u)), (None,)) for p, k, v, u in entries]
+        else:
+            raise KeyError(family)
+    else:
+        raise KeyError(family)
+    return sorted(rows, key=lambda r: (r[0], order_key(r[1]), order_key(r[2])))
+
+
 def row_counts(
     spark: Any, checkpoint: Path | str, operator_id: int, store_name: str | None, batch_ids: list[int]
 ) -> dict[tuple[int, int], int]:
@@ -171,6 +260,21 @@ def row_counts(
         union = reduce(lambda a, b: a.unionAll(b), frames)
         counted = union.groupBy("partition_id", "batch_id").count().toArrow().to_pylist()
     return {(r["partition_id"], r["batch_id"]): r["count"] for r in counted}
+
+
+def state_types(
+    spark: Any, checkpoint: Path | str, operator_id: int = 0, store_name: str | None = None
+) -> tuple[Any, Any]:
+    """Spark's types of one store's ``key`` and ``value`` columns (for :func:`canonical`)."""
+    options = {"operatorId": operator_id, "storeName": store_name}
+    with _session_for(spark, checkpoint):
+        schema = _reader(spark, options).load(str(checkpoint)).schema
+    return schema["key"].dataType, schema["value"].dataType
+
+
+def committed_batches(checkpoint: Path | str) -> list[int]:
+    """Ids of the batches with a commit file (``commits/<id>``), in order: the batches Spark reads."""
+    return sorted(int(f.name) for f in (Path(checkpoint) / "commits").iterdir() if f.name.isdigit())
 
 
 def read_state_metadata(spark: Any, checkpoint: Path | str) -> list[dict[str, Any]]:

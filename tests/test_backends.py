@@ -1,8 +1,9 @@
-"""The twin backends give the same answers: native decoder vs Spark's state data sources.
+"""The twin backends each give Spark's answers: native decoder and Spark backend vs Spark's own readers.
 
-One parametrised suite: rows at every committed version, change records, and growth (Spark's from its
-change feed in one job) on real checkpoints; plus the backend chooser and the "Spark is missing"
-messages.
+One suite, both backends compared with :mod:`tests.oracle` (Spark's state data sources turned into plain
+Python by test code): rows at sampled committed versions, change records and growth (rows per partition
+per version) on real checkpoints, state variables and join families read as stores; plus the backend
+chooser and the "Spark is missing" messages.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from statelens.readers.backends.native import NativeBackend
 from statelens.readers.backends.spark import SparkBackend, check_spark_available, parse_spark_defaults
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import BackendUnavailableError, UsageError
-from tests.oracle import canonical
+from tests import oracle
 
 SCENARIOS = [
     "agg_count",
@@ -34,46 +35,86 @@ SCENARIOS = [
     "rocks_join",
 ]
 
+#: statelens' change kinds as Spark's change feed names them.
+SPARK_CHANGE = {"put": "update", "remove": "delete"}
 
-def _rows(backend: Any, op: int, store: str, version: int, schema: Any) -> Counter:
+
+def _backends(ckpt: Any, spark: Any) -> list[Any]:
+    return [NativeBackend(ckpt), SparkBackend(ckpt, spark=spark)]
+
+
+def _stores(spark: Any, root: Path) -> list[tuple[int, str]]:
+    """``(operator, store)`` of every store, as Spark's ``state-metadata`` lists them."""
+    return [(m["operatorId"], m["stateStoreName"]) for m in oracle.read_state_metadata(spark, root)]
+
+
+def _canonical_rows(rows: Any, types: tuple[Any, Any]) -> Counter:
     return Counter(
-        (
-            r.partition_id,
-            repr(canonical(r.key, schema.key_schema)),
-            repr(canonical(r.value, schema.value_schema)),
-        )
-        for r in backend.read_rows(op, store, version)
+        (p, repr(oracle.canonical(k, types[0])), repr(oracle.canonical(v, types[1]))) for p, k, v in rows
+    )
+
+
+def _canonical_changes(changes: Any, types: tuple[Any, Any]) -> Counter:
+    return Counter(
+        (b, t, p, repr(oracle.canonical(k, types[0])), repr(oracle.canonical(v, types[1])))
+        for b, t, p, k, v in changes
     )
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_rows_and_changes_agree(scenario: str, checkpoint: Any, spark: Any) -> None:
-    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-    native, sparkb = NativeBackend(ckpt), SparkBackend(ckpt, spark=spark)
-    for op in ckpt.operators:
-        for store in op.stores:
-            last = sparkb.latest_version(op.operator_id, store.store_name)
-            for version in sorted({1, last // 2 or 1, last}):
-                a = _rows(native, op.operator_id, store.store_name, version, store.schema)
-                b = _rows(sparkb, op.operator_id, store.store_name, version, store.schema)
-                assert a == b, (store.store_name, version)
-            ca = native.read_changes(op.operator_id, store.store_name, 1, last)
-            cb = sparkb.read_changes(op.operator_id, store.store_name, 1, last)
-
-            def norm(changes: list[Any], schema: Any = store.schema) -> Counter:
-                return Counter(
-                    (
-                        c.version,
-                        c.partition_id,
-                        c.change,
-                        repr(canonical(c.key, schema.key_schema)),
-                        repr(canonical(c.value, schema.value_schema)),
-                    )
-                    for c in changes
+def test_rows_and_changes_are_sparks(scenario: str, checkpoint: Any, spark: Any) -> None:
+    root = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(root))
+    committed = oracle.committed_batches(root)
+    stores = _stores(spark, root)
+    assert sorted((op.operator_id, s.store_name) for op in ckpt.operators for s in op.stores) == sorted(
+        stores
+    )
+    batches = sorted({committed[0], committed[len(committed) // 2], committed[-1]})
+    compared = 0
+    for op_id, store in stores:
+        types = oracle.state_types(spark, root, op_id, store)
+        feed = oracle.read_change_feed(spark, root, op_id, store, 0, committed[-1])
+        for batch in batches:
+            want = oracle.read_state(spark, root, op_id, store, batch_id=batch)
+            for backend in _backends(ckpt, spark):
+                got = [(r.partition_id, r.key, r.value) for r in backend.read_rows(op_id, store, batch + 1)]
+                assert _canonical_rows(got, types) == _canonical_rows(want, types), (
+                    backend.name,
+                    store,
+                    batch,
                 )
+            compared += len(want)
+        for backend in _backends(ckpt, spark):
+            got_changes = [
+                (c.version - 1, SPARK_CHANGE[c.change], c.partition_id, c.key, c.value)
+                for c in backend.read_changes(op_id, store, 1, committed[-1] + 1)
+            ]
+            assert _canonical_changes(got_changes, types) == _canonical_changes(feed, types), (
+                backend.name,
+                store,
+            )
+        assert feed, store
+        compared += len(feed)
+    assert compared > 0 and len(stores) == (4 if "join" in scenario else 1)
 
-            assert norm(ca) == norm(cb), store.store_name
+
+def _on_disk_bytes(root: Path, op_id: int, store: str) -> dict[tuple[int, int], int]:
+    """Bytes of the files each partition's version is written in (HDFS ``v.delta``/``v.snapshot``,
+    RocksDB ``v[_id].changelog``/``v[_id].zip``), summed from the folder listing."""
+    out: dict[tuple[int, int], int] = {}
+    for pdir in (root / "state" / str(op_id)).iterdir():
+        if not pdir.name.isdigit():
+            continue
+        folder = pdir if store == "default" else pdir / store
+        for f in folder.iterdir() if folder.is_dir() else []:
+            stem, _, ext = f.name.partition(".")
+            version = stem.split("_")[0]
+            if ext in ("delta", "snapshot", "changelog", "zip") and version.isdigit():
+                key = (int(pdir.name), int(version))
+                out[key] = out.get(key, 0) + f.stat().st_size
+    return out
 
 
 @pytest.mark.spark
@@ -90,23 +131,32 @@ def test_rows_and_changes_agree(scenario: str, checkpoint: Any, spark: Any) -> N
         "rocks_ckpt_v2",
     ],
 )
-def test_growth_from_spark_change_feed_equals_native(scenario: str, checkpoint: Any, spark: Any) -> None:
-    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-    native, sparkb = NativeBackend(ckpt), SparkBackend(ckpt, spark=spark)
-    committed_versions = {b + 1 for b in ckpt.commits}
-    for op in ckpt.operators:
-        for store in op.stores:
-            a = {
+def test_growth_is_sparks_row_count_at_every_version(scenario: str, checkpoint: Any, spark: Any) -> None:
+    """Rows per partition per committed version, each backend's (the Spark backend's from its change
+    feed in one job) against Spark counting each version's ``statestore`` rows; bytes from the listing."""
+    root = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(root))
+    committed = oracle.committed_batches(root)
+    metadata = oracle.read_state_metadata(spark, root)
+    for m in metadata:
+        op_id, store = m["operatorId"], m["stateStoreName"]
+        counts = oracle.row_counts(spark, root, op_id, store, committed)
+        sizes = _on_disk_bytes(root, op_id, store)
+        want = {
+            (pid, b + 1): (counts.get((pid, b), 0), sizes.get((pid, b + 1), 0))
+            for pid in range(m["numPartitions"])
+            for b in committed
+        }
+        assert sum(n for n, _ in want.values()) > 0, store
+        for backend in _backends(ckpt, spark):
+            got = {
                 (s.partition_id, s.version): (s.rows, s.bytes)
-                for s in native.iter_stats(op.operator_id, store.store_name)
+                for s in backend.iter_stats(op_id, store)
+                if s.version - 1 in committed
             }
-            b = {
-                (s.partition_id, s.version): (s.rows, s.bytes)
-                for s in sparkb.iter_stats(op.operator_id, store.store_name)
-            }
-            assert sparkb.notes == ["growth computed from Spark's change feed in one job"]
-            a = {k: v for k, v in a.items() if k[1] in committed_versions}
-            assert a == b, store.store_name
+            assert got == want, (backend.name, store)
+            if backend.name == "spark":
+                assert backend.notes == ["growth computed from Spark's change feed in one job"]
 
 
 @pytest.mark.spark
@@ -143,27 +193,48 @@ def test_auto_reads_rocksdb_and_column_family_stores_natively(checkpoint: Any) -
 
 
 @pytest.mark.spark
-def test_spark_backend_reads_state_variable_and_join_family_stores(checkpoint: Any, spark: Any) -> None:
-    """A transformWithState variable or a format-4 join family, as a store: Spark's rows equal native ones."""
-    from tests.test_native_vs_spark import canon
-
+def test_state_variables_and_join_families_read_as_stores_are_sparks(checkpoint: Any, spark: Any) -> None:
+    """A transformWithState variable or a format-4 join family, as a store: both backends' rows, row
+    counts and changes are what Spark's reader shows (``stateVarName``, ``storeName``)."""
+    compared = 0
     for scenario, stores in (
         ("rocks_tws", ("cnt", "lst", "mp")),
         ("rocks_join_v4", ("left-keyWithTsToValues", "right-tsWithKey")),
     ):
-        ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-        sparkb = SparkBackend(ckpt, spark=spark)
-        native = NativeBackend(ckpt)
-        version = sparkb.latest_version(0)
+        root = checkpoint(scenario) / "checkpoint"
+        ckpt = open_checkpoint(str(root))
+        last = oracle.committed_batches(root)[-1]
+        reads = oracle.Reads(spark, root, 0) if scenario == "rocks_tws" else None
         for store in stores:
-            ours = [canon(tuple(r)) for r in native.read_rows(0, store, version)]
-            theirs = [canon(tuple(r)) for r in sparkb.read_rows(0, store, version)]
-            assert ours and sorted(ours, key=repr) == sorted(theirs, key=repr), (scenario, store)
-            counts = {s.partition_id: s.rows for s in sparkb.iter_stats(0, store) if s.version == version}
-            assert sum(counts.values()) == len(ours), (scenario, store)
-            ours_changes = [canon(tuple(c)) for c in native.read_changes(0, store, 1, version)]
-            theirs_changes = [canon(tuple(c)) for c in sparkb.read_changes(0, store, 1, version)]
-            assert sorted(ours_changes, key=repr) == sorted(theirs_changes, key=repr), (scenario, store)
+            if reads is not None:  # state variables: Spark's entries, changes shaped as the product's
+                want = oracle.read_family(reads, store, last)
+                feed = [
+                    (b, t, p, k if u is None else (k, u), v)
+                    for b, t, p, k, v, u in oracle.read_state_variable_changes(spark, root, 0, store, 0, last)
+                ]
+            else:
+                want = oracle.read_state(spark, root, 0, store, batch_id=last)
+                feed = oracle.read_change_feed(spark, root, 0, store, 0, last)
+            assert want and feed, (scenario, store)
+            for backend in _backends(ckpt, spark):
+                got = [(r.partition_id, r.key, r.value) for r in backend.read_rows(0, store, last + 1)]
+                assert _canonical(got) == _canonical(want), (backend.name, scenario, store)
+                counts = {
+                    s.partition_id: s.rows for s in backend.iter_stats(0, store) if s.version == last + 1
+                }
+                assert sum(counts.values()) == len(want), (backend.name, scenario, store)
+                changes = [
+                    (c.version - 1, SPARK_CHANGE.get(c.change, c.change), c.partition_id, c.key, c.value)
+                    for c in backend.read_changes(0, store, 1, last + 1)
+                ]
+                assert _canonical(changes) == _canonical(feed), (backend.name, scenario, store)
+            compared += len(want) + len(feed)
+    assert compared > 0
+
+
+def _canonical(rows: Any) -> list[str]:
+    """Rows as sorted reprs of their canonical form (NaN equal to NaN; maps are not involved here)."""
+    return sorted(repr(oracle.canonical(tuple(r))) for r in rows)
 
 
 def test_missing_java_is_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:

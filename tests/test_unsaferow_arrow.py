@@ -3,10 +3,19 @@
 On every store of every generated checkpoint (sampled versions, every partition), on the rows Spark
 wrote for each type (tests/test_unsaferow.py), on damaged rows (same errors, same located messages)
 and on randomly mutated rows (both decoders fail with a typed error, or agree).
+
+Each comparison on a checkpoint checks which path ran: a store read column by column is compared with
+the per-row decoder; a store the reader declares row-only (Avro rows, checksummed rows, range-scan
+keys of column families) goes through the per-row path by design, so comparing it with that path would
+compare a result with itself: it is compared with Spark's own reader (:mod:`tests.oracle`) instead.
+A columnar read that falls back to rows at run time fails the test.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -39,23 +48,89 @@ def _per_row(buf: bytes, starts: Any, lengths: Any, schema: Any) -> pa.Array:
     return to_arrow_array(rows, schema)
 
 
+@contextlib.contextmanager
+def _row_path_calls(reader: Any, method: str) -> Iterator[list[int]]:
+    """Count the calls of the reader's per-row ``method`` (``_rows_arrow`` behind ``read_arrow``,
+    ``read_changes`` behind ``read_changes_arrow``) made inside the block: a columnar read makes none."""
+    assert callable(getattr(type(reader), method, None)), method  # the spy watches a real method
+    calls = [0]
+    inner = getattr(reader, method)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return inner(*args, **kwargs)
+
+    setattr(reader, method, spy)
+    try:
+        yield calls
+    finally:
+        delattr(reader, method)
+
+
+def _plain(value: Any) -> Any:
+    """An Arrow ``to_pylist`` value as the oracle gives values: structs as positional tuples."""
+    if isinstance(value, dict):
+        return tuple(_plain(v) for v in value.values())
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):  # a map entry
+        return tuple(_plain(v) for v in value)
+    assert value is None or isinstance(value, (bool, int, float, str, bytes, Decimal)), type(value)
+    return value
+
+
+def _plain_rows(table: pa.Table) -> list[str]:
+    return sorted(repr(_plain(tuple(row.values()))) for row in table.to_pylist())
+
+
+#: Scenarios with stores read row by row by design (column families of Avro rows, checksummed rows or
+#: range-scan keys): those stores are compared with Spark's reader, the others with the row path.
+ROW_ONLY_SCENARIOS = {
+    "rocks_tws_avro",
+    "rocks_tws_checksum",
+    "rocks_tws_timers",
+    "rocks_tws_timers_avro",
+    "rocks_tws_event_time",
+}
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_every_store_reads_the_same_as_arrow(scenario: str, checkpoint: Any) -> None:
-    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-    compared = columnar = 0
+def test_every_store_reads_the_same_as_arrow(scenario: str, checkpoint: Any, request: Any) -> None:
+    from tests import oracle
+
+    root = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(root))
+    compared = by_spark = 0
+    reads = None
+    last = oracle.committed_batches(root)[-1] + 1
     for op in ckpt.operators:
         for store in op.stores:
             if store.schema is None:
                 continue
             reader = ckpt.store_reader(op.operator_id, store.store_name)
             schema = state_row_schema(store.key_schema, store.value_schema)
+            if not reader.columnar:
+                # Row-only by design: read_arrow is read_rows through Arrow. Spark's rows instead.
+                with _row_path_calls(reader, "_rows_arrow") as calls:
+                    got = [reader.read_arrow(pid, last, unique_names=True) for pid in reader.partition_ids()]
+                assert calls[0] == len(got), (scenario, store.store_name)
+                if reads is None:
+                    reads = oracle.Reads(request.getfixturevalue("spark"), root, op.operator_id)
+                want = oracle.read_family(reads, store.store_name, last - 1)
+                assert sorted(_plain_rows(pa.concat_tables(got))) == sorted(
+                    repr(oracle.canonical(r)) for r in want
+                ), (scenario, store.store_name)
+                by_spark += len(want)
+                continue
             for pid in reader.partition_ids():
                 versions = reader.versions(pid)
                 for v in sorted(
                     {versions[0], versions[len(versions) // 2], versions[-1]} if versions else set()
                 ):
-                    got = reader.read_arrow(pid, v, unique_names=True)
+                    with _row_path_calls(reader, "_rows_arrow") as calls:
+                        got = reader.read_arrow(pid, v, unique_names=True)
+                    assert calls == [0], (scenario, store.store_name, pid, v)  # columnar, no fallback
                     rows = [(r.partition_id, r.key, r.value) for r in reader.read_rows(pid, v)]
                     want = rows_to_arrow(rows, schema, unique_names=True)
                     assert got.schema.equals(want.schema, check_metadata=True), (scenario, store.store_name)
@@ -67,8 +142,8 @@ def test_every_store_reads_the_same_as_arrow(scenario: str, checkpoint: Any) -> 
                         v,
                     )
                     compared += got.num_rows
-                    columnar += reader.columnar
     assert compared > 0
+    assert (by_spark > 0) == (scenario in ROW_ONLY_SCENARIOS), by_spark
 
 
 @pytest.mark.parametrize("row", ALL_ROWS, ids=[r[0] for r in ALL_ROWS])
@@ -191,11 +266,12 @@ def test_a_damaged_file_fails_as_read_rows_does(checkpoint: Any, tmp_path: Any) 
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_arrow_rows_read_back_as_the_row_decoder_gives_them(scenario: str, checkpoint: Any) -> None:
-    """ArrowStateRows over read_arrow's tables: the same StateRows as read_rows, page by page."""
+    """ArrowStateRows over read_arrow's tables: the same StateRows as read_rows, page by page (for a
+    row-only store, read_arrow's table is read_rows through Arrow: the round trip is what is compared)."""
     from statelens.readers.arrow_values import ArrowStateRows
 
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-    compared = 0
+    compared = round_trips = 0
     for op in ckpt.operators:
         for store in op.stores:
             if store.schema is None:
@@ -204,8 +280,11 @@ def test_arrow_rows_read_back_as_the_row_decoder_gives_them(scenario: str, check
             for pid in reader.partition_ids():
                 versions = reader.versions(pid)
                 for v in sorted({versions[len(versions) // 2], versions[-1]} if versions else set()):
+                    with _row_path_calls(reader, "_rows_arrow") as calls:
+                        table = reader.read_arrow(pid, v)
+                    assert calls == [0 if reader.columnar else 1], (scenario, store.store_name, pid, v)
                     rows = ArrowStateRows(
-                        [reader.read_arrow(pid, v)],
+                        [table],
                         store.key_schema,
                         store.value_schema,
                         page_rows=3,
@@ -226,30 +305,73 @@ def test_arrow_rows_read_back_as_the_row_decoder_gives_them(scenario: str, check
                             and rows[1:3] == list(rows)[1:3]
                         )
                     compared += len(rows)
-    assert compared > 0
+                    round_trips += 0 if reader.columnar else len(rows)
+    assert compared > round_trips  # some rows came from columnar tables in every scenario
+
+
+#: Generated checkpoints without change records: RocksDB without changelogs (no change feed at all).
+NO_CHANGE_RECORDS = {"rocks_agg"}
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_change_feed_reads_the_same_as_arrow(scenario: str, checkpoint: Any) -> None:
-    """read_changes_arrow: every change record of every delta/changelog, in file order, as read_changes."""
-    ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-    compared = removes = feeds = 0
+def test_change_feed_reads_the_same_as_arrow(scenario: str, checkpoint: Any, request: Any) -> None:
+    """read_changes_arrow: every change record of every delta/changelog, in file order, as read_changes
+    (decoded column by column); a store whose changes are row-only by design (column families) is
+    compared with Spark's change feed of its state variable instead. Every file must decode."""
+    from tests import oracle
+
+    root = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(root))
+    compared = by_spark = 0
     for op in ckpt.operators:
+        variables = None
         for store in op.stores:
             if store.schema is None:
                 continue
             reader = ckpt.store_reader(op.operator_id, store.store_name)
             schema = state_row_schema(store.key_schema, store.value_schema, changes=True)
+            if not reader.columnar_changes:
+                spark = request.getfixturevalue("spark")
+                if variables is None:
+                    variables = oracle.state_variables(spark, root, op.operator_id)
+                if variables:  # transformWithState: its variables' change feeds (none of the others)
+                    kind = variables.get(store.store_name)
+                    if kind in (None, "TimerState"):
+                        continue
+                    feed = oracle.read_state_variable_changes(spark, root, op.operator_id, store.store_name)
+                else:  # join state formats 3 and 4: the family's own change feed
+                    feed = [
+                        (*c, None)
+                        for c in oracle.read_change_feed(spark, root, op.operator_id, store.store_name)
+                    ]
+                got = []
+                for pid in reader.partition_ids():
+                    for v in reader.delta_versions(pid):
+                        with _row_path_calls(reader, "read_changes") as calls:
+                            got.append(reader.read_changes_arrow(pid, v))
+                        assert calls == [1], (scenario, store.store_name, pid, v)
+                want = [
+                    (
+                        b + 1,
+                        p,
+                        {"update": "put", "delete": "remove"}.get(t, t),
+                        k if u is None else (k, u),
+                        val,
+                    )
+                    for b, t, p, k, val, u in feed
+                ]
+                assert want and _plain_rows(pa.concat_tables(got)) == sorted(
+                    repr(oracle.canonical(r)) for r in want
+                ), (scenario, store.store_name)
+                by_spark += len(want)
+                continue
             for pid in reader.partition_ids():
                 for v in reader.delta_versions(pid):
-                    try:
-                        changes = reader.read_changes(pid, v)
-                    except StatelensError as err:
-                        with pytest.raises(type(err)):
-                            reader.read_changes_arrow(pid, v)
-                        continue
-                    got = reader.read_changes_arrow(pid, v, unique_names=True)
+                    changes = reader.read_changes(pid, v)  # real Spark files: a decode error fails
+                    with _row_path_calls(reader, "read_changes") as calls:
+                        got = reader.read_changes_arrow(pid, v, unique_names=True)
+                    assert calls == [0], (scenario, store.store_name, pid, v)
                     want = rows_to_arrow(
                         [(c.version, c.partition_id, c.change, c.key, c.value, c.derived) for c in changes],
                         schema,
@@ -258,9 +380,23 @@ def test_change_feed_reads_the_same_as_arrow(scenario: str, checkpoint: Any) -> 
                     assert got.schema.equals(want.schema), (scenario, store.store_name)
                     assert _same(got.to_pylist(), want.to_pylist()), (scenario, store.store_name, pid, v)
                     compared += got.num_rows
-                    removes += sum(c.change == "remove" for c in changes)
-                    feeds += 1
-    assert feeds == 0 or compared > 0  # rocks_agg keeps no changelogs (no change feed to compare)
+    assert (compared > 0) == (scenario not in NO_CHANGE_RECORDS and scenario not in COLUMN_FAMILY_SCENARIOS)
+    assert (by_spark > 0) == (scenario in COLUMN_FAMILY_SCENARIOS), by_spark
+
+
+#: Checkpoints of one store of column families (transformWithState, join state formats 3 and 4), whose
+#: change records are row-only.
+COLUMN_FAMILY_SCENARIOS = {
+    "rocks_join_v3",
+    "rocks_join_v4",
+    "rocks_tws",
+    "rocks_tws_timers",
+    "rocks_tws_avro",
+    "rocks_tws_checksum",
+    "rocks_tws_timers_avro",
+    "rocks_tws_event_time",
+}
+
 
 
 def test_payloads_outside_their_row_fail_as_the_row_decoder_says() -> None:
