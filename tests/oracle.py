@@ -54,6 +54,7 @@ __all__ = [
     "spark_session",
     "state_types",
     "state_variables",
+    "stored_numbers",
 ]
 
 
@@ -159,9 +160,12 @@ def state_variables(spark: Any, checkpoint: Path | str, operator_id: int = 0) ->
     """``{name: stateVariableType}`` of a transformWithState operator, from ``state-metadata``'s
     ``operatorProperties`` (``ValueState``, ``ListState``, ``MapState``, ``TimerState``); empty for
     other operators."""
+    return {v["stateName"]: v["stateVariableType"] for v in _declared(spark, checkpoint, operator_id)}
+
+
+def _declared(spark: Any, checkpoint: Path | str, operator_id: int) -> list[dict[str, Any]]:
     (row,) = [m for m in read_state_metadata(spark, checkpoint) if m["operatorId"] == operator_id]
-    props = json.loads(row["operatorProperties"] or "{}")
-    return {v["stateName"]: v["stateVariableType"] for v in props.get("stateVariables", [])}
+    return list(json.loads(row["operatorProperties"] or "{}").get("stateVariables", []))
 
 
 class Reads:
@@ -170,7 +174,9 @@ class Reads:
 
     def __init__(self, spark: Any, checkpoint: Path | str, operator_id: int = 0):
         self.spark, self.checkpoint, self.operator_id = spark, checkpoint, operator_id
-        self.variables = state_variables(spark, checkpoint, operator_id)
+        declared = _declared(spark, checkpoint, operator_id)
+        self.variables = {v["stateName"]: v["stateVariableType"] for v in declared}
+        self.ttl = {v["stateName"] for v in declared if v.get("ttlEnabled")}
         self._got: dict[tuple[Any, ...], Any] = {}
 
     def variable(self, name: str, batch_id: int | None) -> list[tuple[int, Any, Any, Any]]:
@@ -200,7 +206,8 @@ def read_family(reads: Reads, family: str, batch_id: int | None = None) -> list[
     * ``$ttl_<variable>``, the TTL index: ``((expiration ms, element key), (None,))``, the element key
       being the grouping key (value and list state; a list by the earliest expiration of its elements)
       or ``(key, user key)`` (map state); ``$min_<list>``: ``(key, (earliest expiration,))``;
-      ``$count_<list>``: ``(key, (elements,))``.
+      ``$count_<list>``: ``(key, (elements,))``; ``$rowCounter_<list>``: ``(key, (elements,))`` of a
+      list without TTL, none with TTL (where ``$count_<list>`` counts).
 
     Sorted like :func:`read_state`. Any other family raises ``KeyError``. ``reads`` holds the Spark
     reads of the operator's checkpoint (one per source and batch).
@@ -219,16 +226,18 @@ def read_family(reads: Reads, family: str, batch_id: int | None = None) -> list[
             rows = [(p, (t, k), (None,)) for p, k, t in timers]
         else:
             raise KeyError(family)
-    elif prefix in ("$ttl", "$min", "$count") and name in variables:
+    elif prefix in ("$ttl", "$min", "$count", "$rowCounter") and name in variables:
         entries = reads.variable(name, batch_id)
         if variables[name] == "ListState":
             lists: dict[tuple[int, Any], list[int]] = {}
-            for p, k, v, _ in entries:
+            for p, k, v, _ in entries:  # the expiration (a TTL list's last value field) of each element
                 lists.setdefault((p, k), []).append(v[-1])
+            counts = [(p, k, (len(ts),)) for (p, k), ts in lists.items()]
             rows = {
                 "$ttl": [(p, (min(ts), k), (None,)) for (p, k), ts in lists.items()],
                 "$min": [(p, k, (min(ts),)) for (p, k), ts in lists.items()],
-                "$count": [(p, k, (len(ts),)) for (p, k), ts in lists.items()],
+                "$count": counts,
+                "$rowCounter": [] if name in reads.ttl else counts,
             }[prefix]
         elif prefix == "$ttl":
             rows = [(p, (v[-1], k if u is None else (k, u)), (None,)) for p, k, v, u in entries]
@@ -302,7 +311,7 @@ def collect(df: Any, columns: list[str]) -> list[tuple[Any, ...]]:
     columns_out = []
     for i, f in enumerate(schema.fields):
         arrow = table.column(i)
-        values = arrow.cast(_stored_numbers(arrow.type)).to_pylist()
+        values = arrow.cast(stored_numbers(arrow.type)).to_pylist()
         columns_out.append([_plain(v, f.dataType) for v in values])
     return list(zip(*columns_out, strict=True)) if columns_out else []
 
@@ -386,7 +395,7 @@ def _sendable(dt: Any, months_first: bool = False) -> Any:
     return dt
 
 
-def _stored_numbers(t: Any) -> Any:
+def stored_numbers(t: Any) -> Any:
     """Arrow type ``t`` with timestamps and durations as int64 and dates as int32, at every depth."""
     import pyarrow as pa
 
@@ -395,16 +404,14 @@ def _stored_numbers(t: Any) -> Any:
     if pa.types.is_date32(t):
         return pa.int32()
     if pa.types.is_struct(t):
-        return pa.struct(
-            [t.field(i).with_type(_stored_numbers(t.field(i).type)) for i in range(t.num_fields)]
-        )
+        return pa.struct([t.field(i).with_type(stored_numbers(t.field(i).type)) for i in range(t.num_fields)])
     if pa.types.is_map(t):
         return pa.map_(
-            t.key_field.with_type(_stored_numbers(t.key_type)),
-            t.item_field.with_type(_stored_numbers(t.item_type)),
+            t.key_field.with_type(stored_numbers(t.key_type)),
+            t.item_field.with_type(stored_numbers(t.item_type)),
         )
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        field = t.value_field.with_type(_stored_numbers(t.value_type))
+        field = t.value_field.with_type(stored_numbers(t.value_type))
         return pa.list_(field) if pa.types.is_list(t) else pa.large_list(field)
     return t
 

@@ -15,8 +15,7 @@ from statelens.app.analysis._common import run_to_end
 from statelens.app.session import iter_state_table
 from statelens.readers.cache import StateCache
 from statelens.readers.checkpoint import open_checkpoint
-from statelens.viewers.tables import row_order
-from tests.test_browser_arrow import SCENARIOS  # the same scenarios as the held table's own test
+from tests.test_browser_arrow import SCENARIOS, expected_order  # the held table's own test
 
 pytestmark = pytest.mark.spark
 
@@ -78,7 +77,7 @@ def test_paged_table_pages_sorts_and_filters_as_the_held_one(
                     for descending in (False, True):
                         got = query.page(c, descending, "", 0, n)
                         if _sorted_like_display(spec):
-                            want = row_order(held.sort_keys, held.columns, n, c, descending, "")
+                            want = expected_order(held.sort_keys, held.columns, n, c, descending, "")
                             assert got.texts == [[col[i] for i in want] for col in held.columns], (
                                 scenario,
                                 spec.header,
@@ -96,7 +95,7 @@ def test_paged_table_pages_sorts_and_filters_as_the_held_one(
                     needle = held.columns[c][n // 2][:4].casefold()
                     if not needle:
                         continue
-                    want = row_order(held.sort_keys, held.columns, n, -1, False, needle)
+                    want = expected_order(held.sort_keys, held.columns, n, -1, False, needle)
                     if not all(_plain(s) for s in query.specs):
                         # Other columns match on DuckDB's text: at least the plain columns' matches.
                         hits = {
@@ -169,7 +168,7 @@ def test_export_of_a_paged_table_matches_the_held_one(checkpoint: Any, tmp_path:
         n = held.total_rows
         assert n > 2
         column = 1
-        order = row_order(held.sort_keys, held.columns, n, column, True, "")
+        order = expected_order(held.sort_keys, held.columns, n, column, True, "")
         for fmt in ("csv", "parquet"):
             a, b = tmp_path / f"held.{fmt}", tmp_path / f"paged.{fmt}"
             assert run_to_end(iter_export_state_table(held, str(a), fmt, order)) == n
@@ -224,17 +223,17 @@ def test_paged_diff_matches_the_held_diff(scenario: str, checkpoint: Any, tmp_pa
                     if spec.side == "before" or not _sorted_like_display(spec):
                         continue
                     for descending in (False, True):
-                        want = row_order(held.sort_keys, held.columns, n, c, descending, "")
+                        want = expected_order(held.sort_keys, held.columns, n, c, descending, "")
                         got = query.page(c, descending, "", 0, n)
                         assert got.texts == [[col[i] for i in want] for col in held.columns], (
                             spec.header,
                             descending,
                         )
                 for change in ("added", "removed", "changed"):
-                    want = row_order(held.sort_keys, held.columns, n, -1, False, change)
+                    want = expected_order(held.sort_keys, held.columns, n, -1, False, change)
                     # "change" text is plain: rows whose change (or other text) holds the word
                     assert query.count(change) >= sum(1 for r in held.records if r.change == change)
-                order = row_order(held.sort_keys, held.columns, n, 1, True, "")
+                order = expected_order(held.sort_keys, held.columns, n, 1, True, "")
                 a, b = tmp_path / "held.csv", tmp_path / "paged.csv"
                 run_to_end(iter_export_state_table(held, str(a), "csv", order))
                 run_to_end(iter_export_query_table(paged, str(b), "csv", 1, True, ""))
@@ -276,7 +275,7 @@ def test_first_page_counts_with_or_without_a_second_scan(
         )
         for needle in needles:
             for column, descending in ((2, False), (-1, False), (1, True)):
-                want = row_order(held.sort_keys, held.columns, n, column, descending, needle.casefold())
+                want = expected_order(held.sort_keys, held.columns, n, column, descending, needle.casefold())
                 for limit in (1, n + 1):
                     matching, page = query.first_page(column, descending, needle, limit)
                     assert matching == len(want) == query.count(needle)
@@ -363,7 +362,7 @@ def test_position_of_a_key_is_its_row_in_the_order(scenario: str, checkpoint: An
                 continue
             for descending in (False, True):
                 for flt in ("", needle):
-                    order = row_order(held.sort_keys, held.columns, n, c, descending, flt).tolist()
+                    order = expected_order(held.sort_keys, held.columns, n, c, descending, flt)
                     for i in probes:
                         r = held.records[i]
                         want = order.index(i) if i in order else None
