@@ -357,7 +357,7 @@ def test_list_values_split_with_either_merge_delimiter() -> None:
 
 
 def _spark_rows(spark: Any, root: Path, var: str, batch_id: int) -> list[tuple[Any, ...]]:
-    from statelens.readers.backends.spark import collect_converted
+    from tests import oracle
 
     df = (
         spark.read.format("statestore")
@@ -367,7 +367,7 @@ def _spark_rows(spark: Any, root: Path, var: str, batch_id: int) -> list[tuple[A
         .load(str(root))
     )
     cols = [c for c in df.columns if c != "partition_id"]
-    return [(t[-1], *t[:-1]) for t in collect_converted(df, [*cols, "partition_id"])]
+    return [(t[-1], *t[:-1]) for t in oracle.collect(df, [*cols, "partition_id"])]
 
 
 def _native_rows(reader: Any, var: str, version: int) -> list[tuple[Any, ...]]:
