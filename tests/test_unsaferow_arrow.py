@@ -410,7 +410,6 @@ COLUMN_FAMILY_SCENARIOS = {
 }
 
 
-
 def test_payloads_outside_their_row_fail_as_the_row_decoder_says() -> None:
     """A real five-field row whose string is made to run past the row, and a real nested struct whose
     string is made to run past the nested row: the Arrow decoder names the record, the offset, the field
