@@ -23,13 +23,12 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from statelens.readers.lru import LRUFolder
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -41,8 +40,6 @@ log = logging.getLogger(__name__)
 CACHE_ENV = "STATELENS_CACHE_DIR"
 MAX_BYTES_ENV = "STATELENS_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 4 << 30
-#: Seconds after which a write scans the cache folder again for its size (other processes write to it).
-RESCAN_S = 10.0
 #: Bump when the layout of cached tables changes: older entries are then never found.
 FORMAT = 1
 _SUFFIX = ".parquet"
@@ -89,21 +86,26 @@ class StateCache:
     """
 
     def __init__(self, root: str | Path | None = None, max_bytes: int | None = None):
-        self.root = Path(root) if root is not None else default_cache_dir()
         env_cap = os.environ.get(MAX_BYTES_ENV)
-        self.max_bytes = (
-            max_bytes if max_bytes is not None else int(env_cap) if env_cap else DEFAULT_MAX_BYTES
-        )
+        cap = max_bytes if max_bytes is not None else int(env_cap) if env_cap else DEFAULT_MAX_BYTES
+        self.root = Path(root) if root is not None else default_cache_dir()
+        # The folder, its cap and eviction (shared with the mirror of remote files, readers.mirror).
+        self.files = LRUFolder(self.root, cap, _SUFFIX, "statelens cache")
         self.hits = 0
         self.misses = 0
         self.rebuilt = 0
-        self._lock = threading.Lock()
-        self._pinned: dict[Path, int] = {}  # entries a query reads in place: never evicted meanwhile
-        # Bytes held as of the last scan plus what this process wrote since: the folder is scanned
-        # again (and evicted) only when that passes the cap or RESCAN_S went by (other processes write
-        # too), not at every write (200 writes rescanned 20,000 files: 0.5 s of a 2M-key version).
-        self._estimate: int | None = None
-        self._scanned_at = 0.0
+
+    @property
+    def max_bytes(self) -> int:
+        return self.files.max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self.files.max_bytes = value
+
+    @property
+    def _pinned(self) -> dict[Path, int]:
+        return self.files._pinned
 
     # -- keys ----------------------------------------------------------------------------------------
     @staticmethod
@@ -121,7 +123,7 @@ class StateCache:
         return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:40]
 
     def _path(self, key: str) -> Path:
-        return self.root / key[:2] / (key + _SUFFIX)
+        return self.files.path(key)
 
     # -- use -----------------------------------------------------------------------------------------
     def get(self, key: str, expected: pa.Schema | None = None) -> pa.Table | None:
@@ -144,12 +146,9 @@ class StateCache:
         except (OSError, pa.ArrowException, ValueError) as err:
             log.warning("statelens cache: %s is unreadable (%s); rebuilding it", path, err)
             self.rebuilt += 1
-            _unlink(path)
+            self.files.unlink(path)
             return None
-        try:
-            os.utime(path)  # least recently used = oldest modification time
-        except OSError:
-            pass  # evicted meanwhile by another process: the table is read already
+        self.files.touch(path)  # least recently used = oldest modification time
         return table
 
     def put(self, key: str, table: pa.Table) -> None:
@@ -157,32 +156,13 @@ class StateCache:
         the cache is an optimisation, never a reason for a read to fail."""
         import pyarrow.parquet as pq
 
-        path = self._path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=_SUFFIX, dir=path.parent)
-            os.close(fd)
-            try:
-                meta = {**(table.schema.metadata or {}), _KEY_META: key.encode()}
-                pq.write_table(
-                    table.replace_schema_metadata(meta), tmp, compression="zstd", write_page_checksum=True
-                )
-                os.replace(tmp, path)
-            finally:
-                _unlink(Path(tmp))
-        except OSError as err:
-            log.warning("statelens cache: cannot write %s (%s)", path, err)
-            return
-        with self._lock:
-            if self._estimate is not None:
-                self._estimate += _size(path)
-            due = (
-                self._estimate is None
-                or self._estimate > self.max_bytes
-                or time.monotonic() - self._scanned_at > RESCAN_S
-            )
-        if due:
-            self.evict()
+        meta = {**(table.schema.metadata or {}), _KEY_META: key.encode()}
+        self.files.write(
+            key,
+            lambda tmp: pq.write_table(
+                table.replace_schema_metadata(meta), tmp, compression="zstd", write_page_checksum=True
+            ),
+        )
 
     def get_or_build(
         self, key: str, build: Callable[[], pa.Table], expected: pa.Schema | None = None
@@ -190,10 +170,10 @@ class StateCache:
         """The cached table for ``key``, or ``build()``'s, which is then cached."""
         table = self.get(key, expected)
         if table is not None:
-            with self._lock:
+            with self.files.lock:
                 self.hits += 1
             return table
-        with self._lock:
+        with self.files.lock:
             self.misses += 1
         table = build()
         self.put(key, table)
@@ -212,83 +192,21 @@ class StateCache:
 
     def pin(self, paths: Iterable[Path]) -> None:
         """Keep these entries from eviction by this process until :meth:`unpin` (counted: pins nest)."""
-        with self._lock:
-            for p in paths:
-                self._pinned[Path(p)] = self._pinned.get(Path(p), 0) + 1
+        self.files.pin(paths)
 
     def unpin(self, paths: Iterable[Path]) -> None:
-        with self._lock:
-            for p in paths:
-                left = self._pinned.get(Path(p), 0) - 1
-                if left > 0:
-                    self._pinned[Path(p)] = left
-                else:
-                    self._pinned.pop(Path(p), None)
+        self.files.unpin(paths)
 
     # -- housekeeping --------------------------------------------------------------------------------
-    def _entries(self) -> list[tuple[float, int, Path]]:
-        out: list[tuple[float, int, Path]] = []
-        if not self.root.is_dir():
-            return out
-        for path in self.root.glob(f"*/*{_SUFFIX}"):
-            if path.name.startswith(".tmp-"):
-                continue
-            try:
-                st = path.stat()
-            except OSError:
-                continue  # removed by another process meanwhile
-            out.append((st.st_mtime, st.st_size, path))
-        return out
-
     def evict(self) -> int:
         """Remove least recently used entries until the cache fits its cap; returns how many went."""
-        entries = sorted(self._entries())
-        total = sum(size for _, size, _ in entries)
-        removed = 0
-        with self._lock:
-            pinned = set(self._pinned)
-        for _, size, path in entries:
-            if total <= self.max_bytes:
-                break
-            if path in pinned:
-                continue
-            _unlink(path)
-            total -= size
-            removed += 1
-        with self._lock:
-            self._estimate = total
-            self._scanned_at = time.monotonic()
-        return removed
+        return self.files.evict()
 
     def info(self) -> CacheInfo:
         """Entries and bytes held."""
-        entries = self._entries()
-        return CacheInfo(self.root, len(entries), sum(size for _, size, _ in entries), self.max_bytes)
+        n, nbytes = self.files.held()
+        return CacheInfo(self.root, n, nbytes, self.max_bytes)
 
     def clear(self) -> int:
         """Remove every entry (and stale temporary files); returns how many entries went."""
-        n = 0
-        if not self.root.is_dir():
-            return 0
-        for path in self.root.glob(f"*/*{_SUFFIX}"):
-            n += not path.name.startswith(".tmp-")
-            _unlink(path)
-        with self._lock:
-            self._estimate = None
-        return n
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError as err:
-        log.warning("statelens cache: cannot remove %s (%s)", path, err)
+        return self.files.clear()

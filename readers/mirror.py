@@ -22,14 +22,13 @@ import json
 import logging
 import os
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from statelens.readers.errors import ChecksumError, ReadCancelledError, StatelensError, UsageError
+from statelens.readers.lru import LRUFolder
 from statelens.readers.model import Progress
 
 if TYPE_CHECKING:
@@ -76,8 +75,6 @@ MIRROR_ENV = "STATELENS_MIRROR"
 MIRROR_DIR_ENV = "STATELENS_MIRROR_DIR"
 MAX_BYTES_ENV = "STATELENS_MIRROR_MAX_BYTES"
 DEFAULT_MAX_BYTES = 4 << 30
-#: Seconds after which a write scans the mirror folder again for its size (other processes write to it).
-RESCAN_S = 10.0
 #: Bump when entries' naming changes: older entries are then never found.
 FORMAT = 1
 _TMP = ".tmp-"
@@ -132,14 +129,15 @@ class FileMirror:
     def __init__(self, root: str | Path | None = None, max_bytes: int | None = None):
         self.root = Path(root) if root is not None else default_mirror_dir()
         env_cap = os.environ.get(MAX_BYTES_ENV)
-        self.max_bytes = (
-            max_bytes if max_bytes is not None else int(env_cap) if env_cap else DEFAULT_MAX_BYTES
-        )
+        cap = max_bytes if max_bytes is not None else int(env_cap) if env_cap else DEFAULT_MAX_BYTES
+        # The folder, its cap and eviction (shared with the decoded-state cache, readers.cache).
+        self.files = LRUFolder(self.root, cap, "", "statelens mirror")
         self.hits = 0
         self.writes = 0
-        self._lock = threading.Lock()
-        self._estimate: int | None = None  # bytes held as of the last scan plus what was written since
-        self._scanned_at = 0.0
+
+    @property
+    def max_bytes(self) -> int:
+        return self.files.max_bytes
 
     @staticmethod
     def key(location: str, entry: FileEntry) -> str | None:
@@ -151,7 +149,7 @@ class FileMirror:
         return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:40]
 
     def _path(self, key: str) -> Path:
-        return self.root / key[:2] / key
+        return self.files.path(key)
 
     def has(self, location: str, entry: FileEntry) -> bool:
         """Whether the file is mirrored (with its listed size)."""
@@ -189,13 +187,10 @@ class FileMirror:
                 len(data),
                 entry.size_bytes,
             )
-            _unlink(path)
+            self.files.unlink(path)
             return None
-        try:
-            os.utime(path)  # least recently used = oldest modification time
-        except OSError:
-            pass  # evicted meanwhile by another process: the bytes are read already
-        with self._lock:
+        self.files.touch(path)  # least recently used = oldest modification time
+        with self.files.lock:
             self.hits += 1
         return data
 
@@ -205,95 +200,23 @@ class FileMirror:
         key = self.key(location, entry)
         if key is None or len(data) != entry.size_bytes:
             return
-        path = self._path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=_TMP, dir=path.parent)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, path)
-            finally:
-                _unlink(Path(tmp))
-        except OSError as err:
-            log.warning("statelens mirror: cannot write %s (%s)", path, err)
-            return
-        with self._lock:
-            self.writes += 1
-            if self._estimate is not None:
-                self._estimate += len(data)
-            due = (
-                self._estimate is None
-                or self._estimate > self.max_bytes
-                or time.monotonic() - self._scanned_at > RESCAN_S
-            )
-            if due:  # before evicting, so other writers do not start a scan of their own meanwhile
-                self._scanned_at = time.monotonic()
-                self._estimate = self._estimate or 0
-        if due:
-            self.evict()
+        if self.files.write(key, lambda tmp: Path(tmp).write_bytes(data)) is not None:
+            with self.files.lock:
+                self.writes += 1
 
     # -- housekeeping --------------------------------------------------------------------------------
-    def _entries(self) -> list[tuple[float, int, Path]]:
-        out: list[tuple[float, int, Path]] = []
-        if not self.root.is_dir():
-            return out
-        for sub in os.scandir(self.root):
-            if not sub.is_dir(follow_symlinks=False):
-                continue
-            for e in os.scandir(sub.path):
-                if e.name.startswith(_TMP):
-                    continue
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue  # removed by another process meanwhile
-                out.append((st.st_mtime, st.st_size, Path(e.path)))
-        return out
-
     def evict(self) -> int:
         """Remove least recently used files until the mirror fits its cap; returns how many went."""
-        entries = sorted(self._entries())
-        total = sum(size for _, size, _ in entries)
-        removed = 0
-        for _, size, path in entries:
-            if total <= self.max_bytes:
-                break
-            _unlink(path)
-            total -= size
-            removed += 1
-        with self._lock:
-            self._estimate = total
-            self._scanned_at = time.monotonic()
-        return removed
+        return self.files.evict()
 
     def info(self) -> MirrorInfo:
         """Files and bytes held."""
-        entries = self._entries()
-        return MirrorInfo(self.root, len(entries), sum(size for _, size, _ in entries), self.max_bytes)
+        n, nbytes = self.files.held()
+        return MirrorInfo(self.root, n, nbytes, self.max_bytes)
 
     def clear(self) -> int:
         """Remove every file (and stale temporary files); returns how many files went."""
-        n = 0
-        if not self.root.is_dir():
-            return 0
-        for sub in os.scandir(self.root):
-            if sub.is_dir(follow_symlinks=False):
-                for e in os.scandir(sub.path):
-                    n += not e.name.startswith(_TMP)
-                    _unlink(Path(e.path))
-        with self._lock:
-            self._estimate = None
-        return n
-
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError as err:
-        log.warning("statelens mirror: cannot remove %s (%s)", path, err)
+        return self.files.clear()
 
 
 # -- copying a whole checkpoint --------------------------------------------------------------------------
@@ -416,7 +339,7 @@ def iter_copy_checkpoint(
                     f.write(data)
                 os.replace(tmp, dest)
             finally:
-                _unlink(Path(tmp))
+                Path(tmp).unlink(missing_ok=True)
             result.copied += 1
             result.copied_bytes += len(data)
     finally:

@@ -17,7 +17,7 @@ import itertools
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["ScanKind", "StateScan", "Unreadable", "walk_partition"]
 
 ScanKind = Literal["rows", "changes"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -120,22 +121,29 @@ class StateScan:
         v = self.version if self.version is not None else b.latest_version(op, store, pid)
         return [b.read_arrow(op, store, v, pid, unique_names=True)]
 
-    def iter_tables(self) -> Iterator[pa.Table]:
-        """Arrow tables, one per partition (rows) or per partition and version (changes), in partition
-        order; a partition that cannot be read is recorded (:attr:`problems`, :attr:`unreadable`) and
-        left out, or raised (``strict``, or that partition asked for alone)."""
+    def _per_partition(self, read: Callable[[int], T]) -> Iterator[T]:
+        """``read(pid)`` of each partition in order, with the scan's error policy: a partition whose
+        read raises is recorded (:attr:`problems`, :attr:`unreadable`) and left out, or the error raised
+        (``strict``, or that partition asked for alone). Read whole before it is given, so a damaged file
+        never leaves half a partition in the answer."""
         pids = self.partition_ids()
         alone = self.partitions is not None and len(pids) == 1
         for pid in pids:
             if self.cancelled is not None and self.cancelled():
                 return
             try:
-                tables = self._read(pid)
+                got = read(pid)
             except StatelensError as err:
                 if self.strict or alone:
                     raise
                 self._unreadable(pid, err)
                 continue
+            yield got
+
+    def iter_tables(self) -> Iterator[pa.Table]:
+        """Arrow tables, one per partition (rows) or per partition and version (changes), in partition
+        order, with the scan's error policy (:meth:`_per_partition`)."""
+        for tables in self._per_partition(self._read):
             if tables and self._empty is None:
                 self._empty = tables[0].slice(0, 0)  # the columns, for an answer without rows
             yield from (t for t in tables if t.num_rows)
@@ -152,25 +160,13 @@ class StateScan:
 
     def iter_records(self) -> Iterator[StateRow | StateChange]:
         """Decoded rows (:class:`readers.model.StateRow`) or changes (:class:`readers.model.StateChange`)
-        as Python values, in partition order, with the same error policy as :meth:`iter_tables` (a
-        partition is read whole before its records are given, so a damaged file never leaves half a
-        partition in the answer). A backend that does not read files (Spark) answers every partition in
-        one job: its error is raised."""
+        as Python values, in partition order, with the same error policy as :meth:`iter_tables`. A
+        backend that does not read files (Spark) answers every partition in one job: its error is
+        raised."""
         if not self.backend.reads_files and self.partitions is None:
             yield from self._records(None)
             return
-        pids = self.partition_ids()
-        alone = self.partitions is not None and len(pids) == 1
-        for pid in pids:
-            if self.cancelled is not None and self.cancelled():
-                return
-            try:
-                records = list(self._records(pid))
-            except StatelensError as err:
-                if self.strict or alone:
-                    raise
-                self._unreadable(pid, err)
-                continue
+        for records in self._per_partition(lambda pid: list(self._records(pid))):
             yield from records
 
     def _unreadable(self, pid: int, err: StatelensError) -> None:

@@ -19,6 +19,7 @@ from statelens.app.cli import main
 from statelens.readers.cache import StateCache
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import StatelensError
+from statelens.readers.lru import LRUFolder
 
 pytestmark = pytest.mark.spark
 
@@ -144,11 +145,11 @@ def test_writes_scan_the_folder_only_when_the_cap_may_be_passed(
     checkpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The folder is scanned for its size at the first write, then only when this process' writes may
-    have passed the cap (or after ``RESCAN_S``): decoding many partitions does not rescan it every time."""
+    have passed the cap (or after ``readers.lru.RESCAN_S``): decoding many partitions does not rescan it every time."""
     reader = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint")).store_reader(0, None)
     scans = []
-    original = StateCache._entries
-    monkeypatch.setattr(StateCache, "_entries", lambda self: scans.append(1) or original(self))
+    original = LRUFolder.entries
+    monkeypatch.setattr(LRUFolder, "entries", lambda self: scans.append(1) or original(self))
     cache = StateCache(tmp_path / "cache", max_bytes=1 << 30)
     pids = reader.partition_ids()
     for pid in pids:
