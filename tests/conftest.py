@@ -128,3 +128,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             f"\nstatelens tests: modules imported without the statelens root: {', '.join(bare[:10])}\n"
         )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# -- S3 on loopback (tests/test_fs_s3.py, test_fs_concurrent.py, test_mirror.py) ----------------------------
+@pytest.fixture(scope="module")
+def moto_endpoint() -> Any:
+    """moto's S3 server on loopback (one per test module), its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def local_checkpoint(checkpoint: Callable[[str], Path]) -> Path:
+    """The agg_count checkpoint on local disk, which the S3 tests upload and compare with."""
+    return Path(checkpoint("agg_count")) / "checkpoint"

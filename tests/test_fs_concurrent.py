@@ -30,25 +30,7 @@ from tests.test_fs_s3 import ACCESS_KEY, BUCKET, PREFIX, SECRET_KEY, Fault, Faul
 pytestmark = pytest.mark.spark
 
 
-# the fixtures of tests/test_fs_s3.py: moto's S3 server on loopback, a checkpoint uploaded to it, the proxy
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def local_checkpoint(checkpoint: Any) -> Path:
-    return Path(checkpoint("agg_count")) / "checkpoint"
-
-
+# the checkpoint uploaded to moto (whose server and local checkpoint are conftest.py fixtures), the proxy
 @pytest.fixture(scope="module")
 def uploaded(moto_endpoint: str, local_checkpoint: Path) -> str:
     _client(moto_endpoint).create_bucket(Bucket=BUCKET)

@@ -201,24 +201,6 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def local_checkpoint(checkpoint: Any) -> Path:
-    return checkpoint("agg_count") / "checkpoint"
-
-
-@pytest.fixture(scope="module")
 def uploaded(moto_endpoint: str, local_checkpoint: Path) -> str:
     """``s3://bucket/prefix`` holding a copy of the local checkpoint (uploaded straight to moto)."""
     import boto3

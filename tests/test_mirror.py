@@ -18,7 +18,6 @@ import threading
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,24 +30,6 @@ from tests.test_fs_s3 import BUCKET, Fault, FaultProxy, aws_env, options
 pytestmark = pytest.mark.spark
 
 PREFIX = "mirrored"
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def local_checkpoint(checkpoint: Any) -> Path:
-    return Path(checkpoint("agg_count")) / "checkpoint"
 
 
 @pytest.fixture
