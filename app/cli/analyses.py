@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import IO, Any
 
 from statelens.app.analysis._common import key_text, run_to_end, write_json
@@ -158,6 +159,28 @@ def _close_backends(args: argparse.Namespace, chooser: Any) -> None:
 
     _say_backend(args, chooser)
     chooser.close()
+
+
+def _run_analysis(args: argparse.Namespace, analysis: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
+    """Open the checkpoint, run ``analysis(ckpt, backends)`` (a progress generator) to its end with a
+    progress bar, and close the backends it used, saying which answered: ``(ckpt, result)``."""
+    from statelens.app.cli._common import _open
+
+    ckpt = _open(args)
+    chooser = _backend_chooser(args, ckpt)
+    try:
+        return ckpt, _drive(analysis(ckpt, chooser))
+    finally:
+        _close_backends(args, chooser)
+
+
+def _check_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options every health check takes from the command line (``--quick``, ``--event-log``)."""
+    return {
+        "decode_files": not args.quick,
+        "event_logs": args.event_log,
+        "storage_options": getattr(args, "storage_options", None),
+    }
 
 
 def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
@@ -338,23 +361,13 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
 # -- doctor --------------------------------------------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.analysis.doctor import iter_doctor
-    from statelens.app.cli._common import _open
 
-    ckpt = _open(args)
-    chooser = _backend_chooser(args, ckpt)
-    try:
-        result = _drive(
-            iter_doctor(
-                ckpt,
-                min_batches_to_retain=args.min_batches_to_retain,
-                decode_files=not args.quick,
-                backends=chooser,
-                event_logs=args.event_log,
-                storage_options=getattr(args, "storage_options", None),
-            )
-        )
-    finally:
-        _close_backends(args, chooser)
+    ckpt, result = _run_analysis(
+        args,
+        lambda ckpt, chooser: iter_doctor(
+            ckpt, min_batches_to_retain=args.min_batches_to_retain, backends=chooser, **_check_options(args)
+        ),
+    )
     if args.json:
         write_json(result.to_json(), out)
         return result.exit_code
@@ -379,22 +392,10 @@ SEVERITY_TAGS = {"error": "ERROR", "warning": "WARNING", "info": "note", "ok": "
 def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
     """One line per verdict, worst first, each with the view of ``statelens gui`` that shows it."""
     from statelens.app.analysis.summary import iter_summary
-    from statelens.app.cli._common import _open
 
-    ckpt = _open(args)
-    chooser = _backend_chooser(args, ckpt)
-    try:
-        result = _drive(
-            iter_summary(
-                ckpt,
-                decode_files=not args.quick,
-                event_logs=args.event_log,
-                storage_options=getattr(args, "storage_options", None),
-                backends=chooser,
-            )
-        )
-    finally:
-        _close_backends(args, chooser)
+    ckpt, result = _run_analysis(
+        args, lambda ckpt, chooser: iter_summary(ckpt, backends=chooser, **_check_options(args))
+    )
     if args.json:
         write_json(result.to_json(), out)
         return result.exit_code
@@ -416,25 +417,18 @@ def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
 # -- report --------------------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
     from statelens.app.analysis.report import iter_report
-    from statelens.app.cli._common import _open
 
-    ckpt = _open(args)
-    chooser = _backend_chooser(args, ckpt)
-    try:
-        result = _drive(
-            iter_report(
-                ckpt,
-                target_rows=args.target_rows,
-                stale_after=args.stale_after,
-                timeout_kind=args.timeout_kind,
-                decode_files=not args.quick,
-                backends=chooser,
-                event_logs=args.event_log,
-                storage_options=getattr(args, "storage_options", None),
-            )
-        )
-    finally:
-        _close_backends(args, chooser)
+    ckpt, result = _run_analysis(
+        args,
+        lambda ckpt, chooser: iter_report(
+            ckpt,
+            target_rows=args.target_rows,
+            stale_after=args.stale_after,
+            timeout_kind=args.timeout_kind,
+            backends=chooser,
+            **_check_options(args),
+        ),
+    )
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(result.html)
