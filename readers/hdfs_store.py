@@ -17,7 +17,7 @@ from typing import Any
 from statelens.readers.arrow_values import binary_array, key_ids
 from statelens.readers.codecs import decompress
 from statelens.readers.errors import MissingFileError, StatelensError
-from statelens.readers.fs import CheckpointFS, PartitionReadAhead
+from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
 from statelens.readers.records import (
     RecordIndex,
@@ -147,17 +147,6 @@ class HDFSStoreReader(StoreReaderBase):
         except StatelensError as err:
             err.context.update(self._ctx(sf.partition_id, sf.version))
             raise
-
-    def _read_ahead(self, kind: Any, partition_id: int, files: Callable[[int], list[StateFile]]) -> None:
-        """On remote storage, start fetching the files this read of ``partition_id`` needs (``files``),
-        and those of the same read of the next partitions once partitions are read one after another
-        (:class:`readers.fs.PartitionReadAhead`)."""
-        if self.fs.is_local:
-            return
-        ahead = self.__dict__.get("_ahead")
-        if ahead is None:
-            ahead = self.__dict__.setdefault("_ahead", PartitionReadAhead(self.fs, self.partition_ids()))
-        ahead.touch(kind, partition_id, lambda pid: [sf.path for sf in files(pid)])
 
     def _replay_files(self, partition_id: int) -> list[StateFile]:
         """The files a replay of every version of a partition reads, in order (all of them, by version,

@@ -54,7 +54,7 @@ from statelens.readers.errors import (
     UnsupportedVersionError,
     UsageError,
 )
-from statelens.readers.fs import CheckpointFS, PartitionReadAhead
+from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
 from statelens.readers.records import KIND_MERGE, RecordIndex, changelog_header, scan_changelog, sized_keys
 from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
@@ -1078,18 +1078,6 @@ class RocksDBStoreReader(StoreReaderBase):
                 )
 
     # -- reading ahead on remote storage -------------------------------------------------------------
-    def _read_ahead(self, kind: Any, partition_id: int, files: Callable[[int], list[StateFile]]) -> None:
-        """On remote storage, start fetching the zips and changelogs this read of ``partition_id`` needs
-        (``files``), and those of the same read of the next partitions once partitions are read one
-        after another (:class:`readers.fs.PartitionReadAhead`); the SSTs a zip names are fetched ahead
-        when the zip is opened."""
-        if self.fs.is_local:
-            return
-        ahead = self.__dict__.get("_ahead")
-        if ahead is None:
-            ahead = self.__dict__.setdefault("_ahead", PartitionReadAhead(self.fs, self.partition_ids()))
-        ahead.touch(kind, partition_id, lambda pid: [sf.path for sf in files(pid)])
-
     def _chain_files(self, partition_id: int, version: int) -> list[StateFile]:
         """The zip and changelogs that rebuild ``version`` (none when no chain reaches it)."""
         pf = self._partition(partition_id)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from statelens.readers.errors import MissingFileError, SchemaMismatchError, StatelensError, UsageError
-from statelens.readers.fs import CheckpointFS
+from statelens.readers.fs import CheckpointFS, PartitionReadAhead
 from statelens.readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
 from statelens.readers.unsaferow import RowLayout, compile_layout, decode_rows
 
@@ -221,6 +221,17 @@ class StoreReaderBase:
                 return
             yield v, previous is not None and v == previous + 1 and v in pf.deltas
             previous = v
+
+    def _read_ahead(self, kind: Any, partition_id: int, files: Callable[[int], list[StateFile]]) -> None:
+        """On remote storage, start fetching the files this read (``kind``) of ``partition_id`` needs
+        (``files``), and those of the same read of the next partitions once partitions are read one
+        after another (:class:`readers.fs.PartitionReadAhead`). Nothing on the local disk."""
+        if self.fs.is_local:
+            return
+        ahead = self.__dict__.get("_ahead")
+        if ahead is None:
+            ahead = self.__dict__.setdefault("_ahead", PartitionReadAhead(self.fs, self.partition_ids()))
+        ahead.touch(kind, partition_id, lambda pid: [sf.path for sf in files(pid)])
 
     def has_snapshot(self, partition_id: int, version: int) -> bool:
         """True when ``version`` of the partition has its own snapshot (HDFS ``.snapshot``, RocksDB zip)."""
