@@ -45,6 +45,17 @@ def run_to_end(gen: Generator[Progress, None, T], progress: Callable[[Progress],
             progress(item)
 
 
+def as_step(step: int, steps: int, gen: Generator[Progress, None, T]) -> Generator[Progress, None, T]:
+    """Run analysis ``gen`` as step ``step`` of ``steps`` of a larger one (the report, the summary):
+    its progress records become that step's (their text kept), its result is returned."""
+    while True:
+        try:
+            p = next(gen)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        yield Progress(step, steps, p.what)
+
+
 # -- keys ----------------------------------------------------------------------------------------------
 def encode_row(row: tuple[Any, ...] | None, schema: Any) -> Any:
     """A decoded row in the JSON form ``statelens rows`` prints (``readers.values.row_to_json``).

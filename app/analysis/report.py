@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statelens.app.analysis import svg
-from statelens.app.analysis._common import key_text, run_to_end
+from statelens.app.analysis._common import as_step, key_text, run_to_end
 from statelens.app.analysis.doctor import DoctorResult, iter_doctor
 from statelens.app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, ExpiredResult, iter_expired
 from statelens.app.analysis.finding_text import batch_text
@@ -781,12 +781,7 @@ def iter_report(
     steps = 5
 
     def sub(step: int, gen: Generator[Progress, None, Any]) -> Generator[Progress, None, Any]:
-        while True:
-            try:
-                p = next(gen)
-            except StopIteration as stop:
-                return stop.value
-            yield Progress(step, steps, p.what)
+        return as_step(step, steps, gen)
 
     timeline = yield from sub(0, iter_timeline(ckpt, event_logs, storage_options, cancelled))
     # Only the top keys are shown: keep (and decode) no more than that many per store and category.

@@ -33,6 +33,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from statelens.app.analysis._common import as_step
 from statelens.app.analysis.doctor import DoctorResult, iter_doctor
 from statelens.app.analysis.expired import CATEGORIES, ExpiredResult, iter_expired
 from statelens.app.analysis.growth import GrowthResult, StoreGrowth, iter_growth
@@ -584,12 +585,7 @@ def iter_summary(
     steps = 4
 
     def sub(step: int, gen: Generator[Progress, None, Any]) -> Generator[Progress, None, Any]:
-        while True:
-            try:
-                p = next(gen)
-            except StopIteration as stop:
-                return stop.value
-            yield Progress(step, steps, p.what)
+        return as_step(step, steps, gen)
 
     timeline = yield from sub(0, iter_timeline(ckpt, event_logs, storage_options, cancelled))
     doctor = yield from sub(1, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
