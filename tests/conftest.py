@@ -149,3 +149,24 @@ def moto_endpoint() -> Any:
 def local_checkpoint(checkpoint: Callable[[str], Path]) -> Path:
     """The agg_count checkpoint on local disk, which the S3 tests upload and compare with."""
     return Path(checkpoint("agg_count")) / "checkpoint"
+
+
+@pytest.fixture
+def proxy(moto_endpoint: str) -> Any:
+    """A fault-injecting proxy in front of moto (:class:`tests.test_fs_s3.FaultProxy`), on its own thread."""
+    import threading
+    import urllib.parse
+
+    from tests.test_fs_s3 import FaultProxy
+
+    parsed = urllib.parse.urlparse(moto_endpoint)
+    server = FaultProxy((parsed.hostname or "127.0.0.1", parsed.port or 80))
+    thread = threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

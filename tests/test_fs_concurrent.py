@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.parse
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +33,6 @@ pytestmark = pytest.mark.spark
 def uploaded(moto_endpoint: str, local_checkpoint: Path) -> str:
     _client(moto_endpoint).create_bucket(Bucket=BUCKET)
     return upload_copy(moto_endpoint, local_checkpoint, PREFIX)
-
-
-@pytest.fixture
-def proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
-    parsed = urllib.parse.urlparse(moto_endpoint)
-    server = FaultProxy((parsed.hostname or "127.0.0.1", parsed.port or 80))
-    thread = threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 FAST = RetryPolicy(attempts=4, first_delay_s=0.05, max_delay_s=0.2, deadline_s=10, attempt_timeout_s=5)

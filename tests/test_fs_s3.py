@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -221,21 +221,6 @@ def uploaded(moto_endpoint: str, local_checkpoint: Path) -> str:
                 Body=p.read_bytes(),
             )
     return f"s3://{BUCKET}/{PREFIX}"
-
-
-@pytest.fixture
-def proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
-    parsed = urllib.parse.urlparse(moto_endpoint)
-    server = FaultProxy((parsed.hostname or "127.0.0.1", parsed.port or 80))
-    thread = threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def options(endpoint: str) -> dict[str, Any]:

@@ -15,8 +15,6 @@ import hashlib
 import json
 import os
 import threading
-import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,21 +37,6 @@ def uploaded(moto_endpoint: str, local_checkpoint: Path, request: pytest.Fixture
     if BUCKET not in [b["Name"] for b in client.list_buckets().get("Buckets", [])]:
         client.create_bucket(Bucket=BUCKET)
     return upload_copy(moto_endpoint, local_checkpoint, f"{PREFIX}/{request.node.name[:40]}")
-
-
-@pytest.fixture
-def proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
-    parsed = urllib.parse.urlparse(moto_endpoint)
-    server = FaultProxy((parsed.hostname or "127.0.0.1", parsed.port or 80))
-    thread = threading.Thread(target=server.serve_forever, name="fault-proxy", daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 @pytest.fixture
