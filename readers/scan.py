@@ -221,6 +221,25 @@ class StateScan:
             raise BackendUnavailableError("to_polars needs polars: pip install polars") from err
         return pl.from_arrow(self.to_arrow())
 
+    def to_spark(self) -> Any:
+        """Spark's own DataFrame of the same rows (or change feed), lazy, read where Spark runs (a
+        cluster or Spark Connect): on the Spark backend only.
+
+        Raises
+        ------
+        BackendUnavailableError
+            The scan reads with the native decoder.
+        """
+        return self.backend.dataframe(
+            self.operator_id,
+            self.store_name,
+            changes=self.kind == "changes",
+            version=self.version,
+            start_version=self.start_version,
+            end_version=self.end_version,
+            partitions=list(self.partitions) if self.partitions is not None else None,
+        )
+
     def to_duckdb(self, connection: Any, name: str = "state") -> Any:
         """Register the rows as DuckDB view ``name`` on ``connection`` and return the relation."""
         connection.register(name, self.to_arrow())

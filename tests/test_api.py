@@ -127,3 +127,21 @@ def test_a_store_none_of_whose_partitions_reads_is_an_error_not_an_empty_table(t
         scan.to_arrow()
     assert all(d in str(err.value) for d in damaged)
     assert {u.partition_id for u in scan.unreadable} == {0, 1} and not scan.ok
+
+
+@pytest.mark.spark
+def test_to_spark_is_sparks_own_dataframe_on_the_spark_backend(spark: Any) -> None:
+    from statelens.readers.errors import BackendUnavailableError
+
+    path = str(sample_checkpoint_path())
+    with pytest.raises(BackendUnavailableError, match="backend='spark'"):
+        statelens.open(path).state(0).to_spark()
+    ck = statelens.open(path, backend="spark", spark=spark)
+    df = ck.state(0).to_spark()
+    want = oracle.read_state(spark, path, 0)
+    assert df.count() == len(want) > 0
+    assert df.where("partition_id = 1").count() == sum(1 for p, _, _ in want if p == 1)
+    assert ck.state(0, partition=1).to_spark().count() == sum(1 for p, _, _ in want if p == 1)
+    changes = ck.changes(0).to_spark()
+    native = statelens.open(path).changes(0).to_arrow()
+    assert changes.count() == native.num_rows > 0

@@ -169,6 +169,21 @@ class StateBackend(Protocol):
         """Registered timers of a transformWithState operator: ``(partition, grouping key, expiry ms)``."""
         ...
 
+    def dataframe(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        *,
+        changes: bool = False,
+        version: int | None = None,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        partitions: list[int] | None = None,
+    ) -> Any:
+        """Spark's own DataFrame of one store's rows (or change feed), lazy, where Spark runs; raises
+        ``BackendUnavailableError`` on a backend that is not Spark."""
+        ...
+
     def cancel(self) -> None:
         """Stop the reads in flight (from another thread); later reads still work."""
         ...

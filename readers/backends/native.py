@@ -285,6 +285,31 @@ class NativeBackend:
         """Rows and on-disk bytes of every partition at every readable version."""
         yield from self.ckpt.store_reader(operator_id, store_name).iter_stats(on_error=on_error)
 
+    def dataframe(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        *,
+        changes: bool = False,
+        version: int | None = None,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        partitions: list[int] | None = None,
+    ) -> Any:
+        """Spark DataFrames come from the Spark backend only.
+
+        Raises
+        ------
+        BackendUnavailableError
+            Always: open the checkpoint with ``backend="spark"`` (or ``spark=`` a session).
+        """
+        from statelens.readers.errors import BackendUnavailableError
+
+        raise BackendUnavailableError(
+            "a Spark DataFrame comes from Spark's own readers: open the checkpoint with backend='spark' "
+            "(statelens.open(path, backend='spark', spark=spark))"
+        )
+
     def cancel(self) -> None:
         """Nothing to do: native reads stop through their job's ``cancelled`` callback."""
 

@@ -412,6 +412,34 @@ class SparkBackend:
         )
         return df if partition_id is None else df.where(F.col("partition_id") == partition_id)
 
+    def dataframe(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        *,
+        changes: bool = False,
+        version: int | None = None,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        partitions: list[int] | None = None,
+    ) -> Any:
+        """Spark's own DataFrame of one store: its rows at ``version`` (default the latest committed) or,
+        with ``changes``, its change feed of versions ``start_version .. end_version`` (recorded or
+        derived, as :meth:`read_changes`). Lazy: nothing is read until an action runs, where Spark runs."""
+        from pyspark.sql import functions as F
+
+        spark = self.session()
+        last = self.latest_version(operator_id, store_name)
+        if changes:
+            end = end_version if end_version is not None else last
+            self._check_version(end)
+            df = self._change_feed(spark, operator_id, store_name, start_version or 1, end, None)
+        else:
+            v = version if version is not None else last
+            self._check_version(v)
+            df = self._state_frame(spark, operator_id, store_name, v - 1)
+        return df if partitions is None else df.where(F.col("partition_id").isin(list(partitions)))
+
     def records_changes(self, operator_id: int, store_name: str | None) -> bool:
         """True when the store records each version's changes (HDFS deltas, RocksDB changelogs), so
         Spark's change feed reads them; False for RocksDB stores written without changelog checkpointing
