@@ -44,8 +44,8 @@ def test_parquet_rows_equal_the_row_path(
     for pid in reader.partition_ids():
         if changes:
             rows += [
-                (c.version, c.partition_id, c.change, c.key, c.value)
-                for v in reader.delta_versions(pid)
+                (c.version, c.partition_id, c.change, c.key, c.value, c.derived)
+                for v in reader.change_versions(pid)
                 for c in reader.read_changes(pid, v)
             ]
         else:
