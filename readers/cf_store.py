@@ -40,7 +40,7 @@ from statelens.readers.cf_codec import (
     strip_version,
 )
 from statelens.readers.model import PartitionVersionStats, StateChange, StateFile
-from statelens.readers.store_base import RawState, StoreReaderBase
+from statelens.readers.store_base import RawState, StoreReaderBase, diff_raw
 from statelens.readers.unsaferow import compile_layout
 
 if TYPE_CHECKING:
@@ -176,12 +176,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
     def iter_raw_changes(self, partition_id: int, version: int) -> Iterator[tuple[bytes, bytes | None]]:
         """What changed in this family from ``version - 1`` to ``version`` (``None`` value = removed)."""
         before = self.read_raw(partition_id, version - 1) if version > 1 else {}
-        after = self.read_raw(partition_id, version)
-        for key in before.keys() - after.keys():
-            yield key, None
-        for key, value in after.items():
-            if before.get(key) != value:
-                yield key, value
+        return iter(diff_raw(before, self.read_raw(partition_id, version)))
 
     def iter_versions_raw(
         self, partition_id: int, cancelled: Callable[[], bool] | None = None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
+from statelens.readers.store_base import diff_raw
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,15 +112,25 @@ class StateScan:
         """True when every partition read so far was read whole."""
         return not self.problems
 
+    def _versions(self, pid: int | None) -> tuple[int, int]:
+        """``(start, end)`` of one partition's read (or all partitions' with ``pid`` None): the change
+        feed's range, or the rows' version twice; unset bounds are 1 and the latest version."""
+        first, last = (
+            (self.start_version, self.end_version) if self.kind == "changes" else (self.version,) * 2
+        )
+        if first is not None and last is not None:
+            return first, last
+        latest = self.backend.latest_version(self.operator_id, self.store_name, pid)
+        if self.kind == "changes":
+            return (first if first is not None else 1), (last if last is not None else latest)
+        return latest, latest
+
     def _read(self, pid: int) -> list[pa.Table]:
         b, op, store = self.backend, self.operator_id, self.store_name
+        start, end = self._versions(pid)
         if self.kind == "changes":
-            latest = b.latest_version(op, store, pid)
-            start = self.start_version if self.start_version is not None else 1
-            end = self.end_version if self.end_version is not None else latest
             return b.read_changes_arrow(op, store, start, end, pid, unique_names=True)
-        v = self.version if self.version is not None else b.latest_version(op, store, pid)
-        return [b.read_arrow(op, store, v, pid, unique_names=True)]
+        return [b.read_arrow(op, store, end, pid, unique_names=True)]
 
     def _per_partition(self, read: Callable[[int], T]) -> Iterator[T]:
         """``read(pid)`` of each partition in order, with the scan's error policy: a partition whose
@@ -150,13 +161,10 @@ class StateScan:
 
     def _records(self, pid: int | None) -> Iterator[StateRow | StateChange]:
         b, op, store = self.backend, self.operator_id, self.store_name
+        start, end = self._versions(pid)
         if self.kind == "changes":
-            latest = b.latest_version(op, store, pid)
-            start = self.start_version if self.start_version is not None else 1
-            end = self.end_version if self.end_version is not None else latest
             return b.iter_changes(op, store, start, end, pid)
-        v = self.version if self.version is not None else b.latest_version(op, store, pid)
-        return b.iter_rows(op, store, v, pid)
+        return b.iter_rows(op, store, end, pid)
 
     def iter_records(self) -> Iterator[StateRow | StateChange]:
         """Decoded rows (:class:`readers.model.StateRow`) or changes (:class:`readers.model.StateChange`)
@@ -250,6 +258,11 @@ class StateScan:
 RawChanges = list[tuple[bytes, "bytes | None"]]
 
 
+def _raw_bytes(state: dict[bytes, bytes]) -> int:
+    """Key plus value bytes of a raw state."""
+    return sum(len(k) + len(x) for k, x in state.items())
+
+
 def _put_all(state: dict[bytes, bytes], changes: RawChanges, count_bytes: bool) -> int | None:
     """Replay a file of puts only, each key once (most deltas), with C-level loops; returns the change
     in key + value bytes (0 when not counted), or None (nothing done) when the file removes a key or
@@ -317,16 +330,13 @@ def walk_partition(
                 # changelog checkpointing: a zip per version, as every Spark 3.4 RocksDB store): the
                 # changes are what differs between the two whole states.
                 new = reader.read_raw(partition_id, v)
-                changes = [(k, val) for k, val in new.items() if state.get(k) != val]
-                changes += [(k, None) for k in state if k not in new]
+                changes = diff_raw(state, new)
                 state = new
-                if sizes is not None:
-                    nbytes = sum(len(k) + len(x) for k, x in state.items())
+                nbytes = _raw_bytes(state) if sizes is not None else 0
             else:
                 state = reader.read_raw(partition_id, v)
                 changes = None
-                if sizes is not None:
-                    nbytes = sum(len(k) + len(x) for k, x in state.items())
+                nbytes = _raw_bytes(state) if sizes is not None else 0
         except StatelensError as err:
             if str(err) not in reported:
                 reported.add(str(err))
@@ -340,8 +350,7 @@ def walk_partition(
             except StatelensError:
                 continue
             changes = None
-            if sizes is not None:
-                nbytes = sum(len(k) + len(x) for k, x in state.items())
+            nbytes = _raw_bytes(state) if sizes is not None else 0
         current = v
         if sizes is not None:
             sizes["state_bytes"] = nbytes

@@ -179,16 +179,11 @@ class StoreReaderBase:
         MissingFileError
             Neither a delta/changelog nor both versions to compare.
         """
-        pf = self._partition(partition_id)
-        if version in pf.deltas:
+        if version in self._partition(partition_id).deltas:
             return list(self.iter_raw_changes(partition_id, version))
-        readable = set(pf.readable_versions())
-        if version in readable and (version == 1 or version - 1 in readable):
-            old = self.read_raw(partition_id, version - 1) if version > 1 else {}
-            new = self.read_raw(partition_id, version)
-            return diff_raw(old, new)
         self.change_versions_between(partition_id, version, version)  # raises, naming the file
-        raise AssertionError("unreachable")  # pragma: no cover
+        old = self.read_raw(partition_id, version - 1) if version > 1 else {}
+        return diff_raw(old, self.read_raw(partition_id, version))
 
     def _partition(self, partition_id: int) -> Any:
         try:
@@ -261,7 +256,7 @@ class StoreReaderBase:
     def version_arrays(self, partition_id: int) -> VersionArrays | None:
         """Rows and key + value bytes of a partition at every version and its live records at the last,
         computed without a Python object per record; None where a reader has no such path (the walk of
-        the walk of :func:`readers.scan.walk_partition` then)."""
+        :func:`readers.scan.walk_partition` then)."""
         return None
 
     def iter_version_arrays(
