@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.stats import GROWTH_FIELDS
+from statelens.app.analysis.stats import iter_growth as iter_growth_records
 from statelens.readers.backends import BACKENDS, BackendChooser
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import UsageError
@@ -201,19 +203,13 @@ class Checkpoint:
         return run_to_end(iter_growth(self._ckpt, backends=self._backends))
 
     def growth_table(self) -> pa.Table:
-        """:meth:`growth` as one Arrow table: ``operator_id, store_name, partition_id, version, rows,
-        bytes`` (on-disk bytes of the files written for that version)."""
+        """Rows and on-disk bytes of every store partition at every version as one Arrow table, the
+        records of ``statelens growth --json``: ``operator_id, store_name, version, batch_id,
+        partition_id, rows, bytes`` (bytes of the files written for that version)."""
         import pyarrow as pa
 
-        cols: dict[str, list[Any]] = {k: [] for k in ("operator_id", "store_name", "partition_id")}
-        cols.update(version=[], rows=[], bytes=[])
-        for op in self._ckpt.operators:
-            for st in op.stores:
-                backend = self._backends.for_store(op.operator_id, st.store_name)
-                for s in backend.iter_stats(op.operator_id, st.store_name, on_error=self._ckpt.report.add):
-                    for k in cols:
-                        cols[k].append(getattr(s, k))
-        return pa.table(cols)
+        records = list(iter_growth_records(self._ckpt, backends=self._backends))
+        return pa.table({k: [r[k] for r in records] for k in GROWTH_FIELDS})
 
     def expired(self, operator: int | None = None, **options: Any) -> ExpiredResult:
         """Expired-but-unremoved keys (zombies, overdue, stale, eviction lag) with their evidence.

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import IO, Any
 
+from statelens.app.analysis.stats import iter_growth
 from statelens.app.cli import _common
 from statelens.app.cli._common import (
     _open,
@@ -452,31 +453,6 @@ def _write_csv(docs: Iterable[Any], row_schema: Any, target: IO[str]) -> None:
 
 
 # -- growth --------------------------------------------------------------------------------------------
-def iter_growth(
-    ckpt: Any, progress: Callable[[Any], None] | None = None, backends: Any = None
-) -> Iterable[dict[str, Any]]:
-    """Rows and on-disk bytes for every operator, store, version and partition (streamed)."""
-    from statelens.readers.backends import BackendChooser
-    from statelens.readers.model import Progress
-
-    backends = backends or BackendChooser(ckpt, "native")
-    stores = [(op, s) for op in ckpt.operators for s in op.stores]
-    for n, (op, s) in enumerate(stores):
-        if progress:
-            progress(Progress(n, len(stores), f"operator {op.operator_id} {s.store_name}"))
-        backend = backends.for_store(op.operator_id, s.store_name)
-        for st in backend.iter_stats(op.operator_id, s.store_name, on_error=ckpt.report.add):
-            yield {
-                "operator_id": st.operator_id,
-                "store_name": st.store_name,
-                "version": st.version,
-                "batch_id": st.version - 1,
-                "partition_id": st.partition_id,
-                "rows": st.rows,
-                "bytes": st.bytes,
-            }
-
-
 def _dump_flat_records(records: list[dict[str, Any]], out: IO[str]) -> None:
     """``json.dump(records, out, indent=1)`` for records of plain values, written at the speed of the C
     encoder: with ``indent`` the json module encodes in Python (~60 us a record, 0.4 s for the 6,000
