@@ -477,9 +477,11 @@ class SparkBackend:
             )
 
         parts = []
-        for v in range(max(start_version, 1), end_version + 1):
+        first = max(start_version, 1)
+        old = state(first - 1) if first > 1 else None
+        for v in range(first, end_version + 1):
             new = state(v)
-            old = state(v - 1) if v > 1 else new.limit(0)
+            old = new.limit(0) if old is None else old
             batch = F.lit(v - 1).cast("long").alias("batch_id")
             puts = (
                 new.join(
@@ -493,6 +495,7 @@ class SparkBackend:
             )
             removes = removes.withColumn("value", F.col("value").cast(new.schema["value"].dataType))
             parts += [removes, puts]
+            old = new  # version v's read is the next version's "before", one frame for both
         if not parts:
             raise UsageError(f"no versions between {start_version} and {end_version}")
         return reduce(lambda a, b: a.unionByName(b), parts)
