@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.stats import GROWTH_FIELDS
 from statelens.app.analysis.stats import iter_growth as iter_growth_records
-from statelens.readers.backends import BACKENDS, BackendChooser
+from statelens.readers.backends import BackendChooser
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import UsageError
 from statelens.readers.model import BatchInfo, OperatorInfo
@@ -72,8 +72,7 @@ def open(  # noqa: A001  # statelens.open, as io.open / fsspec.open
     >>> ck = statelens.open("resources/sample_checkpoint")  # doctest: +SKIP
     >>> ck.state(0).to_arrow().num_rows  # doctest: +SKIP
     """
-    if backend not in BACKENDS:
-        raise UsageError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    BackendChooser.check_name(backend)  # before opening: a bad name costs no listing
     ckpt = open_checkpoint(path, storage_options=storage_options)
     return Checkpoint(ckpt, BackendChooser(ckpt, backend, spark=spark, remote=remote), storage_options)
 

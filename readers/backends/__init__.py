@@ -46,14 +46,19 @@ class BackendChooser:
         spark: Any = None,
         remote: str | None = None,
     ):
-        if name not in BACKENDS:
-            raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
-        self.name = name
+        self.name = self.check_name(name)
         self.native = NativeBackend(ckpt)
         self._ckpt = ckpt
         self._spark_args = (master, conf, spark, remote)
         self._spark_backend: SparkBackend | None = None
         self.used: set[str] = set()
+
+    @staticmethod
+    def check_name(name: str) -> str:
+        """``name`` when it is one of :data:`BACKENDS`, else a ``UsageError`` listing them."""
+        if name not in BACKENDS:
+            raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
+        return name
 
     @property
     def spark(self) -> SparkBackend:
