@@ -137,16 +137,7 @@ def _decode_row_checksums(data: bytes) -> Any:
     flags = data[1] if op in (0, 4, 6) and len(data) > 1 else 0
     items = targets._split_items(data[2:] if op in (0, 4, 6) else data[1:])
     if op == 0:
-        keys: list[bytes] = []
-        values: list[bytes | None] = []
-        pos = 0
-        for n in range(8):
-            if pos >= len(items):
-                break
-            keys.append(items[pos])
-            remove = bool(flags >> n & 1) or pos + 1 >= len(items)
-            values.append(None if remove else items[pos + 1])
-            pos += 1 if remove else 2
+        keys, values = targets._flagged_pairs(items, flags)
         return {"hdfs": rowchecksum.strip_hdfs(keys, values, _PATH)}
     if op == 1:
         return {"value": rowchecksum.strip_rocksdb_value(items[0], items[1], _PATH, 0)}

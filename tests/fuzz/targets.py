@@ -314,6 +314,22 @@ def target_changelog(data: bytes) -> None:
 _MAX_ITEMS = 16
 
 
+def _flagged_pairs(items: list[bytes], flags: int) -> tuple[list[bytes], list[bytes | None]]:
+    """Up to 8 records from ``items``: a key, then its value unless bit ``n`` of ``flags`` marks record
+    ``n`` a remove (or no item is left for a value)."""
+    keys: list[bytes] = []
+    values: list[bytes | None] = []
+    pos = 0
+    for n in range(8):
+        if pos >= len(items):
+            break
+        keys.append(items[pos])
+        remove = bool(flags >> n & 1) or pos + 1 >= len(items)
+        values.append(None if remove else items[pos + 1])
+        pos += 1 if remove else 2
+    return keys, values
+
+
 def _split_items(body: bytes) -> list[bytes]:
     """``len:u8`` + bytes, repeated (a length past the end takes the rest): the harnesses' item framing."""
     items: list[bytes] = []
@@ -426,16 +442,7 @@ def target_row_checksums(data: bytes) -> None:
     items = _split_items(data[2:] if op in (0, 4, 6) else data[1:])
     path = "fuzz/state/0/0/2.changelog"
     if op == 0:
-        keys: list[bytes] = []
-        values: list[bytes | None] = []
-        pos = 0
-        for n in range(8):
-            if pos >= len(items):
-                break
-            keys.append(items[pos])
-            remove = bool(flags >> n & 1) or pos + 1 >= len(items)
-            values.append(None if remove else items[pos + 1])
-            pos += 1 if remove else 2
+        keys, values = _flagged_pairs(items, flags)
         got = _tolerate(lambda: rowchecksum.strip_hdfs(keys, values, path))
         if got is not None:
             assert len(got[0]) == len(keys) and [v is None for v in got[1]] == [v is None for v in values]
