@@ -54,6 +54,14 @@ def _root(checkpoint: Any, name: str) -> Path:
 BADGE = {"error": "ERROR", "warning": "WARNING", "info": "NOTE", "ok": "OK"}
 
 
+def _assert_shown_whole(overview: Any, label: Any) -> None:
+    """The label is as tall as its wrapped text needs, and its last line lies inside the verdicts' box
+    (the splitter gives the box the room its rows need)."""
+    assert label.height() >= label.heightForWidth(label.width()), label.text()
+    bottom = label.mapTo(overview.verdict_box, label.rect().bottomLeft()).y()
+    assert bottom <= overview.verdict_box.contentsRect().bottom(), label.text()
+
+
 @pytest.mark.parametrize("name", ["sample", *SCENARIOS])
 def test_the_overview_shows_the_summary_verdicts_first(
     qtbot: Any, window: Any, checkpoint: Any, name: str
@@ -65,8 +73,8 @@ def test_the_overview_shows_the_summary_verdicts_first(
     assert window.overview.verdict_texts() == [(BADGE[v.severity], v.text) for v in want.verdicts]
     for label in window.overview.verdict_labels:
         assert label.isVisible() and label.textFormat() == Qt.TextFormat.PlainText
-        # Nothing cut: the label is as tall as its (wrapped) text needs.
-        assert label.height() >= label.heightForWidth(label.width())
+        # Nothing cut: the label is as tall as its (wrapped) text needs, and inside the verdicts' box.
+        _assert_shown_whole(window.overview, label)
     links = [b.text() for b in window.overview.verdict_links]
     assert len(links) == len(want.verdicts) and all(t.endswith("→") for t in links)
     assert "Verdicts: " in window.overview.verdict_box.title()
@@ -99,12 +107,30 @@ def test_a_damaged_copy_is_named_not_called_fine(
     _open(qtbot, window, root)
     badge, first = window.overview.verdict_texts()[0]
     assert badge == "ERROR" and "state/0/1/6.delta" in first
+    for label in window.overview.verdict_labels:  # the long error wraps: every line of it is shown
+        _assert_shown_whole(window.overview, label)
     problems = window.overview.problems_label.text()
     assert "none" not in problems and "could not be read" in problems
     assert "state/0/1/6.delta" in [
         window.overview.problem_model.index(r, 1).data()
         for r in range(window.overview.problem_model.rowCount())
     ]
+
+
+def test_a_long_verdict_is_shown_whole(qtbot: Any, window: Any, checkpoint: Any, tmp_path: Path) -> None:
+    """A RocksDB copy whose latest zip is cut short: the restart verdict quotes the zip's error and wraps
+    onto a second line, which the overview shows whole (it was cut at the verdicts' box's edge)."""
+    root = tmp_path / "damaged"
+    shutil.copytree(checkpoint("rocks_agg_changelog") / "checkpoint", root)
+    zips = sorted((root / "state/0/0").glob("*.zip"), key=lambda p: int(p.stem.split("_")[0]))
+    zips[-1].write_bytes(zips[-1].read_bytes()[: zips[-1].stat().st_size // 2])
+    _open(qtbot, window, root)
+    badge, first = window.overview.verdict_texts()[0]
+    assert badge == "ERROR" and zips[-1].name in first
+    label = window.overview.verdict_labels[0]
+    assert label.heightForWidth(label.width()) > label.fontMetrics().height() * 1.5  # it wraps
+    for label in window.overview.verdict_labels:
+        _assert_shown_whole(window.overview, label)
 
 
 @pytest.mark.parametrize("name", ["rocks_tws_timers", "join"])

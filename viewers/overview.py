@@ -486,11 +486,7 @@ class OverviewView(QWidget):
             self.verdict_labels.append(label)
             self.verdict_links.append(link)
         self.verdict_status.setVisible(False)
-        # The verdicts take the room they need (up to two thirds); the details the rest.
-        total = sum(self.splitter_main.sizes())
-        if total > 0:
-            want = min(self.verdict_box.sizeHint().height() + 8, total * 2 // 3)
-            self.splitter_main.setSizes([want, total - want])
+        self._fit_verdicts()
         nouns = {"error": ("error", "errors"), "warning": ("warning", "warnings"), "info": ("note", "notes")}
         parts = [
             f"{counts[s]} {nouns[s][counts[s] != 1] if s in nouns else 'fine'}"
@@ -498,6 +494,27 @@ class OverviewView(QWidget):
             if counts.get(s)
         ]
         self.verdict_box.setTitle("Verdicts: " + ", ".join(parts) if parts else "Verdicts")
+
+    def _fit_verdicts(self) -> None:
+        """Give the verdicts the height their wrapped lines need at the box's width (up to two thirds),
+        the details the rest; again on every resize, as a narrower window wraps them onto more lines."""
+        for label in self.verdict_labels:  # a grid row keeps every wrapped line of its label
+            if label.width() > 0:
+                label.setMinimumHeight(label.heightForWidth(label.width()))
+        total = sum(self.splitter_main.sizes())
+        if total <= 0 or not self._verdict_widgets:
+            return
+        layout = self.verdict_box.layout()
+        width = self.verdict_box.width()
+        need = layout.totalHeightForWidth(width) if layout.hasHeightForWidth() and width > 0 else -1
+        if need < 0:
+            need = self.verdict_box.sizeHint().height()
+        want = min(need + 8, total * 2 // 3)
+        self.splitter_main.setSizes([want, total - want])
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self._fit_verdicts()
 
     def verdict_texts(self) -> list[tuple[str, str]]:
         """``(badge, text)`` of every verdict shown, top to bottom."""
