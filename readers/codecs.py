@@ -53,7 +53,7 @@ from statelens.readers.errors import (
     UnknownCodecError,
 )
 
-__all__ = ["CODECS", "DEFAULT_LIMIT", "decompress", "normalize_codec_name", "sniff_codec"]
+__all__ = ["CODECS", "DEFAULT_LIMIT", "compress", "decompress", "normalize_codec_name", "sniff_codec"]
 
 #: Codecs Spark's state stores write, by their short (conf) names.
 CODECS = ("lz4", "lzf", "snappy", "zstd")
@@ -613,6 +613,68 @@ def _decode_lzf(view: memoryview, fail: _Fail, limit: int) -> list[bytes]:
         total += dlen
         pos = start + clen
     return parts
+
+
+# -- writing (statelens prune): the same framings, as Spark's codecs write them ------------------------
+
+#: Spark's default ``spark.io.compression.lz4.blockSize`` / ``...snappy.blockSize`` (32 KiB).
+_BLOCK = 32 * 1024
+_LZF_CHUNK = 0xFFFF
+
+
+def compress(data: bytes, codec: str) -> bytes:
+    """Compress a whole record stream as Spark's ``CompressionCodec`` for ``codec`` frames it, so that
+    Spark (and :func:`decompress`) reads it back.
+
+    Parameters
+    ----------
+    data : bytes
+        The decompressed stream (a delta's or changelog's records and end marker).
+    codec : str
+        ``lz4``, ``zstd``, ``snappy`` or ``lzf`` (short or Spark class name).
+
+    Returns
+    -------
+    bytes
+        lz4: lz4-java ``LZ4BlockOutputStream`` blocks of at most 32 KiB with their XXH32 checksums and
+        the end block; zstd: one standard frame; snappy: the snappy-java stream header and
+        ``[length][raw block]`` chunks; lzf: stored ``ZV 00`` chunks (a form compress-lzf reads).
+
+    Raises
+    ------
+    UnknownCodecError
+        ``codec`` names no codec Spark ships.
+    """
+    name = normalize_codec_name(codec)
+    if name == "lz4":
+        level = _BLOCK.bit_length() - 1 - 10
+        out = bytearray()
+        for i in range(0, len(data), _BLOCK):
+            block = data[i : i + _BLOCK]
+            packed = lz4.block.compress(block, store_size=False)
+            method = _LZ4_METHOD_LZ4
+            if len(packed) >= len(block):
+                packed, method = block, _LZ4_METHOD_RAW
+            check = xxhash.xxh32_intdigest(block, _LZ4_SEED) & 0x0FFFFFFF
+            out += _LZ4_HEADER.pack(_LZ4_MAGIC, method | level, len(packed), len(block), check)
+            out += packed
+        out += _LZ4_HEADER.pack(_LZ4_MAGIC, _LZ4_METHOD_RAW | level, 0, 0, 0)
+        return bytes(out)
+    if name == "zstd":
+        return bytes(zstandard.ZstdCompressor().compress(data))
+    if name == "snappy":
+        out = bytearray(_SNAPPY_HEADER.pack(_SNAPPY_MAGIC, 1, 1))
+        for i in range(0, len(data), _BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(data[i : i + _BLOCK]))
+            out += _I32_BE.pack(len(block)) + block
+        return bytes(out)
+    if name == "lzf":
+        out = bytearray()
+        for i in range(0, len(data), _LZF_CHUNK):
+            chunk = data[i : i + _LZF_CHUNK]
+            out += _LZF_MAGIC + b"\x00" + _U16_BE.pack(len(chunk)) + chunk
+        return bytes(out)
+    raise UnknownCodecError(f"cannot write codec {codec!r}: Spark ships {', '.join(CODECS)}")
 
 
 _DECODERS: dict[str, Callable[[memoryview, _Fail, int], list[bytes]]] = {

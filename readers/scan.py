@@ -69,6 +69,9 @@ class StateScan:
         Which partitions (default all).
     strict : bool
         Raise the first error instead of collecting it (also when a single partition was asked for).
+    raw : bool
+        Rows only: add the stored ``key_bytes`` and ``value_bytes`` (binary) of every row, for rewriting
+        state and proving a rewrite byte for byte (native backend; plain UnsafeRow stores).
     cancelled : callable, optional
         Polled between partitions.
 
@@ -89,6 +92,7 @@ class StateScan:
     end_version: int | None = None
     partitions: Sequence[int] | None = None
     strict: bool = False
+    raw: bool = False
     cancelled: Callable[[], bool] | None = None
     problems: list[StatelensError] = field(default_factory=list, init=False)
     unreadable: list[Unreadable] = field(default_factory=list, init=False)
@@ -99,6 +103,8 @@ class StateScan:
             raise UsageError(f"unknown scan kind {self.kind!r}; choose rows or changes")
         if self.kind == "rows" and (self.start_version is not None or self.end_version is not None):
             raise UsageError("start_version/end_version select changes; give version for rows")
+        if self.raw and self.kind != "rows":
+            raise UsageError("raw bytes are read with rows, not changes")
 
     # -- what is read -------------------------------------------------------------------------------
     def partition_ids(self) -> list[int]:
@@ -130,6 +136,8 @@ class StateScan:
         start, end = self._versions(pid)
         if self.kind == "changes":
             return b.read_changes_arrow(op, store, start, end, pid, unique_names=True)
+        if self.raw:
+            return [b.read_arrow(op, store, end, pid, unique_names=True, raw=True)]
         return [b.read_arrow(op, store, end, pid, unique_names=True)]
 
     def _per_partition(self, read: Callable[[int], T]) -> Iterator[T]:

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from statelens.readers.errors import MissingFileError, SchemaMismatchError, StatelensError, UsageError
+from statelens.readers.errors import (
+    BackendUnavailableError,
+    MissingFileError,
+    SchemaMismatchError,
+    StatelensError,
+    UsageError,
+)
 from statelens.readers.fs import CheckpointFS, PartitionReadAhead
 from statelens.readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
 from statelens.readers.unsaferow import RowLayout, compile_layout, decode_rows
@@ -354,15 +360,30 @@ class StoreReaderBase:
     columnar_changes = True
 
     def read_arrow(
-        self, partition_id: int, version: int, *, unique_names: bool = False, cache: StateCache | None = None
+        self,
+        partition_id: int,
+        version: int,
+        *,
+        unique_names: bool = False,
+        cache: StateCache | None = None,
+        raw: bool = False,
     ) -> pa.Table:
         """One partition at one version as an Arrow table ``partition int32, key struct, value struct``.
 
         The values equal :meth:`read_rows` converted with :func:`readers.values.rows_to_arrow` (schema
         :func:`readers.values.state_row_schema`), but plain UnsafeRow stores are decoded straight into
         Arrow columns (:mod:`readers.unsaferow_arrow`), with no Python object per row. With ``cache``,
-        a version decoded before from the same files is read back from the cache instead.
+        a version decoded before from the same files is read back from the cache instead. With ``raw``,
+        two more columns ``key_bytes, value_bytes`` (binary) hold each row's raw key and value rows as
+        :meth:`read_raw` gives them (never cached).
+
+        Raises
+        ------
+        BackendUnavailableError
+            ``raw`` on a store whose rows are not plain UnsafeRows (column families, Avro).
         """
+        if raw:
+            return self._with_raw(partition_id, version, unique_names)
         if cache is None:
             return self._decode_arrow(partition_id, version, unique_names)
         key = self.cache_key(cache, partition_id, version, {"unique_names": unique_names})
@@ -459,6 +480,43 @@ class StoreReaderBase:
             decode_arrow(buf, vstart, vlen, value_layout, value_type, path=path),
             unique_names,
         )
+
+    def _with_raw(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
+        """:meth:`read_arrow` with the raw ``key_bytes`` and ``value_bytes`` columns, in the same order."""
+        import numpy as np
+        import pyarrow as pa
+
+        from statelens.readers.records import gather_bytes
+        from statelens.readers.unsaferow_arrow import decode_arrow
+
+        if not self.columnar:
+            raise BackendUnavailableError(
+                "raw key and value bytes are read from plain UnsafeRow stores only, not from "
+                f"{type(self).__name__}",
+                operator_id=self.operator_id,
+                store_name=self.store_name,
+            )
+        key_layout, value_layout = self.layouts()
+        buf, kstart, klen, vstart, vlen = self._raw_arrays(partition_id, version)
+        path = f"{self._partition(partition_id).directory}/{version}"
+        dlen = (vlen // 8) * 8 if self.floor_values_to_8 else vlen
+        key_type, value_type, _ = self._arrow_types(unique_names, False)
+        table = self._state_table(
+            partition_id,
+            decode_arrow(buf, kstart, klen, key_layout, key_type, path=path),
+            decode_arrow(buf, vstart, dlen, value_layout, value_type, path=path),
+            unique_names,
+        )
+        u8 = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
+        for name, start, length in (("key_bytes", kstart, klen), ("value_bytes", vstart, vlen)):
+            offsets = np.zeros(len(length) + 1, dtype=np.int64)
+            np.cumsum(length, out=offsets[1:])
+            data = gather_bytes(u8, start, length, offsets)
+            column = pa.LargeBinaryArray.from_buffers(
+                pa.large_binary(), len(length), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+            )
+            table = table.append_column(name, column)
+        return table
 
     def _state_table(
         self, partition_id: int, keys: pa.Array, values: pa.Array, unique_names: bool

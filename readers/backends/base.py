@@ -92,8 +92,10 @@ class StateBackend(Protocol):
         *,
         unique_names: bool = False,
         cache: StateCache | None = None,
+        raw: bool = False,
     ) -> pa.Table:
-        """One partition at ``version`` as Arrow: ``partition int32, key struct, value struct``."""
+        """One partition at ``version`` as Arrow: ``partition int32, key struct, value struct``; with
+        ``raw`` also ``key_bytes, value_bytes`` (backends that read files only)."""
         ...
 
     def read_changes(

@@ -113,14 +113,16 @@ class NativeBackend:
         *,
         unique_names: bool = False,
         cache: StateCache | None = None,
+        raw: bool = False,
     ) -> pa.Table:
         """One partition of one store at ``version`` as Arrow: ``partition int32, key struct, value struct``.
 
         Plain UnsafeRow stores are decoded column by column, with no Python object per row; with
-        ``cache``, a version decoded before from the same files is read back from it.
+        ``cache``, a version decoded before from the same files is read back from it. ``raw`` adds the
+        ``key_bytes`` and ``value_bytes`` columns (the stored rows, for rewriting and byte-level proof).
         """
         return self.ckpt.store_reader(operator_id, store_name).read_arrow(
-            partition_id, version, unique_names=unique_names, cache=cache
+            partition_id, version, unique_names=unique_names, cache=cache, raw=raw
         )
 
     def arrow_entry(

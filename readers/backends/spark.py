@@ -641,10 +641,22 @@ class SparkBackend:
         *,
         unique_names: bool = False,
         cache: Any = None,
+        raw: bool = False,
     ) -> pa.Table:
         """One partition of one store at ``version`` as Arrow (see ``NativeBackend.read_arrow``; Spark's
-        answers are not cached: ``cache`` is accepted for the common signature and unused)."""
+        answers are not cached: ``cache`` is accepted for the common signature and unused).
+
+        Raises
+        ------
+        BackendUnavailableError
+            ``raw``: Spark answers with decoded rows, not the stored bytes.
+        """
         from statelens.readers.values import rows_to_arrow, state_row_schema
+
+        if raw:
+            raise BackendUnavailableError(
+                "the stored key and value bytes are read by the native backend only (--backend native)"
+            )
 
         store = self._typed_store(operator_id, store_name)
         rows = [
