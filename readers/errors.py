@@ -143,3 +143,8 @@ class UsageError(StatelensError):
 
 class FileChangedError(StorageError):
     """A file was rewritten between the listing and the read (its ETag or size is not the listed one)."""
+
+
+class RefusedError(StatelensError):
+    """statelens will not write this: into a checkpoint, into a non-empty folder, on top of an uncommitted
+    batch, or a state format it cannot write safely (the message says which and why)."""

@@ -251,7 +251,11 @@ def _md5_etag(entry: FileEntry) -> str | None:
 
 
 def iter_copy_checkpoint(
-    fs: CheckpointSource, target: str | Path, cancelled: Callable[[], bool] | None = None
+    fs: CheckpointSource,
+    target: str | Path,
+    cancelled: Callable[[], bool] | None = None,
+    *,
+    skip: Callable[[str], bool] | None = None,
 ) -> Generator[Progress, None, CopyResult]:
     """Copy every file of a checkpoint into a local folder, many requests at a time; resumable.
 
@@ -269,6 +273,8 @@ def iter_copy_checkpoint(
         A local folder, created if needed; never inside the checkpoint.
     cancelled : callable, optional
         Stops the copy between files (what is copied stays; run again to resume).
+    skip : callable, optional
+        Paths (relative to the root) for which it returns True are left out of the copy.
 
     Yields
     ------
@@ -297,7 +303,7 @@ def iter_copy_checkpoint(
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target} is a file, not a folder")
     result = CopyResult(target)
-    entries = list(fs.walk_files())
+    entries = [e for e in fs.walk_files() if skip is None or not skip(e.path)]
     todo: list[FileEntry] = []
     for entry in entries:
         try:

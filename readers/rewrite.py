@@ -68,10 +68,11 @@ def crc_sidecar_path(path: str) -> str:
     return posixpath.join(folder, f".{name}.crc")
 
 
-def cannot_write(reader: Any) -> str | None:
-    """Why a removal version cannot be written for this store (None when it can).
+def cannot_write(reader: Any, base: int) -> str | None:
+    """Why a removal version on top of version ``base`` cannot be written for this store (None when it
+    can): every partition must be at ``base`` and, for RocksDB, have its changelog in format v1.
 
-    Reads the newest changelog header of each RocksDB partition (a few bytes each after decompression).
+    Reads the changelog of ``base`` of each RocksDB partition (its header).
     """
     kind = type(reader)
     if kind is HDFSStoreReader:
@@ -83,11 +84,14 @@ def cannot_write(reader: Any) -> str | None:
         )
     for pid in reader.partition_ids():
         pf = reader.partitions[pid]
-        latest = pf.latest_version()
-        sf = pf.deltas.get(latest)
+        if base not in pf.readable_versions():
+            return (
+                f"partition {pid} cannot rebuild version {base} (its versions end at {pf.latest_version()})"
+            )
+        sf = pf.deltas.get(base)
         if sf is None:
             return (
-                f"RocksDB without changelog checkpointing (partition {pid} version {latest} is a zip "
+                f"RocksDB without changelog checkpointing (partition {pid} version {base} is a zip "
                 "only): a new version would be a zip of rewritten SST files, which statelens does not write"
             )
         if sf.unique_id is not None:
@@ -106,12 +110,12 @@ def removal_file(reader: Any, partition_id: int, version: int, keys: Iterable[by
     """The state file of ``version`` of one partition that removes ``keys`` (raw key rows, as
     :meth:`~readers.store_base.StoreReaderBase.read_raw` gives them) from version ``version - 1``.
 
-    The codec is the one the partition's newest file is written in (its magic bytes decide, as when
+    The codec is the one the partition's newest earlier file is written in (its magic bytes decide, as when
     reading). Call :func:`cannot_write` first: this assumes the store can be written.
     """
     pf = reader.partitions[partition_id]
-    newest = max(pf.deltas.values(), key=lambda sf: sf.version)
-    codec = sniff_codec(reader.fs.read_bytes(newest.path)[:8]) or reader.codec
+    before = max((sf for sf in pf.deltas.values() if sf.version < version), key=lambda sf: sf.version)
+    codec = sniff_codec(reader.fs.read_bytes(before.path)[:8]) or reader.codec
     rocks = type(reader) is RocksDBStoreReader
     out = bytearray()
     for key in keys:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-from statelens.app.cli import analyses, state
+from statelens.app.cli import analyses, prune, state
 from statelens.app.cli._common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -61,6 +61,7 @@ SUBCOMMANDS = (
     "timeline",
     "cache",
     "mirror",
+    "prune",
 )
 
 
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     state.add_commands(sub)
     analyses.add_commands(sub)
+    prune.add_commands(sub)
 
     from statelens.app.analysis.views import VIEWS
 

@@ -1,0 +1,166 @@
+"""``statelens prune``: a repaired copy of a checkpoint with chosen keys removed (docs/prune.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import IO, Any
+
+from statelens.app.cli import _common
+from statelens.app.cli._common import _Progress
+
+PRUNE_EPILOG = """\
+Without --apply nothing is written: the dry run says what would be removed, per store and partition.
+With --apply the checkpoint is copied to NEW (an empty or new local folder; the source is never
+written), one batch that reads no data is added to the copy with the keys removed from its state, and
+the copy is read back and compared with the original byte for byte. Restart the same query on NEW
+(same code, same configuration): it continues with the next batch.
+
+examples:
+  statelens prune CKPT --zombies                       # dry run: the forgotten-remove() keys
+  statelens prune CKPT --zombies --out NEW --apply --report prune.json
+  statelens expired CKPT --jsonl > keys.jsonl          # pick lines, then
+  statelens prune CKPT --keys keys.jsonl --out NEW --apply
+  statelens prune CKPT --where "key.user LIKE 'test-%'" --operator 0 --out NEW --apply
+"""
+
+
+def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.cli._common import _open
+    from statelens.app.prune import Selection, iter_prune, read_key_lines
+
+    keys = None
+    if args.keys is not None:
+        try:
+            with open(args.keys, encoding="utf-8") as f:
+                keys = read_key_lines(f, args.keys)
+        except OSError as err:
+            raise _common._usage(f"cannot read --keys {args.keys}: {err.strerror or err}") from err
+    categories = (
+        tuple(c.strip() for c in args.category.split(",") if c.strip()) if args.category else ("zombie",)
+    )
+    selection = Selection(
+        zombies=args.zombies or bool(args.category),
+        categories=categories,
+        keys=keys,
+        where=args.where,
+        operator_id=args.operator,
+        store_name=args.store,
+    )
+    if args.apply and not args.out:
+        raise _common._usage("--apply needs --out NEW: the folder the pruned copy is written to")
+    ckpt = _open(args)
+    bar = _Progress()
+    try:
+        plan = run_to_end(
+            iter_prune(ckpt, selection, args.out, apply=args.apply, drop_uncommitted=args.drop_uncommitted),
+            bar,
+        )
+    finally:
+        bar.close()
+    doc = plan.to_json()
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+    if args.json:
+        out.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    else:
+        _print_plan(plan, out)
+    if plan.proof is not None and not plan.proof.ok:
+        return _common.EXIT_ERROR
+    return _common.EXIT_OK
+
+
+def _print_plan(plan: Any, out: IO[str]) -> None:
+    w = out.write
+    verb = "Removed" if plan.applied else "Would remove"
+    w(
+        f"{verb} {plan.removed_rows:,} row{'' if plan.removed_rows == 1 else 's'} "
+        f"({plan.removed_bytes:,} bytes as stored) from state version {plan.base_version} "
+        f"(after batch {plan.last_batch}, the last committed)"
+        + (
+            f"; batch{'es' if len(plan.dropped_uncommitted) > 1 else ''} "
+            f"{', '.join(map(str, plan.dropped_uncommitted))} (uncommitted) left out"
+            if plan.dropped_uncommitted
+            else ""
+        )
+        + ".\n\n"
+    )
+    rows = []
+    for s in plan.stores:
+        for p in s.partitions:
+            if p.removed_rows:
+                rows.append(
+                    [s.operator_id, s.store_name, p.partition, p.rows, p.removed_rows, p.removed_bytes]
+                )
+    if rows:
+        w(_common.format_table(["op", "store", "partition", "rows", "removed", "bytes"], rows) + "\n\n")
+    else:
+        w("No key matched: nothing to remove.\n\n")
+    if not plan.applied:
+        w(
+            f"Dry run: nothing written. With --out NEW --apply, statelens copies the checkpoint to NEW and adds "
+            f"batch {plan.new_batch} (no data) whose state version {plan.new_version} removes these keys.\n"
+        )
+        return
+    w(
+        f"Copied {plan.copied_files:,} files to {plan.target} and wrote {len(plan.written)} "
+        f"(batch {plan.new_batch}: offsets, commit and state version {plan.new_version} of every partition).\n"
+    )
+    proof = plan.proof
+    if proof is not None and proof.ok:
+        w(
+            f"Proof: the copy read back holds {proof.kept_rows:,} rows identical to the original, byte for byte, "
+            f"and none of the {proof.gone_rows:,} removed ({proof.partitions} partitions compared).\n"
+            f"Restart the same query on {plan.target}: it runs batch {plan.new_batch + 1} next.\n"
+        )
+    elif proof is not None:
+        w("Proof FAILED: the copy does not read back as expected; do not restart from it.\n")
+        for m in proof.mismatches:
+            w(f"  {m}\n")
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``prune`` to the ``statelens`` subparsers."""
+    from statelens.app.prune import CATEGORIES
+
+    p = sub.add_parser(
+        "prune",
+        help="write a copy of the checkpoint with chosen keys removed (leaked state), that Spark restarts from",
+        description="Write a repaired copy of a checkpoint with chosen keys removed from its last committed "
+        "state, so that the same query restarted on the copy no longer carries them.",
+        epilog=PRUNE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("checkpoint", help="checkpoint folder: local path, file:// or any fsspec URL (s3://...)")
+    p.add_argument("--out", metavar="NEW", help="new or empty local folder for the pruned copy")
+    p.add_argument(
+        "--apply", action="store_true", help="write the copy (default: a dry run that writes nothing)"
+    )
+    p.add_argument("--zombies", action="store_true", help="remove the keys 'statelens expired' reports")
+    p.add_argument(
+        "--category",
+        metavar="LIST",
+        help=f"with --zombies: which findings, comma-separated, of {', '.join(CATEGORIES)} (default: zombie)",
+    )
+    p.add_argument(
+        "--keys", metavar="FILE", help='remove the keys listed in JSON lines ({"key": ...} per line)'
+    )
+    p.add_argument(
+        "--where", metavar="SQL", help="remove the rows a DuckDB predicate over the 'state' table picks"
+    )
+    p.add_argument("--operator", type=int, metavar="N", help="only this stateful operator")
+    p.add_argument("--store", metavar="NAME", help="only this store")
+    p.add_argument(
+        "--drop-uncommitted",
+        action="store_true",
+        help="when the last planned batch never committed, prune on top of the last committed one and leave "
+        "the uncommitted batch out of the copy",
+    )
+    p.add_argument(
+        "--report", metavar="FILE", help="write the JSON record: keys removed, files written, checksums"
+    )
+    p.add_argument("--json", action="store_true", help="print the JSON record instead of text")
+    p.set_defaults(func=cmd_prune)

@@ -1,0 +1,701 @@
+"""Prune: a repaired copy of a checkpoint with chosen keys removed, that Spark restarts from.
+
+The copy gains one batch that reads no data, as a batch Spark runs when only the watermark moved
+(docs/prune.md, docs/format.md §12): with ``N`` the last committed batch, ``offsets/N+1`` repeats the
+source offsets of ``offsets/N`` (with the watermark ``commits/N`` carried forward), ``commits/N+1``
+repeats ``commits/N``, and state version ``N+2`` of every partition of every store holds the removals
+(:mod:`readers.rewrite`). Spark restarted on the copy loads version ``N+2`` (version ``N+1`` with the
+removals applied) and runs batch ``N+2`` next. Nothing else in the copy changes, so its history stays
+readable and the original version ``N+1`` stays beside the pruned one; only a few small files are
+written, however large the state.
+
+Which keys: the expired-but-unremoved keys ``statelens expired`` reports (:func:`iter_expired`), keys
+listed in JSON lines (``statelens expired --jsonl`` output), or a DuckDB predicate over the ``state``
+table ``statelens sql`` shows. The rows are read through the scan (:class:`readers.scan.StateScan`
+with ``raw``), so the stored key bytes removed are the ones the other commands read. After writing, the
+copy is read back and compared with the original, store by store and partition by partition, byte for
+byte (:class:`Proof`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from statelens.readers.errors import RefusedError, StatelensError, UsageError
+from statelens.readers.model import Progress
+
+__all__ = ["CATEGORIES", "PrunePlan", "Selection", "iter_prune", "read_key_lines"]
+
+#: What ``--category`` picks from (``statelens expired``'s categories).
+CATEGORIES = ("zombie", "overdue", "stale", "eviction_lag")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which keys to remove.
+
+    Parameters
+    ----------
+    zombies : bool
+        The keys ``statelens expired`` reports at the last committed version, in ``categories``.
+    categories : tuple of str
+        Of :data:`CATEGORIES` (default: ``zombie`` only).
+    keys : sequence of dict, optional
+        JSON objects with a ``key`` (as statelens prints keys) and optionally ``operator_id``,
+        ``store_name`` and ``partition`` to narrow where it is removed.
+    where : str, optional
+        A DuckDB predicate over the ``state`` table of ``statelens sql`` (``operator_id, store_name,
+        version, partition_id, key, value``).
+    operator_id, store_name : optional
+        Only this operator / store.
+    """
+
+    zombies: bool = False
+    categories: tuple[str, ...] = ("zombie",)
+    keys: Sequence[dict[str, Any]] | None = None
+    where: str | None = None
+    operator_id: int | None = None
+    store_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.zombies or self.keys is not None or self.where):
+            raise UsageError("say which keys to remove: --zombies, --keys FILE or --where SQL")
+        unknown = [c for c in self.categories if c not in CATEGORIES]
+        if unknown:
+            raise UsageError(f"unknown category {unknown[0]!r}; choose from {', '.join(CATEGORIES)}")
+
+
+@dataclass
+class PartitionPrune:
+    """What is removed from one partition: rows and bytes (key + value as stored), and the keys."""
+
+    partition: int
+    rows: int | None  # None: not read (a store nothing is chosen from)
+    removed_rows: int = 0
+    removed_bytes: int = 0
+    keys: list[bytes] = field(default_factory=list, repr=False)
+    shown: list[Any] = field(default_factory=list, repr=False)  # the keys as statelens prints them
+
+    def to_json(self, with_keys: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "partition": self.partition,
+            "rows": self.rows,
+            "removed_rows": self.removed_rows,
+            "removed_bytes": self.removed_bytes,
+        }
+        if with_keys:
+            out["removed_keys"] = self.shown
+        return out
+
+
+@dataclass
+class StorePrune:
+    """One store of the copy: its partitions' removals (empty for a store nothing is removed from)."""
+
+    operator_id: int
+    store_name: str
+    provider: str
+    partitions: list[PartitionPrune] = field(default_factory=list)
+
+    @property
+    def removed_rows(self) -> int:
+        return sum(p.removed_rows for p in self.partitions)
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(p.removed_bytes for p in self.partitions)
+
+    @property
+    def rows(self) -> int | None:
+        counts = [p.rows for p in self.partitions]
+        return None if None in counts else sum(c for c in counts if c is not None)
+
+    def to_json(self, with_keys: bool = True) -> dict[str, Any]:
+        return {
+            "operator_id": self.operator_id,
+            "store_name": self.store_name,
+            "provider": self.provider,
+            "rows": self.rows,
+            "removed_rows": self.removed_rows,
+            "removed_bytes": self.removed_bytes,
+            "partitions": [p.to_json(with_keys) for p in self.partitions if p.removed_rows or with_keys],
+        }
+
+
+@dataclass
+class WrittenFile:
+    """A file prune wrote into the copy, for the incident record."""
+
+    path: str
+    size_bytes: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "size_bytes": self.size_bytes, "sha256": self.sha256}
+
+
+@dataclass
+class Proof:
+    """The copy read back: every store and partition compared with the original, byte for byte."""
+
+    partitions: int = 0
+    kept_rows: int = 0
+    gone_rows: int = 0
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "partitions_compared": self.partitions,
+            "rows_kept_identical": self.kept_rows,
+            "rows_removed_and_gone": self.gone_rows,
+            "mismatches": self.mismatches,
+        }
+
+
+@dataclass
+class PrunePlan:
+    """What prune removes (a dry run) and, once applied, what it wrote and the proof."""
+
+    checkpoint: str
+    last_batch: int
+    stores: list[StorePrune]
+    dropped_uncommitted: list[int] = field(default_factory=list)
+    target: str | None = None
+    applied: bool = False
+    copied_files: int = 0
+    written: list[WrittenFile] = field(default_factory=list)
+    proof: Proof | None = None
+
+    @property
+    def new_batch(self) -> int:
+        """The batch the copy gains (it reads no data)."""
+        return self.last_batch + 1
+
+    @property
+    def base_version(self) -> int:
+        """The state version the keys are removed from (written by the last committed batch)."""
+        return self.last_batch + 1
+
+    @property
+    def new_version(self) -> int:
+        """The state version that holds the removals."""
+        return self.last_batch + 2
+
+    @property
+    def removed_rows(self) -> int:
+        return sum(s.removed_rows for s in self.stores)
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(s.removed_bytes for s in self.stores)
+
+    def to_json(self, with_keys: bool = True) -> dict[str, Any]:
+        return {
+            "checkpoint": self.checkpoint,
+            "target": self.target,
+            "applied": self.applied,
+            "last_committed_batch": self.last_batch,
+            "new_batch": self.new_batch,
+            "base_version": self.base_version,
+            "new_version": self.new_version,
+            "dropped_uncommitted_batches": self.dropped_uncommitted,
+            "removed_rows": self.removed_rows,
+            "removed_bytes": self.removed_bytes,
+            "stores": [s.to_json(with_keys) for s in self.stores],
+            "copied_files": self.copied_files,
+            "written_files": [w.to_json() for w in self.written],
+            "proof": self.proof.to_json() if self.proof is not None else None,
+        }
+
+
+def read_key_lines(lines: Iterable[str], source: str) -> list[dict[str, Any]]:
+    """Parse JSON lines of keys (``{"key": ...}``, e.g. ``statelens expired --jsonl``); blank lines skip.
+
+    Raises
+    ------
+    UsageError
+        A line that is not a JSON object with a ``key``, naming the line.
+    """
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError as err:
+            raise UsageError(f"{source} line {n} is not JSON: {err}") from err
+        if not isinstance(doc, dict) or "key" not in doc:
+            raise UsageError(f'{source} line {n} is not a JSON object with a "key"')
+        out.append(doc)
+    return out
+
+
+def _canonical(key: Any) -> str:
+    """One text per key, whichever way it was written (field order and JSON spacing do not matter)."""
+    return json.dumps(_plain(key), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _plain(key: Any) -> Any:
+    """A key as plain JSON values (an ordered :class:`readers.values.JsonObject` becomes a dict)."""
+    from statelens.app.output import dumps_jsonl
+
+    return json.loads(dumps_jsonl(key))
+
+
+# -- checks before anything is read or written -----------------------------------------------------------
+def _last_committed(ckpt: Any, drop_uncommitted: bool) -> tuple[int, list[int]]:
+    last = ckpt.last_committed_batch_id
+    if last is None:
+        raise RefusedError("no batch of this checkpoint committed: there is no state to prune")
+    later = [b for b in ckpt.uncommitted_batches() if b > last]
+    if later and not drop_uncommitted:
+        raise RefusedError(
+            f"batch {later[-1]} was planned (offsets/{later[-1]}) but never committed; a restart re-runs it, "
+            f"so no batch can be added after it. Prune on top of the last committed batch {last} with "
+            "--drop-uncommitted (the copy leaves that batch out and the restart plans its data again), "
+            "or let the query commit it first",
+            path=f"offsets/{later[-1]}",
+        )
+    commit = ckpt.commits[last]
+    if commit.state_unique_ids:
+        raise RefusedError(
+            "checkpoint format v2 (commits name a unique id per state file): statelens does not write "
+            "the ids a new batch needs",
+            path=commit.path,
+        )
+    return last, later
+
+
+def _writable_stores(ckpt: Any, backend: Any, base: int) -> list[tuple[Any, Any]]:
+    """Every store of every operator with its reader, refused when one of them cannot be written: Spark
+    loads every store at the new version, so every store needs its file."""
+    from statelens.readers.errors import BackendUnavailableError
+    from statelens.readers.rewrite import cannot_write
+
+    out: list[tuple[Any, Any]] = []
+    for op in ckpt.operators:
+        for st in op.stores:
+            where = f"operator {op.operator_id} store {st.store_name!r}"
+            try:
+                reader = backend.store(op.operator_id, st.store_name)
+            except BackendUnavailableError as err:
+                raise RefusedError(f"{where} cannot be written: {err.message}", path=err.path) from err
+            reason = cannot_write(reader, base)
+            if reason is not None:
+                raise RefusedError(f"{where} cannot be written: {reason}", path=f"state/{op.operator_id}")
+            if reader.schema is None:
+                raise RefusedError(f"{where} has no schema file: its rows cannot be decoded to choose keys")
+            out.append((st, reader))
+    if not out:
+        raise RefusedError("this checkpoint has no state stores: nothing to prune")
+    return out
+
+
+# -- choosing the keys -------------------------------------------------------------------------------------
+def _zombie_keys(
+    ckpt: Any, sel: Selection, base: int, cancelled: Callable[[], bool] | None
+) -> Generator[Progress, None, dict[tuple[int, str, int], set[str]]]:
+    from statelens.app.analysis.expired import iter_expired
+
+    wanted: dict[tuple[int, str, int], set[str]] = {}
+    elsewhere: list[Any] = []
+
+    def sink(f: Any) -> None:
+        if f.category not in sel.categories:
+            return
+        if f.version != base:
+            elsewhere.append(f)
+            return
+        wanted.setdefault((f.operator_id, f.store_name, f.partition), set()).add(_canonical(f.key))
+
+    result = yield from iter_expired(ckpt, sel.operator_id, sink=sink, cancelled=cancelled)
+    if result.problems:
+        raise result.problems[0]
+    if elsewhere:
+        f = elsewhere[0]
+        raise RefusedError(
+            f"{len(elsewhere)} expired key(s) were found at a version other than {base} (e.g. partition "
+            f"{f.partition} version {f.version}): the state beyond the last committed batch belongs to a "
+            "batch that did not commit"
+        )
+    return wanted
+
+
+def _listed_keys(keys: Sequence[dict[str, Any]]) -> list[tuple[int | None, str | None, int | None, str]]:
+    return [
+        (doc.get("operator_id"), doc.get("store_name"), doc.get("partition"), _canonical(doc["key"]))
+        for doc in keys
+    ]
+
+
+def _select(
+    table: Any,
+    reader: Any,
+    st: Any,
+    sel: Selection,
+    base: int,
+    wanted: set[str],
+    con: Any,
+) -> list[int]:
+    """Row positions of one partition's table to remove."""
+    import pyarrow as pa
+
+    from statelens.readers.values import row_to_json
+
+    rows: set[int] = set()
+    if wanted:
+        keys = table.column("key_bytes").to_pylist()
+        decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
+        schema = st.schema.key_schema
+        for i, (key, _) in enumerate(decoded):
+            if _canonical(row_to_json(key, schema)) in wanted:
+                rows.add(i)
+    if sel.where:
+        n = table.num_rows
+        state = pa.table(
+            {
+                "operator_id": pa.array([st.operator_id] * n, pa.int32()),
+                "store_name": pa.array([st.store_name] * n, pa.string()),
+                "version": pa.array([base] * n, pa.int64()),
+                "partition_id": table.column("partition"),
+                "key": table.column("key"),
+                "value": table.column("value"),
+                "__row": pa.array(range(n), pa.int64()),
+            }
+        )
+        con.register("state", state)
+        try:
+            got = con.execute(f"SELECT __row FROM state WHERE {sel.where}").fetchall()  # noqa: S608
+        except Exception as err:  # duckdb.Error and its subclasses: the predicate is the user's
+            raise UsageError(
+                f"--where does not apply to operator {st.operator_id} store {st.store_name!r}: "
+                f"{str(err).splitlines()[0]}"
+            ) from err
+        finally:
+            con.unregister("state")
+        rows.update(r[0] for r in got)
+    return sorted(rows)
+
+
+def _shown(reader: Any, st: Any, keys: list[bytes]) -> list[Any]:
+    """Keys as statelens prints them (``statelens rows``/``expired``), from their stored bytes."""
+    from statelens.readers.values import row_to_json
+
+    decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
+    return [_plain(row_to_json(key, st.schema.key_schema)) for key, _ in decoded]
+
+
+def _plan_store(
+    backend: Any,
+    st: Any,
+    reader: Any,
+    sel: Selection,
+    base: int,
+    wanted: dict[int | None, set[str]],
+    con: Any,
+) -> StorePrune:
+    from statelens.readers.scan import StateScan
+
+    out = StorePrune(st.operator_id, st.store_name, st.provider)
+    in_scope = (sel.operator_id is None or sel.operator_id == st.operator_id) and (
+        sel.store_name is None or sel.store_name == st.store_name
+    )
+    chooses = in_scope and (bool(wanted) or bool(sel.where))
+    scan = StateScan(backend, st.operator_id, st.store_name, version=base, raw=chooses, strict=True)
+    if not chooses:
+        for pid in reader.partition_ids():
+            out.partitions.append(PartitionPrune(pid, rows=None))
+        return out
+    seen: set[int] = set()
+    for table in scan.iter_tables():
+        pid = int(table.column("partition")[0].as_py())
+        seen.add(pid)
+        keys = wanted.get(pid, set()) | wanted.get(None, set())
+        picks = _select(table, reader, st, sel, base, keys, con)
+        part = PartitionPrune(pid, rows=table.num_rows)
+        if picks:
+            import pyarrow as pa
+
+            chosen = table.take(pa.array(picks, pa.int64()))
+            kb = chosen.column("key_bytes").to_pylist()
+            vb = chosen.column("value_bytes").to_pylist()
+            part.keys = kb
+            part.removed_rows = len(kb)
+            part.removed_bytes = sum(len(k) + len(v) for k, v in zip(kb, vb, strict=True))
+            part.shown = _shown(reader, st, kb)
+        out.partitions.append(part)
+    for pid in reader.partition_ids():
+        if pid not in seen:
+            out.partitions.append(PartitionPrune(pid, rows=0))
+    out.partitions.sort(key=lambda p: p.partition)
+    return out
+
+
+# -- writing -------------------------------------------------------------------------------------------------
+def _check_target(ckpt: Any, target: str) -> Path:
+    if "://" in target and not target.startswith("file://"):
+        raise UsageError(
+            f"--out {target}: prune writes a local folder; copy it to object storage afterwards "
+            "(e.g. aws s3 sync), then restart the query there"
+        )
+    path = Path(target.removeprefix("file://")).expanduser().absolute()
+    if ckpt.fs.is_local:
+        source = os.path.realpath(ckpt.fs.full_path(""))
+        real = os.path.realpath(path)
+        if real == source or real.startswith(source.rstrip(os.sep) + os.sep):
+            raise RefusedError(
+                f"{path} is inside the checkpoint {ckpt.location}: statelens never writes there"
+            )
+        if source.startswith(real.rstrip(os.sep) + os.sep):
+            raise RefusedError(f"{path} holds the checkpoint {ckpt.location}: statelens never writes there")
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise RefusedError(f"{path} is not empty: prune writes a new checkpoint into an empty or new folder")
+    return path
+
+
+def _skip_uncommitted(ckpt: Any, last: int, later: list[int]) -> Callable[[str], bool]:
+    """Paths the copy leaves out with --drop-uncommitted: the logs of the later batches and the state
+    files (and sidecars) of the versions they wrote."""
+    dropped = {f"offsets/{b}" for b in later} | {f"commits/{b}" for b in later}
+    newest = last + 1
+
+    def skip(path: str) -> bool:
+        folder, _, name = path.rpartition("/")
+        bare = name.lstrip(".").removesuffix(".crc")
+        if f"{folder}/{bare}".lstrip("/") in dropped:
+            return True
+        if not path.startswith("state/"):
+            return False
+        head = bare.split(".", 1)[0].split("_", 1)[0]
+        kind = bare.split(".", 1)[1].split(".", 1)[0] if "." in bare else ""
+        return head.isdigit() and kind in ("delta", "snapshot", "zip", "changelog") and int(head) > newest
+
+    return skip
+
+
+def _write(root: Path, rel: str, data: bytes, written: list[WrittenFile]) -> None:
+    """Write one file as Spark does (a temporary name, then a rename) with its Hadoop ``.crc`` sidecar."""
+    from statelens.readers.rewrite import crc_sidecar_path, hadoop_crc
+
+    for path, body in ((rel, data), (crc_sidecar_path(rel), hadoop_crc(data))):
+        dest = root / path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".statelens-", dir=dest.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
+            os.replace(tmp, dest)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        written.append(WrittenFile(path, len(body), hashlib.sha256(body).hexdigest()))
+
+
+def _log_files(ckpt: Any, last: int) -> list[tuple[str, bytes]]:
+    """``offsets/N+1`` and ``commits/N+1`` of the new batch, from those of batch N."""
+    offsets = ckpt.fs.read_bytes(f"offsets/{last}").decode("utf-8")
+    lines = offsets.split("\n")
+    if len(lines) < 2 or not lines[0].startswith("v"):
+        raise RefusedError(f"offsets/{last} is not an offsets log entry Spark writes", path=f"offsets/{last}")
+    meta = json.loads(lines[1])
+    meta["batchWatermarkMs"] = ckpt.commits[last].next_watermark_ms
+    lines[1] = json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
+    commit = ckpt.fs.read_bytes(f"commits/{last}")
+    return [(f"offsets/{last + 1}", "\n".join(lines).encode("utf-8")), (f"commits/{last + 1}", commit)]
+
+
+def _prove(ckpt: Any, copy: Any, plan: PrunePlan, readers: list[tuple[Any, Any]]) -> Proof:
+    """Read every store of the copy at the new version and the original at the base version: the copy
+    must hold every original row byte for byte except the removed keys, which must be gone."""
+    from statelens.readers.backends.native import NativeBackend
+    from statelens.readers.scan import StateScan
+
+    proof = Proof()
+    if copy.last_committed_batch_id != plan.new_batch:
+        proof.mismatches.append(
+            f"the copy's last committed batch is {copy.last_committed_batch_id}, not {plan.new_batch}"
+        )
+    removed = {
+        (s.operator_id, s.store_name, p.partition): set(p.keys) for s in plan.stores for p in s.partitions
+    }
+    original, pruned = NativeBackend(ckpt), NativeBackend(copy)
+    for st, _reader in readers:
+        op, name = st.operator_id, st.store_name
+
+        def tables(
+            backend: Any, version: int, op: int = op, name: str = name
+        ) -> dict[int, dict[bytes, bytes]]:
+            scan = StateScan(backend, op, name, version=version, raw=True, strict=True)
+            out: dict[int, dict[bytes, bytes]] = {}
+            for t in scan.iter_tables():
+                pid = int(t.column("partition")[0].as_py())
+                out[pid] = dict(
+                    zip(t.column("key_bytes").to_pylist(), t.column("value_bytes").to_pylist(), strict=True)
+                )
+            return out
+
+        before, after = tables(original, plan.base_version), tables(pruned, plan.new_version)
+        for pid in sorted(set(before) | set(after) | {p for (o, s, p) in removed if (o, s) == (op, name)}):
+            proof.partitions += 1
+            old, new = before.get(pid, {}), after.get(pid, {})
+            gone = removed.get((op, name, pid), set())
+            expect = {k: v for k, v in old.items() if k not in gone}
+            where = f"operator {op} store {name!r} partition {pid}"
+            if new == expect:
+                proof.kept_rows += len(new)
+                proof.gone_rows += len(gone & set(old))
+                continue
+            extra = [k for k in new if k not in expect]
+            lost = [k for k in expect if k not in new]
+            changed = [k for k in expect if k in new and new[k] != expect[k]]
+            proof.mismatches.append(
+                f"{where}: {len(extra)} row(s) that should be gone, {len(lost)} missing, {len(changed)} changed"
+            )
+    return proof
+
+
+def iter_prune(
+    ckpt: Any,
+    selection: Selection,
+    target: str | None = None,
+    *,
+    apply: bool = False,
+    drop_uncommitted: bool = False,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, PrunePlan]:
+    """Plan a prune (what would be removed, per store and partition) and, with ``apply``, write the copy.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+        The opened checkpoint (read only: nothing is ever written inside it).
+    selection : Selection
+        Which keys.
+    target : str, optional
+        A new or empty local folder for the copy (needed with ``apply``).
+    apply : bool
+        Write the copy; without it nothing is written (a dry run).
+    drop_uncommitted : bool
+        When the last planned batch never committed, prune on top of the last committed one and leave
+        the later batch out of the copy.
+    cancelled : callable, optional
+        Polled between steps.
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    PrunePlan
+        With ``written`` and ``proof`` when applied.
+
+    Raises
+    ------
+    RefusedError
+        Before anything is written: the target is inside the checkpoint or not empty, the last batch did
+        not commit, a store's format cannot be written safely (the message says which and why), or the
+        copy could not be made whole.
+    UsageError
+        No selection, an unknown category, a ``--where`` that does not apply.
+    StatelensError
+        A file that cannot be read while choosing keys (prune reads strictly: a partition it cannot
+        read is an error, never a partition left as it is).
+    """
+    import duckdb
+
+    from statelens.readers.backends.native import NativeBackend
+
+    last, later = _last_committed(ckpt, drop_uncommitted)
+    base = last + 1
+    root = _check_target(ckpt, target) if target is not None else None
+    if apply and root is None:
+        raise UsageError("--apply needs --out NEW: the folder the pruned copy is written to")
+    backend = NativeBackend(ckpt)
+    stores = _writable_stores(ckpt, backend, base)
+    if selection.operator_id is not None or selection.store_name is not None:
+        chosen = [
+            st
+            for st, _ in stores
+            if selection.operator_id in (None, st.operator_id)
+            and selection.store_name in (None, st.store_name)
+        ]
+        if not chosen:
+            raise UsageError("no store matches --operator/--store")
+    wanted: dict[tuple[int, str], dict[int | None, set[str]]] = {}
+    if selection.zombies:
+        found = yield from _zombie_keys(ckpt, selection, base, cancelled)
+        for (op, name, pid), keys in found.items():
+            wanted.setdefault((op, name), {}).setdefault(pid, set()).update(keys)
+    if selection.keys is not None:
+        for op, name, pid, key in _listed_keys(selection.keys):
+            for st, _ in stores:
+                if op in (None, st.operator_id) and name in (None, st.store_name):
+                    wanted.setdefault((st.operator_id, st.store_name), {}).setdefault(pid, set()).add(key)
+    plan = PrunePlan(ckpt.location, last, [], dropped_uncommitted=later, target=str(root) if root else None)
+    con = duckdb.connect(":memory:")
+    try:
+        for n, (st, reader) in enumerate(stores):
+            if cancelled is not None and cancelled():
+                raise StatelensError("prune cancelled before anything was written")
+            yield Progress(n, len(stores), f"operator {st.operator_id} {st.store_name}")
+            plan.stores.append(
+                _plan_store(
+                    backend, st, reader, selection, base, wanted.get((st.operator_id, st.store_name), {}), con
+                )
+            )
+    finally:
+        con.close()
+    if not apply:
+        return plan
+    assert root is not None
+    yield from _apply(
+        ckpt, plan, stores, root, _skip_uncommitted(ckpt, last, later) if later else None, cancelled
+    )
+    return plan
+
+
+def _apply(
+    ckpt: Any,
+    plan: PrunePlan,
+    stores: list[tuple[Any, Any]],
+    root: Path,
+    skip: Callable[[str], bool] | None,
+    cancelled: Callable[[], bool] | None,
+) -> Generator[Progress, None, None]:
+    from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.mirror import iter_copy_checkpoint
+    from statelens.readers.rewrite import removal_file
+
+    copied = yield from iter_copy_checkpoint(ckpt.fs, root, cancelled, skip=skip)
+    if copied.failed:
+        raise RefusedError(
+            f"{len(copied.failed)} file(s) could not be copied (first: {copied.failed[0]}); the copy in {root} "
+            "is incomplete and nothing was pruned: fix the source or remove the folder and try again"
+        )
+    plan.copied_files = copied.copied
+    # State first, logs last: a copy stopped half-way has no batch that points at missing state.
+    by_store = {(s.operator_id, s.store_name): s for s in plan.stores}
+    for st, reader in stores:
+        parts = {p.partition: p for p in by_store[(st.operator_id, st.store_name)].partitions}
+        for pid in reader.partition_ids():
+            part = parts.get(pid)
+            new = removal_file(reader, pid, plan.new_version, part.keys if part is not None else [])
+            _write(root, new.path, new.data, plan.written)
+    for rel, data in _log_files(ckpt, plan.last_batch):
+        _write(root, rel, data, plan.written)
+    plan.applied = True
+    yield Progress(0, 1, "proof")
+    copy = open_checkpoint(str(root), mirror=False)
+    plan.proof = _prove(ckpt, copy, plan, stores)

@@ -1,0 +1,342 @@
+"""statelens prune on real checkpoints: the copy restarts in Spark without the removed keys.
+
+Each case prunes a checkpoint written by PySpark into a new folder, then checks what Spark itself sees:
+its ``statestore`` reader (tests/oracle.py, no statelens code) shows the removed keys gone and every
+other row equal to the original's, and the same query restarted on the copy runs the next batches
+(ids after the added one) without ever calling the state function for the removed keys, while the same
+restart on an unpruned copy still calls it for them. The original checkpoint's files are hashed before
+and after. Refusals are checked before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statelens.app.cli import main
+from statelens.readers.errors import RefusedError
+
+pytestmark = pytest.mark.spark
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def _cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    return code, out.getvalue()
+
+
+def _prune_json(*argv: str) -> dict[str, Any]:
+    code, text = _cli("prune", *argv, "--json")
+    assert code == 0, text
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def _keys(rows: list[tuple[int, Any, Any]]) -> set[str]:
+    return {json.dumps(r[1], sort_keys=True, default=str) for r in rows}
+
+
+def _restart_pandas_state(
+    spark: Any, root: Path, batches: list[list[tuple[str, int]]], conf: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Run the applyInPandasWithState query of ``pandas_state_event`` on ``root/checkpoint`` again, one
+    ``Trigger.Once`` run per batch of new input (read from a new folder, so only the new files are new)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from tests.spark_checkpoints import (
+        _PANDAS_OUTPUT_SCHEMA,
+        _PANDAS_STATE_SCHEMA,
+        Ctx,
+        _make_pandas_state_func,
+        _ts,
+        session_conf,
+    )
+
+    ctx = Ctx(name="restart", spark=spark, dir=root)
+    func = _make_pandas_state_func(event_time=True, timeout_ms=5_000)
+    with session_conf(spark, {"spark.sql.shuffle.partitions": "2", **conf}):
+        for i, rows in enumerate(batches):
+            ctx.write_json(
+                "restart",
+                [
+                    {"key": k, "ts_ms": _ts(t), "v": float(j), "tag": f"r{i}-{k}"}
+                    for j, (k, t) in enumerate(rows)
+                ],
+            )
+            src = ctx.read_json_stream("restart", "key STRING, ts_ms LONG, v DOUBLE, tag STRING")
+            df = (
+                src.withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
+                .withWatermark("ts", "10 seconds")
+                .groupBy("key")
+                .applyInPandasWithState(
+                    func,
+                    _PANDAS_OUTPUT_SCHEMA,
+                    _PANDAS_STATE_SCHEMA,
+                    "append",
+                    GroupStateTimeout.EventTimeTimeout,
+                )
+            )
+            ctx.run(df, mode="append", trigger="once")
+    return ctx.output
+
+
+def _copy_scenario(src: Path, dst: Path) -> Path:
+    """A private copy of a cached scenario's checkpoint (the cache is shared and must stay untouched)."""
+    shutil.copytree(src / "checkpoint", dst / "checkpoint", symlinks=True)
+    return dst / "checkpoint"
+
+
+#: New input for the restarts: live1 keeps getting data and the watermark moves on.
+_RESTART = [[("live1", 120_000), ("new1", 121_000)], [("live1", 140_000)]]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "conf"),
+    [
+        ("pandas_state_event", {}),
+        (
+            "rocks_pandas_state",
+            {
+                "spark.sql.streaming.stateStore.providerClass": (
+                    "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+                ),
+                "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+                "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+            },
+        ),
+    ],
+)
+def test_pruned_copy_restarts_without_the_zombies(
+    scenario: str, conf: dict[str, str], checkpoint: Any, spark: Any, tmp_path: Path
+) -> None:
+    from tests import oracle
+
+    source = checkpoint(scenario) / "checkpoint"
+    before = _tree_hash(source)
+    expected = json.loads((checkpoint(scenario) / "expected.json").read_text())
+    last = expected["committed_batches"][-1]
+
+    dry = _prune_json(str(source), "--zombies")
+    assert not dry["applied"] and dry["written_files"] == []
+    assert dry["removed_rows"] > 0
+
+    target = tmp_path / "pruned" / "checkpoint"
+    report = tmp_path / "prune.json"
+    doc = _prune_json(str(source), "--zombies", "--out", str(target), "--apply", "--report", str(report))
+    assert _tree_hash(source) == before, "prune wrote into the source checkpoint"
+    assert json.loads(report.read_text()) == doc
+    assert doc["applied"] and doc["proof"]["ok"], doc["proof"]
+    assert (doc["last_committed_batch"], doc["new_batch"], doc["new_version"]) == (last, last + 1, last + 2)
+    removed = {
+        json.dumps(k, sort_keys=True)
+        for s in doc["stores"]
+        for p in s["partitions"]
+        for k in p["removed_keys"]
+    }
+    assert removed == {json.dumps(k, sort_keys=True) for k in dry_keys(dry)}
+    # The keys removed are the ones statelens expired reports as zombies, which the state function
+    # leaked: every "leak*" key (a timeout that fired and was ignored) and upd* (stored again without one).
+    names = {json.loads(k)["key"] for k in removed}
+    assert set(expected["leaked"]) <= names
+    assert all(n.startswith(("leak", "upd")) for n in names)
+    for w in doc["written_files"]:
+        data = (target / w["path"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == w["sha256"] and len(data) == w["size_bytes"]
+
+    # Spark's own reader: the copy's state after the added batch is the original's minus the removed keys.
+    original = oracle.read_state(spark, source, batch_id=last)
+    pruned = oracle.read_state(spark, target, batch_id=last + 1)
+    kept = [r for r in original if r[1][0] not in names]  # Spark's keys are tuples: (key,)
+    assert len(kept) == len(original) - len(removed)
+    assert pruned == kept
+
+    # Restart the same query on the copy, and (control) on an unpruned copy of the original.
+    runs = {}
+    for name, ckpt in (
+        ("pruned", target),
+        ("control", _copy_scenario(checkpoint(scenario), tmp_path / "control")),
+    ):
+        runs[name] = _restart_pandas_state(spark, ckpt.parent, _RESTART, conf)
+    assert {r["_batch"] for r in runs["pruned"]} == {last + 2, last + 3}
+    assert {r["_batch"] for r in runs["control"]} == {last + 1, last + 2}
+    leaked_calls = {r["key"] for r in runs["control"] if r["action"] == "ignore"}
+    assert leaked_calls & names, "the control restart should still call the state function for leaked keys"
+    assert not {r["key"] for r in runs["pruned"]} & names
+    # ... and the keys that were kept behave as in the control run.
+    assert sorted((r["key"], r["action"]) for r in runs["pruned"]) == sorted(
+        (r["key"], r["action"]) for r in runs["control"] if r["key"] not in names
+    )
+    final = oracle.read_state(spark, target)
+    assert {r[1][0] for r in final} and not {r[1][0] for r in final} & names
+    assert _tree_hash(source) == before
+
+
+def dry_keys(doc: dict[str, Any]) -> Iterator[Any]:
+    for s in doc["stores"]:
+        for p in s["partitions"]:
+            yield from p.get("removed_keys", [])
+
+
+def _restart_count(spark: Any, root: Path, batches: list[list[str]], first_file: int) -> list[dict[str, Any]]:
+    """Run the ``groupBy(key).count()`` query of the aggregation scenarios on ``root/checkpoint`` again,
+    reading ``root/input/in`` (new files get modification times after the ``first_file`` old ones)."""
+    from tests.spark_checkpoints import Ctx, session_conf
+
+    ctx = Ctx(name="restart", spark=spark, dir=root, _files=first_file)
+    with session_conf(spark, {"spark.sql.shuffle.partitions": "2"}):
+        for i, keys in enumerate(batches):
+            ctx.write_json("in", [{"key": k, "value": 1000 + i} for k in keys])
+            df = ctx.read_json_stream("in", "key STRING, value LONG", max_files=None).groupBy("key").count()
+            ctx.run(df, mode="update", trigger="once")
+    return ctx.output
+
+
+def test_where_and_drop_uncommitted_restart(checkpoint: Any, spark: Any, tmp_path: Path) -> None:
+    """The last batch never committed: prune refuses, then with --drop-uncommitted builds on the last
+    committed batch; rows picked by a DuckDB predicate are gone and their counts start over in Spark."""
+    from tests import oracle
+
+    source = checkpoint("uncommitted") / "checkpoint"
+    before = _tree_hash(source)
+    target = tmp_path / "pruned" / "checkpoint"
+    with pytest.raises(
+        RefusedError, match=r"batch 2 was planned \(offsets/2\) but never committed.*--drop-uncommitted"
+    ):
+        _run_prune(source, "--where", "key.key = 'a'", "--out", str(target), "--apply")
+    assert not target.exists()
+
+    doc = _prune_json(
+        str(source), "--where", "key.key IN ('a', 'c')", "--drop-uncommitted", "--out", str(target), "--apply"
+    )
+    assert doc["proof"]["ok"] and doc["dropped_uncommitted_batches"] == [2]
+    assert (doc["new_batch"], doc["new_version"]) == (2, 3)
+    assert sorted(k["key"] for k in dry_keys(doc)) == ["a", "c"]
+    assert _tree_hash(source) == before
+    # The copy's batch 2 is the added one, not the one that failed.
+    assert (target / "offsets" / "2").read_text().split("\n")[2:] == (
+        source / "offsets" / "1"
+    ).read_text().split("\n")[2:]
+    original = {r[1][0]: r[2][0] for r in oracle.read_state(spark, source, batch_id=1)}
+    pruned = {r[1][0]: r[2][0] for r in oracle.read_state(spark, target, batch_id=2)}
+    assert pruned == {k: v for k, v in original.items() if k not in ("a", "c")}
+
+    # Restart: batch 3 plans the dropped batch's input again (part-002: e b b f g) and the new file.
+    _move_file_source(target, checkpoint("uncommitted") / "input" / "in", target.parent / "input" / "in")
+    out = _restart_count(spark, target.parent, [["a", "b", "z"]], first_file=3)
+    assert min(r["_batch"] for r in out) == 3
+    final = {r[1][0]: r[2][0] for r in oracle.read_state(spark, target)}
+    expect = dict(pruned)
+    for k in ["e", "b", "b", "f", "g", "a", "b", "z"]:
+        expect[k] = expect.get(k, 0) + 1
+    assert final == expect  # a and c started over (c had no new rows); b continued
+    assert _tree_hash(source) == before
+
+
+def _move_file_source(ckpt: Path, old_input: Path, new_input: Path) -> None:
+    """Point a copied checkpoint's file-source log at a copy of its input folder (the generator's
+    folder was renamed after the run), keeping file names and modification times."""
+    new_input.mkdir(parents=True)
+    for f in sorted(old_input.iterdir()):
+        shutil.copy2(f, new_input / f.name)
+    for log in (ckpt / "sources" / "0").iterdir():
+        if log.name.startswith("."):
+            log.unlink()  # the Hadoop .crc of a rewritten file would no longer match
+            continue
+        lines = log.read_text().split("\n")
+        for i, line in enumerate(lines[1:], 1):
+            if line.strip():
+                entry = json.loads(line)
+                entry["path"] = (new_input / entry["path"].rsplit("/", 1)[1]).as_uri()
+                lines[i] = json.dumps(entry)
+        log.write_text("\n".join(lines))
+
+
+def _run_prune(source: Path, *argv: str) -> Any:
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.prune import Selection, iter_prune
+    from statelens.readers.checkpoint import open_checkpoint
+
+    args = list(argv)
+    opts: dict[str, Any] = {}
+    sel: dict[str, Any] = {}
+    while args:
+        flag = args.pop(0)
+        if flag == "--where":
+            sel["where"] = args.pop(0)
+        elif flag == "--zombies":
+            sel["zombies"] = True
+        elif flag == "--out":
+            opts["target"] = args.pop(0)
+        elif flag == "--apply":
+            opts["apply"] = True
+    return run_to_end(iter_prune(open_checkpoint(str(source)), Selection(**sel), **opts))
+
+
+@pytest.mark.parametrize(
+    ("scenario", "reason"),
+    [
+        ("rocks_agg", r"RocksDB without changelog checkpointing .* zip of rewritten SST files"),
+        ("rocks_ckpt_v2", r"checkpoint format v2"),
+        ("rocks_tws", r"virtual column families"),
+    ],
+)
+def test_formats_it_cannot_write_are_refused_before_writing(
+    scenario: str, reason: str, checkpoint: Any, tmp_path: Path
+) -> None:
+    source = checkpoint(scenario) / "checkpoint"
+    target = tmp_path / "out"
+    code, _ = _cli("prune", str(source), "--where", "true", "--out", str(target), "--apply")
+    assert code == 2
+    with pytest.raises(RefusedError, match=reason):
+        _run_prune(source, "--where", "true", "--out", str(target), "--apply")
+    assert not target.exists()
+
+
+def test_never_writes_into_the_source_or_a_non_empty_folder(checkpoint: Any, tmp_path: Path) -> None:
+    source = checkpoint("pandas_state_event") / "checkpoint"
+    before = _tree_hash(source)
+    with pytest.raises(RefusedError, match="inside the checkpoint"):
+        _run_prune(source, "--zombies", "--out", str(source / "pruned"), "--apply")
+    with pytest.raises(RefusedError, match="holds the checkpoint"):
+        _run_prune(source, "--zombies", "--out", str(source.parent), "--apply")
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(RefusedError, match="not empty"):
+        _run_prune(source, "--zombies", "--out", str(busy), "--apply")
+    assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]
+    assert _tree_hash(source) == before
+
+
+def test_keys_file_from_expired_jsonl(checkpoint: Any, tmp_path: Path) -> None:
+    """``statelens expired --jsonl`` lines, edited by hand, choose the keys; a dry run writes nothing."""
+    source = checkpoint("pandas_state_event") / "checkpoint"
+    code, text = _cli("expired", str(source), "--jsonl")
+    assert code == 0
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    chosen = [d for d in lines if d["key"]["key"].startswith("leak")]
+    assert chosen
+    keys = tmp_path / "keys.jsonl"
+    keys.write_text("".join(json.dumps(d) + "\n" for d in chosen))
+    doc = _prune_json(str(source), "--keys", str(keys))
+    assert sorted(k["key"] for k in dry_keys(doc)) == sorted({d["key"]["key"] for d in chosen})
+    assert doc["written_files"] == [] and doc["proof"] is None
+    code, text = _cli("prune", str(source), "--keys", str(keys))
+    assert code == 0 and "Dry run: nothing written" in text
