@@ -639,10 +639,12 @@ def iter_prune(
         for (op, name, pid), keys in found.items():
             wanted.setdefault((op, name), {}).setdefault(pid, set()).update(keys)
     if selection.keys is not None:
-        for want_op, want_store, pid, key in _listed_keys(selection.keys):
+        for want_op, want_store, want_pid, key in _listed_keys(selection.keys):
             for st, _ in stores:
                 if want_op in (None, st.operator_id) and want_store in (None, st.store_name):
-                    wanted.setdefault((st.operator_id, st.store_name), {}).setdefault(pid, set()).add(key)
+                    wanted.setdefault((st.operator_id, st.store_name), {}).setdefault(want_pid, set()).add(
+                        key
+                    )
     plan = PrunePlan(ckpt.location, last, [], dropped_uncommitted=later, target=str(root) if root else None)
     con = duckdb.connect(":memory:")
     try:
