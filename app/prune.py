@@ -678,7 +678,7 @@ def _apply(
 ) -> Generator[Progress, None, None]:
     from statelens.readers.checkpoint import open_checkpoint
     from statelens.readers.mirror import iter_copy_checkpoint
-    from statelens.readers.rewrite import removal_file
+    from statelens.readers.rewrite import removal_files
 
     copied = yield from iter_copy_checkpoint(ckpt.fs, root, cancelled, skip=skip)
     if copied.failed:
@@ -693,8 +693,8 @@ def _apply(
         parts = {p.partition: p for p in by_store[(st.operator_id, st.store_name)].partitions}
         for pid in reader.partition_ids():
             part = parts.get(pid)
-            new = removal_file(reader, pid, plan.new_version, part.keys if part is not None else [])
-            _write(root, new.path, new.data, plan.written)
+            for new in removal_files(reader, pid, plan.new_version, part.keys if part is not None else []):
+                _write(root, new.path, new.data, plan.written)
     for rel, data in _log_files(ckpt, plan.last_batch):
         _write(root, rel, data, plan.written)
     plan.applied = True

@@ -35,7 +35,7 @@ from statelens.readers.hdfs_store import HDFSStoreReader
 from statelens.readers.records import changelog_header
 from statelens.readers.rocksdb_store import RocksDBStoreReader
 
-__all__ = ["NewFile", "cannot_write", "crc_sidecar_path", "hadoop_crc", "removal_file"]
+__all__ = ["NewFile", "cannot_write", "crc_sidecar_path", "hadoop_crc", "removal_files"]
 
 _I32_BE = struct.Struct(">i")
 _U32_BE = struct.Struct(">I")
@@ -106,9 +106,10 @@ def cannot_write(reader: Any, base: int) -> str | None:
     return None
 
 
-def removal_file(reader: Any, partition_id: int, version: int, keys: Iterable[bytes]) -> NewFile:
-    """The state file of ``version`` of one partition that removes ``keys`` (raw key rows, as
-    :meth:`~readers.store_base.StoreReaderBase.read_raw` gives them) from version ``version - 1``.
+def removal_files(reader: Any, partition_id: int, version: int, keys: Iterable[bytes]) -> list[NewFile]:
+    """The state files of ``version`` of one partition that remove ``keys`` (raw key rows, as
+    :meth:`~readers.store_base.StoreReaderBase.read_raw` gives them) from version ``version - 1``:
+    one delta or changelog.
 
     The codec is the one the partition's newest earlier file is written in (its magic bytes decide, as when
     reading). Call :func:`cannot_write` first: this assumes the store can be written.
@@ -125,4 +126,4 @@ def removal_file(reader: Any, partition_id: int, version: int, keys: Iterable[by
         out += _I32_BE.pack(len(stored)) + stored + _END
     out += _END
     name = f"{version}.{'changelog' if rocks else 'delta'}"
-    return NewFile(posixpath.join(pf.directory, name), compress(bytes(out), codec))
+    return [NewFile(posixpath.join(pf.directory, name), compress(bytes(out), codec))]
