@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from statelens.app.analysis.doctor import DoctorResult
     from statelens.app.analysis.expired import ExpiredResult
     from statelens.app.analysis.growth import GrowthResult
+    from statelens.app.prune import PrunePlan
 
 __all__ = ["Checkpoint", "open"]
 
@@ -228,6 +229,64 @@ class Checkpoint:
 
         options.setdefault("storage_options", self._storage_options)
         return run_to_end(iter_doctor(self._ckpt, backends=self._backends, **options))
+
+    def prune(
+        self,
+        *,
+        zombies: bool = False,
+        categories: Sequence[str] = ("zombie",),
+        keys: Sequence[dict[str, Any]] | None = None,
+        where: str | None = None,
+        operator: int | None = None,
+        store: str | None = None,
+        out: str | None = None,
+        apply: bool = False,
+        drop_uncommitted: bool = False,
+    ) -> PrunePlan:
+        """What ``statelens prune`` removes (a dry run) and, with ``out`` and ``apply``, the pruned copy.
+
+        Parameters
+        ----------
+        zombies, categories
+            The expired-but-unremoved keys :meth:`expired` reports at the last committed version.
+        keys : sequence of dict, optional
+            ``{"key": ...}`` objects as statelens prints keys (``operator_id``, ``store_name``,
+            ``partition`` narrow them), e.g. ``[f.to_json() for f in ckpt.expired().findings]``.
+        where : str, optional
+            A DuckDB predicate over the ``state`` table of :meth:`sql`.
+        operator, store : optional
+            Only this operator / store.
+        out : str, optional
+            A new or empty local folder for the copy.
+        apply : bool
+            Write the copy (default: a dry run that writes nothing).
+        drop_uncommitted : bool
+            Build on the last committed batch when the last planned one never committed.
+
+        Returns
+        -------
+        app.prune.PrunePlan
+            Rows and bytes removed per store and partition (``to_json()``); once applied, the files
+            written with their SHA-256 and the proof (``proof.ok``).
+
+        Raises
+        ------
+        RefusedError
+            Before anything is written, when the copy would not be safe (the message says why).
+        """
+        from statelens.app.prune import Selection, iter_prune
+
+        selection = Selection(
+            zombies=zombies,
+            categories=tuple(categories),
+            keys=keys,
+            where=where,
+            operator_id=operator,
+            store_name=store,
+        )
+        return run_to_end(
+            iter_prune(self._ckpt, selection, out, apply=apply, drop_uncommitted=drop_uncommitted)
+        )
 
     def sql(
         self, query: str, *, operator: int | None = None, store: str | None = None, version: int | None = None

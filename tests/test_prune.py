@@ -452,3 +452,21 @@ def test_checkpoints_of_older_spark(version: str, scenario: str, spark: Any, tmp
     assert doc["proof"]["ok"] and doc["removed_rows"] > 0
     assert _tree_hash(source) == before
     _spark_sees_the_prune(spark, source, target, doc)
+
+
+def test_python_api_prunes_what_expired_found(checkpoint: Any, spark: Any, tmp_path: Path) -> None:
+    """In a notebook: findings from ``expired()`` feed ``prune(keys=...)``; the copy reads back."""
+    import statelens
+
+    source = checkpoint("pandas_state_event") / "checkpoint"
+    with statelens.open(str(source)) as ckpt:
+        findings = [f.to_json() for f in ckpt.expired().findings if f.category == "zombie"]
+        dry = ckpt.prune(keys=findings)
+        names = {v for f in findings for k, v in f["key"] if k == "key"}  # keys: ordered (name, value) pairs
+        assert not dry.applied and dry.removed_rows == len(names)
+        plan = ckpt.prune(keys=findings, out=str(tmp_path / "copy"), apply=True)
+    assert plan.applied and plan.proof is not None and plan.proof.ok
+    with statelens.open(str(tmp_path / "copy")) as copy:
+        left = {r["key"]["key"] for r in copy.state().to_pylist()}
+    assert left and not left & names
+    _spark_sees_the_prune(spark, source, tmp_path / "copy", plan.to_json())
