@@ -515,11 +515,23 @@ def _log_files(ckpt: Any, last: int) -> list[tuple[str, bytes]]:
     return [(f"offsets/{last + 1}", "\n".join(lines).encode("utf-8")), (f"commits/{last + 1}", commit)]
 
 
-def _prove(ckpt: Any, copy: Any, plan: PrunePlan, readers: list[tuple[Any, Any]]) -> Proof:
-    """Read every store of the copy at the new version and the original at the base version: the copy
-    must hold every original row byte for byte except the removed keys, which must be gone."""
-    from statelens.readers.backends.native import NativeBackend
+def _raw_partition(backend: Any, op: int, name: str, version: int, pid: int) -> dict[bytes, bytes]:
+    """One partition's stored rows at one version, key bytes -> value bytes, through the scan."""
     from statelens.readers.scan import StateScan
+
+    table = StateScan(backend, op, name, version=version, partitions=[pid], raw=True, strict=True).to_arrow()
+    return dict(
+        zip(table.column("key_bytes").to_pylist(), table.column("value_bytes").to_pylist(), strict=True)
+    )
+
+
+def _prove(
+    ckpt: Any, copy: Any, plan: PrunePlan, readers: list[tuple[Any, Any]]
+) -> Generator[Progress, None, Proof]:
+    """Read every store of the copy at the new version and the original at the base version, a partition
+    at a time (memory: two partitions): the copy must hold every original row byte for byte except the
+    removed keys, which must be gone."""
+    from statelens.readers.backends.native import NativeBackend
 
     proof = Proof()
     if copy.last_committed_batch_id != plan.new_batch:
@@ -530,38 +542,25 @@ def _prove(ckpt: Any, copy: Any, plan: PrunePlan, readers: list[tuple[Any, Any]]
         (s.operator_id, s.store_name, p.partition): set(p.keys) for s in plan.stores for p in s.partitions
     }
     original, pruned = NativeBackend(ckpt), NativeBackend(copy)
-    for st, _reader in readers:
-        op, name = st.operator_id, st.store_name
-
-        def tables(
-            backend: Any, version: int, op: int = op, name: str = name
-        ) -> dict[int, dict[bytes, bytes]]:
-            scan = StateScan(backend, op, name, version=version, raw=True, strict=True)
-            out: dict[int, dict[bytes, bytes]] = {}
-            for t in scan.iter_tables():
-                pid = int(t.column("partition")[0].as_py())
-                out[pid] = dict(
-                    zip(t.column("key_bytes").to_pylist(), t.column("value_bytes").to_pylist(), strict=True)
-                )
-            return out
-
-        before, after = tables(original, plan.base_version), tables(pruned, plan.new_version)
-        for pid in sorted(set(before) | set(after) | {p for (o, s, p) in removed if (o, s) == (op, name)}):
-            proof.partitions += 1
-            old, new = before.get(pid, {}), after.get(pid, {})
-            gone = removed.get((op, name, pid), set())
-            expect = {k: v for k, v in old.items() if k not in gone}
-            where = f"operator {op} store {name!r} partition {pid}"
-            if new == expect:
-                proof.kept_rows += len(new)
-                proof.gone_rows += len(gone & set(old))
-                continue
-            extra = [k for k in new if k not in expect]
-            lost = [k for k in expect if k not in new]
-            changed = [k for k in expect if k in new and new[k] != expect[k]]
-            proof.mismatches.append(
-                f"{where}: {len(extra)} row(s) that should be gone, {len(lost)} missing, {len(changed)} changed"
-            )
+    jobs = [(st.operator_id, st.store_name, pid) for st, reader in readers for pid in reader.partition_ids()]
+    for n, (op, name, pid) in enumerate(jobs):
+        yield Progress(n, len(jobs), f"proof: operator {op} {name} partition {pid}")
+        old = _raw_partition(original, op, name, plan.base_version, pid)
+        new = _raw_partition(pruned, op, name, plan.new_version, pid)
+        proof.partitions += 1
+        gone = removed.get((op, name, pid), set())
+        expect = {k: v for k, v in old.items() if k not in gone}
+        if new == expect:
+            proof.kept_rows += len(new)
+            proof.gone_rows += len(gone & old.keys())
+            continue
+        extra = sum(1 for k in new if k not in expect)
+        lost = sum(1 for k in expect if k not in new)
+        changed = sum(1 for k in expect if k in new and new[k] != expect[k])
+        proof.mismatches.append(
+            f"operator {op} store {name!r} partition {pid}: {extra} row(s) that should be gone, "
+            f"{lost} missing, {changed} changed"
+        )
     return proof
 
 
@@ -698,6 +697,5 @@ def _apply(
     for rel, data in _log_files(ckpt, plan.last_batch):
         _write(root, rel, data, plan.written)
     plan.applied = True
-    yield Progress(0, 1, "proof")
     copy = open_checkpoint(str(root), mirror=False)
-    plan.proof = _prove(ckpt, copy, plan, stores)
+    plan.proof = yield from _prove(ckpt, copy, plan, stores)

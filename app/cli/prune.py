@@ -88,15 +88,44 @@ def _print_plan(plan: Any, out: IO[str]) -> None:
         )
         + ".\n\n"
     )
-    rows = []
-    for s in plan.stores:
-        for p in s.partitions:
-            if p.removed_rows:
-                rows.append(
-                    [s.operator_id, s.store_name, p.partition, p.rows, p.removed_rows, p.removed_bytes]
-                )
-    if rows:
-        w(_common.format_table(["op", "store", "partition", "rows", "removed", "bytes"], rows) + "\n\n")
+    shown = 10
+    stores = [
+        [
+            s.operator_id,
+            s.store_name,
+            s.provider,
+            sum(1 for p in s.partitions if p.removed_rows),
+            s.removed_rows,
+            s.removed_bytes,
+        ]
+        for s in plan.stores
+    ]
+    if plan.removed_rows:
+        w(
+            _common.format_table(["op", "store", "provider", "partitions", "removed", "bytes"], stores)
+            + "\n\n"
+        )
+        parts = sorted(
+            ((s, p) for s in plan.stores for p in s.partitions if p.removed_rows),
+            key=lambda sp: (-sp[1].removed_rows, sp[0].operator_id, sp[0].store_name, sp[1].partition),
+        )
+        rows = [
+            [
+                s.operator_id,
+                s.store_name,
+                p.partition,
+                f"{p.rows:,}",
+                f"{p.removed_rows:,}",
+                f"{p.removed_bytes:,}",
+            ]
+            for s, p in parts[:shown]
+        ]
+        w(_common.format_table(["op", "store", "partition", "rows", "removed", "bytes"], rows) + "\n")
+        if len(parts) > shown:
+            w(
+                f"... and {len(parts) - shown:,} more partitions (--json or --report lists every one and the keys)\n"
+            )
+        w("\n")
     else:
         w("No key matched: nothing to remove.\n\n")
     if not plan.applied:
