@@ -135,20 +135,25 @@ def _print_plan(plan: Any, out: IO[str]) -> None:
         )
         return
     w(
-        f"Copied {plan.copied_files:,} files to {plan.target} and wrote {len(plan.written)} "
-        f"(batch {plan.new_batch}: offsets, commit and state version {plan.new_version} of every partition).\n"
+        f"Copied {plan.copied_files:,} files to {plan.target} and wrote {_n(len(plan.written), 'file')} "
+        f"(batch {plan.new_batch}: offsets, commit and state version {plan.new_version} of every partition, "
+        "with their .crc).\n"
     )
     proof = plan.proof
     if proof is not None and proof.ok:
         w(
-            f"Proof: the copy read back holds {proof.kept_rows:,} rows identical to the original, byte for byte, "
-            f"and none of the {proof.gone_rows:,} removed ({proof.partitions} partitions compared).\n"
-            f"Restart the same query on {plan.target}: it runs batch {plan.new_batch + 1} next.\n"
+            f"Proof: read back, the copy holds {_n(proof.kept_rows, 'row')} identical to the original byte for "
+            f"byte and none of the {_n(proof.gone_rows, 'row')} removed ({_n(proof.partitions, 'partition')} "
+            f"compared).\nRestart the same query on {plan.target}: it runs batch {plan.new_batch + 1} next.\n"
         )
     elif proof is not None:
         w("Proof FAILED: the copy does not read back as expected; do not restart from it.\n")
         for m in proof.mismatches:
             w(f"  {m}\n")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def add_commands(sub: Any) -> None:
