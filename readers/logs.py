@@ -377,12 +377,14 @@ def parse_offsets(data: bytes, path: str, batch_id: int) -> OffsetLogEntry:
 
 
 def effective_conf(offsets_entries: Iterable[OffsetLogEntry]) -> dict[str, str]:
-    """The SQL confs the whole checkpoint runs with.
+    """The SQL confs the checkpoint runs with, as a restart sets them.
 
-    Spark pins the confs recorded in the first offsets file for the life of the checkpoint (docs/format.md §2.2).
-    This takes the earliest *surviving* entry (lowest ``batch_id``) and fills keys it lacks with
-    :data:`SPARK_CONF_DEFAULTS` (codec ``lz4``, state format versions ``1``, HDFS provider, ...), as
-    Spark does when it restarts an older checkpoint.
+    Spark pins the confs recorded in the first offsets file and carries them into every later one; a
+    restart takes them from the newest (``OffsetSeqMetadata.setSessionConf``). Only Spark 4.2+'s
+    ``checkpointManager.repartition`` changes one of them (``spark.sql.shuffle.partitions``, in the batch it
+    adds; docs/format.md §2.2). This takes the earliest *surviving* entry (lowest ``batch_id``), overlays the
+    newest one, and fills keys both lack with :data:`SPARK_CONF_DEFAULTS` (codec ``lz4``, state format
+    versions ``1``, HDFS provider, ...), as Spark does when it restarts an older checkpoint.
 
     Parameters
     ----------
@@ -395,10 +397,11 @@ def effective_conf(offsets_entries: Iterable[OffsetLogEntry]) -> dict[str, str]:
         The conf; only the defaults when no entry is given. ``spark.sql.shuffle.partitions`` has no
         default (before Spark 2.3 it is not recorded: count the state partition folders instead).
     """
-    earliest = min(offsets_entries, key=lambda e: e.batch_id, default=None)
+    entries = sorted(offsets_entries, key=lambda e: e.batch_id)
     conf = dict(SPARK_CONF_DEFAULTS)
-    if earliest is not None:
-        conf.update(earliest.conf)
+    if entries:
+        conf.update(entries[0].conf)
+        conf.update(entries[-1].conf)
     return conf
 
 

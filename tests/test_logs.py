@@ -294,17 +294,29 @@ def test_bad_json_offset_points_into_non_ascii_line():
 # --- effective conf -------------------------------------------------------------------------------
 
 
-def test_effective_conf_takes_earliest_and_fills_defaults():
-    e0 = logs.parse_offsets(b'v1\n{"conf":{"spark.sql.shuffle.partitions":"3"}}\n0', "offsets/10", 10)
-    e1 = logs.parse_offsets(SPEC_OFFSETS_V1, "offsets/11", 11)
+def test_effective_conf_overlays_the_newest_on_the_earliest_and_fills_defaults():
+    e0 = logs.parse_offsets(
+        b'v1\n{"conf":{"spark.sql.shuffle.partitions":"3","spark.sql.streaming.only.early":"x"}}\n0',
+        "offsets/10",
+        10,
+    )
+    e1 = logs.parse_offsets(b'v1\n{"conf":{"spark.sql.shuffle.partitions":"2"}}\n0', "offsets/11", 11)
     conf = logs.effective_conf([e1, e0])
-    assert conf["spark.sql.shuffle.partitions"] == "3"
+    assert conf["spark.sql.shuffle.partitions"] == "2"  # the newest entry's, as a restart sets it
+    assert conf["spark.sql.streaming.only.early"] == "x"
     assert conf["spark.sql.streaming.stateStore.compression.codec"] == "lz4"
     assert conf["spark.sql.streaming.aggregation.stateFormatVersion"] == "1"
     assert conf["spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion"] == "1"
     assert conf["spark.sql.streaming.join.stateFormatVersion"] == "1"
     assert conf["spark.sql.streaming.stateStore.providerClass"].endswith("HDFSBackedStateStoreProvider")
     assert conf["spark.sql.streaming.stateStore.encodingFormat"] == "unsaferow"
+
+
+def test_effective_conf_newest_entry_wins_as_on_restart():
+    """A repartition (Spark 4.2+) records a new partition count in the batch it adds: a restart uses it."""
+    old = logs.parse_offsets(b'v1\n{"conf":{"spark.sql.shuffle.partitions":"2"}}\n0', "offsets/7", 7)
+    new = logs.parse_offsets(b'v1\n{"conf":{"spark.sql.shuffle.partitions":"4"}}\n0', "offsets/8", 8)
+    assert logs.effective_conf([new, old])["spark.sql.shuffle.partitions"] == "4"
 
 
 def test_effective_conf_recorded_values_win():

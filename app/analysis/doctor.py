@@ -240,7 +240,16 @@ class _Doctor:
             c = self.ckpt.offsets[b].conf
             if prev is not None and c and prev[1]:
                 changed = sorted(k for k in set(c) | set(prev[1]) if c.get(k) != prev[1].get(k))
-                if changed:
+                if changed == [key] and self._repartitioned(c.get(key)):
+                    self.add(
+                        "repartitioned",
+                        "info",
+                        f"state repartitioned in batch {b}: {key} {prev[1].get(key)} -> {c.get(key)} (Spark 4.2+ "
+                        "checkpointManager.repartition); versions before it have the old partitions",
+                        [f"offsets/{prev[0]}", f"offsets/{b}"],
+                        batch_id=b,
+                    )
+                elif changed:
                     self.add(
                         "conf_changed",
                         "warning" if key in changed or any("stateStore" in k for k in changed) else "info",
@@ -275,6 +284,18 @@ class _Doctor:
                         operator_id=op.operator_id,
                         store_name=st.store_name,
                     )
+
+    def _repartitioned(self, count: str | None) -> bool:
+        """Every store has exactly ``count`` partition folders (a repartition wrote the new ones)."""
+        try:
+            want = int(count or "")
+        except ValueError:
+            return False
+        return all(
+            len(st.partitions) == (1 if op.kind == OperatorKind.LIMIT else want)
+            for op in self.ckpt.operators
+            for st in op.stores
+        )
 
     # -- files -------------------------------------------------------------------------------------
     def check_temp_files(self) -> None:
