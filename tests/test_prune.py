@@ -502,3 +502,74 @@ def test_row_checksums_are_written(scenario: str, checkpoint: Any, spark: Any, t
 
     with statelens.open(str(target)) as copy, pytest.raises(ChecksumError, match="row checksum of record 0"):
         copy.state(version=last + 2, partition=2).to_arrow()
+
+
+@pytest.fixture
+def shared_spark_backend(spark: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``statelens repartition`` runs in the test run's SparkSession instead of starting a second JVM."""
+    import statelens.app.cli._common
+    from statelens.readers.backends import BackendChooser
+
+    monkeypatch.setattr(
+        statelens.app.cli._common, "_backends", lambda args, ckpt: BackendChooser(ckpt, "spark", spark=spark)
+    )
+    return spark
+
+
+def test_repartition_runs_spark_on_a_copy_and_proves_it(
+    checkpoint: Any, shared_spark_backend: Any, tmp_path: Path
+) -> None:
+    """Spark's own repartition (4.2+) on a copy: the same rows over 3 partitions, the original untouched,
+    and the query restarts on the copy and goes on counting."""
+    from tests import oracle
+
+    spark = shared_spark_backend
+    source = checkpoint("rocks_agg_changelog") / "checkpoint"
+    before = _tree_hash(source)
+    code, text = _cli("repartition", str(source), "--partitions", "3")
+    assert code == 0 and "Dry run: nothing written" in text
+    target = tmp_path / "job" / "checkpoint"
+    code, text = _cli(
+        "repartition", str(source), "--partitions", "3", "--out", str(target), "--apply", "--json"
+    )
+    assert code == 0, text
+    doc = json.loads(text)
+    assert doc["proof"]["ok"] and doc["partitions_before"] == 2 and doc["partitions"] == 3
+    assert _tree_hash(source) == before
+    last = doc["last_committed_batch"]
+    original = oracle.read_state(spark, source, batch_id=last)
+    moved = oracle.read_state(spark, target, batch_id=last + 1)
+    assert sorted(r[1:] for r in moved) == sorted(r[1:] for r in original)
+    assert {r[0] for r in moved} == {0, 1, 2}
+    code, text = _cli("doctor", str(target))
+    assert code == 0, text  # the repartition is a note, not a partition-count error
+
+    counts = {r[1][0]: r[2][0] for r in original}
+    input_dir = checkpoint("rocks_agg_changelog") / "input" / "in"
+    _move_file_source(target, input_dir, target.parent / "input" / "in")
+    from tests.spark_checkpoints import _rocks_conf, session_conf
+
+    with session_conf(spark, _rocks_conf(changelog=True)):
+        out = _restart_count(spark, target.parent, [["a", "zz"]], first_file=len(list(input_dir.iterdir())))
+    got = {r["key"]: r["count"] for r in out}
+    assert min(r["_batch"] for r in out) == last + 2
+    assert got == {"a": counts["a"] + 1, "zz": 1}
+
+
+def test_repartition_refuses_what_spark_would_refuse(checkpoint: Any, tmp_path: Path) -> None:
+    """HDFS stores (Spark's repartition leaves a half-written batch behind on them) and the same count
+    are refused before anything is copied."""
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.repartition import iter_repartition
+    from statelens.readers.checkpoint import open_checkpoint
+
+    for scenario, partitions, reason in (
+        ("agg_count", 4, "RocksDB stores only"),
+        ("rocks_agg_changelog", 2, "already has 2 partitions"),
+    ):
+        target = tmp_path / scenario
+        ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
+        steps = iter_repartition(ckpt, partitions, str(target), apply=True, spark=lambda: None)
+        with pytest.raises(RefusedError, match=reason):
+            run_to_end(steps)
+        assert not target.exists()

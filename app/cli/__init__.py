@@ -62,6 +62,7 @@ SUBCOMMANDS = (
     "cache",
     "mirror",
     "prune",
+    "repartition",
 )
 
 

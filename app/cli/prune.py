@@ -1,4 +1,5 @@
-"""``statelens prune``: a repaired copy of a checkpoint with chosen keys removed (docs/prune.md)."""
+"""``statelens prune`` and ``statelens repartition``: commands that write a changed copy of a checkpoint,
+never the checkpoint (docs/prune.md)."""
 
 from __future__ import annotations
 
@@ -152,6 +153,47 @@ def _print_plan(plan: Any, out: IO[str]) -> None:
             w(f"  {m}\n")
 
 
+def cmd_repartition(args: argparse.Namespace, out: IO[str]) -> int:
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.cli._common import _backends, _open
+    from statelens.app.repartition import iter_repartition
+
+    if args.apply and not args.out:
+        raise _common._usage("--apply needs --out NEW: the folder the repartitioned copy is written to")
+    ckpt = _open(args)
+    args.backend = "spark"
+    chooser = _backends(args, ckpt)
+    bar = _Progress()
+    try:
+        plan = run_to_end(
+            iter_repartition(ckpt, args.partitions, args.out, apply=args.apply, spark=lambda: chooser.spark),
+            bar,
+        )
+    finally:
+        bar.close()
+        chooser.close()
+    if args.json:
+        out.write(json.dumps(plan.to_json()) + "\n")
+    elif not plan.applied:
+        out.write(
+            f"Dry run: nothing written. With --out NEW --apply, statelens copies the checkpoint to NEW and runs "
+            f"Spark's repartition there: batch {plan.new_batch} (no data) rewrites the state of "
+            f"{_n(len(plan.stores), 'store')} from {plan.partitions_before} to {plan.partitions} partitions.\n"
+        )
+    elif plan.ok:
+        rows = sum(plan.rows.values())
+        out.write(
+            f"Copied {plan.copied_files:,} files to {plan.target}; Spark added batch {plan.new_batch} with "
+            f"{plan.partitions} partitions.\nProof: read back, every store holds the same {_n(rows, 'row')} as "
+            f"before, byte for byte.\nRestart the same query on {plan.target}.\n"
+        )
+    else:
+        out.write("Proof FAILED: the copy does not hold the rows it had; do not restart from it.\n")
+        for m in plan.mismatches:
+            out.write(f"  {m}\n")
+    return _common.EXIT_OK if not plan.applied or plan.ok else _common.EXIT_ERROR
+
+
 def _n(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
@@ -198,3 +240,21 @@ def add_commands(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the JSON record instead of text")
     p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser(
+        "repartition",
+        help="run Spark's state repartition (4.2+, RocksDB) on a copy of the checkpoint, never in place",
+        description="Copy the checkpoint to NEW, run Spark's checkpointManager.repartition there (Spark 4.2+, "
+        "RocksDB stores; it adds a batch whose state has the new number of partitions), and read the copy back: "
+        "every store must hold the same rows, byte for byte. Without --apply nothing is written.",
+    )
+    p.add_argument("checkpoint", help="checkpoint folder: local path, file:// or any fsspec URL (s3://...)")
+    p.add_argument("--partitions", type=int, required=True, metavar="N", help="the new number of partitions")
+    p.add_argument("--out", metavar="NEW", help="new or empty local folder for the copy")
+    p.add_argument("--apply", action="store_true", help="copy and repartition (default: a dry run)")
+    p.add_argument(
+        "--spark-master", metavar="URL", help="Spark master (default: $STATELENS_SPARK_MASTER or local[*])"
+    )
+    p.add_argument("--spark-conf", metavar="FILE", help="spark-defaults style file of extra Spark confs")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=cmd_repartition, spark_remote=None)

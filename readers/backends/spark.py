@@ -296,6 +296,38 @@ class SparkBackend:
             for group in groups:
                 _cancel_job_group(spark, group)
 
+    def repartition_checkpoint(self, location: str, partitions: int) -> None:
+        """Run Spark's own ``checkpointManager.repartition`` (Spark 4.2+, classic sessions) on ``location``,
+        which it rewrites in place: it adds a batch whose state has ``partitions`` partitions. Only ever
+        called on a copy (``statelens repartition``).
+
+        Raises
+        ------
+        BackendUnavailableError
+            Spark before 4.2, or a Spark Connect session.
+        SparkReadError
+            Spark refused or failed (its message is kept).
+        """
+        if self.remote:
+            raise BackendUnavailableError(
+                "Spark's checkpoint repartition runs on a classic session, not Spark Connect"
+            )
+        spark = self.session()
+        manager = getattr(spark, "_streamingCheckpointManager", None)
+        if manager is None:
+            raise BackendUnavailableError(
+                f"Spark {spark.version} has no checkpointManager.repartition (Spark 4.2 or later has)"
+            )
+        try:
+            manager.repartition(location, partitions)
+        except Exception as err:  # noqa: BLE001 - py4j errors carry Spark's message
+            text = str(err).strip()
+            found = next((line for line in text.splitlines() if "STATE_REPARTITION" in line), None)
+            raise SparkReadError(
+                "Spark's repartition failed: "
+                + (found or text.splitlines()[0] if text else type(err).__name__)
+            ) from err
+
     def close(self) -> None:
         """Cancel the reads in flight; stop the session if this backend started it (any thread)."""
         self.cancel()
