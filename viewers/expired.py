@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPushButton,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -60,12 +61,15 @@ class ExpiredView(StorePickerMixin, QWidget):
         A bar of the partitions plot was clicked.
     finding_selected(int partition_id, int version, object key)
         A key of the table was clicked.
+    prune_requested(int operator_id, str store_name)
+        "Prune these keys into a copy..." was pressed for the store shown.
     """
 
     store_selected = Signal(int, str)
     version_selected = Signal(int)
     partition_selected = Signal(object)
     finding_selected = Signal(int, int, object)
+    prune_requested = Signal(int, str)
 
     def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -172,6 +176,14 @@ class ExpiredView(StorePickerMixin, QWidget):
         self.count_label = QLabel("")
         self.count_label.setTextFormat(Qt.TextFormat.PlainText)
         filters.addWidget(self.count_label)
+        self.prune_button = QPushButton("Prune these keys into a copy…")
+        self.prune_button.setToolTip(
+            "Write a copy of the checkpoint without this store's expired keys, that the same query restarts "
+            "from; a dry run is shown first"
+        )
+        self.prune_button.setEnabled(False)
+        self.prune_button.clicked.connect(self._on_prune_clicked)
+        filters.addWidget(self.prune_button)
         table_layout.addLayout(filters)
         self.model = ColumnTableModel()
         self.proxy = ColumnFilterProxyModel()
@@ -380,6 +392,7 @@ class ExpiredView(StorePickerMixin, QWidget):
             # The analysis keeps the most overdue keys per category; the counts above are exact.
             text += f" listed, the most overdue of {found:,} found"
         self.count_label.setText(text)
+        self.prune_button.setEnabled(found > 0)
 
     def show_version(self, version: int | None) -> None:
         self.version_line.setVisible(version is not None)
@@ -410,6 +423,10 @@ class ExpiredView(StorePickerMixin, QWidget):
                 return
 
     # -- signals -------------------------------------------------------------------------------------
+    def _on_prune_clicked(self) -> None:
+        if self._shown is not None:
+            self.prune_requested.emit(*self._shown)
+
     def _on_store_combo_activated(self, index: int) -> None:
         key = self.store_combo.itemData(index)
         if key is not None:

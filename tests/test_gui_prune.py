@@ -1,0 +1,83 @@
+"""The expired view's "Prune these keys into a copy..." dialog: the dry run first, then the copy and its
+proof, a refusal in words; on the bundled sample and a RocksDB checkpoint Spark 3.4 wrote (refused)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard before any signal is emitted
+from statelens.app.prune import Selection  # noqa: E402
+from statelens.app.resources import sample_checkpoint_path  # noqa: E402
+from statelens.readers.checkpoint import open_checkpoint  # noqa: E402
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+TIMEOUT_MS = 60_000
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def _dialog(qtbot: Any, ckpt: Any, selection: Selection) -> Any:
+    from statelens.app.gui.prune_dialog import PruneDialog
+    from statelens.app.gui.workers import JobRunner
+
+    runner = JobRunner()
+    dialog = PruneDialog(ckpt, selection, runner)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    return dialog, runner
+
+
+def test_dry_run_then_copy_with_proof(qtbot: Any, tmp_path: Path) -> None:
+    source = Path(sample_checkpoint_path())
+    before = _tree_hash(source)
+    ckpt = open_checkpoint(str(source))
+    dialog, runner = _dialog(qtbot, ckpt, Selection(zombies=True, operator_id=0, store_name="default"))
+    qtbot.waitUntil(lambda: dialog.plan is not None, timeout=TIMEOUT_MS)
+    assert dialog.summary.text().startswith("Would remove 6 rows (736 bytes as stored) from state version 7")
+    table = [[dialog.table.item(r, c).text() for c in range(6)] for r in range(dialog.table.rowCount())]
+    assert table == [["0", "default", "0", "3", "3", "368"], ["0", "default", "1", "4", "3", "368"]]
+    assert '{"key": "leak1"}' in dialog.keys.text()
+    assert not dialog.apply_button.isEnabled()  # no folder yet
+    target = tmp_path / "pruned"
+    dialog.target_edit.setText(str(target))
+    assert dialog.apply_button.isEnabled()
+    dialog.apply_button.click()
+    qtbot.waitUntil(lambda: dialog.plan is not None and dialog.plan.applied, timeout=TIMEOUT_MS)
+    assert "Proof: read back, the copy holds 1 row identical" in dialog.result.text()
+    assert dialog.plan.proof is not None and dialog.plan.proof.ok
+    assert (target / "offsets" / "7").is_file() and (target / "state" / "0" / "0" / "8.delta").is_file()
+    assert not dialog.apply_button.isEnabled()  # written once
+    assert _tree_hash(source) == before
+    dialog.grab().save(str(tmp_path / "prune_dialog.png"))
+    dialog.close()
+    runner.shutdown()
+
+
+def test_a_refusal_is_shown_in_words(qtbot: Any, tmp_path: Path) -> None:
+    from tests.spark_versions import versioned_checkpoint
+
+    ckpt = open_checkpoint(str(versioned_checkpoint("3.4.4", "rocks_pandas_state") / "checkpoint"))
+    dialog, runner = _dialog(qtbot, ckpt, Selection(zombies=True))
+    qtbot.waitUntil(lambda: bool(dialog.result.text()), timeout=TIMEOUT_MS)
+    assert dialog.result.text().startswith(
+        "Nothing written. operator 0 store 'default' cannot be written: RocksDB"
+    )
+    assert dialog.plan is None and not dialog.apply_button.isEnabled()
+    dialog.close()
+    runner.shutdown()
