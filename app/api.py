@@ -257,7 +257,8 @@ class Checkpoint:
         operator, store : optional
             Only this operator / store.
         out : str, optional
-            A new or empty local folder for the copy.
+            A new or empty folder for the copy: a local path or any fsspec URL (the checkpoint's
+            storage options apply to it).
         apply : bool
             Write the copy (default: a dry run that writes nothing).
         drop_uncommitted : bool
@@ -285,7 +286,14 @@ class Checkpoint:
             store_name=store,
         )
         return run_to_end(
-            iter_prune(self._ckpt, selection, out, apply=apply, drop_uncommitted=drop_uncommitted)
+            iter_prune(
+                self._ckpt,
+                selection,
+                out,
+                apply=apply,
+                drop_uncommitted=drop_uncommitted,
+                storage_options=self._storage_options,
+            )
         )
 
     def sql(

@@ -444,12 +444,116 @@ def _plan_store(
 
 
 # -- writing -------------------------------------------------------------------------------------------------
-def _check_target(ckpt: Any, target: str) -> Path:
-    if "://" in target and not target.startswith("file://"):
-        raise UsageError(
-            f"--out {target}: prune writes a local folder; copy it to object storage afterwards "
-            "(e.g. aws s3 sync), then restart the query there"
+class _LocalTarget:
+    """A local folder: files written as Spark writes them (temporary name, rename) with Hadoop ``.crc``."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.url = str(root)
+
+    def copy(
+        self, ckpt: Any, skip: Callable[[str], bool] | None, cancelled: Callable[[], bool] | None
+    ) -> Generator[Progress, None, int]:
+        from statelens.readers.mirror import iter_copy_checkpoint
+
+        copied = yield from iter_copy_checkpoint(ckpt.fs, self.root, cancelled, skip=skip)
+        _copy_failed(copied.failed, self.url)
+        return copied.copied
+
+    def write(self, rel: str, data: bytes, written: list[WrittenFile]) -> None:
+        from statelens.readers.rewrite import crc_sidecar_path, hadoop_crc
+
+        for path, body in ((rel, data), (crc_sidecar_path(rel), hadoop_crc(data))):
+            dest = self.root / path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".statelens-", dir=dest.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(body)
+                os.replace(tmp, dest)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
+            written.append(WrittenFile(path, len(body), hashlib.sha256(body).hexdigest()))
+
+
+class _RemoteTarget:
+    """A folder on object storage (any fsspec URL): files put whole, many at a time; no ``.crc`` sidecars
+    (object stores have none, and S3A reads none)."""
+
+    #: Files put per request batch.
+    BATCH = 64
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None):
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.options = storage_options or {}
+        self.fs, self.root = fsspec.core.url_to_fs(self.url, **self.options)
+
+    def _path(self, rel: str) -> str:
+        return f"{self.root.rstrip('/')}/{rel}"
+
+    def copy(
+        self, ckpt: Any, skip: Callable[[str], bool] | None, cancelled: Callable[[], bool] | None
+    ) -> Generator[Progress, None, int]:
+        entries = [e for e in ckpt.fs.walk_files() if skip is None or not skip(e.path)]
+        ckpt.fs.read_ahead(e.path for e in entries)
+        failed: list[StatelensError] = []
+        try:
+            for start in range(0, len(entries), self.BATCH):
+                if cancelled is not None and cancelled():
+                    raise StatelensError(f"copy to {self.url} cancelled; remove the folder and start again")
+                yield Progress(start, len(entries), entries[start].path)
+                chunk: dict[str, bytes] = {}
+                for e in entries[start : start + self.BATCH]:
+                    try:
+                        data = ckpt.fs.read_bytes(e.path, cancelled=cancelled)
+                    except StatelensError as err:
+                        failed.append(err)
+                        continue
+                    if len(data) != e.size_bytes:
+                        failed.append(
+                            StatelensError(f"read {len(data)} bytes, listed {e.size_bytes}", e.path)
+                        )
+                        continue
+                    chunk[self._path(e.path)] = data
+                self.fs.pipe(chunk)
+        finally:
+            ckpt.fs.cancel_read_ahead()
+        _copy_failed(failed, self.url)
+        return len(entries)
+
+    def write(self, rel: str, data: bytes, written: list[WrittenFile]) -> None:
+        self.fs.pipe_file(self._path(rel), data)
+        written.append(WrittenFile(rel, len(data), hashlib.sha256(data).hexdigest()))
+
+
+def _copy_failed(failed: list[Any], where: str) -> None:
+    if failed:
+        raise RefusedError(
+            f"{len(failed)} file(s) could not be copied (first: {failed[0]}); the copy in {where} is incomplete "
+            "and nothing was pruned: fix the source or remove the folder and try again"
         )
+
+
+def _check_target(ckpt: Any, target: str, storage_options: dict[str, Any] | None = None) -> Any:
+    """The target of a copy, after checking it is not the checkpoint, not inside it, and empty."""
+    if "://" in target and not target.startswith("file://"):
+        remote = _RemoteTarget(target, storage_options)
+        source = ckpt.fs.url.rstrip("/") + "/"
+        if (remote.url + "/").startswith(source) or source.startswith(remote.url + "/"):
+            raise RefusedError(
+                f"{target} overlaps the checkpoint {ckpt.location}: statelens never writes there"
+            )
+        try:
+            found = remote.fs.find(remote.root, maxdepth=None)
+        except FileNotFoundError:
+            found = []
+        if found:
+            raise RefusedError(
+                f"{target} is not empty: prune writes a new checkpoint into an empty or new folder"
+            )
+        return remote
     path = Path(target.removeprefix("file://")).expanduser().absolute()
     if ckpt.fs.is_local:
         source = os.path.realpath(ckpt.fs.full_path(""))
@@ -462,7 +566,7 @@ def _check_target(ckpt: Any, target: str) -> Path:
             raise RefusedError(f"{path} holds the checkpoint {ckpt.location}: statelens never writes there")
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise RefusedError(f"{path} is not empty: prune writes a new checkpoint into an empty or new folder")
-    return path
+    return _LocalTarget(path)
 
 
 def _skip_uncommitted(ckpt: Any, last: int, later: list[int]) -> Callable[[str], bool]:
@@ -483,23 +587,6 @@ def _skip_uncommitted(ckpt: Any, last: int, later: list[int]) -> Callable[[str],
         return head.isdigit() and kind in ("delta", "snapshot", "zip", "changelog") and int(head) > newest
 
     return skip
-
-
-def _write(root: Path, rel: str, data: bytes, written: list[WrittenFile]) -> None:
-    """Write one file as Spark does (a temporary name, then a rename) with its Hadoop ``.crc`` sidecar."""
-    from statelens.readers.rewrite import crc_sidecar_path, hadoop_crc
-
-    for path, body in ((rel, data), (crc_sidecar_path(rel), hadoop_crc(data))):
-        dest = root / path
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".statelens-", dir=dest.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(body)
-            os.replace(tmp, dest)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-        written.append(WrittenFile(path, len(body), hashlib.sha256(body).hexdigest()))
 
 
 def _log_files(ckpt: Any, last: int) -> list[tuple[str, bytes]]:
@@ -571,6 +658,7 @@ def iter_prune(
     *,
     apply: bool = False,
     drop_uncommitted: bool = False,
+    storage_options: dict[str, Any] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, PrunePlan]:
     """Plan a prune (what would be removed, per store and partition) and, with ``apply``, write the copy.
@@ -582,12 +670,14 @@ def iter_prune(
     selection : Selection
         Which keys.
     target : str, optional
-        A new or empty local folder for the copy (needed with ``apply``).
+        A new or empty folder for the copy, local or any fsspec URL (needed with ``apply``).
     apply : bool
         Write the copy; without it nothing is written (a dry run).
     drop_uncommitted : bool
         When the last planned batch never committed, prune on top of the last committed one and leave
         the later batch out of the copy.
+    storage_options : dict, optional
+        fsspec options of a remote ``target`` (credentials, endpoint).
     cancelled : callable, optional
         Polled between steps.
 
@@ -618,7 +708,7 @@ def iter_prune(
 
     last, later = _last_committed(ckpt, drop_uncommitted)
     base = last + 1
-    root = _check_target(ckpt, target) if target is not None else None
+    root = _check_target(ckpt, target, storage_options) if target is not None else None
     if apply and root is None:
         raise UsageError("--apply needs --out NEW: the folder the pruned copy is written to")
     backend = NativeBackend(ckpt)
@@ -644,7 +734,7 @@ def iter_prune(
                     wanted.setdefault((st.operator_id, st.store_name), {}).setdefault(want_pid, set()).add(
                         key
                     )
-    plan = PrunePlan(ckpt.location, last, [], dropped_uncommitted=later, target=str(root) if root else None)
+    plan = PrunePlan(ckpt.location, last, [], dropped_uncommitted=later, target=root.url if root else None)
     con = duckdb.connect(":memory:")
     try:
         for n, (st, reader) in enumerate(stores):
@@ -671,21 +761,14 @@ def _apply(
     ckpt: Any,
     plan: PrunePlan,
     stores: list[tuple[Any, Any]],
-    root: Path,
+    root: Any,
     skip: Callable[[str], bool] | None,
     cancelled: Callable[[], bool] | None,
 ) -> Generator[Progress, None, None]:
     from statelens.readers.checkpoint import open_checkpoint
-    from statelens.readers.mirror import iter_copy_checkpoint
     from statelens.readers.rewrite import removal_files
 
-    copied = yield from iter_copy_checkpoint(ckpt.fs, root, cancelled, skip=skip)
-    if copied.failed:
-        raise RefusedError(
-            f"{len(copied.failed)} file(s) could not be copied (first: {copied.failed[0]}); the copy in {root} "
-            "is incomplete and nothing was pruned: fix the source or remove the folder and try again"
-        )
-    plan.copied_files = copied.copied
+    plan.copied_files = yield from root.copy(ckpt, skip, cancelled)
     # State first, logs last: a copy stopped half-way has no batch that points at missing state.
     by_store = {(s.operator_id, s.store_name): s for s in plan.stores}
     for st, reader in stores:
@@ -693,9 +776,10 @@ def _apply(
         for pid in reader.partition_ids():
             part = parts.get(pid)
             for new in removal_files(reader, pid, plan.new_version, part.keys if part is not None else []):
-                _write(root, new.path, new.data, plan.written)
+                root.write(new.path, new.data, plan.written)
     for rel, data in _log_files(ckpt, plan.last_batch):
-        _write(root, rel, data, plan.written)
+        root.write(rel, data, plan.written)
     plan.applied = True
-    copy = open_checkpoint(str(root), mirror=False)
+    options = getattr(root, "options", None)
+    copy = open_checkpoint(root.url, storage_options=options, mirror=False)
     plan.proof = yield from _prove(ckpt, copy, plan, stores)

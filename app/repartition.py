@@ -140,10 +140,9 @@ def iter_repartition(
         What Spark would refuse, before anything is written: a store that is not RocksDB, the same
         partition count, an uncommitted last batch, a target inside the checkpoint or not empty.
     """
-    from statelens.app.prune import _check_target, _last_committed
+    from statelens.app.prune import _check_target, _last_committed, _LocalTarget
     from statelens.readers.backends.native import NativeBackend
     from statelens.readers.checkpoint import open_checkpoint
-    from statelens.readers.mirror import iter_copy_checkpoint
 
     if partitions < 1:
         raise UsageError(f"--partitions {partitions}: give at least 1")
@@ -163,8 +162,10 @@ def iter_repartition(
     if partitions == before:
         raise RefusedError(f"the state already has {before} partitions")
     root = _check_target(ckpt, target) if target is not None else None
+    if root is not None and not isinstance(root, _LocalTarget):
+        raise UsageError(f"--out {target}: repartition writes a local folder (Spark rewrites it in place)")
     plan = RepartitionPlan(
-        ckpt.location, last, before, partitions, [(o, n) for o, n, _ in stores], str(root) if root else None
+        ckpt.location, last, before, partitions, [(o, n) for o, n, _ in stores], root.url if root else None
     )
     if not apply:
         return plan
@@ -172,17 +173,11 @@ def iter_repartition(
         raise UsageError("--apply needs --out NEW: the folder the repartitioned copy is written to")
     if spark is None:
         raise UsageError("a repartition runs in Spark: no Spark backend was given")
-    copied = yield from iter_copy_checkpoint(ckpt.fs, root, cancelled)
-    if copied.failed:
-        raise RefusedError(
-            f"{len(copied.failed)} file(s) could not be copied (first: {copied.failed[0]}); nothing was "
-            f"repartitioned in {root}"
-        )
-    plan.copied_files = copied.copied
+    plan.copied_files = yield from root.copy(ckpt, None, cancelled)
     yield Progress(0, 1, "Spark repartitions the copy")
-    spark().repartition_checkpoint(str(root), partitions)
+    spark().repartition_checkpoint(root.url, partitions)
     plan.applied = True
-    copy = open_checkpoint(str(root), mirror=False)
+    copy = open_checkpoint(root.url, mirror=False)
     if copy.last_committed_batch_id != plan.new_batch:
         plan.mismatches.append(
             f"the copy's last committed batch is {copy.last_committed_batch_id}, not {plan.new_batch}"

@@ -55,7 +55,14 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
     bar = _Progress()
     try:
         plan = run_to_end(
-            iter_prune(ckpt, selection, args.out, apply=args.apply, drop_uncommitted=args.drop_uncommitted),
+            iter_prune(
+                ckpt,
+                selection,
+                args.out,
+                apply=args.apply,
+                drop_uncommitted=args.drop_uncommitted,
+                storage_options=getattr(args, "storage_options", None),
+            ),
             bar,
         )
     finally:
@@ -211,7 +218,12 @@ def add_commands(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("checkpoint", help="checkpoint folder: local path, file:// or any fsspec URL (s3://...)")
-    p.add_argument("--out", metavar="NEW", help="new or empty local folder for the pruned copy")
+    p.add_argument(
+        "--out",
+        metavar="NEW",
+        help="new or empty folder for the pruned copy: a local path or any fsspec URL (s3://...; the "
+        "--storage-option values apply to it too)",
+    )
     p.add_argument(
         "--apply", action="store_true", help="write the copy (default: a dry run that writes nothing)"
     )
