@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_prune import _move_file_source, _prune_json, _tree_hash, dry_keys
+from tests.test_prune import _RESTART, _copy_scenario, _move_file_source, _prune_json, _tree_hash, dry_keys
 
 pytestmark = pytest.mark.spark
 
@@ -129,16 +129,76 @@ def test_rocksdb_without_changelog_pruned_and_restarted(checkpoint: Any, spark: 
     assert _tree_hash(source) == before
 
 
-def test_spark_34_rocksdb_zips_pruned(spark: Any, tmp_path: Path) -> None:
+#: Restart of the ``rocks_pandas_state`` query (tests/test_prune.py ``_restart_pandas_state``) run by the
+#: PySpark of an older writer venv, RocksDB without changelogs; prints the query's output as JSON.
+_RESTART_IN_WRITER = """
+import json, sys
+from pathlib import Path
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
+from tests.spark_checkpoints import (
+    _PANDAS_OUTPUT_SCHEMA, _PANDAS_STATE_SCHEMA, Ctx, _make_pandas_state_func, _rocks_conf, _ts,
+    session_conf, spark_session,
+)
+spark = spark_session()
+ctx = Ctx(name="restart", spark=spark, dir=Path(sys.argv[1]))
+func = _make_pandas_state_func(event_time=True, timeout_ms=5_000)
+with session_conf(spark, {"spark.sql.shuffle.partitions": "2", **_rocks_conf(changelog=False)}):
+    for i, rows in enumerate(json.loads(sys.argv[2])):
+        ctx.write_json(
+            "restart",
+            [{"key": k, "ts_ms": _ts(t), "v": float(j), "tag": f"r{i}-{k}"} for j, (k, t) in enumerate(rows)],
+        )
+        src = ctx.read_json_stream("restart", "key STRING, ts_ms LONG, v DOUBLE, tag STRING")
+        df = (
+            src.withColumn("ts", F.expr("timestamp_millis(ts_ms)"))
+            .withWatermark("ts", "10 seconds")
+            .groupBy("key")
+            .applyInPandasWithState(
+                func, _PANDAS_OUTPUT_SCHEMA, _PANDAS_STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout
+            )
+        )
+        ctx.run(df, mode="append", trigger="once")
+print(json.dumps(ctx.output))
+"""
+
+
+def _restart_in_writer(
+    version: str, root: Path, batches: list[list[tuple[str, int]]]
+) -> list[dict[str, Any]]:
+    import os
+    import subprocess
+
+    from tests.spark_checkpoints import REPO
+    from tests.spark_versions import writer_python
+
+    python = str(writer_python(version))
+    env = {**os.environ, "TZ": "UTC", "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(REPO)}
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = python
+    env.pop("SPARK_HOME", None)
+    proc = subprocess.run(
+        [python, "-c", _RESTART_IN_WRITER, str(root), json.dumps(batches)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_spark_34_rocksdb_zips_pruned_and_restarted_by_spark_34(spark: Any, tmp_path: Path) -> None:
     """Spark 3.4 keeps a zip per version (RocksDB 7.9.2 files): the zombies are removed in a new zip that
-    Spark 4.3's reader loads."""
+    Spark 4.3's reader loads, and that Spark 3.4 itself (its RocksDB 7.9.2 reading the MANIFEST written by
+    rocksdict's RocksDB) restarts from without calling the state function for the removed keys."""
     from tests import oracle
     from tests.spark_versions import versioned_checkpoint
 
     source = versioned_checkpoint("3.4.4", "rocks_pandas_state") / "checkpoint"
     assert not list(source.rglob("*.changelog"))
     before = _tree_hash(source)
-    target = tmp_path / "pruned"
+    target = tmp_path / "pruned" / "checkpoint"
     doc = _prune_json(str(source), "--zombies", "--out", str(target), "--apply")
     assert doc["proof"]["ok"], doc["proof"]
     assert doc["removed_rows"] > 0 and _tree_hash(source) == before
@@ -150,13 +210,23 @@ def test_spark_34_rocksdb_zips_pruned(spark: Any, tmp_path: Path) -> None:
     assert removed <= {r[1][0] for r in original}
     assert pruned == [r for r in original if r[1][0] not in removed]
 
+    out = _restart_in_writer("3.4.4", target.parent, _RESTART)
+    assert {r["_batch"] for r in out} == {last + 2, last + 3}
+    assert "live1" in {r["key"] for r in out}
+    assert not {r["key"] for r in out} & removed  # leaked keys are gone: no timeout fires for them
+    # Control: the same restart on an unpruned copy still calls the state function for leaked keys.
+    control = _copy_scenario(source.parent, tmp_path / "control")
+    leaked_calls = {r["key"] for r in _restart_in_writer("3.4.4", control.parent, _RESTART)}
+    assert leaked_calls & removed
+    assert _tree_hash(source) == before
+
 
 def test_zip_of_a_newer_rocksdb_is_refused_before_writing(checkpoint: Any, tmp_path: Path) -> None:
     """A zip whose OPTIONS name a RocksDB newer than the one rocksdict bundles is refused (the copy of a
     real zip with its version line raised): rocksdict would rewrite what it may not understand."""
     from statelens.readers.errors import RefusedError
     from statelens.readers.rewrite import bundled_rocksdb_version
-    from tests.test_prune import _copy_scenario, _run_prune
+    from tests.test_prune import _run_prune
 
     source = _copy_scenario(checkpoint("rocks_agg"), tmp_path / "src")
     last_zip = max((source / "state" / "0" / "1").glob("*.zip"), key=lambda p: int(p.stem))
