@@ -273,6 +273,10 @@ def zip_removal_files(reader: Any, partition_id: int, version: int, keys: Iterab
                 db.delete(key)
             db.flush()
             rocksdict.Checkpoint(db).create_checkpoint(checkpoint)
+        except Exception as err:  # noqa: BLE001 - RocksDB's status text (a damaged block found while reading)
+            raise CorruptFileError(
+                f"RocksDB failed deleting keys from this snapshot: {err}", old.path
+            ) from err
         finally:
             db.close()
         return _saved_checkpoint(pf.directory, meta, checkpoint, target, removed)
@@ -308,8 +312,8 @@ def _saved_checkpoint(
     doc = dict(meta.raw)
     doc["sstFiles"] = ssts
     doc.pop("logFiles", None)  # Spark leaves an empty list out
-    if meta.num_keys is not None and meta.num_keys >= 0:
-        doc["numKeys"] = meta.num_keys - removed  # negative: not tracked, Spark counts on load
+    if meta.num_keys is not None and meta.num_keys >= 0:  # a negative count (not tracked) stays: Spark counts
+        doc["numKeys"] = meta.num_keys - removed
     metadata = b"v1\n" + json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     buf = io.BytesIO()
     stamp = time.localtime()[:6]
