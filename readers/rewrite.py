@@ -1,19 +1,24 @@
 """Write one new state version that removes chosen keys, in the format Spark writes (``statelens prune``).
 
 A pruned copy of a checkpoint gains one batch that reads no data (docs/format.md §12): its state
-version ``v`` is, in every partition of every store, one file holding the removals of that partition:
+version ``v`` is, in every partition of every store, the files that remove that partition's keys:
 
 * HDFS stores: ``<v>.delta``, the record stream of §3.3 with one ``remove`` record per key
   (``keyLen key -1``; with row checksums the key carries its CRC-32C, §3.6) and the end marker, in the
   store's codec (§3.2);
 * RocksDB stores with changelog checkpointing: ``<v>.changelog`` in format v1 (§4.4), the same
-  records over the RocksDB key bytes (``00`` + key row).
+  records over the RocksDB key bytes (``00`` + key row);
+* RocksDB stores without changelog checkpointing (Spark's default, and every Spark 3.4 store):
+  ``<v>.zip`` and the new ``SSTs/<n>-<uuid>.sst`` files, as ``RocksDBFileManager.saveCheckpointToDfs``
+  writes them (§4.7): version ``v - 1`` is restored into a temporary folder, opened with RocksDB
+  (``rocksdict``), the keys deleted and flushed, and a RocksDB checkpoint of the result zipped with a
+  ``metadata`` that names the unchanged SSTs by their existing names and the new one by a new name.
 
-Spark's ``loadMap(v)`` / ``RocksDB.load(v)`` rebuild version ``v - 1`` as before and apply these
-removals, so no SST, zip or snapshot is rewritten. What cannot be written this way is refused, with the
-reason, before anything is written (:func:`cannot_write`): RocksDB stores without changelogs (a new
-version would be a zip of rewritten SSTs), virtual column families (transformWithState, joins v3/v4:
-changelog v2 records), and checkpoint format v2 (unique ids that the commit log must name).
+Spark's ``loadMap(v)`` / ``RocksDB.load(v)`` then load version ``v - 1`` with the removals applied; no
+existing file is rewritten. What cannot be written this way is refused, with the reason, before
+anything is written (:func:`cannot_write`): virtual column families (transformWithState, joins v3/v4:
+changelog v2 records), checkpoint format v2 (unique ids that the commit log must name), and zips written
+by a RocksDB newer than the one ``rocksdict`` bundles.
 
 On local file systems every written file also gets the hidden Hadoop checksum sidecar that Spark's
 ``ChecksumFileSystem`` writes beside it (§1.3, :func:`hadoop_crc`).
@@ -21,8 +26,18 @@ On local file systems every written file also gets the hidden Hadoop checksum si
 
 from __future__ import annotations
 
+import functools
+import io
+import json
+import os
 import posixpath
+import re
+import shutil
 import struct
+import tempfile
+import time
+import uuid
+import zipfile
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,11 +46,26 @@ from typing import Any
 from crc32c import crc32c
 
 from statelens.readers.codecs import compress, decompress, sniff_codec
+from statelens.readers.errors import CorruptFileError, UnsupportedVersionError
 from statelens.readers.hdfs_store import HDFSStoreReader
 from statelens.readers.records import changelog_header
-from statelens.readers.rocksdb_store import RocksDBStoreReader
+from statelens.readers.rocksdb_store import (
+    RocksDBStoreReader,
+    ZipMetadata,
+    _load_rocksdict,
+    parse_zip_metadata,
+    read_zip,
+)
 
-__all__ = ["NewFile", "cannot_write", "crc_sidecar_path", "hadoop_crc", "removal_files"]
+__all__ = [
+    "NewFile",
+    "bundled_rocksdb_version",
+    "cannot_write",
+    "crc_sidecar_path",
+    "hadoop_crc",
+    "removal_files",
+    "zip_removal_files",
+]
 
 _I32_BE = struct.Struct(">i")
 _U32_BE = struct.Struct(">I")
@@ -43,6 +73,10 @@ _U32_LE = struct.Struct("<I")
 _END = _I32_BE.pack(-1)
 #: ``io.bytes.per.checksum``, Hadoop's default for ``ChecksumFileSystem``.
 _BYTES_PER_CHECKSUM = 512
+#: ``rocksdb_version=9.8.4`` in a RocksDB ``OPTIONS-<n>`` file.
+_ROCKSDB_VERSION_RE = re.compile(rb"^\s*rocksdb_version=(\d+)\.(\d+)\.(\d+)\s*$", re.MULTILINE)
+#: The file ``rocksdict`` writes into every folder it opens (its own settings, not RocksDB's).
+_ROCKSDICT_CONFIG = "rocksdict-config.json"
 
 
 @dataclass(frozen=True)
@@ -70,9 +104,11 @@ def crc_sidecar_path(path: str) -> str:
 
 def cannot_write(reader: Any, base: int) -> str | None:
     """Why a removal version on top of version ``base`` cannot be written for this store (None when it
-    can): every partition must be at ``base`` and, for RocksDB, have its changelog in format v1.
+    can): every partition must be at ``base`` and, for RocksDB, have its changelog in format v1 or, without
+    changelogs, a zip of a plain store (no column families, no archived WAL files) written by a RocksDB
+    no newer than the one ``rocksdict`` bundles.
 
-    Reads the changelog of ``base`` of each RocksDB partition (its header).
+    Reads the changelog of ``base`` (its header) or the zip of ``base`` of each RocksDB partition.
     """
     kind = type(reader)
     if kind is HDFSStoreReader:
@@ -88,17 +124,17 @@ def cannot_write(reader: Any, base: int) -> str | None:
             return (
                 f"partition {pid} cannot rebuild version {base} (its versions end at {pf.latest_version()})"
             )
-        sf = pf.deltas.get(base)
-        if sf is None:
-            return (
-                f"RocksDB without changelog checkpointing (partition {pid} version {base} is a zip "
-                "only): a new version would be a zip of rewritten SST files, which statelens does not write"
-            )
+        sf = pf.deltas.get(base) or pf.snapshots[base]
         if sf.unique_id is not None:
             return (
                 "RocksDB checkpoint format v2 (stateStore.checkpointFormatVersion=2): new versions need "
                 "unique ids the commit log names, which statelens does not write"
             )
+        if sf.kind == "zip":
+            reason = _zip_cannot_write(reader, sf.path)
+            if reason is not None:
+                return f"partition {pid} version {base}: {reason}"
+            continue
         data = decompress(reader.fs.read_bytes(sf.path), sf.path, reader.codec)
         fmt, _ = changelog_header(data, sf.path)
         if fmt != 1:
@@ -106,18 +142,75 @@ def cannot_write(reader: Any, base: int) -> str | None:
     return None
 
 
+def _zip_cannot_write(reader: Any, path: str) -> str | None:
+    """Why a new zip cannot be written on top of the zip at ``path`` (None when it can)."""
+    entries = read_zip(reader.fs.read_bytes(path), path, reader.limits)
+    if "metadata" not in entries:
+        raise CorruptFileError("zip has no 'metadata' entry (not a Spark RocksDB snapshot)", path)
+    meta = parse_zip_metadata(entries["metadata"], path)
+    if meta.column_family_mapping:
+        return (
+            f"{path} has virtual column families ({', '.join(sorted(meta.column_family_mapping))}), "
+            "which statelens does not write"
+        )
+    if meta.log_files:
+        return f"{path} names archived WAL files (logs/), which statelens does not carry into a new version"
+    written = _zip_rocksdb_version(entries)
+    bundled = bundled_rocksdb_version(reader.temp_dir)
+    if written is not None and written[:2] > bundled[:2]:
+        return (
+            f"{path} was written by RocksDB {'.'.join(map(str, written))}, newer than the RocksDB "
+            f"{'.'.join(map(str, bundled))} statelens writes with (rocksdict): a new version opened and "
+            "rewritten by an older RocksDB could lose what the newer one recorded; upgrade rocksdict"
+        )
+    return None
+
+
+def _zip_rocksdb_version(entries: dict[str, bytes]) -> tuple[int, ...] | None:
+    """The RocksDB version the newest ``OPTIONS-<n>`` entry of a zip names (None without one)."""
+    options = [n for n in entries if n.startswith("OPTIONS-") and n[8:].isdigit()]
+    if not options:
+        return None
+    m = _ROCKSDB_VERSION_RE.search(entries[max(options, key=lambda n: int(n[8:]))])
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+@functools.cache
+def bundled_rocksdb_version(temp_dir: str | None = None) -> tuple[int, ...]:
+    """The version of the RocksDB ``rocksdict`` bundles, read from the ``OPTIONS`` file of an empty
+    database it creates in a temporary folder."""
+    rocksdict = _load_rocksdict()
+    root = tempfile.mkdtemp(prefix="statelens-rocksdb-", dir=temp_dir)
+    try:
+        folder = os.path.join(root, "db")
+        rocksdict.Rdict(folder).close()
+        entries = {}
+        for name in os.listdir(folder):
+            if name.startswith("OPTIONS-"):
+                with open(os.path.join(folder, name), "rb") as fh:
+                    entries[name] = fh.read()
+        version = _zip_rocksdb_version(entries)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if version is None:  # pragma: no cover - every RocksDB writes its version there
+        raise UnsupportedVersionError("rocksdict's RocksDB wrote no version into its OPTIONS file")
+    return version
+
+
 def removal_files(reader: Any, partition_id: int, version: int, keys: Iterable[bytes]) -> list[NewFile]:
     """The state files of ``version`` of one partition that remove ``keys`` (raw key rows, as
     :meth:`~readers.store_base.StoreReaderBase.read_raw` gives them) from version ``version - 1``:
-    one delta or changelog.
+    one delta or changelog; for a RocksDB store without changelogs the new SST files, then the zip.
 
     The codec is the one the partition's newest earlier file is written in (its magic bytes decide, as when
     reading). Call :func:`cannot_write` first: this assumes the store can be written.
     """
     pf = reader.partitions[partition_id]
+    rocks = type(reader) is RocksDBStoreReader
+    if rocks and version - 1 not in pf.deltas:
+        return zip_removal_files(reader, partition_id, version, keys)
     before = max((sf for sf in pf.deltas.values() if sf.version < version), key=lambda sf: sf.version)
     codec = sniff_codec(reader.fs.read_bytes(before.path)[:8]) or reader.codec
-    rocks = type(reader) is RocksDBStoreReader
     out = bytearray()
     for key in keys:
         stored = b"\x00" + key if rocks else key
@@ -127,3 +220,107 @@ def removal_files(reader: Any, partition_id: int, version: int, keys: Iterable[b
     out += _END
     name = f"{version}.{'changelog' if rocks else 'delta'}"
     return [NewFile(posixpath.join(pf.directory, name), compress(bytes(out), codec))]
+
+
+def zip_removal_files(reader: Any, partition_id: int, version: int, keys: Iterable[bytes]) -> list[NewFile]:
+    """``<version>.zip`` of a RocksDB partition without changelogs: the zip of ``version - 1`` with
+    ``keys`` (raw key rows) deleted, and the SST files it adds (docs/format.md §4.7).
+
+    The zip of ``version - 1`` is restored into a temporary folder as Spark restores it, opened with
+    RocksDB (its own ``OPTIONS`` file, automatic compactions off so no existing SST is rewritten), the
+    keys (``00`` + key row: RocksDB keys carry no row checksum) deleted and flushed, and a RocksDB
+    checkpoint taken. As ``RocksDBFileManager.saveCheckpointToDfs``: every SST whose local name and size
+    the old ``metadata`` lists keeps its ``SSTs/`` name, every other one gets ``<n>-<uuid>.sst``; the zip
+    holds the checkpoint's other files and ``metadata`` (the old one's fields, with the new ``sstFiles``
+    and ``numKeys`` lowered by the keys that were there). A partition with nothing to remove gets a
+    copy of the old zip, which names the same SSTs.
+
+    Raises
+    ------
+    StatelensError
+        The old version cannot be restored (missing or damaged SST, zip), or RocksDB cannot open it.
+    """
+    pf = reader.partitions[partition_id]
+    old = pf.snapshots[version - 1]
+    stored = [b"\x00" + key for key in keys]
+    target = posixpath.join(pf.directory, f"{version}.zip")
+    if not stored:
+        return [NewFile(target, reader.fs.read_bytes(old.path))]
+    rocksdict = _load_rocksdict()
+    with reader.workspace() as ws:
+        db_dir, meta = reader.restore(ws, partition_id, version - 1)
+        os.remove(os.path.join(db_dir, "metadata"))
+        try:
+            options, families = rocksdict.Options.load_latest(db_dir)
+            if set(families) != {"default"}:
+                raise CorruptFileError(
+                    f"RocksDB column families {sorted(families)} in a store Spark keeps in 'default'",
+                    old.path,
+                )
+            options.create_if_missing(False)
+            options.set_disable_auto_compactions(True)
+            db = rocksdict.Rdict(db_dir, options=options)
+        except CorruptFileError:
+            raise
+        except Exception as err:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status text
+            raise CorruptFileError(f"RocksDB cannot open this snapshot to write: {err}", old.path) from err
+        checkpoint = os.path.join(ws.root, f"checkpoint-{version}")
+        try:
+            removed = 0
+            for key in stored:
+                if db.get(key) is not None:
+                    removed += 1
+                db.delete(key)
+            db.flush()
+            rocksdict.Checkpoint(db).create_checkpoint(checkpoint)
+        except Exception as err:  # noqa: BLE001 - RocksDB's status text (a damaged block found while reading)
+            raise CorruptFileError(
+                f"RocksDB failed deleting keys from this snapshot: {err}", old.path
+            ) from err
+        finally:
+            db.close()
+        return _saved_checkpoint(pf.directory, meta, checkpoint, target, removed)
+
+
+def _saved_checkpoint(
+    directory: str, meta: ZipMetadata, checkpoint: str, target: str, removed: int
+) -> list[NewFile]:
+    """The new SSTs and the zip of a local RocksDB checkpoint folder, as Spark saves one."""
+    known = {local: (dfs, size) for local, dfs, size in meta.sst_files}
+    out: list[NewFile] = []
+    ssts: list[dict[str, Any]] = []
+    others: list[tuple[str, bytes]] = []
+    for name in sorted(os.listdir(checkpoint)):
+        path = os.path.join(checkpoint, name)
+        if name == _ROCKSDICT_CONFIG:
+            continue
+        if os.path.isdir(path):  # archive/ (WAL files kept by a TTL): Spark disables the WAL
+            if os.listdir(path):
+                raise CorruptFileError(f"the RocksDB checkpoint has archived WAL files in {name}/", target)
+            continue
+        size = os.path.getsize(path)
+        if name.endswith(".sst"):
+            dfs, listed = known.get(name, (None, None))
+            if dfs is None or listed != size:
+                dfs = f"{name[:-4]}-{uuid.uuid4()}.sst"
+                with open(path, "rb") as fh:
+                    out.append(NewFile(posixpath.join(directory, "SSTs", dfs), fh.read()))
+            ssts.append({"localFileName": name, "dfsSstFileName": dfs, "sizeBytes": size})
+        else:
+            with open(path, "rb") as fh:
+                others.append((name, fh.read()))
+    doc = dict(meta.raw)
+    doc["sstFiles"] = ssts
+    doc.pop("logFiles", None)  # Spark leaves an empty list out
+    if meta.num_keys is not None and meta.num_keys >= 0:  # a negative count (not tracked) stays: Spark counts
+        doc["numKeys"] = meta.num_keys - removed
+    metadata = b"v1\n" + json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    buf = io.BytesIO()
+    stamp = time.localtime()[:6]
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in [*others, ("metadata", metadata)]:
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+    out.append(NewFile(target, buf.getvalue()))
+    return out

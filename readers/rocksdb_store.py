@@ -764,6 +764,32 @@ class RocksDBStoreReader(StoreReaderBase):
     ) -> Any:
         """Every RocksDB key (``keys_only``) or ``(key, value)`` of the zip of ``version``, bytes as stored;
         with ``prefix`` only the keys starting with it (a column family: RocksDB seeks to its range)."""
+        sf = self._zip_file(partition_id, version)
+        db_dir, _meta = self.restore(ws, partition_id, version, column_families=column_families)
+        try:
+            with self._located(partition_id, version):
+                return self._scan_db(db_dir, sf, keys_only, prefix)
+        finally:
+            shutil.rmtree(db_dir, ignore_errors=True)
+
+    def restore(
+        self, ws: _Workspace, partition_id: int, version: int, *, column_families: bool = False
+    ) -> tuple[str, ZipMetadata]:
+        """Lay out the zip of ``version`` in a new folder of ``ws`` as Spark's ``loadCheckpointFromDfs``
+        does: the zip's entries (its ``metadata`` too), then every SST and log file it names under its
+        local name, each checked against the recorded size.
+
+        Returns
+        -------
+        tuple of (str, ZipMetadata)
+            The folder, ready for RocksDB to open (it lives until ``ws`` closes), and the zip's metadata.
+
+        Raises
+        ------
+        StatelensError
+            The zip cannot be read, an SST is missing or of the wrong size, or (without
+            ``column_families``) the store uses virtual column families.
+        """
         pf = self._partition(partition_id)
         sf = self._zip_file(partition_id, version)
         with self._located(partition_id, version):
@@ -791,9 +817,10 @@ class RocksDBStoreReader(StoreReaderBase):
                     self._place(ws, pf, "SSTs", pf.sst_sizes, dfs, size, os.path.join(db_dir, local), sf)
                 for local, dfs, size in meta.log_files:
                     self._place(ws, pf, "logs", pf.log_sizes, dfs, size, os.path.join(db_dir, local), sf)
-                return self._scan_db(db_dir, sf, keys_only, prefix)
-            finally:
+            except BaseException:
                 shutil.rmtree(db_dir, ignore_errors=True)
+                raise
+        return db_dir, meta
 
     def _place(
         self,

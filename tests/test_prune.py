@@ -292,7 +292,6 @@ def _run_prune(source: Path, *argv: str) -> Any:
 @pytest.mark.parametrize(
     ("scenario", "reason"),
     [
-        ("rocks_agg", r"RocksDB without changelog checkpointing .* zip of rewritten SST files"),
         ("rocks_ckpt_v2", r"checkpoint format v2"),
         ("rocks_tws", r"virtual column families"),
     ],
@@ -434,20 +433,13 @@ def test_every_codec_is_written_as_spark_reads_it(
 @pytest.mark.parametrize("version", ["3.4.4", "3.5.5"])
 @pytest.mark.parametrize("scenario", ["pandas_state_event", "rocks_pandas_state", "join"])
 def test_checkpoints_of_older_spark(version: str, scenario: str, spark: Any, tmp_path: Path) -> None:
-    """Checkpoints written by PySpark 3.4 and 3.5 (3.4's RocksDB changelogs, join state format 2)."""
+    """Checkpoints written by PySpark 3.4 and 3.5 (3.4's RocksDB zips, join state format 2)."""
     from tests.spark_versions import versioned_checkpoint
 
     source = versioned_checkpoint(version, scenario) / "checkpoint"
     before = _tree_hash(source)
     target = tmp_path / "pruned"
     how = ["--zombies"] if "pandas" in scenario else ["--where", "true", "--store", "left-keyToNumValues"]
-    if version == "3.4.4" and scenario.startswith(
-        "rocks"
-    ):  # Spark 3.4 writes a zip per version, no changelog
-        with pytest.raises(RefusedError, match="RocksDB without changelog checkpointing"):
-            _run_prune(source, "--zombies", "--out", str(target), "--apply")
-        assert not target.exists() and _tree_hash(source) == before
-        return
     doc = _prune_json(str(source), *how, "--out", str(target), "--apply")
     assert doc["proof"]["ok"] and doc["removed_rows"] > 0
     assert _tree_hash(source) == before
