@@ -4,7 +4,7 @@ The copy gains one batch that reads no data, as a batch Spark runs when only the
 (docs/prune.md, docs/format.md §12): with ``N`` the last committed batch, ``offsets/N+1`` repeats the
 source offsets of ``offsets/N`` (with the watermark ``commits/N`` carried forward), ``commits/N+1``
 repeats ``commits/N``, and state version ``N+2`` of every partition of every store holds the removals
-(:mod:`readers.rewrite`). Spark restarted on the copy loads version ``N+2`` (version ``N+1`` with the
+(:mod:`readers.rewrite`: a delta, a changelog, or a zip and one SST). Spark restarted on the copy loads version ``N+2`` (version ``N+1`` with the
 removals applied) and runs batch ``N+2`` next. Nothing else in the copy changes, so its history stays
 readable and the original version ``N+1`` stays beside the pruned one; only a few small files are
 written, however large the state.
