@@ -340,53 +340,53 @@ def _listed_keys(keys: Sequence[dict[str, Any]]) -> list[tuple[int | None, str |
     ]
 
 
-def _select(
-    table: Any,
-    reader: Any,
-    st: Any,
-    sel: Selection,
-    base: int,
-    wanted: set[str],
-    con: Any,
-) -> list[int]:
-    """Row positions of one partition's table to remove."""
-    import pyarrow as pa
-
+def _key_matches(table: Any, reader: Any, st: Any, wanted: set[str]) -> set[int]:
+    """Row positions of one partition's table whose key is one of ``wanted`` (canonical JSON)."""
     from statelens.readers.values import row_to_json
 
-    rows: set[int] = set()
-    if wanted:
-        keys = table.column("key_bytes").to_pylist()
-        decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
-        schema = st.schema.key_schema
-        for i, (key, _) in enumerate(decoded):
-            if _canonical(row_to_json(key, schema)) in wanted:
-                rows.add(i)
-    if sel.where:
-        n = table.num_rows
-        state = pa.table(
-            {
-                "operator_id": pa.array([st.operator_id] * n, pa.int32()),
-                "store_name": pa.array([st.store_name] * n, pa.string()),
-                "version": pa.array([base] * n, pa.int64()),
-                "partition_id": table.column("partition"),
-                "key": table.column("key"),
-                "value": table.column("value"),
-                "__row": pa.array(range(n), pa.int64()),
-            }
-        )
-        con.register("state", state)
-        try:
-            got = con.execute(f"SELECT __row FROM state WHERE {sel.where}").fetchall()  # noqa: S608
-        except Exception as err:  # duckdb.Error and its subclasses: the predicate is the user's
-            raise UsageError(
-                f"--where does not apply to operator {st.operator_id} store {st.store_name!r}: "
-                f"{str(err).splitlines()[0]}"
-            ) from err
-        finally:
-            con.unregister("state")
-        rows.update(r[0] for r in got)
-    return sorted(rows)
+    if not wanted:
+        return set()
+    keys = table.column("key_bytes").to_pylist()
+    decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
+    schema = st.schema.key_schema
+    return {i for i, (key, _) in enumerate(decoded) if _canonical(row_to_json(key, schema)) in wanted}
+
+
+#: Rows of several partitions put before DuckDB in one query (bounded memory, few queries).
+WHERE_ROWS_PER_QUERY = 1 << 18
+
+
+def _where_matches(tables: list[Any], st: Any, where: str, base: int, con: Any) -> dict[int, set[int]]:
+    """Row positions, per partition, that the predicate ``where`` picks from these partitions' tables,
+    in one DuckDB query over the ``state`` table's columns."""
+    import pyarrow as pa
+
+    n = sum(t.num_rows for t in tables)
+    state = pa.table(
+        {
+            "operator_id": pa.array([st.operator_id] * n, pa.int32()),
+            "store_name": pa.array([st.store_name] * n, pa.string()),
+            "version": pa.array([base] * n, pa.int64()),
+            "partition_id": pa.chunked_array([t.column("partition") for t in tables]),
+            "key": pa.chunked_array([c for t in tables for c in t.column("key").chunks]),
+            "value": pa.chunked_array([c for t in tables for c in t.column("value").chunks]),
+            "__row": pa.chunked_array([pa.array(range(t.num_rows), pa.int64()) for t in tables]),
+        }
+    )
+    con.register("state", state)
+    try:
+        got = con.execute(f"SELECT partition_id, __row FROM state WHERE {where}").fetchall()  # noqa: S608
+    except Exception as err:  # duckdb.Error and its subclasses: the predicate is the user's
+        raise UsageError(
+            f"--where does not apply to operator {st.operator_id} store {st.store_name!r}: "
+            f"{str(err).splitlines()[0]}"
+        ) from err
+    finally:
+        con.unregister("state")
+    out: dict[int, set[int]] = {}
+    for pid, row in got:
+        out.setdefault(pid, set()).add(row)
+    return out
 
 
 def _shown(reader: Any, st: Any, keys: list[bytes]) -> list[Any]:
@@ -395,6 +395,22 @@ def _shown(reader: Any, st: Any, keys: list[bytes]) -> list[Any]:
 
     decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
     return [_plain(row_to_json(key, st.schema.key_schema)) for key, _ in decoded]
+
+
+def _removal(reader: Any, st: Any, pid: int, table: Any, picks: list[int]) -> PartitionPrune:
+    """What removing rows ``picks`` of one partition's table removes: rows, bytes as stored, the keys."""
+    import pyarrow as pa
+
+    part = PartitionPrune(pid, rows=table.num_rows)
+    if picks:
+        chosen = table.take(pa.array(picks, pa.int64()))
+        kb = chosen.column("key_bytes").to_pylist()
+        vb = chosen.column("value_bytes").to_pylist()
+        part.keys = kb
+        part.removed_rows = len(kb)
+        part.removed_bytes = sum(len(k) + len(v) for k, v in zip(kb, vb, strict=True))
+        part.shown = _shown(reader, st, kb)
+    return part
 
 
 def _plan_store(
@@ -419,23 +435,25 @@ def _plan_store(
             out.partitions.append(PartitionPrune(pid, rows=None))
         return out
     seen: set[int] = set()
+    pending: list[tuple[int, Any]] = []
+
+    def flush() -> None:
+        chosen_by_where = (
+            _where_matches([t for _, t in pending], st, sel.where, base, con) if sel.where else {}
+        )
+        for pid, table in pending:
+            keys = wanted.get(pid, set()) | wanted.get(None, set())
+            picks = _key_matches(table, reader, st, keys) | chosen_by_where.get(pid, set())
+            out.partitions.append(_removal(reader, st, pid, table, sorted(picks)))
+        pending.clear()
+
     for table in scan.iter_tables():
         pid = int(table.column("partition")[0].as_py())
         seen.add(pid)
-        keys = wanted.get(pid, set()) | wanted.get(None, set())
-        picks = _select(table, reader, st, sel, base, keys, con)
-        part = PartitionPrune(pid, rows=table.num_rows)
-        if picks:
-            import pyarrow as pa
-
-            chosen = table.take(pa.array(picks, pa.int64()))
-            kb = chosen.column("key_bytes").to_pylist()
-            vb = chosen.column("value_bytes").to_pylist()
-            part.keys = kb
-            part.removed_rows = len(kb)
-            part.removed_bytes = sum(len(k) + len(v) for k, v in zip(kb, vb, strict=True))
-            part.shown = _shown(reader, st, kb)
-        out.partitions.append(part)
+        pending.append((pid, table))
+        if sum(t.num_rows for _, t in pending) >= WHERE_ROWS_PER_QUERY:
+            flush()
+    flush()
     for pid in reader.partition_ids():
         if pid not in seen:
             out.partitions.append(PartitionPrune(pid, rows=0))
