@@ -306,10 +306,12 @@ def _writable_stores(ckpt: Any, backend: Any, base: int) -> list[tuple[Any, Any]
 # -- choosing the keys -------------------------------------------------------------------------------------
 def _zombie_keys(
     ckpt: Any, sel: Selection, base: int, cancelled: Callable[[], bool] | None
-) -> Generator[Progress, None, dict[tuple[int, str, int], set[str]]]:
+) -> Generator[Progress, None, dict[tuple[int, str, int], set[str | bytes]]]:
+    """The keys ``expired`` reports at version ``base``, per store partition: their stored bytes (the
+    native walk has them), else their canonical JSON."""
     from statelens.app.analysis.expired import iter_expired
 
-    wanted: dict[tuple[int, str, int], set[str]] = {}
+    wanted: dict[tuple[int, str, int], set[str | bytes]] = {}
     elsewhere: list[Any] = []
 
     def sink(f: Any) -> None:
@@ -318,7 +320,8 @@ def _zombie_keys(
         if f.version != base:
             elsewhere.append(f)
             return
-        wanted.setdefault((f.operator_id, f.store_name, f.partition), set()).add(_canonical(f.key))
+        key = f.raw_key if f.raw_key is not None else _canonical(f.key)
+        wanted.setdefault((f.operator_id, f.store_name, f.partition), set()).add(key)
 
     result = yield from iter_expired(ckpt, sel.operator_id, sink=sink, cancelled=cancelled)
     if result.problems:
@@ -340,16 +343,27 @@ def _listed_keys(keys: Sequence[dict[str, Any]]) -> list[tuple[int | None, str |
     ]
 
 
-def _key_matches(table: Any, reader: Any, st: Any, wanted: set[str]) -> set[int]:
-    """Row positions of one partition's table whose key is one of ``wanted`` (canonical JSON)."""
+def _key_matches(table: Any, reader: Any, st: Any, wanted: set[str | bytes]) -> set[int]:
+    """Row positions of one partition's table whose key is one of ``wanted``: stored key bytes (compared
+    column-wise), or canonical JSON (the partition's keys decoded to compare)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     from statelens.readers.values import row_to_json
 
-    if not wanted:
-        return set()
-    keys = table.column("key_bytes").to_pylist()
-    decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
-    schema = st.schema.key_schema
-    return {i for i, (key, _) in enumerate(decoded) if _canonical(row_to_json(key, schema)) in wanted}
+    out: set[int] = set()
+    raw = [k for k in wanted if isinstance(k, bytes)]
+    if raw:
+        hit = pc.is_in(table.column("key_bytes"), value_set=pa.array(raw, pa.large_binary()))
+        out.update(np.flatnonzero(hit.to_numpy(zero_copy_only=False)).tolist())
+    text = {k for k in wanted if isinstance(k, str)}
+    if text:
+        keys = table.column("key_bytes").to_pylist()
+        decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
+        schema = st.schema.key_schema
+        out.update(i for i, (key, _) in enumerate(decoded) if _canonical(row_to_json(key, schema)) in text)
+    return out
 
 
 #: Rows of several partitions put before DuckDB in one query (bounded memory, few queries).
@@ -419,7 +433,7 @@ def _plan_store(
     reader: Any,
     sel: Selection,
     base: int,
-    wanted: dict[int | None, set[str]],
+    wanted: dict[int | None, set[str | bytes]],
     con: Any,
 ) -> StorePrune:
     from statelens.readers.scan import StateScan
@@ -740,7 +754,7 @@ def iter_prune(
         ]
         if not chosen:
             raise UsageError("no store matches --operator/--store")
-    wanted: dict[tuple[int, str], dict[int | None, set[str]]] = {}
+    wanted: dict[tuple[int, str], dict[int | None, set[str | bytes]]] = {}
     if selection.zombies:
         found = yield from _zombie_keys(ckpt, selection, base, cancelled)
         for (op, name, pid), keys in found.items():

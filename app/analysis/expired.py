@@ -119,6 +119,8 @@ class ExpiredFinding:
     stored_timeout_ms: int | None = None
     note: str = ""
     evidence: str = ""  # how the timeout kind was decided: "inferred: ...", "override", "schema: ..."
+    #: The key row as stored (read from files; None when Spark decoded the key): what prune removes.
+    raw_key: bytes | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The issue's JSON object (plus ``store_name``, ``stored_timeout_ms``, ``note``, ``evidence``)."""
@@ -929,7 +931,10 @@ class _Emitter:
                 continue
             keys.decode([k for k, _ in todo])
             for k, fields in todo:
-                finding = ExpiredFinding(op_id, store, partition_id, version, key=keys[k], **fields)
+                raw = k if isinstance(k, bytes) else None
+                finding = ExpiredFinding(
+                    op_id, store, partition_id, version, key=keys[k], raw_key=raw, **fields
+                )
                 result.keep(finding)
                 if sink is not None:
                     sink(finding)
