@@ -7,7 +7,6 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,10 @@ import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 refcount guard
 from statelens.app.prune import Selection  # noqa: E402
 from statelens.app.resources import sample_checkpoint_path  # noqa: E402
 from statelens.readers.checkpoint import open_checkpoint  # noqa: E402
+from tests.test_prune import _tree_hash  # noqa: E402
 
 pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
 TIMEOUT_MS = 60_000
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
 
 
 def _dialog(qtbot: Any, ckpt: Any, selection: Selection) -> Any:

@@ -194,13 +194,16 @@ def dry_keys(doc: dict[str, Any]) -> Iterator[Any]:
             yield from p.get("removed_keys", [])
 
 
-def _restart_count(spark: Any, root: Path, batches: list[list[str]], first_file: int) -> list[dict[str, Any]]:
+def _restart_count(
+    spark: Any, root: Path, batches: list[list[str]], first_file: int, conf: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Run the ``groupBy(key).count()`` query of the aggregation scenarios on ``root/checkpoint`` again,
-    reading ``root/input/in`` (new files get modification times after the ``first_file`` old ones)."""
+    reading ``root/input/in`` (new files get modification times after the ``first_file`` old ones), with
+    the session ``conf`` of the scenario (its state store provider)."""
     from tests.spark_checkpoints import Ctx, session_conf
 
     ctx = Ctx(name="restart", spark=spark, dir=root, _files=first_file)
-    with session_conf(spark, {"spark.sql.shuffle.partitions": "2"}):
+    with session_conf(spark, {"spark.sql.shuffle.partitions": "2", **(conf or {})}):
         for i, keys in enumerate(batches):
             ctx.write_json("in", [{"key": k, "value": 1000 + i} for k in keys])
             df = ctx.read_json_stream("in", "key STRING, value LONG", max_files=None).groupBy("key").count()
@@ -539,10 +542,11 @@ def test_repartition_runs_spark_on_a_copy_and_proves_it(
     counts = {r[1][0]: r[2][0] for r in original}
     input_dir = checkpoint("rocks_agg_changelog") / "input" / "in"
     _move_file_source(target, input_dir, target.parent / "input" / "in")
-    from tests.spark_checkpoints import _rocks_conf, session_conf
+    from tests.spark_checkpoints import _rocks_conf
 
-    with session_conf(spark, _rocks_conf(changelog=True)):
-        out = _restart_count(spark, target.parent, [["a", "zz"]], first_file=len(list(input_dir.iterdir())))
+    out = _restart_count(
+        spark, target.parent, [["a", "zz"]], len(list(input_dir.iterdir())), _rocks_conf(changelog=True)
+    )
     got = {r["key"]: r["count"] for r in out}
     assert min(r["_batch"] for r in out) == last + 2
     assert got == {"a": counts["a"] + 1, "zz": 1}

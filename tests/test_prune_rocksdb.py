@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from tests.test_prune import _RESTART, _copy_scenario, _move_file_source, _prune_json, _tree_hash, dry_keys
+from tests.test_prune import (
+    _RESTART,
+    _copy_scenario,
+    _move_file_source,
+    _prune_json,
+    _restart_count,
+    _tree_hash,
+    dry_keys,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -72,18 +80,10 @@ def _check_written_versions(source: Path, target: Path, doc: dict[str, Any]) -> 
 
 
 def _restart_count_rocksdb(spark: Any, root: Path, batches: list[list[str]], first_file: int) -> list[Any]:
-    """Run the ``groupBy(key).count()`` query of ``rocks_agg`` on ``root/checkpoint`` again with the
-    scenario's RocksDB configuration (no changelog checkpointing)."""
-    from tests.spark_checkpoints import Ctx, _rocks_conf, session_conf
+    """The aggregation scenarios' query restarted with RocksDB and no changelog checkpointing."""
+    from tests.spark_checkpoints import _rocks_conf
 
-    ctx = Ctx(name="restart", spark=spark, dir=root, _files=first_file)
-    conf = {"spark.sql.shuffle.partitions": "2", **_rocks_conf(changelog=False)}
-    with session_conf(spark, conf):
-        for i, keys in enumerate(batches):
-            ctx.write_json("in", [{"key": k, "value": 1000 + i} for k in keys])
-            df = ctx.read_json_stream("in", "key STRING, value LONG", max_files=None).groupBy("key").count()
-            ctx.run(df, mode="update", trigger="once")
-    return ctx.output
+    return _restart_count(spark, root, batches, first_file, _rocks_conf(changelog=False))
 
 
 def test_rocksdb_without_changelog_pruned_and_restarted(checkpoint: Any, spark: Any, tmp_path: Path) -> None:

@@ -84,6 +84,11 @@ def row_converter(schema: Any) -> Callable[[tuple[Any, ...] | None], Any]:
     return json_converter(schema)
 
 
+def counted(count: float, noun: str, plural: str | None = None) -> str:
+    """``1 row``, ``1,980,092 rows``: a count with its noun, plural when it is not 1."""
+    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
+
+
 def key_fields(key: Any) -> dict[str, Any]:
     """An encoded key as a dict (the last of repeated names wins), for lookups."""
     if isinstance(key, dict):

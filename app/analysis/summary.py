@@ -33,7 +33,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from statelens.app.analysis._common import as_step
+from statelens.app.analysis._common import as_step, counted
 from statelens.app.analysis.doctor import DoctorResult, iter_doctor
 from statelens.app.analysis.expired import CATEGORIES, ExpiredResult, iter_expired
 from statelens.app.analysis.growth import GrowthResult, StoreGrowth, iter_growth
@@ -157,10 +157,6 @@ class Summary:
         }
 
 
-def _n(count: float, noun: str, plural: str | None = None) -> str:
-    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
-
-
 def _bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
@@ -202,7 +198,7 @@ def _restart(ckpt: Any, doctor: DoctorResult) -> Verdict:
             "overview",
         )
     warnings = doctor.counts()["warning"]
-    tail = f"; {_n(warnings, 'health warning')} (details below)" if warnings else ""
+    tail = f"; {counted(warnings, 'health warning')} (details below)" if warnings else ""
     return Verdict(
         "restart",
         "ok",
@@ -232,7 +228,7 @@ def _commit(ckpt: Any) -> Verdict:
     return Verdict(
         "commit",
         "ok",
-        f"Committed: all {_n(batches, 'batch', 'batches')} (last {ckpt.last_committed_batch_id})",
+        f"Committed: all {counted(batches, 'batch', 'batches')} (last {ckpt.last_committed_batch_id})",
         0.0,
         "timeline",
         batch_id=ckpt.last_committed_batch_id,
@@ -290,7 +286,7 @@ def _expired(
     if not out:
         skipped = len(expired.operators) - len(checked)
         if checked:
-            text = f"Expired keys: none still in the state ({_n(len(checked), 'store')} checked"
+            text = f"Expired keys: none still in the state ({counted(len(checked), 'store')} checked"
             text += f", {skipped} not checkable)" if skipped else ")"
             out.append(Verdict("expired", "ok", text, 0.0, "expired"))
         elif expired.operators:
@@ -320,7 +316,7 @@ def _growth(store: StoreGrowth) -> list[Verdict]:
     window = rows[-(GROWTH_VERSIONS + 1) :]
     first_v = store.versions[-len(window)]
     change = window[-1] - window[0]
-    text = f"{where}: {_n(now, 'row')}{size}"
+    text = f"{where}: {counted(now, 'row')}{size}"
     severity = "info"
     if len(window) > 1:
         share = change / window[0] if window[0] else (float("inf") if change else 0.0)
@@ -342,7 +338,7 @@ def _growth(store: StoreGrowth) -> list[Verdict]:
         ratio = top / med if med else float("inf")
         times = "∞" if ratio == float("inf") else f"{ratio:.1f}×"
         median = f"{med:,.0f}" if med == int(med) else f"{med:,.1f}"
-        heaviest = f"heaviest partition {pid} holds {_n(top, 'row')}, {times} the median ({median})"
+        heaviest = f"heaviest partition {pid} holds {counted(top, 'row')}, {times} the median ({median})"
         if top >= SKEW_MIN_ROWS and ratio >= SKEW_WARN:
             skew = Verdict(
                 "skew",
@@ -450,7 +446,7 @@ def _event_logs(timeline: Timeline) -> list[Verdict]:
             Verdict(
                 "dropped_rows",
                 "warning",
-                f"{_n(total, 'row')} dropped by the watermark (late data) in {_n(len(hit), 'batch', 'batches')}; "
+                f"{counted(total, 'row')} dropped by the watermark (late data) in {counted(len(hit), 'batch', 'batches')}; "
                 f"most in batch {b} ({n:,})",
                 float(total),
                 "timeline",
@@ -462,7 +458,7 @@ def _event_logs(timeline: Timeline) -> list[Verdict]:
             Verdict(
                 "dropped_rows",
                 "ok",
-                f"No rows dropped by the watermark in the {_n(len(reported), 'batch', 'batches')} reported",
+                f"No rows dropped by the watermark in the {counted(len(reported), 'batch', 'batches')} reported",
                 0.0,
                 "timeline",
             )
@@ -483,7 +479,7 @@ def _unreadable(problems: Sequence[StatelensError], doctor: DoctorResult, decode
         return Verdict(
             "unreadable",
             "error",
-            f"Unreadable: {_n(len(files), 'file')} could not be read or decoded (first: {first}); "
+            f"Unreadable: {counted(len(files), 'file')} could not be read or decoded (first: {first}); "
             "everything else is shown",
             float(len(files)),
             "overview",

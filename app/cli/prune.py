@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import IO, Any
 
+from statelens.app.analysis._common import counted
 from statelens.app.cli import _common
 from statelens.app.cli._common import _Progress
 
@@ -143,15 +144,15 @@ def _print_plan(plan: Any, out: IO[str]) -> None:
         )
         return
     w(
-        f"Copied {plan.copied_files:,} files to {plan.target} and wrote {_n(len(plan.written), 'file')} "
+        f"Copied {plan.copied_files:,} files to {plan.target} and wrote {counted(len(plan.written), 'file')} "
         f"(batch {plan.new_batch}: offsets, commit and state version {plan.new_version} of every partition, "
         "with their .crc).\n"
     )
     proof = plan.proof
     if proof is not None and proof.ok:
         w(
-            f"Proof: read back, the copy holds {_n(proof.kept_rows, 'row')} identical to the original byte for "
-            f"byte and none of the {_n(proof.gone_rows, 'row')} removed ({_n(proof.partitions, 'partition')} "
+            f"Proof: read back, the copy holds {counted(proof.kept_rows, 'row')} identical to the original byte for "
+            f"byte and none of the {counted(proof.gone_rows, 'row')} removed ({counted(proof.partitions, 'partition')} "
             f"compared).\nRestart the same query on {plan.target}: it runs batch {plan.new_batch + 1} next.\n"
         )
     elif proof is not None:
@@ -185,13 +186,13 @@ def cmd_repartition(args: argparse.Namespace, out: IO[str]) -> int:
         out.write(
             f"Dry run: nothing written. With --out NEW --apply, statelens copies the checkpoint to NEW and runs "
             f"Spark's repartition there: batch {plan.new_batch} (no data) rewrites the state of "
-            f"{_n(len(plan.stores), 'store')} from {plan.partitions_before} to {plan.partitions} partitions.\n"
+            f"{counted(len(plan.stores), 'store')} from {plan.partitions_before} to {plan.partitions} partitions.\n"
         )
     elif plan.ok:
         rows = sum(plan.rows.values())
         out.write(
             f"Copied {plan.copied_files:,} files to {plan.target}; Spark added batch {plan.new_batch} with "
-            f"{plan.partitions} partitions.\nProof: read back, every store holds the same {_n(rows, 'row')} as "
+            f"{plan.partitions} partitions.\nProof: read back, every store holds the same {counted(rows, 'row')} as "
             f"before, byte for byte.\nRestart the same query on {plan.target}.\n"
         )
     else:
@@ -199,10 +200,6 @@ def cmd_repartition(args: argparse.Namespace, out: IO[str]) -> int:
         for m in plan.mismatches:
             out.write(f"  {m}\n")
     return _common.EXIT_OK if not plan.applied or plan.ok else _common.EXIT_ERROR
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def add_commands(sub: Any) -> None:

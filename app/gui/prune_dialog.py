@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from statelens.app.analysis._common import counted
 from statelens.app.gui.workers import JobRunner
 from statelens.app.prune import PrunePlan, Selection, iter_prune
 from statelens.readers.errors import StatelensError
@@ -36,10 +37,6 @@ __all__ = ["PruneDialog"]
 _CHANNEL = "prune"
 #: Keys listed in the dialog (the report holds them all).
 MAX_KEYS_SHOWN = 500
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 class PruneDialog(QDialog):
@@ -129,7 +126,7 @@ class PruneDialog(QDialog):
             self.summary.setText("No key to remove: nothing would be written.")
         else:
             self.summary.setText(
-                f"Would remove {_n(plan.removed_rows, 'row')} "
+                f"Would remove {counted(plan.removed_rows, 'row')} "
                 f"({plan.removed_bytes:,} bytes as stored) from state version {plan.base_version}, the state "
                 f"after batch {plan.last_batch}. The copy gains batch {plan.new_batch}, which reads no data and "
                 f"whose state version {plan.new_version} removes these keys; the checkpoint itself is not written."
@@ -157,9 +154,9 @@ class PruneDialog(QDialog):
         if proof is not None and proof.ok:
             self.result.setStyleSheet("color: #1b7f3b;")
             self.result.setText(
-                f"Written to {plan.target}: {_n(plan.copied_files, 'file')} copied, {len(plan.written)} written. "
-                f"Proof: read back, the copy holds {_n(proof.kept_rows, 'row')} identical to the original and none "
-                f"of the {_n(proof.gone_rows, 'row')} removed. Restart the same query on {plan.target}: it runs "
+                f"Written to {plan.target}: {counted(plan.copied_files, 'file')} copied, {len(plan.written)} written. "
+                f"Proof: read back, the copy holds {counted(proof.kept_rows, 'row')} identical to the original and none "
+                f"of the {counted(proof.gone_rows, 'row')} removed. Restart the same query on {plan.target}: it runs "
                 f"batch {plan.new_batch + 1} next."
             )
         else:
