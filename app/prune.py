@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -493,18 +492,11 @@ class _LocalTarget:
         return copied.copied
 
     def write(self, rel: str, data: bytes, written: list[WrittenFile]) -> None:
+        from statelens.readers.mirror import write_file_atomic
         from statelens.readers.rewrite import crc_sidecar_path, hadoop_crc
 
         for path, body in ((rel, data), (crc_sidecar_path(rel), hadoop_crc(data))):
-            dest = self.root / path
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".statelens-", dir=dest.parent)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(body)
-                os.replace(tmp, dest)
-            finally:
-                Path(tmp).unlink(missing_ok=True)
+            write_file_atomic(self.root / path, body)
             written.append(WrittenFile(path, len(body), hashlib.sha256(body).hexdigest()))
 
 

@@ -250,6 +250,23 @@ def _md5_etag(entry: FileEntry) -> str | None:
     return etag if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag) else None
 
 
+def write_file_atomic(dest: Path, data: bytes) -> None:
+    """Write ``dest`` whole or not at all: a temporary name in its folder (created if needed), then a
+    rename, as Spark's ``CheckpointFileManager.createAtomic`` writes; the file is readable by all (0644
+    under the usual umask), as Spark's are."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP, dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, dest)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 def iter_copy_checkpoint(
     fs: CheckpointSource,
     target: str | Path,
@@ -337,15 +354,7 @@ def iter_copy_checkpoint(
             except StatelensError as err:
                 result.failed.append(err)
                 continue
-            dest = target / entry.path
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=_TMP, dir=dest.parent)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, dest)
-            finally:
-                Path(tmp).unlink(missing_ok=True)
+            write_file_atomic(target / entry.path, data)
             result.copied += 1
             result.copied_bytes += len(data)
     finally:
