@@ -267,13 +267,6 @@ def _last_committed(ckpt: Any, drop_uncommitted: bool) -> tuple[int, list[int]]:
             "or let the query commit it first",
             path=f"offsets/{later[-1]}",
         )
-    commit = ckpt.commits[last]
-    if commit.state_unique_ids:
-        raise RefusedError(
-            "checkpoint format v2 (commits name a unique id per state file): statelens does not write "
-            "the ids a new batch needs",
-            path=commit.path,
-        )
     return last, later
 
 
@@ -434,7 +427,10 @@ def _plan_store(
     base: int,
     wanted: dict[int | None, set[str | bytes]],
     con: Any,
+    ckpt_kind: str = "",
 ) -> StorePrune:
+    """What removing the chosen keys removes from one store, a partition at a time (``ckpt_kind``: the
+    operator's kind; a join's state is never pruned)."""
     from statelens.readers.scan import StateScan
 
     out = StorePrune(st.operator_id, st.store_name, st.provider)
@@ -449,6 +445,7 @@ def _plan_store(
         return out
     seen: set[int] = set()
     pending: list[tuple[int, Any]] = []
+    join = ckpt_kind == "join"
 
     def flush() -> None:
         chosen_by_where = (
@@ -464,6 +461,15 @@ def _plan_store(
         pid = int(table.column("partition")[0].as_py())
         seen.add(pid)
         pending.append((pid, table))
+        if join and pending:
+            flush()
+            if any(p.removed_rows for p in out.partitions):
+                raise RefusedError(
+                    f"operator {st.operator_id} is a stream-stream join: each buffered row is kept in two "
+                    f"stores of its side ({st.store_name!r} and its twin), which must change together; statelens "
+                    "does not prune join state",
+                    path=f"state/{st.operator_id}",
+                )
         if sum(t.num_rows for _, t in pending) >= WHERE_ROWS_PER_QUERY:
             flush()
     flush()
@@ -613,8 +619,12 @@ def _skip_uncommitted(ckpt: Any, last: int, later: list[int]) -> Callable[[str],
     return skip
 
 
-def _log_files(ckpt: Any, last: int) -> list[tuple[str, bytes]]:
-    """``offsets/N+1`` and ``commits/N+1`` of the new batch, from those of batch N."""
+def _log_files(ckpt: Any, last: int, unique_ids: dict[tuple[int, str, int], str]) -> list[tuple[str, bytes]]:
+    """``offsets/N+1`` and ``commits/N+1`` of the new batch, from those of batch N; with checkpoint format
+    v2 the commit names ``unique_ids`` (operator, store, partition -> the id of the file written), as
+    ``stateUniqueIds`` lists them: per operator, per partition, per store in the join's order."""
+    from statelens.readers.checkpoint import JOIN_STORE_ORDER
+
     offsets = ckpt.fs.read_bytes(f"offsets/{last}").decode("utf-8")
     lines = offsets.split("\n")
     if len(lines) < 2 or not lines[0].startswith("v"):
@@ -623,6 +633,24 @@ def _log_files(ckpt: Any, last: int) -> list[tuple[str, bytes]]:
     meta["batchWatermarkMs"] = ckpt.commits[last].next_watermark_ms
     lines[1] = json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
     commit = ckpt.fs.read_bytes(f"commits/{last}")
+    if unique_ids:
+        head, _, body = commit.decode("utf-8").partition("\n")
+        doc = json.loads(body)
+        ids: dict[str, list[list[str]]] = {}
+        for (op, _store, pid), uid in sorted(
+            unique_ids.items(),
+            key=lambda i: (
+                i[0][0],
+                i[0][2],
+                JOIN_STORE_ORDER.index(i[0][1]) if i[0][1] in JOIN_STORE_ORDER else 0,
+            ),
+        ):
+            parts = ids.setdefault(str(op), [])
+            while len(parts) <= pid:
+                parts.append([])
+            parts[pid].append(uid)
+        doc["stateUniqueIds"] = ids
+        commit = (head + "\n" + json.dumps(doc, separators=(",", ":"))).encode("utf-8")
     return [(f"offsets/{last + 1}", "\n".join(lines).encode("utf-8")), (f"commits/{last + 1}", commit)]
 
 
@@ -767,7 +795,14 @@ def iter_prune(
             yield Progress(n, len(stores), f"operator {st.operator_id} {st.store_name}")
             plan.stores.append(
                 _plan_store(
-                    backend, st, reader, selection, base, wanted.get((st.operator_id, st.store_name), {}), con
+                    backend,
+                    st,
+                    reader,
+                    selection,
+                    base,
+                    wanted.get((st.operator_id, st.store_name), {}),
+                    con,
+                    ckpt.operator(st.operator_id).kind.value,
                 )
             )
     finally:
@@ -795,13 +830,16 @@ def _apply(
     plan.copied_files = yield from root.copy(ckpt, skip, cancelled)
     # State first, logs last: a copy stopped half-way has no batch that points at missing state.
     by_store = {(s.operator_id, s.store_name): s for s in plan.stores}
+    unique_ids: dict[tuple[int, str, int], str] = {}
     for st, reader in stores:
         parts = {p.partition: p for p in by_store[(st.operator_id, st.store_name)].partitions}
         for pid in reader.partition_ids():
             part = parts.get(pid)
             for new in removal_files(reader, pid, plan.new_version, part.keys if part is not None else []):
                 root.write(new.path, new.data, plan.written)
-    for rel, data in _log_files(ckpt, plan.last_batch):
+                if new.unique_id is not None:
+                    unique_ids[(st.operator_id, st.store_name, pid)] = new.unique_id
+    for rel, data in _log_files(ckpt, plan.last_batch, unique_ids):
         root.write(rel, data, plan.written)
     plan.applied = True
     options = getattr(root, "options", None)

@@ -48,7 +48,7 @@ from crc32c import crc32c
 from statelens.readers.codecs import compress, decompress, sniff_codec
 from statelens.readers.errors import CorruptFileError, UnsupportedVersionError
 from statelens.readers.hdfs_store import HDFSStoreReader
-from statelens.readers.records import changelog_header
+from statelens.readers.records import changelog_header, scan_changelog
 from statelens.readers.rocksdb_store import (
     RocksDBStoreReader,
     ZipMetadata,
@@ -81,10 +81,12 @@ _ROCKSDICT_CONFIG = "rocksdict-config.json"
 
 @dataclass(frozen=True)
 class NewFile:
-    """A file to write into the copy: its path relative to the checkpoint root, and its bytes."""
+    """A file to write into the copy: its path relative to the checkpoint root, and its bytes;
+    ``unique_id`` names a checkpoint format v2 state file (the commit log must name it)."""
 
     path: str
     data: bytes
+    unique_id: str | None = None
 
 
 def hadoop_crc(data: bytes, bytes_per_checksum: int = _BYTES_PER_CHECKSUM) -> bytes:
@@ -125,10 +127,10 @@ def cannot_write(reader: Any, base: int) -> str | None:
                 f"partition {pid} cannot rebuild version {base} (its versions end at {pf.latest_version()})"
             )
         sf = pf.deltas.get(base) or pf.snapshots[base]
-        if sf.unique_id is not None:
+        if sf.unique_id is not None and sf.kind == "zip":
             return (
-                "RocksDB checkpoint format v2 (stateStore.checkpointFormatVersion=2): new versions need "
-                "unique ids the commit log names, which statelens does not write"
+                "RocksDB checkpoint format v2 (stateStore.checkpointFormatVersion=2) without changelog "
+                f"checkpointing (partition {pid} version {base} is a zip only): not written"
             )
         if sf.kind == "zip":
             reason = _zip_cannot_write(reader, sf.path)
@@ -137,8 +139,8 @@ def cannot_write(reader: Any, base: int) -> str | None:
             continue
         data = decompress(reader.fs.read_bytes(sf.path), sf.path, reader.codec)
         fmt, _ = changelog_header(data, sf.path)
-        if fmt != 1:
-            return f"RocksDB changelog format v{fmt} ({sf.path}): only format v1 is written"
+        if fmt != (1 if sf.unique_id is None else 3):
+            return f"RocksDB changelog format v{fmt} ({sf.path}): only formats v1 and v3 are written"
     return None
 
 
@@ -210,16 +212,42 @@ def removal_files(reader: Any, partition_id: int, version: int, keys: Iterable[b
     if rocks and version - 1 not in pf.deltas:
         return zip_removal_files(reader, partition_id, version, keys)
     before = max((sf for sf in pf.deltas.values() if sf.version < version), key=lambda sf: sf.version)
-    codec = sniff_codec(reader.fs.read_bytes(before.path)[:8]) or reader.codec
+    raw = reader.fs.read_bytes(before.path)
+    codec = sniff_codec(raw[:8]) or reader.codec
     out = bytearray()
+    unique_id = None
+    if rocks and before.unique_id is not None:  # checkpoint format v2: a v3 changelog with its lineage
+        unique_id = str(uuid.uuid4())
+        out += _utf(b"v3") + _utf(_lineage(pf, before, decompress(raw, before.path, reader.codec)).encode())
     for key in keys:
         stored = b"\x00" + key if rocks else key
         if reader.row_checksum:
             stored = _U32_LE.pack(crc32c(stored)) + stored
         out += _I32_BE.pack(len(stored)) + stored + _END
     out += _END
-    name = f"{version}.{'changelog' if rocks else 'delta'}"
-    return [NewFile(posixpath.join(pf.directory, name), compress(bytes(out), codec))]
+    name = f"{version}{'_' + unique_id if unique_id else ''}.{'changelog' if rocks else 'delta'}"
+    return [NewFile(posixpath.join(pf.directory, name), compress(bytes(out), codec), unique_id)]
+
+
+def _utf(text: bytes) -> bytes:
+    """``DataOutputStream.writeUTF`` of ASCII/UTF-8 text (length u16 BE, then the bytes)."""
+    return struct.pack(">H", len(text)) + text
+
+
+def _lineage(pf: Any, before: Any, data: bytes) -> str:
+    """The lineage JSON of the changelog that follows ``before`` (checkpoint format v2, docs/format.md
+    §4.4): ``before``'s lineage and ``before`` itself, from the newest entry whose zip is in the folder
+    (what a load of ``before`` started from), as Spark's ``RocksDB.commit`` writes it."""
+    _, lineage_text, _ = scan_changelog(data, before.path)
+    items = json.loads(lineage_text or "[]") + [
+        {"version": before.version, "checkpointUniqueId": before.unique_id}
+    ]
+    start = 0
+    for i, item in enumerate(items):
+        zip_file = pf.snapshots.get(item["version"])
+        if zip_file is not None and zip_file.unique_id == item["checkpointUniqueId"]:
+            start = i
+    return json.dumps(items[start:], separators=(",", ":"))
 
 
 def zip_removal_files(reader: Any, partition_id: int, version: int, keys: Iterable[bytes]) -> list[NewFile]:

@@ -295,7 +295,7 @@ def _run_prune(source: Path, *argv: str) -> Any:
 @pytest.mark.parametrize(
     ("scenario", "reason"),
     [
-        ("rocks_ckpt_v2", r"checkpoint format v2"),
+        ("rocks_join", r"stream-stream join"),
         ("rocks_tws", r"virtual column families"),
     ],
 )
@@ -442,8 +442,12 @@ def test_checkpoints_of_older_spark(version: str, scenario: str, spark: Any, tmp
     source = versioned_checkpoint(version, scenario) / "checkpoint"
     before = _tree_hash(source)
     target = tmp_path / "pruned"
-    how = ["--zombies"] if "pandas" in scenario else ["--where", "true", "--store", "left-keyToNumValues"]
-    doc = _prune_json(str(source), *how, "--out", str(target), "--apply")
+    if scenario == "join":  # rows of a join side live in two stores that must change together
+        with pytest.raises(RefusedError, match="stream-stream join"):
+            _run_prune(source, "--where", "true", "--out", str(target), "--apply")
+        assert not target.exists() and _tree_hash(source) == before
+        return
+    doc = _prune_json(str(source), "--zombies", "--out", str(target), "--apply")
     assert doc["proof"]["ok"] and doc["removed_rows"] > 0
     assert _tree_hash(source) == before
     _spark_sees_the_prune(spark, source, target, doc)
@@ -605,4 +609,33 @@ def test_copy_to_object_storage(checkpoint: Any, moto_endpoint: str, tmp_path: P
     with statelens.open("s3://pruned/job", storage_options=opts) as copy:
         left = {r["key"]["key"] for r in copy.state(version=8).to_pylist()}
     assert left == {"live1"}
+    assert _tree_hash(source) == before
+
+
+def test_checkpoint_format_v2(checkpoint: Any, spark: Any, tmp_path: Path) -> None:
+    """RocksDB with checkpoint format v2 (Spark 4.0+): the changelog is written as ``<v>_<id>.changelog``
+    in format v3 with its lineage, the added commit names the new ids, and the query restarts on it."""
+    from tests import oracle
+    from tests.spark_checkpoints import _rocks_conf
+
+    source = checkpoint("rocks_ckpt_v2") / "checkpoint"
+    before = _tree_hash(source)
+    target = tmp_path / "job" / "checkpoint"
+    doc = _prune_json(str(source), "--where", "key.key IN ('a', 'b')", "--out", str(target), "--apply")
+    assert doc["proof"]["ok"] and doc["removed_rows"] == 2
+    last = doc["last_committed_batch"]
+    commit = json.loads((target / "commits" / str(last + 1)).read_text().split("\n", 1)[1])
+    ids = [p[0] for p in commit["stateUniqueIds"]["0"]]
+    assert [w["path"] for w in doc["written_files"] if w["path"].endswith(".changelog")] == [
+        f"state/0/{pid}/{last + 2}_{uid}.changelog" for pid, uid in enumerate(ids)
+    ]
+    original = {r[1][0]: r[2][0] for r in oracle.read_state(spark, source, batch_id=last)}
+    pruned = {r[1][0]: r[2][0] for r in oracle.read_state(spark, target, batch_id=last + 1)}
+    assert pruned == {k: v for k, v in original.items() if k not in ("a", "b")}
+    input_dir = checkpoint("rocks_ckpt_v2") / "input" / "in"
+    _move_file_source(target, input_dir, target.parent / "input" / "in")
+    conf = _rocks_conf(changelog=True, min_deltas=2, checkpoint_v2=True)
+    out = _restart_count(spark, target.parent, [["a", "c"]], len(list(input_dir.iterdir())), conf)
+    assert {r["key"]: r["count"] for r in out} == {"a": 1, "c": original["c"] + 1}
+    assert min(r["_batch"] for r in out) == last + 2
     assert _tree_hash(source) == before
