@@ -254,7 +254,10 @@ def test_the_app_shows_durations_and_rates_on_the_timeline(qtbot: Any, window: A
     assert "took" in text and "rows/s in" in text and f"run {last['runId'][:8]}" in text
     first, second = json.loads((folder / "progress.json").read_text())
     assert [int(view._ids[k]) for k in view.restarts] == [second[0]["batchId"]]  # the restart is marked
-    assert "Event logs: progress for 5 batches of this query in 2 run(s)" in window.progress_summary
+    assert (
+        "Event logs: progress for 5 batches of this query in 2 run(s)"
+        in window.timeline_controller.progress_summary
+    )
     # another checkpoint without event logs: the reported figures go
     window.event_logs.clear()
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=120_000):

@@ -545,8 +545,8 @@ def test_backend_switch_to_spark_reads_the_same_rows(qtbot, window, checkpoint, 
     assert "native decoder" in window.backend_label.text()
     with qtbot.waitSignal(window.table_updated, timeout=300_000):
         window.set_backend("spark", spark=spark)
-    assert window.backend_combo.currentData() == "spark"
-    assert window.master_edit.isEnabled()
+    assert window.backends.combo.currentData() == "spark"
+    assert window.backends.master_edit.isEnabled()
     table = window.state_table()
     assert table is not None and table.backend.startswith("Spark")
     spark_rows = sorted(
@@ -559,7 +559,7 @@ def test_backend_switch_to_spark_reads_the_same_rows(qtbot, window, checkpoint, 
     with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
         window.set_backend("native")
     assert window.state_table().backend == "native decoder"
-    assert not window.master_edit.isEnabled()
+    assert not window.backends.master_edit.isEnabled()
 
 
 # -- linked selection ----------------------------------------------------------------------------------
@@ -935,7 +935,7 @@ def test_showing_a_view_starts_its_waiting_job_and_cancel_holds_the_rest(qtbot, 
         lambda channel, _p: (
             channel == "summary"
             and window.runner.current("load") is None
-            and not window._background_paused
+            and not window.deferred.paused
             and window.cancel_jobs()
         )
     )

@@ -1,8 +1,10 @@
 """The main window: opens checkpoints, runs jobs through the runner and wires views to the selection.
 
-Views never call each other: they send user intent as signals, the window turns intent into
-:class:`~app.session.SelectionState` changes, and the views (and the window's job scheduling) observe
-that state. Every reader call runs through :class:`~app.gui.workers.JobRunner`.
+Views never call each other: they send user intent as signals, which becomes
+:class:`~app.session.SelectionState` changes that the views and controllers observe. The overview,
+timeline, SQL and schema tabs have their own controllers (:mod:`app.gui.controllers`), sharing the
+window's :class:`~app.gui.controllers.context.WindowContext`; the other tabs are still wired here.
+Every reader call runs through :class:`~app.gui.workers.JobRunner`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,9 @@ import re
 from collections.abc import Callable, Generator
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtCore import QSettings, Qt, QUrl, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import (
-    QComboBox,
     QDockWidget,
     QFileDialog,
     QInputDialog,
@@ -33,31 +34,26 @@ from PySide6.QtWidgets import (
 
 from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
-from statelens.app.analysis.sql import EXAMPLES as SQL_EXAMPLES
-from statelens.app.analysis.sql import SqlTable, iter_sql_table, iter_table_columns
-from statelens.app.analysis.timeline import ProgressSeries, iter_progress_series
 from statelens.app.analysis.views import VIEWS as GUI_VIEWS
 from statelens.app.explore import (
     ExpiredOverview,
     KeyHistory,
     arrange_expired,
-    conf_changes,
     findings_table,
     iter_expired_overview,
     iter_key_history,
-    order_stores,
-    read_schema_history,
 )
 from statelens.app.gui import errors
-from statelens.app.gui.verdicts import CHANNEL as VERDICTS_CHANNEL
-from statelens.app.gui.verdicts import VerdictsController
+from statelens.app.gui.controllers.context import WindowContext
+from statelens.app.gui.controllers.overview import CHANNEL as VERDICTS_CHANNEL
+from statelens.app.gui.controllers.overview import OverviewController
+from statelens.app.gui.controllers.schema import SchemaController
+from statelens.app.gui.controllers.sql import SqlController
+from statelens.app.gui.controllers.timeline import TimelineController
 from statelens.app.gui.workers import JobRunner
 from statelens.app.session import (
     LoadedCheckpoint,
-    SelectionState,
     StateTable,
-    StoreRole,
-    describe_state,
     display_time_columns,
     growth_arrays,
     iter_backend_table,
@@ -66,29 +62,19 @@ from statelens.app.session import (
     iter_state_table,
 )
 from statelens.app.state_query import PAGED_ROWS
-from statelens.readers.backends import native_backend
-from statelens.readers.cache import StateCache
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import Progress
-from statelens.viewers.browser import StateBrowserView, store_label
+from statelens.viewers.browser import StateBrowserView
 from statelens.viewers.expired import ExpiredView
 from statelens.viewers.growth import StateGrowthView
 from statelens.viewers.history import KeyHistoryPanel
-from statelens.viewers.overview import OverviewView
-from statelens.viewers.schema import SchemaConfView
-from statelens.viewers.sql import SqlView
 from statelens.viewers.tables import PAGE_ROWS, DataTableView, row_order
-from statelens.viewers.timefmt import TimeZoneState
-from statelens.viewers.timeline import BatchTimelineView
 
 #: Pages of a paged table waited for at most (older asks, scrolled past, are given up).
 PAGES_WAITED = 6
 
 #: View names, as accepted by ``statelens gui --view``, in tab order.
 VIEWS = tuple(GUI_VIEWS)
-
-#: Milliseconds between looks at Spark's status tracker while a read runs on Spark.
-SPARK_PROGRESS_MS = 500
 
 #: Views whose job (on the runner channel of the same name) waits for them: it starts at once when the
 #: view is showing, else when the view is first shown or nothing else runs, so the view in front gets
@@ -103,12 +89,6 @@ VIEW_TITLES = {
     "sql": "SQL",
     "schema": "Schema and conf",
 }
-
-#: Backends of the state browser (``readers.backends``), as shown in the picker.
-BACKENDS = {"native": "native decoder", "spark": "Spark", "auto": "auto (native, else Spark)"}
-SETTINGS_BACKEND = "backend"
-SETTINGS_MASTER = "spark_master"
-SETTINGS_UTC = "times_in_utc"
 
 #: Runner channels of per-checkpoint jobs (cancelled when another checkpoint is shown).
 CHECKPOINT_CHANNELS = (
@@ -191,18 +171,14 @@ class MainWindow(QMainWindow):
     ) -> None:
         super().__init__(parent)
         self.settings = settings if settings is not None else QSettings("statelens", "statelens")
-        self.storage_options = dict(storage_options or {})
-        self.event_logs: list[str] = []  # event logs, driver logs or progress dumps shown on the timeline
-        self.progress_summary = ""
-        self._cache = StateCache()  # decoded state versions, shared with the command line
-        self.selection = SelectionState()
         self.runner = JobRunner(self)
-        self.loaded: LoadedCheckpoint | None = None
+        options = dict(storage_options or {})
+        self.ctx = ctx = WindowContext(self.runner, self.settings, options, self.current_view, VIEWS, self)
+        self.selection, self.time_zone, self.problems = ctx.selection, ctx.time_zone, ctx.problems
+        self.backends, self.deferred = ctx.backends, ctx.deferred
         self._loading_url: str | None = None
-        self._readers: dict[tuple[int, str], Any] = {}
         self._weighed: set[tuple[int, str]] = set()  # stores whose heaviest keys were asked for
         self._growth_done = False
-        self._roles: dict[tuple[int, str], StoreRole] = {}
         self._table: StateTable | None = None
         #: Versions with more rows than this are paged by DuckDB from the cache (``app.state_query``).
         self.paged_rows = PAGED_ROWS
@@ -210,23 +186,9 @@ class MainWindow(QMainWindow):
         self._expired: ExpiredOverview | None = None
         self._history: KeyHistory | None = None
         self._compare_version: int | None = None
-        self._chooser: Any = None
-        self._spark_session: Any = None
-        self._spark_reading: Any = None
-        self._backend_name = str(self.settings.value(SETTINGS_BACKEND, "native"))
-        if self._backend_name not in BACKENDS:
-            self._backend_name = "native"
-        self._spark_master = str(self.settings.value(SETTINGS_MASTER, "") or _default_master())
-        #: Local time (the default) or UTC for the checkpoint's own times, in every view.
-        self.time_zone = TimeZoneState(_setting_bool(self.settings.value(SETTINGS_UTC, False)))
         self._history_request: tuple[Any, ...] | None = None
-        #: Polls Spark's status tracker while the browser reads through Spark (tasks done in the progress bar).
-        self._spark_progress_timer = QTimer(self)
-        self._spark_progress_timer.setInterval(SPARK_PROGRESS_MS)
-        self._spark_progress_timer.timeout.connect(self._on_spark_progress_timer_timeout)
-        #: Jobs waiting for their view (see :data:`DEFERRED_VIEWS`): channel -> how to start it.
-        self._deferred: dict[str, Callable[[], None]] = {}
-        self._background_paused = False
+        #: Where to open once the next checkpoint is shown (``statelens gui --view --store ...``).
+        self._start_at: dict[str, Any] | None = None
 
         self.setWindowTitle("statelens")
         self.setAcceptDrops(True)
@@ -241,13 +203,11 @@ class MainWindow(QMainWindow):
         self._build_history_dock()
         self._build_menus()
         self._show_backend()
-        self.verdicts = VerdictsController(self)
-        #: Where to open once the next checkpoint is shown (``statelens gui --view --store ...``).
-        self._start_at: dict[str, Any] | None = None
-        #: The user (or the command line) picked the store: views keep it rather than a default.
-        self._store_chosen = False
 
         self.selection.connect(self._on_selection_changed)
+        self.ctx.status_changed.connect(self.status_label.setText)
+        self.backends.changed.connect(self._on_backends_changed)
+        self.backends.spark_progressed.connect(self._on_backends_spark_progressed)
         self.runner.job_started.connect(self._on_runner_job_started)
         self.runner.job_progressed.connect(self._on_runner_job_progressed)
         self.runner.idle_changed.connect(self._on_runner_idle_changed)
@@ -297,17 +257,6 @@ class MainWindow(QMainWindow):
         self.export_report_action = QAction("Export &HTML report…", self)
         self.export_report_action.setShortcut(QKeySequence("Ctrl+E"))
         self.export_report_action.triggered.connect(self._on_export_report_action_triggered)
-        self.backend_actions = QActionGroup(self)
-        self.backend_actions.setExclusive(True)
-        for name, text in BACKENDS.items():
-            action = QAction(
-                f"Read state with the {text}" if name != "auto" else "Read state: auto (native, else Spark)",
-                self,
-            )
-            action.setCheckable(True)
-            action.setData(name)
-            action.triggered.connect(lambda _checked=False, n=name: self.set_backend(n))
-            self.backend_actions.addAction(action)
         self.utc_action = QAction("Show times in &UTC", self)
         self.utc_action.setCheckable(True)
         self.utc_action.setChecked(self.time_zone.utc)
@@ -316,8 +265,6 @@ class MainWindow(QMainWindow):
             "(times inside state values are always UTC)"
         )
         self.utc_action.toggled.connect(self._on_utc_action_toggled)
-        self.master_action = QAction("Spark &master…", self)
-        self.master_action.triggered.connect(self._on_master_action_triggered)
         for action in (
             self.open_action,
             self.open_url_action,
@@ -347,24 +294,7 @@ class MainWindow(QMainWindow):
         self.url_button.clicked.connect(self._on_url_edit_return_pressed)
         bar.addWidget(self.url_button)
         bar.addSeparator()
-        bar.addWidget(QLabel(" Backend: "))
-        self.backend_combo = QComboBox()
-        for name, text in BACKENDS.items():
-            self.backend_combo.addItem(text, name)
-        self.backend_combo.setToolTip(
-            "Who decodes the state the browser shows: statelens itself, or Spark's statestore data source"
-        )
-        self.backend_combo.activated.connect(self._on_backend_combo_activated)
-        bar.addWidget(self.backend_combo)
-        bar.addWidget(QLabel(" Spark: "))
-        self.master_edit = QLineEdit()
-        self.master_edit.setMaximumWidth(200)
-        self.master_edit.setToolTip(
-            "Where the Spark backend runs: a master URL (local[*], spark://host:7077, yarn...), or a Spark "
-            "Connect endpoint (sc://host:15002: no local Java needed; the server reads the checkpoint)"
-        )
-        self.master_edit.editingFinished.connect(self._on_master_edit_editing_finished)
-        bar.addWidget(self.master_edit)
+        self.backends.add_to_toolbar(bar)
         self.addToolBar(bar)
 
     def _build_central(self) -> None:
@@ -384,16 +314,24 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.banner)
 
         self.tabs = QTabWidget()
-        self.overview = OverviewView(self.selection, self.time_zone)
-        self.timeline = BatchTimelineView(self.selection, self.time_zone)
+        self.overview_controller = OverviewController(self.ctx, TOP_KEYS_SHOWN)
+        self.timeline_controller = TimelineController(self.ctx)
+        self.overview, self.timeline = self.overview_controller.view, self.timeline_controller.view
         self.growth = StateGrowthView(self.selection)
         self.expired = ExpiredView(self.selection)
         self.browser = StateBrowserView(self.selection)
-        self.schema = SchemaConfView(self.selection)
-        self.sql = SqlView()
-        self.sql.set_examples(SQL_EXAMPLES)
-        self.sql.run_requested.connect(self._on_sql_run_requested)
-        self.sql.store_combo.activated.connect(lambda _i: self._list_sql_tables())
+        self.schema_controller = SchemaController(self.ctx)
+        self.sql_controller = SqlController(self.ctx)
+        self.schema, self.sql = self.schema_controller.view, self.sql_controller.view
+        for ctl, signal in (
+            (self.overview_controller, self.verdicts_updated),
+            (self.timeline_controller, self.progress_updated),
+            (self.schema_controller, self.schema_updated),
+            (self.sql_controller, self.sql_updated),
+        ):
+            ctl.updated.connect(signal)
+        self.overview_controller.summary_finished.connect(self.adopt_summary)
+        self.overview_controller.open_requested.connect(lambda view, target: self.open_at(view, **target))
         self.views = {
             "overview": self.overview,
             "timeline": self.timeline,
@@ -405,31 +343,26 @@ class MainWindow(QMainWindow):
         }
         for name in VIEWS:
             self.tabs.addTab(self.views[name], VIEW_TITLES[name])
-        self.tabs.currentChanged.connect(self._on_tabs_current_changed)
+        self.tabs.currentChanged.connect(lambda _i: self.deferred.on_view_shown(self.current_view()))
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
-        self.overview.batch_selected.connect(self._on_view_batch_selected)
-        self.overview.store_selected.connect(self._on_view_store_selected)
-        self.timeline.batch_selected.connect(self._on_view_batch_selected)
-        self.growth.store_selected.connect(self._on_view_store_selected)
-        self.growth.partition_selected.connect(self._on_view_partition_selected)
-        self.expired.store_selected.connect(self._on_view_store_selected)
-        self.expired.version_selected.connect(self._on_view_version_selected)
-        self.expired.partition_selected.connect(self._on_view_partition_selected)
+        self.growth.store_selected.connect(self.ctx.select_store)
+        self.growth.partition_selected.connect(self.ctx.select_partition)
+        self.expired.store_selected.connect(self.ctx.select_store)
+        self.expired.version_selected.connect(self.ctx.select_version)
+        self.expired.partition_selected.connect(self.ctx.select_partition)
         self.expired.finding_selected.connect(self._on_expired_finding_selected)
-        self.browser.store_selected.connect(self._on_view_store_selected)
-        self.browser.partition_selected.connect(self._on_view_partition_selected)
-        self.browser.version_selected.connect(self._on_view_version_selected)
-        self.browser.key_selected.connect(self._on_browser_key_selected)
+        self.browser.store_selected.connect(self.ctx.select_store)
+        self.browser.partition_selected.connect(self.ctx.select_partition)
+        self.browser.version_selected.connect(self.ctx.select_version)
+        self.browser.key_selected.connect(self.ctx.select_key)
         self.browser.compare_selected.connect(self._on_browser_compare_selected)
         self.browser.history_requested.connect(self._on_browser_history_requested)
         self.browser.order_requested.connect(self._on_browser_order_requested)
         self.browser.page_requested.connect(self._on_browser_page_requested)
         self.runner.job_finished.connect(self._on_runner_job_finished)
         self.browser.locate_requested.connect(self._on_browser_locate_requested)
-        self.schema.batch_selected.connect(self._on_view_batch_selected)
-        self.schema.store_selected.connect(self._on_view_store_selected)
         for table in self.findChildren(DataTableView):
             table.export_requested.connect(lambda fmt, t=table: self.export_table_dialog(t, fmt))
 
@@ -454,7 +387,6 @@ class MainWindow(QMainWindow):
         status.addPermanentWidget(self.backend_label)
 
     def _build_problems_dock(self) -> None:
-        self.problems = errors.ProblemsPanel()
         self.problems_dock = QDockWidget("Problems", self)
         self.problems_dock.setObjectName("problemsDock")
         self.problems_dock.setWidget(self.problems)
@@ -469,7 +401,7 @@ class MainWindow(QMainWindow):
         self.history_dock.setWidget(self.history)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.history_dock)
         self.history_dock.setVisible(False)
-        self.history.version_selected.connect(self._on_view_version_selected)
+        self.history.version_selected.connect(self.ctx.select_version)
         self.history.refresh_requested.connect(self._on_browser_history_requested)
         self.history.table.export_requested.connect(
             lambda fmt: self.export_table_dialog(self.history.table, fmt)
@@ -514,10 +446,8 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(self.utc_action)
         backend_menu = self.menuBar().addMenu("&Backend")
-        for action in self.backend_actions.actions():
-            backend_menu.addAction(action)
-        backend_menu.addSeparator()
-        backend_menu.addAction(self.master_action)
+        for action in self.backends.menu_actions():
+            backend_menu.addAction(action) if action is not None else backend_menu.addSeparator()
 
     # -- opening -------------------------------------------------------------------------------------
     def open_checkpoint(self, url: str, is_sample: bool = False) -> int:
@@ -542,7 +472,7 @@ class MainWindow(QMainWindow):
             iter_load_checkpoint,
             url,
             is_sample,
-            storage_options=None if is_sample else self.storage_options,
+            storage_options=None if is_sample else self.ctx.storage_options,
             what=f"Opening {_short(url)}",
             on_result=self._on_load_finished,
             on_error=self._on_load_errored,
@@ -574,11 +504,9 @@ class MainWindow(QMainWindow):
         if self.runner.idle:
             return
         loading = self.runner.current("load") is not None
-        if self.runner.current(VERDICTS_CHANNEL) is not None:
-            self.overview.set_verdicts_pending("The checks were cancelled: reload (F5) to run them again.")
-        self._cancel_spark_read()  # a Spark job does not yield: cancel its job group
-        if self.runner.current("sql") is not None and self._chooser is not None:
-            self._chooser.cancel()  # a query running in Spark
+        self.overview_controller.cancel()
+        self.backends.cancel_spark_read()  # a Spark job does not yield: cancel its job group
+        self.sql_controller.cancel()
         self.runner.cancel()
         self.status_label.setText(
             f"Cancelled opening {_short(self._loading_url or '')}" if loading else "Cancelled"
@@ -615,13 +543,13 @@ class MainWindow(QMainWindow):
         # Results of the previous checkpoint's jobs must not land in the new one's views.
         for channel in CHECKPOINT_CHANNELS:
             self.runner.cancel(channel)
-        self._cancel_spark_read()
-        reloading = self.loaded is not None and self.loaded.url == loaded.url
+        self.backends.cancel_spark_read()
+        ctx = self.ctx
+        reloading = ctx.loaded is not None and ctx.loaded.url == loaded.url
         previous = self.selection.snapshot()
-        self._store_chosen = self._store_chosen and reloading
-        self._close_backends()
-        self.loaded = loaded
-        self._readers = {}
+        ctx.store_chosen = ctx.store_chosen and reloading
+        self.backends.set_checkpoint(loaded.checkpoint)  # closes the previous one's
+        ctx.set_checkpoint(loaded)
         self._weighed = set()
         self._growth_done = False
         self._set_state_table(None)
@@ -629,8 +557,7 @@ class MainWindow(QMainWindow):
         self._history = None
         self._history_request = None
         self._compare_version = None
-        self._deferred = {}
-        self._background_paused = False
+        self.deferred.clear()
         ckpt = loaded.checkpoint
         title = f"{loaded.location} — statelens" + (" (sample checkpoint)" if loaded.is_sample else "")
         self.setWindowTitle(title)
@@ -641,80 +568,35 @@ class MainWindow(QMainWindow):
 
         self.problems.clear()
         self.problems.add_problems(ckpt.report.problems, where="loading")
-        self._roles = roles = loaded.store_roles()
-        groups = self._store_groups()
-        tips = {key: role.description for key, role in roles.items()}
-        self.overview.set_checkpoint(
-            loaded.location,
-            ckpt.query_id,
-            ckpt.batches,
-            ckpt.operators,
-            ckpt.report.problems,
-            roles=roles,
-            descriptions=describe_state(ckpt),
-        )
-        self.verdicts.start(ckpt, top_keys=TOP_KEYS_SHOWN)
-        self.timeline.set_batches(ckpt.batches)
-        self.timeline.clear_progress()
-        self.browser.set_operators(ckpt.operators, roles, groups)
+        groups = ctx.store_groups()
+        tips = ctx.store_tips()
+        self.overview_controller.show_checkpoint(loaded)
+        self.timeline_controller.show_checkpoint(loaded)
+        self.browser.set_operators(ckpt.operators, ctx.roles, groups)
         self.browser.compare_combo.setCurrentIndex(0)
         self.history.clear_history(
             "Select a key (state browser or expired keys) to see its history across versions."
         )
         # Pickers list the biggest stores first (the expired view re-orders by findings once known).
-        decodable = loaded.decodable_stores()
-        keys = [(op.operator_id, s.store_name) for op, s in decodable]
-        rank = {k: i for i, k in enumerate(order_stores(keys, {}, loaded.store_sizes(), groups))}
-        stores = sorted(decodable, key=lambda item: rank[(item[0].operator_id, item[1].store_name)])
+        stores = ctx.stores
         self.growth.clear()
         self.growth.set_stores([self._store_item(op, s) for op, s in stores], groups, tips)
         self.expired.clear()
-        self.expired.set_stores(
-            [self._store_item(op, s) for op in ckpt.operators for s in op.stores], groups, tips
-        )
-        self.schema.set_schemas(
-            [(*self._store_item(op, s), s.schema) for op in ckpt.operators for s in op.stores], [], tips
-        )
-        self.schema.set_conf(ckpt.batches, conf_changes(ckpt.batches))
-        self.sql.set_stores([self._store_item(op, s) for op, s in stores], groups, tips)
+        self.expired.set_stores(ctx.all_store_items(), groups, tips)
+        self.schema_controller.show_checkpoint(loaded)
+        self.sql_controller.show_checkpoint(loaded)
         self.status_label.setText(
             f"Opened {loaded.location}: {len(ckpt.batches):,} batches, {len(ckpt.operators)} stateful operators"
             + (f", {len(ckpt.report.problems)} file problems" if ckpt.report.problems else "")
         )
-
-        # Create the store readers here, on the GUI thread; jobs only use them.
-        for op, s in stores:
-            try:
-                self._reader(op.operator_id, s.store_name)
-            except StatelensError as err:
-                self.problems.add_problems([err], where="opening store")
+        ctx.open_readers()
         self.checkpoint_loaded.emit(loaded)
 
         # Selection last: it starts the browser's decoding job. A reload (F5) keeps what was selected.
-        self.selection.reset()
-        default = loaded.default_store()
-        kept = reloading and self._store_exists(previous["operator_id"], previous["store_name"])
-        if kept:
-            self.selection.update(**previous)
-        elif default is not None:
-            versions = loaded.checkpoint.operator(default[0]).store(default[1]).versions
-            self.selection.update(
-                operator_id=default[0],
-                store_name=default[1],
-                partition_id=None,
-                version=versions[-1] if versions else None,
-            )
-        else:
+        if not ctx.select_first_store(previous, reloading):
             self.browser.clear_table("This checkpoint has no state store the native reader can decode.")
             self.table_updated.emit()
-        self.runner.submit(
-            "schema",
-            _iter_schema_history,
-            ckpt,
-            what="Reading schema files",
-            on_result=self._on_schema_finished,
-            on_error=self._on_schema_errored,
-        )
+        self.schema_controller.start(loaded)
         if stores:
             for op, s in stores:
                 self.growth.set_store_status(op.operator_id, s.store_name, "computing…")
@@ -730,18 +612,8 @@ class MainWindow(QMainWindow):
                     on_error=self._on_growth_errored,
                 ),
             )
-        # The editor's query, on this checkpoint, and the tables' columns beside it.
-        self._when_shown(
-            "sql",
-            lambda: (
-                self._list_sql_tables(),
-                self._on_sql_run_requested(
-                    self.sql.query(), self.sql.store(), self.sql.spark_check.isChecked()
-                ),
-            ),
-        )
-        if self.event_logs:
-            self._read_event_logs()
+        self.sql_controller.start(loaded)
+        self.timeline_controller.start(loaded)
         if ckpt.operators:
             for op in ckpt.operators:
                 for s in op.stores:
@@ -772,13 +644,17 @@ class MainWindow(QMainWindow):
         own (they wait for their view or an idle app): one read of the state for both."""
         if self.loaded is None:
             return
-        if "expired" in self._deferred and summary.expired is not None and summary.version_counts is not None:
-            self._deferred.pop("expired")
+        if (
+            "expired" in self.deferred.jobs
+            and summary.expired is not None
+            and summary.version_counts is not None
+        ):
+            self.deferred.take("expired")
             self._on_expired_finished(
                 arrange_expired(self.loaded.checkpoint, summary.expired, summary.version_counts)
             )
-        if "growth" in self._deferred and summary.growth is not None:
-            self._deferred.pop("growth")
+        if "growth" in self.deferred.jobs and summary.growth is not None:
+            self.deferred.take("growth")
             self._on_growth_finished(summary.growth)
 
     def start_at(self, view: str, **target: Any) -> None:
@@ -805,50 +681,14 @@ class MainWindow(QMainWindow):
         """
         if view not in self.views:
             raise UsageError(f"unknown view {view!r}; views: {', '.join(VIEWS)}")
-        change: dict[str, Any] = {}
-        if operator_id is not None or store_name is not None:
-            if self.loaded is None:
-                raise UsageError("no checkpoint is open")
-            ckpt = self.loaded.checkpoint
-            if operator_id is None:
-                owners = [
-                    op.operator_id
-                    for op in ckpt.operators
-                    if any(s.store_name == store_name for s in op.stores)
-                ]
-                if not owners:
-                    raise UsageError(f"no operator has a store {store_name!r}")
-                operator_id = owners[0]
-            op = ckpt.operator(operator_id)
-            names = [s.store_name for s in op.stores]
-            if store_name is None:
-                store_name = names[0] if len(names) == 1 or "default" not in names else "default"
-            if store_name not in names:
-                raise UsageError(
-                    f"operator {operator_id} has no store {store_name!r}; its stores: {', '.join(names)}"
-                )
-            versions = op.store(store_name).versions
-            if version is None:
-                version = batch_id + 1 if batch_id is not None else (versions[-1] if versions else None)
-            change.update(
-                operator_id=operator_id,
-                store_name=store_name,
-                partition_id=partition_id,
-                version=version,
-                key=None,
-                key_partition_id=None,
-            )
-            self._store_chosen = True
-        elif version is not None or partition_id is not None:
-            change.update(partition_id=partition_id)
-            if version is not None:
-                change["version"] = version
-        if batch_id is not None:
-            change["batch_id"] = batch_id
-        elif change.get("version") is not None:
-            change["batch_id"] = change["version"] - 1 if change["version"] > 0 else None
-        if key is not None:
-            change.update(key=key, key_partition_id=partition_id)
+        change = self.ctx.target(
+            operator_id=operator_id,
+            store_name=store_name,
+            version=version,
+            partition_id=partition_id,
+            key=key,
+            batch_id=batch_id,
+        )
         self.select_view(view)
         if change:
             self.selection.update(**change)
@@ -856,48 +696,45 @@ class MainWindow(QMainWindow):
             self.expired.show_store(change["operator_id"], change["store_name"])
             self.growth.show_store(change["operator_id"], change["store_name"])
 
+    # -- the shared context, for the tabs still wired here ------------------------------------------
+    @property
+    def loaded(self) -> LoadedCheckpoint | None:
+        """The checkpoint shown (None before the first one opens)."""
+        return self.ctx.loaded
+
+    @property
+    def event_logs(self) -> list[str]:
+        """Event logs, driver logs or progress dumps shown on the timeline and used by the verdicts."""
+        return self.ctx.event_logs
+
+    @event_logs.setter
+    def event_logs(self, paths: list[str]) -> None:
+        self.ctx.event_logs = list(paths)
+
+    @property
+    def _chooser(self) -> Any:
+        return self.backends.chooser
+
     def _store_item(self, op: Any, store: Any) -> tuple[int, str, str]:
-        """``(operator_id, store_name, label)`` of a store picker item (labelled with what it holds)."""
-        return (
-            op.operator_id,
-            store.store_name,
-            store_label(op, store, self._roles.get((op.operator_id, store.store_name))),
-        )
+        return self.ctx.store_item(op, store)
 
     def _store_groups(self) -> dict[tuple[int, str], str]:
-        """Picker groups: a transformWithState operator's state variables, then its internal families."""
-        if self.loaded is None:
-            return {}
-        kinds = {op.operator_id: op.kind.value for op in self.loaded.checkpoint.operators}
-        return {
-            key: f"operator {key[0]} · {kinds[key[0]]}: {role.group}"
-            for key, role in self._roles.items()
-            if role.group is not None
-        }
+        return self.ctx.store_groups()
 
     def _store_exists(self, operator_id: int | None, store_name: str | None) -> bool:
-        if self.loaded is None or operator_id is None:
-            return False
-        return any(
-            op.operator_id == operator_id and s.store_name == store_name
-            for op, s in self.loaded.decodable_stores()
-        )
+        return self.ctx.store_exists(operator_id, store_name)
+
+    def _reader(self, operator_id: int, store_name: str) -> Any:
+        return self.backends.reader(operator_id, store_name)
+
+    def _when_shown(self, channel: str, start: Callable[[], None]) -> None:
+        self.deferred.when_shown(channel, start)
 
     def _on_load_errored(self, err: BaseException) -> None:
         message = errors.short_message(err)
         self.status_label.setText(f"Could not open {_short(self._loading_url or '')}")
         self.load_failed.emit(message)
         errors.show_error(err, title="Could not open the checkpoint")
-
-    def _reader(self, operator_id: int, store_name: str) -> Any:
-        key = (operator_id, store_name)
-        if key not in self._readers:
-            if self.loaded is None:
-                raise UsageError("no checkpoint is open")
-            self._readers[key] = native_backend(self.loaded.checkpoint, self._chooser).store(
-                operator_id, store_name
-            )
-        return self._readers[key]
 
     # -- growth --------------------------------------------------------------------------------------
     def _on_growth_finished(self, result: Any) -> None:
@@ -919,7 +756,7 @@ class MainWindow(QMainWindow):
                 if bad
                 else []
             )
-            role = self._roles.get((store.operator_id, store.store_name))
+            role = self.ctx.roles.get((store.operator_id, store.store_name))
             if role is not None and role.column_family_of:
                 notes.append(
                     f"A column family of RocksDB store {role.column_family_of!r}: rows and key + value bytes "
@@ -998,123 +835,13 @@ class MainWindow(QMainWindow):
     def add_event_logs(self, paths: list[str]) -> None:
         """Show what the query reported (event logs, driver logs, progress dumps) on the batch timeline,
         and in the verdicts (slowest batches, rows dropped by the watermark)."""
-        for path in paths:
-            # a file of a rolling event log stands for its folder (all its events_N files)
-            parent = os.path.dirname(path)
-            if re.match(r"^events_\d+_", os.path.basename(path)) and os.path.basename(parent).startswith(
-                "eventlog_v2_"
-            ):
-                path = parent
-            if path not in self.event_logs:
-                self.event_logs.append(path)
-        if self.loaded is not None:
-            self._read_event_logs()
-            self.verdicts.start(self.loaded.checkpoint, top_keys=TOP_KEYS_SHOWN)
+        if self.timeline_controller.add_event_logs(paths) and self.loaded is not None:
+            self.overview_controller.check(self.loaded.checkpoint)
 
     def _on_event_log_action_triggered(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Add event log, driver log or progress JSON lines")
         if paths:
             self.add_event_logs(paths)
-
-    def _read_event_logs(self) -> None:
-        assert self.loaded is not None
-        self.runner.submit(
-            "eventlog",
-            iter_progress_series,
-            self.loaded.checkpoint,
-            list(self.event_logs),
-            self.storage_options or None,
-            what="Reading event logs",
-            on_result=self._on_event_logs_read,
-            on_error=self._on_event_logs_errored,
-        )
-
-    def _on_event_logs_read(self, series: ProgressSeries) -> None:
-        self.problems.add_problems(series.problems, where="event logs")
-        # Shown even when no batch is reported: the plots then say why.
-        self.timeline.set_progress(
-            series.batch_ids,
-            series.parts,
-            series.input_rate,
-            series.processed_rate,
-            series.dropped,
-            series.notes,
-            series.run_ids,
-            why_empty=series.why_empty,
-        )
-        self.progress_summary = series.summary
-        self.status_label.setText(series.summary)
-        self.timeline.readout.setText(series.summary + ". Move the mouse over the plots to read a batch.")
-        self.progress_updated.emit()
-
-    def _on_event_logs_errored(self, err: BaseException) -> None:
-        if isinstance(err, StatelensError):
-            self.problems.add_problems([err], where="event logs")
-            self.status_label.setText(f"Event logs not read: {err}")
-        else:
-            errors.show_error(err, title="Reading event logs failed")
-        self.progress_updated.emit()
-
-    # -- SQL -----------------------------------------------------------------------------------------
-    def _list_sql_tables(self) -> None:
-        """List the SQL tables and their columns (``state`` and ``changes`` of the picked store)."""
-        if self.loaded is None:
-            return
-        operator_id, store_name = self.sql.store() or (None, None)
-        self.runner.submit(
-            "sqltables",
-            iter_table_columns,
-            self.loaded.checkpoint,
-            operator_id,
-            store_name,
-            what="Listing the SQL tables",
-            on_result=lambda got: self.sql.set_tables(*got),
-            on_error=lambda err: self.sql.set_tables({}, f"Tables not listed: {errors.short_message(err)}"),
-        )
-
-    def _on_sql_run_requested(self, query: str, store: Any, in_spark: bool = False) -> None:
-        if self.loaded is None or not query.strip():
-            return
-        operator_id, store_name = store if store is not None else (None, None)
-        backends = None
-        if in_spark:
-            backends = self._ensure_chooser()
-            self.sql.set_running(f"Running the query in Spark on {self._spark_master}…")
-        else:
-            self.sql.set_running("Running the query (tables are filled from the checkpoint first)…")
-        self.runner.submit(
-            "sql",
-            iter_sql_table,
-            self.loaded.checkpoint,
-            query,
-            operator_id=operator_id,
-            store_name=store_name,
-            cache=self._cache,
-            backends=backends,
-            in_spark=in_spark,
-            what="Running the SQL query in Spark" if in_spark else "Running the SQL query",
-            on_result=self._on_sql_finished,
-            on_error=self._on_sql_errored,
-        )
-
-    def _on_sql_finished(self, answer: SqlTable) -> None:
-        shown = len(answer.columns[0]) if answer.columns else 0
-        status = f"{answer.total_rows:,} row{'s' if answer.total_rows != 1 else ''} in {answer.seconds:.2f} s"
-        if shown < answer.total_rows:
-            status += f" (the first {shown:,} shown; statelens sql --csv/--parquet writes them all)"
-        if answer.problems:
-            self.problems.add_problems(answer.problems, where="SQL query")
-            status += f" · {len(answer.problems)} file(s) could not be read: see Problems"
-        self.sql.set_answer(answer.headers, answer.columns, status)
-        self.sql_updated.emit()
-
-    def _on_sql_errored(self, err: BaseException) -> None:
-        if isinstance(err, StatelensError):
-            self.sql.set_error(str(err))
-        else:
-            self.sql.set_error(f"The query failed: {errors.short_message(err)}")
-            errors.show_error(err, title="SQL query failed")
-        self.sql_updated.emit()
 
     # -- expired keys --------------------------------------------------------------------------------
     def _on_expired_finished(self, overview: ExpiredOverview) -> None:
@@ -1128,10 +855,10 @@ class MainWindow(QMainWindow):
             order = overview.store_order(self.loaded.store_sizes(), self._store_groups())
             rank = {key: i for i, key in enumerate(order)}
             items.sort(key=lambda item: rank.get((item[0], item[1]), len(rank)))
-            tips = {key: role.description for key, role in self._roles.items()}
+            tips = {key: role.description for key, role in self.ctx.roles.items()}
             self.expired.set_stores(items, self._store_groups(), tips)
             chosen = (self.selection.operator_id, self.selection.store_name)
-            if self._store_chosen and chosen in rank:
+            if self.ctx.store_chosen and chosen in rank:
                 self.expired.show_store(*chosen)
         self._show_expired_tables(overview)
         for st in overview.stores:
@@ -1204,31 +931,6 @@ class MainWindow(QMainWindow):
         if not (was_visible and {"key", "key_partition_id", "operator_id", "store_name"} & set(changed)):
             self.show_key_history()
 
-    # -- schema and conf -----------------------------------------------------------------------------
-    def _on_schema_finished(self, result: Any) -> None:
-        versions, problems = result
-        self.problems.add_problems(problems, where="schema files")
-        if self.loaded is not None:
-            ckpt = self.loaded.checkpoint
-            self.schema.set_schemas(
-                [(*self._store_item(op, s), s.schema) for op in ckpt.operators for s in op.stores],
-                # Short labels: the files table is narrow, and every store of an operator starts alike.
-                [
-                    (f"operator {v.operator_id} · {v.store_name}", v.from_batch, v.path, v.changes)
-                    for v in versions
-                ],
-                {key: role.description for key, role in self._roles.items()},
-            )
-            self.schema.show_store(self.selection.operator_id, self.selection.store_name)
-        self.schema_updated.emit()
-
-    def _on_schema_errored(self, err: BaseException) -> None:
-        self.schema_updated.emit()
-        if isinstance(err, StatelensError):
-            self.problems.add_problems([err], where="schema files")
-        else:
-            errors.show_error(err, title="Reading schema files failed")
-
     # -- browser -------------------------------------------------------------------------------------
     def _request_table(self) -> None:
         s = self.selection
@@ -1241,7 +943,7 @@ class MainWindow(QMainWindow):
         compare = self._compare_version
         diff = compare is not None and compare != s.version
         try:
-            backend = self._backend_for(s.operator_id, s.store_name)
+            backend = self.backends.for_store(s.operator_id, s.store_name)
             # Spark reads stores the native readers cannot open (column families); diffs are native.
             native = diff or backend is None or backend.reads_files
             reader = self._reader(s.operator_id, s.store_name) if native else None
@@ -1249,7 +951,7 @@ class MainWindow(QMainWindow):
             self.browser.clear_table(f"Cannot read this store: {err}")
             self.table_updated.emit()
             return
-        self._cancel_spark_read()
+        self.backends.cancel_spark_read()
         where = "all partitions" if s.partition_id is None else f"partition {s.partition_id}"
         time_columns = display_time_columns(self.loaded.checkpoint.operator(s.operator_id))
         self.runner.cancel("order")
@@ -1267,7 +969,7 @@ class MainWindow(QMainWindow):
                 new,
                 s.partition_id,
                 time_columns=time_columns,
-                cache=self._cache,
+                cache=self.ctx.cache,
                 paged_over=self.paged_rows,
                 what=f"Comparing versions {old} and {new}",
                 on_result=self._on_table_finished,
@@ -1285,7 +987,7 @@ class MainWindow(QMainWindow):
                 s.version,
                 s.partition_id,
                 time_columns=time_columns,
-                cache=self._cache,
+                cache=self.ctx.cache,
                 paged_over=self.paged_rows,
                 what=f"Decoding version {s.version}",
                 on_result=self._on_table_finished,
@@ -1295,10 +997,9 @@ class MainWindow(QMainWindow):
         store = self.loaded.checkpoint.operator(s.operator_id).store(s.store_name)
         self.browser.set_loading(
             f"Reading operator {s.operator_id} {s.store_name}, {where}, version {s.version} "
-            f"through Spark on {self._spark_master} (the first read starts a Spark session)…"
+            f"through Spark on {self.backends.master} (the first read starts a Spark session)…"
         )
-        self._spark_reading = backend
-        self._spark_progress_timer.start()
+        self.backends.start_spark_read(backend)
         self.runner.submit(
             "browser",
             iter_backend_table,
@@ -1322,14 +1023,14 @@ class MainWindow(QMainWindow):
             old.query.close()
 
     def _on_table_finished(self, table: StateTable) -> None:
-        self._spark_reading = None
+        self.backends.end_spark_read()
         self._set_state_table(table)
         where = "all partitions" if table.partition_id is None else f"partition {table.partition_id}"
         if table.is_diff:
             head = f"diff of versions {table.compare_version} → {table.version}"
         else:
             head = f"{table.total_rows:,} row{'s' if table.total_rows != 1 else ''}"
-        role = self._roles.get((table.operator_id, table.store_name))
+        role = self.ctx.roles.get((table.operator_id, table.store_name))
         parts = [
             head,
             f"operator {table.operator_id} {table.store_name}"
@@ -1362,7 +1063,7 @@ class MainWindow(QMainWindow):
         self.table_updated.emit()
 
     def _on_table_errored(self, err: BaseException) -> None:
-        self._spark_reading = None
+        self.backends.end_spark_read()
         self._set_state_table(None)
         if isinstance(err, StatelensError):
             if not isinstance(err, UsageError):
@@ -1554,11 +1255,10 @@ class MainWindow(QMainWindow):
         blocked = self.utc_action.blockSignals(True)
         self.utc_action.setChecked(utc)
         self.utc_action.blockSignals(blocked)
-        if remember:
-            self.settings.setValue(SETTINGS_UTC, utc)
-        if utc == self.time_zone.utc:
+        changed = utc != self.time_zone.utc
+        self.ctx.set_times_in_utc(utc, remember)
+        if not changed:
             return
-        self.time_zone.set_utc(utc)
         # Tables the app builds from analysis results are rebuilt in the new zone (no re-analysis).
         if self._expired is not None:
             self._show_expired_tables(self._expired)
@@ -1600,119 +1300,25 @@ class MainWindow(QMainWindow):
     def set_backend(
         self, name: str, master: str | None = None, spark: Any = None, remember: bool = True
     ) -> None:
-        """Read the browser's state with ``native``, ``spark`` or ``auto`` (native where it can decode).
-
-        Parameters
-        ----------
-        name : str
-        master : str, optional
-            Spark master URL (kept when None).
-        spark : SparkSession, optional
-            Use this session instead of starting one (tests share one).
-        remember : bool
-            Keep the choice for the next start (the settings).
-        """
-        if name not in BACKENDS:
-            raise UsageError(f"unknown backend {name!r}; backends: {', '.join(BACKENDS)}")
-        changed = (
-            name != self._backend_name
-            or (master is not None and master != self._spark_master)
-            or spark is not None
-        )
-        self._backend_name = name
-        if master is not None:
-            self._spark_master = master
-        if spark is not None:
-            self._spark_session = spark
-        if remember:
-            self.settings.setValue(SETTINGS_BACKEND, name)
-            self.settings.setValue(SETTINGS_MASTER, self._spark_master)
-        self._show_backend()
-        if changed:
-            self._close_backends()
-            self._request_table()
+        """Read the browser's state with ``native``, ``spark`` or ``auto`` (:meth:`BackendsController.choose`)."""
+        self.backends.choose(name, master, spark, remember)
 
     def backend_name(self) -> str:
-        return self._backend_name
+        return self.backends.name
 
     def _show_backend(self) -> None:
-        self.backend_combo.setCurrentIndex(max(self.backend_combo.findData(self._backend_name), 0))
-        self.master_edit.setText(self._spark_master)
-        self.master_edit.setEnabled(self._backend_name != "native")
-        for action in self.backend_actions.actions():
-            action.setChecked(action.data() == self._backend_name)
         if not self.backend_label.text() or self._table is None:
-            self.backend_label.setText(
-                f"Backend: {BACKENDS[self._backend_name]}"
-                + (f" on {self._spark_master}" if self._backend_name != "native" else "")
-            )
+            self.backend_label.setText(self.backends.description())
 
-    def _backend_for(self, operator_id: int, store_name: str) -> Any:
-        """The backend object reading this store (None: the native reader path)."""
-        if self._backend_name == "native" or self.loaded is None:
-            return None
-        return self._ensure_chooser().for_store(operator_id, store_name)
+    def _on_backends_changed(self) -> None:
+        self._show_backend()
+        self._request_table()
 
-    def _ensure_chooser(self) -> Any:
-        """The backends of this checkpoint (Spark on the toolbar's master or endpoint, started when first
-        needed); with the native backend picked, Spark is still what the SQL tab's "In Spark" runs on."""
-        assert self.loaded is not None
-        if self._chooser is None:
-            from statelens.readers.backends import BackendChooser
-
-            remote = self._spark_master if self._spark_master.startswith("sc://") else None
-            self._chooser = BackendChooser(
-                self.loaded.checkpoint,
-                self._backend_name if self._backend_name != "native" else "spark",
-                master=None if remote else self._spark_master,
-                spark=None if remote else self._spark_session,
-                remote=remote,
-            )
-        return self._chooser
-
-    def _on_spark_progress_timer_timeout(self) -> None:
-        backend = self._spark_reading
-        if backend is None or self.runner.current("browser") is None:
-            self._spark_progress_timer.stop()
-            return
-        progress = backend.job_progress() if hasattr(backend, "job_progress") else None
-        if progress is not None:
-            self.progress_bar.setRange(0, progress.total)
-            self.progress_bar.setValue(min(progress.done, progress.total))
-            self.status_label.setText(f"{progress.what}…")
-            self.spark_progressed.emit(progress)
-
-    def _cancel_spark_read(self) -> None:
-        backend, self._spark_reading = self._spark_reading, None
-        if backend is not None and hasattr(backend, "cancel"):
-            backend.cancel()
-
-    def _close_backends(self) -> None:
-        chooser, self._chooser = self._chooser, None
-        if chooser is not None:
-            self._cancel_spark_read()
-            chooser.close()
-
-    def _on_backend_combo_activated(self, index: int) -> None:
-        name = self.backend_combo.itemData(index)
-        if name:
-            self.set_backend(str(name))
-
-    def _on_master_edit_editing_finished(self) -> None:
-        text = self.master_edit.text().strip()
-        if text and text != self._spark_master:
-            self.set_backend(self._backend_name, master=text)
-
-    def _on_master_action_triggered(self) -> None:
-        text, ok = QInputDialog.getText(
-            self,
-            "Spark master",
-            "Spark master URL (local[*], spark://host:7077, yarn…) or Spark Connect endpoint (sc://host:15002):",
-            QLineEdit.EchoMode.Normal,
-            self._spark_master,
-        )
-        if ok and text.strip():
-            self.set_backend(self._backend_name, master=text.strip())
+    def _on_backends_spark_progressed(self, progress: Progress) -> None:
+        self.progress_bar.setRange(0, progress.total)
+        self.progress_bar.setValue(min(progress.done, progress.total))
+        self.status_label.setText(f"{progress.what}…")
+        self.spark_progressed.emit(progress)
 
     # -- export --------------------------------------------------------------------------------------
     def _main_table(self, view: str | None = None) -> DataTableView | None:
@@ -1750,8 +1356,8 @@ class MainWindow(QMainWindow):
         table = self._table
         if self.loaded is None or table is None:
             return None
-        backend = self._ensure_chooser().spark
-        self._chooser.used.add("spark")
+        backend = self.backends.ensure_chooser().spark
+        self.backends.chooser.used.add("spark")
         return self.runner.submit(
             "export",
             iter_spark_parquet,
@@ -1976,35 +1582,6 @@ class MainWindow(QMainWindow):
         self.export_finished.emit(path)
 
     # -- selection wiring ----------------------------------------------------------------------------
-    def _on_view_batch_selected(self, batch_id: int) -> None:
-        self.selection.select_batch(batch_id)
-
-    def _on_view_store_selected(self, operator_id: int, store_name: str) -> None:
-        self._store_chosen = True
-        if (operator_id, store_name) == (self.selection.operator_id, self.selection.store_name):
-            return
-        version = self.selection.version
-        if self.selection.batch_id is None and self.loaded is not None:
-            versions = self.loaded.checkpoint.operator(operator_id).store(store_name).versions
-            version = versions[-1] if versions else None
-        self.selection.update(
-            operator_id=operator_id,
-            store_name=store_name,
-            partition_id=None,
-            version=version,
-            key=None,
-            key_partition_id=None,
-        )
-
-    def _on_view_partition_selected(self, partition_id: int | None) -> None:
-        self.selection.update(partition_id=partition_id)
-
-    def _on_view_version_selected(self, version: int) -> None:
-        self.selection.update(version=version, batch_id=version - 1 if version > 0 else None)
-
-    def _on_browser_key_selected(self, partition_id: int, key: Any) -> None:
-        self.selection.update(key=key, key_partition_id=partition_id if partition_id >= 0 else None)
-
     def _on_selection_changed(self, changes: dict[str, Any]) -> None:
         if {"operator_id", "store_name", "partition_id", "version"} & set(changes):
             self._when_shown("browser", self._request_table)
@@ -2067,45 +1644,20 @@ class MainWindow(QMainWindow):
         self.cancel_button.setVisible(not idle)
         if idle and self.status_label.text().endswith("…"):
             self.status_label.setText(f"Showing {self.loaded.location}" if self.loaded else "Ready")
-        if idle and self._deferred and not self._background_paused:
-            # Nothing else runs: fill the next hidden view, so switching to it later is instant.
-            QTimer.singleShot(0, self._start_next_deferred)
+        self.deferred.on_idle_changed(idle)
 
     # -- jobs that wait for their view ---------------------------------------------------------------
-    def _when_shown(self, channel: str, start: Callable[[], None]) -> None:
-        """Run ``start`` (which submits the job on ``channel``, one of :data:`DEFERRED_VIEWS`) now if that view is showing; otherwise
-        when the view is first shown or the app is idle. A newer request replaces a waiting one."""
-        if self.current_view() == channel:
-            self._deferred.pop(channel, None)
-            start()
-            return
-        self._deferred[channel] = start
-        if self.runner.idle and not self._background_paused:
-            QTimer.singleShot(0, self._start_next_deferred)
-
-    def _start_next_deferred(self) -> None:
-        if not self._deferred or not self.runner.idle or self._background_paused or self.runner.is_shut_down:
-            return
-        channel = min(self._deferred, key=VIEWS.index)  # in the order of the tabs
-        self._deferred.pop(channel)()
-
-    def _on_tabs_current_changed(self, _index: int) -> None:
-        start = self._deferred.pop(self.current_view(), None)
-        if start is not None:
-            start()
-
     def settled(self) -> bool:
-        """True when no job runs and none waits to start in the background (hidden views are filled,
-        or held after Cancel)."""
-        return self.runner.idle and (self._background_paused or not self._deferred)
+        """True when no job runs and none waits to start in the background (:meth:`DeferredJobs.settled`)."""
+        return self.deferred.settled()
 
     def hold_hidden_views(self) -> None:
         """Start no more jobs for hidden views until they are shown (``--screenshot`` is done; Cancel)."""
-        self._background_paused = True
+        self.deferred.hold()
 
     def pending_views(self) -> list[str]:
         """Views whose data waits until they are shown or the app is idle (the rest is done or running)."""
-        return [v for v in DEFERRED_VIEWS if v in self._deferred]
+        return self.deferred.pending()
 
     # -- drag and drop -------------------------------------------------------------------------------
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
@@ -2124,22 +1676,15 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         import sys
 
-        self._deferred.clear()  # closing: fill no hidden view
+        self.deferred.jobs.clear()  # closing: fill no hidden view
         self.hold_hidden_views()
-        # A Spark job never yields: cancel it first, or the runner would wait for it in vain.
-        self._cancel_spark_read()
-        if self._chooser is not None:
-            self._chooser.cancel()
+        self.backends.cancel_all()  # first, or the runner would wait in vain for a Spark job to yield
         if not self.runner.shutdown():
             names = ", ".join(job.what or job.channel for job in self.runner.running_jobs())
             sys.stderr.write(f"statelens: warning: jobs still running at exit: {names}\n")
         self.selection.disconnect_all()
         self._set_state_table(None)  # a paged table's database and temporary folder
-        self._close_backends()  # stops a Spark session the app started (a given one keeps running)
-        if "statelens.readers.backends.spark" in sys.modules:
-            from statelens.readers.backends.spark import stop_gateway
-
-            stop_gateway()  # and the JVM PySpark launched for it, with py4j's threads
+        self.backends.shutdown()  # a Spark session the app started, and the JVM PySpark launched
         errors.set_dialog_parent(None)
         super().closeEvent(event)
 
@@ -2166,12 +1711,6 @@ def _render_svg(scene: Any, widget: Any, path: str) -> None:
         scene.render(painter, rect, widget.mapToScene(widget.viewport().rect()).boundingRect())
     finally:
         painter.end()
-
-
-def _iter_schema_history(ckpt: Any) -> Generator[Progress, None, Any]:
-    """:func:`app.explore.read_schema_history` as a runner job."""
-    yield Progress(0, 1, "reading schema files")
-    return read_schema_history(ckpt)
 
 
 def _iter_row_order(
@@ -2217,19 +1756,6 @@ def _backend_text(description: str) -> str:
     return f"the {description}" if description == "native decoder" else description
 
 
-def _setting_bool(value: Any) -> bool:
-    """A QSettings boolean (INI files hand back ``"true"``/``"false"``)."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
-
-
-def _default_master() -> str:
-    from statelens.readers.backends.spark import DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV
-
-    return os.environ.get(REMOTE_ENV) or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
-
-
 def _dropped_folder(mime: Any) -> str | None:
     if mime is None or not mime.hasUrls():
         return None
@@ -2245,6 +1771,5 @@ def _short(url: str, limit: int = 80) -> str:
 
 def _without_userinfo(url: str) -> str:
     """``s3://***@bucket/p`` (a redacted URL) becomes ``s3://bucket/p``."""
-    import re
 
     return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@", r"\1", url)
