@@ -219,7 +219,7 @@ def test_expired_view_lists_the_tws_timer_zombie(qtbot, window, checkpoint, name
     assert texts[headers.index("category")] == "zombie"
     assert "timer fired" in texts[headers.index("note")]
     assert "zombie: 1" in view.counts_label.text()
-    assert [(f.store_name, key_text(f.key)) for f in window.expired_findings()] == [("cnt", "s1")]
+    assert [(f.store_name, key_text(f.key)) for f in window.expired_controller.findings()] == [("cnt", "s1")]
     # Clicking it shows the note in full under the table and follows the key into the browser.
     with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
         index = view.table.model().index(0, 0)

@@ -142,8 +142,8 @@ def test_expired_opens_on_the_store_with_findings(
     findings first, then the biggest."""
     _open(qtbot, window, checkpoint(name) / "checkpoint")
     window.select_view("expired")
-    qtbot.waitUntil(lambda: window._expired is not None, timeout=LOAD_TIMEOUT_MS)
-    stores = {(s.operator_id, s.store_name): s for s in window._expired.stores}
+    qtbot.waitUntil(lambda: window.expired_controller.overview is not None, timeout=LOAD_TIMEOUT_MS)
+    stores = {(s.operator_id, s.store_name): s for s in window.expired_controller.overview.stores}
     shown = window.expired.shown_store()
     assert stores[shown].total_findings == max(s.total_findings for s in stores.values())
     assert stores[shown].summary.check != "skipped"
@@ -250,9 +250,9 @@ def test_growth_and_expired_views_show_the_verdicts_runs(qtbot: Any, window: Any
     _open(qtbot, window, root)
     assert "summary" in started and "growth" not in started and "expired" not in started
     own = run_to_end(iter_expired_overview(open_checkpoint(str(root))))
-    shown = window._expired
+    shown = window.expired_controller.overview
     assert [(s.operator_id, s.store_name, s.total_findings, s.counts) for s in shown.stores] == [
         (s.operator_id, s.store_name, s.total_findings, s.counts) for s in own.stores
     ]
     assert window.expired.has_expiry(0, "default")
-    assert window.growth.has_growth(0, "default") and window._growth_done
+    assert window.growth.has_growth(0, "default") and window.growth_controller.done

@@ -155,7 +155,7 @@ def test_clicking_a_zombie_opens_its_history_and_selects_it_everywhere(qtbot, wi
     with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
         _click_row(qtbot, window.expired.table, row)
     assert window.history_dock.isVisible()
-    history = window.key_history()
+    history = window.history_controller.history
     assert history is not None and key_text(history.key) == "leak1"
     # leak1 was written by batch 0 and never touched again: in every version of its partition.
     reader = loaded.checkpoint.store_reader(0, "default")
@@ -201,7 +201,7 @@ def test_expired_view_on_generated_pandas_state_checkpoint(qtbot, window, checkp
     direct = run_to_end(iter_expired(window.loaded.checkpoint, sink=streamed.append))
     assert not direct.truncated()  # a small checkpoint: the view lists every finding
     assert [f.to_json() for f in sorted(streamed, key=_fkey)] == [
-        f.to_json() for f in sorted(window.expired_findings(), key=_fkey)
+        f.to_json() for f in sorted(window.expired_controller.findings(), key=_fkey)
     ]
 
 
@@ -221,7 +221,7 @@ def test_key_history_from_the_browser_row(qtbot, window, checkpoint) -> None:  #
     assert key_text(key) == "live1" and window.selection.key == key
     with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
         qtbot.mouseClick(browser.history_button, Qt.MouseButton.LeftButton)
-    history = window.key_history()
+    history = window.history_controller.history
     reader = loaded.checkpoint.store_reader(0, "default")
     expected = [
         v for v in reader.versions(pid) if any(key_text(k) == "live1" for k in _keys_at(reader, pid, v))
@@ -237,7 +237,7 @@ def test_key_history_from_the_browser_row(qtbot, window, checkpoint) -> None:  #
     )
     with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
         _click_row(qtbot, browser.table, other)
-    assert window.key_history().key == browser.selected_key()[1]
+    assert window.history_controller.history.key == browser.selected_key()[1]
 
 
 # -- state browser: diff and paging --------------------------------------------------------------------
@@ -394,7 +394,9 @@ def test_export_tables_plots_and_report(qtbot, window, tmp_path) -> None:  # typ
             window.export_table(window.expired.table, str(tmp_path / f"expired.{fmt}"), fmt)
     with open(tmp_path / "expired.csv", newline="", encoding="utf-8") as f:
         found = list(csv.DictReader(f))
-    assert sorted(r["key.key"] for r in found) == sorted(key_text(f.key) for f in window.expired_findings())
+    assert sorted(r["key.key"] for r in found) == sorted(
+        key_text(f.key) for f in window.expired_controller.findings()
+    )
     assert {r["category"] for r in found} == {"zombie"}
     assert pq.read_table(tmp_path / "expired.parquet").num_rows == len(found)
     # Any other table: as shown, numbers as numbers.
@@ -591,7 +593,7 @@ def test_selection_links_every_view(qtbot, window, checkpoint) -> None:  # type:
     assert window.expired.shown_store() == (0, "default")
     # key: picked in the browser -> expired table follows when it lists it
     qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
-    zombie = window.expired_findings()[0]
+    zombie = window.expired_controller.findings()[0]
     with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
         window.selection.update(partition_id=zombie.partition, version=zombie.version)
     assert window.browser.select_key(zombie.key, zombie.partition) is True
@@ -924,7 +926,7 @@ def test_hidden_views_fill_after_the_view_in_front(qtbot, window) -> None:  # ty
     assert events.index(("end", "growth")) < events.index(("start", "browser"))
     assert events.index(("end", "summary")) < events.index(("start", "browser"))
     assert window.state_table() is not None and window.state_table().total_rows > 0
-    assert window.expired_findings(), "the sample's zombies were found in the background"
+    assert window.expired_controller.findings(), "the sample's zombies were found in the background"
     assert window.sql.table.model().rowCount() > 0
 
 

@@ -2,7 +2,7 @@
 
 Views never call each other: they send user intent as signals, which becomes
 :class:`~app.session.SelectionState` changes that the views and controllers observe. The overview,
-timeline, SQL and schema tabs have their own controllers (:mod:`app.gui.controllers`), sharing the
+timeline, growth, expired keys, SQL and schema tabs and the key history have their own controllers (:mod:`app.gui.controllers`), sharing the
 window's :class:`~app.gui.controllers.context.WindowContext`; the other tabs are still wired here.
 Every reader call runs through :class:`~app.gui.workers.JobRunner`.
 """
@@ -32,19 +32,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from statelens.app.analysis.growth import iter_growth
-from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.analysis.views import VIEWS as GUI_VIEWS
-from statelens.app.explore import (
-    ExpiredOverview,
-    KeyHistory,
-    arrange_expired,
-    findings_table,
-    iter_expired_overview,
-    iter_key_history,
-)
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import WindowContext
+from statelens.app.gui.controllers.expired import ExpiredController
+from statelens.app.gui.controllers.growth import GrowthController
+from statelens.app.gui.controllers.history import HistoryController
 from statelens.app.gui.controllers.overview import CHANNEL as VERDICTS_CHANNEL
 from statelens.app.gui.controllers.overview import OverviewController
 from statelens.app.gui.controllers.schema import SchemaController
@@ -55,7 +48,6 @@ from statelens.app.session import (
     LoadedCheckpoint,
     StateTable,
     display_time_columns,
-    growth_arrays,
     iter_backend_table,
     iter_load_checkpoint,
     iter_state_diff,
@@ -65,9 +57,6 @@ from statelens.app.state_query import PAGED_ROWS
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import Progress
 from statelens.viewers.browser import StateBrowserView
-from statelens.viewers.expired import ExpiredView
-from statelens.viewers.growth import StateGrowthView
-from statelens.viewers.history import KeyHistoryPanel
 from statelens.viewers.tables import PAGE_ROWS, DataTableView, row_order
 
 #: Pages of a paged table waited for at most (older asks, scrolled past, are given up).
@@ -177,16 +166,11 @@ class MainWindow(QMainWindow):
         self.selection, self.time_zone, self.problems = ctx.selection, ctx.time_zone, ctx.problems
         self.backends, self.deferred = ctx.backends, ctx.deferred
         self._loading_url: str | None = None
-        self._weighed: set[tuple[int, str]] = set()  # stores whose heaviest keys were asked for
-        self._growth_done = False
         self._table: StateTable | None = None
         #: Versions with more rows than this are paged by DuckDB from the cache (``app.state_query``).
         self.paged_rows = PAGED_ROWS
         self._pages_wanted: list[int] = []  # offsets of a paged table's pages to read, last asked last
-        self._expired: ExpiredOverview | None = None
-        self._history: KeyHistory | None = None
         self._compare_version: int | None = None
-        self._history_request: tuple[Any, ...] | None = None
         #: Where to open once the next checkpoint is shown (``statelens gui --view --store ...``).
         self._start_at: dict[str, Any] | None = None
 
@@ -317,8 +301,9 @@ class MainWindow(QMainWindow):
         self.overview_controller = OverviewController(self.ctx, TOP_KEYS_SHOWN)
         self.timeline_controller = TimelineController(self.ctx)
         self.overview, self.timeline = self.overview_controller.view, self.timeline_controller.view
-        self.growth = StateGrowthView(self.selection)
-        self.expired = ExpiredView(self.selection)
+        self.growth_controller = GrowthController(self.ctx, TOP_KEYS_SHOWN)
+        self.expired_controller = ExpiredController(self.ctx)
+        self.growth, self.expired = self.growth_controller.view, self.expired_controller.view
         self.browser = StateBrowserView(self.selection)
         self.schema_controller = SchemaController(self.ctx)
         self.sql_controller = SqlController(self.ctx)
@@ -328,9 +313,13 @@ class MainWindow(QMainWindow):
             (self.timeline_controller, self.progress_updated),
             (self.schema_controller, self.schema_updated),
             (self.sql_controller, self.sql_updated),
+            (self.expired_controller, self.expired_updated),
         ):
             ctl.updated.connect(signal)
-        self.overview_controller.summary_finished.connect(self.adopt_summary)
+        self.growth_controller.store_updated.connect(self.growth_updated)
+        # The verdicts' growth and expired runs fill those views when their own jobs have not started.
+        self.overview_controller.summary_finished.connect(self.expired_controller.adopt)
+        self.overview_controller.summary_finished.connect(self.growth_controller.adopt)
         self.overview_controller.open_requested.connect(lambda view, target: self.open_at(view, **target))
         self.views = {
             "overview": self.overview,
@@ -347,12 +336,6 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
-        self.growth.store_selected.connect(self.ctx.select_store)
-        self.growth.partition_selected.connect(self.ctx.select_partition)
-        self.expired.store_selected.connect(self.ctx.select_store)
-        self.expired.version_selected.connect(self.ctx.select_version)
-        self.expired.partition_selected.connect(self.ctx.select_partition)
-        self.expired.finding_selected.connect(self._on_expired_finding_selected)
         self.browser.store_selected.connect(self.ctx.select_store)
         self.browser.partition_selected.connect(self.ctx.select_partition)
         self.browser.version_selected.connect(self.ctx.select_version)
@@ -395,13 +378,12 @@ class MainWindow(QMainWindow):
         self.problems.problems_changed.connect(self._on_problems_problems_changed)
 
     def _build_history_dock(self) -> None:
-        self.history = KeyHistoryPanel()
-        self.history_dock = QDockWidget("Key history", self)
-        self.history_dock.setObjectName("historyDock")
-        self.history_dock.setWidget(self.history)
+        self.history_controller = HistoryController(self.ctx)
+        self.history = self.history_controller.view
+        self.history_dock = self.history_controller.dock
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.history_dock)
         self.history_dock.setVisible(False)
-        self.history.version_selected.connect(self.ctx.select_version)
+        self.history_controller.updated.connect(self.history_updated)
         self.history.refresh_requested.connect(self._on_browser_history_requested)
         self.history.table.export_requested.connect(
             lambda fmt: self.export_table_dialog(self.history.table, fmt)
@@ -550,12 +532,7 @@ class MainWindow(QMainWindow):
         ctx.store_chosen = ctx.store_chosen and reloading
         self.backends.set_checkpoint(loaded.checkpoint)  # closes the previous one's
         ctx.set_checkpoint(loaded)
-        self._weighed = set()
-        self._growth_done = False
         self._set_state_table(None)
-        self._expired = None
-        self._history = None
-        self._history_request = None
         self._compare_version = None
         self.deferred.clear()
         ckpt = loaded.checkpoint
@@ -569,20 +546,14 @@ class MainWindow(QMainWindow):
         self.problems.clear()
         self.problems.add_problems(ckpt.report.problems, where="loading")
         groups = ctx.store_groups()
-        tips = ctx.store_tips()
         self.overview_controller.show_checkpoint(loaded)
         self.timeline_controller.show_checkpoint(loaded)
         self.browser.set_operators(ckpt.operators, ctx.roles, groups)
         self.browser.compare_combo.setCurrentIndex(0)
-        self.history.clear_history(
-            "Select a key (state browser or expired keys) to see its history across versions."
-        )
+        self.history_controller.show_checkpoint(loaded)
         # Pickers list the biggest stores first (the expired view re-orders by findings once known).
-        stores = ctx.stores
-        self.growth.clear()
-        self.growth.set_stores([self._store_item(op, s) for op, s in stores], groups, tips)
-        self.expired.clear()
-        self.expired.set_stores(ctx.all_store_items(), groups, tips)
+        self.growth_controller.show_checkpoint(loaded)
+        self.expired_controller.show_checkpoint(loaded)
         self.schema_controller.show_checkpoint(loaded)
         self.sql_controller.show_checkpoint(loaded)
         self.status_label.setText(
@@ -597,40 +568,10 @@ class MainWindow(QMainWindow):
             self.browser.clear_table("This checkpoint has no state store the native reader can decode.")
             self.table_updated.emit()
         self.schema_controller.start(loaded)
-        if stores:
-            for op, s in stores:
-                self.growth.set_store_status(op.operator_id, s.store_name, "computing…")
-            self._when_shown(
-                "growth",
-                lambda: self.runner.submit(
-                    "growth",
-                    iter_growth,
-                    ckpt,
-                    top_keys=TOP_KEYS_SHOWN,  # weighed on growth's own walk: no second read
-                    what="Measuring state growth",
-                    on_result=self._on_growth_finished,
-                    on_error=self._on_growth_errored,
-                ),
-            )
+        self.growth_controller.start(loaded)
         self.sql_controller.start(loaded)
         self.timeline_controller.start(loaded)
-        if ckpt.operators:
-            for op in ckpt.operators:
-                for s in op.stores:
-                    self.expired.set_store_status(op.operator_id, s.store_name, "Looking for expired keys…")
-            self._when_shown(
-                "expired",
-                lambda: self.runner.submit(
-                    "expired",
-                    iter_expired_overview,
-                    ckpt,
-                    what="Looking for expired keys",
-                    on_result=self._on_expired_finished,
-                    on_error=self._on_expired_errored,
-                ),
-            )
-        else:
-            self.expired_updated.emit()
+        self.expired_controller.start(loaded)
         if self._start_at is not None:
             start, self._start_at = self._start_at, None
             try:
@@ -638,24 +579,6 @@ class MainWindow(QMainWindow):
             except UsageError as err:
                 self.status_label.setText(str(err))
                 errors.show_error(err, title="Cannot open there")
-
-    def adopt_summary(self, summary: Any) -> None:
-        """Show the verdicts' growth and expired runs in their views when those have not started their
-        own (they wait for their view or an idle app): one read of the state for both."""
-        if self.loaded is None:
-            return
-        if (
-            "expired" in self.deferred.jobs
-            and summary.expired is not None
-            and summary.version_counts is not None
-        ):
-            self.deferred.take("expired")
-            self._on_expired_finished(
-                arrange_expired(self.loaded.checkpoint, summary.expired, summary.version_counts)
-            )
-        if "growth" in self.deferred.jobs and summary.growth is not None:
-            self.deferred.take("growth")
-            self._on_growth_finished(summary.growth)
 
     def start_at(self, view: str, **target: Any) -> None:
         """Open the next checkpoint shown at ``view`` and ``target`` (as :meth:`open_at`), e.g. from
@@ -693,8 +616,8 @@ class MainWindow(QMainWindow):
         if change:
             self.selection.update(**change)
         if "operator_id" in change:
-            self.expired.show_store(change["operator_id"], change["store_name"])
-            self.growth.show_store(change["operator_id"], change["store_name"])
+            for ctl in (self.expired_controller, self.growth_controller):
+                ctl.show_store(change["operator_id"], change["store_name"])
 
     # -- the shared context, for the tabs still wired here ------------------------------------------
     @property
@@ -715,15 +638,6 @@ class MainWindow(QMainWindow):
     def _chooser(self) -> Any:
         return self.backends.chooser
 
-    def _store_item(self, op: Any, store: Any) -> tuple[int, str, str]:
-        return self.ctx.store_item(op, store)
-
-    def _store_groups(self) -> dict[tuple[int, str], str]:
-        return self.ctx.store_groups()
-
-    def _store_exists(self, operator_id: int | None, store_name: str | None) -> bool:
-        return self.ctx.store_exists(operator_id, store_name)
-
     def _reader(self, operator_id: int, store_name: str) -> Any:
         return self.backends.reader(operator_id, store_name)
 
@@ -736,101 +650,6 @@ class MainWindow(QMainWindow):
         self.load_failed.emit(message)
         errors.show_error(err, title="Could not open the checkpoint")
 
-    # -- growth --------------------------------------------------------------------------------------
-    def _on_growth_finished(self, result: Any) -> None:
-        self.problems.add_problems(result.problems, where="state growth")
-        for store in result.stores:
-            if store.skipped:
-                self.growth.set_store_status(store.operator_id, store.store_name, store.skipped)
-                continue
-            pids, versions, metrics = growth_arrays(store)
-            self.growth.set_growth(store.operator_id, store.store_name, pids, versions, metrics)
-            bad = [
-                p
-                for p in result.problems
-                if p.context.get("operator_id") == store.operator_id
-                and p.context.get("store_name") == store.store_name
-            ]
-            notes = (
-                [f"{len(bad)} file(s) could not be read; their versions are gaps. See Problems."]
-                if bad
-                else []
-            )
-            role = self.ctx.roles.get((store.operator_id, store.store_name))
-            if role is not None and role.column_family_of:
-                notes.append(
-                    f"A column family of RocksDB store {role.column_family_of!r}: rows and key + value bytes "
-                    "are this family's; bytes written count the whole store's files (shared by its families)."
-                )
-            if role is not None and role.text.startswith("ListState"):
-                notes.append("List state: one row per list element.")
-            self.growth.set_store_status(store.operator_id, store.store_name, " ".join(notes))
-            self.growth_updated.emit(store.operator_id, store.store_name)
-
-        weighed = [s.top_keys for s in result.stores if s.top_keys is not None]
-        self._weighed.update((t.operator_id, t.store_name) for t in weighed)
-        self._show_top_keys(weighed)
-        self._growth_done = True
-        self._request_top_keys()
-
-    def _request_top_keys(self) -> None:
-        """Weigh the selected store's keys (once per store and checkpoint), after growth: heaviest keys
-        are read in the background for the growth view, never delaying its plots."""
-        key = (self.selection.operator_id, self.selection.store_name)
-        if (
-            self.loaded is None
-            or not self._growth_done
-            or key[0] is None
-            or key in self._weighed
-            or not self._store_exists(*key)
-        ):
-            return
-        self._weighed.add(key)  # type: ignore[arg-type]
-        self.runner.submit(
-            "heavy",
-            iter_top_keys,
-            self.loaded.checkpoint,
-            TOP_KEYS_SHOWN,
-            only=key,
-            what="Weighing the heaviest keys",
-            on_result=self._on_top_keys_finished,
-            on_error=lambda err, k=key: self._on_top_keys_errored(k, err),
-        )
-
-    def _on_top_keys_finished(self, result: Any) -> None:
-        stores, problems = result
-        self.problems.add_problems(problems, where="heaviest keys")
-        self._show_top_keys(stores)
-
-    def _show_top_keys(self, stores: list[StoreTopKeys]) -> None:
-        for s in stores:
-            rows = [(h.partition_id, h.key_text, h.bytes, h.elements) for h in s.overall]
-            self.growth.set_top_keys(
-                s.operator_id,
-                s.store_name,
-                s.version,
-                s.keys,
-                rows,
-                s.grouping,
-                note=f"not weighed ({s.skipped})" if s.skipped else "",
-            )
-
-    def _on_top_keys_errored(self, key: tuple[Any, Any], err: BaseException) -> None:
-        self._weighed.discard(key)
-        self.growth.set_top_keys(
-            key[0], key[1], None, 0, [], note=f"could not be weighed: {errors.short_message(err)}"
-        )
-        if isinstance(err, StatelensError):
-            self.problems.add_problems([err], where="heaviest keys")
-        else:
-            errors.show_error(err, title="Weighing the heaviest keys failed")
-
-    def _on_growth_errored(self, err: BaseException) -> None:
-        if isinstance(err, StatelensError):
-            self.problems.add_problems([err], where="state growth")
-        else:
-            errors.show_error(err, title="Measuring state growth failed")
-
     # -- event logs -----------------------------------------------------------------------------------
     def add_event_logs(self, paths: list[str]) -> None:
         """Show what the query reported (event logs, driver logs, progress dumps) on the batch timeline,
@@ -842,94 +661,6 @@ class MainWindow(QMainWindow):
         paths, _ = QFileDialog.getOpenFileNames(self, "Add event log, driver log or progress JSON lines")
         if paths:
             self.add_event_logs(paths)
-
-    # -- expired keys --------------------------------------------------------------------------------
-    def _on_expired_finished(self, overview: ExpiredOverview) -> None:
-        self._expired = overview
-        self.problems.add_problems(overview.problems, where="expired keys")
-        if self.loaded is not None:
-            # Stores with findings first (then the biggest), and the view opens on the one with the
-            # most, unless a store was picked.
-            ckpt = self.loaded.checkpoint
-            items = [self._store_item(op, s) for op in ckpt.operators for s in op.stores]
-            order = overview.store_order(self.loaded.store_sizes(), self._store_groups())
-            rank = {key: i for i, key in enumerate(order)}
-            items.sort(key=lambda item: rank.get((item[0], item[1]), len(rank)))
-            tips = {key: role.description for key, role in self.ctx.roles.items()}
-            self.expired.set_stores(items, self._store_groups(), tips)
-            chosen = (self.selection.operator_id, self.selection.store_name)
-            if self.ctx.store_chosen and chosen in rank:
-                self.expired.show_store(*chosen)
-        self._show_expired_tables(overview)
-        for st in overview.stores:
-            self.expired.set_store_status(st.operator_id, st.store_name, st.describe())
-        self.expired_updated.emit()
-
-    def _show_expired_tables(self, overview: ExpiredOverview) -> None:
-        zone = self.time_zone
-        for st in overview.stores:
-            examples = st.examples  # the most overdue keys; st.total_findings counts them all
-            times = [
-                ms for f in examples for ms in (f.timeout_ms, f.threshold_ms) if ms is not None and ms >= 0
-            ]
-            headers, columns, sort_keys = findings_table(
-                examples, zone.format_ms, zone.label(min(times) / 1000 if times else None)
-            )
-            refs = [(f.partition, f.version, f.key) for f in examples]
-            self.expired.set_expiry(
-                st.operator_id,
-                st.store_name,
-                st.versions,
-                st.counts,
-                st.partitions,
-                st.partition_counts,
-                headers,
-                columns,
-                sort_keys,
-                refs,
-                total=st.total_findings,
-                checked=st.summary.check != "skipped",
-                unreadable=st.unreadable,
-            )
-
-    def _on_expired_errored(self, err: BaseException) -> None:
-        if self.loaded is not None:
-            for op in self.loaded.checkpoint.operators:
-                for s in op.stores:
-                    self.expired.set_store_status(
-                        op.operator_id,
-                        s.store_name,
-                        f"Could not look for expired keys: {errors.short_message(err)}",
-                    )
-        self.expired_updated.emit()
-        if isinstance(err, StatelensError):
-            self.problems.add_problems([err], where="expired keys")
-        else:
-            errors.show_error(err, title="Looking for expired keys failed")
-
-    def expired_findings(self) -> list[Any]:
-        """The findings the expired view lists (latest version of each partition), every store: the
-        analysis' capped examples (exact counts are in each store's ``total_findings``)."""
-        return list(self._expired.result.examples) if self._expired is not None else []
-
-    def _on_expired_finding_selected(self, partition_id: int, version: int, key: Any) -> None:
-        shown = self.expired.shown_store()
-        if shown is None:
-            return
-        op, store = shown
-        change: dict[str, Any] = {"key": key, "key_partition_id": partition_id}
-        if self._store_exists(op, store):
-            change.update(
-                operator_id=op,
-                store_name=store,
-                partition_id=partition_id,
-                version=version,
-                batch_id=version - 1 if version > 0 else None,
-            )
-        was_visible = self.history_dock.isVisible()
-        changed = self.selection.update(**change)
-        if not (was_visible and {"key", "key_partition_id", "operator_id", "store_name"} & set(changed)):
-            self.show_key_history()
 
     # -- browser -------------------------------------------------------------------------------------
     def _request_table(self) -> None:
@@ -1180,121 +911,22 @@ class MainWindow(QMainWindow):
         self._request_table()
 
     # -- key history ---------------------------------------------------------------------------------
-    def show_key_history(self) -> int | None:
-        """Show the history dock and follow the selected key through its partition's versions.
-
-        Returns
-        -------
-        int or None
-            The job's token, None when no key (or no partition for it) is selected.
-        """
-        s = self.selection
-        self.history_dock.setVisible(True)
-        self.history_dock.raise_()
-        if self.loaded is None or s.key is None or s.operator_id is None or s.store_name is None:
-            self.history.clear_history(
-                "Select a key (state browser or expired keys) to see its history across versions."
-            )
-            self.history_updated.emit()
-            return None
-        pid = s.key_partition_id if s.key_partition_id is not None else s.partition_id
-        if pid is None or pid < 0:
-            self.history.clear_history(
-                "The selected key's partition is not known: pick a partition in the browser."
-            )
-            self.history_updated.emit()
-            return None
-        try:
-            reader = self._reader(s.operator_id, s.store_name)
-        except StatelensError as err:
-            self.history.clear_history(f"Cannot read this store: {err}")
-            self.history_updated.emit()
-            return None
-        from statelens.app.analysis._common import key_text
-
-        self.history.set_loading(f"Following key {key_text(s.key)} through the versions of partition {pid}…")
-        ckpt = self.loaded.checkpoint
-        time_columns = display_time_columns(ckpt.operator(s.operator_id))
-        batch_times = {b: (e.timestamp_ms, e.watermark_ms) for b, e in ckpt.offsets.items()}
-        self._history_request = (reader, pid, s.key, time_columns, batch_times)
-        return self._submit_history()
-
-    def _submit_history(self) -> int | None:
-        if self._history_request is None:
-            return None
-        reader, pid, key, time_columns, batch_times = self._history_request
-        starts = [t for t, _wm in batch_times.values() if t is not None]
-        zone = self.time_zone
-        return self.runner.submit(
-            "history",
-            iter_key_history,
-            reader,
-            pid,
-            key,
-            time_columns,
-            batch_times,
-            time_text=zone.format_ms,
-            zone=zone.label(min(starts) / 1000 if starts else None),
-            what="Following the key through its versions",
-            on_result=self._on_history_finished,
-            on_error=self._on_history_errored,
-        )
-
     def _on_utc_action_toggled(self, checked: bool) -> None:
         self.set_times_in_utc(checked)
 
     def set_times_in_utc(self, utc: bool, remember: bool = True) -> None:
-        """Show the checkpoint's times in UTC (True) or local time; views re-render through the state.
-
-        Parameters
-        ----------
-        utc : bool
-        remember : bool
-            Keep the choice for the next start (the settings).
-        """
+        """Show the checkpoint's times in UTC (True) or local time (:meth:`WindowContext.set_times_in_utc`)."""
         blocked = self.utc_action.blockSignals(True)
         self.utc_action.setChecked(utc)
         self.utc_action.blockSignals(blocked)
-        changed = utc != self.time_zone.utc
         self.ctx.set_times_in_utc(utc, remember)
-        if not changed:
-            return
-        # Tables the app builds from analysis results are rebuilt in the new zone (no re-analysis).
-        if self._expired is not None:
-            self._show_expired_tables(self._expired)
-            self.expired_updated.emit()
-        if self._history is not None:
-            self._submit_history()
-
-    def _on_history_finished(self, history: KeyHistory) -> None:
-        self._history = history
-        self.problems.add_problems(history.problems, where="key history")
-        self.history.set_history(
-            history.describe(),
-            history.headers,
-            history.columns,
-            history.sort_keys,
-            history.row_versions,
-            history.changes,
-        )
-        self.history_updated.emit()
-
-    def _on_history_errored(self, err: BaseException) -> None:
-        self._history = None
-        self.history.clear_history(f"Cannot follow this key: {errors.short_message(err)}")
-        self.history_updated.emit()
-        if not isinstance(err, StatelensError):
-            errors.show_error(err, title="Key history failed")
-
-    def key_history(self) -> KeyHistory | None:
-        return self._history
 
     def _on_browser_history_requested(self) -> None:
         picked = self.browser.selected_key()
         if picked is not None:
             pid, key = picked
             self.selection.update(key=key, key_partition_id=pid if pid >= 0 else None)
-        self.show_key_history()
+        self.ctx.key_history_requested.emit(None)
 
     # -- backends ------------------------------------------------------------------------------------
     def set_backend(
@@ -1444,7 +1076,6 @@ class MainWindow(QMainWindow):
         """
         from statelens.app.export import (
             iter_export_display_table,
-            iter_export_documents,
             iter_export_state_table,
         )
 
@@ -1476,16 +1107,8 @@ class MainWindow(QMainWindow):
         rows = source.visible_source_rows()
         if table is self.browser.table and self._table is not None:
             job = (iter_export_state_table, self._table, out, fmt, rows)
-        elif table is self.expired.table and self._expired is not None:
-            shown = self.expired.shown_store()
-            st = self._expired.store(*shown) if shown is not None else None
-            findings = st.examples if st is not None else []
-            job = (
-                iter_export_documents,
-                (findings[i].to_json() for i in rows),
-                out,
-                fmt,
-            )  # built in the worker
+        elif (expired := self.expired_controller.export_job(table, source, out, fmt)) is not None:
+            job = expired
         else:
             job = (
                 iter_export_display_table,
@@ -1585,14 +1208,8 @@ class MainWindow(QMainWindow):
     def _on_selection_changed(self, changes: dict[str, Any]) -> None:
         if {"operator_id", "store_name", "partition_id", "version"} & set(changes):
             self._when_shown("browser", self._request_table)
-        if {"operator_id", "store_name"} & set(changes):
-            self._request_top_keys()
-        if (
-            {"key", "key_partition_id", "operator_id", "store_name"} & set(changes)
-            and self.history_dock.isVisible()
-            and self.selection.key is not None
-        ):
-            self.show_key_history()
+        self.growth_controller.on_selection_changed(changes)
+        self.history_controller.on_selection_changed(changes)
 
     # -- views ---------------------------------------------------------------------------------------
     def select_view(self, name: str) -> None:
