@@ -242,7 +242,7 @@ def test_the_app_shows_durations_and_rates_on_the_timeline(qtbot: Any, window: A
     second = next(p for p in (folder / "events").iterdir() if p.name != rolling_file.parent.name)
     window.add_event_logs([str(rolling_file), str(second)])
     assert window.event_logs == [str(rolling_file.parent), str(second)]
-    with qtbot.waitSignal(window.progress_updated, timeout=120_000):
+    with qtbot.waitSignal(window.timeline_controller.updated, timeout=120_000):
         window.open_checkpoint(str(folder / "checkpoint"))
     qtbot.waitUntil(lambda: window.settled(), timeout=120_000)
     view = window.timeline

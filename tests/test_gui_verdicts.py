@@ -42,7 +42,7 @@ def window(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type
 
 
 def _open(qtbot: Any, win: Any, path: Path) -> None:
-    with qtbot.waitSignal(win.verdicts_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(win.overview_controller.updated, timeout=LOAD_TIMEOUT_MS):
         win.open_checkpoint(str(path))
     qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
 
@@ -84,7 +84,7 @@ def test_a_verdict_link_opens_its_view_on_its_store(qtbot: Any, window: Any) -> 
     _open(qtbot, window, Path(sample_checkpoint_path()))
     texts = [t for _, t in window.overview.verdict_texts()]
     row = next(i for i, t in enumerate(texts) if "zombie" in t)
-    with qtbot.waitSignal(window.expired_updated, timeout=LOAD_TIMEOUT_MS, raising=False):
+    with qtbot.waitSignal(window.expired_controller.updated, timeout=LOAD_TIMEOUT_MS, raising=False):
         qtbot.mouseClick(window.overview.verdict_links[row], Qt.MouseButton.LeftButton)
     assert window.current_view() == "expired"
     qtbot.waitUntil(lambda: window.expired.has_expiry(0, "default"), timeout=LOAD_TIMEOUT_MS)
@@ -232,7 +232,7 @@ def test_event_logs_added_later_reach_the_verdicts(qtbot: Any, window: Any) -> N
     folder = get_event_log("plain")
     _open(qtbot, window, folder / "checkpoint")
     assert any("no event logs loaded" in t for _, t in window.overview.verdict_texts())
-    with qtbot.waitSignal(window.verdicts_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.overview_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.add_event_logs([str(folder / "events")])
     texts = [t for _, t in window.overview.verdict_texts()]
     assert any(t.startswith("Slowest batches: ") for t in texts)

@@ -28,8 +28,9 @@ KEY_FIELDS = frozenset({"key", "key_partition_id", "operator_id", "store_name"})
 
 class DeferredJobs:
     """Jobs that wait for their view: started at once when the view is showing, else when it is first
-    shown or nothing else runs, so the view in front gets the cores instead of sharing them with every
-    other view's analysis.
+    shown or nothing else runs, so the view in front gets the cores (two, on many laptops) instead of
+    sharing them with every other view's analysis. The growth, expired, browser and SQL views wait so;
+    each job runs on the runner channel named after its view.
 
     Parameters
     ----------
