@@ -186,6 +186,32 @@ def is_transient(err: BaseException) -> bool:
     return module.startswith(_CLIENT_MODULES) and any(part in name for part in _TRANSIENT_NAME_PARTS)
 
 
+#: Client exception names of a storage endpoint that never answered (connection refused, no such host).
+UNREACHABLE_ERRORS = (
+    "EndpointConnectionError",
+    "ConnectionRefusedError",
+    "ClientConnectorError",
+    "gaierror",
+    "ConnectError",
+)
+
+
+def is_unreachable(err: BaseException) -> bool:
+    """Whether a storage failure says the endpoint could not be reached at all (no answer).
+
+    Parameters
+    ----------
+    err : BaseException
+        What the filesystem raised.
+
+    Returns
+    -------
+    bool
+        True for refused connections, unknown hosts and clients' "could not connect" errors.
+    """
+    return type(err).__name__ in UNREACHABLE_ERRORS
+
+
 Cancelled = Callable[[], bool] | threading.Event | None
 
 
@@ -572,13 +598,14 @@ class CheckpointFS:
                 delay = policy.delay_s(attempt, self._rng)
                 if not transient or attempt >= policy.attempts or elapsed + delay > policy.deadline_s:
                     self._count("failures")
+                    tried = f"{attempt} attempt(s) over {elapsed:.1f} s"
                     if not transient:
                         message = f"{what} failed ({cause}); not retried, the error is not transient"
+                    elif is_unreachable(err):
+                        # Say what was seen: no answer at all (an endpoint URL, network or service down).
+                        message = f"{what} failed: cannot connect to the storage endpoint ({tried}): {cause}"
                     else:
-                        message = (
-                            f"{what} still failing after {attempt} attempt(s) over {elapsed:.1f} s "
-                            f"(last: {cause}); the storage may be down or throttling, try again later"
-                        )
+                        message = f"{what} still failing after {tried} (last: {cause}); try again later"
                     raise StorageError(message, path=path, attempts=attempt) from chained
                 self._count("retries")
                 log.warning(

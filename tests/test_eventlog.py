@@ -242,7 +242,7 @@ def test_the_app_shows_durations_and_rates_on_the_timeline(qtbot: Any, window: A
     second = next(p for p in (folder / "events").iterdir() if p.name != rolling_file.parent.name)
     window.add_event_logs([str(rolling_file), str(second)])
     assert window.event_logs == [str(rolling_file.parent), str(second)]
-    with qtbot.waitSignal(window.progress_updated, timeout=120_000):
+    with qtbot.waitSignal(window.timeline_controller.updated, timeout=120_000):
         window.open_checkpoint(str(folder / "checkpoint"))
     qtbot.waitUntil(lambda: window.settled(), timeout=120_000)
     view = window.timeline
@@ -254,7 +254,10 @@ def test_the_app_shows_durations_and_rates_on_the_timeline(qtbot: Any, window: A
     assert "took" in text and "rows/s in" in text and f"run {last['runId'][:8]}" in text
     first, second = json.loads((folder / "progress.json").read_text())
     assert [int(view._ids[k]) for k in view.restarts] == [second[0]["batchId"]]  # the restart is marked
-    assert "Event logs: progress for 5 batches of this query in 2 run(s)" in window.progress_summary
+    assert (
+        "Event logs: progress for 5 batches of this query in 2 run(s)"
+        in window.timeline_controller.progress_summary
+    )
     # another checkpoint without event logs: the reported figures go
     window.event_logs.clear()
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=120_000):

@@ -402,6 +402,21 @@ def test_backoff_grows_between_attempts(
     assert proxy.count("metadata", "503") == 3 and fs.stats["retries"] == 3
 
 
+def test_an_endpoint_that_never_answers_is_called_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections refused at every attempt: the error says the endpoint could not be reached (as the
+    command line does), with the client's own error, and guesses nothing (down, throttling)."""
+    _no_aws_env(monkeypatch)
+    with socket.socket() as probe:  # a port nothing listens on: connections are refused at once
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(StorageError) as info:
+        CheckpointFS(f"s3://{BUCKET}/{PREFIX}", options(f"http://127.0.0.1:{port}"), retry=FAST, mirror=False)
+    text = str(info.value)
+    assert "cannot connect to the storage endpoint (4 attempt(s) over" in text
+    assert f"127.0.0.1:{port}" in text and "EndpointConnectionError" in text
+    assert "throttling" not in text and "down" not in text
+
+
 def test_file_that_stays_unreadable_is_named_and_the_rest_still_read(
     uploaded: str, proxy: FaultProxy, all_logs: pytest.LogCaptureFixture
 ) -> None:

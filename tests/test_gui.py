@@ -240,7 +240,7 @@ def test_open_and_switch_views(qtbot, window, checkpoint, raise_errors) -> None:
     op = ckpt.operators[0]
     assert window.growth.has_growth(op.operator_id, op.stores[0].store_name)
     assert window.browser.model.rowCount() > 0
-    assert window.recent_checkpoints()[0] == str(path)
+    assert window.recent.urls()[0] == str(path)
 
 
 @pytest.mark.spark
@@ -253,14 +253,14 @@ def test_select_batch_moves_browser_version(qtbot, window, checkpoint, raise_err
         for r in range(window.overview.batch_proxy.rowCount())
         if window.overview.batch_proxy.index(r, 0).data() == str(target)
     )
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.overview.batch_table.setCurrentIndex(window.overview.batch_proxy.index(row, 0))
     assert window.selection.batch_id == target
     assert window.selection.version == target + 1
     assert window.browser.version_combo.currentData() == target + 1
     assert f"version {target + 1}" in window.browser.status.text()
     # The timeline's click goes through the same selection.
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.timeline.batch_selected.emit(committed[0])
     assert window.browser.version_combo.currentData() == committed[0] + 1
 
@@ -269,7 +269,7 @@ def test_select_batch_moves_browser_version(qtbot, window, checkpoint, raise_err
 def test_reload_keeps_selection(qtbot, window, checkpoint, raise_errors) -> None:  # type: ignore[no-untyped-def]
     loaded = _open(qtbot, window, checkpoint("agg_count") / "checkpoint")
     first = loaded.checkpoint.batches[0].batch_id
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.timeline.batch_selected.emit(first)
     window.activateWindow()
     qtbot.waitUntil(window.isActiveWindow, timeout=2000)
@@ -285,7 +285,7 @@ def test_reload_keeps_selection(qtbot, window, checkpoint, raise_errors) -> None
 def test_large_version_is_paged_by_duckdb(
     qtbot, window, checkpoint, tmp_path, monkeypatch, raise_errors
 ) -> None:  # type: ignore[no-untyped-def]
-    """A version over the window's ``paged_rows`` is served from the cache by DuckDB a page at a time:
+    """A version over the browser's ``paged_rows`` is served from the cache by DuckDB a page at a time:
     the same rows, order, filter, keys and export as the held table; its database closes with it."""
     from statelens.app.analysis._common import run_to_end
     from statelens.app.export import iter_export_state_table
@@ -294,13 +294,13 @@ def test_large_version_is_paged_by_duckdb(
     from statelens.viewers.tables import row_order
 
     monkeypatch.setattr("statelens.viewers.tables.PAGE_ROWS", 4)
-    monkeypatch.setattr("statelens.app.gui.window.PAGE_ROWS", 4)
+    monkeypatch.setattr("statelens.app.gui.controllers.browser.PAGE_ROWS", 4)
     path = checkpoint("agg_many_partitions") / "checkpoint"
     reader = open_checkpoint(str(path)).store_reader(0, None)
     held = run_to_end(iter_state_table(reader, reader.latest_version()))
     n = held.total_rows
     assert n > 8
-    window.paged_rows = 0
+    window.browser_controller.paged_rows = 0
     window.select_view("browser")
     _open(qtbot, window, path)
     browser = window.browser
@@ -311,7 +311,7 @@ def test_large_version_is_paged_by_duckdb(
         return model.rowCount() == n and all(model.is_loaded(r) for r in range(n))
 
     qtbot.waitUntil(lambda: browser.model is model and all_read(), timeout=LOAD_TIMEOUT_MS)
-    query = window.state_table().query
+    query = window.browser_controller.state_table().query
     assert query is not None and "paged from the cache by DuckDB" in browser.status.text()
     assert browser.count_label.text() == f"{n:,} rows"
 
@@ -348,8 +348,8 @@ def test_large_version_is_paged_by_duckdb(
     qtbot.waitUntil(lambda: model.filter_text() == "" and all_read(), timeout=LOAD_TIMEOUT_MS)
 
     out = tmp_path / "rows.csv"
-    with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
-        window.export_table(browser.table, str(out), "csv")
+    with qtbot.waitSignal(window.exporter.finished, timeout=LOAD_TIMEOUT_MS):
+        window.exporter.export_table(browser.table, str(out), "csv")
     ref = tmp_path / "ref.csv"
     assert run_to_end(iter_export_state_table(held, str(ref), "csv", order)) == n
     assert out.read_text() == ref.read_text()
@@ -360,7 +360,10 @@ def test_large_version_is_paged_by_duckdb(
     browser.version_combo.setCurrentIndex(1)
     browser.version_combo.activated.emit(1)
     qtbot.waitUntil(
-        lambda: window.state_table() is not None and window.state_table().version == older,
+        lambda: (
+            window.browser_controller.state_table() is not None
+            and window.browser_controller.state_table().version == older
+        ),
         timeout=LOAD_TIMEOUT_MS,
     )
     assert not scratch.exists()  # the replaced table's database is closed
@@ -380,13 +383,13 @@ def test_paged_table_finds_a_key_selected_elsewhere(
     from statelens.viewers.tables import row_order
 
     monkeypatch.setattr("statelens.viewers.tables.PAGE_ROWS", 2)
-    monkeypatch.setattr("statelens.app.gui.window.PAGE_ROWS", 2)
+    monkeypatch.setattr("statelens.app.gui.controllers.browser.PAGE_ROWS", 2)
     path = checkpoint("agg_many_partitions") / "checkpoint"
     reader = open_checkpoint(str(path)).store_reader(0, None)
     held = run_to_end(iter_state_table(reader, reader.latest_version()))
     n = held.total_rows
     window.resize(1400, 420)  # a few rows on screen: the last pages are not read
-    window.paged_rows = 0
+    window.browser_controller.paged_rows = 0
     window.select_view("browser")
     _open(qtbot, window, path)
     browser, model = window.browser, window.browser.query_model
@@ -541,18 +544,18 @@ def test_sample_opens_with_banner(qtbot, window, raise_errors) -> None:  # type:
     assert loaded.is_sample
     assert window.banner.isVisible()
     assert "sample" in window.windowTitle().lower()
-    assert window.recent_checkpoints() == []
+    assert window.recent.urls() == []
     # The same folder typed as a path is an ordinary checkpoint: no banner, remembered.
     window.url_edit.setText(str(path))
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         qtbot.keyClick(window.url_edit, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
     assert not window.banner.isVisible()
-    assert window.recent_checkpoints() == [str(path)]
+    assert window.recent.urls() == [str(path)]
     # Credentials typed into a URL are never kept in the settings (they come from the environment).
-    window._remember("s3://AKIAFAKEKEY:fakeSecret123@bucket/ckpt")
-    assert window.recent_checkpoints()[0] == "s3://bucket/ckpt"
-    assert not any("fakeSecret123" in u or "AKIAFAKEKEY" in u for u in window.recent_checkpoints())
+    window.recent.remember("s3://AKIAFAKEKEY:fakeSecret123@bucket/ckpt")
+    assert window.recent.urls()[0] == "s3://bucket/ckpt"
+    assert not any("fakeSecret123" in u or "AKIAFAKEKEY" in u for u in window.recent.urls())
 
 
 # -- screenshot mode: what each view draws ---------------------------------------------------------------
@@ -645,7 +648,7 @@ def test_screenshot_of_the_browser_shows_the_keys_columns(watermark_shot) -> Non
     from tests._gui import clipped_columns, header_texts
 
     win, expected = watermark_shot
-    table = win.state_table()
+    table = win.browser_controller.state_table()
     assert table is not None and table.total_rows > 0
     headers = header_texts(win.browser.table)
     assert headers[0] == "partition"

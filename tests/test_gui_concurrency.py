@@ -328,7 +328,7 @@ def test_a_spark_read_shows_its_tasks_in_the_progress_bar_and_cancels(  # type: 
     blocker = BlockingSparkJob()
     blocker.install(monkeypatch)
     seen: list[Any] = []
-    win.spark_progressed.connect(seen.append)
+    win.backends.spark_progressed.connect(seen.append)
     win.set_backend("spark", spark=spark, remember=False)
     qtbot.waitUntil(blocker.entered.is_set, timeout=LOAD_TIMEOUT_MS)
     qtbot.waitUntil(lambda: bool(seen), timeout=LOAD_TIMEOUT_MS)

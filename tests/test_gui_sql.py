@@ -34,14 +34,14 @@ def window(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type
 
 
 def _open(qtbot: Any, win: Any, path: Path) -> None:
-    with qtbot.waitSignal(win.sql_updated, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(win.sql_controller.updated, timeout=TIMEOUT_MS):
         win.open_checkpoint(str(path))
     qtbot.waitUntil(lambda: win.settled(), timeout=TIMEOUT_MS)
 
 
 def _run(qtbot: Any, win: Any, query: str) -> None:
     win.sql.set_query(query)
-    with qtbot.waitSignal(win.sql_updated, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(win.sql_controller.updated, timeout=TIMEOUT_MS):
         win.sql.request_run()
 
 
@@ -88,7 +88,7 @@ def test_errors_stay_in_the_tab_and_ctrl_enter_runs(qtbot: Any, window: Any) -> 
     window.show()
     window.select_view("sql")
     window.sql.editor.setFocus()
-    with qtbot.waitSignal(window.sql_updated, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(window.sql_controller.updated, timeout=TIMEOUT_MS):
         qtbot.keyClick(window.sql.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
     assert window.sql.model.row_texts(0)[0] == "6"
     # numbers sort as numbers (10 after 9), whatever the text
@@ -115,7 +115,7 @@ def test_in_spark_runs_the_query_in_spark_with_the_same_answer(
     assert "failed" not in window.sql.status.text(), window.sql.status.text()
     shown = [window.sql.model.row_texts(r)[:2] for r in range(window.sql.rows())]
     assert shown == [[str(r["partition_id"]), str(r["n"])] for r in want] and want
-    assert window._chooser is not None and "spark" in window._chooser.used  # Spark answered
+    assert window.backends.chooser is not None and "spark" in window.backends.chooser.used  # Spark answered
     _run(qtbot, window, "SELECT nope FROM state")
     assert "the query failed" in window.sql.status.text() and "nope" in window.sql.status.text()
 
@@ -133,13 +133,13 @@ def test_spark_writes_the_browsers_version_where_it_runs(
     _open(qtbot, window, root)
     window.show()
     window.select_view("browser")
-    qtbot.waitUntil(lambda: window.state_table() is not None, timeout=TIMEOUT_MS)
-    table = window.state_table()
-    window._update_export_actions()
-    assert window.spark_parquet_action.isEnabled()
+    qtbot.waitUntil(lambda: window.browser_controller.state_table() is not None, timeout=TIMEOUT_MS)
+    table = window.browser_controller.state_table()
+    window.exporter.update_actions()
+    assert window.exporter.spark_parquet_action.isEnabled()
     out = tmp_path / "spark-out"
-    with qtbot.waitSignal(window.export_finished, timeout=TIMEOUT_MS):
-        window.write_version_with_spark(str(out))
+    with qtbot.waitSignal(window.exporter.finished, timeout=TIMEOUT_MS):
+        window.exporter.write_version_with_spark(str(out))
     assert list(out.glob("part-*.parquet")), "Spark wrote part files"
     assert "written by Spark" in window.status_label.text()
     native = tmp_path / "native.parquet"

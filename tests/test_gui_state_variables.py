@@ -86,7 +86,7 @@ def _pick(combo, key: tuple[int, str]) -> None:  # type: ignore[no-untyped-def]
 
 
 def _show_store(qtbot, win, key: tuple[int, str]) -> None:  # type: ignore[no-untyped-def]
-    with qtbot.waitSignal(win.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(win.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         _pick(win.browser.store_combo, key)
     qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
 
@@ -145,7 +145,10 @@ def test_column_family_stores_are_browsable(qtbot, window, checkpoint, name) -> 
             _show_store(qtbot, window, key)
         status = window.browser.status.text()
         assert "cannot" not in status.lower() and "native reader can decode" not in status, status
-        assert window.state_table() is not None and window.state_table().store_name == key[1]
+        assert (
+            window.browser_controller.state_table() is not None
+            and window.browser_controller.state_table().store_name == key[1]
+        )
         assert "read by the native decoder" in status
     if "join" in name:
         labels = [t for data, t, _e in _items(window.browser.store_combo) if data is not None]
@@ -162,7 +165,7 @@ def test_browser_shows_map_state_with_its_user_key(qtbot, window, checkpoint, na
     path = checkpoint(name) / "checkpoint"
     _open(qtbot, window, path)
     _show_store(qtbot, window, (0, variable))
-    table = window.state_table()
+    table = window.browser_controller.state_table()
     assert table is not None and table.store_name == variable
     headers = table.headers
     key_cols = [h for h in headers if h.startswith("key.")]
@@ -198,7 +201,7 @@ def test_browser_shows_map_state_with_its_user_key(qtbot, window, checkpoint, na
 def test_expired_view_lists_the_tws_timer_zombie(qtbot, window, checkpoint, name) -> None:  # type: ignore[no-untyped-def]
     """s1's timer fired and the handler kept its ``cnt`` state: a zombie of variable cnt, in the view."""
     path = checkpoint(name) / "checkpoint"
-    with qtbot.waitSignal(window.expired_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.expired_controller.updated, timeout=LOAD_TIMEOUT_MS):
         _open(qtbot, window, path)
     window.select_view("expired")
     cli = json.loads(_cli("expired", str(path), "--json"))
@@ -219,9 +222,9 @@ def test_expired_view_lists_the_tws_timer_zombie(qtbot, window, checkpoint, name
     assert texts[headers.index("category")] == "zombie"
     assert "timer fired" in texts[headers.index("note")]
     assert "zombie: 1" in view.counts_label.text()
-    assert [(f.store_name, key_text(f.key)) for f in window.expired_findings()] == [("cnt", "s1")]
+    assert [(f.store_name, key_text(f.key)) for f in window.expired_controller.findings()] == [("cnt", "s1")]
     # Clicking it shows the note in full under the table and follows the key into the browser.
-    with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.history_controller.updated, timeout=LOAD_TIMEOUT_MS):
         index = view.table.model().index(0, 0)
         view.table.scrollTo(index)
         qtbot.mouseClick(
@@ -290,7 +293,7 @@ def test_screenshot_of_the_browser_shows_a_state_variable(tws_shot) -> None:  # 
     from tests._gui import clipped_columns, header_texts
 
     win, expected = tws_shot
-    table = win.state_table()
+    table = win.browser_controller.state_table()
     assert table is not None and table.store_name in expected["state_variables"]
     headers = header_texts(win.browser.table)
     assert headers[0] == "partition" and any(h.startswith("key.") for h in headers), headers

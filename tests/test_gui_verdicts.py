@@ -42,7 +42,7 @@ def window(qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type
 
 
 def _open(qtbot: Any, win: Any, path: Path) -> None:
-    with qtbot.waitSignal(win.verdicts_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(win.overview_controller.updated, timeout=LOAD_TIMEOUT_MS):
         win.open_checkpoint(str(path))
     qtbot.waitUntil(lambda: win.settled(), timeout=LOAD_TIMEOUT_MS)
 
@@ -84,7 +84,7 @@ def test_a_verdict_link_opens_its_view_on_its_store(qtbot: Any, window: Any) -> 
     _open(qtbot, window, Path(sample_checkpoint_path()))
     texts = [t for _, t in window.overview.verdict_texts()]
     row = next(i for i, t in enumerate(texts) if "zombie" in t)
-    with qtbot.waitSignal(window.expired_updated, timeout=LOAD_TIMEOUT_MS, raising=False):
+    with qtbot.waitSignal(window.expired_controller.updated, timeout=LOAD_TIMEOUT_MS, raising=False):
         qtbot.mouseClick(window.overview.verdict_links[row], Qt.MouseButton.LeftButton)
     assert window.current_view() == "expired"
     qtbot.waitUntil(lambda: window.expired.has_expiry(0, "default"), timeout=LOAD_TIMEOUT_MS)
@@ -142,8 +142,8 @@ def test_expired_opens_on_the_store_with_findings(
     findings first, then the biggest."""
     _open(qtbot, window, checkpoint(name) / "checkpoint")
     window.select_view("expired")
-    qtbot.waitUntil(lambda: window._expired is not None, timeout=LOAD_TIMEOUT_MS)
-    stores = {(s.operator_id, s.store_name): s for s in window._expired.stores}
+    qtbot.waitUntil(lambda: window.expired_controller.overview is not None, timeout=LOAD_TIMEOUT_MS)
+    stores = {(s.operator_id, s.store_name): s for s in window.expired_controller.overview.stores}
     shown = window.expired.shown_store()
     assert stores[shown].total_findings == max(s.total_findings for s in stores.values())
     assert stores[shown].summary.check != "skipped"
@@ -232,7 +232,7 @@ def test_event_logs_added_later_reach_the_verdicts(qtbot: Any, window: Any) -> N
     folder = get_event_log("plain")
     _open(qtbot, window, folder / "checkpoint")
     assert any("no event logs loaded" in t for _, t in window.overview.verdict_texts())
-    with qtbot.waitSignal(window.verdicts_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.overview_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.add_event_logs([str(folder / "events")])
     texts = [t for _, t in window.overview.verdict_texts()]
     assert any(t.startswith("Slowest batches: ") for t in texts)
@@ -250,9 +250,9 @@ def test_growth_and_expired_views_show_the_verdicts_runs(qtbot: Any, window: Any
     _open(qtbot, window, root)
     assert "summary" in started and "growth" not in started and "expired" not in started
     own = run_to_end(iter_expired_overview(open_checkpoint(str(root))))
-    shown = window._expired
+    shown = window.expired_controller.overview
     assert [(s.operator_id, s.store_name, s.total_findings, s.counts) for s in shown.stores] == [
         (s.operator_id, s.store_name, s.total_findings, s.counts) for s in own.stores
     ]
     assert window.expired.has_expiry(0, "default")
-    assert window.growth.has_growth(0, "default") and window._growth_done
+    assert window.growth.has_growth(0, "default") and window.growth_controller.done

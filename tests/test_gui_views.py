@@ -104,7 +104,7 @@ def _click_row(qtbot, table, row: int) -> None:  # type: ignore[no-untyped-def]
 # -- expired keys and key history ----------------------------------------------------------------------
 def test_expired_view_lists_the_cli_zombies_of_the_sample(qtbot, window) -> None:  # type: ignore[no-untyped-def]
     path = _sample()
-    with qtbot.waitSignal(window.expired_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.expired_controller.updated, timeout=LOAD_TIMEOUT_MS):
         _open(qtbot, window, path)
     window.select_view("expired")
     cli = _cli_expired(path)
@@ -133,7 +133,7 @@ def test_a_partition_that_cannot_be_read_is_marked_not_drawn_as_zero(qtbot, wind
     latest = max((root / "state" / "0" / "0").glob("*.delta"), key=lambda f: int(f.stem))
     latest.write_bytes(latest.read_bytes()[:10])
     cli = [f for f in _cli_expired(_sample()) if f["partition"] == 1]
-    with qtbot.waitSignal(window.expired_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.expired_controller.updated, timeout=LOAD_TIMEOUT_MS):
         _open(qtbot, window, root)
     window.select_view("expired")
     data = window.expired._data[window.expired.shown_store()]
@@ -152,10 +152,10 @@ def test_clicking_a_zombie_opens_its_history_and_selects_it_everywhere(qtbot, wi
         r for r in range(window.expired.visible_rows()) if key_text(window.expired.row_ref(r)[2]) == "leak1"
     )
     pid, version, key = window.expired.row_ref(row)
-    with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.history_controller.updated, timeout=LOAD_TIMEOUT_MS):
         _click_row(qtbot, window.expired.table, row)
     assert window.history_dock.isVisible()
-    history = window.key_history()
+    history = window.history_controller.history
     assert history is not None and key_text(history.key) == "leak1"
     # leak1 was written by batch 0 and never touched again: in every version of its partition.
     reader = loaded.checkpoint.store_reader(0, "default")
@@ -201,7 +201,7 @@ def test_expired_view_on_generated_pandas_state_checkpoint(qtbot, window, checkp
     direct = run_to_end(iter_expired(window.loaded.checkpoint, sink=streamed.append))
     assert not direct.truncated()  # a small checkpoint: the view lists every finding
     assert [f.to_json() for f in sorted(streamed, key=_fkey)] == [
-        f.to_json() for f in sorted(window.expired_findings(), key=_fkey)
+        f.to_json() for f in sorted(window.expired_controller.findings(), key=_fkey)
     ]
 
 
@@ -219,9 +219,9 @@ def test_key_history_from_the_browser_row(qtbot, window, checkpoint) -> None:  #
     assert browser.history_button.isEnabled()
     pid, key = browser.selected_key()
     assert key_text(key) == "live1" and window.selection.key == key
-    with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.history_controller.updated, timeout=LOAD_TIMEOUT_MS):
         qtbot.mouseClick(browser.history_button, Qt.MouseButton.LeftButton)
-    history = window.key_history()
+    history = window.history_controller.history
     reader = loaded.checkpoint.store_reader(0, "default")
     expected = [
         v for v in reader.versions(pid) if any(key_text(k) == "live1" for k in _keys_at(reader, pid, v))
@@ -235,9 +235,9 @@ def test_key_history_from_the_browser_row(qtbot, window, checkpoint) -> None:  #
         for r in range(browser.visible_rows())
         if "live1" not in browser.model.row_texts(r) and int(browser.model.row_texts(r)[0]) == pid
     )
-    with qtbot.waitSignal(window.history_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.history_controller.updated, timeout=LOAD_TIMEOUT_MS):
         _click_row(qtbot, browser.table, other)
-    assert window.key_history().key == browser.selected_key()[1]
+    assert window.history_controller.history.key == browser.selected_key()[1]
 
 
 # -- state browser: diff and paging --------------------------------------------------------------------
@@ -249,9 +249,9 @@ def test_diff_shows_added_changed_removed(qtbot, window, checkpoint) -> None:  #
     versions = reader.versions()
     old, new = versions[0], versions[-1]
     window.select_view("browser")
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.browser.set_compare_version(old)
-    table = window.state_table()
+    table = window.browser_controller.state_table()
     assert table.is_diff and (table.compare_version, table.version) == (old, new)
     assert window.browser.model.headers()[0] == "change"
 
@@ -274,9 +274,9 @@ def test_diff_shows_added_changed_removed(qtbot, window, checkpoint) -> None:  #
     assert {c for c, _ in got} >= {"added", "removed"}
     assert f"diff of versions {old} → {new}" in window.browser.status.text()
     # Back to plain rows.
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.browser.set_compare_version(None)
-    assert not window.state_table().is_diff
+    assert not window.browser_controller.state_table().is_diff
     assert window.browser.visible_rows() == len(b)
 
 
@@ -369,8 +369,8 @@ def test_export_tables_plots_and_report(qtbot, window, tmp_path) -> None:  # typ
     # State rows, typed like `statelens rows`.
     for fmt in ("csv", "parquet"):
         out = tmp_path / f"rows.{fmt}"
-        with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
-            window.export_table(window.browser.table, str(out), fmt)
+        with qtbot.waitSignal(window.exporter.finished, timeout=LOAD_TIMEOUT_MS):
+            window.exporter.export_table(window.browser.table, str(out), fmt)
         assert out.exists() and not Path(str(out) + ".partial").exists()
     with open(tmp_path / "rows.csv", newline="", encoding="utf-8") as f:
         records = list(csv.DictReader(f))
@@ -384,36 +384,40 @@ def test_export_tables_plots_and_report(qtbot, window, tmp_path) -> None:  # typ
     # The filter is kept: only matching rows are written.
     window.browser.filter_edit.setText("leak")
     window.browser.apply_filter()
-    with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
-        window.export_table(window.browser.table, str(tmp_path / "leaks.csv"), "csv")
+    with qtbot.waitSignal(window.exporter.finished, timeout=LOAD_TIMEOUT_MS):
+        window.exporter.export_table(window.browser.table, str(tmp_path / "leaks.csv"), "csv")
     with open(tmp_path / "leaks.csv", newline="", encoding="utf-8") as f:
         assert {r["key.key"] for r in csv.DictReader(f)} == {"leak1", "leak2", "leak3", "leak4"}
     # Expired findings: JSON documents.
     for fmt in ("csv", "parquet"):
-        with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
-            window.export_table(window.expired.table, str(tmp_path / f"expired.{fmt}"), fmt)
+        with qtbot.waitSignal(window.exporter.finished, timeout=LOAD_TIMEOUT_MS):
+            window.exporter.export_table(window.expired.table, str(tmp_path / f"expired.{fmt}"), fmt)
     with open(tmp_path / "expired.csv", newline="", encoding="utf-8") as f:
         found = list(csv.DictReader(f))
-    assert sorted(r["key.key"] for r in found) == sorted(key_text(f.key) for f in window.expired_findings())
+    assert sorted(r["key.key"] for r in found) == sorted(
+        key_text(f.key) for f in window.expired_controller.findings()
+    )
     assert {r["category"] for r in found} == {"zombie"}
     assert pq.read_table(tmp_path / "expired.parquet").num_rows == len(found)
     # Any other table: as shown, numbers as numbers.
-    with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
-        window.export_table(window.overview.batch_table, str(tmp_path / "batches.parquet"), "parquet")
+    with qtbot.waitSignal(window.exporter.finished, timeout=LOAD_TIMEOUT_MS):
+        window.exporter.export_table(
+            window.overview.batch_table, str(tmp_path / "batches.parquet"), "parquet"
+        )
     batches = pq.read_table(tmp_path / "batches.parquet").to_pylist()
     assert [b["batch"] for b in batches] == [b.batch_id for b in loaded.checkpoint.batches]
     # Plots.
     for view in ("timeline", "growth", "expired"):
         png, svg = tmp_path / f"{view}.png", tmp_path / f"{view}.svg"
         window.select_view(view)
-        assert window.export_plot(view, str(png)) == str(png)
-        assert window.export_plot(view, str(svg)) == str(svg)
+        assert window.exporter.export_plot(view, str(png)) == str(png)
+        assert window.exporter.export_plot(view, str(svg)) == str(svg)
         assert QImage(str(png)).width() >= 1000
         assert svg.read_text(encoding="utf-8").lstrip().startswith("<?xml")
     # The whole checkpoint as the HTML report.
     report = tmp_path / "report.html"
-    with qtbot.waitSignal(window.export_finished, timeout=LOAD_TIMEOUT_MS):
-        window.export_report(str(report))
+    with qtbot.waitSignal(window.exporter.finished, timeout=LOAD_TIMEOUT_MS):
+        window.exporter.export_report(str(report))
     text = report.read_text(encoding="utf-8")
     assert "<html" in text.lower() and "leak1" in text
 
@@ -426,7 +430,7 @@ def test_export_refuses_to_write_inside_the_checkpoint(qtbot, window, tmp_path, 
     monkeypatch.delenv("STATELENS_RAISE")
     from statelens.app.gui import errors
 
-    assert window.export_table(window.browser.table, str(copy / "rows.csv"), "csv") is None
+    assert window.exporter.export_table(window.browser.table, str(copy / "rows.csv"), "csv") is None
     assert not (copy / "rows.csv").exists()
     qtbot.waitUntil(lambda: bool(errors.open_dialogs()), timeout=2000)
     assert "never writes there" in errors.open_dialogs()[-1].text()
@@ -445,7 +449,7 @@ def test_schema_view_shows_fields_and_conf_changes(qtbot, window, tmp_path) -> N
     meta["conf"]["spark.sql.shuffle.partitions"] = "8"
     lines[1] = json.dumps(meta)
     offsets.write_text("\n".join(lines), encoding="utf-8")
-    with qtbot.waitSignal(window.schema_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.schema_controller.updated, timeout=LOAD_TIMEOUT_MS):
         _open(qtbot, window, copy)
     view = window.schema
     window.select_view("schema")
@@ -537,17 +541,17 @@ def test_schema_history_of_a_v3_schema_file(checkpoint) -> None:  # type: ignore
 @pytest.mark.spark
 def test_backend_switch_to_spark_reads_the_same_rows(qtbot, window, checkpoint, spark) -> None:  # type: ignore[no-untyped-def]
     _open(qtbot, window, checkpoint("pandas_state_event") / "checkpoint")
-    native = window.state_table()
+    native = window.browser_controller.state_table()
     native_rows = sorted(
         key_text(native.keys[i]) + "|" + "|".join(c[i] for c in native.columns)
         for i in range(len(native.records))
     )
     assert "native decoder" in window.backend_label.text()
-    with qtbot.waitSignal(window.table_updated, timeout=300_000):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=300_000):
         window.set_backend("spark", spark=spark)
-    assert window.backend_combo.currentData() == "spark"
-    assert window.master_edit.isEnabled()
-    table = window.state_table()
+    assert window.backends.combo.currentData() == "spark"
+    assert window.backends.master_edit.isEnabled()
+    table = window.browser_controller.state_table()
     assert table is not None and table.backend.startswith("Spark")
     spark_rows = sorted(
         key_text(table.keys[i]) + "|" + "|".join(c[i] for c in table.columns)
@@ -556,10 +560,10 @@ def test_backend_switch_to_spark_reads_the_same_rows(qtbot, window, checkpoint, 
     assert spark_rows == native_rows
     assert "Spark" in window.backend_label.text()
     assert "read by Spark" in window.browser.status.text()
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.set_backend("native")
-    assert window.state_table().backend == "native decoder"
-    assert not window.master_edit.isEnabled()
+    assert window.browser_controller.state_table().backend == "native decoder"
+    assert not window.backends.master_edit.isEnabled()
 
 
 # -- linked selection ----------------------------------------------------------------------------------
@@ -568,7 +572,7 @@ def test_selection_links_every_view(qtbot, window, checkpoint) -> None:  # type:
     loaded = _open(qtbot, window, checkpoint("pandas_state_event") / "checkpoint")
     ckpt = loaded.checkpoint
     batch = ckpt.batches[2].batch_id
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.schema.batch_table.setCurrentIndex(window.schema.batch_proxy.index(2, 0))
     # batch -> version everywhere
     assert window.selection.batch_id == batch
@@ -579,7 +583,7 @@ def test_selection_links_every_view(qtbot, window, checkpoint) -> None:  # type:
     assert window.overview.batch_table.currentIndex().data() == str(batch)
     # partition: growth click -> browser partition, expired marker
     pid = ckpt.operators[0].stores[0].partitions[-1]
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.growth.partition_selected.emit(pid)
     assert window.browser.partition_combo.currentData() == pid
     assert window.expired.partition_line.isVisible() and window.expired.partition_line.value() == pid
@@ -591,8 +595,8 @@ def test_selection_links_every_view(qtbot, window, checkpoint) -> None:  # type:
     assert window.expired.shown_store() == (0, "default")
     # key: picked in the browser -> expired table follows when it lists it
     qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
-    zombie = window.expired_findings()[0]
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    zombie = window.expired_controller.findings()[0]
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.selection.update(partition_id=zombie.partition, version=zombie.version)
     assert window.browser.select_key(zombie.key, zombie.partition) is True
     _click_row(qtbot, window.browser.table, window.browser.table.currentIndex().row())
@@ -911,20 +915,23 @@ def test_hidden_views_fill_after_the_view_in_front(qtbot, window) -> None:  # ty
     window.runner.job_finished.connect(lambda channel: events.append(("end", channel)))
     at_growth_end: list[list[str]] = []
     window.runner.job_finished.connect(
-        lambda channel: channel == "growth" and at_growth_end.append(window.pending_views())
+        lambda channel: channel == "growth" and at_growth_end.append(window.deferred.pending())
     )
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         window.open_checkpoint(str(_sample()))
     qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
-    assert window.pending_views() == []
+    assert window.deferred.pending() == []
     assert len(at_growth_end) == 1 and at_growth_end[0][-2:] == ["browser", "sql"]
     # Then one at a time, in the order of the tabs, each after the one before had finished.
     background = [e for e in events if e[1] in ("expired", "browser", "sql")]
     assert background == [(w, ch) for ch in ("browser", "sql") for w in ("start", "end")]
     assert events.index(("end", "growth")) < events.index(("start", "browser"))
     assert events.index(("end", "summary")) < events.index(("start", "browser"))
-    assert window.state_table() is not None and window.state_table().total_rows > 0
-    assert window.expired_findings(), "the sample's zombies were found in the background"
+    assert (
+        window.browser_controller.state_table() is not None
+        and window.browser_controller.state_table().total_rows > 0
+    )
+    assert window.expired_controller.findings(), "the sample's zombies were found in the background"
     assert window.sql.table.model().rowCount() > 0
 
 
@@ -935,7 +942,7 @@ def test_showing_a_view_starts_its_waiting_job_and_cancel_holds_the_rest(qtbot, 
         lambda channel, _p: (
             channel == "summary"
             and window.runner.current("load") is None
-            and not window._background_paused
+            and not window.deferred.paused
             and window.cancel_jobs()
         )
     )
@@ -944,14 +951,17 @@ def test_showing_a_view_starts_its_waiting_job_and_cancel_holds_the_rest(qtbot, 
     # The first job after the load (the overview's verdicts) was cancelled by the user: the others
     # stay held...
     qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
-    assert window.pending_views() == ["growth", "expired", "browser", "sql"]
-    assert window.state_table() is None
+    assert window.deferred.pending() == ["growth", "expired", "browser", "sql"]
+    assert window.browser_controller.state_table() is None
     assert "cancelled" in window.overview.verdict_status.text() and not window.overview.verdict_labels
     # ...until their view is shown.
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.select_view("browser")
-    assert window.pending_views() == ["growth", "expired", "sql"]
-    assert window.state_table() is not None and window.state_table().total_rows > 0
+    assert window.deferred.pending() == ["growth", "expired", "sql"]
+    assert (
+        window.browser_controller.state_table() is not None
+        and window.browser_controller.state_table().total_rows > 0
+    )
 
 
 def test_a_spark_connect_endpoint_in_the_spark_field(qtbot, window) -> None:  # type: ignore[no-untyped-def]
@@ -970,9 +980,9 @@ def test_a_spark_connect_endpoint_in_the_spark_field(qtbot, window) -> None:  # 
     window.select_view("browser")
     window.set_backend("spark", master=f"sc://127.0.0.1:{port}", remember=False)
     assert f"sc://127.0.0.1:{port}" in window.backend_label.text()
-    with qtbot.waitSignal(window.table_updated, timeout=LOAD_TIMEOUT_MS):
+    with qtbot.waitSignal(window.browser_controller.updated, timeout=LOAD_TIMEOUT_MS):
         window.open_checkpoint(str(_sample()))
-    assert window.state_table() is None
+    assert window.browser_controller.state_table() is None
     assert f"Spark Connect at sc://127.0.0.1:{port} is unreachable" in window.browser.status.text()
     from pyspark import SparkContext
 

@@ -63,3 +63,20 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     graph.add_import(importer="a.c", imported="a.b")
     graph.add_import(importer="a.c", imported="a.d")
     assert _cycles(graph) == [["a.b", "a.c"]]
+
+
+def test_the_main_window_only_assembles() -> None:
+    """``MainWindow`` wires menus, tabs and docks and routes to the tabs' controllers; what a tab loads
+    and what its actions do lives in its own module under ``app/gui/controllers/`` (docs/architecture.md).
+    A window module past 600 lines (or a class past 500) is taking a tab's behaviour back."""
+    import ast
+    from pathlib import Path
+
+    from statelens.app.analysis.views import VIEWS
+
+    gui = Path(__file__).resolve().parents[1] / "app" / "gui"
+    source = (gui / "window.py").read_text(encoding="utf-8")
+    assert source.count("\n") <= 600
+    (window,) = [n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "MainWindow"]
+    assert window.end_lineno is not None and window.end_lineno - window.lineno + 1 <= 500
+    assert [v for v in VIEWS if not (gui / "controllers" / f"{v}.py").is_file()] == []

@@ -219,16 +219,6 @@ def _quiet_storage_retries(debug: bool) -> None:
         logger.addHandler(logging.StreamHandler(sys.stderr) if debug else logging.NullHandler())
 
 
-#: Client exception names of a storage endpoint that could not be reached at all (no answer).
-_UNREACHABLE = (
-    "EndpointConnectionError",
-    "ConnectionRefusedError",
-    "ClientConnectorError",
-    "gaierror",
-    "ConnectError",
-)
-
-
 def error_text(err: StatelensError) -> str:
     """The one line an error is told in; a storage endpoint that never answered is named as such.
 
@@ -241,9 +231,10 @@ def error_text(err: StatelensError) -> str:
     str
     """
     from statelens.readers.errors import StorageError
+    from statelens.readers.fs import is_unreachable
 
     cause = err.__cause__
-    if isinstance(err, StorageError) and cause is not None and type(cause).__name__ in _UNREACHABLE:
+    if isinstance(err, StorageError) and cause is not None and is_unreachable(cause):
         attempts = err.context.get("attempts")
         tried = f" ({attempts} attempts)" if attempts else ""
         return (

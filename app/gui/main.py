@@ -165,7 +165,7 @@ def take_screenshot(
             # Done once the checkpoint is shown and the jobs this view draws from have finished;
             # other views' jobs (state growth of a huge store...) are not waited for.
             if window.loaded is not None and all(window.runner.current(ch) is None for ch in needed):
-                window.hold_hidden_views()  # the picture is ready: fill no other view
+                window.deferred.hold()  # the picture is ready: fill no other view
                 loop.quit()
 
         def on_timeout() -> None:

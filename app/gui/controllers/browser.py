@@ -1,0 +1,418 @@
+"""The state browser tab: a store version's rows (or two versions' diff), sorted, filtered and paged."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from PySide6.QtCore import Signal
+
+from statelens.app.gui import errors
+from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.session import (
+    LoadedCheckpoint,
+    StateTable,
+    display_time_columns,
+    iter_backend_table,
+    iter_state_diff,
+    iter_state_table,
+)
+from statelens.app.state_query import PAGED_ROWS
+from statelens.readers.errors import StatelensError, UsageError
+from statelens.readers.model import Progress
+from statelens.viewers.browser import StateBrowserView
+from statelens.viewers.tables import PAGE_ROWS, row_order
+
+#: The runner channel of reading a version (and the view's name: it waits for the view).
+CHANNEL = "browser"
+#: Pages of a paged table waited for at most (older asks, scrolled past, are given up).
+PAGES_WAITED = 6
+
+
+class BrowserController(Controller):
+    """Reads the selected store version (or a diff) through the backend chosen, and serves the view's
+    sorting, filtering and paging.
+
+    Signals
+    -------
+    backend_used(str text)
+        Which backend answered the last read (``State read by the native decoder``).
+    """
+
+    name = "browser"
+    title = "State browser"
+
+    backend_used = Signal(str)
+
+    def __init__(self, ctx: WindowContext) -> None:
+        super().__init__(ctx, StateBrowserView(ctx.selection))
+        #: Versions with more rows than this are paged by DuckDB from the cache (``app.state_query``).
+        self.paged_rows = PAGED_ROWS
+        self._table: StateTable | None = None
+        self._pages_wanted: list[int] = []  # offsets of a paged table's pages to read, last asked last
+        self._compare_version: int | None = None
+        v = self.view
+        v.store_selected.connect(ctx.select_store)
+        v.partition_selected.connect(ctx.select_partition)
+        v.version_selected.connect(ctx.select_version)
+        v.key_selected.connect(ctx.select_key)
+        v.compare_selected.connect(self._on_view_compare_selected)
+        v.history_requested.connect(self.request_history)
+        v.order_requested.connect(self._on_view_order_requested)
+        v.page_requested.connect(self._on_view_page_requested)
+        ctx.runner.job_finished.connect(self._on_runner_job_finished)
+        v.locate_requested.connect(self._on_view_locate_requested)
+
+    def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
+        self._set_state_table(None)
+        self._compare_version = None
+        self.view.set_operators(loaded.checkpoint.operators, self.ctx.roles, self.ctx.store_groups())
+        self.view.compare_combo.setCurrentIndex(0)
+
+    def show_no_store(self) -> None:
+        self.view.clear_table("This checkpoint has no state store the native reader can decode.")
+        self.updated.emit()
+
+    def on_selection_changed(self, changes: dict[str, Any]) -> None:
+        if {"operator_id", "store_name", "partition_id", "version"} & set(changes):
+            self.ctx.deferred.when_shown(CHANNEL, self.request_table)
+
+    def state_table(self) -> StateTable | None:
+        """The rows the browser shows (None while none)."""
+        return self._table
+
+    def main_table(self) -> Any:
+        return self.view.table
+
+    def close(self) -> None:
+        """Close a paged table's database and temporary folder."""
+        self._set_state_table(None)
+
+    def request_history(self) -> None:
+        """Follow the key selected in the table (or the selection's) through its versions."""
+        picked = self.view.selected_key()
+        if picked is not None:
+            pid, key = picked
+            self.ctx.selection.update(key=key, key_partition_id=pid if pid >= 0 else None)
+        self.ctx.key_history_requested.emit(None)
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def request_table(self) -> None:
+        """Read the selected store version (or the diff with the compared version)."""
+        ctx = self.ctx
+        s = ctx.selection
+        if ctx.loaded is None or s.operator_id is None or s.store_name is None:
+            return
+        if s.version is None:
+            self.view.clear_table("This store has no readable version.")
+            self.updated.emit()
+            return
+        compare = self._compare_version
+        diff = compare is not None and compare != s.version
+        try:
+            backend = ctx.backends.for_store(s.operator_id, s.store_name)
+            # Spark reads stores the native readers cannot open (column families); diffs are native.
+            native = diff or backend is None or backend.reads_files
+            reader = ctx.backends.reader(s.operator_id, s.store_name) if native else None
+        except StatelensError as err:
+            self.view.clear_table(f"Cannot read this store: {err}")
+            self.updated.emit()
+            return
+        ctx.backends.cancel_spark_read()
+        where = "all partitions" if s.partition_id is None else f"partition {s.partition_id}"
+        time_columns = display_time_columns(ctx.loaded.checkpoint.operator(s.operator_id))
+        ctx.runner.cancel("order")
+        done = {"on_result": self._on_table_finished, "on_error": self._on_table_errored}
+        if diff:
+            assert compare is not None
+            old, new = sorted((compare, s.version))
+            self.view.set_loading(
+                f"Comparing versions {old} and {new} of operator {s.operator_id} {s.store_name}, {where}…"
+            )
+            ctx.runner.submit(
+                CHANNEL,
+                iter_state_diff,
+                reader,
+                old,
+                new,
+                s.partition_id,
+                time_columns=time_columns,
+                cache=ctx.cache,
+                paged_over=self.paged_rows,
+                what=f"Comparing versions {old} and {new}",
+                **done,
+            )
+            return
+        if backend is None or backend.reads_files:
+            self.view.set_loading(
+                f"Decoding operator {s.operator_id} {s.store_name}, {where}, version {s.version}…"
+            )
+            ctx.runner.submit(
+                CHANNEL,
+                iter_state_table,
+                reader,
+                s.version,
+                s.partition_id,
+                time_columns=time_columns,
+                cache=ctx.cache,
+                paged_over=self.paged_rows,
+                what=f"Decoding version {s.version}",
+                **done,
+            )
+            return
+        store = ctx.loaded.checkpoint.operator(s.operator_id).store(s.store_name)
+        self.view.set_loading(
+            f"Reading operator {s.operator_id} {s.store_name}, {where}, version {s.version} "
+            f"through Spark on {ctx.backends.master} (the first read starts a Spark session)…"
+        )
+        ctx.backends.start_spark_read(backend)
+        ctx.runner.submit(
+            CHANNEL,
+            iter_backend_table,
+            backend,
+            store,
+            s.version,
+            s.partition_id,
+            time_columns=time_columns,
+            what=f"Reading version {s.version} through Spark",
+            **done,
+        )
+
+    def _set_state_table(self, table: StateTable | None) -> None:
+        """Hold the browser's rows, closing the database of the rows held before (if paged)."""
+        old, self._table = self._table, table
+        self._pages_wanted.clear()
+        if old is not None and old is not table and old.query is not None:
+            for channel in ("order", "page", "locate"):
+                self.ctx.runner.cancel(channel)
+            old.query.close()
+
+    def _on_table_finished(self, table: StateTable) -> None:
+        self.ctx.backends.end_spark_read()
+        self._set_state_table(table)
+        where = "all partitions" if table.partition_id is None else f"partition {table.partition_id}"
+        if table.is_diff:
+            head = f"diff of versions {table.compare_version} → {table.version}"
+        else:
+            head = f"{table.total_rows:,} row{'s' if table.total_rows != 1 else ''}"
+        role = self.ctx.roles.get((table.operator_id, table.store_name))
+        parts = [
+            head,
+            f"operator {table.operator_id} {table.store_name}"
+            + (f" ({role.text})" if role is not None else ""),
+            where,
+        ]
+        if not table.is_diff:
+            parts.append(f"version {table.version} (state after batch {table.version - 1})")
+        parts.extend(table.notes)
+        parts.append(f"read by {_backend_text(table.backend)}")
+        if table.problems:
+            self.ctx.problems.add_problems(table.problems, where=f"decoding version {table.version}")
+            parts.append(f"{len(table.problems)} partition(s) could not be read: see Problems")
+        if table.query is not None:
+            parts.insert(1, "paged from the cache by DuckDB")
+            self.view.set_query_table(
+                table.headers,
+                [spec.numeric for spec in table.query.specs],
+                table.total_rows,
+                " · ".join(parts),
+            )
+        else:
+            partitions = table.sort_keys[table.headers.index("partition")]
+            self.view.set_table(
+                table.headers, table.columns, table.sort_keys, table.keys, " · ".join(parts), partitions
+            )
+        self.backend_used.emit(f"State read by {_backend_text(table.backend)}")
+        self.updated.emit()
+
+    def _on_table_errored(self, err: BaseException) -> None:
+        self.ctx.backends.end_spark_read()
+        self._set_state_table(None)
+        if isinstance(err, StatelensError):
+            if not isinstance(err, UsageError):
+                self.ctx.problems.add_problems([err], where="state browser")
+            self.view.clear_table(f"Cannot show this state: {err}")
+            self.updated.emit()
+        else:
+            self.view.clear_table(f"Decoding failed: {errors.short_message(err)}")
+            self.updated.emit()
+            errors.show_error(err, title="Decoding state failed")
+
+    def _on_view_compare_selected(self, version: int | None) -> None:
+        self._compare_version = version
+        self.request_table()
+
+    # -- sorting, filtering and paging -------------------------------------------------------------------
+    def _on_view_order_requested(self, column: int, descending: bool, needle: str) -> None:
+        query = self._table.query if self._table is not None else None
+        runner = self.ctx.runner
+        if query is not None and self.view.model is self.view.query_model:
+            self._pages_wanted.clear()  # pages of the former order
+            what = "Filtering" if needle else "Sorting" if column >= 0 else "Reading"
+            runner.submit(
+                "order",
+                _iter_query_order,
+                query,
+                column,
+                descending,
+                needle,
+                what=f"{what} {query.total_rows:,} rows (DuckDB)",
+                on_result=lambda got: self.view.apply_result(column, descending, needle, *got),
+                on_error=self._on_query_errored,
+            )
+            return
+        model = self.view.model
+        columns, sort_keys, n = model.columns(), model.sort_keys(), model.total_rows()
+        runner.submit(
+            "order",
+            _iter_row_order,
+            sort_keys,
+            columns,
+            n,
+            column,
+            descending,
+            needle,
+            what=f"Sorting and filtering {n:,} rows",
+            on_result=lambda rows: self.view.apply_order(column, descending, needle, rows),
+        )
+
+    def _on_view_page_requested(self, column: int, descending: bool, needle: str, offset: int) -> None:
+        wanted = self._pages_wanted
+        if offset in wanted:
+            wanted.remove(offset)
+        wanted.append(offset)
+        if len(wanted) > PAGES_WAITED:  # scrolled past: asked for again if shown again
+            self.view.forget_page_requests(wanted[:-PAGES_WAITED])
+            del wanted[:-PAGES_WAITED]
+        self._read_next_page()
+
+    def _read_next_page(self) -> None:
+        """Read the page asked for last, one at a time (the rows on screen first)."""
+        query = self._table.query if self._table is not None else None
+        if query is None or not self._pages_wanted or self.ctx.runner.current("page") is not None:
+            return
+        offset = self._pages_wanted.pop()
+        model = self.view.query_model
+        column, descending = model.sort_state()
+        needle = model.filter_text()
+
+        self.ctx.runner.submit(
+            "page",
+            _iter_query_page,
+            query,
+            column,
+            descending,
+            needle,
+            offset,
+            what=f"Reading rows {offset + 1:,}–{offset + PAGE_ROWS:,}",
+            on_result=lambda page: self.view.add_page(column, descending, needle, page),
+            on_error=self._on_query_errored,
+        )  # the next one starts when this one is finished (_on_runner_job_finished)
+
+    def _on_runner_job_finished(self, channel: str) -> None:
+        if channel == "page":
+            self._read_next_page()
+
+    def _on_view_locate_requested(self, partition_id: int, key: Any) -> None:
+        query = self._table.query if self._table is not None else None
+        if query is None:
+            return
+        model = self.view.query_model
+        column, descending = model.sort_state()
+        self.ctx.runner.submit(
+            "locate",
+            _iter_query_locate,
+            query,
+            column,
+            descending,
+            model.filter_text(),
+            partition_id,
+            key,
+            what="Finding the selected key among the rows",
+            on_result=lambda row: self.view.show_query_row(row) if row is not None else None,
+            on_error=self._on_query_errored,
+        )
+
+    def _on_query_errored(self, err: BaseException) -> None:
+        if isinstance(err, InterruptedError):
+            return  # the table was replaced meanwhile
+        if isinstance(err, StatelensError):
+            self.ctx.problems.add_problems([err], where="state browser")
+        self.view.set_loading(f"Cannot query these rows: {errors.short_message(err)}")
+
+    # -- export ------------------------------------------------------------------------------------------
+    def export_job(self, table: Any, source: Any, out: str, fmt: str) -> tuple[Any, ...] | None:
+        """The rows shown, typed as ``statelens rows`` writes them (filter and order kept)."""
+        from statelens.app.export import iter_export_query_table, iter_export_state_table
+
+        if table is not self.view.table or self._table is None:
+            return None
+        if self._table.query is not None:
+            column, descending = source.sort_state()
+            return (iter_export_query_table, self._table, out, fmt, column, descending, source.filter_text())
+        return (iter_export_state_table, self._table, out, fmt, source.visible_source_rows())
+
+    def spark_job(self, url: str) -> tuple[str, tuple[Any, ...]] | None:
+        """``(what, job)`` having Spark write the version shown (its partition, when one is shown) as
+        Parquet to ``url`` where Spark runs; None without a table."""
+        from statelens.app.export import iter_spark_parquet
+
+        table = self._table
+        if self.ctx.loaded is None or table is None:
+            return None
+        backends = self.ctx.backends
+        backend = backends.ensure_chooser().spark
+        backends.chooser.used.add("spark")
+        job = (
+            iter_spark_parquet,
+            backend,
+            table.operator_id,
+            table.store_name,
+            table.version,
+            url,
+            table.partition_id,
+        )
+        return f"Spark is writing version {table.version} to {url}", job
+
+
+def _backend_text(description: str) -> str:
+    """``the native decoder`` / ``Spark 4.x on local[*]`` after "read by"."""
+    return f"the {description}" if description == "native decoder" else description
+
+
+def _iter_row_order(
+    sort_keys: Any,
+    columns: Any,
+    n: int,
+    column: int,
+    descending: bool,
+    needle: str,
+    cancelled: Any = None,
+) -> Generator[Progress, None, Any]:
+    """:func:`viewers.tables.row_order` of a large table as a runner job (formats cells as needed)."""
+    yield Progress(0, 1, f"{'filtering' if needle else 'sorting'} {n:,} rows")
+    return row_order(sort_keys, columns, n, column, descending, needle, cancelled=cancelled)
+
+
+def _iter_query_order(
+    query: Any, column: int, descending: bool, needle: str
+) -> Generator[Progress, None, tuple[int, Any]]:
+    """Rows matching and the first page of a paged table's new order, as a runner job."""
+    yield Progress(0, 1, f"{'filtering' if needle else 'sorting'} {query.total_rows:,} rows")
+    return query.first_page(column, descending, needle, PAGE_ROWS)
+
+
+def _iter_query_page(
+    query: Any, column: int, descending: bool, needle: str, offset: int
+) -> Generator[Progress, None, Any]:
+    """The next page of a paged table, as a runner job."""
+    yield Progress(0, 1, f"reading rows from {offset + 1:,}")
+    return query.page(column, descending, needle, offset, PAGE_ROWS)
+
+
+def _iter_query_locate(
+    query: Any, column: int, descending: bool, needle: str, partition_id: int, key: Any
+) -> Generator[Progress, None, int | None]:
+    """Where a key stands in a paged table's order, as a runner job."""
+    yield Progress(0, 1, f"finding the key in partition {partition_id}")
+    return query.position_of(column, descending, needle, partition_id, key)

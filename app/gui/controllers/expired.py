@@ -1,0 +1,178 @@
+"""The expired keys tab: keys whose timeout or watermark passed but that are still in the state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statelens.app.explore import ExpiredOverview, arrange_expired, findings_table, iter_expired_overview
+from statelens.app.gui import errors
+from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.session import LoadedCheckpoint
+from statelens.readers.errors import StatelensError
+from statelens.viewers.expired import ExpiredView
+
+#: The runner channel of the expired keys' job (and the view's name: it waits for the view).
+CHANNEL = "expired"
+
+
+class ExpiredController(Controller):
+    """Looks for expired keys when the view is shown (or the app is idle, or the verdicts found them),
+    and opens the store with the most findings first."""
+
+    name = "expired"
+    title = "Expired keys"
+
+    def __init__(self, ctx: WindowContext) -> None:
+        super().__init__(ctx, ExpiredView(ctx.selection))
+        #: The analysis shown (None until it is done).
+        self.overview: ExpiredOverview | None = None
+        self.view.store_selected.connect(ctx.select_store)
+        self.view.version_selected.connect(ctx.select_version)
+        self.view.partition_selected.connect(ctx.select_partition)
+        self.view.finding_selected.connect(self._on_view_finding_selected)
+        # Tables built from the analysis are rebuilt in the new zone (no re-analysis).
+        ctx.time_zone.connect(self._on_time_zone_changed)
+
+    def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
+        self.overview = None
+        self.view.clear()
+        self.view.set_stores(self.ctx.all_store_items(), self.ctx.store_groups(), self.ctx.store_tips())
+
+    def start(self, loaded: LoadedCheckpoint) -> None:
+        ckpt = loaded.checkpoint
+        if not ckpt.operators:
+            self.updated.emit()
+            return
+        for op in ckpt.operators:
+            for s in op.stores:
+                self.view.set_store_status(op.operator_id, s.store_name, "Looking for expired keys…")
+        self.ctx.deferred.when_shown(
+            CHANNEL,
+            lambda: self.ctx.runner.submit(
+                CHANNEL,
+                iter_expired_overview,
+                ckpt,
+                what="Looking for expired keys",
+                on_result=self._on_expired_finished,
+                on_error=self._on_expired_errored,
+            ),
+        )
+
+    def adopt(self, summary: Any) -> None:
+        """Show the verdicts' expired run when this view's own has not started (no second read)."""
+        if self.ctx.loaded is None or summary.expired is None or summary.version_counts is None:
+            return
+        if self.ctx.deferred.take(CHANNEL):
+            self._on_expired_finished(
+                arrange_expired(self.ctx.loaded.checkpoint, summary.expired, summary.version_counts)
+            )
+
+    def findings(self) -> list[Any]:
+        """The findings the view lists (latest version of each partition), every store: the analysis'
+        capped examples (exact counts are in each store's ``total_findings``)."""
+        return list(self.overview.result.examples) if self.overview is not None else []
+
+    def show_store(self, operator_id: int, store_name: str) -> None:
+        self.view.show_store(operator_id, store_name)
+
+    def main_table(self) -> Any:
+        return self.view.table
+
+    def main_plot(self) -> Any:
+        return self.view.graphics
+
+    def export_job(self, table: Any, source: Any, out: str, fmt: str) -> tuple[Any, ...] | None:
+        """The findings shown, as JSON documents (the CLI's ``expired --json`` rows)."""
+        from statelens.app.export import iter_export_documents
+
+        if table is not self.view.table or self.overview is None:
+            return None
+        shown = self.view.shown_store()
+        st = self.overview.store(*shown) if shown is not None else None
+        findings = st.examples if st is not None else []
+        rows = source.visible_source_rows()
+        return (iter_export_documents, (findings[i].to_json() for i in rows), out, fmt)  # built in the worker
+
+    def _on_expired_finished(self, overview: ExpiredOverview) -> None:
+        self.overview = overview
+        ctx = self.ctx
+        ctx.problems.add_problems(overview.problems, where="expired keys")
+        if ctx.loaded is not None:
+            # Stores with findings first (then the biggest), and the view opens on the one with the
+            # most, unless a store was picked.
+            items = ctx.all_store_items()
+            order = overview.store_order(ctx.loaded.store_sizes(), ctx.store_groups())
+            rank = {key: i for i, key in enumerate(order)}
+            items.sort(key=lambda item: rank.get((item[0], item[1]), len(rank)))
+            self.view.set_stores(items, ctx.store_groups(), ctx.store_tips())
+            chosen = (ctx.selection.operator_id, ctx.selection.store_name)
+            if ctx.store_chosen and chosen in rank:
+                self.view.show_store(*chosen)
+        self._show_tables(overview)
+        for st in overview.stores:
+            self.view.set_store_status(st.operator_id, st.store_name, st.describe())
+        self.updated.emit()
+
+    def _show_tables(self, overview: ExpiredOverview) -> None:
+        zone = self.ctx.time_zone
+        for st in overview.stores:
+            examples = st.examples  # the most overdue keys; st.total_findings counts them all
+            times = [
+                ms for f in examples for ms in (f.timeout_ms, f.threshold_ms) if ms is not None and ms >= 0
+            ]
+            headers, columns, sort_keys = findings_table(
+                examples, zone.format_ms, zone.label(min(times) / 1000 if times else None)
+            )
+            refs = [(f.partition, f.version, f.key) for f in examples]
+            self.view.set_expiry(
+                st.operator_id,
+                st.store_name,
+                st.versions,
+                st.counts,
+                st.partitions,
+                st.partition_counts,
+                headers,
+                columns,
+                sort_keys,
+                refs,
+                total=st.total_findings,
+                checked=st.summary.check != "skipped",
+                unreadable=st.unreadable,
+            )
+
+    def _on_time_zone_changed(self, _utc: bool) -> None:
+        if self.overview is not None:
+            self._show_tables(self.overview)
+            self.updated.emit()
+
+    def _on_expired_errored(self, err: BaseException) -> None:
+        if self.ctx.loaded is not None:
+            for op in self.ctx.loaded.checkpoint.operators:
+                for s in op.stores:
+                    self.view.set_store_status(
+                        op.operator_id,
+                        s.store_name,
+                        f"Could not look for expired keys: {errors.short_message(err)}",
+                    )
+        self.updated.emit()
+        if isinstance(err, StatelensError):
+            self.ctx.problems.add_problems([err], where="expired keys")
+        else:
+            errors.show_error(err, title="Looking for expired keys failed")
+
+    def _on_view_finding_selected(self, partition_id: int, version: int, key: Any) -> None:
+        shown = self.view.shown_store()
+        if shown is None:
+            return
+        op, store = shown
+        change: dict[str, Any] = {"key": key, "key_partition_id": partition_id}
+        if self.ctx.store_exists(op, store):
+            change.update(
+                operator_id=op,
+                store_name=store,
+                partition_id=partition_id,
+                version=version,
+                batch_id=version - 1 if version > 0 else None,
+            )
+        changed = self.ctx.selection.update(**change)
+        self.ctx.key_history_requested.emit(set(changed))

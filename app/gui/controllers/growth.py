@@ -1,0 +1,190 @@
+"""The state growth tab: rows and bytes per version and partition, and the heaviest keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Signal
+
+from statelens.app.analysis.growth import iter_growth
+from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
+from statelens.app.gui import errors
+from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.session import LoadedCheckpoint, growth_arrays
+from statelens.readers.errors import StatelensError
+from statelens.viewers.growth import StateGrowthView
+
+#: The runner channel of the growth job (and the view's name: it waits for the view).
+CHANNEL = "growth"
+#: The runner channel of weighing one store's keys.
+HEAVY_CHANNEL = "heavy"
+
+
+class GrowthController(Controller):
+    """Measures state growth when the view is shown (or the app is idle), then weighs the selected
+    store's heaviest keys.
+
+    Parameters
+    ----------
+    ctx : WindowContext
+    top_keys : int
+        Heaviest keys listed for the selected store.
+
+    Signals
+    -------
+    store_updated(int operator_id, str store_name)
+        A store's growth is shown.
+    """
+
+    name = "growth"
+    title = "State growth"
+
+    store_updated = Signal(int, str)
+
+    def __init__(self, ctx: WindowContext, top_keys: int) -> None:
+        super().__init__(ctx, StateGrowthView(ctx.selection))
+        self.top_keys = top_keys
+        #: Whether growth was measured for the checkpoint shown (its keys are weighed after).
+        self.done = False
+        self._weighed: set[tuple[int, str]] = set()  # stores whose heaviest keys were asked for
+        self.view.store_selected.connect(ctx.select_store)
+        self.view.partition_selected.connect(ctx.select_partition)
+
+    def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
+        self.done = False
+        self._weighed = set()
+        self.view.clear()
+        self.view.set_stores(
+            [self.ctx.store_item(op, s) for op, s in self.ctx.stores],
+            self.ctx.store_groups(),
+            self.ctx.store_tips(),
+        )
+
+    def start(self, loaded: LoadedCheckpoint) -> None:
+        if not self.ctx.stores:
+            return
+        for op, s in self.ctx.stores:
+            self.view.set_store_status(op.operator_id, s.store_name, "computing…")
+        self.ctx.deferred.when_shown(
+            CHANNEL,
+            lambda: self.ctx.runner.submit(
+                CHANNEL,
+                iter_growth,
+                loaded.checkpoint,
+                top_keys=self.top_keys,  # weighed on growth's own walk: no second read
+                what="Measuring state growth",
+                on_result=self._on_growth_finished,
+                on_error=self._on_growth_errored,
+            ),
+        )
+
+    def adopt(self, summary: Any) -> None:
+        """Show the verdicts' growth run when this view's own has not started (no second read)."""
+        if summary.growth is not None and self.ctx.deferred.take(CHANNEL):
+            self._on_growth_finished(summary.growth)
+
+    def show_store(self, operator_id: int, store_name: str) -> None:
+        self.view.show_store(operator_id, store_name)
+
+    def main_plot(self) -> Any:
+        return self.view.graphics
+
+    def on_selection_changed(self, changes: dict[str, Any]) -> None:
+        if {"operator_id", "store_name"} & set(changes):
+            self._request_top_keys()
+
+    def _on_growth_finished(self, result: Any) -> None:
+        self.ctx.problems.add_problems(result.problems, where="state growth")
+        for store in result.stores:
+            if store.skipped:
+                self.view.set_store_status(store.operator_id, store.store_name, store.skipped)
+                continue
+            pids, versions, metrics = growth_arrays(store)
+            self.view.set_growth(store.operator_id, store.store_name, pids, versions, metrics)
+            bad = [
+                p
+                for p in result.problems
+                if p.context.get("operator_id") == store.operator_id
+                and p.context.get("store_name") == store.store_name
+            ]
+            notes = (
+                [f"{len(bad)} file(s) could not be read; their versions are gaps. See Problems."]
+                if bad
+                else []
+            )
+            role = self.ctx.roles.get((store.operator_id, store.store_name))
+            if role is not None and role.column_family_of:
+                notes.append(
+                    f"A column family of RocksDB store {role.column_family_of!r}: rows and key + value bytes "
+                    "are this family's; bytes written count the whole store's files (shared by its families)."
+                )
+            if role is not None and role.text.startswith("ListState"):
+                notes.append("List state: one row per list element.")
+            self.view.set_store_status(store.operator_id, store.store_name, " ".join(notes))
+            self.store_updated.emit(store.operator_id, store.store_name)
+
+        weighed = [s.top_keys for s in result.stores if s.top_keys is not None]
+        self._weighed.update((t.operator_id, t.store_name) for t in weighed)
+        self._show_top_keys(weighed)
+        self.done = True
+        self._request_top_keys()
+
+    def _on_growth_errored(self, err: BaseException) -> None:
+        if isinstance(err, StatelensError):
+            self.ctx.problems.add_problems([err], where="state growth")
+        else:
+            errors.show_error(err, title="Measuring state growth failed")
+
+    # -- heaviest keys ---------------------------------------------------------------------------------
+    def _request_top_keys(self) -> None:
+        """Weigh the selected store's keys (once per store and checkpoint), after growth: heaviest keys
+        are read in the background for the growth view, never delaying its plots."""
+        ctx = self.ctx
+        key = (ctx.selection.operator_id, ctx.selection.store_name)
+        if (
+            ctx.loaded is None
+            or not self.done
+            or key[0] is None
+            or key in self._weighed
+            or not ctx.store_exists(*key)
+        ):
+            return
+        self._weighed.add(key)  # type: ignore[arg-type]
+        ctx.runner.submit(
+            HEAVY_CHANNEL,
+            iter_top_keys,
+            ctx.loaded.checkpoint,
+            self.top_keys,
+            only=key,
+            what="Weighing the heaviest keys",
+            on_result=self._on_top_keys_finished,
+            on_error=lambda err, k=key: self._on_top_keys_errored(k, err),
+        )
+
+    def _on_top_keys_finished(self, result: Any) -> None:
+        stores, problems = result
+        self.ctx.problems.add_problems(problems, where="heaviest keys")
+        self._show_top_keys(stores)
+
+    def _show_top_keys(self, stores: list[StoreTopKeys]) -> None:
+        for s in stores:
+            rows = [(h.partition_id, h.key_text, h.bytes, h.elements) for h in s.overall]
+            self.view.set_top_keys(
+                s.operator_id,
+                s.store_name,
+                s.version,
+                s.keys,
+                rows,
+                s.grouping,
+                note=f"not weighed ({s.skipped})" if s.skipped else "",
+            )
+
+    def _on_top_keys_errored(self, key: tuple[Any, Any], err: BaseException) -> None:
+        self._weighed.discard(key)
+        self.view.set_top_keys(
+            key[0], key[1], None, 0, [], note=f"could not be weighed: {errors.short_message(err)}"
+        )
+        if isinstance(err, StatelensError):
+            self.ctx.problems.add_problems([err], where="heaviest keys")
+        else:
+            errors.show_error(err, title="Weighing the heaviest keys failed")

@@ -1,0 +1,157 @@
+"""The overview tab: the checkpoint's facts at once, then the verdicts.
+
+When a checkpoint is shown the overview lists its batches, operators and load problems, and
+:func:`app.analysis.summary.iter_summary` runs in the background; its verdicts, health checks and
+problems go to :class:`viewers.overview.OverviewView`. A verdict's link asks the window to open the view
+that proves it, where it points (``MainWindow.open_at``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Signal
+
+from statelens.app.analysis.expired import DEFAULT_MAX_EXAMPLES
+from statelens.app.analysis.summary import UNREADABLE_CHECKS, Summary, iter_summary
+from statelens.app.gui import errors
+from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.session import LoadedCheckpoint, describe_state
+from statelens.readers.errors import StatelensError
+from statelens.viewers.overview import OverviewView
+
+#: The runner channel of the verdicts' job.
+CHANNEL = "summary"
+PENDING = (
+    "Checking the checkpoint: health checks (every state file is read), expired keys, state growth, "
+    "watermark…"
+)
+
+
+def verdict_rows(summary: Summary) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """``(severity, text, view, target)`` per verdict, for :meth:`OverviewView.set_verdicts`."""
+    rows = []
+    for v in summary.verdicts:
+        target: dict[str, Any] = {"check": v.check}
+        if v.operator_id is not None and v.store_name is not None:
+            target.update(operator_id=v.operator_id, store_name=v.store_name)
+        if v.batch_id is not None:
+            target["batch_id"] = v.batch_id
+        if v.partition is not None:
+            target["partition_id"] = v.partition
+        rows.append((v.severity, v.text, v.view, target))
+    return rows
+
+
+class OverviewController(Controller):
+    """Fills the overview and runs the verdicts' job.
+
+    Parameters
+    ----------
+    ctx : WindowContext
+    top_keys : int
+        Heaviest keys weighed on the verdicts' growth walk (the growth view shows them).
+
+    Signals
+    -------
+    summary_finished(object summary)
+        The verdicts' :class:`~app.analysis.summary.Summary` (its growth and expired runs can fill
+        those views without a second read).
+    open_requested(str view, object target)
+        A verdict's link: show ``view`` at ``target`` (``MainWindow.open_at`` keywords).
+    """
+
+    name = "overview"
+    title = "Overview"
+
+    summary_finished = Signal(object)
+    open_requested = Signal(str, object)
+
+    def __init__(self, ctx: WindowContext, top_keys: int) -> None:
+        super().__init__(ctx, OverviewView(ctx.selection, ctx.time_zone))
+        self.top_keys = top_keys
+        self.summary: Summary | None = None
+        self.view.batch_selected.connect(ctx.select_batch)
+        self.view.store_selected.connect(ctx.select_store)
+        self.view.view_requested.connect(self._on_view_view_requested)
+
+    def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
+        ckpt = loaded.checkpoint
+        self.view.set_checkpoint(
+            loaded.location,
+            ckpt.query_id,
+            ckpt.batches,
+            ckpt.operators,
+            ckpt.report.problems,
+            roles=self.ctx.roles,
+            descriptions=describe_state(ckpt),
+        )
+        self.check(ckpt)
+
+    def check(self, ckpt: Any) -> None:
+        """Check ``ckpt`` (the checkpoint shown) in the background, with the event logs added."""
+        self.summary = None
+        self.view.set_verdicts_pending(PENDING)
+        self.ctx.runner.submit(
+            CHANNEL,
+            iter_summary,
+            ckpt,
+            event_logs=list(self.ctx.event_logs) or None,
+            storage_options=self.ctx.storage_options or None,
+            # The growth and expired views show the same runs (no second read): summary_finished.
+            max_examples=DEFAULT_MAX_EXAMPLES,
+            top_keys=self.top_keys,
+            what="Checking the checkpoint for the verdicts",
+            on_result=self._on_summary_finished,
+            on_error=self._on_summary_errored,
+        )
+
+    def cancel(self) -> None:
+        if self.ctx.runner.current(CHANNEL) is not None:
+            self.view.set_verdicts_pending("The checks were cancelled: reload (F5) to run them again.")
+
+    def main_table(self) -> Any:
+        return self.view.batch_table
+
+    def _on_summary_finished(self, summary: Summary | None) -> None:
+        if summary is None:  # stopped before its end (Cancel)
+            return
+        self.summary = summary
+        self.view.set_verdicts(verdict_rows(summary))
+        doctor = summary.doctor
+        findings = [(f.severity, f.check, f.message, f.files) for f in doctor.findings] if doctor else []
+        # Files the analyses could not read, and the state files doctor could not decode.
+        unreadable: list[BaseException] = list(summary.problems)
+        if doctor is not None:
+            seen = {getattr(p, "path", None) for p in unreadable}
+            for f in doctor.findings:
+                if f.check in UNREADABLE_CHECKS and f.files and f.files[0] not in seen:
+                    seen.add(f.files[0])
+                    unreadable.append(StatelensError(f.message, path=f.files[0]))
+        self.view.set_health(findings, unreadable)
+        self.ctx.problems.add_problems(summary.problems, where="verdicts")
+        self.updated.emit()
+        self.summary_finished.emit(summary)
+
+    def _on_summary_errored(self, err: BaseException) -> None:
+        self.view.set_verdicts_pending(f"The verdicts could not be computed: {errors.short_message(err)}")
+        if isinstance(err, StatelensError):
+            self.ctx.problems.add_problems([err], where="verdicts")
+        else:
+            errors.show_error(err, title="Checking the checkpoint failed")
+        self.updated.emit()
+
+    def _on_view_view_requested(self, view: str, target: dict[str, Any]) -> None:
+        if view == "overview":
+            check = target.get("check")
+            self.view.show_details("problems" if check == "unreadable" else "health")
+            return
+        self.open_requested.emit(
+            view,
+            {
+                "operator_id": target.get("operator_id"),
+                "store_name": target.get("store_name"),
+                "batch_id": target.get("batch_id"),
+                "partition_id": target.get("partition_id"),
+            },
+        )
