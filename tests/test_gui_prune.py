@@ -70,3 +70,31 @@ def test_a_refusal_is_shown_in_words(qtbot: Any, checkpoint: Any) -> None:
     assert dialog.plan is None and not dialog.apply_button.isEnabled()
     dialog.close()
     runner.shutdown()
+
+
+def test_the_expired_view_opens_the_dialog_on_its_store(qtbot: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """In the app: the expired view's button opens the dialog on the store shown; the copy is written."""
+    from tests._gui import open_window
+
+    monkeypatch.setenv("STATELENS_RAISE", "1")
+    gen = open_window(qtbot, tmp_path)
+    win = next(gen)
+    try:
+        with qtbot.waitSignal(win.overview_controller.updated, timeout=TIMEOUT_MS):
+            win.open_checkpoint(str(sample_checkpoint_path()))
+        win.tabs.setCurrentWidget(win.expired)
+        qtbot.waitUntil(lambda: win.expired.has_expiry(0, "default"), timeout=TIMEOUT_MS)
+        assert win.expired.prune_button.isEnabled()
+        win.expired.prune_button.click()
+        dialog = win.expired_controller.prune_dialog
+        assert dialog is not None and dialog.isVisible()
+        qtbot.waitUntil(lambda: dialog.plan is not None, timeout=TIMEOUT_MS)
+        assert dialog.plan.removed_rows == 6
+        dialog.target_edit.setText(str(tmp_path / "pruned"))
+        dialog.apply_button.click()
+        qtbot.waitUntil(lambda: dialog.plan.proof is not None, timeout=TIMEOUT_MS)
+        assert dialog.plan.proof.ok
+        dialog.close()
+    finally:
+        for _ in gen:
+            pass

@@ -30,6 +30,9 @@ class ExpiredController(Controller):
         self.view.version_selected.connect(ctx.select_version)
         self.view.partition_selected.connect(ctx.select_partition)
         self.view.finding_selected.connect(self._on_view_finding_selected)
+        self.view.prune_requested.connect(self.open_prune_dialog)
+        #: The prune dialog last opened (kept for tests and to keep it alive while shown).
+        self.prune_dialog: Any = None
         # Tables built from the analysis are rebuilt in the new zone (no re-analysis).
         ctx.time_zone.connect(self._on_time_zone_changed)
 
@@ -74,6 +77,19 @@ class ExpiredController(Controller):
 
     def show_store(self, operator_id: int, store_name: str) -> None:
         self.view.show_store(operator_id, store_name)
+
+    def open_prune_dialog(self, operator_id: int, store_name: str) -> None:
+        """ "Prune these keys into a copy...": the zombies of one store, dry run first (a dialog)."""
+        from statelens.app.gui.prune_dialog import PruneDialog
+        from statelens.app.prune import Selection
+
+        if self.ctx.loaded is None:
+            return
+        selection = Selection(zombies=True, operator_id=operator_id, store_name=store_name)
+        self.prune_dialog = PruneDialog(
+            self.ctx.loaded.checkpoint, selection, self.ctx.runner, self.view.window()
+        )
+        self.prune_dialog.show()
 
     def main_table(self) -> Any:
         return self.view.table
