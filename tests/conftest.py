@@ -36,6 +36,9 @@ if "STATELENS_CACHE_DIR" not in os.environ:
 # Files read from S3 are not mirrored locally unless a test asks for it: a test counting requests must
 # not find the files an earlier test read (tests of the mirror set STATELENS_MIRROR=1 and their own folder).
 os.environ.setdefault("STATELENS_MIRROR", "0")
+# Spark's Python workers (pandas UDFs, applyInPandasWithState) run the test run's interpreter, whatever
+# `python3` is first on PATH: its pandas and pyarrow are the ones the tests installed.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:

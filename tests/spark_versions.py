@@ -104,6 +104,7 @@ def versioned_checkpoint(version: str, name: str) -> Path:
     python = writer_python(version)
     env = {**os.environ, "TZ": "UTC", "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(REPO)}
     env.pop("SPARK_HOME", None)
+    env.pop("PYSPARK_PYTHON", None)  # the writer's workers run its own venv's python, not the test run's
     proc = subprocess.run(
         [str(python), "-m", "tests.spark_checkpoints", name, "--out", str(out)],
         cwd=REPO,
