@@ -177,9 +177,9 @@ class StateScan:
     def iter_records(self) -> Iterator[StateRow | StateChange]:
         """Decoded rows (:class:`readers.model.StateRow`) or changes (:class:`readers.model.StateChange`)
         as Python values, in partition order, with the same error policy as :meth:`iter_tables`. A
-        backend that does not read files (Spark) answers every partition in one job: its error is
-        raised."""
-        if not self.backend.reads_files and self.partitions is None:
+        backend whose every read is a job over the store (``capabilities.partition_reads`` False: Spark)
+        answers every partition in one job: its error is raised."""
+        if not self.backend.capabilities.partition_reads and self.partitions is None:
             yield from self._records(None)
             return
         for records in self._per_partition(lambda pid: list(self._records(pid))):

@@ -305,7 +305,9 @@ def test_consumers_reach_state_only_through_a_backend() -> None:
                     calls.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
     assert calls == [], calls
     members = [n for n in vars(StateBackend) if not n.startswith("_")] + list(StateBackend.__annotations__)
-    assert {"read_arrow", "read_changes_arrow", "iter_stats", "reads_files", "cancel"} <= set(members)
+    assert {"read_arrow", "read_changes_arrow", "iter_stats", "capabilities", "store", "cancel"} <= set(
+        members
+    )
     for cls in (NativeBackend, SparkBackend):
         missing = [m for m in members if not hasattr(cls, m)]
         assert missing == [], (cls.__name__, missing)
