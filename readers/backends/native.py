@@ -74,16 +74,18 @@ class NativeBackend:
     def latest_version(
         self, operator_id: int, store_name: str | None = None, partition_id: int | None = None
     ) -> int:
-        """Newest readable version (of one partition, or of any); for a transformWithState operator (read
-        per state variable), the newest version of any of its stores."""
+        """Newest readable version (of one partition, or of any); with neither store nor partition, of an
+        operator with several stores (a join, transformWithState variables), its stores' newest."""
+        stores = self.ckpt.operator(operator_id).stores
+        whole_operator = store_name is None and partition_id is None
+        if whole_operator and len(stores) > 1:
+            return max((max(s.versions, default=0) for s in stores), default=0)
         try:
             reader = self.ckpt.store_reader(operator_id, store_name)
         except BackendUnavailableError:
-            if store_name is not None or partition_id is not None:
+            if not whole_operator:
                 raise
-            return max(
-                (max(s.versions, default=0) for s in self.ckpt.operator(operator_id).stores), default=0
-            )
+            return max((max(s.versions, default=0) for s in stores), default=0)
         versions = reader.versions(partition_id)
         return versions[-1] if versions else 0
 
