@@ -306,7 +306,7 @@ class ExpiredResult:
 
 # -- timeout kind --------------------------------------------------------------------------------------
 def infer_timeout_kind(
-    reader: Any,
+    source: FileSource | RowSource,
     clock: BatchClock,
     read_timeout: Callable[[Any], int | None],
     problems: list[StatelensError],
@@ -323,7 +323,7 @@ def infer_timeout_kind(
 
     Parameters
     ----------
-    reader : FileSource or RowSource
+    source : FileSource or RowSource
         The operator's store, as :func:`state_source` gives it.
     clock : BatchClock
         Batch timestamps and watermarks.
@@ -338,7 +338,6 @@ def infer_timeout_kind(
     -------
     TimeoutKindEvidence
     """
-    source = reader
     samples: list[tuple[int, int | None, int]] = []  # (timeout, batch timestamp, batch watermark)
     prev_by_pid: dict[int, dict[Any, int]] = {}
     walk = source.walk(problems, need_state=False)
