@@ -133,6 +133,11 @@ class BackendUnavailableError(StatelensError):
     """An optional backend or library is missing (Java, PySpark, rocksdict...)."""
 
 
+class FilesUnavailableError(BackendUnavailableError):
+    """The backend reads decoded rows through another engine (Spark): the checkpoint's files and the raw
+    bytes of keys and values are not available through it (read them with the native backend)."""
+
+
 class SparkReadError(StatelensError):
     """Spark's own state data source refused or failed to read (its message is kept)."""
 

@@ -23,12 +23,15 @@ from statelens.readers.errors import BackendUnavailableError, StatelensError, Us
 from statelens.readers.store_base import diff_raw
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pyarrow as pa
 
     from statelens.readers.backends.base import StateBackend
+    from statelens.readers.cache import StateCache
     from statelens.readers.model import StateChange, StateRow
 
-__all__ = ["ScanKind", "StateScan", "Unreadable", "walk_partition"]
+__all__ = ["ScanKind", "ScanPart", "StateScan", "Unreadable", "walk_partition"]
 
 ScanKind = Literal["rows", "changes"]
 T = TypeVar("T")
@@ -45,6 +48,28 @@ class Unreadable:
     def __str__(self) -> str:
         at = f" version {self.version}" if self.version is not None else ""
         return f"partition {self.partition_id}{at}: {self.error}"
+
+
+@dataclass(frozen=True)
+class ScanPart:
+    """What a scan read of one partition (:meth:`StateScan.iter_parts`).
+
+    Attributes
+    ----------
+    partition_id : int
+    version : int
+        Rows: the version read; changes: the last version of the feed read.
+    tables : list of pyarrow.Table
+        Rows: one table (``partition, key, value``); changes: one per version (``version, partition,
+        change, key, value, derived``). Empty when ``cache_file`` holds the rows.
+    cache_file : pathlib.Path, optional
+        With ``in_place``: the cache's Parquet file that holds this partition's rows, read where it is.
+    """
+
+    partition_id: int
+    version: int
+    tables: list[pa.Table]
+    cache_file: Path | None = None
 
 
 @dataclass
@@ -72,6 +97,8 @@ class StateScan:
     raw : bool
         Rows only: add the stored ``key_bytes`` and ``value_bytes`` (binary) of every row, for rewriting
         state and proving a rewrite byte for byte (native backend; plain UnsafeRow stores).
+    cache : readers.cache.StateCache, optional
+        Rows only: where decoded versions are kept and found again (backends that keep no cache ignore it).
     cancelled : callable, optional
         Polled between partitions.
 
@@ -93,6 +120,7 @@ class StateScan:
     partitions: Sequence[int] | None = None
     strict: bool = False
     raw: bool = False
+    cache: StateCache | None = None
     cancelled: Callable[[], bool] | None = None
     problems: list[StatelensError] = field(default_factory=list, init=False)
     unreadable: list[Unreadable] = field(default_factory=list, init=False)
@@ -131,14 +159,17 @@ class StateScan:
             return (first if first is not None else 1), (last if last is not None else latest)
         return latest, latest
 
-    def _read(self, pid: int) -> list[pa.Table]:
+    def _read(self, pid: int, in_place: bool = False) -> ScanPart:
         b, op, store = self.backend, self.operator_id, self.store_name
         start, end = self._versions(pid)
         if self.kind == "changes":
-            return b.read_changes_arrow(op, store, start, end, pid, unique_names=True)
+            return ScanPart(pid, end, b.read_changes_arrow(op, store, start, end, pid, unique_names=True))
         if self.raw:
-            return [b.read_arrow(op, store, end, pid, unique_names=True, raw=True)]
-        return [b.read_arrow(op, store, end, pid, unique_names=True)]
+            return ScanPart(pid, end, [b.read_arrow(op, store, end, pid, unique_names=True, raw=True)])
+        if in_place and self.cache is not None:
+            path, table = b.arrow_entry(op, store, end, pid, self.cache, unique_names=True)
+            return ScanPart(pid, end, [], path) if path is not None else ScanPart(pid, end, [table])
+        return ScanPart(pid, end, [b.read_arrow(op, store, end, pid, unique_names=True, cache=self.cache)])
 
     def _per_partition(self, read: Callable[[int], T]) -> Iterator[T]:
         """``read(pid)`` of each partition in order, with the scan's error policy: a partition whose
@@ -159,13 +190,29 @@ class StateScan:
                 continue
             yield got
 
+    def iter_parts(self, *, in_place: bool = False) -> Iterator[ScanPart]:
+        """What was read of each partition, in partition order, with the scan's error policy
+        (:meth:`_per_partition`): the version read and its Arrow tables.
+
+        Parameters
+        ----------
+        in_place : bool
+            Rows with a ``cache``: a partition the cache holds (or can hold) as a file comes as that file
+            (:attr:`ScanPart.cache_file`, to be read where it is, e.g. by DuckDB; pin it meanwhile), not
+            as a table.
+        """
+        if in_place and self.kind != "rows":
+            raise UsageError("in_place reads rows, not changes")
+        for part in self._per_partition(lambda pid: self._read(pid, in_place)):
+            if part.tables and self._empty is None:
+                self._empty = part.tables[0].slice(0, 0)  # the columns, for an answer without rows
+            yield part
+
     def iter_tables(self) -> Iterator[pa.Table]:
         """Arrow tables, one per partition (rows) or per partition and version (changes), in partition
         order, with the scan's error policy (:meth:`_per_partition`)."""
-        for tables in self._per_partition(self._read):
-            if tables and self._empty is None:
-                self._empty = tables[0].slice(0, 0)  # the columns, for an answer without rows
-            yield from (t for t in tables if t.num_rows)
+        for part in self.iter_parts():
+            yield from (t for t in part.tables if t.num_rows)
 
     def _records(self, pid: int | None) -> Iterator[StateRow | StateChange]:
         b, op, store = self.backend, self.operator_id, self.store_name
@@ -177,9 +224,9 @@ class StateScan:
     def iter_records(self) -> Iterator[StateRow | StateChange]:
         """Decoded rows (:class:`readers.model.StateRow`) or changes (:class:`readers.model.StateChange`)
         as Python values, in partition order, with the same error policy as :meth:`iter_tables`. A
-        backend that does not read files (Spark) answers every partition in one job: its error is
-        raised."""
-        if not self.backend.reads_files and self.partitions is None:
+        backend whose every read is a job over the store (``capabilities.partition_reads`` False: Spark)
+        answers every partition in one job: its error is raised."""
+        if not self.backend.capabilities.partition_reads and self.partitions is None:
             yield from self._records(None)
             return
         for records in self._per_partition(lambda pid: list(self._records(pid))):

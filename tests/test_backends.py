@@ -305,7 +305,35 @@ def test_consumers_reach_state_only_through_a_backend() -> None:
                     calls.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
     assert calls == [], calls
     members = [n for n in vars(StateBackend) if not n.startswith("_")] + list(StateBackend.__annotations__)
-    assert {"read_arrow", "read_changes_arrow", "iter_stats", "reads_files", "cancel"} <= set(members)
+    assert {"read_arrow", "read_changes_arrow", "iter_stats", "capabilities", "store", "cancel"} <= set(
+        members
+    )
     for cls in (NativeBackend, SparkBackend):
         missing = [m for m in members if not hasattr(cls, m)]
         assert missing == [], (cls.__name__, missing)
+
+
+@pytest.mark.spark
+def test_capabilities_say_what_each_backend_answers_and_the_rest_raises(checkpoint: Any, spark: Any) -> None:
+    """What only files answer raises FilesUnavailableError on Spark (with the way out in the message); the
+    queries run where an engine runs raise BackendUnavailableError on native; capabilities say so first,
+    and a transformWithState operator has a latest version on both (its stores' newest)."""
+    from statelens.readers.errors import FilesUnavailableError
+
+    ckpt = open_checkpoint(str(checkpoint("agg_count") / "checkpoint"))
+    native, sparkb = NativeBackend(ckpt), SparkBackend(ckpt, spark=spark)
+    assert native.capabilities.partition_reads and not native.capabilities.engine_queries
+    assert sparkb.capabilities.engine_queries and not sparkb.capabilities.partition_reads
+    assert native.store(0).partition_ids() == sparkb.partition_ids(0)
+    for call in (lambda: sparkb.store(0), lambda: sparkb.column_families(0)):
+        with pytest.raises(FilesUnavailableError, match="native backend"):
+            call()
+    with pytest.raises(BackendUnavailableError, match="backend='spark'"):
+        native.stream_state_query(0, None, 1, "SELECT 1", ["x"], "a query")
+    latest = native.latest_version(0)
+    path, table = sparkb.arrow_entry(0, None, latest, 0, cache=None)  # type: ignore[arg-type]
+    assert path is None and table.equals(sparkb.read_arrow(0, None, latest, 0))
+
+    tws = open_checkpoint(str(checkpoint("rocks_tws") / "checkpoint"))
+    newest = max(max(s.versions) for s in tws.operators[0].stores)
+    assert NativeBackend(tws).latest_version(0) == newest > 1

@@ -1,6 +1,7 @@
 """One answer: on real checkpoints and on damaged copies of them (a delta, changelog or snapshot zip cut
-short or with a flipped byte), ``rows``, ``rows --changes``, ``growth``, ``sql``, ``expired``, ``doctor``
-and the Python API agree on the rows of every partition at the latest version, on which partitions
+short or with a flipped byte), ``rows``, ``rows --changes``, ``growth``, ``sql`` (``state`` and
+``changes``), ``expired``, ``doctor`` and the Python API agree on the rows of every partition at the
+latest version (and ``sql``'s ``changes`` with ``rows --changes``), on which partitions
 cannot be read, and on the exit code; every command that met the damaged file names it and exits 1, and
 no partition it made unreadable is answered as 0 rows or left out silently.
 """
@@ -81,6 +82,10 @@ def _answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     code, out, err = _run(capsys, "sql", c, q, "--operator", "0", "--json")
     got["sql"] = (code, Counter({r["partition_id"]: r["n"] for r in json.loads(out)}), err)
 
+    q = "SELECT partition_id, count(*) AS n FROM changes GROUP BY ALL"
+    code, out, err = _run(capsys, "sql", c, q, "--operator", "0", "--json")
+    got["sql changes"] = (code, Counter({r["partition_id"]: r["n"] for r in json.loads(out)}), err)
+
     code, _, err = _run(capsys, "expired", c)
     got["expired"] = (code, None, err)
     code, _, err = _run(capsys, "doctor", c)
@@ -112,6 +117,11 @@ def test_every_command_gives_the_same_answer(
     api_rows, api_unreadable, api_problems = got["api"]
     # The rows of every partition at its latest version: the same in every reader of state.
     assert rows == sql == api_rows, (rows, sql, api_rows)
+    # The change feed: the same records per partition, the same exit code, the same file named.
+    changes_code, changes, changes_err = got["changes"]
+    sql_changes_code, sql_changes, sql_changes_err = got["sql changes"]
+    assert (sql_changes_code, sql_changes) == (changes_code, changes)
+    assert sum(changes.values()) > 0
     assert sum(rows.values()) > 0
     growth_latest = {p: n for p, (_, n) in latest.items() if p in rows}
     assert growth_latest == dict(rows)
@@ -128,7 +138,7 @@ def test_every_command_gives_the_same_answer(
         # that replays changelogs (growth) still meets the damaged one, says so and exits 1.
         assert (rows_code, sql_code, rows) == (0, 0, intact["rows"][1]) and not api_unreadable
         assert growth_code == 1 and bad in growth_err and latest == intact["growth"][1]
-        assert got["changes"][0] == 1 and bad in got["changes"][2]
+        assert got["changes"][0] == 1 and bad in got["changes"][2] and bad in sql_changes_err
         return
     # Partition 0 cannot be read at its latest version, by every reader, and says which file.
     assert 0 not in rows and api_unreadable == {0}
@@ -140,9 +150,8 @@ def test_every_command_gives_the_same_answer(
     intact_latest = intact["growth"][1]
     assert latest.get(0, (0, 0))[0] < intact_latest[0][0]
     # The change feed needs deltas and changelogs (not zips): it meets a damaged one and says so.
-    changes_code, changes, changes_err = got["changes"]
     if bad.endswith((".delta", ".changelog")) or scenario == "rocks_agg":  # no changelogs: zips are the feed
-        assert changes_code == 1 and bad in changes_err
+        assert changes_code == 1 and bad in changes_err and bad in sql_changes_err
         assert changes[0] < intact["changes"][1][0]
     else:
         assert (changes_code, changes) == (0, intact["changes"][1])

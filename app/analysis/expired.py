@@ -36,7 +36,7 @@ slot of changed values is read, and only reported keys are decoded. Findings are
 they are found, in walk order (operator, store, partition, version, category); the result keeps exact
 counts per partition, version and category and a capped number of examples, so memory does not grow
 with the number of findings. With a Spark backend the same checks run on the rows Spark's
-``statestore`` source returns (:class:`SparkSource`).
+``statestore`` source returns (:class:`RowSource`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,12 @@ from statelens.app.analysis.findings import (
     zombie_fields,
 )
 from statelens.readers.backends import native_backend
-from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
+from statelens.readers.errors import (
+    BackendUnavailableError,
+    FilesUnavailableError,
+    StatelensError,
+    UsageError,
+)
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.scan import walk_partition
 
@@ -301,7 +306,7 @@ class ExpiredResult:
 
 # -- timeout kind --------------------------------------------------------------------------------------
 def infer_timeout_kind(
-    reader: Any,
+    source: FileSource | RowSource,
     clock: BatchClock,
     read_timeout: Callable[[Any], int | None],
     problems: list[StatelensError],
@@ -318,9 +323,8 @@ def infer_timeout_kind(
 
     Parameters
     ----------
-    reader : store reader or state source
-        The operator's store: a native store reader (``HDFSStoreReader``...) or a source from
-        :func:`state_source` (native or Spark).
+    source : FileSource or RowSource
+        The operator's store, as :func:`state_source` gives it.
     clock : BatchClock
         Batch timestamps and watermarks.
     read_timeout : callable
@@ -334,7 +338,6 @@ def infer_timeout_kind(
     -------
     TimeoutKindEvidence
     """
-    source = reader if isinstance(reader, (NativeSource, SparkSource)) else NativeSource(reader)
     samples: list[tuple[int, int | None, int]] = []  # (timeout, batch timestamp, batch watermark)
     prev_by_pid: dict[int, dict[Any, int]] = {}
     walk = source.walk(problems, need_state=False)
@@ -437,18 +440,20 @@ def _decide_timeout_kind(samples: list[tuple[int, int | None, int]], clock: Any)
 StateWalk = Generator[tuple[int, int, Mapping[Any, Any], "list[tuple[Any, Any]] | None"], None, None]
 
 
-class NativeSource:
-    """One store read by the native decoders: raw key bytes identify keys, raw value bytes are values.
+class FileSource:
+    """One store read from its files (a backend's :meth:`~readers.backends.base.StateBackend.store`): raw
+    key bytes identify keys, raw value bytes are values.
 
     Walks partition by partition (:func:`readers.scan.walk_partition`), so only one
     partition's state is in memory at a time.
     """
 
-    name = "native"
     partition_major = True
+    feed_note = ""  # the walk always replays the files: nothing to say about a change feed
 
-    def __init__(self, reader: Any):
+    def __init__(self, reader: Any, name: str = "native"):
         self.reader = reader
+        self.name = name  # what read the rows, for the user
         self.operator_id = reader.operator_id
         self.store_name = reader.store_name
 
@@ -488,24 +493,35 @@ class NativeSource:
     def tiebreak(key: Any) -> Any:
         return key  # raw bytes: equal timeouts pop in key-byte order
 
+    def check_timeouts_elsewhere(self, op: Any, *rest: Any) -> Generator[Progress, None, bool]:
+        """The timeout checks run here, on the walk of the files: nothing is run elsewhere (False)."""
+        yield from ()
+        return False
 
-class SparkSource:
-    """One store read through Spark's ``statestore`` source (:class:`readers.backends.spark.SparkBackend`).
+    def check_eviction_elsewhere(self, op: Any, *rest: Any) -> Generator[Progress, None, bool]:
+        """The eviction check runs here, on the walk of the files: nothing is run elsewhere (False)."""
+        yield from ()
+        return False
 
-    Keys are identified by their decoded key tuple, values are decoded rows. Spark answers for every
-    partition of a version in one job, so the walk goes version by version (then partition): the
+
+class RowSource:
+    """One store read as decoded rows from a backend that does not hand out files (Spark's ``statestore``
+    source).
+
+    Keys are identified by their decoded key tuple, values are decoded rows. Such a backend answers for
+    every partition of a version in one job, so the walk goes version by version (then partition): the
     first version, and any version after a failed read, is read whole (``read_rows``); the others
     through Spark's change feed for that one batch (``read_changes``), or whole again when the feed
     is unavailable (RocksDB without changelog checkpointing). Only committed versions are read.
     """
 
-    name = "spark"
     partition_major = False
 
     def __init__(self, backend: Any, ckpt: Any, store: Any):
         from statelens.readers.values import json_converter
 
         self.backend = backend
+        self.name = backend.name  # what read the rows, for the user
         self.operator_id = store.operator_id
         self.store_name = store.store_name
         self.schema = store.schema
@@ -585,9 +601,7 @@ class SparkSource:
     def _streamable(self) -> bool:
         vs = self.versions
         return (
-            len(vs) >= 2
-            and vs == list(range(vs[0], vs[-1] + 1))
-            and hasattr(self.backend, "iter_state_then_changes")
+            len(vs) >= 2 and vs == list(range(vs[0], vs[-1] + 1)) and self.backend.capabilities.engine_queries
         )
 
     def _walk_streamed(self, cancelled: Callable[[], bool] | None) -> StateWalk:
@@ -628,6 +642,16 @@ class SparkSource:
     def tiebreak(self, key: Any) -> Any:
         return next(self._ties)  # decoded keys may not be comparable (None, mixed types)
 
+    def check_timeouts_elsewhere(self, op: Any, *rest: Any) -> Generator[Progress, None, bool]:
+        """The timeout checks as a query where the backend's engine runs (:func:`_timeouts_in_spark`):
+        True when done there, False when the rows must be walked here instead."""
+        return _timeouts_in_spark(op, self, *rest)
+
+    def check_eviction_elsewhere(self, op: Any, *rest: Any) -> Generator[Progress, None, bool]:
+        """The eviction check as a query where the backend's engine runs (:func:`_eviction_in_spark`):
+        True when done there, False when the rows must be walked here instead."""
+        return _eviction_in_spark(op, self, *rest)
+
 
 def _group_by_partition(
     rows: Iterator[tuple[Any, ...]], known: Iterable[int]
@@ -649,7 +673,7 @@ def _group_by_partition(
         yield pid, part
 
 
-def state_source(ckpt: Any, store: Any, backends: BackendChooser | None = None) -> NativeSource | SparkSource:
+def state_source(ckpt: Any, store: Any, backends: BackendChooser | None = None) -> FileSource | RowSource:
     """The source :func:`iter_expired` reads one store from.
 
     Parameters
@@ -661,17 +685,23 @@ def state_source(ckpt: Any, store: Any, backends: BackendChooser | None = None) 
 
     Returns
     -------
-    NativeSource or SparkSource
+    FileSource or RowSource
+        The store's files where the backend hands them out, else its decoded rows.
 
     Raises
     ------
     BackendUnavailableError
         The native decoders cannot read this store (and the native backend was asked for).
     """
-    backend = backends.for_store(store.operator_id, store.store_name) if backends is not None else None
-    if backend is not None and not backend.reads_files:  # decoded rows from another engine (Spark)
-        return SparkSource(backend, ckpt, store)
-    return NativeSource(native_backend(ckpt, backends).store(store.operator_id, store.store_name))
+    backend = (
+        backends.for_store(store.operator_id, store.store_name)
+        if backends is not None
+        else native_backend(ckpt)
+    )
+    try:
+        return FileSource(backend.store(store.operator_id, store.store_name), backend.name)
+    except FilesUnavailableError:  # decoded rows from another engine (Spark)
+        return RowSource(backend, ckpt, store)
 
 
 class _FrozenKey:
@@ -877,7 +907,7 @@ def iter_expired(
             yield from _check_eviction(
                 op, source, clock, col, summary, out, problems, all_versions, cancelled, version_counts
             )
-        if isinstance(source, SparkSource) and source.feed_note:
+        if source.feed_note:
             summary.reason = source.feed_note
     yield Progress(len(jobs), len(jobs), "expired keys")
     unique: dict[str, StatelensError] = {}
@@ -1082,7 +1112,7 @@ class _TimeoutState:
 
 def _check_timeouts(
     op: Any,
-    source: NativeSource | SparkSource,
+    source: FileSource | RowSource,
     clock: BatchClock,
     summary: OperatorExpiry,
     out: _Emitter,
@@ -1111,23 +1141,11 @@ def _check_timeouts(
     ev_text = f"{evidence.source}: {evidence.evidence}"
     pids = source.partition_ids()
     summary.partitions = len(pids)
-    if isinstance(source, SparkSource):
-        pushed = yield from _timeouts_in_spark(
-            op,
-            source,
-            clock,
-            kind,
-            path,
-            ev_text,
-            summary,
-            out,
-            problems,
-            stale_after,
-            all_versions,
-            version_counts,
-        )
-        if pushed:
-            return
+    pushed = yield from source.check_timeouts_elsewhere(
+        op, clock, kind, path, ev_text, summary, out, problems, stale_after, all_versions, version_counts
+    )
+    if pushed:
+        return
     last_versions = {pid: source.last_version(pid) for pid in pids}
     states: dict[int, tuple[_TimeoutState, Any]] = {}
     last_tick = time.monotonic()
@@ -1177,7 +1195,7 @@ def _check_timeouts(
 
 
 def _in_spark(
-    source: SparkSource,
+    source: RowSource,
     summary: OperatorExpiry,
     out: _Emitter,
     problems: list[StatelensError],
@@ -1192,7 +1210,7 @@ def _in_spark(
     the versions looked at. False (nothing done) when the store's versions have a gap or Spark cannot
     run the query before its first finding (the walk then reads the rows instead)."""
     vs = source.versions
-    if not vs or vs != list(range(vs[0], vs[-1] + 1)) or not hasattr(source.backend, "stream_history_query"):
+    if not vs or vs != list(range(vs[0], vs[-1] + 1)) or not source.backend.capabilities.engine_queries:
         return False
     refused = yield from _pushed(summary, out, problems, source.key_decoder, len(source.partition_ids()), run)
     if refused is not None:
@@ -1239,7 +1257,7 @@ def _pushed(
 
 def _timeouts_in_spark(
     op: Any,
-    source: SparkSource,
+    source: RowSource,
     clock: BatchClock,
     kind: str | None,
     path: tuple[int, ...] | None,
@@ -1315,7 +1333,7 @@ def _timeout_candidates(
 
 def _count_timeout_findings(
     op: Any,
-    source: NativeSource | SparkSource,
+    source: FileSource | RowSource,
     v: int,
     ts: _TimeoutState,
     stale_after: int | None,
@@ -1338,7 +1356,7 @@ def _count_timeout_findings(
 
 def _check_eviction(
     op: Any,
-    source: NativeSource | SparkSource,
+    source: FileSource | RowSource,
     clock: BatchClock,
     col: tuple[str, tuple[int, ...], str, str],
     summary: OperatorExpiry,
@@ -1357,12 +1375,11 @@ def _check_eviction(
     ev_text = f"schema: {summary.timeout_kind.evidence}"
     pids = source.partition_ids()
     summary.partitions = len(pids)
-    if isinstance(source, SparkSource):
-        pushed = yield from _eviction_in_spark(
-            op, source, clock, col, note, ev_text, summary, out, problems, all_versions, version_counts
-        )
-        if pushed:
-            return
+    pushed = yield from source.check_eviction_elsewhere(
+        op, clock, col, note, ev_text, summary, out, problems, all_versions, version_counts
+    )
+    if pushed:
+        return
     last_versions = {pid: source.last_version(pid) for pid in pids}
     last_tick = time.monotonic()
     current: int | None = None
@@ -1415,7 +1432,7 @@ def _check_eviction(
 
 def _eviction_in_spark(
     op: Any,
-    source: SparkSource,
+    source: RowSource,
     clock: BatchClock,
     col: tuple[str, tuple[int, ...], str, str],
     note: str,
@@ -1494,7 +1511,7 @@ def _check_transform_with_state(
         key_schema = key_schema.fields[0].dataType  # the grouping key, without the user key
     keys = _DecodedKeys(row_converter(key_schema))
     backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else None
-    if backend is not None and not backend.reads_files:
+    if backend is not None and backend.capabilities.engine_queries:
         pushed = yield from _timers_in_spark(
             backend,
             ckpt,
@@ -1552,12 +1569,7 @@ def _timers_in_spark(
     from statelens.app.analysis.expired_spark import check_timers_in_spark, groupable
 
     versions = [v for v in st.versions if v - 1 in ckpt.commits]
-    if (
-        not versions
-        or versions != list(range(versions[0], versions[-1] + 1))
-        or not groupable(key_schema)
-        or not hasattr(backend, "stream_timer_query")
-    ):
+    if not versions or versions != list(range(versions[0], versions[-1] + 1)) or not groupable(key_schema):
         return False
     keys = _DecodedKeys(row_converter(key_schema))
     evidence = f"transformWithState timeMode={op.properties.get('timeMode')}"

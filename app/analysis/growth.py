@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from statelens.app.analysis._common import BatchClock, finite
 from statelens.app.analysis.heavy import StoreTopKeys, StoreWeigher
 from statelens.readers.backends import native_backend
-from statelens.readers.errors import BackendUnavailableError, StatelensError
+from statelens.readers.errors import BackendUnavailableError, FilesUnavailableError, StatelensError
 from statelens.readers.model import Progress
 from statelens.readers.scan import walk_partition
 
@@ -51,7 +51,8 @@ class StoreGrowth:
     file_bytes: dict[int, dict[int, int]] = field(default_factory=dict)
     zombie_rows: int | None = None
     skipped: str = ""
-    backend: str = "native"  # "spark": rows and file bytes from Spark, key + value bytes unknown
+    backend: str = "native"  # what read the rows, for the user ("spark": rows and file bytes from Spark)
+    state_bytes_known: bool = True  # False when read as decoded rows: key + value bytes unknown
     top_keys: StoreTopKeys | None = None  # weighed on the walk's last version, when asked (``top_keys``)
 
     # -- totals ---------------------------------------------------------------------------------------
@@ -323,22 +324,14 @@ def iter_growth(
         g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), list(st.versions))
         stores.append(g)
         backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else native
-        if not backend.reads_files:  # rows from another engine (Spark): no key + value bytes
-            g.backend = backend.name
+        try:
+            reader = backend.store(op.operator_id, st.store_name)
+        except FilesUnavailableError:  # rows decoded by an engine (Spark): no key + value bytes
             yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}: read by {backend.name}")
-            try:
-                for s in backend.iter_stats(op.operator_id, st.store_name, on_error=problems.append):
-                    g.rows.setdefault(s.partition_id, {})[s.version] = s.rows
-                    g.file_bytes.setdefault(s.partition_id, {})[s.version] = s.bytes
-            except StatelensError as err:
-                problems.append(err)
-                g.skipped = f"{backend.describe()} could not read this store: {err.message}"
-            g.versions = sorted({v for per in g.rows.values() for v in per})
+            _growth_from_stats(backend, g, problems)
             if zombie_rows is not None:
                 g.zombie_rows = zombie_rows.get((op.operator_id, st.store_name))
             continue
-        try:
-            reader = native.store(op.operator_id, st.store_name)
         except BackendUnavailableError as err:  # e.g. RocksDB column families (transformWithState)
             g.skipped = err.message
             continue
@@ -401,3 +394,18 @@ def iter_growth(
             intervals.append(clock.timestamp_ms[b] - clock.timestamp_ms[a])
     median = statistics.median(intervals) if intervals else None
     return GrowthResult(stores, fp, median, problems)
+
+
+def _growth_from_stats(backend: Any, g: StoreGrowth, problems: list[StatelensError]) -> None:
+    """Fill ``g`` from the backend's per-version statistics (rows and file bytes; key + value bytes are
+    not known): for a backend that reads decoded rows, not files."""
+    g.backend = backend.name
+    g.state_bytes_known = False
+    try:
+        for s in backend.iter_stats(g.operator_id, g.store_name, on_error=problems.append):
+            g.rows.setdefault(s.partition_id, {})[s.version] = s.rows
+            g.file_bytes.setdefault(s.partition_id, {})[s.version] = s.bytes
+    except StatelensError as err:
+        problems.append(err)
+        g.skipped = f"{backend.describe()} could not read this store: {err.message}"
+    g.versions = sorted({v for per in g.rows.values() for v in per})

@@ -363,7 +363,7 @@ def _top_keys_in_spark(
     from statelens.readers.model import OperatorKind
 
     backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else None
-    if backend is None or backend.reads_files or not hasattr(backend, "stream_state_query"):
+    if backend is None or not backend.capabilities.engine_queries:
         return None
     encoder = str(((st.schema.key_encoder or {}) if st.schema else {}).get("keyStateEncoderType", ""))
     if st.schema is None or op.kind == OperatorKind.TRANSFORM_WITH_STATE or encoder.startswith("TimestampAs"):

@@ -429,7 +429,7 @@ def _growth(growth: GrowthResult, target_rows: int | None, heavy: Sequence[Store
             )
         )
         sizes = [("files written for the version", g.versions, g.total_file_bytes())]
-        if g.backend == "native":
+        if g.state_bytes_known:
             sizes.insert(0, ("state (key + value bytes)", g.versions, g.total_state_bytes()))
         else:
             parts.append(

@@ -261,50 +261,58 @@ def _state_rows(
     cache: Any = None,
     in_place: list[tuple[Any, int]] | None = None,
 ) -> Generator[Progress, None, None]:
-    """Fill ``out`` with one store's rows (or its change feed). With ``in_place`` (a list, and a cache the
-    backend keeps Arrow files in), partitions the cache holds are not copied: their ``(file, version)``
-    are appended to it for a view that reads them where they are."""
+    """Fill ``out`` with one store's rows (or its change feed), read by one :class:`readers.scan.StateScan`
+    and its error policy: a partition that cannot be read is reported in ``problems`` (and the command
+    exits 1), never an empty partition in the answer. With ``in_place`` (a list, and a cache the backend
+    keeps Arrow files in), partitions the cache holds are not copied: their ``(file, version)`` are
+    appended to it for a view that reads them where they are."""
     import numpy as np
     import pyarrow as pa
 
-    empty = _state_empty(ckpt, operator_id, store, changes)
-    pending: list[Any] = []
+    from statelens.readers.scan import StateScan
 
+    empty = _state_empty(ckpt, operator_id, store, changes)
+    scan = StateScan(
+        backend,
+        operator_id,
+        store,
+        kind="changes" if changes else "rows",
+        version=None if changes else version,
+        cache=None if changes else cache,
+        cancelled=cancelled,
+    )
+    pending: list[Any] = []
     pending_rows = 0
-    pids = backend.partition_ids(operator_id, store)
+    npids = len(scan.partition_ids())
     what = "changes" if changes else "state"
-    for n, pid in enumerate(pids):
-        if cancelled is not None and cancelled():
-            return
-        yield Progress(n, len(pids), f"{what}: operator {operator_id} {store} partition {pid}")
-        try:
-            if changes:
-                last = backend.latest_version(operator_id, store, pid)
-                parts = backend.read_changes_arrow(operator_id, store, 1, last, pid, unique_names=True)
-            else:
-                v = version if version is not None else backend.latest_version(operator_id, store, pid)
-                if in_place is not None and cache is not None and hasattr(backend, "arrow_entry"):
-                    path, part = backend.arrow_entry(operator_id, store, v, pid, cache, unique_names=True)
-                    if path is not None:
-                        cache.pin([path])
-                        in_place.append((path, v))
-                        continue
-                else:
-                    part = backend.read_arrow(operator_id, store, v, pid, unique_names=True, cache=cache)
-                parts = [part.add_column(0, "version", pa.array(np.full(part.num_rows, v, dtype=np.int64)))]
-        except StatelensError as err:
-            problems.append(err)  # one bad file: reported, the other partitions still answer
-            continue
-        for part in parts:
-            n = part.num_rows
-            if not n:
+    yield Progress(0, npids, f"{what}: operator {operator_id} {store}")
+    try:
+        for n, part in enumerate(scan.iter_parts(in_place=in_place is not None and cache is not None)):
+            yield Progress(
+                n + 1, npids, f"{what}: operator {operator_id} {store} partition {part.partition_id}"
+            )
+            if part.cache_file is not None:
+                assert in_place is not None
+                cache.pin([part.cache_file])
+                in_place.append((part.cache_file, part.version))
                 continue
-            head_arrays = [pa.repeat(pa.scalar(operator_id, pa.int32()), n), pa.repeat(pa.scalar(store), n)]
-            pending.append(pa.Table.from_arrays(head_arrays + part.columns, names=empty.schema.names))
-            pending_rows += n
-            if pending_rows >= _INSERT_ROWS:  # few large inserts: DuckDB's per-insert cost is high
-                out.add(pa.concat_tables(pending))
-                pending, pending_rows = [], 0
+            for table in part.tables:
+                rows = table.num_rows
+                if not rows:
+                    continue
+                head_arrays = [
+                    pa.repeat(pa.scalar(operator_id, pa.int32()), rows),
+                    pa.repeat(pa.scalar(store), rows),
+                ]
+                if not changes:
+                    head_arrays.append(pa.array(np.full(rows, part.version, dtype=np.int64)))
+                pending.append(pa.Table.from_arrays(head_arrays + table.columns, names=empty.schema.names))
+                pending_rows += rows
+                if pending_rows >= _INSERT_ROWS:  # few large inserts: DuckDB's per-insert cost is high
+                    out.add(pa.concat_tables(pending))
+                    pending, pending_rows = [], 0
+    finally:
+        problems += scan.problems  # each unreadable partition, located (file, offset, what is wrong)
     if pending:
         out.add(pa.concat_tables(pending))
     out.finish(empty)

@@ -312,7 +312,7 @@ def _growth(store: StoreGrowth) -> list[Verdict]:
     rows = store.total_rows()
     sbytes = store.total_state_bytes()
     now = rows[-1]
-    size = f", {_bytes(sbytes[-1])} of keys + values" if store.backend == "native" and sbytes[-1] else ""
+    size = f", {_bytes(sbytes[-1])} of keys + values" if store.state_bytes_known and sbytes[-1] else ""
     window = rows[-(GROWTH_VERSIONS + 1) :]
     first_v = store.versions[-len(window)]
     change = window[-1] - window[0]

@@ -19,7 +19,6 @@ from statelens.app.cli._common import (
     add_backend_options,
     format_table,
 )
-from statelens.readers.errors import StatelensError
 from statelens.readers.scan import StateScan
 from statelens.readers.textfmt import format_epoch_ms, ranges
 
@@ -260,24 +259,13 @@ def _iter_state_tuples(
 def _column_family_backend(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Any]:
     """``(chooser, backend)`` for transformWithState reads: ``auto`` is native unless it cannot decode."""
     chooser = _common._backends(args, ckpt)
-    backend = chooser.native
-    if args.backend == "spark":
-        backend = chooser.spark
-    elif args.backend == "auto":
-        try:
-            chooser.native.column_families(args.operator)
-        except StatelensError:
-            backend = chooser.spark
-    chooser.used.add(backend.name)
-    return chooser, backend
+    return chooser, chooser.for_column_families(args.operator)
 
 
 def _latest_state_version(args: argparse.Namespace, ckpt: Any, backend: Any) -> int:
     if args.version is not None:
         return int(args.version)
-    if not backend.reads_files:
-        return int(backend.latest_version(args.operator))
-    return max(s.versions[-1] for s in ckpt.operator(args.operator).stores if s.versions)
+    return int(backend.latest_version(args.operator))
 
 
 def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iterable[tuple[Any, ...]], Any]:

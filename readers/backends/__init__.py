@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from statelens.readers.backends.base import StateBackend
 from statelens.readers.backends.native import NativeBackend
-from statelens.readers.errors import UsageError
+from statelens.readers.errors import StatelensError, UsageError
 
 if TYPE_CHECKING:
     from statelens.readers.backends.spark import SparkBackend
@@ -80,6 +80,24 @@ class BackendChooser:
             backend = self.spark
         self.used.add(backend.name)
         return backend
+
+    def for_column_families(self, operator_id: int) -> StateBackend:
+        """The backend that reads a transformWithState operator's state variables and timers: ``auto``
+        is native unless the native decoders cannot open its column families."""
+        backend: StateBackend
+        if self.name == "native" or (self.name == "auto" and self._native_reads_families(operator_id)):
+            backend = self.native
+        else:
+            backend = self.spark
+        self.used.add(backend.name)
+        return backend
+
+    def _native_reads_families(self, operator_id: int) -> bool:
+        try:
+            self.native.column_families(operator_id)
+        except StatelensError:
+            return False
+        return True
 
     def describe(self) -> str:
         """Which backends answered, for the user."""

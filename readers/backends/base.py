@@ -7,24 +7,51 @@ backend (:mod:`readers.backends.native`) decodes files itself, the Spark backend
 does (version ``v`` = the state after batch ``v-1``) and return :mod:`readers.model` types or Arrow
 tables.
 
-What only files can answer (the raw bytes of keys and values, the state files of a version, their
-integrity) is not part of this protocol: it is the native backend's :meth:`NativeBackend.store
-<readers.backends.native.NativeBackend.store>` and
-:meth:`~readers.backends.native.NativeBackend.column_families`, and an analysis asks for it by
-:attr:`StateBackend.reads_files`, never by a backend's name.
+Every backend implements every method. What only files can answer (the raw bytes of keys and values,
+the state files of a version, their integrity: :meth:`StateBackend.store`,
+:meth:`StateBackend.column_families`) raises :class:`~readers.errors.FilesUnavailableError` on a
+backend that does not read files; queries that run where an engine runs (``stream_*_query``) raise
+:class:`~readers.errors.BackendUnavailableError` on a backend without one, and
+:attr:`StateBackend.capabilities` says so beforehand. An analysis handles the error or asks the
+capability, never the backend's name or class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pyarrow as pa
 
     from statelens.readers.cache import StateCache
+    from statelens.readers.checkpoint import StoreReader
     from statelens.readers.errors import StatelensError
     from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
+    from statelens.readers.rocksdb_store import RocksDBColumnFamilyReader
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend does beyond the rows, changes and statistics every backend reads.
+
+    Attributes
+    ----------
+    engine_queries : bool
+        Runs SQL over a store's rows and history where its engine runs (:meth:`StateBackend.stream_history_query`,
+        :meth:`~StateBackend.stream_state_query`, :meth:`~StateBackend.stream_timer_query`,
+        :meth:`~StateBackend.iter_state_then_changes`, :meth:`~StateBackend.dataframe`): only the answer
+        comes to this process. False: those raise ``BackendUnavailableError``.
+    partition_reads : bool
+        Reading one partition alone costs that partition (files); False when every read is a job over
+        the store (an engine), so a whole store is best read in one call.
+    """
+
+    engine_queries: bool
+    partition_reads: bool
 
 
 @runtime_checkable
@@ -34,14 +61,16 @@ class StateBackend(Protocol):
     Attributes
     ----------
     name : str
-        ``native`` or ``spark``: for the user (``describe``), not for routing.
+        ``native`` or ``spark``: for the user (``describe``), never for routing.
+    capabilities : Capabilities
+        What this backend does beyond reading rows and changes (asked instead of its name).
     reads_files : bool
-        True when the backend decodes the checkpoint's files itself, so the raw bytes of keys and
-        values and the state files behind each version are available (the native backend); False
-        when another engine answers with decoded rows (Spark).
+        Kept for the desktop window's routing; analyses call :meth:`store` and handle
+        ``FilesUnavailableError`` instead.
     """
 
     name: str
+    capabilities: Capabilities
     reads_files: bool
 
     def describe(self) -> str:
@@ -50,6 +79,28 @@ class StateBackend(Protocol):
 
     def can_read(self, operator_id: int, store_name: str | None = None) -> bool:
         """True when this backend can read the store."""
+        ...
+
+    def store(self, operator_id: int, store_name: str | None = None) -> StoreReader:
+        """The files of one store and their raw records (versions, files, raw key and value bytes).
+
+        Raises
+        ------
+        FilesUnavailableError
+            The backend reads decoded rows through an engine, not files (Spark).
+        BackendUnavailableError
+            A store read per state variable (transformWithState: :meth:`column_families`).
+        """
+        ...
+
+    def column_families(self, operator_id: int) -> RocksDBColumnFamilyReader:
+        """The files of a transformWithState operator's state variables and timers.
+
+        Raises
+        ------
+        FilesUnavailableError
+            The backend reads decoded rows through an engine, not files (Spark).
+        """
         ...
 
     def partition_ids(self, operator_id: int, store_name: str | None = None) -> list[int]: ...
@@ -96,6 +147,20 @@ class StateBackend(Protocol):
     ) -> pa.Table:
         """One partition at ``version`` as Arrow: ``partition int32, key struct, value struct``; with
         ``raw`` also ``key_bytes, value_bytes`` (backends that read files only)."""
+        ...
+
+    def arrow_entry(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        version: int,
+        partition_id: int,
+        cache: StateCache,
+        *,
+        unique_names: bool = False,
+    ) -> tuple[Path | None, pa.Table]:
+        """:meth:`read_arrow` with ``cache``, and the cache file that holds the table (None when the cache
+        cannot hold it, or the backend keeps no cache), for queries that read the state in place."""
         ...
 
     def read_changes(
@@ -184,6 +249,57 @@ class StateBackend(Protocol):
     ) -> Any:
         """Spark's own DataFrame of one store's rows (or change feed), lazy, where Spark runs; raises
         ``BackendUnavailableError`` on a backend that is not Spark."""
+        ...
+
+    def iter_state_then_changes(
+        self, operator_id: int, store_name: str | None, first: int, last: int
+    ) -> Iterator[tuple[int, int, str | None, Any, Any]]:
+        """One store's rows at ``first``, then its change feed up to ``last``, partition by partition, in
+        one engine job (``capabilities.engine_queries``; else ``BackendUnavailableError``)."""
+        ...
+
+    def stream_history_query(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        first: int,
+        last: int,
+        query: str,
+        tables: dict[str, tuple[str, list[tuple[Any, ...]]]],
+        columns: list[str],
+        what: str,
+    ) -> Iterator[tuple[Any, ...]]:
+        """A SQL ``query`` over one store's history, run where the engine runs
+        (``capabilities.engine_queries``; else ``BackendUnavailableError``)."""
+        ...
+
+    def stream_state_query(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        version: int,
+        query: str,
+        columns: list[str],
+        what: str,
+    ) -> Iterator[tuple[Any, ...]]:
+        """A SQL ``query`` over one store's rows at ``version``, run where the engine runs
+        (``capabilities.engine_queries``; else ``BackendUnavailableError``)."""
+        ...
+
+    def stream_timer_query(
+        self,
+        operator_id: int,
+        variable: str,
+        first: int,
+        last: int,
+        held_from: int,
+        query: str,
+        tables: dict[str, tuple[str, list[tuple[Any, ...]]]],
+        columns: list[str],
+        what: str,
+    ) -> Iterator[tuple[Any, ...]]:
+        """A SQL ``query`` over a transformWithState operator's timers and one of its variables, run where
+        the engine runs (``capabilities.engine_queries``; else ``BackendUnavailableError``)."""
         ...
 
     def cancel(self) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from statelens.readers.errors import SchemaMismatchError, StatelensError
+from statelens.readers.backends.base import Capabilities
+from statelens.readers.errors import BackendUnavailableError, SchemaMismatchError, StatelensError
 from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ class NativeBackend:
     """Reads state with the native decoders of an opened :class:`~readers.checkpoint.Checkpoint`."""
 
     name = "native"
-    reads_files = True
+    capabilities = Capabilities(engine_queries=False, partition_reads=True)
+    reads_files = True  # for the desktop window only; analyses call store() and handle its errors
 
     def __init__(self, ckpt: Checkpoint):
         self.ckpt = ckpt
@@ -72,8 +74,19 @@ class NativeBackend:
     def latest_version(
         self, operator_id: int, store_name: str | None = None, partition_id: int | None = None
     ) -> int:
-        """Newest readable version (of one partition, or of any)."""
-        versions = self.ckpt.store_reader(operator_id, store_name).versions(partition_id)
+        """Newest readable version (of one partition, or of any); with neither store nor partition, of an
+        operator with several stores (a join, transformWithState variables), its stores' newest."""
+        stores = self.ckpt.operator(operator_id).stores
+        whole_operator = store_name is None and partition_id is None
+        if whole_operator and len(stores) > 1:
+            return max((max(s.versions, default=0) for s in stores), default=0)
+        try:
+            reader = self.ckpt.store_reader(operator_id, store_name)
+        except BackendUnavailableError:
+            if not whole_operator:
+                raise
+            return max((max(s.versions, default=0) for s in stores), default=0)
+        versions = reader.versions(partition_id)
         return versions[-1] if versions else 0
 
     def read_rows(
@@ -305,12 +318,87 @@ class NativeBackend:
         BackendUnavailableError
             Always: open the checkpoint with ``backend="spark"`` (or ``spark=`` a session).
         """
-        from statelens.readers.errors import BackendUnavailableError
-
         raise BackendUnavailableError(
             "a Spark DataFrame comes from Spark's own readers: open the checkpoint with backend='spark' "
             "(statelens.open(path, backend='spark', spark=spark))"
         )
+
+    # -- what an engine answers ---------------------------------------------------------------------------
+    def _no_engine(self, what: str) -> BackendUnavailableError:
+        return BackendUnavailableError(
+            f"{what} runs where Spark runs: open the checkpoint with backend='spark' (--backend spark)"
+        )
+
+    def iter_state_then_changes(
+        self, operator_id: int, store_name: str | None, first: int, last: int
+    ) -> Iterator[tuple[int, int, str | None, Any, Any]]:
+        """No engine here (``capabilities.engine_queries`` is False).
+
+        Raises
+        ------
+        BackendUnavailableError
+            Always.
+        """
+        raise self._no_engine("a store's state and change feed in one job")
+
+    def stream_history_query(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        first: int,
+        last: int,
+        query: str,
+        tables: dict[str, tuple[str, list[tuple[Any, ...]]]],
+        columns: list[str],
+        what: str,
+    ) -> Iterator[tuple[Any, ...]]:
+        """No engine here (``capabilities.engine_queries`` is False).
+
+        Raises
+        ------
+        BackendUnavailableError
+            Always.
+        """
+        raise self._no_engine(what)
+
+    def stream_state_query(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        version: int,
+        query: str,
+        columns: list[str],
+        what: str,
+    ) -> Iterator[tuple[Any, ...]]:
+        """No engine here (``capabilities.engine_queries`` is False).
+
+        Raises
+        ------
+        BackendUnavailableError
+            Always.
+        """
+        raise self._no_engine(what)
+
+    def stream_timer_query(
+        self,
+        operator_id: int,
+        variable: str,
+        first: int,
+        last: int,
+        held_from: int,
+        query: str,
+        tables: dict[str, tuple[str, list[tuple[Any, ...]]]],
+        columns: list[str],
+        what: str,
+    ) -> Iterator[tuple[Any, ...]]:
+        """No engine here (``capabilities.engine_queries`` is False).
+
+        Raises
+        ------
+        BackendUnavailableError
+            Always.
+        """
+        raise self._no_engine(what)
 
     def cancel(self) -> None:
         """Nothing to do: native reads stop through their job's ``cancelled`` callback."""

@@ -26,8 +26,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from statelens.readers.backends.base import Capabilities
 from statelens.readers.errors import (
     BackendUnavailableError,
+    FilesUnavailableError,
     ReadCancelledError,
     SchemaMismatchError,
     SparkReadError,
@@ -115,7 +117,8 @@ class SparkBackend:
     """
 
     name = "spark"
-    reads_files = False  # answers with decoded rows; raw bytes and files are the native backend's
+    capabilities = Capabilities(engine_queries=True, partition_reads=False)
+    reads_files = False  # for the desktop window only; analyses call store() (FilesUnavailableError here)
 
     def __init__(
         self,
@@ -590,6 +593,51 @@ class SparkBackend:
                 "the native backend can still show it"
             )
 
+    # -- what only files answer ------------------------------------------------------------------------
+    def store(self, operator_id: int, store_name: str | None = None) -> Any:
+        """Spark answers with decoded rows, not files.
+
+        Raises
+        ------
+        FilesUnavailableError
+            Always: the files and raw bytes of a store are read by the native backend.
+        """
+        raise FilesUnavailableError(
+            "Spark answers with decoded rows: the state files and the raw bytes of keys and values are "
+            "read by the native backend (--backend native)",
+            operator_id=operator_id,
+            store_name=store_name,
+        )
+
+    def column_families(self, operator_id: int) -> Any:
+        """Spark answers with decoded rows, not files.
+
+        Raises
+        ------
+        FilesUnavailableError
+            Always: the column family files are read by the native backend.
+        """
+        raise FilesUnavailableError(
+            "Spark answers with decoded rows: the column family files are read by the native backend "
+            "(--backend native)",
+            operator_id=operator_id,
+        )
+
+    def arrow_entry(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        version: int,
+        partition_id: int,
+        cache: Any,
+        *,
+        unique_names: bool = False,
+    ) -> tuple[Path | None, pa.Table]:
+        """:meth:`read_arrow`, and no cache file: Spark's answers are not cached (``(None, table)``)."""
+        return None, self.read_arrow(
+            operator_id, store_name, version, partition_id, unique_names=unique_names
+        )
+
     def can_read(self, operator_id: int, store_name: str | None = None) -> bool:
         """True when Spark can be asked (always, given PySpark 4 and Java, or a Connect endpoint); errors
         come at read time."""
@@ -686,7 +734,7 @@ class SparkBackend:
         from statelens.readers.values import rows_to_arrow, state_row_schema
 
         if raw:
-            raise BackendUnavailableError(
+            raise FilesUnavailableError(
                 "the stored key and value bytes are read by the native backend only (--backend native)"
             )
 
