@@ -13,7 +13,7 @@ from statelens.app.cli._common import _Progress
 
 PRUNE_EPILOG = """\
 Without --apply nothing is written: the dry run says what would be removed, per store and partition.
-With --apply the checkpoint is copied to NEW (an empty or new local folder; the source is never
+With --apply the checkpoint is copied to NEW (an empty or new folder, local or s3://...; the source is never
 written), one batch that reads no data is added to the copy with the keys removed from its state, and
 the copy is read back and compared with the original byte for byte. Restart the same query on NEW
 (same code, same configuration): it continues with the next batch.
