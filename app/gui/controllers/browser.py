@@ -66,7 +66,9 @@ class BrowserController(Controller):
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
         self._set_state_table(None)
         self._compare_version = None
-        self.view.set_operators(loaded.checkpoint.operators, self.ctx.roles, self.ctx.store_groups())
+        self.view.set_operators(
+            loaded.checkpoint.operators, self.ctx.roles, self.ctx.store_groups(), self.ctx.catalog.by_rows()
+        )
         self.view.compare_combo.setCurrentIndex(0)
 
     def show_no_store(self) -> None:

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from statelens.app.gui.controllers.backends import BackendsController
+from statelens.app.gui.controllers.state import StoreCatalog, in_order
 from statelens.app.session import LoadedCheckpoint, SelectionState, StoreRole
 from statelens.readers.cache import StateCache
 from statelens.readers.errors import StatelensError, UsageError
@@ -164,20 +165,19 @@ class WindowContext(QObject):
         self.event_logs: list[str] = []
         self.loaded: LoadedCheckpoint | None = None
         self.roles: dict[tuple[int, str], StoreRole] = {}
-        #: Stores the native reader decodes, biggest first (the pickers' order).
+        #: The stores of the checkpoint shown, and the orders the pickers list them in.
+        self.catalog = StoreCatalog()
+        #: Stores the native reader decodes, by rows (:meth:`StoreCatalog.by_rows`).
         self.stores: list[tuple[Any, Any]] = []
         #: The user (or the command line) picked the store: views keep it rather than a default.
         self.store_chosen = False
 
     def set_checkpoint(self, loaded: LoadedCheckpoint) -> None:
-        from statelens.app.explore import order_stores
-
         self.loaded = loaded
         self.roles = loaded.store_roles()
         decodable = loaded.decodable_stores()
-        keys = [(op.operator_id, s.store_name) for op, s in decodable]
-        groups = self.store_groups()
-        rank = {k: i for i, k in enumerate(order_stores(keys, {}, loaded.store_sizes(), groups))}
+        self.catalog = StoreCatalog.of(loaded, self.store_groups(), decodable)
+        rank = {k: i for i, k in enumerate(self.catalog.by_rows())}
         self.stores = sorted(decodable, key=lambda item: rank[(item[0].operator_id, item[1].store_name)])
 
     def select_first_store(self, previous: dict[str, Any], reloading: bool) -> bool:
@@ -227,10 +227,11 @@ class WindowContext(QObject):
             store_label(op, store, self.roles.get((op.operator_id, store.store_name))),
         )
 
-    def all_store_items(self) -> list[tuple[int, str, str]]:
-        """Picker items of every store, in the checkpoint's order."""
+    def store_items(self, order: Sequence[tuple[int, str]]) -> list[tuple[int, str, str]]:
+        """Picker items of every store, in ``order`` (a :class:`StoreCatalog` order)."""
         ckpt = self.loaded.checkpoint if self.loaded is not None else None
-        return [self.store_item(op, s) for op in ckpt.operators for s in op.stores] if ckpt else []
+        items = [self.store_item(op, s) for op in ckpt.operators for s in op.stores] if ckpt else []
+        return in_order(items, order)
 
     def store_groups(self) -> dict[tuple[int, str], str]:
         """Picker groups: a transformWithState operator's state variables, then its internal families."""

@@ -39,7 +39,9 @@ class ExpiredController(Controller):
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
         self.overview = None
         self.view.clear()
-        self.view.set_stores(self.ctx.all_store_items(), self.ctx.store_groups(), self.ctx.store_tips())
+        # By rows until the findings are known.
+        items = self.ctx.store_items(self.ctx.catalog.by_rows())
+        self.view.set_stores(items, self.ctx.store_groups(), self.ctx.store_tips())
 
     def start(self, loaded: LoadedCheckpoint) -> None:
         ckpt = loaded.checkpoint
@@ -114,15 +116,12 @@ class ExpiredController(Controller):
         ctx = self.ctx
         ctx.problems.add_problems(overview.problems, where="expired keys")
         if ctx.loaded is not None:
-            # Stores with findings first (then the biggest), and the view opens on the one with the
+            # Stores with findings first (then by rows), and the view opens on the one with the
             # most, unless a store was picked.
-            items = ctx.all_store_items()
-            order = overview.store_order(ctx.loaded.store_sizes(), ctx.store_groups())
-            rank = {key: i for i, key in enumerate(order)}
-            items.sort(key=lambda item: rank.get((item[0], item[1]), len(rank)))
-            self.view.set_stores(items, ctx.store_groups(), ctx.store_tips())
+            order = ctx.catalog.by_findings(overview.findings_per_store())
+            self.view.set_stores(ctx.store_items(order), ctx.store_groups(), ctx.store_tips())
             chosen = (ctx.selection.operator_id, ctx.selection.store_name)
-            if ctx.store_chosen and chosen in rank:
+            if ctx.store_chosen and chosen in order:
                 self.view.show_store(*chosen)
         self._show_tables(overview)
         for st in overview.stores:
