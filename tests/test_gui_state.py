@@ -109,6 +109,28 @@ def test_transform_with_state_groups_stay_whole(checkpoint: Any) -> None:
     ]
 
 
+@pytest.mark.spark
+def test_a_checkpoint_opens_on_its_default_store_or_on_what_a_reload_kept(checkpoint: Any) -> None:
+    root = checkpoint("join") / "checkpoint"
+    loaded = _loaded(root)
+    catalog = _catalog(loaded)
+    default = loaded.default_store()
+    assert default is not None
+    latest = loaded.checkpoint.operator(default[0]).store(default[1]).versions[-1]
+    fresh = {"operator_id": default[0], "store_name": default[1], "partition_id": None, "version": latest}
+    other = catalog.by_rows()[-1]
+    previous = {**SelectionState().snapshot(), "operator_id": other[0], "store_name": other[1], "version": 2}
+    assert catalog.opening(previous, reloading=False, default=default) == fresh
+    assert catalog.opening(previous, reloading=True, default=default) == previous  # F5 keeps the selection
+    gone = {**previous, "store_name": "not-a-store"}
+    assert catalog.opening(gone, reloading=True, default=default) == fresh
+    assert catalog.opening(gone, reloading=False, default=None) is None
+    # Switching store: the selected batch's version, else the new store's latest.
+    assert catalog.version_on_switch(other, 2, batch_selected=True) == 2
+    assert catalog.version_on_switch(other, 2, batch_selected=False) == catalog.versions[other][-1] == latest
+    assert catalog.latest_version((9, "none")) is None
+
+
 # -- the state browser -----------------------------------------------------------------------------------
 def test_the_browser_reads_the_selection_or_its_diff() -> None:
     state = BrowserState()

@@ -185,19 +185,10 @@ class WindowContext(QObject):
         else its default store at its latest version. False when there is none to select."""
         assert self.loaded is not None
         self.selection.reset()
-        default = self.loaded.default_store()
-        if reloading and self.store_exists(previous["operator_id"], previous["store_name"]):
-            self.selection.update(**previous)
-        elif default is not None:
-            versions = self.loaded.checkpoint.operator(default[0]).store(default[1]).versions
-            self.selection.update(
-                operator_id=default[0],
-                store_name=default[1],
-                partition_id=None,
-                version=versions[-1] if versions else None,
-            )
-        else:
+        opening = self.catalog.opening(previous, reloading, self.loaded.default_store())
+        if opening is None:
             return False
+        self.selection.update(**opening)
         return True
 
     def open_readers(self) -> None:
@@ -266,9 +257,10 @@ class WindowContext(QObject):
         if (operator_id, store_name) == (self.selection.operator_id, self.selection.store_name):
             return
         version = self.selection.version
-        if self.selection.batch_id is None and self.loaded is not None:
-            versions = self.loaded.checkpoint.operator(operator_id).store(store_name).versions
-            version = versions[-1] if versions else None
+        if self.loaded is not None:
+            version = self.catalog.version_on_switch(
+                (operator_id, store_name), version, self.selection.batch_id is not None
+            )
         self.selection.update(
             operator_id=operator_id,
             store_name=store_name,

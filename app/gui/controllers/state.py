@@ -41,6 +41,8 @@ class StoreCatalog:
         families); a group's stores stay together.
     decodable : frozenset of StoreKey
         Stores the native readers decode.
+    versions : mapping
+        Each store's versions, oldest first.
     """
 
     keys: tuple[StoreKey, ...] = ()
@@ -48,6 +50,7 @@ class StoreCatalog:
     rows_sides: frozenset[StoreKey] = frozenset()
     groups: Mapping[StoreKey, str] = field(default_factory=dict)
     decodable: frozenset[StoreKey] = frozenset()
+    versions: Mapping[StoreKey, tuple[int, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -78,6 +81,11 @@ class StoreCatalog:
             rows_sides=loaded.rows_sides(),
             groups=dict(groups),
             decodable=frozenset((op.operator_id, s.store_name) for op, s in decodable),
+            versions={
+                (op.operator_id, s.store_name): tuple(s.versions)
+                for op in loaded.checkpoint.operators
+                for s in op.stores
+            },
         )
 
     def by_rows(self) -> list[StoreKey]:
@@ -113,6 +121,69 @@ class StoreCatalog:
         list of StoreKey
         """
         return [key for key in self.by_rows() if key in self.decodable]
+
+    def latest_version(self, key: StoreKey) -> int | None:
+        """A store's latest version (None: none, or an unknown store).
+
+        Parameters
+        ----------
+        key : StoreKey
+
+        Returns
+        -------
+        int or None
+        """
+        versions = self.versions.get(key, ())
+        return versions[-1] if versions else None
+
+    def opening(
+        self, previous: Mapping[str, Any], reloading: bool, default: StoreKey | None
+    ) -> dict[str, Any] | None:
+        """The selection a checkpoint opens on: on a reload (F5), what was selected if its store is
+        still decoded; else the ``default`` store (``LoadedCheckpoint.default_store``) at its latest
+        version, every partition.
+
+        Parameters
+        ----------
+        previous : mapping
+            The selection before (``SelectionState.snapshot``).
+        reloading : bool
+            The same checkpoint is opened again.
+        default : StoreKey or None
+
+        Returns
+        -------
+        dict or None
+            Fields of :class:`app.session.SelectionState`; None when there is no store to open on.
+        """
+        if reloading and (previous.get("operator_id"), previous.get("store_name")) in self.decodable:
+            return dict(previous)
+        if default is None:
+            return None
+        return {
+            "operator_id": default[0],
+            "store_name": default[1],
+            "partition_id": None,
+            "version": self.latest_version(default),
+        }
+
+    def version_on_switch(self, key: StoreKey, version: int | None, batch_selected: bool) -> int | None:
+        """The version shown when the user switches to store ``key``: the one selected when a batch is
+        (the state after that batch), else the store's latest.
+
+        Parameters
+        ----------
+        key : StoreKey
+        version : int or None
+            The version selected.
+        batch_selected : bool
+            Whether a batch is selected.
+
+        Returns
+        -------
+        int or None
+        """
+        return version if batch_selected else self.latest_version(key)
 
 
 def in_order(items: Sequence[tuple[int, str, str]], order: Sequence[StoreKey]) -> list[tuple[int, str, str]]:
