@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,12 +123,9 @@ class ExpiredOverview:
             (s for s in self.stores if (s.operator_id, s.store_name) == (operator_id, store_name)), None
         )
 
-    def store_order(
-        self, sizes: Mapping[tuple[int, str], int], groups: Mapping[tuple[int, str], str] | None = None
-    ) -> list[tuple[int, str]]:
-        """Stores with the most findings first, then the biggest (see :func:`order_stores`)."""
-        found = {(s.operator_id, s.store_name): s.total_findings for s in self.stores}
-        return order_stores(list(found), found, sizes, groups)
+    def findings_per_store(self) -> dict[tuple[int, str], int]:
+        """Findings of each store analysed (all of them, not only the examples listed)."""
+        return {(s.operator_id, s.store_name): s.total_findings for s in self.stores}
 
 
 def order_stores(
@@ -136,36 +133,53 @@ def order_stores(
     findings: Mapping[tuple[int, str], int],
     sizes: Mapping[tuple[int, str], int],
     groups: Mapping[tuple[int, str], str] | None = None,
+    rows_sides: Collection[tuple[int, str]] = (),
 ) -> list[tuple[int, str]]:
-    """Stores for a picker: the most findings first, then the biggest (``sizes``: bytes or rows).
+    """Stores for a picker: the most findings first, then by rows, largest first.
 
-    Stores of one group (``groups``, e.g. a transformWithState operator's state variables) stay
-    together: a group ranks by its best store, and its stores by theirs within it. Ties keep ``keys``'
-    order.
+    Parameters
+    ----------
+    keys : sequence of (int, str)
+        ``(operator_id, store_name)`` of the stores, in the checkpoint's order.
+    findings : mapping
+        Findings per store (missing: none).
+    sizes : mapping
+        Bytes (or rows) per store: how much it holds.
+    groups : mapping, optional
+        Group of a store (e.g. a transformWithState operator's state variables). Stores of one group
+        stay together: a group ranks by its best store, and its stores by theirs within it.
+    rows_sides : collection, optional
+        Stores holding a join's buffered rows (``keyWithIndexToValue``): they rank before bigger
+        stores that only index them (``LoadedCheckpoint.rows_sides``), as the browser's default store.
+
+    Returns
+    -------
+    list of (int, str)
+        ``keys`` reordered; ties keep ``keys``' order.
     """
     groups = groups or {}
+    rows = frozenset(rows_sides)
 
     def group(key: tuple[int, str]) -> Any:
         return groups.get(key) or key
 
-    best: dict[Any, tuple[int, int]] = {}
+    def weight(key: tuple[int, str]) -> tuple[int, bool, int]:
+        return findings.get(key, 0), key in rows, sizes.get(key, 0)
+
+    best: dict[Any, tuple[int, bool, int]] = {}
     first: dict[Any, int] = {}
     for i, key in enumerate(keys):
         g = group(key)
-        best[g] = max(best.get(g, (0, 0)), (findings.get(key, 0), sizes.get(key, 0)))
+        best[g] = max(best.get(g, (0, False, 0)), weight(key))
         first.setdefault(g, i)
     position = {key: i for i, key in enumerate(keys)}
-    return sorted(
-        keys,
-        key=lambda k: (
-            -best[group(k)][0],
-            -best[group(k)][1],
-            first[group(k)],
-            -findings.get(k, 0),
-            -sizes.get(k, 0),
-            position[k],
-        ),
-    )
+
+    def rank(key: tuple[int, str]) -> tuple[Any, ...]:
+        f, r, size = best[group(key)]
+        own = weight(key)
+        return (-f, not r, -size, first[group(key)], -own[0], not own[1], -own[2], position[key])
+
+    return sorted(keys, key=rank)
 
 
 def iter_expired_overview(

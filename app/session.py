@@ -223,19 +223,37 @@ class LoadedCheckpoint:
                 out[(op.operator_id, s.store_name)] = size
         return out
 
+    def rows_sides(self) -> frozenset[tuple[int, str]]:
+        """The stores holding a stream-stream join's buffered rows (each side's ``keyWithIndexToValue``
+        store; the side's ``keyToNumValues`` store only counts them), as ``(operator_id, store_name)``.
+
+        Returns
+        -------
+        frozenset
+            Empty when the checkpoint has no join.
+        """
+        return frozenset(
+            (op.operator_id, s.store_name)
+            for op in self.checkpoint.operators
+            if op.kind == OperatorKind.JOIN
+            for s in op.stores
+            if s.store_name.endswith("keyWithIndexToValue")
+        )
+
     def default_store(self) -> tuple[int, str] | None:
         """The store the browser opens on, as ``(operator_id, store_name)``: the biggest decodable one
         (most bytes of state files, a stand-in for rows that reads no state); of a join, the
-        ``keyWithIndexToValue`` side, which holds the buffered rows (the other stores index them)."""
+        ``keyWithIndexToValue`` side, which holds the buffered rows (the other stores index them,
+        :meth:`rows_sides`)."""
         stores = self.decodable_stores()
         if not stores:
             return None
         sizes = self.store_sizes()
+        rows_sides = self.rows_sides()
 
         def weight(item: tuple[OperatorInfo, StoreInfo]) -> tuple[bool, int]:
-            op, s = item
-            rows_side = op.kind == OperatorKind.JOIN and s.store_name.endswith("keyWithIndexToValue")
-            return rows_side, sizes.get((op.operator_id, s.store_name), 0)
+            key = (item[0].operator_id, item[1].store_name)
+            return key in rows_sides, sizes.get(key, 0)
 
         op, s = max(stores, key=weight)  # the first of equals: the walk order
         return op.operator_id, s.store_name

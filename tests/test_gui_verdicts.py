@@ -13,6 +13,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import json
 import shutil
+import subprocess
+import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +168,79 @@ def test_the_browser_opens_on_the_join_rows(qtbot: Any, window: Any, checkpoint:
     listed = [tuple(combo.itemData(i)) for i in range(combo.count()) if combo.itemData(i) is not None]
     assert [sizes[k] for k in listed] == sorted((sizes[k] for k in listed), reverse=True)
     assert listed[0][1].endswith("keyWithIndexToValue")
+
+
+def _picker(combo: Any) -> list[Any]:
+    """A store picker as a user reads it, top to bottom: a group header as its text, a store as its
+    ``(operator_id, store_name)``."""
+    return [
+        tuple(combo.itemData(i)) if combo.itemData(i) is not None else combo.itemText(i)
+        for i in range(combo.count())
+    ]
+
+
+def _state_bytes(root: Path, operator_id: int, store_name: str) -> int:
+    """Bytes of a store's delta and snapshot files on disk (HDFS-backed stores)."""
+    sub = "" if store_name == "default" else store_name
+    return sum(
+        f.stat().st_size
+        for part in (root / "state" / str(operator_id)).iterdir()
+        if part.name.isdigit()
+        for f in (part / sub).iterdir()
+        if f.is_file() and f.suffix in (".delta", ".snapshot")
+    )
+
+
+def _cli_findings(root: Path) -> Counter[tuple[int, str]]:
+    """Findings per store as ``statelens expired --json`` (run in a subprocess) lists them."""
+    out = subprocess.run(
+        [sys.executable, "-m", "statelens.app.launcher", "expired", str(root), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert out.returncode in (0, 1), out.stderr
+    return Counter((f["operator_id"], f["store_name"]) for f in json.loads(out.stdout))
+
+
+@pytest.mark.parametrize("name", ["sample", "join", "rocks_tws_timers"])
+def test_pickers_order_stores_by_what_matters(qtbot: Any, window: Any, checkpoint: Any, name: str) -> None:
+    """The browser's picker lists stores by rows, largest first (a join's keyWithIndexToValue sides,
+    which hold the rows, before the key counts), and opens on the first; the expired view's lists the
+    stores with findings first, most first (as ``statelens expired`` counts them), then the others in
+    the browser's order. A transformWithState operator's groups stay whole under their headers."""
+    root = _root(checkpoint, name)
+    _open(qtbot, window, root)
+    window.select_view("expired")
+    qtbot.waitUntil(lambda: window.expired_controller.overview is not None, timeout=LOAD_TIMEOUT_MS)
+    browser = _picker(window.browser.store_combo)
+    expired = _picker(window.expired.store_combo)
+    every = [(op.operator_id, s.store_name) for op in open_checkpoint(str(root)).operators for s in op.stores]
+    browser_stores = [item for item in browser if isinstance(item, tuple)]
+    expired_stores = [item for item in expired if isinstance(item, tuple)]
+    assert sorted(browser_stores) == sorted(expired_stores) == sorted(every)
+    assert browser_stores[0] == (window.selection.operator_id, window.selection.store_name)
+
+    found = _cli_findings(root)
+    assert expired_stores[: len(found)] == sorted(found, key=lambda k: -found[k])
+    assert [k for k in expired_stores if k not in found] == [k for k in browser_stores if k not in found]
+    if name == "sample":
+        assert browser == expired == [(0, "default")] and found[(0, "default")] > 0
+    elif name == "join":
+        sizes = {k: _state_bytes(root, *k) for k in every}
+        rows = sorted((k for k in every if k[1].endswith("keyWithIndexToValue")), key=lambda k: -sizes[k])
+        counts = sorted((k for k in every if k[1].endswith("keyToNumValues")), key=lambda k: -sizes[k])
+        assert browser == rows + counts  # no headers: a join's stores are not grouped
+        assert not found and expired == browser
+    else:
+        assert list(found) == [(0, "cnt")]  # the leaked timer's state variable
+        for picker in (browser, expired):
+            variables = picker.index("── operator 0 · transformWithState: state variables ──")
+            internal = picker.index("── operator 0 · transformWithState: Spark's internal column families ──")
+            assert variables == 0 and picker[1] == (0, "cnt")
+            assert sorted(picker[1:internal]) == [(0, n) for n in ("cnt", "ttll", "ttlm", "ttlv")]
+            assert all(isinstance(k, tuple) and k[1].startswith("$") for k in picker[internal + 1 :])
 
 
 def test_gui_opens_at_a_view_store_and_key(

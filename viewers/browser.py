@@ -221,9 +221,11 @@ class StateBrowserView(QWidget):
         operators: Sequence[OperatorInfo],
         roles: Mapping[tuple[int, str], Any] | None = None,
         groups: Mapping[tuple[int, str], str] | None = None,
+        order: Sequence[tuple[int, str]] = (),
     ) -> None:
         """The stores to browse; ``roles`` (``app.session.StoreRole`` per store) label them and give
-        their tooltips, ``groups`` group them in the picker (see :func:`viewers.stores.fill_store_combo`)."""
+        their tooltips, ``groups`` group them in the picker (see :func:`viewers.stores.fill_store_combo`),
+        ``order`` lists them in the picker's order (stores not in it last, in the operators' order)."""
         self._stores = {}
         items = []
         tips = {}
@@ -235,6 +237,8 @@ class StateBrowserView(QWidget):
                 items.append((op.operator_id, s.store_name, store_label(op, s, role)))
                 if role is not None:
                     tips[key] = role.description
+        rank = {key: i for i, key in enumerate(order)}
+        items.sort(key=lambda item: rank.get((item[0], item[1]), len(rank)))
         self._combo_index = fill_store_combo(self.store_combo, items, groups, tips)
         if not self._stores:
             self.partition_combo.clear()

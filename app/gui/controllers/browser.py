@@ -9,6 +9,7 @@ from PySide6.QtCore import Signal
 
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.gui.controllers.state import BrowserState, backend_text
 from statelens.app.session import (
     LoadedCheckpoint,
     StateTable,
@@ -25,8 +26,6 @@ from statelens.viewers.tables import PAGE_ROWS, row_order
 
 #: The runner channel of reading a version (and the view's name: it waits for the view).
 CHANNEL = "browser"
-#: Pages of a paged table waited for at most (older asks, scrolled past, are given up).
-PAGES_WAITED = 6
 
 
 class BrowserController(Controller):
@@ -48,9 +47,8 @@ class BrowserController(Controller):
         super().__init__(ctx, StateBrowserView(ctx.selection))
         #: Versions with more rows than this are paged by DuckDB from the cache (``app.state_query``).
         self.paged_rows = PAGED_ROWS
-        self._table: StateTable | None = None
-        self._pages_wanted: list[int] = []  # offsets of a paged table's pages to read, last asked last
-        self._compare_version: int | None = None
+        #: What the browser remembers: the version compared with, the rows shown, the pages waited for.
+        self.state = BrowserState()
         v = self.view
         v.store_selected.connect(ctx.select_store)
         v.partition_selected.connect(ctx.select_partition)
@@ -65,8 +63,10 @@ class BrowserController(Controller):
 
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
         self._set_state_table(None)
-        self._compare_version = None
-        self.view.set_operators(loaded.checkpoint.operators, self.ctx.roles, self.ctx.store_groups())
+        self.state.reset()
+        self.view.set_operators(
+            loaded.checkpoint.operators, self.ctx.roles, self.ctx.store_groups(), self.ctx.catalog.by_rows()
+        )
         self.view.compare_combo.setCurrentIndex(0)
 
     def show_no_store(self) -> None:
@@ -79,7 +79,7 @@ class BrowserController(Controller):
 
     def state_table(self) -> StateTable | None:
         """The rows the browser shows (None while none)."""
-        return self._table
+        return self.state.table
 
     def main_table(self) -> Any:
         return self.view.table
@@ -100,42 +100,38 @@ class BrowserController(Controller):
     def request_table(self) -> None:
         """Read the selected store version (or the diff with the compared version)."""
         ctx = self.ctx
-        s = ctx.selection
-        if ctx.loaded is None or s.operator_id is None or s.store_name is None:
+        read = self.state.read(ctx.selection)
+        if ctx.loaded is None or read is None:
             return
-        if s.version is None:
+        if read.version is None:
             self.view.clear_table("This store has no readable version.")
             self.updated.emit()
             return
-        compare = self._compare_version
-        diff = compare is not None and compare != s.version
+        op, name, version, pid = read.operator_id, read.store_name, read.version, read.partition_id
         try:
-            backend = ctx.backends.for_store(s.operator_id, s.store_name)
+            backend = ctx.backends.for_store(op, name)
             # Spark reads stores the native readers cannot open (column families); diffs are native.
-            native = diff or backend is None or backend.reads_files
-            reader = ctx.backends.reader(s.operator_id, s.store_name) if native else None
+            native = read.is_diff or backend is None or backend.reads_files
+            reader = ctx.backends.reader(op, name) if native else None
         except StatelensError as err:
             self.view.clear_table(f"Cannot read this store: {err}")
             self.updated.emit()
             return
         ctx.backends.cancel_spark_read()
-        where = "all partitions" if s.partition_id is None else f"partition {s.partition_id}"
-        time_columns = display_time_columns(ctx.loaded.checkpoint.operator(s.operator_id))
+        where = read.where
+        time_columns = display_time_columns(ctx.loaded.checkpoint.operator(op))
         ctx.runner.cancel("order")
         done = {"on_result": self._on_table_finished, "on_error": self._on_table_errored}
-        if diff:
-            assert compare is not None
-            old, new = sorted((compare, s.version))
-            self.view.set_loading(
-                f"Comparing versions {old} and {new} of operator {s.operator_id} {s.store_name}, {where}…"
-            )
+        if read.is_diff:
+            old, new = read.diff_versions
+            self.view.set_loading(f"Comparing versions {old} and {new} of operator {op} {name}, {where}…")
             ctx.runner.submit(
                 CHANNEL,
                 iter_state_diff,
                 reader,
                 old,
                 new,
-                s.partition_id,
+                pid,
                 time_columns=time_columns,
                 cache=ctx.cache,
                 paged_over=self.paged_rows,
@@ -144,25 +140,23 @@ class BrowserController(Controller):
             )
             return
         if backend is None or backend.reads_files:
-            self.view.set_loading(
-                f"Decoding operator {s.operator_id} {s.store_name}, {where}, version {s.version}…"
-            )
+            self.view.set_loading(f"Decoding operator {op} {name}, {where}, version {version}…")
             ctx.runner.submit(
                 CHANNEL,
                 iter_state_table,
                 reader,
-                s.version,
-                s.partition_id,
+                version,
+                pid,
                 time_columns=time_columns,
                 cache=ctx.cache,
                 paged_over=self.paged_rows,
-                what=f"Decoding version {s.version}",
+                what=f"Decoding version {version}",
                 **done,
             )
             return
-        store = ctx.loaded.checkpoint.operator(s.operator_id).store(s.store_name)
+        store = ctx.loaded.checkpoint.operator(op).store(name)
         self.view.set_loading(
-            f"Reading operator {s.operator_id} {s.store_name}, {where}, version {s.version} "
+            f"Reading operator {op} {name}, {where}, version {version} "
             f"through Spark on {ctx.backends.master} (the first read starts a Spark session)…"
         )
         ctx.backends.start_spark_read(backend)
@@ -171,17 +165,17 @@ class BrowserController(Controller):
             iter_backend_table,
             backend,
             store,
-            s.version,
-            s.partition_id,
+            version,
+            pid,
             time_columns=time_columns,
-            what=f"Reading version {s.version} through Spark",
+            what=f"Reading version {version} through Spark",
             **done,
         )
 
     def _set_state_table(self, table: StateTable | None) -> None:
         """Hold the browser's rows, closing the database of the rows held before (if paged)."""
-        old, self._table = self._table, table
-        self._pages_wanted.clear()
+        old, self.state.table = self.state.table, table
+        self.state.pages_wanted.clear()
         if old is not None and old is not table and old.query is not None:
             for channel in ("order", "page", "locate"):
                 self.ctx.runner.cancel(channel)
@@ -190,39 +184,18 @@ class BrowserController(Controller):
     def _on_table_finished(self, table: StateTable) -> None:
         self.ctx.backends.end_spark_read()
         self._set_state_table(table)
-        where = "all partitions" if table.partition_id is None else f"partition {table.partition_id}"
-        if table.is_diff:
-            head = f"diff of versions {table.compare_version} → {table.version}"
-        else:
-            head = f"{table.total_rows:,} row{'s' if table.total_rows != 1 else ''}"
         role = self.ctx.roles.get((table.operator_id, table.store_name))
-        parts = [
-            head,
-            f"operator {table.operator_id} {table.store_name}"
-            + (f" ({role.text})" if role is not None else ""),
-            where,
-        ]
-        if not table.is_diff:
-            parts.append(f"version {table.version} (state after batch {table.version - 1})")
-        parts.extend(table.notes)
-        parts.append(f"read by {_backend_text(table.backend)}")
+        text = self.state.describe(table, role.text if role is not None else None)
         if table.problems:
             self.ctx.problems.add_problems(table.problems, where=f"decoding version {table.version}")
-            parts.append(f"{len(table.problems)} partition(s) could not be read: see Problems")
         if table.query is not None:
-            parts.insert(1, "paged from the cache by DuckDB")
             self.view.set_query_table(
-                table.headers,
-                [spec.numeric for spec in table.query.specs],
-                table.total_rows,
-                " · ".join(parts),
+                table.headers, [spec.numeric for spec in table.query.specs], table.total_rows, text
             )
         else:
             partitions = table.sort_keys[table.headers.index("partition")]
-            self.view.set_table(
-                table.headers, table.columns, table.sort_keys, table.keys, " · ".join(parts), partitions
-            )
-        self.backend_used.emit(f"State read by {_backend_text(table.backend)}")
+            self.view.set_table(table.headers, table.columns, table.sort_keys, table.keys, text, partitions)
+        self.backend_used.emit(f"State read by {backend_text(table.backend)}")
         self.updated.emit()
 
     def _on_table_errored(self, err: BaseException) -> None:
@@ -239,15 +212,16 @@ class BrowserController(Controller):
             errors.show_error(err, title="Decoding state failed")
 
     def _on_view_compare_selected(self, version: int | None) -> None:
-        self._compare_version = version
+        self.state.compare_version = version
         self.request_table()
 
     # -- sorting, filtering and paging -------------------------------------------------------------------
     def _on_view_order_requested(self, column: int, descending: bool, needle: str) -> None:
-        query = self._table.query if self._table is not None else None
+        table = self.state.table
+        query = table.query if table is not None else None
         runner = self.ctx.runner
         if query is not None and self.view.model is self.view.query_model:
-            self._pages_wanted.clear()  # pages of the former order
+            self.state.pages_wanted.clear()  # pages of the former order
             what = "Filtering" if needle else "Sorting" if column >= 0 else "Reading"
             runner.submit(
                 "order",
@@ -277,21 +251,19 @@ class BrowserController(Controller):
         )
 
     def _on_view_page_requested(self, column: int, descending: bool, needle: str, offset: int) -> None:
-        wanted = self._pages_wanted
-        if offset in wanted:
-            wanted.remove(offset)
-        wanted.append(offset)
-        if len(wanted) > PAGES_WAITED:  # scrolled past: asked for again if shown again
-            self.view.forget_page_requests(wanted[:-PAGES_WAITED])
-            del wanted[:-PAGES_WAITED]
+        dropped = self.state.want_page(offset)
+        if dropped:  # scrolled past: asked for again if shown again
+            self.view.forget_page_requests(dropped)
         self._read_next_page()
 
     def _read_next_page(self) -> None:
         """Read the page asked for last, one at a time (the rows on screen first)."""
-        query = self._table.query if self._table is not None else None
-        if query is None or not self._pages_wanted or self.ctx.runner.current("page") is not None:
+        table = self.state.table
+        query = table.query if table is not None else None
+        if query is None or not self.state.pages_wanted or self.ctx.runner.current("page") is not None:
             return
-        offset = self._pages_wanted.pop()
+        offset = self.state.next_page()
+        assert offset is not None
         model = self.view.query_model
         column, descending = model.sort_state()
         needle = model.filter_text()
@@ -314,7 +286,8 @@ class BrowserController(Controller):
             self._read_next_page()
 
     def _on_view_locate_requested(self, partition_id: int, key: Any) -> None:
-        query = self._table.query if self._table is not None else None
+        table = self.state.table
+        query = table.query if table is not None else None
         if query is None:
             return
         model = self.view.query_model
@@ -345,19 +318,20 @@ class BrowserController(Controller):
         """The rows shown, typed as ``statelens rows`` writes them (filter and order kept)."""
         from statelens.app.export import iter_export_query_table, iter_export_state_table
 
-        if table is not self.view.table or self._table is None:
+        shown = self.state.table
+        if table is not self.view.table or shown is None:
             return None
-        if self._table.query is not None:
+        if shown.query is not None:
             column, descending = source.sort_state()
-            return (iter_export_query_table, self._table, out, fmt, column, descending, source.filter_text())
-        return (iter_export_state_table, self._table, out, fmt, source.visible_source_rows())
+            return (iter_export_query_table, shown, out, fmt, column, descending, source.filter_text())
+        return (iter_export_state_table, shown, out, fmt, source.visible_source_rows())
 
     def spark_job(self, url: str) -> tuple[str, tuple[Any, ...]] | None:
         """``(what, job)`` having Spark write the version shown (its partition, when one is shown) as
         Parquet to ``url`` where Spark runs; None without a table."""
         from statelens.app.export import iter_spark_parquet
 
-        table = self._table
+        table = self.state.table
         if self.ctx.loaded is None or table is None:
             return None
         backends = self.ctx.backends
@@ -373,11 +347,6 @@ class BrowserController(Controller):
             table.partition_id,
         )
         return f"Spark is writing version {table.version} to {url}", job
-
-
-def _backend_text(description: str) -> str:
-    """``the native decoder`` / ``Spark 4.x on local[*]`` after "read by"."""
-    return f"the {description}" if description == "native decoder" else description
 
 
 def _iter_row_order(

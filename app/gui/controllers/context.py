@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
 from statelens.app.gui.controllers.backends import BackendsController
+from statelens.app.gui.controllers.state import StoreCatalog, in_order
 from statelens.app.session import LoadedCheckpoint, SelectionState, StoreRole
 from statelens.readers.cache import StateCache
 from statelens.readers.errors import StatelensError, UsageError
@@ -164,20 +165,19 @@ class WindowContext(QObject):
         self.event_logs: list[str] = []
         self.loaded: LoadedCheckpoint | None = None
         self.roles: dict[tuple[int, str], StoreRole] = {}
-        #: Stores the native reader decodes, biggest first (the pickers' order).
+        #: The stores of the checkpoint shown, and the orders the pickers list them in.
+        self.catalog = StoreCatalog()
+        #: Stores the native reader decodes, by rows (:meth:`StoreCatalog.by_rows`).
         self.stores: list[tuple[Any, Any]] = []
         #: The user (or the command line) picked the store: views keep it rather than a default.
         self.store_chosen = False
 
     def set_checkpoint(self, loaded: LoadedCheckpoint) -> None:
-        from statelens.app.explore import order_stores
-
         self.loaded = loaded
         self.roles = loaded.store_roles()
         decodable = loaded.decodable_stores()
-        keys = [(op.operator_id, s.store_name) for op, s in decodable]
-        groups = self.store_groups()
-        rank = {k: i for i, k in enumerate(order_stores(keys, {}, loaded.store_sizes(), groups))}
+        self.catalog = StoreCatalog.of(loaded, self.store_groups(), decodable)
+        rank = {k: i for i, k in enumerate(self.catalog.by_rows())}
         self.stores = sorted(decodable, key=lambda item: rank[(item[0].operator_id, item[1].store_name)])
 
     def select_first_store(self, previous: dict[str, Any], reloading: bool) -> bool:
@@ -185,19 +185,10 @@ class WindowContext(QObject):
         else its default store at its latest version. False when there is none to select."""
         assert self.loaded is not None
         self.selection.reset()
-        default = self.loaded.default_store()
-        if reloading and self.store_exists(previous["operator_id"], previous["store_name"]):
-            self.selection.update(**previous)
-        elif default is not None:
-            versions = self.loaded.checkpoint.operator(default[0]).store(default[1]).versions
-            self.selection.update(
-                operator_id=default[0],
-                store_name=default[1],
-                partition_id=None,
-                version=versions[-1] if versions else None,
-            )
-        else:
+        opening = self.catalog.opening(previous, reloading, self.loaded.default_store())
+        if opening is None:
             return False
+        self.selection.update(**opening)
         return True
 
     def open_readers(self) -> None:
@@ -227,10 +218,11 @@ class WindowContext(QObject):
             store_label(op, store, self.roles.get((op.operator_id, store.store_name))),
         )
 
-    def all_store_items(self) -> list[tuple[int, str, str]]:
-        """Picker items of every store, in the checkpoint's order."""
+    def store_items(self, order: Sequence[tuple[int, str]]) -> list[tuple[int, str, str]]:
+        """Picker items of every store, in ``order`` (a :class:`StoreCatalog` order)."""
         ckpt = self.loaded.checkpoint if self.loaded is not None else None
-        return [self.store_item(op, s) for op in ckpt.operators for s in op.stores] if ckpt else []
+        items = [self.store_item(op, s) for op in ckpt.operators for s in op.stores] if ckpt else []
+        return in_order(items, order)
 
     def store_groups(self) -> dict[tuple[int, str], str]:
         """Picker groups: a transformWithState operator's state variables, then its internal families."""
@@ -265,9 +257,10 @@ class WindowContext(QObject):
         if (operator_id, store_name) == (self.selection.operator_id, self.selection.store_name):
             return
         version = self.selection.version
-        if self.selection.batch_id is None and self.loaded is not None:
-            versions = self.loaded.checkpoint.operator(operator_id).store(store_name).versions
-            version = versions[-1] if versions else None
+        if self.loaded is not None:
+            version = self.catalog.version_on_switch(
+                (operator_id, store_name), version, self.selection.batch_id is not None
+            )
         self.selection.update(
             operator_id=operator_id,
             store_name=store_name,

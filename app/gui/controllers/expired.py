@@ -7,6 +7,7 @@ from typing import Any
 from statelens.app.explore import ExpiredOverview, arrange_expired, findings_table, iter_expired_overview
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.gui.controllers.state import ExpiredState
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
 from statelens.viewers.expired import ExpiredView
@@ -24,8 +25,8 @@ class ExpiredController(Controller):
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, ExpiredView(ctx.selection))
-        #: The analysis shown (None until it is done).
-        self.overview: ExpiredOverview | None = None
+        #: What the view shows: the analysis (None until it is done), and how it orders the stores.
+        self.state = ExpiredState()
         self.view.store_selected.connect(ctx.select_store)
         self.view.version_selected.connect(ctx.select_version)
         self.view.partition_selected.connect(ctx.select_partition)
@@ -36,10 +37,16 @@ class ExpiredController(Controller):
         # Tables built from the analysis are rebuilt in the new zone (no re-analysis).
         ctx.time_zone.connect(self._on_time_zone_changed)
 
+    @property
+    def overview(self) -> ExpiredOverview | None:
+        """The analysis shown (None until it is done)."""
+        return self.state.overview
+
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
-        self.overview = None
+        self.state.reset()
         self.view.clear()
-        self.view.set_stores(self.ctx.all_store_items(), self.ctx.store_groups(), self.ctx.store_tips())
+        items = self.ctx.store_items(self.state.store_order(self.ctx.catalog))  # by rows until analysed
+        self.view.set_stores(items, self.ctx.store_groups(), self.ctx.store_tips())
 
     def start(self, loaded: LoadedCheckpoint) -> None:
         ckpt = loaded.checkpoint
@@ -73,7 +80,7 @@ class ExpiredController(Controller):
     def findings(self) -> list[Any]:
         """The findings the view lists (latest version of each partition), every store: the analysis'
         capped examples (exact counts are in each store's ``total_findings``)."""
-        return list(self.overview.result.examples) if self.overview is not None else []
+        return self.state.findings()
 
     def show_store(self, operator_id: int, store_name: str) -> None:
         self.view.show_store(operator_id, store_name)
@@ -103,27 +110,24 @@ class ExpiredController(Controller):
 
         if table is not self.view.table or self.overview is None:
             return None
-        shown = self.view.shown_store()
-        st = self.overview.store(*shown) if shown is not None else None
-        findings = st.examples if st is not None else []
+        findings = self.state.store_findings(self.view.shown_store())
         rows = source.visible_source_rows()
         return (iter_export_documents, (findings[i].to_json() for i in rows), out, fmt)  # built in the worker
 
     def _on_expired_finished(self, overview: ExpiredOverview) -> None:
-        self.overview = overview
+        self.state.overview = overview
         ctx = self.ctx
         ctx.problems.add_problems(overview.problems, where="expired keys")
         if ctx.loaded is not None:
-            # Stores with findings first (then the biggest), and the view opens on the one with the
+            # Stores with findings first (then by rows), and the view opens on the one with the
             # most, unless a store was picked.
-            items = ctx.all_store_items()
-            order = overview.store_order(ctx.loaded.store_sizes(), ctx.store_groups())
-            rank = {key: i for i, key in enumerate(order)}
-            items.sort(key=lambda item: rank.get((item[0], item[1]), len(rank)))
-            self.view.set_stores(items, ctx.store_groups(), ctx.store_tips())
-            chosen = (ctx.selection.operator_id, ctx.selection.store_name)
-            if ctx.store_chosen and chosen in rank:
-                self.view.show_store(*chosen)
+            order = self.state.store_order(ctx.catalog)
+            self.view.set_stores(ctx.store_items(order), ctx.store_groups(), ctx.store_tips())
+            show = self.state.store_to_show(
+                order, (ctx.selection.operator_id, ctx.selection.store_name), ctx.store_chosen
+            )
+            if show is not None:
+                self.view.show_store(*show)
         self._show_tables(overview)
         for st in overview.stores:
             self.view.set_store_status(st.operator_id, st.store_name, st.describe())
@@ -180,15 +184,8 @@ class ExpiredController(Controller):
         shown = self.view.shown_store()
         if shown is None:
             return
-        op, store = shown
-        change: dict[str, Any] = {"key": key, "key_partition_id": partition_id}
-        if self.ctx.store_exists(op, store):
-            change.update(
-                operator_id=op,
-                store_name=store,
-                partition_id=partition_id,
-                version=version,
-                batch_id=version - 1 if version > 0 else None,
-            )
+        change = self.state.finding_selection(
+            shown, partition_id, version, key, self.ctx.store_exists(*shown)
+        )
         changed = self.ctx.selection.update(**change)
         self.ctx.key_history_requested.emit(set(changed))

@@ -10,6 +10,7 @@ from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.gui.controllers.state import GrowthState
 from statelens.app.session import LoadedCheckpoint, growth_arrays
 from statelens.readers.errors import StatelensError
 from statelens.viewers.growth import StateGrowthView
@@ -43,16 +44,23 @@ class GrowthController(Controller):
 
     def __init__(self, ctx: WindowContext, top_keys: int) -> None:
         super().__init__(ctx, StateGrowthView(ctx.selection))
-        self.top_keys = top_keys
-        #: Whether growth was measured for the checkpoint shown (its keys are weighed after).
-        self.done = False
-        self._weighed: set[tuple[int, str]] = set()  # stores whose heaviest keys were asked for
+        #: What the view remembers: whether growth was measured, whose keys were asked for.
+        self.state = GrowthState(top_keys=top_keys)
         self.view.store_selected.connect(ctx.select_store)
         self.view.partition_selected.connect(ctx.select_partition)
 
+    @property
+    def top_keys(self) -> int:
+        """Heaviest keys listed for the selected store."""
+        return self.state.top_keys
+
+    @property
+    def done(self) -> bool:
+        """Whether growth was measured for the checkpoint shown (its keys are weighed after)."""
+        return self.state.done
+
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
-        self.done = False
-        self._weighed = set()
+        self.state.reset()
         self.view.clear()
         self.view.set_stores(
             [self.ctx.store_item(op, s) for op, s in self.ctx.stores],
@@ -101,32 +109,15 @@ class GrowthController(Controller):
                 continue
             pids, versions, metrics = growth_arrays(store)
             self.view.set_growth(store.operator_id, store.store_name, pids, versions, metrics)
-            bad = [
-                p
-                for p in result.problems
-                if p.context.get("operator_id") == store.operator_id
-                and p.context.get("store_name") == store.store_name
-            ]
-            notes = (
-                [f"{len(bad)} file(s) could not be read; their versions are gaps. See Problems."]
-                if bad
-                else []
-            )
             role = self.ctx.roles.get((store.operator_id, store.store_name))
-            if role is not None and role.column_family_of:
-                notes.append(
-                    f"A column family of RocksDB store {role.column_family_of!r}: rows and key + value bytes "
-                    "are this family's; bytes written count the whole store's files (shared by its families)."
-                )
-            if role is not None and role.text.startswith("ListState"):
-                notes.append("List state: one row per list element.")
-            self.view.set_store_status(store.operator_id, store.store_name, " ".join(notes))
+            notes = self.state.store_notes(store, result.problems, role)
+            self.view.set_store_status(store.operator_id, store.store_name, notes)
             self.store_updated.emit(store.operator_id, store.store_name)
 
         weighed = [s.top_keys for s in result.stores if s.top_keys is not None]
-        self._weighed.update((t.operator_id, t.store_name) for t in weighed)
+        self.state.weighed.update((t.operator_id, t.store_name) for t in weighed)
         self._show_top_keys(weighed)
-        self.done = True
+        self.state.done = True
         self._request_top_keys()
 
     def _on_growth_errored(self, err: BaseException) -> None:
@@ -140,21 +131,17 @@ class GrowthController(Controller):
         """Weigh the selected store's keys (once per store and checkpoint), after growth: heaviest keys
         are read in the background for the growth view, never delaying its plots."""
         ctx = self.ctx
-        key = (ctx.selection.operator_id, ctx.selection.store_name)
-        if (
-            ctx.loaded is None
-            or not self.done
-            or key[0] is None
-            or key in self._weighed
-            or not ctx.store_exists(*key)
-        ):
+        if ctx.loaded is None:
             return
-        self._weighed.add(key)  # type: ignore[arg-type]
+        selected = (ctx.selection.operator_id, ctx.selection.store_name)
+        key = self.state.to_weigh(selected, ctx.catalog.decodable)
+        if key is None:
+            return
         ctx.runner.submit(
             HEAVY_CHANNEL,
             iter_top_keys,
             ctx.loaded.checkpoint,
-            self.top_keys,
+            self.state.top_keys,
             only=key,
             what="Weighing the heaviest keys",
             on_result=self._on_top_keys_finished,
@@ -179,8 +166,8 @@ class GrowthController(Controller):
                 note=f"not weighed ({s.skipped})" if s.skipped else "",
             )
 
-    def _on_top_keys_errored(self, key: tuple[Any, Any], err: BaseException) -> None:
-        self._weighed.discard(key)
+    def _on_top_keys_errored(self, key: tuple[int, str], err: BaseException) -> None:
+        self.state.forget(key)
         self.view.set_top_keys(
             key[0], key[1], None, 0, [], note=f"could not be weighed: {errors.short_message(err)}"
         )

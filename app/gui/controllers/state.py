@@ -1,0 +1,611 @@
+"""What the tab controllers remember and decide, without Qt.
+
+Each controller holds one of these plain objects and renders it into its view; the decisions that need
+no widget (which store a picker lists first, what the browser reads next, which store's keys to weigh)
+are methods here, tested without a ``QApplication`` (``tests/test_gui_state.py``). The shared selection
+(store, version, partition, key) is :class:`app.session.SelectionState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from statelens.app.analysis.expired import ExpiredFinding
+from statelens.app.analysis.growth import StoreGrowth
+from statelens.app.explore import ExpiredOverview, order_stores
+from statelens.app.session import LoadedCheckpoint, SelectionState, StateTable, StoreRole
+from statelens.readers.errors import StatelensError
+from statelens.readers.model import OperatorInfo, StoreInfo
+
+#: ``(operator_id, store_name)``.
+StoreKey = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class StoreCatalog:
+    """The stores of the checkpoint shown, and the orders the store pickers list them in.
+
+    Parameters
+    ----------
+    keys : tuple of StoreKey
+        Every store, in the checkpoint's order.
+    sizes : mapping
+        Bytes of each store's state files: how much it holds, without reading any state.
+    rows_sides : frozenset of StoreKey
+        Stores holding a join's buffered rows (``keyWithIndexToValue``), ranked before the stores that
+        only index them.
+    groups : mapping
+        Picker group of a store (a transformWithState operator's state variables, its internal
+        families); a group's stores stay together.
+    decodable : frozenset of StoreKey
+        Stores the native readers decode.
+    versions : mapping
+        Each store's versions, oldest first.
+    """
+
+    keys: tuple[StoreKey, ...] = ()
+    sizes: Mapping[StoreKey, int] = field(default_factory=dict)
+    rows_sides: frozenset[StoreKey] = frozenset()
+    groups: Mapping[StoreKey, str] = field(default_factory=dict)
+    decodable: frozenset[StoreKey] = frozenset()
+    versions: Mapping[StoreKey, tuple[int, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        loaded: LoadedCheckpoint,
+        groups: Mapping[StoreKey, str],
+        decodable: Sequence[tuple[OperatorInfo, StoreInfo]],
+    ) -> StoreCatalog:
+        """The catalog of an opened checkpoint (lists its state files; reads no state).
+
+        Parameters
+        ----------
+        loaded : LoadedCheckpoint
+        groups : mapping
+            Picker groups (``WindowContext.store_groups``).
+        decodable : sequence of (OperatorInfo, StoreInfo)
+            ``loaded.decodable_stores()``.
+
+        Returns
+        -------
+        StoreCatalog
+        """
+        return cls(
+            keys=tuple(
+                (op.operator_id, s.store_name) for op in loaded.checkpoint.operators for s in op.stores
+            ),
+            sizes=loaded.store_sizes(),
+            rows_sides=loaded.rows_sides(),
+            groups=dict(groups),
+            decodable=frozenset((op.operator_id, s.store_name) for op, s in decodable),
+            versions={
+                (op.operator_id, s.store_name): tuple(s.versions)
+                for op in loaded.checkpoint.operators
+                for s in op.stores
+            },
+        )
+
+    def by_rows(self) -> list[StoreKey]:
+        """Every store by rows, largest first (a join's ``keyWithIndexToValue`` sides first): the order
+        of the browser's and growth view's pickers; the browser opens on the first decodable one.
+
+        Returns
+        -------
+        list of StoreKey
+        """
+        return order_stores(self.keys, {}, self.sizes, self.groups, self.rows_sides)
+
+    def by_findings(self, findings: Mapping[StoreKey, int]) -> list[StoreKey]:
+        """Every store, those with the most ``findings`` first, then the others by rows (the expired
+        view's picker).
+
+        Parameters
+        ----------
+        findings : mapping
+            Findings per store (missing: none).
+
+        Returns
+        -------
+        list of StoreKey
+        """
+        return order_stores(self.keys, findings, self.sizes, self.groups, self.rows_sides)
+
+    def decodable_by_rows(self) -> list[StoreKey]:
+        """The stores the native readers decode, by rows (see :meth:`by_rows`).
+
+        Returns
+        -------
+        list of StoreKey
+        """
+        return [key for key in self.by_rows() if key in self.decodable]
+
+    def latest_version(self, key: StoreKey) -> int | None:
+        """A store's latest version (None: none, or an unknown store).
+
+        Parameters
+        ----------
+        key : StoreKey
+
+        Returns
+        -------
+        int or None
+        """
+        versions = self.versions.get(key, ())
+        return versions[-1] if versions else None
+
+    def opening(
+        self, previous: Mapping[str, Any], reloading: bool, default: StoreKey | None
+    ) -> dict[str, Any] | None:
+        """The selection a checkpoint opens on: on a reload (F5), what was selected if its store is
+        still decoded; else the ``default`` store (``LoadedCheckpoint.default_store``) at its latest
+        version, every partition.
+
+        Parameters
+        ----------
+        previous : mapping
+            The selection before (``SelectionState.snapshot``).
+        reloading : bool
+            The same checkpoint is opened again.
+        default : StoreKey or None
+
+        Returns
+        -------
+        dict or None
+            Fields of :class:`app.session.SelectionState`; None when there is no store to open on.
+        """
+        if reloading and (previous.get("operator_id"), previous.get("store_name")) in self.decodable:
+            return dict(previous)
+        if default is None:
+            return None
+        return {
+            "operator_id": default[0],
+            "store_name": default[1],
+            "partition_id": None,
+            "version": self.latest_version(default),
+        }
+
+    def version_on_switch(self, key: StoreKey, version: int | None, batch_selected: bool) -> int | None:
+        """The version shown when the user switches to store ``key``: the one selected when a batch is
+        (the state after that batch), else the store's latest.
+
+        Parameters
+        ----------
+        key : StoreKey
+        version : int or None
+            The version selected.
+        batch_selected : bool
+            Whether a batch is selected.
+
+        Returns
+        -------
+        int or None
+        """
+        return version if batch_selected else self.latest_version(key)
+
+
+def in_order(items: Sequence[tuple[int, str, str]], order: Sequence[StoreKey]) -> list[tuple[int, str, str]]:
+    """Picker items ``(operator_id, store_name, label)`` sorted as ``order`` lists their stores (stores
+    missing from ``order`` last, in their own order).
+
+    Parameters
+    ----------
+    items : sequence of (int, str, str)
+    order : sequence of StoreKey
+
+    Returns
+    -------
+    list of (int, str, str)
+    """
+    rank = {key: i for i, key in enumerate(order)}
+    return sorted(items, key=lambda item: rank.get((item[0], item[1]), len(rank)))
+
+
+# -- the state browser -----------------------------------------------------------------------------------
+#: Pages of a paged table waited for at most (older asks, scrolled past, are given up).
+PAGES_WAITED = 6
+
+
+@dataclass(frozen=True)
+class BrowserRead:
+    """What the state browser reads next: one version of a store, or the diff of two.
+
+    Parameters
+    ----------
+    operator_id : int
+    store_name : str
+    version : int or None
+        The version selected (None: the store has no readable version).
+    partition_id : int or None
+        None reads every partition.
+    compare_version : int or None
+        The version compared with (None, or ``version`` itself: no diff).
+    """
+
+    operator_id: int
+    store_name: str
+    version: int | None
+    partition_id: int | None
+    compare_version: int | None = None
+
+    @property
+    def is_diff(self) -> bool:
+        """Whether two different versions are compared."""
+        return (
+            self.compare_version is not None
+            and self.version is not None
+            and self.compare_version != self.version
+        )
+
+    @property
+    def diff_versions(self) -> tuple[int, int]:
+        """``(old, new)`` of a diff.
+
+        Raises
+        ------
+        ValueError
+            When this read is not a diff.
+        """
+        if not self.is_diff:
+            raise ValueError("not a diff: one version is read")
+        assert self.compare_version is not None and self.version is not None
+        old, new = sorted((self.compare_version, self.version))
+        return old, new
+
+    @property
+    def where(self) -> str:
+        """``all partitions`` or ``partition N``."""
+        return partitions_text(self.partition_id)
+
+
+def partitions_text(partition_id: int | None) -> str:
+    """``all partitions`` (None) or ``partition N``.
+
+    Parameters
+    ----------
+    partition_id : int or None
+
+    Returns
+    -------
+    str
+    """
+    return "all partitions" if partition_id is None else f"partition {partition_id}"
+
+
+@dataclass
+class BrowserState:
+    """What the state browser remembers besides the shared selection: the version compared with, the
+    rows shown and the pages of a paged table waited for.
+
+    Attributes
+    ----------
+    compare_version : int or None
+        The version the selected one is compared with (None: no diff).
+    table : app.session.StateTable or None
+        The rows (or diff) shown.
+    pages_wanted : list of int
+        Offsets of a paged table's pages to read, asked for last last.
+    """
+
+    compare_version: int | None = None
+    table: StateTable | None = None
+    pages_wanted: list[int] = field(default_factory=list)
+
+    def reset(self) -> None:
+        """Forget the previous checkpoint's comparison and pages (the table is closed by its owner)."""
+        self.compare_version = None
+        self.pages_wanted.clear()
+
+    def read(self, selection: SelectionState) -> BrowserRead | None:
+        """What to read for ``selection``: its store, version and partition, diffed with
+        :attr:`compare_version`.
+
+        Parameters
+        ----------
+        selection : SelectionState
+
+        Returns
+        -------
+        BrowserRead or None
+            None while no store is selected.
+        """
+        if selection.operator_id is None or selection.store_name is None:
+            return None
+        return BrowserRead(
+            selection.operator_id,
+            selection.store_name,
+            selection.version,
+            selection.partition_id,
+            self.compare_version,
+        )
+
+    def want_page(self, offset: int) -> list[int]:
+        """Ask for the page at ``offset`` (again: it moves last); at most :data:`PAGES_WAITED` wait.
+
+        Parameters
+        ----------
+        offset : int
+
+        Returns
+        -------
+        list of int
+            Offsets given up (scrolled past; asked for again if shown again).
+        """
+        wanted = self.pages_wanted
+        if offset in wanted:
+            wanted.remove(offset)
+        wanted.append(offset)
+        dropped = wanted[:-PAGES_WAITED]
+        del wanted[:-PAGES_WAITED]
+        return dropped
+
+    def next_page(self) -> int | None:
+        """The page to read next: the one asked for last (the rows on screen), or None.
+
+        Returns
+        -------
+        int or None
+        """
+        return self.pages_wanted.pop() if self.pages_wanted else None
+
+    def describe(self, table: StateTable, role_text: str | None) -> str:
+        """The status line of ``table``: rows (or the diff), store, partitions, version, notes, backend.
+
+        Parameters
+        ----------
+        table : app.session.StateTable
+        role_text : str or None
+            What the store holds (``StoreRole.text``).
+
+        Returns
+        -------
+        str
+        """
+        if table.is_diff:
+            head = f"diff of versions {table.compare_version} → {table.version}"
+        else:
+            head = f"{table.total_rows:,} row{'s' if table.total_rows != 1 else ''}"
+        parts = [
+            head,
+            f"operator {table.operator_id} {table.store_name}"
+            + (f" ({role_text})" if role_text is not None else ""),
+            partitions_text(table.partition_id),
+        ]
+        if not table.is_diff:
+            parts.append(f"version {table.version} (state after batch {table.version - 1})")
+        parts.extend(table.notes)
+        parts.append(f"read by {backend_text(table.backend)}")
+        if table.problems:
+            parts.append(f"{len(table.problems)} partition(s) could not be read: see Problems")
+        if table.query is not None:
+            parts.insert(1, "paged from the cache by DuckDB")
+        return " · ".join(parts)
+
+
+def backend_text(description: str) -> str:
+    """``the native decoder`` / ``Spark 4.x on local[*]``, as said after "read by".
+
+    Parameters
+    ----------
+    description : str
+        ``StateTable.backend``.
+
+    Returns
+    -------
+    str
+    """
+    return f"the {description}" if description == "native decoder" else description
+
+
+# -- expired keys ----------------------------------------------------------------------------------------
+@dataclass
+class ExpiredState:
+    """What the expired view shows: the analysis (None until it is done).
+
+    Attributes
+    ----------
+    overview : app.explore.ExpiredOverview or None
+    """
+
+    overview: ExpiredOverview | None = None
+
+    def reset(self) -> None:
+        """Forget the previous checkpoint's analysis."""
+        self.overview = None
+
+    def store_order(self, catalog: StoreCatalog) -> list[StoreKey]:
+        """The picker's order: by rows until the analysis is done, then the stores with the most findings
+        first (:meth:`StoreCatalog.by_findings`).
+
+        Parameters
+        ----------
+        catalog : StoreCatalog
+
+        Returns
+        -------
+        list of StoreKey
+        """
+        if self.overview is None:
+            return catalog.by_rows()
+        return catalog.by_findings(self.overview.findings_per_store())
+
+    @staticmethod
+    def store_to_show(
+        order: Sequence[StoreKey], selected: tuple[int | None, str | None], chosen: bool
+    ) -> StoreKey | None:
+        """The store the view opens on: the one the user (or ``gui --store``) picked, else the first listed.
+
+        Parameters
+        ----------
+        order : sequence of StoreKey
+            The picker's order (:meth:`store_order`).
+        selected : (int or None, str or None)
+            The selection's ``(operator_id, store_name)``.
+        chosen : bool
+            Whether the user picked that store (``WindowContext.store_chosen``).
+
+        Returns
+        -------
+        StoreKey or None
+            None when there is no store.
+        """
+        if chosen and selected in order:
+            return selected  # type: ignore[return-value]
+        return order[0] if order else None
+
+    def findings(self) -> list[ExpiredFinding]:
+        """Every store's findings the view lists (the analysis' capped examples).
+
+        Returns
+        -------
+        list of ExpiredFinding
+        """
+        return list(self.overview.result.examples) if self.overview is not None else []
+
+    def store_findings(self, key: StoreKey | None) -> list[ExpiredFinding]:
+        """The findings listed for one store (empty when unknown or not analysed).
+
+        Parameters
+        ----------
+        key : StoreKey or None
+
+        Returns
+        -------
+        list of ExpiredFinding
+        """
+        st = self.overview.store(*key) if self.overview is not None and key is not None else None
+        return list(st.examples) if st is not None else []
+
+    @staticmethod
+    def finding_selection(
+        store: StoreKey, partition_id: int, version: int, key: Any, browsable: bool
+    ) -> dict[str, Any]:
+        """The selection change showing a finding picked in the table: its key, and where it is when
+        the browser can show its store.
+
+        Parameters
+        ----------
+        store : StoreKey
+            The store shown.
+        partition_id, version : int
+            Where the finding is.
+        key : JsonObject
+        browsable : bool
+            Whether the native reader decodes the store (``WindowContext.store_exists``).
+
+        Returns
+        -------
+        dict
+            Fields of :class:`app.session.SelectionState`.
+        """
+        change: dict[str, Any] = {"key": key, "key_partition_id": partition_id}
+        if browsable:
+            change.update(
+                operator_id=store[0],
+                store_name=store[1],
+                partition_id=partition_id,
+                version=version,
+                batch_id=version - 1 if version > 0 else None,
+            )
+        return change
+
+
+# -- state growth --------------------------------------------------------------------------------------
+@dataclass
+class GrowthState:
+    """What the growth view remembers: whether growth was measured and whose heaviest keys were asked for.
+
+    Attributes
+    ----------
+    top_keys : int
+        Heaviest keys listed per store.
+    done : bool
+        Growth was measured for the checkpoint shown (its keys are weighed after).
+    weighed : set of StoreKey
+        Stores whose heaviest keys were asked for (or came with growth).
+    """
+
+    top_keys: int = 10
+    done: bool = False
+    weighed: set[StoreKey] = field(default_factory=set)
+
+    def reset(self) -> None:
+        """Forget the previous checkpoint."""
+        self.done = False
+        self.weighed = set()
+
+    def to_weigh(
+        self, selected: tuple[int | None, str | None], decodable: Collection[StoreKey]
+    ) -> StoreKey | None:
+        """The store whose keys to weigh now, marked as asked for: the selected one, once growth is
+        measured, once per store and checkpoint, if the native reader decodes it.
+
+        Parameters
+        ----------
+        selected : (int or None, str or None)
+            The selection's ``(operator_id, store_name)``.
+        decodable : collection of StoreKey
+            The stores the native reader decodes (:attr:`StoreCatalog.decodable`).
+
+        Returns
+        -------
+        StoreKey or None
+            None when nothing is to be weighed.
+        """
+        op, name = selected
+        if (
+            not self.done
+            or op is None
+            or name is None
+            or (op, name) in self.weighed
+            or (op, name) not in decodable
+        ):
+            return None
+        self.weighed.add((op, name))
+        return op, name
+
+    def forget(self, key: StoreKey) -> None:
+        """Weighing ``key`` failed: it may be asked for again.
+
+        Parameters
+        ----------
+        key : StoreKey
+        """
+        self.weighed.discard(key)
+
+    @staticmethod
+    def store_notes(growth: StoreGrowth, problems: Sequence[StatelensError], role: StoreRole | None) -> str:
+        """The note under a store's growth: files that could not be read, what a column family's bytes
+        count, that list state counts elements.
+
+        Parameters
+        ----------
+        growth : app.analysis.growth.StoreGrowth
+        problems : sequence of StatelensError
+            The growth run's problems (every store's).
+        role : StoreRole or None
+            What the store holds.
+
+        Returns
+        -------
+        str
+        """
+        bad = [
+            p
+            for p in problems
+            if p.context.get("operator_id") == growth.operator_id
+            and p.context.get("store_name") == growth.store_name
+        ]
+        notes = (
+            [f"{len(bad)} file(s) could not be read; their versions are gaps. See Problems."] if bad else []
+        )
+        if role is not None and role.column_family_of:
+            notes.append(
+                f"A column family of RocksDB store {role.column_family_of!r}: rows and key + value bytes "
+                "are this family's; bytes written count the whole store's files (shared by its families)."
+            )
+        if role is not None and role.text.startswith("ListState"):
+            notes.append("List state: one row per list element.")
+        return " ".join(notes)

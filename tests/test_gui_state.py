@@ -1,0 +1,239 @@
+"""The tab controllers' state objects (``app/gui/controllers/state.py``) decide without Qt: which store a
+picker lists first, what the browser reads, which store's keys to weigh. Tested on real checkpoints with
+no ``QApplication`` (and the module imports no Qt)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.growth import iter_growth
+from statelens.app.explore import iter_expired_overview
+from statelens.app.gui.controllers.state import (
+    PAGES_WAITED,
+    BrowserState,
+    ExpiredState,
+    GrowthState,
+    StoreCatalog,
+)
+from statelens.app.resources import sample_checkpoint_path
+from statelens.app.session import LoadedCheckpoint, SelectionState, iter_state_table
+from statelens.readers.backends import native_backend
+from statelens.readers.checkpoint import open_checkpoint
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _loaded(path: Path | str) -> LoadedCheckpoint:
+    return LoadedCheckpoint(str(path), open_checkpoint(str(path)))
+
+
+def _catalog(loaded: LoadedCheckpoint) -> StoreCatalog:
+    groups = {key: role.group for key, role in loaded.store_roles().items() if role.group is not None}
+    return StoreCatalog.of(loaded, groups, loaded.decodable_stores())
+
+
+def _state_bytes(root: Path, operator_id: int, store_name: str) -> int:
+    """Bytes of an HDFS-backed store's delta and snapshot files on disk."""
+    return sum(
+        f.stat().st_size
+        for part in (root / "state" / str(operator_id)).iterdir()
+        if part.name.isdigit()
+        for f in (part / store_name).iterdir()
+        if f.is_file() and f.suffix in (".delta", ".snapshot")
+    )
+
+
+def test_the_state_module_imports_no_qt() -> None:
+    code = (
+        "import sys, statelens.app.gui.controllers.state; "
+        "print(sorted(m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph', 'statelens.viewers'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
+
+
+# -- the store catalog -------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_a_join_is_listed_by_rows_its_rows_sides_first(checkpoint: Any) -> None:
+    root = checkpoint("join") / "checkpoint"
+    loaded = _loaded(root)
+    catalog = _catalog(loaded)
+    sizes = {k: _state_bytes(root, *k) for k in catalog.keys}
+    rows = sorted((k for k in catalog.keys if k[1].endswith("keyWithIndexToValue")), key=lambda k: -sizes[k])
+    counts = sorted((k for k in catalog.keys if k[1].endswith("keyToNumValues")), key=lambda k: -sizes[k])
+    assert catalog.by_rows() == rows + counts
+    assert catalog.decodable_by_rows()[0] == loaded.default_store()  # the browser opens on its first store
+    # A store with findings comes first; the others keep their order by rows.
+    finding = counts[-1]
+    assert catalog.by_findings({finding: 2}) == [finding, *rows, *counts[:-1]]
+    assert catalog.by_findings({}) == catalog.by_rows()
+
+
+@pytest.mark.spark
+def test_a_join_key_count_store_bigger_than_its_rows_still_comes_after_them(checkpoint: Any) -> None:
+    """A join's keyWithIndexToValue sides hold the rows: they come first even when a key-count store's
+    files are bigger (as the browser's default store)."""
+    loaded = _loaded(checkpoint("join") / "checkpoint")
+    catalog = _catalog(loaded)
+    sizes = dict(catalog.sizes)
+    counts = [k for k in catalog.keys if k[1].endswith("keyToNumValues")]
+    sizes[counts[0]] = max(sizes.values()) * 10
+    bigger = StoreCatalog(catalog.keys, sizes, catalog.rows_sides, catalog.groups, catalog.decodable)
+    assert [k[1].endswith("keyWithIndexToValue") for k in bigger.by_rows()] == [True, True, False, False]
+    assert bigger.by_rows()[2] == counts[0]
+
+
+@pytest.mark.spark
+def test_transform_with_state_groups_stay_whole(checkpoint: Any) -> None:
+    """State variables and Spark's internal families are two groups: findings in an internal family bring
+    its whole group first, each group keeping its own order."""
+    loaded = _loaded(checkpoint("rocks_tws_timers") / "checkpoint")
+    catalog = _catalog(loaded)
+    variables = [k for k in catalog.keys if not k[1].startswith("$")]
+    internal = [k for k in catalog.keys if k[1].startswith("$")]
+    assert [k[1] for k in variables] == ["cnt", "ttll", "ttlm", "ttlv"] and internal
+    assert catalog.by_rows() == variables + internal  # RocksDB families share their files: equal sizes
+    assert not catalog.rows_sides
+    ttl = (0, "$ttl_ttlv")
+    found = {(0, "ttlm"): 2, ttl: 5}
+    assert catalog.by_findings(found) == [ttl, *(k for k in internal if k != ttl), (0, "ttlm")] + [
+        k for k in variables if k != (0, "ttlm")
+    ]
+
+
+@pytest.mark.spark
+def test_a_checkpoint_opens_on_its_default_store_or_on_what_a_reload_kept(checkpoint: Any) -> None:
+    root = checkpoint("join") / "checkpoint"
+    loaded = _loaded(root)
+    catalog = _catalog(loaded)
+    default = loaded.default_store()
+    assert default is not None
+    latest = loaded.checkpoint.operator(default[0]).store(default[1]).versions[-1]
+    fresh = {"operator_id": default[0], "store_name": default[1], "partition_id": None, "version": latest}
+    other = catalog.by_rows()[-1]
+    previous = {**SelectionState().snapshot(), "operator_id": other[0], "store_name": other[1], "version": 2}
+    assert catalog.opening(previous, reloading=False, default=default) == fresh
+    assert catalog.opening(previous, reloading=True, default=default) == previous  # F5 keeps the selection
+    gone = {**previous, "store_name": "not-a-store"}
+    assert catalog.opening(gone, reloading=True, default=default) == fresh
+    assert catalog.opening(gone, reloading=False, default=None) is None
+    # Switching store: the selected batch's version, else the new store's latest.
+    assert catalog.version_on_switch(other, 2, batch_selected=True) == 2
+    assert catalog.version_on_switch(other, 2, batch_selected=False) == catalog.versions[other][-1] == latest
+    assert catalog.latest_version((9, "none")) is None
+
+
+# -- the state browser -----------------------------------------------------------------------------------
+def test_the_browser_reads_the_selection_or_its_diff() -> None:
+    state = BrowserState()
+    selection = SelectionState()
+    assert state.read(selection) is None  # no store selected
+    selection.update(operator_id=0, store_name="default", version=5, partition_id=None)
+    read = state.read(selection)
+    assert read is not None and not read.is_diff and read.where == "all partitions"
+    with pytest.raises(ValueError, match="not a diff"):
+        _ = read.diff_versions
+    state.compare_version = 5  # the same version: no diff
+    assert not state.read(selection).is_diff  # type: ignore[union-attr]
+    state.compare_version = 7
+    selection.update(partition_id=1)
+    read = state.read(selection)
+    assert read is not None and read.is_diff and read.diff_versions == (5, 7) and read.where == "partition 1"
+    state.reset()
+    assert state.compare_version is None and not state.read(selection).is_diff  # type: ignore[union-attr]
+
+
+def test_the_browser_waits_for_the_last_pages_asked_for() -> None:
+    state = BrowserState()
+    assert state.next_page() is None
+    dropped = [state.want_page(offset) for offset in range(0, 100 * (PAGES_WAITED + 2), 100)]
+    assert dropped[:PAGES_WAITED] == [[]] * PAGES_WAITED and dropped[PAGES_WAITED:] == [[0], [100]]
+    assert state.want_page(300) == []  # asked again: read first
+    assert state.next_page() == 300
+    assert [state.next_page() for _ in range(PAGES_WAITED - 1)] == [700, 600, 500, 400, 200]
+    assert state.next_page() is None
+
+
+def test_the_browser_describes_the_rows_it_shows() -> None:
+    ckpt = open_checkpoint(str(sample_checkpoint_path()))
+    reader = native_backend(ckpt).store(0, "default")
+    version = ckpt.operator(0).store("default").versions[-1]
+    table = run_to_end(iter_state_table(reader, version, 0))
+    text = BrowserState().describe(table, "grouping state")
+    assert text.startswith(
+        f"{table.total_rows:,} rows · operator 0 default (grouping state) · partition 0 · "
+    )
+    assert f"version {version} (state after batch {version - 1})" in text
+    assert text.endswith("read by the native decoder")
+
+
+# -- expired keys ----------------------------------------------------------------------------------------
+def test_the_expired_view_opens_on_the_most_findings_unless_a_store_was_picked() -> None:
+    loaded = _loaded(sample_checkpoint_path())
+    catalog = _catalog(loaded)
+    state = ExpiredState()
+    assert state.store_order(catalog) == catalog.by_rows() and state.findings() == []
+    state.overview = run_to_end(iter_expired_overview(loaded.checkpoint))
+    order = state.store_order(catalog)
+    assert order == [(0, "default")] and state.overview.findings_per_store()[(0, "default")] > 0
+    assert state.store_to_show(order, (None, None), chosen=False) == (0, "default")
+    assert state.store_to_show(order, (0, "default"), chosen=True) == (0, "default")
+    assert state.store_to_show(order, (3, "gone"), chosen=True) == (0, "default")  # not listed
+    assert state.store_to_show([], (None, None), chosen=False) is None
+    listed = state.store_findings((0, "default"))
+    assert listed and listed == state.findings() and state.store_findings((3, "gone")) == []
+    f = listed[0]
+    change = state.finding_selection((0, "default"), f.partition, f.version, f.key, browsable=True)
+    assert change == {
+        "key": f.key,
+        "key_partition_id": f.partition,
+        "operator_id": 0,
+        "store_name": "default",
+        "partition_id": f.partition,
+        "version": f.version,
+        "batch_id": f.version - 1,
+    }
+    assert state.finding_selection((0, "x"), 1, 0, f.key, browsable=False) == {
+        "key": f.key,
+        "key_partition_id": 1,
+    }
+    state.reset()
+    assert state.overview is None
+
+
+# -- state growth ----------------------------------------------------------------------------------------
+def test_growth_weighs_the_selected_store_once_after_growth() -> None:
+    state = GrowthState(top_keys=5)
+    decodable = {(0, "default")}
+    assert state.to_weigh((0, "default"), decodable) is None  # growth not measured yet
+    state.done = True
+    assert state.to_weigh((None, None), decodable) is None
+    assert state.to_weigh((0, "other"), decodable) is None  # not decoded natively
+    assert state.to_weigh((0, "default"), decodable) == (0, "default")
+    assert state.to_weigh((0, "default"), decodable) is None  # once per store
+    state.forget((0, "default"))  # weighing failed: asked again
+    assert state.to_weigh((0, "default"), decodable) == (0, "default")
+    state.reset()
+    assert not state.done and not state.weighed and state.top_keys == 5
+
+
+@pytest.mark.spark
+def test_growth_notes_say_what_a_stores_numbers_count(checkpoint: Any) -> None:
+    loaded = _loaded(checkpoint("rocks_tws_timers") / "checkpoint")
+    roles = loaded.store_roles()
+    result = run_to_end(iter_growth(loaded.checkpoint))
+    by_name = {s.store_name: s for s in result.stores}
+    ttll = GrowthState.store_notes(by_name["ttll"], result.problems, roles[(0, "ttll")])
+    assert "List state: one row per list element." in ttll
+    assert "column family of RocksDB store" in ttll
+    assert "could not be read" not in ttll
+    assert "List state" not in GrowthState.store_notes(by_name["cnt"], result.problems, roles[(0, "cnt")])
+    assert GrowthState.store_notes(by_name["cnt"], result.problems, None) == ""
