@@ -17,6 +17,9 @@ Then, in one run, for every checkpoint (the *variants*):
   pass that brings the files into the page cache;
 * ``native_growth``: ``statelens growth`` in this process (rows of every partition at every version),
   opening included and apart, best of three;
+* ``growth_view``: the app's growth view computed in this process (``app.analysis.growth.iter_growth``:
+  rows and key + value bytes of every partition at every version, and the footprint), opening
+  included, best of three;
 * ``fresh_growth`` and ``fresh_info``: ``statelens growth --json`` and ``statelens info`` in a fresh
   process (imports included, as a user runs them), wall and CPU seconds, best of three;
 * peak resident memory of the native growth (in a fresh subprocess).
@@ -182,6 +185,20 @@ def measure_native_growth(ckpt: Path) -> dict[str, float]:
         "latest_version": latest,
         "latest_rows": total,
     }
+
+
+def measure_growth_view(ckpt: Path) -> dict[str, float]:
+    """What the app's growth view computes (``app.analysis.growth.iter_growth``), opening included."""
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.analysis.growth import iter_growth
+    from statelens.readers.checkpoint import open_checkpoint
+
+    t = time.perf_counter()
+    result = run_to_end(iter_growth(open_checkpoint(str(ckpt))))
+    secs = time.perf_counter() - t
+    if result.problems:
+        raise RuntimeError(f"growth view: {result.problems[0]}")
+    return {"seconds": secs, "latest_rows": sum(g.total_rows()[-1] for g in result.stores if g.versions)}
 
 
 def best_of(runs: int, measure: Any, ckpt: Path) -> dict[str, Any]:
@@ -366,6 +383,7 @@ def measure_variant(ckpt: Path, runs: int) -> dict[str, Any]:
     measure_raw(ckpt)  # the files into the page cache: the floor and growth both read them warm
     out["raw"] = best_of(runs, measure_raw, ckpt)
     out["native_growth"] = best_of(runs, measure_native_growth, ckpt)
+    out["growth_view"] = best_of(runs, measure_growth_view, ckpt)
     best_fresh(1, ckpt, "info")  # compiled modules and their caches written
     out["fresh_growth"] = best_fresh(runs, ckpt, "growth", "--json")
     out["fresh_info"] = best_fresh(runs, ckpt, "info")
@@ -449,27 +467,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary(result: dict[str, Any]) -> str:
-    """One line per variant: the floor, growth in process and fresh (wall, CPU), info fresh, and each
-    RocksDB variant's growth against the HDFS one of the same keys."""
+    """One line per variant: the floor, growth in process and fresh (wall, CPU), info fresh, the growth
+    view in process, and each RocksDB variant's figures against the HDFS one of the same keys (growth
+    in process, fresh, and the growth view)."""
     lines = [
         f"{result['keys']} keys, {result['partitions']} partitions, {result['batches']} batches",
         f"{'variant':<28}{'raw s':>8}{'growth s':>10}{'x raw':>7}{'fresh s':>9}{'cpu s':>7}{'x raw':>7}"
-        f"{'info s':>8}{'x hdfs':>8}",
+        f"{'info s':>8}{'view s':>8}{'x hdfs: growth':>16}{'fresh':>7}{'view':>7}",
     ]
     variants = result["variants"]
     for name, v in variants.items():
         provider, style = name.split("/")
         twin = variants.get(f"hdfs/{style}")
-        vs_hdfs = (
-            f"{v['fresh_growth']['seconds'] / twin['fresh_growth']['seconds']:>8.2f}"
-            if twin is not None and provider != "hdfs"
-            else f"{'':>8}"
-        )
+        vs_hdfs = ""
+        if twin is not None and provider != "hdfs":
+            vs_hdfs = (
+                f"{v['native_growth']['seconds'] / twin['native_growth']['seconds']:>16.2f}"
+                f"{v['fresh_growth']['seconds'] / twin['fresh_growth']['seconds']:>7.2f}"
+                f"{v['growth_view']['seconds'] / twin['growth_view']['seconds']:>7.2f}"
+            )
         lines.append(
             f"{name:<28}{v['raw']['seconds']:>8.3f}{v['native_growth']['seconds']:>10.3f}"
             f"{v['ratio_to_raw']:>7.1f}{v['fresh_growth']['seconds']:>9.2f}"
             f"{v['fresh_growth']['cpu_seconds']:>7.2f}{v['fresh_growth_ratio_to_raw']:>7.1f}"
-            f"{v['fresh_info']['seconds']:>8.2f}{vs_hdfs}"
+            f"{v['fresh_info']['seconds']:>8.2f}{v['growth_view']['seconds']:>8.3f}{vs_hdfs}"
         )
     return "\n".join(lines)
 
