@@ -1012,15 +1012,52 @@ class RocksDBStoreReader(StoreReaderBase):
 
         The first version is rebuilt as :meth:`read_raw` rebuilds it (its zip, read once, or the
         changelogs from version 1), then each later version's changelog is applied (:meth:`_replay_records`).
-        None when this does not apply: row checksums (checked per record), versions with a gap or a
-        version without its changelog (a zip per version: the walk compares whole versions there). A
-        file that cannot be read raises, and so does a damaged zip of a version reached by its
-        changelog (a restart would load it; the walk reports it).
+        A store without changelogs (a zip per version, as every Spark 3.4 RocksDB store) is counted zip
+        by zip instead (:meth:`_zip_version_arrays`). None when neither applies: row checksums (checked
+        per record), versions with a gap, or changelogs missing for some versions only. A file that
+        cannot be read raises, and so does a damaged zip of a version reached by its changelog (a
+        restart would load it; the walk reports it).
         """
         replay = self._replay_records(partition_id, keep=True)
         if replay is None:
-            return None
+            return self._zip_version_arrays(partition_id)
         return replay.version_arrays(key_skip=1, value_skip=self.value_skip)
+
+    def _zip_version_arrays(self, partition_id: int) -> VersionArrays | None:
+        """:meth:`version_arrays` of a partition without changelogs: every version is its own zip, whose
+        rows and key + value bytes are counted as it is read (each zip once, its SSTs copied once for
+        all), with no state carried from one version to the next and no difference taken (what the
+        walk does); the last zip's records are the live ones. None with changelogs or row checksums."""
+        import numpy as np
+
+        pf = self._partition(partition_id)
+        versions = self.versions(partition_id)
+        if self.row_checksum or pf.deltas or not versions:
+            return None
+        skip = self.value_skip
+        rows = np.zeros(len(versions), dtype=np.int64)
+        nbytes = np.zeros(len(versions), dtype=np.int64)
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        self._read_ahead("replay", partition_id, self._replay_files)
+        with self.workspace() as ws:
+            for i, v in enumerate(versions):
+                sf = self._zip_file(partition_id, v)
+                items = self._zip_items(ws, partition_id, v, False, column_families=False)
+                keys = [k for k, _ in items]
+                values = [x for _, x in items]
+                with self._located(partition_id, v):
+                    self._check_rows(keys, 1, sf.path, "key")
+                    self._check_rows(values, skip, sf.path, "value")
+                rows[i] = len(items)
+                nbytes[i] = sum(map(len, keys)) + sum(map(len, values)) - len(items) * (1 + skip)
+        data, idx = frame_records(keys, values)  # the last version's records, version bytes cut off
+        return (
+            versions,
+            rows,
+            nbytes,
+            (data, idx.key_start + 1, idx.key_len - 1, idx.val_start + skip, idx.val_len - skip),
+        )
 
     def _version_arrays_workers(self) -> int | None:
         """Partitions on :data:`readers.parallel.WORKERS` threads for a :meth:`big` store, else one."""
