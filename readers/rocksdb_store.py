@@ -1022,9 +1022,9 @@ class RocksDBStoreReader(StoreReaderBase):
         changelogs from version 1), then each later version's changelog is applied (:meth:`_replay_records`).
         A store without changelogs (a zip per version, as every Spark 3.4 RocksDB store) is counted zip
         by zip instead (:meth:`_zip_version_arrays`). None when neither applies: row checksums (checked
-        per record), versions with a gap, or changelogs missing for some versions only. A file that
-        cannot be read raises, and so does a damaged zip of a version reached by its changelog (a
-        restart would load it; the walk reports it).
+        per record), or a store with changelogs whose versions have a gap or miss some changelogs. A
+        file that cannot be read raises, and so does a damaged zip of a version reached by its
+        changelog (a restart would load it; the walk reports it).
         """
         replay = self._replay_records(partition_id, keep=True)
         if replay is None:
