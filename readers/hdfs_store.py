@@ -12,16 +12,14 @@ import contextlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from statelens.readers.arrow_values import binary_array, key_ids
+from statelens.readers.arrow_values import key_ids
 from statelens.readers.codecs import decompress
 from statelens.readers.errors import MissingFileError, StatelensError
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
 from statelens.readers.records import (
     RecordIndex,
-    fixed_width_index,
     scan_records,
     sized_keys,
     slices,
@@ -29,7 +27,16 @@ from statelens.readers.records import (
     value_slices,
 )
 from statelens.readers.rowchecksum import strip_hdfs
-from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, VersionArrays, VersionRows
+from statelens.readers.store_base import (
+    RawArrays,
+    RawState,
+    ReplayRecords,
+    StoreReaderBase,
+    VersionArrays,
+    VersionRows,
+    file_groups,
+    last_per_id,
+)
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
@@ -93,7 +100,6 @@ class HDFSStoreReader(StoreReaderBase):
 
     provider = "hdfs"
     floor_values_to_8 = True
-    _store_bytes: int | None = None  # bytes of all the store's state files (big)
 
     def files(self) -> list[StateFile]:
         out: list[StateFile] = []
@@ -249,7 +255,7 @@ class HDFSStoreReader(StoreReaderBase):
             return b"", kstart, klen, vstart, vlen
         buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
         if len(files) > 1 or files[0].kind != "snapshot" or not replay.all_puts():  # a key put twice
-            last = _last_per_id(key_ids(replay.pieces))  # in the order of each key's first record
+            last = last_per_id(key_ids(replay.pieces))  # in the order of each key's first record
             keep = last[vlen[last] >= 0]
             kstart, klen, vstart, vlen = kstart[keep], klen[keep], vstart[keep], vlen[keep]
         return buf, kstart, klen, vstart, vlen
@@ -259,58 +265,24 @@ class HDFSStoreReader(StoreReaderBase):
         the last, with no Python object per record (what ``growth``'s walk computes record by record).
 
         Every record of the files that rebuild the first version, then of each later delta, is tagged
-        with its version and its key numbered (:meth:`_replay_records`). Without removes and with one
-        record size, the rows are the distinct keys so far, the bytes the rows times that size and the
-        live records each key's last; otherwise the records are grouped by key and each one changes the
-        rows and bytes by what it adds over the key's record before it (:func:`_counts_by_key`). None
-        when this does not apply: row checksums (checked per record), or versions with a gap or rebuilt
-        from a later snapshot (the walk starts over there). A file that cannot be read raises.
+        with its version and its key numbered (:meth:`_replay_records`), then counted
+        (:meth:`readers.store_base.ReplayRecords.version_arrays`). None when this does not apply: row
+        checksums (checked per record), or versions with a gap or rebuilt from a later snapshot (the
+        walk starts over there). A file that cannot be read raises.
         """
-        import numpy as np
-
         replay = self._replay_records(partition_id, keep=True)
-        if replay is None:
-            return None
-        versions, tags, nv = replay.versions, replay.tags, len(replay.versions)
-        kstart, klen, vstart, vlen = replay.positions()
-        buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
-        if not len(kstart):
-            zeros = np.zeros(nv, dtype=np.int64)
-            return versions, zeros, zeros.copy(), (b"", kstart, klen, vstart, vlen)
-        ids = key_ids(replay.pieces)
-        size = klen + np.maximum(vlen, 0)
-        if replay.all_puts() and (size == size[0]).all():
-            rows = _distinct_so_far(ids, tags, replay.counts, nv)
-            live = np.sort(_last_per_id(ids))
-            nbytes = rows * int(size[0])
-        else:
-            put = vlen >= 0
-            tag = np.repeat(np.asarray(tags, dtype=np.int64), replay.counts)
-            rows, nbytes, live = _counts_by_key(ids, put, np.where(put, size, 0), tag, nv)
-        return versions, rows, nbytes, (buf, kstart[live], klen[live], vstart[live], vlen[live])
+        return None if replay is None else replay.version_arrays()
 
     def version_rows(self, partition_id: int) -> VersionRows | None:
         """Live rows of one partition at every readable version, counted from the ids of its records'
-        keys (:meth:`_replay_records`), with no Python object per record: what ``growth``'s walk over a
-        set of keys counts. Without removes the rows after a version are the distinct keys so far (the
-        ids are numbered in order of first appearance); with removes, the records are grouped by key
-        (:func:`_counts_by_key`). None where :meth:`version_arrays` does not apply. A file that cannot
-        be read raises.
+        keys (:meth:`_replay_records`, :meth:`readers.store_base.ReplayRecords.version_rows`), with no
+        Python object per record: what ``growth``'s walk over a set of keys counts. None where
+        :meth:`version_arrays` does not apply. A file that cannot be read raises.
         """
-        import numpy as np
-
         replay = self._replay_records(partition_id, keep=False)
-        if replay is None:
-            return None
-        versions, tags, nv = replay.versions, replay.tags, len(replay.versions)
-        ids = key_ids(replay.pieces)
-        if replay.all_puts():
-            return versions, _distinct_so_far(ids, tags, replay.counts, nv)
-        tag = np.repeat(np.asarray(tags, dtype=np.int64), replay.counts)
-        rows, _, _ = _counts_by_key(ids, replay.put_mask(), None, tag, nv)
-        return versions, rows
+        return None if replay is None else replay.version_rows()
 
-    def _replay_records(self, partition_id: int, keep: bool) -> _ReplayRecords | None:
+    def _replay_records(self, partition_id: int, keep: bool) -> ReplayRecords | None:
         """The records of a partition's replay of every readable version, in order
         (:meth:`_version_files`; None where that does not apply): their keys as pieces for
         :func:`readers.arrow_values.key_ids`, each file's number of records and puts, and with ``keep``
@@ -325,11 +297,11 @@ class HDFSStoreReader(StoreReaderBase):
 
     def _read_records(
         self, files: list[StateFile], versions: list[int], tags: list[int], keep: bool
-    ) -> _ReplayRecords:
+    ) -> ReplayRecords:
         """The records of ``files`` in order, each file of version ``versions[tags[i]]``
         (:meth:`_replay_records`)."""
-        out = _ReplayRecords(versions, tags)
-        for group in _file_groups(files):
+        out = ReplayRecords(versions, tags)
+        for group in file_groups(files):
             datas = [self._decompressed(sf) for sf in group]
             run = sized_keys(datas, [sf.kind == "delta" for sf in group])
             if run is not None:
@@ -341,19 +313,13 @@ class HDFSStoreReader(StoreReaderBase):
                 out.datas.extend(datas)
         return out
 
-    def _add_file_records(self, out: _ReplayRecords, sf: StateFile, data: bytes) -> None:
-        """One decompressed file's records into ``out``: its keys with their size word in front, and
-        which are puts (True or False for all of them, else a boolean mask)."""
+    def _add_file_records(self, out: ReplayRecords, sf: StateFile, data: bytes) -> None:
+        """One decompressed file's records into ``out`` (cut at once where its rows are fixed-width)."""
         run = sized_keys([data], [sf.kind == "delta"])
         if run is not None:
             out.add_sized(*run)
             return
-        data, idx = self._index(sf, data)
-        put = idx.val_len >= 0
-        out.pieces.append(binary_array(data, idx.key_start - 4, idx.key_len + 4))
-        out.counts.append(idx.count)
-        out.puts.append(True if put.all() else put)
-        out.layouts.append(idx)
+        out.add_indexed(*self._index(sf, data))
 
     def _version_files(self, partition_id: int) -> tuple[list[int], list[StateFile], list[int]] | None:
         """The readable versions of a partition, the files that replay them in order (those that rebuild
@@ -434,18 +400,6 @@ class HDFSStoreReader(StoreReaderBase):
             else:
                 live.add(key)
 
-    def big(self) -> bool:
-        """Whether the store's files hold at least :data:`BIG_STORE_BYTES`: then the growth view's
-        partitions are replayed on several threads (their Arrow hashing lets go of Python's lock and
-        outweighs the per-file Python; on smaller stores two threads only trade the lock)."""
-        if self._store_bytes is None:
-            self._store_bytes = sum(
-                f.size_bytes
-                for pf in self.partitions.values()
-                for f in (*pf.deltas.values(), *pf.snapshots.values())
-            )
-        return self._store_bytes >= BIG_STORE_BYTES
-
     def _version_arrays_workers(self) -> int | None:
         """Partitions on :data:`readers.parallel.WORKERS` threads for a :meth:`big` store, else one."""
         return None if self.big() else 1
@@ -472,125 +426,3 @@ class HDFSStoreReader(StoreReaderBase):
             yield PartitionVersionStats(
                 self.operator_id, self.store_name, v, pid, len(live), self._on_disk(pf, v)
             )
-
-
-@dataclass
-class _ReplayRecords:
-    """A partition's records in replay order (:meth:`HDFSStoreReader._replay_records`)."""
-
-    versions: list[int]  # the versions replayed
-    tags: list[int]  # per file: the index of the version it belongs to
-    pieces: list[Any] = field(default_factory=list)  # keys with their size word in front
-    counts: list[int] = field(default_factory=list)  # records of each file
-    puts: list[Any] = field(default_factory=list)  # per file: True / False (all records), or a mask
-    layouts: list[Any] = field(default_factory=list)  # per file: (key size, value size) or its index
-    datas: list[bytes] = field(default_factory=list)  # the decompressed files (kept on request)
-
-    def add_sized(self, keys: Any, counts: list[int], vlens: list[int]) -> None:
-        """Files of fixed-width rows (:func:`readers.records.sized_keys`)."""
-        self.pieces.append(keys)
-        self.counts.extend(counts)
-        self.puts.extend(v >= 0 for v in vlens)
-        self.layouts.extend((keys.shape[1] - 4, v) for v in vlens)
-
-    def all_puts(self) -> bool:
-        return all(p is True for p in self.puts)
-
-    def put_mask(self) -> Any:
-        """Whether each record is a put, as one boolean array."""
-        import numpy as np
-
-        return np.concatenate(
-            [np.full(n, p) if isinstance(p, bool) else p for n, p in zip(self.counts, self.puts, strict=True)]
-        )
-
-    def positions(self) -> tuple[Any, Any, Any, Any]:
-        """Key start, key length, value start and value length (-1: a remove) of every record in the
-        kept files laid end to end."""
-        import numpy as np
-
-        out: list[tuple[Any, ...]] = []
-        offset = 0
-        for data, count, layout in zip(self.datas, self.counts, self.layouts, strict=True):
-            idx = layout if isinstance(layout, RecordIndex) else fixed_width_index(count, *layout)
-            out.append((idx.key_start + offset, idx.key_len, idx.val_start + offset, idx.val_len))
-            offset += len(data)
-        if not out:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty, empty
-        return tuple(np.concatenate(c) for c in zip(*out, strict=True))  # type: ignore[return-value]
-
-
-def _distinct_so_far(ids: Any, tags: list[int], counts: list[int], nv: int) -> Any:
-    """The distinct keys among the records up to each tag's last, from key ids numbered in order of
-    first appearance (:func:`readers.arrow_values.key_ids`): a running maximum."""
-    import numpy as np
-
-    ends = np.cumsum(np.bincount(tags, weights=counts, minlength=nv)).astype(np.int64)
-    seen = np.zeros(nv, dtype=np.int64)
-    some = ends > 0
-    if some.any():
-        seen[some] = np.maximum.accumulate(ids)[ends[some] - 1].astype(np.int64) + 1
-    return seen
-
-
-#: Compressed bytes of the files :meth:`HDFSStoreReader._read_records` checks and cuts at once.
-FILE_GROUP_BYTES = 16 * 1024 * 1024
-
-
-def _file_groups(files: list[StateFile]) -> Iterator[list[StateFile]]:
-    """Consecutive files in groups of up to :data:`FILE_GROUP_BYTES` (at least one file each)."""
-    group: list[StateFile] = []
-    size = 0
-    for sf in files:
-        if group and size + sf.size_bytes > FILE_GROUP_BYTES:
-            yield group
-            group, size = [], 0
-        group.append(sf)
-        size += sf.size_bytes
-    if group:
-        yield group
-
-
-#: Bytes of state files from which :meth:`HDFSStoreReader.version_arrays` runs partitions on threads
-#: (measured, two threads against one: the 36 MB of a 2M-key store 0.50 against 0.45 s, the 514 MB of
-#: a 20M-key store 2.3 against 3.7 s).
-BIG_STORE_BYTES = 64 * 1024 * 1024
-
-
-def _counts_by_key(key_id: Any, put: Any, size: Any | None, tag: Any, nv: int) -> tuple[Any, Any, Any]:
-    """Live rows and bytes after each tag's records, and the live records' indexes at the end
-    (ascending), from each record's key id, whether it is a put, its key + value bytes (``size``; None:
-    bytes are not counted, zeros come back) and its tag: the records are sorted by key, each key's in
-    replay order, and each one changes the counts by what it adds over the key's record before it."""
-    import numpy as np
-
-    order = np.argsort(key_id, kind="stable")  # by key, each key's records in replay order
-    same = np.zeros(len(order), dtype=bool)
-    same[1:] = key_id[order][1:] == key_id[order][:-1]
-    put = put[order]
-    before_put = np.zeros(len(order), dtype=bool)
-    before_put[1:] = put[:-1]
-    before_put &= same
-    at = tag[order]
-    rows = np.cumsum(np.bincount(at, weights=put.astype(np.int64) - before_put, minlength=nv))
-    nbytes = np.zeros(nv, dtype=np.int64)
-    if size is not None:
-        size = size[order]
-        before_size = np.zeros(len(order), dtype=np.int64)
-        before_size[1:] = size[:-1]
-        before_size[~before_put] = 0
-        nbytes = np.cumsum(np.bincount(at, weights=size - before_size, minlength=nv))
-    last = np.ones(len(order), dtype=bool)
-    last[:-1] = ~same[1:]
-    return rows.astype(np.int64), nbytes.astype(np.int64), np.sort(order[last & put])
-
-
-def _last_per_id(ids: Any) -> Any:
-    """The index of the last record of each key id (ids numbered from 0 in order of first appearance,
-    :func:`readers.arrow_values.key_ids`), in id order."""
-    import numpy as np
-
-    last = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, dtype=np.int64)
-    np.maximum.at(last, ids, np.arange(len(ids), dtype=np.int64))
-    return last

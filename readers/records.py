@@ -59,6 +59,7 @@ __all__ = [
     "scan_changelog",
     "scan_records",
     "fixed_width_index",
+    "frame_records",
     "gather_bytes",
     "sized_keys",
 ]
@@ -565,6 +566,53 @@ def fixed_width_index(count: int, klen: int, vlen: int, start: int = 0) -> Recor
         np.full(count, KIND_REMOVE if vlen < 0 else KIND_PUT, np.uint8),
         start + stride * count,
     )
+
+
+def frame_records(keys: Sequence[bytes], values: Sequence[bytes] | None) -> tuple[bytes, RecordIndex]:
+    """Puts laid out as a ``.delta`` / ``.snapshot`` stream holding them would be (``docs/format.md``
+    §3.2: each key and value after its big-endian size word, the ``-1`` end marker last), and its index:
+    records read another way (a RocksDB zip's keys and values) can then be replayed with those of the
+    files around them. Without ``values`` every value is empty.
+    """
+    n = len(keys)
+    klen = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+    vlen = (
+        np.fromiter(map(len, values), dtype=np.int64, count=n)
+        if values is not None
+        else np.zeros(n, np.int64)
+    )
+    joined = b"".join(keys) + (b"".join(values) if values is not None else b"")
+    words = np.empty((n, 2), dtype=">i4")  # the size words, key's then value's, record after record
+    words[:, 0] = klen
+    words[:, 1] = vlen
+    src = np.concatenate([words.reshape(-1).view(np.uint8), np.frombuffer(joined, dtype=np.uint8)])
+    # Each record is four pieces of ``src``: key size word, key, value size word, value.
+    kfrom = np.zeros(n, dtype=np.int64)
+    np.cumsum(klen[:-1], out=kfrom[1:])
+    vfrom = np.full(n, int(klen.sum()), dtype=np.int64)
+    np.cumsum(vlen[:-1], out=vfrom[1:])
+    vfrom[1:] += int(klen.sum())
+    starts = np.empty((n, 4), dtype=np.int64)
+    starts[:, 0] = np.arange(0, 8 * n, 8)
+    starts[:, 1] = 8 * n + kfrom
+    starts[:, 2] = starts[:, 0] + 4
+    starts[:, 3] = 8 * n + vfrom
+    lens = np.empty((n, 4), dtype=np.int64)
+    lens[:, 0] = lens[:, 2] = 4
+    lens[:, 1] = klen
+    lens[:, 3] = vlen
+    offsets = np.zeros(4 * n + 1, dtype=np.int64)
+    np.cumsum(lens.reshape(-1), out=offsets[1:])
+    body = gather_bytes(src, starts.reshape(-1), lens.reshape(-1), offsets)
+    index = RecordIndex(
+        offsets[1:-1:4].copy(),
+        klen,
+        offsets[3:-1:4].copy(),
+        vlen,
+        np.full(n, KIND_PUT, np.uint8),
+        int(offsets[-1]),
+    )
+    return body.tobytes() + b"\xff\xff\xff\xff", index
 
 
 def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_record: int) -> RecordIndex:

@@ -56,9 +56,24 @@ from statelens.readers.errors import (
 )
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
-from statelens.readers.records import KIND_MERGE, RecordIndex, changelog_header, scan_changelog, sized_keys
+from statelens.readers.records import (
+    KIND_MERGE,
+    RecordIndex,
+    changelog_header,
+    frame_records,
+    scan_changelog,
+    sized_keys,
+)
 from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
-from statelens.readers.store_base import RawArrays, RawState, StoreReaderBase, VersionRows
+from statelens.readers.store_base import (
+    RawArrays,
+    RawState,
+    ReplayRecords,
+    StoreReaderBase,
+    VersionArrays,
+    VersionRows,
+    file_groups,
+)
 
 __all__ = [
     "ColumnFamily",
@@ -527,9 +542,17 @@ class RocksDBStoreReader(StoreReaderBase):
     def _changelog_index(self, sf: StateFile) -> tuple[bytes, RecordIndex]:
         """One changelog decompressed and indexed, its records' version bytes checked (unless rows carry
         checksums, checked record by record by :meth:`_checked_changelog_pairs`)."""
-        with self._located(sf.partition_id, sf.version):
-            data = decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
+        data = self._changelog_bytes(sf)
         return data, self._checked_index(sf, data)
+
+    def _changelog_bytes(self, sf: StateFile) -> bytes:
+        """The decompressed bytes of one changelog; errors name the store, partition and version."""
+        try:  # not _located: this runs once per file of every count (a context manager is ~2 us)
+            return decompress(self.fs.read_bytes(sf.path), sf.path, self.codec)
+        except StatelensError as err:
+            for k, v in self._ctx(sf.partition_id, sf.version).items():
+                err.context.setdefault(k, v)
+            raise
 
     def _checked_index(self, sf: StateFile, data: bytes) -> RecordIndex:
         """The index of one decompressed changelog, its records' version bytes checked (unless rows
@@ -979,67 +1002,135 @@ class RocksDBStoreReader(StoreReaderBase):
             yield pid, rows
 
     def version_rows(self, partition_id: int) -> VersionRows | None:
-        """Live rows of one partition at every readable version, counted from the ids of its changelog
-        records' keys, with no Python object per record (what ``growth``'s walk over a set of keys
-        counts, as :meth:`readers.hdfs_store.HDFSStoreReader.version_rows` does for deltas). Applies when
-        the changelogs ``1 .. last`` rebuild every readable version from empty; None otherwise (a zip to
-        open, a gap, row checksums checked per record). A file that cannot be read raises.
+        """Live rows of one partition at every readable version, counted from the ids of its records'
+        keys (:meth:`_replay_records`, :meth:`readers.store_base.ReplayRecords.version_rows`) with no
+        Python object per changelog record: what ``growth``'s walk over a set of keys counts, as
+        :meth:`readers.hdfs_store.HDFSStoreReader.version_rows` does for deltas. None where
+        :meth:`version_arrays` does not apply. A file that cannot be read raises.
+        """
+        replay = self._replay_records(partition_id, keep=False)
+        return None if replay is None else replay.version_rows()
+
+    def version_arrays(self, partition_id: int) -> VersionArrays | None:
+        """Rows and key + value bytes of one partition at every readable version, and its live records at
+        the last (version bytes removed, as :meth:`read_raw` gives them), with no Python object per
+        changelog record: what ``growth``'s walk computes record by record, counted as
+        :meth:`readers.hdfs_store.HDFSStoreReader.version_arrays` counts deltas
+        (:meth:`readers.store_base.ReplayRecords.version_arrays`).
+
+        The first version is rebuilt as :meth:`read_raw` rebuilds it (its zip, read once, or the
+        changelogs from version 1), then each later version's changelog is applied (:meth:`_replay_records`).
+        A store without changelogs (a zip per version, as every Spark 3.4 RocksDB store) is counted zip
+        by zip instead (:meth:`_zip_version_arrays`). None when neither applies: row checksums (checked
+        per record), or a store with changelogs whose versions have a gap or miss some changelogs. A
+        file that cannot be read raises, and so does a damaged zip of a version reached by its
+        changelog (a restart would load it; the walk reports it).
+        """
+        replay = self._replay_records(partition_id, keep=True)
+        if replay is None:
+            return self._zip_version_arrays(partition_id)
+        return replay.version_arrays(key_skip=1, value_skip=self.value_skip)
+
+    def _zip_version_arrays(self, partition_id: int) -> VersionArrays | None:
+        """:meth:`version_arrays` of a partition without changelogs: every version is its own zip, whose
+        rows and key + value bytes are counted as it is read (each zip once, its SSTs copied once for
+        all), with no state carried from one version to the next and no difference taken (what the
+        walk does); the last zip's records are the live ones. None with changelogs or row checksums."""
+        import numpy as np
+
+        pf = self._partition(partition_id)
+        versions = self.versions(partition_id)
+        if self.row_checksum or pf.deltas or not versions:
+            return None
+        skip = self.value_skip
+        rows = np.zeros(len(versions), dtype=np.int64)
+        nbytes = np.zeros(len(versions), dtype=np.int64)
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        self._read_ahead("replay", partition_id, self._replay_files)
+        with self.workspace() as ws:
+            for i, v in enumerate(versions):
+                sf = self._zip_file(partition_id, v)
+                items = self._zip_items(ws, partition_id, v, False, column_families=False)
+                keys = [k for k, _ in items]
+                values = [x for _, x in items]
+                with self._located(partition_id, v):
+                    self._check_rows(keys, 1, sf.path, "key")
+                    self._check_rows(values, skip, sf.path, "value")
+                rows[i] = len(items)
+                nbytes[i] = sum(map(len, keys)) + sum(map(len, values)) - len(items) * (1 + skip)
+        data, idx = frame_records(keys, values)  # the last version's records, version bytes cut off
+        return (
+            versions,
+            rows,
+            nbytes,
+            (data, idx.key_start + 1, idx.key_len - 1, idx.val_start + skip, idx.val_len - skip),
+        )
+
+    def _version_arrays_workers(self) -> int | None:
+        """Partitions on :data:`readers.parallel.WORKERS` threads for a :meth:`big` store, else one."""
+        return None if self.big() else 1
+
+    def _replay_records(self, partition_id: int, keep: bool) -> ReplayRecords | None:
+        """The records of a partition's replay of every readable version, in order: those that rebuild
+        the first version (its zip's keys and values framed as a delta's, or the changelogs from
+        version 1), then each later version's changelog; with ``keep`` the decompressed files too (else
+        a zip's keys alone are read). None for row checksums (checked record by record), versions with
+        a gap, or a version after the first without its changelog.
 
         Changelogs without a header (v1) whose records all have one key size and one value size (the
         common case) are checked and cut a group of files at a time
         (:func:`readers.records.sized_keys`), as deltas are; the others are indexed one by one.
         """
-        import numpy as np
-
-        from statelens.readers.hdfs_store import _counts_by_key, _distinct_so_far, _file_groups
-
         if self.row_checksum:
             return None
         pf = self._partition(partition_id)
         versions = self.versions(partition_id)
         if not versions or versions != list(range(versions[0], versions[-1] + 1)):
             return None
-        if any(v not in pf.deltas for v in range(1, versions[-1] + 1)):
+        if any(v not in pf.deltas for v in versions[1:]):
             return None
-        for v in sorted(pf.snapshots):  # a restart loads these: a damaged one is met here too (walked)
+        chain = self._chain_files(partition_id, versions[0])
+        for v in versions[1:]:  # a restart loads these zips: a damaged one is met here too (walked)
             self.check_snapshot(partition_id, v)
-        first = versions[0]
-        pieces: list[Any] = []
-        counts: list[int] = []
-        puts: list[Any] = []
-        files = [pf.deltas[v] for v in range(1, versions[-1] + 1)]
-        for group in _file_groups(files):
-            datas = []
-            for sf in group:
-                with self._located(sf.partition_id, sf.version):
-                    datas.append(decompress(self.fs.read_bytes(sf.path), sf.path, self.codec))
+        self._read_ahead("replay", partition_id, self._replay_files)
+        out = ReplayRecords(versions, [0] * len(chain) + list(range(1, len(versions))))
+        changelogs = [*chain, *(pf.deltas[v] for v in versions[1:])]
+        if chain and chain[0].kind == "zip":
+            self._add_zip_records(out, chain[0], keep)
+            changelogs = changelogs[1:]
+        for group in file_groups(changelogs):
+            datas = [self._changelog_bytes(sf) for sf in group]
             run = self._sized_changelogs(group, datas)
             if run is not None:
-                block, n, vlens = run
-                pieces.append(block)
-                counts.extend(n)
-                puts.extend(np.full(c, v >= 0) for c, v in zip(n, vlens, strict=True))
-                continue
-            for sf, data in zip(group, datas, strict=True):  # another key size, or variable-width rows
-                one = self._sized_changelogs([sf], [data])
-                if one is not None:
-                    pieces.append(one[0])
-                    counts.append(one[1][0])
-                    puts.append(np.full(one[1][0], one[2][0] >= 0))
-                    continue
-                idx = self._checked_index(sf, data)
-                pieces.append(binary_array(data, idx.key_start - 4, idx.key_len + 4))
-                counts.append(int(idx.count))
-                puts.append(idx.val_len >= 0)
-        tags = [max(sf.version - first, 0) for sf in files]
-        nv = len(versions)
-        ids = key_ids(pieces)
-        put_mask = np.concatenate(puts) if puts else np.zeros(0, dtype=bool)
-        if put_mask.all():
-            return versions, _distinct_so_far(ids, tags, counts, nv)
-        tag = np.repeat(np.asarray(tags, dtype=np.int64), counts)
-        rows, _, _ = _counts_by_key(ids, put_mask, None, tag, nv)
-        return versions, rows
+                out.add_sized(*run)
+            else:
+                for sf, data in zip(group, datas, strict=True):  # another key size, or variable-width rows
+                    one = self._sized_changelogs([sf], [data])
+                    if one is not None:
+                        out.add_sized(*one)
+                    else:
+                        out.add_indexed(data, self._checked_index(sf, data))
+            if keep:
+                out.datas.extend(datas)
+        return out
+
+    def _add_zip_records(self, out: ReplayRecords, sf: StateFile, keep: bool) -> None:
+        """The keys (and with ``keep`` the values) of one zip, read once through RocksDB, into ``out`` as
+        the records of a delta holding them (:func:`readers.records.frame_records`), version bytes
+        checked as :meth:`read_raw` checks them."""
+        with self.workspace() as ws:
+            items = self._zip_items(ws, sf.partition_id, sf.version, not keep, column_families=False)
+        keys = items if not keep else [k for k, _ in items]
+        values = None if not keep else [v for _, v in items]
+        with self._located(sf.partition_id, sf.version):
+            self._check_rows(keys, 1, sf.path, "key")
+            if values is not None:
+                self._check_rows(values, self.value_skip, sf.path, "value")
+        data, idx = frame_records(keys, values)
+        out.add_indexed(data, idx)
+        if keep:
+            out.datas.append(data)
 
     def _sized_changelogs(
         self, group: list[StateFile], datas: list[bytes]

@@ -134,9 +134,6 @@ EQUIVALENT: dict[str, str] = {
     "statelens.readers.store_base.xǁStoreReaderBaseǁ_raw_change_arrays__mutmut_71": (
         "a remove's value length of -2 instead of -1: the arrays' one reader, read_changes_arrow, tests < 0"
     ),
-    "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁversion_arrays__mutmut_11": (
-        "b''.join of one file's bytes is those bytes"
-    ),
     "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁ_version_arrays_workers__mutmut_3": (
         "the number of threads partitions are replayed on; results come back in partition order either way"
     ),

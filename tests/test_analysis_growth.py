@@ -225,3 +225,237 @@ def test_counts_of_a_damaged_store_equal_the_walks(
     assert {(p, v): n for p, per in views[0][0].items() for v, n in per.items()} == {
         (s.partition_id, s.version): s.rows for s in walked
     }
+
+
+#: RocksDB scenarios whose stores (all plain key/value ones) the growth view reads: a zip per version
+#: (no changelogs), then with changelog checkpointing and zips every two versions; the last with row
+#: checksums.
+ROCKS_GROWTH = [
+    "rocks_agg",
+    "rocks_agg_changelog",
+    "rocks_pandas_state",
+    "rocks_dedup_changelog",
+    "rocks_ckpt_v2",
+    "rocks_join",
+    "rocks_checksum_window",
+]
+
+
+def _walked_arrays(reader: Any, pid: int) -> tuple[dict[int, tuple[int, int]], dict[bytes, bytes]]:
+    """Rows and key + value bytes at every version, and the last state, from the per-version walk."""
+    from statelens.readers.scan import walk_partition
+
+    sizes: dict[str, int] = {}
+    walked: dict[int, tuple[int, int]] = {}
+    state: dict[bytes, bytes] = {}
+    problems: list[Any] = []
+    for v, state, _ in walk_partition(reader, pid, problems, sizes=sizes):
+        walked[v] = (len(state), sizes["state_bytes"])
+    assert not problems
+    return walked, dict(state)
+
+
+def _assert_arrays_are_the_walks(reader: Any, pid: int, arrays: Any, what: Any) -> None:
+    """``version_arrays``' rows, bytes and live records (and heaviest keys) are the walk's."""
+    from statelens.app.analysis.heavy import _top_of_arrays, _top_of_state
+
+    versions, rows, nbytes, live = arrays
+    walked, state = _walked_arrays(reader, pid)
+    assert versions == reader.versions(pid), what
+    assert walked == {v: (int(r), int(b)) for v, r, b in zip(versions, rows, nbytes, strict=True)}, what
+    buf, ks, kl, vs, vl = live
+    got = {buf[a : a + b]: buf[c : c + d] for a, b, c, d in zip(ks, kl, vs, vl, strict=True)}
+    assert len(got) == len(ks) and got == state, what
+    for n in (1, 3, 1000):
+        assert _top_of_arrays(*live, n) == _top_of_state(state, n, None)[0], what
+    counted = reader.version_rows(pid)
+    if not reader.delta_versions(pid):  # a zip per version: counted by the walk over sets of keys
+        assert counted is None, what
+        return
+    assert counted is not None, what
+    assert (counted[0], [int(r) for r in counted[1]]) == (versions, [r for r, _ in walked.values()]), what
+
+
+def _growth(root: Path, monkeypatch: pytest.MonkeyPatch, walk: bool) -> tuple[Any, list[tuple[int, str]]]:
+    """The growth view's result (heaviest keys too), and the partitions it walked (``walk``: every
+    RocksDB partition is walked, as before ``version_arrays`` applied to them)."""
+    from statelens.app.analysis import growth
+    from statelens.readers.rocksdb_store import RocksDBStoreReader
+    from statelens.readers.scan import walk_partition
+
+    walked: list[tuple[int, str]] = []
+
+    def spy(reader: Any, pid: int, *args: Any, **kwargs: Any) -> Any:
+        walked.append((pid, reader.store_name))
+        return walk_partition(reader, pid, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(growth, "walk_partition", spy)
+        if walk:
+            patched.setattr(RocksDBStoreReader, "version_arrays", lambda self, pid: None)
+        result = run_to_end(iter_growth(open_checkpoint(str(root)), top_keys=3))
+    return result, walked
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ROCKS_GROWTH)
+@pytest.mark.parametrize("big", [False, True], ids=["one-thread", "threads"])
+def test_rocksdb_version_arrays_count_what_the_walk_counts(
+    scenario: str, big: bool, checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RocksDB stores with changelog checkpointing are replayed as arrays (changelog records counted by
+    key id as deltas are), stores without counted zip by zip: rows, key + value bytes and live records
+    (version bytes removed) at every version are the per-version walk's, and so is what the growth view
+    shows, heaviest keys included, with no partition walked (partitions on one thread, or on several as
+    for a big store). Stores with row checksums (checked record by record) are walked:
+    ``version_arrays`` is None there."""
+    from statelens.readers.rocksdb_store import RocksDBStoreReader
+    from statelens.readers.store_base import StoreReaderBase
+
+    monkeypatch.setattr(StoreReaderBase, "big", lambda self: big)
+    root = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(root))
+    checksums = scenario == "rocks_checksum_window"
+    compared = 0
+    for op in ckpt.operators:
+        for st in op.stores:
+            reader = ckpt.store_reader(op.operator_id, st.store_name)
+            assert isinstance(reader, RocksDBStoreReader) and reader.row_checksum == checksums
+            for pid in reader.partition_ids():
+                arrays = reader.version_arrays(pid)
+                if checksums:
+                    assert arrays is None and reader.version_rows(pid) is None
+                    continue
+                assert arrays is not None, (scenario, st.store_name, pid)
+                _assert_arrays_are_the_walks(reader, pid, arrays, (scenario, st.store_name, pid))
+                compared += 1
+            counted = list(reader.iter_stats())
+            with monkeypatch.context() as walked:
+                walked.setattr(RocksDBStoreReader, "_stats_plan", StoreReaderBase._stats_plan)
+                assert counted == list(reader.iter_stats()) and counted
+    assert compared or checksums
+    fast, fast_walked = _growth(root, monkeypatch, walk=False)
+    slow, slow_walked = _growth(root, monkeypatch, walk=True)
+    partitions = [(pid, st.store_name) for op in ckpt.operators for st in op.stores for pid in st.partitions]
+    assert sorted(slow_walked) == sorted(partitions)
+    assert fast_walked == (slow_walked if checksums else [])
+    assert not fast.problems and not slow.problems
+    assert fast.stores == slow.stores
+    assert all(g.rows and g.top_keys is not None and g.top_keys.overall for g in fast.stores)
+
+
+@pytest.mark.spark
+def test_rocksdb_version_arrays_start_from_a_zip(
+    checkpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once retention has removed the first changelogs, a RocksDB partition's first version is rebuilt
+    from its zip, read once through RocksDB (then its keys and values are framed as a delta's records),
+    and the changelogs after it are applied as arrays: the walk's rows, bytes and live records at every
+    version. A missing changelog in the middle (a gap: that version only from its zip) is walked."""
+    import shutil
+
+    from statelens.readers.rocksdb_store import RocksDBStoreReader
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(checkpoint("rocks_agg_changelog") / "checkpoint", root)
+    for first in root.glob("state/0/*/1.changelog"):  # as Spark's cleanup of old versions does
+        first.unlink()
+    zips_read: list[tuple[int, int]] = []
+    real = RocksDBStoreReader._add_zip_records
+
+    def spy(self: Any, out: Any, sf: Any, keep: bool) -> None:
+        zips_read.append((sf.partition_id, sf.version))
+        real(self, out, sf, keep)
+
+    monkeypatch.setattr(RocksDBStoreReader, "_add_zip_records", spy)
+    reader = open_checkpoint(str(root)).store_reader(0)
+    assert isinstance(reader, RocksDBStoreReader)
+    for pid in reader.partition_ids():
+        first = reader.versions(pid)[0]
+        assert first > 1 and reader.has_snapshot(pid, first)
+        zips_read.clear()
+        arrays = reader.version_arrays(pid)
+        assert arrays is not None and zips_read == [(pid, first)]
+        _assert_arrays_are_the_walks(reader, pid, arrays, pid)
+    fast, fast_walked = _growth(root, monkeypatch, walk=False)
+    slow, _ = _growth(root, monkeypatch, walk=True)
+    assert fast_walked == [] and fast.stores == slow.stores and not fast.problems
+
+    pf = reader.partitions[0]
+    gap = next(v for v in sorted(pf.deltas) if v not in pf.snapshots and v > min(reader.versions(0)))
+    (root / pf.deltas[gap].path).unlink()
+    reader = open_checkpoint(str(root)).store_reader(0)
+    assert reader.version_arrays(0) is None and reader.version_rows(0) is None
+    assert reader.version_arrays(1) is not None
+    fast, fast_walked = _growth(root, monkeypatch, walk=False)
+    slow, _ = _growth(root, monkeypatch, walk=True)
+    assert fast_walked == [(0, "default")] and fast.stores == slow.stores and not fast.problems
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("damage", ["changelog", "zip"])
+def test_rocksdb_growth_of_a_damaged_store_is_the_walks(
+    damage: str, checkpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A truncated changelog, or a truncated zip of a version the changelogs reach (a restart would
+    load it), makes ``version_arrays`` of that partition raise, naming the file: the growth view walks
+    that partition alone, and shows what the walk of every partition shows, with the same error."""
+    import shutil
+
+    from statelens.readers.errors import StatelensError
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(checkpoint("rocks_agg_changelog") / "checkpoint", root)
+    reader = open_checkpoint(str(root)).store_reader(0)
+    pf = reader.partitions[1]
+    victim = pf.snapshots[max(pf.snapshots)] if damage == "zip" else pf.deltas[5]
+    (root / victim.path).write_bytes((root / victim.path).read_bytes()[:30])
+    with pytest.raises(StatelensError) as info:
+        open_checkpoint(str(root)).store_reader(0).version_arrays(1)
+    assert info.value.path == victim.path
+    fast, fast_walked = _growth(root, monkeypatch, walk=False)
+    slow, _ = _growth(root, monkeypatch, walk=True)
+    assert fast_walked == [(1, "default")]
+    assert fast.stores == slow.stores
+    assert [p.path for p in fast.problems] == [p.path for p in slow.problems] and victim.path in [
+        p.path for p in fast.problems
+    ]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["rocks_agg_changelog", "rocks_dedup_changelog"])
+def test_rocksdb_version_arrays_match_spark(scenario: str, checkpoint: Any, spark: Any) -> None:
+    """Rows per partition at every committed version, counted from the arrays, are the rows Spark's
+    ``statestore`` reader returns for that batch; the live records at the last version, decoded, are
+    its rows."""
+    from tests import oracle
+    from tests.test_native_vs_spark import _canon_rows, _compare
+
+    root = checkpoint(scenario) / "checkpoint"
+    ckpt = open_checkpoint(str(root))
+    reader = ckpt.store_reader(0)
+    counted: dict[int, dict[int, int]] = {}
+    last: list[tuple[int, Any, Any]] = []
+    latest = max(ckpt.commits) + 1
+    for pid in reader.partition_ids():
+        arrays = reader.version_arrays(pid)
+        assert arrays is not None
+        versions, rows, _, (buf, ks, kl, vs, vl) = arrays
+        for v, n in zip(versions, rows, strict=True):
+            counted.setdefault(v, {})[pid] = int(n)
+        assert versions[-1] == latest
+        pairs = [(buf[a : a + b], buf[c : c + d]) for a, b, c, d in zip(ks, kl, vs, vl, strict=True)]
+        last.extend((pid, k, v) for k, v in reader.decode_pairs(pairs, f"partition {pid}"))
+    compared = 0
+    for v, per in counted.items():
+        if v - 1 not in ckpt.commits:
+            continue
+        spark_rows = oracle.read_state(spark, root, batch_id=v - 1)
+        by_partition: dict[int, int] = {}
+        for p, _, _ in spark_rows:
+            by_partition[p] = by_partition.get(p, 0) + 1
+        assert {p: n for p, n in per.items() if n} == by_partition, (scenario, v)
+        if v == latest:
+            _compare(_canon_rows(last), _canon_rows(spark_rows), f"{scenario} v{v}")
+        compared += 1
+    assert compared >= 5

@@ -773,3 +773,38 @@ def test_cut_streams_name_the_size_word_and_the_record() -> None:
     with pytest.raises(CorruptFileError, match="delete record has value size 0; Spark writes -1") as err:
         scan_changelog(_replace(CHANGELOG_V2, size_at, _be32(0)), PATH)
     assert err.value.context["record"] == 2
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["agg_count", "rich_types", "agg_many_partitions"])
+def test_frame_records_writes_a_file_of_puts_byte_for_byte(scenario: str, checkpoint: Any) -> None:
+    """``frame_records`` (a RocksDB zip's keys and values laid out as a delta's records) rebuilds each
+    real ``.snapshot``, and each ``.delta`` holding only puts, byte for byte from its keys and values
+    (delta framing, the end marker last), and its index is the scan's; without values, every value is
+    empty. Empty input is the end marker alone."""
+    state = checkpoint(scenario) / "checkpoint" / "state"
+    files = [
+        p for p in sorted(state.rglob("*.*")) if p.suffix in (".delta", ".snapshot") and p.name[0] != "."
+    ]
+    widths: set[int] = set()
+    for path in files:
+        data = decompress(path.read_bytes(), str(path), "lz4")
+        idx = scan_records(data, str(path), allow_removes=True)
+        if (idx.val_len < 0).any():
+            continue
+        keys = records.slices(data, idx.key_start, idx.key_len)
+        values = records.slices(data, idx.val_start, idx.val_len)
+        framed, got = records.frame_records(keys, values)
+        assert framed == data
+        assert _arrays(got) == _arrays(idx) and got.eof_offset == idx.eof_offset
+        bare, index = records.frame_records(keys, None)
+        rescanned = scan_records(bare, str(path), allow_removes=False)
+        assert _arrays(index) == _arrays(rescanned) and index.eof_offset == rescanned.eof_offset
+        assert records.slices(bare, index.key_start, index.key_len) == keys
+        assert index.val_len.tolist() == [0] * len(keys)
+        widths.update(idx.key_len.tolist())
+    assert widths
+    assert len(widths) > 1 or scenario != "rich_types"  # keys of several lengths too
+    assert any(p.suffix == ".snapshot" for p in files) or scenario != "agg_many_partitions"
+    framed, got = records.frame_records([], [])
+    assert framed == EMPTY and got.count == 0 and got.eof_offset == 0

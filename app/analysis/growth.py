@@ -1,9 +1,12 @@
 """State growth and skew per operator and store, and the checkpoint's on-disk footprint.
 
-For every HDFS store partition the versions are streamed once (``readers.scan.walk_partition``): rows and
-key+value bytes of the state at each version (what an executor holds in memory, give or take the
-JVM's overhead), and the bytes of the files written for that version (``<v>.delta`` / ``<v>.snapshot``,
-``docs/format.md`` §3). Version ``v`` is the state after batch ``v-1`` (§1.2).
+For every store partition, rows and key+value bytes of the state at each version (what an executor holds
+in memory, give or take the JVM's overhead), and the bytes of the files written for that version
+(``<v>.delta`` / ``<v>.snapshot``, ``docs/format.md`` §3; ``<v>.changelog`` / ``<v>.zip``, §4). Version
+``v`` is the state after batch ``v-1`` (§1.2). They are counted from every version's records at once
+where the reader can (``StoreReaderBase.iter_version_arrays``: HDFS deltas and RocksDB changelogs
+replayed as arrays, RocksDB zips counted one by one), else the versions are streamed once
+(``readers.scan.walk_partition``), which also reports a file that cannot be read.
 
 Footprint: every file under the checkpoint by area (state, offsets, commits, sources, metadata...),
 small files, leftover temp files (§1.3), and the state files older than the newest snapshot each
