@@ -1165,7 +1165,7 @@ def iter_state_table(
 
     Parameters
     ----------
-    reader : readers.hdfs_store.HDFSStoreReader or readers.rocksdb_store.RocksDBStoreReader
+    reader : readers._format.hdfs_store.HDFSStoreReader or readers._format.rocksdb_store.RocksDBStoreReader
     version : int
         State version (written by batch ``version - 1``).
     partition_id : int, optional

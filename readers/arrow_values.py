@@ -249,7 +249,7 @@ def binary_array(buf: bytes, starts: Any, lens: Any) -> Any:
         u8 = np.frombuffer(buf, dtype=np.uint8)
         data = np.lib.stride_tricks.sliding_window_view(u8, int(lens[0]))[np.asarray(starts)].reshape(-1)
         return _binary(n, offsets, data)
-    from statelens.readers.records import gather_bytes
+    from statelens.readers._format.records import gather_bytes
 
     data = gather_bytes(
         np.frombuffer(buf, dtype=np.uint8),

@@ -11,10 +11,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from statelens.readers import logs, opmeta, schemas
-from statelens.readers.cf_store import ColumnFamilyStoreReader
+from statelens.readers._format.cf_store import ColumnFamilyStoreReader
+from statelens.readers._format.hdfs_store import HDFSStoreReader, PartitionFiles, list_partition_files
+from statelens.readers._format.rocksdb_store import (
+    RocksDBColumnFamilyReader,
+    RocksDBPartitionFiles,
+    RocksDBStoreReader,
+    list_rocksdb_partition_files,
+)
 from statelens.readers.errors import NotACheckpointError, StatelensError, UsageError
 from statelens.readers.fs import CheckpointFS
-from statelens.readers.hdfs_store import HDFSStoreReader, PartitionFiles, list_partition_files
 from statelens.readers.model import (
     BatchInfo,
     CommitLogEntry,
@@ -28,12 +34,6 @@ from statelens.readers.model import (
     StoreSchema,
 )
 from statelens.readers.operators import find_time_columns, fmgws_v1_long_fields, infer_kind
-from statelens.readers.rocksdb_store import (
-    RocksDBColumnFamilyReader,
-    RocksDBPartitionFiles,
-    RocksDBStoreReader,
-    list_rocksdb_partition_files,
-)
 
 ROCKSDB_PROVIDER_HINT = "RocksDBStateStoreProvider"
 

@@ -227,7 +227,7 @@ def _lines(fs: Any, path: str, out: EventLogRead) -> Iterator[str]:
         if pending:
             yield pending.decode("utf-8", "replace")
         return
-    from statelens.readers.codecs import decompress
+    from statelens.readers._format.codecs import decompress
 
     with fs.open(path, "rb") as raw:
         data = raw.read()

@@ -45,17 +45,17 @@ from typing import Any
 
 from crc32c import crc32c
 
-from statelens.readers.codecs import compress, decompress, sniff_codec
-from statelens.readers.errors import CorruptFileError, UnsupportedVersionError
-from statelens.readers.hdfs_store import HDFSStoreReader
-from statelens.readers.records import changelog_header, scan_changelog
-from statelens.readers.rocksdb_store import (
+from statelens.readers._format.codecs import compress, decompress, sniff_codec
+from statelens.readers._format.hdfs_store import HDFSStoreReader
+from statelens.readers._format.records import changelog_header, scan_changelog
+from statelens.readers._format.rocksdb_store import (
     RocksDBStoreReader,
     ZipMetadata,
     _load_rocksdict,
     parse_zip_metadata,
     read_zip,
 )
+from statelens.readers.errors import CorruptFileError, UnsupportedVersionError
 
 __all__ = [
     "NewFile",
@@ -201,7 +201,7 @@ def bundled_rocksdb_version(temp_dir: str | None = None) -> tuple[int, ...]:
 
 def removal_files(reader: Any, partition_id: int, version: int, keys: Iterable[bytes]) -> list[NewFile]:
     """The state files of ``version`` of one partition that remove ``keys`` (raw key rows, as
-    :meth:`~readers.store_base.StoreReaderBase.read_raw` gives them) from version ``version - 1``:
+    :meth:`~readers._format.store_base.StoreReaderBase.read_raw` gives them) from version ``version - 1``:
     one delta or changelog; for a RocksDB store without changelogs the new SST files, then the zip.
 
     The codec is the one the partition's newest earlier file is written in (its magic bytes decide, as when

@@ -5,7 +5,7 @@ batches, pandas, polars, DuckDB, Python rows), as uproot's ``library=`` and pola
 The scan reads through a :class:`readers.backends.base.StateBackend` (native decoder or Spark), so both
 backends answer the same way. Change derivation (recorded changes where the store has them, the difference
 of consecutive versions where it has none) lives in the store readers
-(:meth:`readers.store_base.StoreReaderBase.raw_changes`); the scan owns what happens to a partition whose
+(:meth:`readers._format.store_base.StoreReaderBase.raw_changes`); the scan owns what happens to a partition whose
 files cannot be read: its error (file, offset, what is wrong) goes into :attr:`StateScan.problems` and the
 partition into :attr:`StateScan.unreadable`, never an empty answer in its place; with ``strict`` (or a
 partition asked for alone) it is raised.
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from statelens.readers._format.store_base import diff_raw
 from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
-from statelens.readers.store_base import diff_raw
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,7 +1,7 @@
 """JSON, CSV and Arrow/Parquet forms of decoded Spark values: the output contract of ``statelens rows``.
 
 Decoded values arrive in the representation of :data:`readers.model.VALUE_REPRESENTATION` (what
-:mod:`readers.unsaferow` returns). This module turns them, guided by their Spark SQL type, into:
+:mod:`readers._format.unsaferow` returns). This module turns them, guided by their Spark SQL type, into:
 
 **JSON** (:func:`to_json_value`, :func:`row_to_json`; written as JSON lines by ``app.output.dumps_jsonl``)
 
@@ -570,7 +570,7 @@ def state_row_schema(
         ``False``: ``partition int, key, value``; ``True`` (a change feed):
         ``version long, partition int, change string, key, value, derived boolean`` (``derived``: the
         store recorded no change of that version and the change is the difference with the version
-        before, see :meth:`readers.store_base.StoreReaderBase.raw_changes`).
+        before, see :meth:`readers._format.store_base.StoreReaderBase.raw_changes`).
 
     Returns
     -------

@@ -61,11 +61,13 @@ class Target:
 
 #: The decoder modules and their fast tests.
 MODULES: dict[str, Target] = {
-    "records": Target(("records.py",), ("tests/test_records.py",)),
-    "codecs": Target(("codecs.py",), ("tests/test_codecs.py",)),
-    "unsaferow": Target(("unsaferow.py",), ("tests/test_unsaferow.py",)),
-    "unsaferow_arrow": Target(("unsaferow_arrow.py",), ("tests/test_unsaferow_arrow.py",)),
-    "replay": Target(("hdfs_store.py", "store_base.py"), ("tests/test_replay.py", "tests/test_cache.py")),
+    "records": Target(("_format/records.py",), ("tests/test_records.py",)),
+    "codecs": Target(("_format/codecs.py",), ("tests/test_codecs.py",)),
+    "unsaferow": Target(("_format/unsaferow.py",), ("tests/test_unsaferow.py",)),
+    "unsaferow_arrow": Target(("_format/unsaferow_arrow.py",), ("tests/test_unsaferow_arrow.py",)),
+    "replay": Target(
+        ("_format/hdfs_store.py", "_format/store_base.py"), ("tests/test_replay.py", "tests/test_cache.py")
+    ),
 }
 
 #: Mutants that cannot change behaviour: name -> why. Names are mutmut's
@@ -82,71 +84,71 @@ _STRIDED_BOUND = (
     "the slices down the gather path, which cuts the same bytes"
 )
 EQUIVALENT: dict[str, str] = {
-    "statelens.readers.unsaferow.x__values__mutmut_231": _SAME_LENGTH,
-    "statelens.readers.unsaferow.x__values__mutmut_244": _SAME_LENGTH,
-    "statelens.readers.unsaferow.x__map_at__mutmut_75": "the lengths were compared just before: they are equal",
-    "statelens.readers.unsaferow.x__values__mutmut_128": (
+    "statelens.readers._format.unsaferow.x__values__mutmut_231": _SAME_LENGTH,
+    "statelens.readers._format.unsaferow.x__values__mutmut_244": _SAME_LENGTH,
+    "statelens.readers._format.unsaferow.x__map_at__mutmut_75": "the lengths were compared just before: they are equal",
+    "statelens.readers._format.unsaferow.x__values__mutmut_128": (
         "without nulls every row is present, and flatnonzero(present) is arange(n)"
     ),
-    "statelens.readers.unsaferow.x__row_at__mutmut_19": 'struct.unpack_from("<0Q", ...) is (), as the else gives',
-    "statelens.readers.unsaferow.x_decode_rows__mutmut_32": _DEFAULT_INT64,
-    "statelens.readers.unsaferow.x_compile_layout__mutmut_5": (
+    "statelens.readers._format.unsaferow.x__row_at__mutmut_19": 'struct.unpack_from("<0Q", ...) is (), as the else gives',
+    "statelens.readers._format.unsaferow.x_decode_rows__mutmut_32": _DEFAULT_INT64,
+    "statelens.readers._format.unsaferow.x_compile_layout__mutmut_5": (
         "compiles the layout again, then the cache's setdefault returns the layout compiled first: same object"
     ),
-    "statelens.readers.unsaferow.x__row_at__mutmut_13": (
+    "statelens.readers._format.unsaferow.x__row_at__mutmut_13": (
         "a layout of no fields needs 0 bytes, and a negative length is refused before: the message is never built"
     ),
-    "statelens.readers.unsaferow_arrow.x__scatter__mutmut_7": _DEFAULT_INT64,
-    "statelens.readers.unsaferow_arrow.x__bytes_column__mutmut_73": (
+    "statelens.readers._format.unsaferow_arrow.x__scatter__mutmut_7": _DEFAULT_INT64,
+    "statelens.readers._format.unsaferow_arrow.x__bytes_column__mutmut_73": (
         "null_count=-1 lets Arrow count the nulls from the validity bitmap: the same count"
     ),
-    "statelens.readers.unsaferow_arrow.x__column__mutmut_15": (
+    "statelens.readers._format.unsaferow_arrow.x__column__mutmut_15": (
         "pa.array infers bool from a numpy bool array, the type it is given"
     ),
-    "statelens.readers.unsaferow_arrow.x_iter_decode_arrow__mutmut_10": _RESHAPE,
-    "statelens.readers.unsaferow_arrow.x_iter_decode_arrow__mutmut_36": _RESHAPE,
-    "statelens.readers.unsaferow_arrow.x__struct__mutmut_56": (
+    "statelens.readers._format.unsaferow_arrow.x_iter_decode_arrow__mutmut_10": _RESHAPE,
+    "statelens.readers._format.unsaferow_arrow.x_iter_decode_arrow__mutmut_36": _RESHAPE,
+    "statelens.readers._format.unsaferow_arrow.x__struct__mutmut_56": (
         "zip of the layout's fields, their null masks and the Arrow type's fields, whose counts were "
         "checked equal before"
     ),
-    "statelens.readers.unsaferow_arrow.x__column__mutmut_18": (
+    "statelens.readers._format.unsaferow_arrow.x__column__mutmut_18": (
         "pa.array infers bool from a numpy bool array, the type it is given"
     ),
-    "statelens.readers.unsaferow_arrow.x__column__mutmut_24": (
+    "statelens.readers._format.unsaferow_arrow.x__column__mutmut_24": (
         "sends every long-backed decimal (scale 0 for any other kind) down the exact Python path, "
         "which gives the same values as the vectorised one"
     ),
-    "statelens.readers.unsaferow_arrow.x__column__mutmut_8": (
+    "statelens.readers._format.unsaferow_arrow.x__column__mutmut_8": (
         "a void (NullType) column's Arrow type is null, which pa.nulls gives without a type"
     ),
-    "statelens.readers.records.x__scan_sized__mutmut_82": _UNREACHABLE,
-    "statelens.readers.records.x__scan_sized__mutmut_83": _UNREACHABLE,
-    "statelens.readers.records.x__scan_typed__mutmut_20": _UNREACHABLE,
-    "statelens.readers.records.x_slices__mutmut_18": _SAME_LENGTH,
-    "statelens.readers.records.x_slices__mutmut_19": _SAME_LENGTH,
-    "statelens.readers.records.x_value_slices__mutmut_22": _SAME_LENGTH,
-    "statelens.readers.records.x_slices__mutmut_36": _STRIDED_BOUND,
-    "statelens.readers.records.x_slices__mutmut_37": _STRIDED_BOUND,
-    "statelens.readers.store_base.xǁStoreReaderBaseǁapply_records__mutmut_8": _SAME_LENGTH,
-    "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁcheck_file__mutmut_48": _SAME_LENGTH,
-    "statelens.readers.store_base.xǁStoreReaderBaseǁ_raw_arrays__mutmut_13": _FROMITER_COUNT,
-    "statelens.readers.store_base.xǁStoreReaderBaseǁ_raw_change_arrays__mutmut_20": _FROMITER_COUNT,
-    "statelens.readers.store_base.xǁStoreReaderBaseǁ_raw_change_arrays__mutmut_71": (
+    "statelens.readers._format.records.x__scan_sized__mutmut_82": _UNREACHABLE,
+    "statelens.readers._format.records.x__scan_sized__mutmut_83": _UNREACHABLE,
+    "statelens.readers._format.records.x__scan_typed__mutmut_20": _UNREACHABLE,
+    "statelens.readers._format.records.x_slices__mutmut_18": _SAME_LENGTH,
+    "statelens.readers._format.records.x_slices__mutmut_19": _SAME_LENGTH,
+    "statelens.readers._format.records.x_value_slices__mutmut_22": _SAME_LENGTH,
+    "statelens.readers._format.records.x_slices__mutmut_36": _STRIDED_BOUND,
+    "statelens.readers._format.records.x_slices__mutmut_37": _STRIDED_BOUND,
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁapply_records__mutmut_8": _SAME_LENGTH,
+    "statelens.readers._format.hdfs_store.xǁHDFSStoreReaderǁcheck_file__mutmut_48": _SAME_LENGTH,
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_raw_arrays__mutmut_13": _FROMITER_COUNT,
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_raw_change_arrays__mutmut_20": _FROMITER_COUNT,
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_raw_change_arrays__mutmut_71": (
         "a remove's value length of -2 instead of -1: the arrays' one reader, read_changes_arrow, tests < 0"
     ),
-    "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁ_version_arrays_workers__mutmut_3": (
+    "statelens.readers._format.hdfs_store.xǁHDFSStoreReaderǁ_version_arrays_workers__mutmut_3": (
         "the number of threads partitions are replayed on; results come back in partition order either way"
     ),
-    "statelens.readers.store_base.xǁStoreReaderBaseǁapply_records__mutmut_15": _SAME_LENGTH,
-    "statelens.readers.store_base.xǁStoreReaderBaseǁread_changes_arrow__mutmut_81": _DEFAULT_INT64,
-    "statelens.readers.store_base.xǁStoreReaderBaseǁread_changes_arrow__mutmut_91": _DEFAULT_INT64,
-    "statelens.readers.hdfs_store.xǁHDFSStoreReaderǁ_raw_arrays__mutmut_20": (
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁapply_records__mutmut_15": _SAME_LENGTH,
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁread_changes_arrow__mutmut_81": _DEFAULT_INT64,
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁread_changes_arrow__mutmut_91": _DEFAULT_INT64,
+    "statelens.readers._format.hdfs_store.xǁHDFSStoreReaderǁ_raw_arrays__mutmut_20": (
         "the version tags of _read_records are never read by positions(), the only thing taken from it"
     ),
-    "statelens.readers.store_base.xǁStoreReaderBaseǁ_state_table__mutmut_2": (
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_state_table__mutmut_2": (
         "only the partition field is taken from the empty table, and it is the same for every naming"
     ),
-    "statelens.readers.store_base.xǁStoreReaderBaseǁ_state_table__mutmut_3": (
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_state_table__mutmut_3": (
         "only the partition field is taken from the empty table; changes=None builds the same one as False"
     ),
 }
@@ -286,7 +288,7 @@ def diffs(name: str, mutants: list[str]) -> dict[str, str]:
     """The diff of each of ``mutants`` (one process for all of them)."""
     if not mutants:
         return {}
-    path = {m: f"statelens/readers/{m.split('.')[2]}.py" for m in mutants}
+    path = {m: m.split(".x", 1)[0].replace(".", "/") + ".py" for m in mutants}
     arg = json.dumps([[m, path[m]] for m in mutants])
     done = subprocess.run(
         [sys.executable, "-c", _SHOW, arg],

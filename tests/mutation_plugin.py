@@ -59,7 +59,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     import sys
 
-    unsaferow = sys.modules.get("statelens.readers.unsaferow")
+    unsaferow = sys.modules.get("statelens.readers._format.unsaferow")
     if unsaferow is not None:
         unsaferow._CACHE.clear()
 

@@ -232,8 +232,8 @@ def test_files_far_beyond_min_batches_to_retain(checkpoint, monkeypatch):
 def test_row_checksummed_files_decode_clean_and_a_bad_checksum_is_named(copy_of):
     """Spark 4.3 row checksums: the decode sample strips and checks each row's CRC-32C before decoding
     (it reported every row as not fitting the schema), and a wrong CRC is a row_checksum error."""
-    from statelens.readers.codecs import decompress
-    from statelens.readers.records import scan_records
+    from statelens.readers._format.codecs import decompress
+    from statelens.readers._format.records import scan_records
     from tests.benchmarks.bench_memory import _lz4_block_stream
 
     root, _ = copy_of("checksum_window")

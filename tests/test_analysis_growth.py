@@ -142,9 +142,9 @@ def test_version_arrays_count_what_the_walk_counts(
     (``iter_stats``, counted from the keys' ids: fixed-width files a group at a time, variable-width
     ones indexed, removes grouped by key) are the walk's over a set of keys."""
     from statelens.app.analysis.heavy import _top_of_arrays, _top_of_state
-    from statelens.readers.hdfs_store import HDFSStoreReader
+    from statelens.readers._format.hdfs_store import HDFSStoreReader
+    from statelens.readers._format.store_base import StoreReaderBase
     from statelens.readers.scan import walk_partition
-    from statelens.readers.store_base import StoreReaderBase
 
     monkeypatch.setattr(HDFSStoreReader, "big", lambda self: big)
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
@@ -195,9 +195,9 @@ def test_counts_of_a_damaged_store_equal_the_walks(
     and the same error naming the file."""
     import shutil
 
+    from statelens.readers._format.hdfs_store import HDFSStoreReader
+    from statelens.readers._format.store_base import StoreReaderBase
     from statelens.readers.errors import StatelensError
-    from statelens.readers.hdfs_store import HDFSStoreReader
-    from statelens.readers.store_base import StoreReaderBase
 
     root = tmp_path / "ckpt"
     shutil.copytree(checkpoint("agg_many_partitions") / "checkpoint", root)
@@ -280,7 +280,7 @@ def _growth(root: Path, monkeypatch: pytest.MonkeyPatch, walk: bool) -> tuple[An
     """The growth view's result (heaviest keys too), and the partitions it walked (``walk``: every
     RocksDB partition is walked, as before ``version_arrays`` applied to them)."""
     from statelens.app.analysis import growth
-    from statelens.readers.rocksdb_store import RocksDBStoreReader
+    from statelens.readers._format.rocksdb_store import RocksDBStoreReader
     from statelens.readers.scan import walk_partition
 
     walked: list[tuple[int, str]] = []
@@ -309,8 +309,8 @@ def test_rocksdb_version_arrays_count_what_the_walk_counts(
     shows, heaviest keys included, with no partition walked (partitions on one thread, or on several as
     for a big store). Stores with row checksums (checked record by record) are walked:
     ``version_arrays`` is None there."""
-    from statelens.readers.rocksdb_store import RocksDBStoreReader
-    from statelens.readers.store_base import StoreReaderBase
+    from statelens.readers._format.rocksdb_store import RocksDBStoreReader
+    from statelens.readers._format.store_base import StoreReaderBase
 
     monkeypatch.setattr(StoreReaderBase, "big", lambda self: big)
     root = checkpoint(scenario) / "checkpoint"
@@ -354,7 +354,7 @@ def test_rocksdb_version_arrays_start_from_a_zip(
     version. A missing changelog in the middle (a gap: that version only from its zip) is walked."""
     import shutil
 
-    from statelens.readers.rocksdb_store import RocksDBStoreReader
+    from statelens.readers._format.rocksdb_store import RocksDBStoreReader
 
     root = tmp_path / "ckpt"
     shutil.copytree(checkpoint("rocks_agg_changelog") / "checkpoint", root)

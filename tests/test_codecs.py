@@ -1,4 +1,4 @@
-"""readers.codecs on real Spark state files, and on corruption derived from them.
+"""readers._format.codecs on real Spark state files, and on corruption derived from them.
 
 Bytes used here are real: the lz4 ``1.delta`` dumped in docs/format.md §3.2, and state files written by PySpark
 4.3.0 (``local[2]``, aggregation ``count``/``sum`` by a string key, 3 batches, one state file per codec:
@@ -20,8 +20,9 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statelens.readers import codecs
-from statelens.readers.codecs import CODECS, decompress, normalize_codec_name, sniff_codec
+from statelens.readers._format import codecs
+from statelens.readers._format.codecs import CODECS, decompress, normalize_codec_name, sniff_codec
+from statelens.readers._format.records import scan_records
 from statelens.readers.errors import (
     BadMagicError,
     ChecksumError,
@@ -31,7 +32,6 @@ from statelens.readers.errors import (
     TruncatedFileError,
     UnknownCodecError,
 )
-from statelens.readers.records import scan_records
 
 # Spec §3.2: state/0/0/1.delta of a dedup query, lz4 (the spec says 76 bytes; the dump holds 77).
 SPEC_LZ4 = bytes.fromhex(

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from statelens.app.cli import main
-from statelens.readers.cf_codec import _range_value
-from statelens.readers.cf_store import ColumnFamilyStoreReader
+from statelens.readers._format.cf_codec import _range_value
+from statelens.readers._format.cf_store import ColumnFamilyStoreReader
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import CorruptFileError
 from tests import oracle
@@ -283,7 +283,7 @@ def test_timer_zombies_counted_at_earlier_versions_for_the_app(checkpoint: Any) 
 def test_range_scan_spec_naming_a_column_twice_is_corrupt(checkpoint: Any) -> None:
     import dataclasses
 
-    from statelens.readers.cf_store import decode_keys
+    from statelens.readers._format.cf_store import decode_keys
 
     reader = open_checkpoint(str(checkpoint("rocks_tws_timers") / "checkpoint")).column_family_reader(0)
     family = reader.families["$ttl_ttlv"]
@@ -351,7 +351,7 @@ def test_damaged_version_byte_in_a_changelog_is_named_by_the_columnar_read(
 ) -> None:
     """A value whose version byte is damaged (a real changelog, one byte changed after decompression)
     is not decoded as a row: the read falls back to the per-row path, which names the file."""
-    from statelens.readers.rocksdb_store import RocksDBColumnFamilyReader
+    from statelens.readers._format.rocksdb_store import RocksDBColumnFamilyReader
 
     readers = {r.store_name: r for r in _family_readers(checkpoint("rocks_join_v4") / "checkpoint")}
     reader = readers["left-keyWithTsToValues"]

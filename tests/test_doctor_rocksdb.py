@@ -14,8 +14,8 @@ import pytest
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.doctor import iter_doctor
 from statelens.app.cli import main
+from statelens.readers._format.rocksdb_store import parse_zip_metadata, read_zip
 from statelens.readers.checkpoint import open_checkpoint
-from statelens.readers.rocksdb_store import parse_zip_metadata, read_zip
 from tests.test_analysis_doctor import _tree_hash
 
 pytestmark = pytest.mark.spark
@@ -51,7 +51,7 @@ def _restart_zip(part: Path, restart: int) -> int:
 
 
 def _ssts_of(zip_path: Path) -> list[tuple[str, int]]:
-    from statelens.readers.rocksdb_store import ZipLimits
+    from statelens.readers._format.rocksdb_store import ZipLimits
 
     entries = read_zip(zip_path.read_bytes(), str(zip_path), ZipLimits())
     return [(dfs, size) for _, dfs, size in parse_zip_metadata(entries["metadata"], str(zip_path)).sst_files]

@@ -80,9 +80,9 @@ def test_valid_seeds_are_checked_against_facts_read_without_statelens() -> None:
 
 #: The main decoders every seed goes through; the sabotage check makes each raise instead.
 _DECODERS = {
-    "codecs": ("decompress",),
-    "records": ("scan_records", "scan_changelog"),
-    "unsaferow": ("decode_row", "decode_rows"),
+    "_format.codecs": ("decompress",),
+    "_format.records": ("scan_records", "scan_changelog"),
+    "_format.unsaferow": ("decode_row", "decode_rows"),
     "schemas": ("parse_schema_v3_entries", "parse_schema_file", "parse_schema_v3"),
     "logs": (
         "parse_offsets",
@@ -92,9 +92,9 @@ _DECODERS = {
         "parse_kafka_initial_offsets",
     ),
     "opmeta": ("parse_operator_metadata",),
-    "rocksdb_store": ("read_zip", "parse_zip_metadata", "split_list_value", "split_checked_operands"),
-    "cf_store": ("decode_keys", "decode_values", "strip_version"),
-    "rowchecksum": ("strip_hdfs", "strip_rocksdb_value", "strip_rocksdb_removed_key"),
+    "_format.rocksdb_store": ("read_zip", "parse_zip_metadata", "split_list_value", "split_checked_operands"),
+    "_format.cf_store": ("decode_keys", "decode_values", "strip_version"),
+    "_format.rowchecksum": ("strip_hdfs", "strip_rocksdb_value", "strip_rocksdb_removed_key"),
 }
 
 
@@ -240,8 +240,8 @@ def test_fuzz_crash_unsaferow_nested_arrays_share_one_payload() -> None:
     out of memory). Spark never shares payloads, so their sizes must add up to at most the room after
     the fixed part; both decoders refuse the row before decoding a payload.
     """
+    from statelens.readers._format.unsaferow import decode_row, decode_rows
     from statelens.readers.errors import SchemaMismatchError
-    from statelens.readers.unsaferow import decode_row, decode_rows
     from tests.fuzz.targets import unsaferow_layouts
 
     data = (REGRESSIONS / "unsaferow" / "nested-arrays-share-one-payload").read_bytes()
@@ -300,8 +300,8 @@ def test_fuzz_crash_schemas_key_encoder_spec_nested_too_deeply() -> None:
 def test_fuzz_crash_rocksdb_zip_file_version_7_8() -> None:
     """A central directory entry asking for zip version 7.8 made ``zipfile.ZipFile`` raise
     ``NotImplementedError`` (any "needs version" above 6.3 does)."""
+    from statelens.readers._format.rocksdb_store import ZipLimits, read_zip
     from statelens.readers.errors import UnsupportedVersionError
-    from statelens.readers.rocksdb_store import ZipLimits, read_zip
 
     data = (REGRESSIONS / "rocksdb_zip" / "zip-file-version-7.8").read_bytes()
     TARGETS["rocksdb_zip"](data)
@@ -312,7 +312,7 @@ def test_fuzz_crash_rocksdb_zip_file_version_7_8() -> None:
 
 def test_fuzz_crash_rocksdb_zip_metadata_size_bytes_infinity() -> None:
     """``"sizeBytes": 1e4001260`` is a float infinity in JSON: ``int()`` raised ``OverflowError``."""
-    from statelens.readers.rocksdb_store import parse_zip_metadata
+    from statelens.readers._format.rocksdb_store import parse_zip_metadata
 
     data = (REGRESSIONS / "rocksdb_zip" / "metadata-size-bytes-infinity").read_bytes()
     TARGETS["rocksdb_zip"](data)
@@ -337,7 +337,7 @@ def test_fuzz_crash_rocksdb_zip_metadata_size_bytes_infinity() -> None:
 def test_zip_metadata_crashes_found_by_review(name: str, message: str) -> None:
     """Found reading ``parse_zip_metadata`` next to the fuzzer's finds: ``int("x")``/``int(None)`` of a
     column family id (``ValueError``, ``TypeError``) and ``RecursionError`` from deeply nested JSON."""
-    from statelens.readers.rocksdb_store import parse_zip_metadata
+    from statelens.readers._format.rocksdb_store import parse_zip_metadata
 
     data = (REGRESSIONS / "rocksdb_zip" / name).read_bytes()
     TARGETS["rocksdb_zip"](data)
@@ -350,8 +350,8 @@ def test_zip_entries_spark_never_writes_are_refused() -> None:
     decoders raise ``OSError``, ``LZMAError``, ``RuntimeError``...); stored and deflated entries read."""
     import zipfile
 
+    from statelens.readers._format.rocksdb_store import ZipLimits, read_zip
     from statelens.readers.errors import UnsupportedVersionError
-    from statelens.readers.rocksdb_store import ZipLimits, read_zip
 
     seeds = {
         p.name.rsplit("-", 1)[0]: p.read_bytes()[1:] for p in (CORPUS / "rocksdb_zip").glob("synthetic-*")
@@ -370,7 +370,7 @@ def test_zip_entries_spark_never_writes_are_refused() -> None:
 def test_changelog_v3_lineage_nested_too_deeply() -> None:
     """Found by review of the changelog harness's target: a v3 lineage string (up to 64 KiB) of 3000
     nested arrays raised ``RecursionError`` from ``json.loads``."""
-    from statelens.readers.records import scan_changelog
+    from statelens.readers._format.records import scan_changelog
 
     data = (REGRESSIONS / "changelog" / "v3-lineage-nested-too-deeply").read_bytes()
     TARGETS["changelog"](data)
@@ -393,7 +393,7 @@ def test_avro_array_of_nulls_count_2_pow_40() -> None:
     """An Avro array of ``null`` elements (``array<void>``) takes no bytes per element: a 15-byte row
     declaring 2**40 elements ran for 40 s and then caught the ``MemoryError`` as a ``CorruptFileError``
     (a hang under the fuzzer). Such arrays are refused before decoding; every element costs a byte."""
-    from statelens.readers.avro_rows import decode_avro
+    from statelens.readers._format.avro_rows import decode_avro
     from statelens.readers.errors import UnsupportedVersionError
     from tests.fuzz.targets import cf_families
 
@@ -425,8 +425,8 @@ def test_key_encoder_spec_numbers_not_integers(name: str, message: str) -> None:
     import dataclasses
     import json
 
-    from statelens.readers.cf_store import decode_keys
-    from statelens.readers.rocksdb_store import ColumnFamily, RocksDBColumnFamilyReader
+    from statelens.readers._format.cf_store import decode_keys
+    from statelens.readers._format.rocksdb_store import ColumnFamily, RocksDBColumnFamilyReader
     from tests.fuzz.targets import _split_items, cf_families
 
     data = (REGRESSIONS / "cf_rows" / name).read_bytes()
@@ -456,7 +456,7 @@ def test_split_list_value_of_40000_elements() -> None:
 
     from crc32c import crc32c
 
-    from statelens.readers.rocksdb_store import split_checked_operands, split_list_value
+    from statelens.readers._format.rocksdb_store import split_checked_operands, split_list_value
 
     row = bytes(range(16))
     value = b",".join(struct.pack("<i", 17) + b"\x00" + row for _ in range(40_000))

@@ -488,7 +488,7 @@ def test_row_checksums_are_written(scenario: str, checkpoint: Any, spark: Any, t
     written = next(
         w["path"] for w in doc["written_files"] if w["path"].endswith(("/2/7.delta", "/2/7.changelog"))
     )
-    from statelens.readers.codecs import compress, decompress
+    from statelens.readers._format.codecs import compress, decompress
 
     raw = decompress((target / written).read_bytes(), written)
     flipped = bytearray(raw)

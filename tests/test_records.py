@@ -1,4 +1,4 @@
-"""readers.records on real record streams (HDFS deltas/snapshots, RocksDB changelogs v1-v4).
+"""readers._format.records on real record streams (HDFS deltas/snapshots, RocksDB changelogs v1-v4).
 
 Real bytes: the docs/format.md §3.2/§3.3 ``1.delta``, and files written by PySpark 4.3.0 in ``local`` mode:
 an aggregation (HDFS, lz4: a delta and a snapshot), a windowed count with watermark in append mode
@@ -19,16 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statelens.readers import records
-from statelens.readers.codecs import decompress
-from statelens.readers.errors import (
-    CorruptFileError,
-    LimitExceededError,
-    StatelensError,
-    TruncatedFileError,
-    UnsupportedVersionError,
-)
-from statelens.readers.records import (
+from statelens.readers._format import records
+from statelens.readers._format.codecs import decompress
+from statelens.readers._format.records import (
     KIND_MERGE,
     KIND_PUT,
     KIND_REMOVE,
@@ -37,19 +30,26 @@ from statelens.readers.records import (
     scan_changelog,
     scan_records,
 )
+from statelens.readers.errors import (
+    CorruptFileError,
+    LimitExceededError,
+    StatelensError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+)
 
 PATH = "state/0/0/2.delta"
 
 
 @pytest.fixture(autouse=True, scope="module", params=["compiled", "python"])
 def walk(request: pytest.FixtureRequest) -> Any:
-    """Every test runs with the compiled record walks (readers/kernels.py) and with the Python ones,
+    """Every test runs with the compiled record walks (readers/_format/kernels.py) and with the Python ones,
     which a process uses until it has walked ``records.PYTHON_WALK_BYTES``."""
     with pytest.MonkeyPatch.context() as mp:
         if request.param == "python":
             mp.setattr(records, "_kernels", lambda _size: None)
         else:
-            from statelens.readers import kernels
+            from statelens.readers._format import kernels
 
             mp.setattr(records, "_kernels", lambda _size: kernels)
         yield request.param
@@ -491,7 +491,7 @@ def test_keys_and_values_gathered_into_arrow_equal_their_slices(
     record index points at, for the keys and the values of real state files."""
     from pathlib import Path
 
-    from statelens.readers import kernels
+    from statelens.readers._format import kernels
     from statelens.readers.arrow_values import binary_array
 
     calls: list[int] = []

@@ -1,4 +1,4 @@
-"""Replay of HDFS-backed state stores (``readers/hdfs_store.py``, ``readers/store_base.py``) on real
+"""Replay of HDFS-backed state stores (``readers/_format/hdfs_store.py``, ``readers/_format/store_base.py``) on real
 checkpoints, against what the query itself reported, with no JVM.
 
 The truths come from Spark's side of each scenario, never from statelens:
@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
+from statelens.readers._format.hdfs_store import HDFSStoreReader, sniff_state_file_name
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import MissingFileError, StatelensError
-from statelens.readers.hdfs_store import HDFSStoreReader, sniff_state_file_name
 
 COUNTS = ["agg_count", "codec_lzf", "codec_snappy", "codec_zstd"]
 WRITES = {"update", "rearm", "update_no_timeout"}  # actions that write the key (``ignore`` writes nothing)

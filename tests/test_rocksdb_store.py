@@ -19,6 +19,13 @@ from typing import Any
 import pytest
 
 from statelens.app.cli import main
+from statelens.readers._format.rocksdb_store import (
+    RocksDBStoreReader,
+    ZipLimits,
+    read_zip,
+    sniff_rocksdb_file_name,
+    split_list_value,
+)
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import (
     BadMagicError,
@@ -28,13 +35,6 @@ from statelens.readers.errors import (
     MissingFileError,
     TruncatedFileError,
     UsageError,
-)
-from statelens.readers.rocksdb_store import (
-    RocksDBStoreReader,
-    ZipLimits,
-    read_zip,
-    sniff_rocksdb_file_name,
-    split_list_value,
 )
 from tests.test_cli import tree_digest
 
@@ -421,12 +421,12 @@ def test_growth_counts_changelogs_a_group_at_a_time_and_names_a_bad_version_byte
     checkpoint: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``version_rows`` cuts the keys of v1 changelogs of fixed-width rows a group of files at a time:
-    the keys it cuts are the records :func:`readers.records.scan_changelog` finds, and its rows are the
+    the keys it cuts are the records :func:`readers._format.records.scan_changelog` finds, and its rows are the
     keys of ``read_raw`` at every version. A key whose version byte is not 00 (a real changelog,
     damaged) makes the group's check fail; the file is then indexed alone, which names it."""
-    from statelens.readers import rocksdb_store
-    from statelens.readers.codecs import decompress
-    from statelens.readers.records import scan_changelog
+    from statelens.readers._format import rocksdb_store
+    from statelens.readers._format.codecs import decompress
+    from statelens.readers._format.records import scan_changelog
 
     root = checkpoint("rocks_agg_changelog") / "checkpoint"
     reader = _reader(root)

@@ -18,10 +18,10 @@ import pytest
 import xxhash
 
 from statelens.app.cli import main
+from statelens.readers._format.codecs import decompress
+from statelens.readers._format.records import scan_changelog, scan_records
 from statelens.readers.checkpoint import open_checkpoint
-from statelens.readers.codecs import decompress
 from statelens.readers.errors import ChecksumError
-from statelens.readers.records import scan_changelog, scan_records
 from tests.test_cli import tree_digest
 
 pytestmark = pytest.mark.spark

@@ -1,4 +1,4 @@
-"""UnsafeRow decoding (``readers/unsaferow.py``) on real bytes written by Spark.
+"""UnsafeRow decoding (``readers/_format/unsaferow.py``) on real bytes written by Spark.
 
 * Every line of the verified dump in ``docs/format.md`` §6.5 (Spark 4.1.1
   ``UnsafeProjection``), decoded by both the single-row and the columnar decoder.
@@ -23,16 +23,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
-from statelens.readers import unsaferow as unsaferow_module
-from statelens.readers.errors import SchemaMismatchError, StatelensError
-from statelens.readers.model import CalendarInterval
-from statelens.readers.unsaferow import (
+from statelens.readers._format import unsaferow as unsaferow_module
+from statelens.readers._format.unsaferow import (
     Kind,
     compile_layout,
     decode_row,
     decode_rows,
     fmgws_v1_long_fields,
 )
+from statelens.readers.errors import SchemaMismatchError, StatelensError
+from statelens.readers.model import CalendarInterval
 
 
 def hexrow(text: str) -> bytes:

@@ -24,10 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from statelens.readers._format.unsaferow import compile_layout, decode_row, decode_rows
+from statelens.readers._format.unsaferow_arrow import decode_arrow, iter_decode_arrow
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import SchemaMismatchError, StatelensError
-from statelens.readers.unsaferow import compile_layout, decode_row, decode_rows
-from statelens.readers.unsaferow_arrow import decode_arrow, iter_decode_arrow
 from statelens.readers.values import rows_to_arrow, state_row_schema, to_arrow_array, to_arrow_type
 from tests.spark_checkpoints import SCENARIOS
 from tests.test_unsaferow import ALL_ROWS, CORRUPT, FIVE, STRUCT, _framed, _patch, _word, hexrow

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from pyspark.sql import types as T
 
 from statelens.app.output import csv_cell, dumps_jsonl, flat_columns, flatten_row, write_parquet
+from statelens.readers._format.unsaferow import compile_layout, decode_row
 from statelens.readers.model import CalendarInterval
-from statelens.readers.unsaferow import compile_layout, decode_row
 from statelens.readers.values import (
     JsonObject,
     format_date,

@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
+    from statelens.readers._format.rocksdb_store import RocksDBColumnFamilyReader
     from statelens.readers.cache import StateCache
     from statelens.readers.checkpoint import StoreReader
     from statelens.readers.errors import StatelensError
     from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
-    from statelens.readers.rocksdb_store import RocksDBColumnFamilyReader
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
+    from statelens.readers._format.rocksdb_store import RocksDBColumnFamilyReader
     from statelens.readers.cache import StateCache
     from statelens.readers.checkpoint import Checkpoint, StoreReader
-    from statelens.readers.rocksdb_store import RocksDBColumnFamilyReader
 
 
 class NativeBackend:

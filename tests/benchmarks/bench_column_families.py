@@ -102,8 +102,8 @@ def build_checkpoint(partitions: int, batches: int, rows: int) -> Path:
 
 def measure_raw(ckpt: Path) -> dict[str, float]:
     """Newest zip per partition extracted and scanned, later changelogs decompressed: the floor."""
+    from statelens.readers._format.codecs import decompress
     from statelens.readers.checkpoint import open_checkpoint
-    from statelens.readers.codecs import decompress
 
     t = time.perf_counter()
     c = open_checkpoint(str(ckpt))

@@ -138,8 +138,8 @@ def build_checkpoint(
 
 def measure_raw(ckpt: Path) -> dict[str, float]:
     """Every state file read (SSTs too), every delta, snapshot and changelog decompressed."""
+    from statelens.readers._format.codecs import decompress
     from statelens.readers.checkpoint import open_checkpoint
-    from statelens.readers.codecs import decompress
 
     c = open_checkpoint(str(ckpt))
     t = time.perf_counter()

@@ -115,8 +115,8 @@ class _Corpus:
 
 
 def _checkpoint_seeds(corpus: _Corpus) -> list[dict[str, str]]:
-    from statelens.readers.codecs import decompress, sniff_codec
-    from statelens.readers.records import iter_records, scan_records
+    from statelens.readers._format.codecs import decompress, sniff_codec
+    from statelens.readers._format.records import iter_records, scan_records
     from statelens.readers.schemas import parse_schema_file
     from tests.spark_checkpoints import get_checkpoint
 
@@ -189,8 +189,8 @@ def _repacked(entries: dict[str, bytes], compression: int) -> bytes:
 
 def _rocksdb_seeds(corpus: _Corpus) -> None:
     """Zips (byte 0 even), their ``metadata`` entries (odd) and decompressed changelogs (``0x80``)."""
-    from statelens.readers.codecs import decompress
-    from statelens.readers.rocksdb_store import read_zip, sniff_rocksdb_file_name
+    from statelens.readers._format.codecs import decompress
+    from statelens.readers._format.rocksdb_store import read_zip, sniff_rocksdb_file_name
     from tests.fuzz.targets import FUZZ_ZIP_LIMITS
     from tests.spark_checkpoints import get_checkpoint
 
@@ -403,9 +403,9 @@ def _cf_seeds(corpus: _Corpus) -> None:
     """``cf_rows`` seeds (keys, values, list values of every family, Avro and UnsafeRow) and
     ``row_checksums`` seeds (checksummed RocksDB values, removed keys, merged operands, HDFS records),
     and ``cf_families.json`` (the families' schemas and key encoder specs)."""
+    from statelens.readers._format.codecs import decompress
+    from statelens.readers._format.records import iter_records, scan_changelog, scan_records
     from statelens.readers.checkpoint import open_checkpoint
-    from statelens.readers.codecs import decompress
-    from statelens.readers.records import iter_records, scan_changelog, scan_records
     from tests.spark_checkpoints import get_checkpoint
 
     families: list[dict[str, object]] = []

@@ -1,4 +1,4 @@
-"""Fuzz harness for RocksDB changelogs: ``readers.records.scan_changelog`` (v1-v4) and the row checks (see :mod:`tests.fuzz.targets`)."""
+"""Fuzz harness for RocksDB changelogs: ``readers._format.records.scan_changelog`` (v1-v4) and the row checks (see :mod:`tests.fuzz.targets`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fuzz harness for codec framing: ``readers.codecs.decompress`` (lz4, zstd, snappy, lzf) (see :mod:`tests.fuzz.targets`)."""
+"""Fuzz harness for codec framing: ``readers._format.codecs.decompress`` (lz4, zstd, snappy, lzf) (see :mod:`tests.fuzz.targets`)."""
 
 from __future__ import annotations
 

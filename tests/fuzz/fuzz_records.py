@@ -1,4 +1,4 @@
-"""Fuzz harness for record streams: ``readers.records.scan_records`` and ``scan_changelog`` (see :mod:`tests.fuzz.targets`)."""
+"""Fuzz harness for record streams: ``readers._format.records.scan_records`` and ``scan_changelog`` (see :mod:`tests.fuzz.targets`)."""
 
 from __future__ import annotations
 

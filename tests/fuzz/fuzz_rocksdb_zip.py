@@ -1,4 +1,4 @@
-"""Fuzz harness for RocksDB ``<v>.zip`` files: ``readers.rocksdb_store.read_zip`` and ``parse_zip_metadata`` (see :mod:`tests.fuzz.targets`)."""
+"""Fuzz harness for RocksDB ``<v>.zip`` files: ``readers._format.rocksdb_store.read_zip`` and ``parse_zip_metadata`` (see :mod:`tests.fuzz.targets`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fuzz harness for row checksums: ``readers.rowchecksum.strip_*`` and the RocksDB reader's
+"""Fuzz harness for row checksums: ``readers._format.rowchecksum.strip_*`` and the RocksDB reader's
 ``split_checked_operands`` / ``split_list_value`` (see :mod:`tests.fuzz.targets`)."""
 
 from __future__ import annotations

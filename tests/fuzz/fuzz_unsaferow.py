@@ -1,4 +1,4 @@
-"""Fuzz harness for UnsafeRow: ``readers.unsaferow.decode_row`` and ``decode_rows`` on real schemas (see :mod:`tests.fuzz.targets`)."""
+"""Fuzz harness for UnsafeRow: ``readers._format.unsaferow.decode_row`` and ``decode_rows`` on real schemas (see :mod:`tests.fuzz.targets`)."""
 
 from __future__ import annotations
 

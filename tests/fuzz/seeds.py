@@ -31,7 +31,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from statelens.readers import codecs, logs, opmeta, records, rocksdb_store, rowchecksum, schemas, unsaferow
+from statelens.readers import logs, opmeta, schemas
+from statelens.readers._format import codecs, records, rocksdb_store, rowchecksum, unsaferow
 from statelens.readers.errors import StatelensError
 from tests.fuzz import targets
 from tests.fuzz.targets import CORPUS, HERE, TARGETS
@@ -113,7 +114,7 @@ def _decode_changelog(data: bytes) -> Any:
 
 
 def _decode_cf_rows(data: bytes) -> Any:
-    from statelens.readers import cf_store
+    from statelens.readers._format import cf_store
 
     families = targets.cf_families()
     family = families[data[0] % len(families)]

@@ -18,7 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from statelens.readers import codecs, logs, opmeta, records, rocksdb_store, schemas, unsaferow
+from statelens.readers import logs, opmeta, schemas
+from statelens.readers._format import codecs, records, rocksdb_store, unsaferow
 from statelens.readers.errors import StatelensError
 
 HERE = Path(__file__).resolve().parent
@@ -54,7 +55,7 @@ def _tolerate(fn: Callable[[], Any]) -> Any:
 
 
 def target_codecs(data: bytes) -> None:
-    """``readers.codecs.decompress``; the first byte picks the codec hint, the rest is the file."""
+    """``readers._format.codecs.decompress``; the first byte picks the codec hint, the rest is the file."""
     if not data:
         return
     hint = _CODEC_HINTS[data[0] % len(_CODEC_HINTS)]
@@ -225,7 +226,7 @@ def target_opmeta(data: bytes) -> None:
 # --------------------------------------------------------------------------------------------------
 # RocksDB zips and changelogs
 
-#: Zip caps used while fuzzing: the stated limits of :class:`~readers.rocksdb_store.ZipLimits`, scaled
+#: Zip caps used while fuzzing: the stated limits of :class:`~readers._format.rocksdb_store.ZipLimits`, scaled
 #: down so that what they let through fits ``-rss_limit_mb`` many times over.
 FUZZ_ZIP_LIMITS = rocksdb_store.ZipLimits(
     max_zip_bytes=1 << 20,
@@ -280,7 +281,7 @@ def target_changelog(data: bytes) -> None:
 
     Byte 0: bit 7 set uses the default record-size limit (else 64 bytes), bit 1 the row-checksum
     value layout (8 checksum bytes before the version byte). Format v1/v3 records go through the
-    version-byte check of :class:`~readers.rocksdb_store.RocksDBStoreReader`.
+    version-byte check of :class:`~readers._format.rocksdb_store.RocksDBStoreReader`.
     """
     if not data:
         return
@@ -381,7 +382,7 @@ def target_cf_rows(data: bytes) -> None:
     values, list values, keys under a key encoder spec given as the first item) and bit 2 Avro rows; the
     rest is items, each ``len:u8`` + bytes: keys without their column family id, values as stored.
     """
-    from statelens.readers import cf_store
+    from statelens.readers._format import cf_store
 
     if len(data) < 2:
         return
@@ -433,7 +434,7 @@ def target_row_checksums(data: bytes) -> None:
     of a list value built from the items (byte 1: delimiters), which must split. The rest is items
     (``len:u8`` + bytes).
     """
-    from statelens.readers import rowchecksum
+    from statelens.readers._format import rowchecksum
 
     if not data:
         return

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from statelens.readers.cf_codec import (
+from statelens.readers._format.cf_codec import (
     _POSITION,
     _SIGN,
     _U16_LE,
@@ -39,14 +39,14 @@ from statelens.readers.cf_codec import (
     split_prefix_key,
     strip_version,
 )
+from statelens.readers._format.store_base import RawState, StoreReaderBase, diff_raw
+from statelens.readers._format.unsaferow import compile_layout
 from statelens.readers.model import PartitionVersionStats, StateChange, StateFile
-from statelens.readers.store_base import RawState, StoreReaderBase, diff_raw
-from statelens.readers.unsaferow import compile_layout
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from statelens.readers.rocksdb_store import RocksDBColumnFamilyReader, RocksDBStoreReader
+    from statelens.readers._format.rocksdb_store import RocksDBColumnFamilyReader, RocksDBStoreReader
 
 __all__ = [
     "STATE_ENCODING_VERSION",
@@ -129,7 +129,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         return self.physical.files.files()
 
     def physical_rocksdb(self) -> RocksDBStoreReader | None:
-        from statelens.readers.rocksdb_store import RocksDBStoreReader
+        from statelens.readers._format.rocksdb_store import RocksDBStoreReader
 
         files = self.physical.files
         return files if isinstance(files, RocksDBStoreReader) else None
@@ -220,7 +220,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         """The family at ``version`` replayed as arrays (:meth:`RocksDBColumnFamilyReader.family_arrays`)
         and decoded into Arrow columns; None when a key or value is not shaped as its encoder writes it
         (the per-row path then reads it again and names the damage)."""
-        from statelens.readers.unsaferow_arrow import decode_arrow
+        from statelens.readers._format.unsaferow_arrow import decode_arrow
 
         key_type, value_type, empty = self._arrow_types(unique_names, False)
         prefix = self._prefix(partition_id)
@@ -247,7 +247,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         import pyarrow as pa
         from pyspark.sql.types import StructType
 
-        from statelens.readers.unsaferow_arrow import decode_arrow
+        from statelens.readers._format.unsaferow_arrow import decode_arrow
 
         assert self.schema is not None
         fields = list(self.schema.key_schema.fields)

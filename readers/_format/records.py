@@ -133,7 +133,7 @@ def scan_records(
     Parameters
     ----------
     data : bytes-like
-        The decompressed stream (from :func:`readers.codecs.decompress`).
+        The decompressed stream (from :func:`readers._format.codecs.decompress`).
     path : str
         The file's path, put into every error.
     allow_removes : bool
@@ -358,7 +358,7 @@ def value_slices(data: Buffer, start: np.ndarray, length: np.ndarray) -> list[by
 
 
 # ---------------------------------------------------------------------------------------------------
-# The record walks: compiled (readers/kernels.py) or in Python
+# The record walks: compiled (readers/_format/kernels.py) or in Python
 
 #: Bytes of record streams walked in Python before the compiled walks are loaded. Loading numba and the
 #: cached kernels costs a fresh process ~0.9 s (importing numba ~0.3 s, the first cached kernel ~0.55 s),
@@ -371,12 +371,12 @@ _python_walked = 0  # bytes walked in Python so far in this process (threads may
 
 
 def _loaded() -> Any | None:
-    """:mod:`readers.kernels` if this process has loaded it (then numba is paid for), else None."""
-    return sys.modules.get("statelens.readers.kernels")
+    """:mod:`readers._format.kernels` if this process has loaded it (then numba is paid for), else None."""
+    return sys.modules.get("statelens.readers._format.kernels")
 
 
 def _kernels(size: int) -> Any | None:
-    """The compiled walks (:mod:`readers.kernels`) once they are loaded or the Python walks have spent
+    """The compiled walks (:mod:`readers._format.kernels`) once they are loaded or the Python walks have spent
     :data:`PYTHON_WALK_BYTES`; None to walk these ``size`` bytes in Python (they are counted)."""
     global _python_walked
     kernels = _loaded()
@@ -385,13 +385,13 @@ def _kernels(size: int) -> Any | None:
     if _python_walked + size <= PYTHON_WALK_BYTES:
         _python_walked += size
         return None
-    from statelens.readers import kernels
+    from statelens.readers._format import kernels
 
     return kernels
 
 
 def _walk_sized(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """:func:`readers.kernels.walk_sized` in Python: the same arrays and end offset (-1 at the first
+    """:func:`readers._format.kernels.walk_sized` in Python: the same arrays and end offset (-1 at the first
     oddity, which the checked walk then names)."""
     unpack = _I32.unpack_from
     starts: list[int] = []
@@ -428,7 +428,7 @@ def _walk_sized(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def _walk_typed(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """:func:`readers.kernels.walk_typed` in Python: the same arrays and end offset (-1 at the first
+    """:func:`readers._format.kernels.walk_typed` in Python: the same arrays and end offset (-1 at the first
     oddity, which the checked walk then names)."""
     unpack = _I32.unpack_from
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
@@ -486,7 +486,7 @@ def gather_bytes(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, offsets:
     cumulative sums of ``lens`` with a leading 0), as one uint8 array.
 
     Records of a few lengths (keys of a few widths, the common case) are copied by numpy, one strided
-    gather per length; others by :func:`readers.kernels.gather_bytes` (compiled), which is also used
+    gather per length; others by :func:`readers._format.kernels.gather_bytes` (compiled), which is also used
     once it is loaded.
     """
     lens = np.asarray(lens, dtype=np.int64)
@@ -504,7 +504,7 @@ def gather_bytes(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, offsets:
                 dest = np.lib.stride_tricks.as_strided(out, (out.shape[0] - size + 1, size), (1, 1))
                 dest[np.asarray(offsets[:-1])[which]] = rows
             return out
-    from statelens.readers.kernels import gather_bytes as compiled
+    from statelens.readers._format.kernels import gather_bytes as compiled
 
     return compiled(buf, starts, lens, np.asarray(offsets, dtype=np.int64))  # type: ignore[no-any-return]
 

@@ -1,13 +1,13 @@
 """UnsafeRows straight to Arrow columns: no Python object per row.
 
 :func:`decode_arrow` decodes many UnsafeRows of one schema into one ``pyarrow.StructArray`` whose values
-equal ``to_arrow_array(decode_rows(...))`` (:mod:`readers.unsaferow`, :mod:`readers.values`), with the
+equal ``to_arrow_array(decode_rows(...))`` (:mod:`readers._format.unsaferow`, :mod:`readers.values`), with the
 same checks and the same :class:`~readers.errors.SchemaMismatchError` messages, because it walks the
 rows with the same compiled layout and bounds checks. Fixed-width values (booleans, integers, floats,
 dates, timestamps, intervals of one unit, decimals up to 18 digits) are gathered with numpy fancy
 indexing into Arrow buffers; strings and binaries are cut out of the buffer with one vectorised gather
 (offsets from a cumulative sum); structs recurse. Arrays, maps, calendar intervals and wide decimals,
-rare in state, take the per-value path of :mod:`readers.unsaferow` and are converted by Arrow.
+rare in state, take the per-value path of :mod:`readers._format.unsaferow` and are converted by Arrow.
 
 Invalid UTF-8 in a string (possible only in damaged or foreign bytes) is replaced as the per-row path
 does (``errors="replace"``), by decoding that column through Python.
@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa  # noqa: TID253  (imported lazily itself, by the readers that produce Arrow)
 
-from statelens.readers.errors import SchemaMismatchError
-from statelens.readers.unsaferow import (
+from statelens.readers._format.unsaferow import (
     _CHUNK_ROWS,
     _NUMPY_DTYPE,
     _U64_DT,
@@ -36,6 +35,7 @@ from statelens.readers.unsaferow import (
     _values,
     _Where,
 )
+from statelens.readers.errors import SchemaMismatchError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -63,7 +63,7 @@ def iter_decode_arrow(
     starts, lengths : array-like of int
         Byte offset and size of each row (HDFS values: ``(size // 8) * 8``, as for ``decode_rows``).
     layout : RowLayout
-        From :func:`readers.unsaferow.compile_layout`.
+        From :func:`readers._format.unsaferow.compile_layout`.
     arrow_type : pyarrow.StructType
         ``to_arrow_type(schema)`` of the same schema (:func:`readers.values.to_arrow_type`).
     path, records

@@ -6,11 +6,11 @@ record (0.49 s for the 1.6M records of the join benchmark's changelogs); compile
 (0.02 s), which moves the column family decode from record scanning to the floor (README, "Speed").
 
 The kernels check only what keeps the walk safe (reads in bounds, known record types, sizes >= -1)
-and report the first oddity with ``eof = -1``; the callers in :mod:`readers.records` then re-walk
+and report the first oddity with ``eof = -1``; the callers in :mod:`readers._format.records` then re-walk
 with their checked Python walks, which name the error, its offset and its record. Compiled code is
 cached on disk (``cache=True``: next to this file, or in the user's cache folder when that is not
 writable), so only the first use after an install pays the ~2 s compilation. Loading them still costs a
-fresh process ~0.9 s (numba itself and its first cached kernel), so :mod:`readers.records` walks in
+fresh process ~0.9 s (numba itself and its first cached kernel), so :mod:`readers._format.records` walks in
 Python until a process has walked ``records.PYTHON_WALK_BYTES`` and imports this module only then.
 """
 

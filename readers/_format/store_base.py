@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from statelens.readers._format.records import RecordIndex, fixed_width_index
+from statelens.readers._format.unsaferow import RowLayout, compile_layout, decode_rows
 from statelens.readers.errors import (
     BackendUnavailableError,
     MissingFileError,
@@ -21,8 +23,6 @@ from statelens.readers.errors import (
 )
 from statelens.readers.fs import CheckpointFS, PartitionReadAhead
 from statelens.readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
-from statelens.readers.records import RecordIndex, fixed_width_index
-from statelens.readers.unsaferow import RowLayout, compile_layout, decode_rows
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -86,7 +86,7 @@ class ReplayRecords:
     datas: list[bytes] = field(default_factory=list)  # the decompressed files (kept on request)
 
     def add_sized(self, keys: Any, counts: list[int], vlens: list[int]) -> None:
-        """Files of fixed-width rows (:func:`readers.records.sized_keys`)."""
+        """Files of fixed-width rows (:func:`readers._format.records.sized_keys`)."""
         self.pieces.append(keys)
         self.counts.extend(counts)
         self.puts.extend(v >= 0 for v in vlens)
@@ -582,7 +582,7 @@ class StoreReaderBase:
 
         The values equal :meth:`read_rows` converted with :func:`readers.values.rows_to_arrow` (schema
         :func:`readers.values.state_row_schema`), but plain UnsafeRow stores are decoded straight into
-        Arrow columns (:mod:`readers.unsaferow_arrow`), with no Python object per row. With ``cache``,
+        Arrow columns (:mod:`readers._format.unsaferow_arrow`), with no Python object per row. With ``cache``,
         a version decoded before from the same files is read back from the cache instead. With ``raw``,
         two more columns ``key_bytes, value_bytes`` (binary) hold each row's raw key and value rows as
         :meth:`read_raw` gives them (never cached).
@@ -675,7 +675,7 @@ class StoreReaderBase:
     def _decode_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
         if not self.columnar:
             return self._rows_arrow(partition_id, version, unique_names)
-        from statelens.readers.unsaferow_arrow import decode_arrow
+        from statelens.readers._format.unsaferow_arrow import decode_arrow
 
         key_layout, value_layout = self.layouts()
 
@@ -696,8 +696,8 @@ class StoreReaderBase:
         import numpy as np
         import pyarrow as pa
 
-        from statelens.readers.records import gather_bytes
-        from statelens.readers.unsaferow_arrow import decode_arrow
+        from statelens.readers._format.records import gather_bytes
+        from statelens.readers._format.unsaferow_arrow import decode_arrow
 
         if not self.columnar:
             raise BackendUnavailableError(
@@ -788,7 +788,7 @@ class StoreReaderBase:
             ]
             schema = state_row_schema(self.schema.key_schema, self.schema.value_schema, changes=True)
             return rows_to_arrow(rows, schema, unique_names=unique_names)
-        from statelens.readers.unsaferow_arrow import decode_arrow
+        from statelens.readers._format.unsaferow_arrow import decode_arrow
 
         buf, kstart, klen, vstart, vlen = self._raw_change_arrays(partition_id, version)
         path = f"{self._partition(partition_id).directory}/{version}"

@@ -1,7 +1,7 @@
 """Column family keys and values of RocksDB stores with virtual column families (transformWithState,
 join state formats 3 and 4): version bytes, prefix keys, every key encoder Spark writes, UnsafeRow or Avro
-rows (``docs/format.md`` §4). Used by the RocksDB store reader (:mod:`readers.rocksdb_store`) and by a
-family read as a store (:mod:`readers.cf_store`), and importing neither.
+rows (``docs/format.md`` §4). Used by the RocksDB store reader (:mod:`readers._format.rocksdb_store`) and by a
+family read as a store (:mod:`readers._format.cf_store`), and importing neither.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from statelens.readers._format.unsaferow import compile_layout, decode_rows
 from statelens.readers.errors import CorruptFileError, UnsupportedVersionError
-from statelens.readers.unsaferow import compile_layout, decode_rows
 
 
 class FamilySpec(Protocol):
-    """What decoding needs of a column family (:class:`readers.rocksdb_store.ColumnFamily`)."""
+    """What decoding needs of a column family (:class:`readers._format.rocksdb_store.ColumnFamily`)."""
 
     @property
     def name(self) -> str: ...
@@ -127,7 +127,7 @@ def decode_values(rows: list[bytes], schema: Any, path: str, avro: bool = False)
     """Decode value rows (version byte removed): UnsafeRows, or ``schemaId`` + Avro with ``avro``."""
     if not avro:
         return decode_all(rows, schema, path)
-    from statelens.readers.avro_rows import decode_avro, split_schema_id
+    from statelens.readers._format.avro_rows import decode_avro, split_schema_id
 
     return decode_avro([split_schema_id(r, path)[1] for r in rows], schema, path)
 
@@ -168,7 +168,7 @@ def decode_keys(
             )
         split = [split_prefix_key(k, path) for k in keys]
         if avro:
-            from statelens.readers.avro_rows import decode_avro
+            from statelens.readers._format.avro_rows import decode_avro
 
             firsts = decode_avro([a for a, _ in split], StructType(fields[:n]), path)
         else:
@@ -193,7 +193,7 @@ def decode_keys(
         others = [i for i in range(len(fields)) if i not in ordinals]
         split = [split_prefix_key(k, path) for k in keys]
         if avro:  # the ordering part: a record of (<col>_marker bytes, <col>_value bytes) pairs, no schema id
-            from statelens.readers.avro_rows import decode_avro
+            from statelens.readers._format.avro_rows import decode_avro
 
             pairs = StructType(
                 [

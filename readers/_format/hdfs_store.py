@@ -13,12 +13,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from statelens.readers.arrow_values import key_ids
-from statelens.readers.codecs import decompress
-from statelens.readers.errors import MissingFileError, StatelensError
-from statelens.readers.fs import CheckpointFS
-from statelens.readers.model import PartitionVersionStats, StateFile
-from statelens.readers.records import (
+from statelens.readers._format.codecs import decompress
+from statelens.readers._format.records import (
     RecordIndex,
     scan_records,
     sized_keys,
@@ -26,8 +22,8 @@ from statelens.readers.records import (
     uniform_keys,
     value_slices,
 )
-from statelens.readers.rowchecksum import strip_hdfs
-from statelens.readers.store_base import (
+from statelens.readers._format.rowchecksum import strip_hdfs
+from statelens.readers._format.store_base import (
     RawArrays,
     RawState,
     ReplayRecords,
@@ -37,6 +33,10 @@ from statelens.readers.store_base import (
     file_groups,
     last_per_id,
 )
+from statelens.readers.arrow_values import key_ids
+from statelens.readers.errors import MissingFileError, StatelensError
+from statelens.readers.fs import CheckpointFS
+from statelens.readers.model import PartitionVersionStats, StateFile
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
@@ -96,7 +96,7 @@ def list_partition_files(fs: CheckpointFS, directory: str, partition_id: int) ->
 
 
 class HDFSStoreReader(StoreReaderBase):
-    """Reads every partition of one HDFS-backed store (see :class:`readers.store_base.StoreReaderBase`)."""
+    """Reads every partition of one HDFS-backed store (see :class:`readers._format.store_base.StoreReaderBase`)."""
 
     provider = "hdfs"
     floor_values_to_8 = True
@@ -266,7 +266,7 @@ class HDFSStoreReader(StoreReaderBase):
 
         Every record of the files that rebuild the first version, then of each later delta, is tagged
         with its version and its key numbered (:meth:`_replay_records`), then counted
-        (:meth:`readers.store_base.ReplayRecords.version_arrays`). None when this does not apply: row
+        (:meth:`readers._format.store_base.ReplayRecords.version_arrays`). None when this does not apply: row
         checksums (checked per record), or versions with a gap or rebuilt from a later snapshot (the
         walk starts over there). A file that cannot be read raises.
         """
@@ -275,7 +275,7 @@ class HDFSStoreReader(StoreReaderBase):
 
     def version_rows(self, partition_id: int) -> VersionRows | None:
         """Live rows of one partition at every readable version, counted from the ids of its records'
-        keys (:meth:`_replay_records`, :meth:`readers.store_base.ReplayRecords.version_rows`), with no
+        keys (:meth:`_replay_records`, :meth:`readers._format.store_base.ReplayRecords.version_rows`), with no
         Python object per record: what ``growth``'s walk over a set of keys counts. None where
         :meth:`version_arrays` does not apply. A file that cannot be read raises.
         """
@@ -287,7 +287,7 @@ class HDFSStoreReader(StoreReaderBase):
         (:meth:`_version_files`; None where that does not apply): their keys as pieces for
         :func:`readers.arrow_values.key_ids`, each file's number of records and puts, and with ``keep``
         the decompressed files and where their records are. Fixed-width files are checked and cut a
-        group at a time (:func:`readers.records.sized_keys`), other files indexed one by one."""
+        group at a time (:func:`readers._format.records.sized_keys`), other files indexed one by one."""
         plan = self._version_files(partition_id)
         if plan is None:
             return None

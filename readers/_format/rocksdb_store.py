@@ -6,7 +6,7 @@ with ``<v>_<uniqueId>`` file names 4.0+). Follows ``docs/format.md`` §4:
 * a ``<v>.zip`` holds a RocksDB checkpoint directory without its SST files plus Spark's ``metadata``
   JSON naming the SSTs (``SSTs/<dfsSstFileName>`` to be placed under ``<localFileName>``, §4.2);
 * a ``<v>.changelog`` holds the puts and deletes of version ``v`` in the delta framing (§4.4), parsed by
-  :func:`readers.records.scan_changelog`;
+  :func:`readers._format.records.scan_changelog`;
 * version ``v`` is the newest zip ``s <= v`` plus the changelogs ``s+1 .. v`` (§4.5); without changelog
   checkpointing every version has its own zip.
 
@@ -40,8 +40,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from statelens.readers._format.codecs import decompress
+from statelens.readers._format.records import (
+    KIND_MERGE,
+    RecordIndex,
+    changelog_header,
+    frame_records,
+    scan_changelog,
+    sized_keys,
+)
+from statelens.readers._format.rowchecksum import (
+    ROCKSDB_VALUE_HEADER,
+    strip_rocksdb_removed_key,
+    strip_rocksdb_value,
+)
+from statelens.readers._format.store_base import (
+    RawArrays,
+    RawState,
+    ReplayRecords,
+    StoreReaderBase,
+    VersionArrays,
+    VersionRows,
+    file_groups,
+)
 from statelens.readers.arrow_values import binary_array, key_ids
-from statelens.readers.codecs import decompress
 from statelens.readers.errors import (
     BackendUnavailableError,
     BadMagicError,
@@ -56,24 +78,6 @@ from statelens.readers.errors import (
 )
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
-from statelens.readers.records import (
-    KIND_MERGE,
-    RecordIndex,
-    changelog_header,
-    frame_records,
-    scan_changelog,
-    sized_keys,
-)
-from statelens.readers.rowchecksum import ROCKSDB_VALUE_HEADER, strip_rocksdb_removed_key, strip_rocksdb_value
-from statelens.readers.store_base import (
-    RawArrays,
-    RawState,
-    ReplayRecords,
-    StoreReaderBase,
-    VersionArrays,
-    VersionRows,
-    file_groups,
-)
 
 __all__ = [
     "ColumnFamily",
@@ -133,7 +137,7 @@ class RocksDBPartitionFiles:
     ``deltas`` (changelogs) and ``snapshots`` (zips) hold, per version, the file that counts: with
     checkpoint format v2 the one whose unique id the commit log names. Files of the same version with
     another id (retried batches) are kept in ``ignored``. The names ``deltas``/``snapshots`` match
-    :class:`readers.hdfs_store.PartitionFiles`, so code that only needs sizes per version reads both.
+    :class:`readers._format.hdfs_store.PartitionFiles`, so code that only needs sizes per version reads both.
     """
 
     partition_id: int
@@ -469,7 +473,7 @@ class _Workspace:
 class RocksDBStoreReader(StoreReaderBase):
     """Reads every partition of one RocksDB store without virtual column families.
 
-    Same interface as :class:`readers.hdfs_store.HDFSStoreReader`: raw states and changes are keyed by
+    Same interface as :class:`readers._format.hdfs_store.HDFSStoreReader`: raw states and changes are keyed by
     the key UnsafeRow bytes (version byte removed), so :meth:`decode_pairs` decodes them alike.
 
     Parameters
@@ -1003,9 +1007,9 @@ class RocksDBStoreReader(StoreReaderBase):
 
     def version_rows(self, partition_id: int) -> VersionRows | None:
         """Live rows of one partition at every readable version, counted from the ids of its records'
-        keys (:meth:`_replay_records`, :meth:`readers.store_base.ReplayRecords.version_rows`) with no
+        keys (:meth:`_replay_records`, :meth:`readers._format.store_base.ReplayRecords.version_rows`) with no
         Python object per changelog record: what ``growth``'s walk over a set of keys counts, as
-        :meth:`readers.hdfs_store.HDFSStoreReader.version_rows` does for deltas. None where
+        :meth:`readers._format.hdfs_store.HDFSStoreReader.version_rows` does for deltas. None where
         :meth:`version_arrays` does not apply. A file that cannot be read raises.
         """
         replay = self._replay_records(partition_id, keep=False)
@@ -1015,8 +1019,8 @@ class RocksDBStoreReader(StoreReaderBase):
         """Rows and key + value bytes of one partition at every readable version, and its live records at
         the last (version bytes removed, as :meth:`read_raw` gives them), with no Python object per
         changelog record: what ``growth``'s walk computes record by record, counted as
-        :meth:`readers.hdfs_store.HDFSStoreReader.version_arrays` counts deltas
-        (:meth:`readers.store_base.ReplayRecords.version_arrays`).
+        :meth:`readers._format.hdfs_store.HDFSStoreReader.version_arrays` counts deltas
+        (:meth:`readers._format.store_base.ReplayRecords.version_arrays`).
 
         The first version is rebuilt as :meth:`read_raw` rebuilds it (its zip, read once, or the
         changelogs from version 1), then each later version's changelog is applied (:meth:`_replay_records`).
@@ -1080,7 +1084,7 @@ class RocksDBStoreReader(StoreReaderBase):
 
         Changelogs without a header (v1) whose records all have one key size and one value size (the
         common case) are checked and cut a group of files at a time
-        (:func:`readers.records.sized_keys`), as deltas are; the others are indexed one by one.
+        (:func:`readers._format.records.sized_keys`), as deltas are; the others are indexed one by one.
         """
         if self.row_checksum:
             return None
@@ -1117,7 +1121,7 @@ class RocksDBStoreReader(StoreReaderBase):
 
     def _add_zip_records(self, out: ReplayRecords, sf: StateFile, keep: bool) -> None:
         """The keys (and with ``keep`` the values) of one zip, read once through RocksDB, into ``out`` as
-        the records of a delta holding them (:func:`readers.records.frame_records`), version bytes
+        the records of a delta holding them (:func:`readers._format.records.frame_records`), version bytes
         checked as :meth:`read_raw` checks them."""
         with self.workspace() as ws:
             items = self._zip_items(ws, sf.partition_id, sf.version, not keep, column_families=False)
@@ -1136,7 +1140,7 @@ class RocksDBStoreReader(StoreReaderBase):
         self, group: list[StateFile], datas: list[bytes]
     ) -> tuple[Any, list[int], list[int]] | None:
         """The keys (size word in front) of v1 changelogs of fixed-width rows, each file's record count
-        and value size (:func:`readers.records.sized_keys`), their version bytes checked at once; None
+        and value size (:func:`readers._format.records.sized_keys`), their version bytes checked at once; None
         when a file has a header (v2-v4) or rows of several widths, or a version byte is not 00 (the
         files are then indexed one by one, which names the file and record)."""
         import numpy as np
@@ -1442,7 +1446,7 @@ class _FamilyReplay:
     def add_zip(self, items: list[tuple[bytes, bytes]], path: str) -> None:
         import numpy as np
 
-        from statelens.readers.records import KIND_PUT
+        from statelens.readers._format.records import KIND_PUT
 
         n = len(items)
         if not n:
@@ -1460,7 +1464,7 @@ class _FamilyReplay:
     def add_changelog(self, data: bytes, idx: Any, prefix: bytes, path: str) -> None:
         import numpy as np
 
-        from statelens.readers.records import KIND_REMOVE
+        from statelens.readers._format.records import KIND_REMOVE
 
         u8 = np.frombuffer(data, dtype=np.uint8)
         ks, kl = idx.key_start, idx.key_len
@@ -1479,7 +1483,7 @@ class _FamilyReplay:
         vs, vl = idx.val_start[mine][has_value], idx.val_len[mine][has_value]
         lens = np.concatenate((kl, vl))
         if 2 * int(lens.sum()) < len(data):  # other families' records dominate: copy out this family's
-            from statelens.readers.records import gather_bytes
+            from statelens.readers._format.records import gather_bytes
 
             ends = np.cumsum(lens)
             data = gather_bytes(u8, np.concatenate((ks, vs)), lens, np.concatenate(([0], ends))).tobytes()
@@ -1498,7 +1502,7 @@ class _FamilyReplay:
         merge after it (a merge after a remove starts a new list)."""
         import numpy as np
 
-        from statelens.readers.records import KIND_MERGE, KIND_REMOVE
+        from statelens.readers._format.records import KIND_MERGE, KIND_REMOVE
 
         empty = np.zeros(0, dtype=np.int64)
         if not self.count:
@@ -1528,7 +1532,7 @@ class RocksDBColumnFamilyReader:
     Keys are ``cfId:u16 LE`` + the key encoding of that family; changelogs are format v2/v4 with merge
     records for list appends (docs/format.md §4.3, §4.4, §7.7). Decodes value, list and map state, timers and
     every internal family (``$rowCounter_*``, TTL indexes and timers by time, which are range-scan keyed;
-    Spark's reader does not show those); the key encoders are in :mod:`readers.cf_store`. Versions are
+    Spark's reader does not show those); the key encoders are in :mod:`readers._format.cf_store`. Versions are
     rebuilt like other RocksDB stores: the newest zip ``<= v`` plus the changelogs after it.
 
     Parameters
@@ -1541,7 +1545,7 @@ class RocksDBColumnFamilyReader:
         State variable name -> ``ValueState`` / ``ListState`` / ``MapState`` / ``TimerState`` (operator
         metadata v2 ``stateVariables``).
     avro : bool
-        Rows are Avro-encoded (``stateStore.encodingFormat=avro``, :mod:`readers.avro_rows`).
+        Rows are Avro-encoded (``stateStore.encodingFormat=avro``, :mod:`readers._format.avro_rows`).
     row_checksum : bool
         Values (and the keys of changelog removes) carry CRC-32C checksums, checked (docs/format.md §3.6).
     """
@@ -1764,7 +1768,7 @@ class RocksDBColumnFamilyReader:
         ``kind`` is ``put``, ``remove`` (value ``None``) or ``merge`` (a list append); values of
         multi-value families are lists of element rows, others the value bytes as stored.
         """
-        from statelens.readers.records import KIND_PUT, KIND_REMOVE
+        from statelens.readers._format.records import KIND_PUT, KIND_REMOVE
 
         sf = self.changelog(partition_id, version)
         multi = self._multi_value_prefixes(partition_id)
@@ -1806,8 +1810,8 @@ class RocksDBColumnFamilyReader:
                 else:
                     state[key] = value
             return
-        from statelens.readers.records import KIND_MERGE as MERGE
-        from statelens.readers.records import KIND_REMOVE as REMOVE
+        from statelens.readers._format.records import KIND_MERGE as MERGE
+        from statelens.readers._format.records import KIND_REMOVE as REMOVE
 
         with self.files._located(sf.partition_id, sf.version):  # the same records, one tight loop
             data, idx = self._changelog_index(sf)
@@ -1914,7 +1918,7 @@ class RocksDBColumnFamilyReader:
     def _decode_keys_only(
         self, family: ColumnFamily, keys: list[bytes], path: str
     ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:
-        from statelens.readers.cf_codec import decode_keys
+        from statelens.readers._format.cf_codec import decode_keys
 
         decoded = decode_keys(family, keys, path, self.avro)
         if self._is_map(family):
@@ -1950,7 +1954,7 @@ class RocksDBColumnFamilyReader:
     def _decode_family(
         self, partition_id: int, family: ColumnFamily, entries: list[tuple[bytes, Any]], path: str
     ) -> list[ColumnFamilyRow]:
-        from statelens.readers.cf_codec import decode_keys, decode_values, strip_version
+        from statelens.readers._format.cf_codec import decode_keys, decode_values, strip_version
 
         schema = family.schema
         keys = decode_keys(family, [k for k, _ in entries], path, self.avro)
