@@ -326,14 +326,10 @@ class HDFSStoreReader(StoreReaderBase):
         the first version, then each later delta) and each file's version index; None for row checksums
         (checked per record) or versions with a gap or rebuilt from a later snapshot (the walk starts
         over there)."""
-        if self.row_checksum:
+        versions = self._replay_versions(partition_id)
+        if versions is None:
             return None
         pf = self._partition(partition_id)
-        versions = self.versions(partition_id)
-        if not versions or versions != list(range(versions[0], versions[-1] + 1)):
-            return None
-        if any(v not in pf.deltas for v in versions[1:]):
-            return None
         chain = self._chain(partition_id, versions[0])
         files = [*chain, *(pf.deltas[v] for v in versions[1:])]
         return versions, files, [0] * len(chain) + list(range(1, len(versions)))

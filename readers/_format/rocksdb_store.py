@@ -1086,14 +1086,10 @@ class RocksDBStoreReader(StoreReaderBase):
         common case) are checked and cut a group of files at a time
         (:func:`readers._format.records.sized_keys`), as deltas are; the others are indexed one by one.
         """
-        if self.row_checksum:
+        versions = self._replay_versions(partition_id)
+        if versions is None:
             return None
         pf = self._partition(partition_id)
-        versions = self.versions(partition_id)
-        if not versions or versions != list(range(versions[0], versions[-1] + 1)):
-            return None
-        if any(v not in pf.deltas for v in versions[1:]):
-            return None
         chain = self._chain_files(partition_id, versions[0])
         for v in versions[1:]:  # a restart loads these zips: a damaged one is met here too (walked)
             self.check_snapshot(partition_id, v)

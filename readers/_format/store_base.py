@@ -447,6 +447,20 @@ class StoreReaderBase:
         """
 
     # -- what subclasses provide ---------------------------------------------------------------------
+    def _replay_versions(self, partition_id: int) -> list[int] | None:
+        """The partition's readable versions when one replay of its files covers them all: rows without
+        checksums (those are checked record by record), no gap, and a delta or changelog for every version
+        after the first; else None (the walk goes version by version)."""
+        if self.row_checksum:
+            return None
+        pf = self._partition(partition_id)
+        versions = self.versions(partition_id)
+        if not versions or versions != list(range(versions[0], versions[-1] + 1)):
+            return None
+        if any(v not in pf.deltas for v in versions[1:]):
+            return None
+        return versions
+
     def read_raw(self, partition_id: int, version: int) -> RawState:
         """The raw key/value UnsafeRow bytes of one partition at one version."""
         raise NotImplementedError
