@@ -4,6 +4,8 @@ no ``QApplication`` (and the module imports no Qt)."""
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,18 +15,22 @@ import pytest
 
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.growth import iter_growth
+from statelens.app.analysis.summary import iter_summary
 from statelens.app.explore import iter_expired_overview
 from statelens.app.gui.controllers.state import (
     PAGES_WAITED,
     BrowserState,
     ExpiredState,
     GrowthState,
+    OverviewState,
     StoreCatalog,
+    VerdictLink,
 )
 from statelens.app.resources import sample_checkpoint_path
 from statelens.app.session import LoadedCheckpoint, SelectionState, iter_state_table
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import StatelensError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -58,6 +64,67 @@ def test_the_state_module_imports_no_qt() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+# -- the overview ----------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_the_overview_names_a_damaged_file_once_and_links_each_verdict(
+    checkpoint: Any, tmp_path: Path
+) -> None:
+    """A copy with a delta cut short: the verdicts' rows carry their store, batch and partition; the file
+    is listed once as unreadable (the analyses and doctor both name it); each link leads to its proof."""
+    root = tmp_path / "damaged"
+    shutil.copytree(checkpoint("pandas_state_processing") / "checkpoint", root)
+    delta = root / "state/0/1/6.delta"
+    delta.write_bytes(delta.read_bytes()[:20])
+    ckpt = open_checkpoint(str(root))
+    summary = run_to_end(iter_summary(ckpt))
+    state = OverviewState()
+    state.summary = summary
+    rows = state.verdict_rows(summary)
+    assert [(sev, text, view) for sev, text, view, _ in rows] == [
+        (v.severity, v.text, v.view) for v in summary.verdicts
+    ]
+    by_check = {target["check"]: (view, target) for _, _, view, target in rows}
+    restart = next(v for v in summary.verdicts if v.check == "restart")
+    assert restart.severity == "error" and "state/0/1/6.delta" in restart.text
+    assert by_check["restart"] == (
+        "overview",
+        {"check": "restart", "operator_id": 0, "store_name": "default", "batch_id": 5, "partition_id": 1},
+    )
+    assert by_check["unreadable"] == ("overview", {"check": "unreadable"})
+    # Links: the overview's own details, or the view proving the verdict, where it points.
+    assert state.link(*by_check["restart"]) == VerdictLink("overview", "health")
+    assert state.link(*by_check["unreadable"]) == VerdictLink("overview", "problems")
+    expired = state.link(*by_check["expired"])
+    assert expired.details is None and expired.view == "expired"
+    assert expired.target == {
+        "operator_id": 0,
+        "store_name": "default",
+        "batch_id": None,
+        "partition_id": None,
+    }
+    commit = state.link(*by_check["commit"])
+    assert commit.view == "timeline" and commit.target["batch_id"] == ckpt.last_committed_batch_id == 5
+    # Health: doctor's findings, and the damaged file once (analyses and doctor both name it).
+    findings, unreadable = state.health(summary)
+    assert ("error", "undecodable_file") in [(sev, check) for sev, check, _, _ in findings]
+    assert [getattr(e, "path", None) for e in unreadable] == ["state/0/1/6.delta"]
+    # A file only doctor could decode-check is listed from its finding, naming the file.
+    only_doctor = dataclasses.replace(summary, problems=[])
+    _, unreadable = state.health(only_doctor)
+    assert [(type(e), e.path) for e in unreadable] == [(StatelensError, "state/0/1/6.delta")]  # type: ignore[attr-defined]
+    assert "cannot be decoded" in str(unreadable[0])
+    state.reset()
+    assert state.summary is None
+
+
+def test_a_sound_checkpoint_has_no_unreadable_file() -> None:
+    summary = run_to_end(iter_summary(open_checkpoint(str(sample_checkpoint_path()))))
+    findings, unreadable = OverviewState.health(summary)
+    assert unreadable == [] and all(check != "undecodable_file" for _, check, _, _ in findings)
+    checks = {target["check"] for _, _, _, target in OverviewState.verdict_rows(summary)}
+    assert {"restart", "commit", "expired"} <= checks
 
 
 # -- the store catalog -------------------------------------------------------------------------------------
