@@ -5,6 +5,7 @@ no ``QApplication`` (and the module imports no Qt)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.summary import iter_summary
+from statelens.app.analysis.timeline import iter_progress_series
 from statelens.app.explore import iter_expired_overview
 from statelens.app.gui.controllers.state import (
     PAGES_WAITED,
@@ -24,6 +26,7 @@ from statelens.app.gui.controllers.state import (
     GrowthState,
     OverviewState,
     StoreCatalog,
+    TimelineState,
     VerdictLink,
 )
 from statelens.app.resources import sample_checkpoint_path
@@ -31,6 +34,7 @@ from statelens.app.session import LoadedCheckpoint, SelectionState, iter_state_t
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import StatelensError
+from tests.eventlog_gen import get_event_log
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -196,6 +200,29 @@ def test_a_checkpoint_opens_on_its_default_store_or_on_what_a_reload_kept(checkp
     assert catalog.version_on_switch(other, 2, batch_selected=True) == 2
     assert catalog.version_on_switch(other, 2, batch_selected=False) == catalog.versions[other][-1] == latest
     assert catalog.latest_version((9, "none")) is None
+
+
+# -- the batch timeline ----------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_the_timeline_reads_a_rolling_logs_folder_once_and_says_what_it_found() -> None:
+    folder = get_event_log("restart")
+    first, second = sorted((folder / "events").iterdir())
+    rolling_file = next(first.glob("events_1_*"))
+    state = TimelineState()
+    logs: list[str] = []
+    assert state.add_event_logs(logs, [str(rolling_file), str(second)]) == [str(first), str(second)]
+    assert state.add_event_logs(logs, [str(first), str(next(second.glob("events_*")))]) == []  # each once
+    assert logs == [str(first), str(second)]
+    other = str(folder / "progress.json")
+    assert state.event_log_path(other) == other  # a progress dump is read as it is
+    series = run_to_end(iter_progress_series(open_checkpoint(str(folder / "checkpoint")), logs))
+    assert state.progress_summary == ""
+    readout = state.shown(series)
+    runs = json.loads((folder / "progress.json").read_text())
+    batches = {p["batchId"] for run in runs for p in run}
+    assert state.progress_summary == series.summary
+    assert f"progress for {len(batches)} batches of this query in {len(runs)} run(s)" in series.summary
+    assert readout == series.summary + ". Move the mouse over the plots to read a batch."
 
 
 # -- the state browser -----------------------------------------------------------------------------------

@@ -5,12 +5,13 @@ no widget (which store a picker lists first, what the browser reads next, which 
 are methods here, tested without a ``QApplication`` (``tests/test_gui_state.py``). The shared selection
 (store, version, partition, key) is :class:`app.session.SelectionState`.
 
-The overview's (:class:`OverviewState`: which verdict links where) comes first, then the store catalog
-every picker orders, then one section per tab.
+The store catalog every picker orders comes first, then one section per tab.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from statelens.app.analysis.expired import ExpiredFinding
 from statelens.app.analysis.growth import StoreGrowth
 from statelens.app.analysis.summary import UNREADABLE_CHECKS, Summary
+from statelens.app.analysis.timeline import ProgressSeries
 from statelens.app.explore import ExpiredOverview, order_stores
 from statelens.app.session import LoadedCheckpoint, SelectionState, StateTable, StoreRole
 from statelens.readers.errors import StatelensError
@@ -25,123 +27,6 @@ from statelens.readers.model import OperatorInfo, StoreInfo
 
 #: ``(operator_id, store_name)``.
 StoreKey = tuple[int, str]
-
-
-# -- the overview ----------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class VerdictLink:
-    """Where a verdict's link leads: another view at a place, or one of the overview's own details.
-
-    Parameters
-    ----------
-    view : str
-        The view to show (``statelens gui --view``).
-    details : str or None
-        On the overview itself: the details pane to show (``problems`` or ``health``).
-    target : mapping
-        Where to open ``view``: ``MainWindow.open_at`` keywords (``operator_id``, ``store_name``,
-        ``batch_id``, ``partition_id``; None where the verdict names none).
-    """
-
-    view: str
-    details: str | None = None
-    target: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class OverviewState:
-    """What the overview shows of the verdicts' job: its summary (None while it runs, or when it failed).
-
-    Attributes
-    ----------
-    summary : app.analysis.summary.Summary or None
-    """
-
-    summary: Summary | None = None
-
-    def reset(self) -> None:
-        """Forget the previous summary (the checks run again)."""
-        self.summary = None
-
-    @staticmethod
-    def verdict_rows(summary: Summary) -> list[tuple[str, str, str, dict[str, Any]]]:
-        """``(severity, text, view, target)`` per verdict, for ``OverviewView.set_verdicts``: the target
-        names the verdict's check and, where it has them, its store, batch and partition.
-
-        Parameters
-        ----------
-        summary : app.analysis.summary.Summary
-
-        Returns
-        -------
-        list of (str, str, str, dict)
-        """
-        rows = []
-        for v in summary.verdicts:
-            target: dict[str, Any] = {"check": v.check}
-            if v.operator_id is not None and v.store_name is not None:
-                target.update(operator_id=v.operator_id, store_name=v.store_name)
-            if v.batch_id is not None:
-                target["batch_id"] = v.batch_id
-            if v.partition is not None:
-                target["partition_id"] = v.partition
-            rows.append((v.severity, v.text, v.view, target))
-        return rows
-
-    @staticmethod
-    def health(
-        summary: Summary,
-    ) -> tuple[list[tuple[str, str, str, tuple[str, ...]]], list[BaseException]]:
-        """The health details: doctor's findings ``(severity, check, message, files)``, and the files that
-        could not be read: the analyses' problems, then each state file doctor could not decode (once per
-        file, as a :class:`StatelensError` naming it).
-
-        Parameters
-        ----------
-        summary : app.analysis.summary.Summary
-
-        Returns
-        -------
-        (list of (str, str, str, tuple of str), list of BaseException)
-        """
-        doctor = summary.doctor
-        findings = [(f.severity, f.check, f.message, f.files) for f in doctor.findings] if doctor else []
-        unreadable: list[BaseException] = list(summary.problems)
-        if doctor is not None:
-            seen = {getattr(p, "path", None) for p in unreadable}
-            for f in doctor.findings:
-                if f.check in UNREADABLE_CHECKS and f.files and f.files[0] not in seen:
-                    seen.add(f.files[0])
-                    unreadable.append(StatelensError(f.message, path=f.files[0]))
-        return findings, unreadable
-
-    @staticmethod
-    def link(view: str, target: Mapping[str, Any]) -> VerdictLink:
-        """Where the link of a verdict row (:meth:`verdict_rows`) leads: the overview's problems (files
-        that could not be read) or health details, else ``view`` at the verdict's store, batch and
-        partition.
-
-        Parameters
-        ----------
-        view : str
-        target : mapping
-            The row's target.
-
-        Returns
-        -------
-        VerdictLink
-        """
-        if view == "overview":
-            return VerdictLink(view, "problems" if target.get("check") == "unreadable" else "health")
-        return VerdictLink(
-            view,
-            target={
-                "operator_id": target.get("operator_id"),
-                "store_name": target.get("store_name"),
-                "batch_id": target.get("batch_id"),
-                "partition_id": target.get("partition_id"),
-            },
-        )
 
 
 @dataclass(frozen=True)
@@ -322,6 +207,194 @@ def in_order(items: Sequence[tuple[int, str, str]], order: Sequence[StoreKey]) -
     """
     rank = {key: i for i, key in enumerate(order)}
     return sorted(items, key=lambda item: rank.get((item[0], item[1]), len(rank)))
+
+
+# -- the overview ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VerdictLink:
+    """Where a verdict's link leads: another view at a place, or one of the overview's own details.
+
+    Parameters
+    ----------
+    view : str
+        The view to show (``statelens gui --view``).
+    details : str or None
+        On the overview itself: the details pane to show (``problems`` or ``health``).
+    target : mapping
+        Where to open ``view``: ``MainWindow.open_at`` keywords (``operator_id``, ``store_name``,
+        ``batch_id``, ``partition_id``; None where the verdict names none).
+    """
+
+    view: str
+    details: str | None = None
+    target: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OverviewState:
+    """What the overview shows of the verdicts' job: its summary (None while it runs, or when it failed).
+
+    Attributes
+    ----------
+    summary : app.analysis.summary.Summary or None
+    """
+
+    summary: Summary | None = None
+
+    def reset(self) -> None:
+        """Forget the previous summary (the checks run again)."""
+        self.summary = None
+
+    @staticmethod
+    def verdict_rows(summary: Summary) -> list[tuple[str, str, str, dict[str, Any]]]:
+        """``(severity, text, view, target)`` per verdict, for ``OverviewView.set_verdicts``: the target
+        names the verdict's check and, where it has them, its store, batch and partition.
+
+        Parameters
+        ----------
+        summary : app.analysis.summary.Summary
+
+        Returns
+        -------
+        list of (str, str, str, dict)
+        """
+        rows = []
+        for v in summary.verdicts:
+            target: dict[str, Any] = {"check": v.check}
+            if v.operator_id is not None and v.store_name is not None:
+                target.update(operator_id=v.operator_id, store_name=v.store_name)
+            if v.batch_id is not None:
+                target["batch_id"] = v.batch_id
+            if v.partition is not None:
+                target["partition_id"] = v.partition
+            rows.append((v.severity, v.text, v.view, target))
+        return rows
+
+    @staticmethod
+    def health(
+        summary: Summary,
+    ) -> tuple[list[tuple[str, str, str, tuple[str, ...]]], list[BaseException]]:
+        """The health details: doctor's findings ``(severity, check, message, files)``, and the files that
+        could not be read: the analyses' problems, then each state file doctor could not decode (once per
+        file, as a :class:`StatelensError` naming it).
+
+        Parameters
+        ----------
+        summary : app.analysis.summary.Summary
+
+        Returns
+        -------
+        (list of (str, str, str, tuple of str), list of BaseException)
+        """
+        doctor = summary.doctor
+        findings = [(f.severity, f.check, f.message, f.files) for f in doctor.findings] if doctor else []
+        unreadable: list[BaseException] = list(summary.problems)
+        if doctor is not None:
+            seen = {getattr(p, "path", None) for p in unreadable}
+            for f in doctor.findings:
+                if f.check in UNREADABLE_CHECKS and f.files and f.files[0] not in seen:
+                    seen.add(f.files[0])
+                    unreadable.append(StatelensError(f.message, path=f.files[0]))
+        return findings, unreadable
+
+    @staticmethod
+    def link(view: str, target: Mapping[str, Any]) -> VerdictLink:
+        """Where the link of a verdict row (:meth:`verdict_rows`) leads: the overview's problems (files
+        that could not be read) or health details, else ``view`` at the verdict's store, batch and
+        partition.
+
+        Parameters
+        ----------
+        view : str
+        target : mapping
+            The row's target.
+
+        Returns
+        -------
+        VerdictLink
+        """
+        if view == "overview":
+            return VerdictLink(view, "problems" if target.get("check") == "unreadable" else "health")
+        return VerdictLink(
+            view,
+            target={
+                "operator_id": target.get("operator_id"),
+                "store_name": target.get("store_name"),
+                "batch_id": target.get("batch_id"),
+                "partition_id": target.get("partition_id"),
+            },
+        )
+
+
+# -- the batch timeline ----------------------------------------------------------------------------------
+@dataclass
+class TimelineState:
+    """What the batch timeline remembers of the event logs read: their summary line.
+
+    Attributes
+    ----------
+    progress_summary : str
+        The last event logs' summary line (also shown in the status bar); empty until some were read.
+    """
+
+    progress_summary: str = ""
+
+    @staticmethod
+    def event_log_path(path: str) -> str:
+        """The path to read for ``path``: a file of a rolling event log (``eventlog_v2_*/events_N_*``)
+        stands for its folder; any other file or folder for itself.
+
+        Parameters
+        ----------
+        path : str
+
+        Returns
+        -------
+        str
+        """
+        parent = os.path.dirname(path)
+        if re.match(r"^events_\d+_", os.path.basename(path)) and os.path.basename(parent).startswith(
+            "eventlog_v2_"
+        ):
+            return parent
+        return path
+
+    @classmethod
+    def add_event_logs(cls, logs: list[str], paths: Sequence[str]) -> list[str]:
+        """Add ``paths`` (as :meth:`event_log_path` reads them) to ``logs``, each once.
+
+        Parameters
+        ----------
+        logs : list of str
+            The event logs added so far (``WindowContext.event_logs``), extended in place.
+        paths : sequence of str
+            Event logs, driver logs or progress dumps.
+
+        Returns
+        -------
+        list of str
+            The paths added (not already in ``logs``).
+        """
+        added = []
+        for path in map(cls.event_log_path, paths):
+            if path not in logs:
+                logs.append(path)
+                added.append(path)
+        return added
+
+    def shown(self, series: ProgressSeries) -> str:
+        """Remember the summary of the event logs read and return the readout under the plots.
+
+        Parameters
+        ----------
+        series : app.analysis.timeline.ProgressSeries
+
+        Returns
+        -------
+        str
+        """
+        self.progress_summary = series.summary
+        return series.summary + ". Move the mouse over the plots to read a batch."
 
 
 # -- the state browser -----------------------------------------------------------------------------------
