@@ -18,12 +18,15 @@ from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.summary import iter_summary
 from statelens.app.analysis.timeline import iter_progress_series
-from statelens.app.explore import iter_expired_overview
+from statelens.app.explore import iter_expired_overview, iter_key_history
 from statelens.app.gui.controllers.state import (
+    NO_KEY,
+    NO_PARTITION,
     PAGES_WAITED,
     BrowserState,
     ExpiredState,
     GrowthState,
+    HistoryState,
     OverviewState,
     StoreCatalog,
     TimelineState,
@@ -223,6 +226,63 @@ def test_the_timeline_reads_a_rolling_logs_folder_once_and_says_what_it_found() 
     assert state.progress_summary == series.summary
     assert f"progress for {len(batches)} batches of this query in {len(runs)} run(s)" in series.summary
     assert readout == series.summary + ". Move the mouse over the plots to read a batch."
+
+
+# -- the key history ------------------------------------------------------------------------------------
+def test_the_history_follows_the_selected_key_in_its_partition() -> None:
+    root = sample_checkpoint_path()
+    loaded = _loaded(root)
+    finding = run_to_end(iter_expired_overview(loaded.checkpoint)).result.examples[0]
+    selection = SelectionState()
+    assert HistoryState.to_follow(selection, loaded) == NO_KEY
+    selection.update(operator_id=0, store_name="default", key=finding.key, partition_id=None)
+    assert HistoryState.to_follow(selection, None) == NO_KEY  # no checkpoint shown
+    assert HistoryState.to_follow(selection, loaded) == NO_PARTITION  # every partition selected
+    selection.update(partition_id=1 - finding.partition)
+    assert HistoryState.to_follow(selection, loaded).partition_id == 1 - finding.partition  # type: ignore[union-attr]
+    selection.update(key_partition_id=finding.partition)  # the key's own partition wins
+    request = HistoryState.to_follow(selection, loaded)
+    assert not isinstance(request, str)
+    assert (request.operator_id, request.store_name, request.partition_id, request.key) == (
+        0,
+        "default",
+        finding.partition,
+        finding.key,
+    )
+    # The batches' times, as the offsets files say them (their second line).
+    offsets = {
+        int(f.name): json.loads(f.read_text().splitlines()[1])
+        for f in (root / "offsets").iterdir()
+        if f.name.isdigit()
+    }
+    assert dict(request.batch_times) == {
+        b: (o["batchTimestampMs"], o["batchWatermarkMs"]) for b, o in offsets.items()
+    }
+    assert request.first_start_s == min(o["batchTimestampMs"] for o in offsets.values()) / 1000
+    assert request.loading_text.endswith(f"through the versions of partition {finding.partition}…")
+    reader = native_backend(loaded.checkpoint).store(0, "default")
+    history = run_to_end(
+        iter_key_history(
+            reader, request.partition_id, request.key, request.time_columns, dict(request.batch_times)
+        )
+    )
+    assert history.key == finding.key and finding.version in history.versions
+    state = HistoryState(request=request, history=history)
+    state.reset()
+    assert state.request is None and state.history is None
+
+
+def test_the_history_follows_a_new_key_once() -> None:
+    """A key picked while the history shows is followed on the selection change; the request that comes
+    with it is not followed a second time. Refresh (None) always is."""
+    assert HistoryState.follows_change({"key"}, shown=True, key={"k": 1})
+    assert not HistoryState.follows_change({"key"}, shown=False, key={"k": 1})
+    assert not HistoryState.follows_change({"key"}, shown=True, key=None)
+    assert not HistoryState.follows_change({"version"}, shown=True, key={"k": 1})
+    assert not HistoryState.follows_request({"key", "version"}, shown=True)
+    assert HistoryState.follows_request({"key"}, shown=False)
+    assert HistoryState.follows_request({"version"}, shown=True)
+    assert HistoryState.follows_request(None, shown=True)
 
 
 # -- the state browser -----------------------------------------------------------------------------------
