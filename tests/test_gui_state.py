@@ -1,6 +1,7 @@
 """The tab controllers' state objects (``app/gui/controllers/state.py``) decide without Qt: which store a
-picker lists first, what the browser reads, which store's keys to weigh. Tested on real checkpoints with
-no ``QApplication`` (and the module imports no Qt)."""
+picker lists first, where a verdict's link leads, which key the history follows, what the browser reads,
+which store's keys to weigh, what the SQL tab says of its answer. Tested on real checkpoints with no
+``QApplication`` (and the module imports no Qt)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.growth import iter_growth
+from statelens.app.analysis.sql import iter_sql_table, iter_table_columns
 from statelens.app.analysis.summary import iter_summary
 from statelens.app.analysis.timeline import iter_progress_series
 from statelens.app.explore import iter_expired_overview, iter_key_history
@@ -28,6 +30,7 @@ from statelens.app.gui.controllers.state import (
     GrowthState,
     HistoryState,
     OverviewState,
+    SqlState,
     StoreCatalog,
     TimelineState,
     VerdictLink,
@@ -36,7 +39,7 @@ from statelens.app.resources import sample_checkpoint_path
 from statelens.app.session import LoadedCheckpoint, SelectionState, iter_state_table
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint
-from statelens.readers.errors import StatelensError
+from statelens.readers.errors import StatelensError, UsageError
 from tests.eventlog_gen import get_event_log
 
 REPO = Path(__file__).resolve().parent.parent
@@ -283,6 +286,45 @@ def test_the_history_follows_a_new_key_once() -> None:
     assert HistoryState.follows_request({"key"}, shown=False)
     assert HistoryState.follows_request({"version"}, shown=True)
     assert HistoryState.follows_request(None, shown=True)
+
+
+# -- SQL ------------------------------------------------------------------------------------------------
+def test_the_sql_tab_says_how_much_of_its_answer_it_shows() -> None:
+    root = sample_checkpoint_path()
+    ckpt = open_checkpoint(str(root))
+    batches = sorted(int(f.name) for f in (root / "offsets").iterdir() if f.name.isdigit())
+    state = SqlState()
+    assert not state.runs("  \n", opened=True) and not state.runs("SELECT 1", opened=False)
+    assert state.runs("SELECT 1", opened=True)
+    query = "SELECT batch_id FROM batches ORDER BY batch_id"
+    operator_id, store_name = state.store_of(None)  # no store picked: the query names its tables
+    answer = run_to_end(
+        iter_sql_table(ckpt, query, operator_id=operator_id, store_name=store_name, max_rows=2)
+    )
+    status = state.answered(answer)
+    assert state.answer is answer and state.error is None
+    assert answer.columns == [[str(b) for b in batches[:2]]]
+    assert status.startswith(f"{len(batches)} rows in ")
+    assert status.endswith(" s (the first 2 shown; statelens sql --csv/--parquet writes them all)")
+    whole = run_to_end(iter_sql_table(ckpt, query))
+    assert "shown" not in state.answered(whole) and state.answer is whole
+    with pytest.raises(UsageError) as err:
+        run_to_end(iter_sql_table(ckpt, "SELECT nope FROM batches"))
+    assert state.failed(str(err.value)) == str(err.value)
+    assert state.answer is None and state.error is not None and "nope" in state.error
+
+
+def test_the_sql_tab_lists_the_picked_stores_tables() -> None:
+    ckpt = open_checkpoint(str(sample_checkpoint_path()))
+    state = SqlState()
+    assert state.store_of((0, "default")) == (0, "default") and state.store_of(None) == (None, None)
+    state.listed(*run_to_end(iter_table_columns(ckpt, *state.store_of((0, "default")))))
+    assert {"batches", "state", "changes"} <= set(state.tables) and state.tables_note == ""
+    state_columns = [name for name, _type in state.tables["state"]]
+    assert state_columns[:4] == ["operator_id", "store_name", "version", "partition_id"]
+    assert state_columns[4:] == ["key", "value"]
+    assert state.running_text(True, "local[2]") == "Running the query in Spark on local[2]…"
+    assert "tables are filled from the checkpoint first" in state.running_text(False, "local[2]")
 
 
 # -- the state browser -----------------------------------------------------------------------------------
