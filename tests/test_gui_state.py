@@ -20,7 +20,7 @@ from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.sql import iter_sql_table, iter_table_columns
 from statelens.app.analysis.summary import iter_summary
 from statelens.app.analysis.timeline import iter_progress_series
-from statelens.app.explore import iter_expired_overview, iter_key_history
+from statelens.app.explore import iter_expired_overview, iter_key_history, read_schema_history
 from statelens.app.gui.controllers.state import (
     NO_KEY,
     NO_PARTITION,
@@ -30,6 +30,7 @@ from statelens.app.gui.controllers.state import (
     GrowthState,
     HistoryState,
     OverviewState,
+    SchemaState,
     SqlState,
     StoreCatalog,
     TimelineState,
@@ -325,6 +326,36 @@ def test_the_sql_tab_lists_the_picked_stores_tables() -> None:
     assert state_columns[4:] == ["key", "value"]
     assert state.running_text(True, "local[2]") == "Running the query in Spark on local[2]…"
     assert "tables are filled from the checkpoint first" in state.running_text(False, "local[2]")
+
+
+# -- schema and conf ------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_the_schema_view_lists_each_stores_schema_file(checkpoint: Any) -> None:
+    root = checkpoint("join") / "checkpoint"
+    on_disk = sorted(str(p.relative_to(root)) for p in root.rglob("_metadata/schema"))
+    versions, problems = read_schema_history(open_checkpoint(str(root)))
+    state = SchemaState()
+    rows = state.read(versions)
+    assert not problems and state.files == rows
+    assert sorted(path for _, _, path, _ in rows) == on_disk and len(on_disk) == 4
+    for store, from_batch, path, changes in rows:  # v2 files: no batch in their name, nothing changed
+        assert store == f"operator 0 · {path.split('/')[3]}" and from_batch is None and changes == []
+    selection = SelectionState()
+    selection.update(operator_id=0, store_name="left-keyWithIndexToValue")
+    assert state.store_shown(selection) == (0, "left-keyWithIndexToValue")
+    state.reset()
+    assert state.files == []
+
+
+@pytest.mark.spark
+def test_a_v3_schema_file_says_the_batch_that_wrote_it(checkpoint: Any) -> None:
+    root = checkpoint("rocks_tws_timers") / "checkpoint"
+    (written,) = [p for p in (root / "state/0/_stateSchema/default").iterdir() if not p.name.startswith(".")]
+    rows = SchemaState().read(read_schema_history(open_checkpoint(str(root)))[0])
+    # One file holds every state variable's and internal family's schema.
+    assert {path for _, _, path, _ in rows} == {str(written.relative_to(root))}
+    assert {from_batch for _, from_batch, _, _ in rows} == {int(written.name.split("_")[0])}
+    assert "operator 0 · cnt" in [store for store, _, _, _ in rows]
 
 
 # -- the state browser -----------------------------------------------------------------------------------
