@@ -1,9 +1,13 @@
 """The tab controllers' state objects (``app/gui/controllers/state.py``) decide without Qt: which store a
-picker lists first, what the browser reads, which store's keys to weigh. Tested on real checkpoints with
-no ``QApplication`` (and the module imports no Qt)."""
+picker lists first, where a verdict's link leads, which key the history follows, what the browser reads,
+which store's keys to weigh, what the SQL tab says of its answer. Tested on real checkpoints with no
+``QApplication`` (and the module imports no Qt)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,18 +17,31 @@ import pytest
 
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.growth import iter_growth
-from statelens.app.explore import iter_expired_overview
+from statelens.app.analysis.sql import iter_sql_table, iter_table_columns
+from statelens.app.analysis.summary import iter_summary
+from statelens.app.analysis.timeline import iter_progress_series
+from statelens.app.explore import iter_expired_overview, iter_key_history, read_schema_history
 from statelens.app.gui.controllers.state import (
+    NO_KEY,
+    NO_PARTITION,
     PAGES_WAITED,
     BrowserState,
     ExpiredState,
     GrowthState,
+    HistoryState,
+    OverviewState,
+    SchemaState,
+    SqlState,
     StoreCatalog,
+    TimelineState,
+    VerdictLink,
 )
 from statelens.app.resources import sample_checkpoint_path
 from statelens.app.session import LoadedCheckpoint, SelectionState, iter_state_table
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import StatelensError, UsageError
+from tests.eventlog_gen import get_event_log
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -58,6 +75,67 @@ def test_the_state_module_imports_no_qt() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+# -- the overview ----------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_the_overview_names_a_damaged_file_once_and_links_each_verdict(
+    checkpoint: Any, tmp_path: Path
+) -> None:
+    """A copy with a delta cut short: the verdicts' rows carry their store, batch and partition; the file
+    is listed once as unreadable (the analyses and doctor both name it); each link leads to its proof."""
+    root = tmp_path / "damaged"
+    shutil.copytree(checkpoint("pandas_state_processing") / "checkpoint", root)
+    delta = root / "state/0/1/6.delta"
+    delta.write_bytes(delta.read_bytes()[:20])
+    ckpt = open_checkpoint(str(root))
+    summary = run_to_end(iter_summary(ckpt))
+    state = OverviewState()
+    state.summary = summary
+    rows = state.verdict_rows(summary)
+    assert [(sev, text, view) for sev, text, view, _ in rows] == [
+        (v.severity, v.text, v.view) for v in summary.verdicts
+    ]
+    by_check = {target["check"]: (view, target) for _, _, view, target in rows}
+    restart = next(v for v in summary.verdicts if v.check == "restart")
+    assert restart.severity == "error" and "state/0/1/6.delta" in restart.text
+    assert by_check["restart"] == (
+        "overview",
+        {"check": "restart", "operator_id": 0, "store_name": "default", "batch_id": 5, "partition_id": 1},
+    )
+    assert by_check["unreadable"] == ("overview", {"check": "unreadable"})
+    # Links: the overview's own details, or the view proving the verdict, where it points.
+    assert state.link(*by_check["restart"]) == VerdictLink("overview", "health")
+    assert state.link(*by_check["unreadable"]) == VerdictLink("overview", "problems")
+    expired = state.link(*by_check["expired"])
+    assert expired.details is None and expired.view == "expired"
+    assert expired.target == {
+        "operator_id": 0,
+        "store_name": "default",
+        "batch_id": None,
+        "partition_id": None,
+    }
+    commit = state.link(*by_check["commit"])
+    assert commit.view == "timeline" and commit.target["batch_id"] == ckpt.last_committed_batch_id == 5
+    # Health: doctor's findings, and the damaged file once (analyses and doctor both name it).
+    findings, unreadable = state.health(summary)
+    assert ("error", "undecodable_file") in [(sev, check) for sev, check, _, _ in findings]
+    assert [getattr(e, "path", None) for e in unreadable] == ["state/0/1/6.delta"]
+    # A file only doctor could decode-check is listed from its finding, naming the file.
+    only_doctor = dataclasses.replace(summary, problems=[])
+    _, unreadable = state.health(only_doctor)
+    assert [(type(e), e.path) for e in unreadable] == [(StatelensError, "state/0/1/6.delta")]  # type: ignore[attr-defined]
+    assert "cannot be decoded" in str(unreadable[0])
+    state.reset()
+    assert state.summary is None
+
+
+def test_a_sound_checkpoint_has_no_unreadable_file() -> None:
+    summary = run_to_end(iter_summary(open_checkpoint(str(sample_checkpoint_path()))))
+    findings, unreadable = OverviewState.health(summary)
+    assert unreadable == [] and all(check != "undecodable_file" for _, check, _, _ in findings)
+    checks = {target["check"] for _, _, _, target in OverviewState.verdict_rows(summary)}
+    assert {"restart", "commit", "expired"} <= checks
 
 
 # -- the store catalog -------------------------------------------------------------------------------------
@@ -129,6 +207,155 @@ def test_a_checkpoint_opens_on_its_default_store_or_on_what_a_reload_kept(checkp
     assert catalog.version_on_switch(other, 2, batch_selected=True) == 2
     assert catalog.version_on_switch(other, 2, batch_selected=False) == catalog.versions[other][-1] == latest
     assert catalog.latest_version((9, "none")) is None
+
+
+# -- the batch timeline ----------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_the_timeline_reads_a_rolling_logs_folder_once_and_says_what_it_found() -> None:
+    folder = get_event_log("restart")
+    first, second = sorted((folder / "events").iterdir())
+    rolling_file = next(first.glob("events_1_*"))
+    state = TimelineState()
+    logs: list[str] = []
+    assert state.add_event_logs(logs, [str(rolling_file), str(second)]) == [str(first), str(second)]
+    assert state.add_event_logs(logs, [str(first), str(next(second.glob("events_*")))]) == []  # each once
+    assert logs == [str(first), str(second)]
+    other = str(folder / "progress.json")
+    assert state.event_log_path(other) == other  # a progress dump is read as it is
+    series = run_to_end(iter_progress_series(open_checkpoint(str(folder / "checkpoint")), logs))
+    assert state.progress_summary == ""
+    readout = state.shown(series)
+    runs = json.loads((folder / "progress.json").read_text())
+    batches = {p["batchId"] for run in runs for p in run}
+    assert state.progress_summary == series.summary
+    assert f"progress for {len(batches)} batches of this query in {len(runs)} run(s)" in series.summary
+    assert readout == series.summary + ". Move the mouse over the plots to read a batch."
+
+
+# -- the key history ------------------------------------------------------------------------------------
+def test_the_history_follows_the_selected_key_in_its_partition() -> None:
+    root = sample_checkpoint_path()
+    loaded = _loaded(root)
+    finding = run_to_end(iter_expired_overview(loaded.checkpoint)).result.examples[0]
+    selection = SelectionState()
+    assert HistoryState.to_follow(selection, loaded) == NO_KEY
+    selection.update(operator_id=0, store_name="default", key=finding.key, partition_id=None)
+    assert HistoryState.to_follow(selection, None) == NO_KEY  # no checkpoint shown
+    assert HistoryState.to_follow(selection, loaded) == NO_PARTITION  # every partition selected
+    selection.update(partition_id=1 - finding.partition)
+    assert HistoryState.to_follow(selection, loaded).partition_id == 1 - finding.partition  # type: ignore[union-attr]
+    selection.update(key_partition_id=finding.partition)  # the key's own partition wins
+    request = HistoryState.to_follow(selection, loaded)
+    assert not isinstance(request, str)
+    assert (request.operator_id, request.store_name, request.partition_id, request.key) == (
+        0,
+        "default",
+        finding.partition,
+        finding.key,
+    )
+    # The batches' times, as the offsets files say them (their second line).
+    offsets = {
+        int(f.name): json.loads(f.read_text().splitlines()[1])
+        for f in (root / "offsets").iterdir()
+        if f.name.isdigit()
+    }
+    assert dict(request.batch_times) == {
+        b: (o["batchTimestampMs"], o["batchWatermarkMs"]) for b, o in offsets.items()
+    }
+    assert request.first_start_s == min(o["batchTimestampMs"] for o in offsets.values()) / 1000
+    assert request.loading_text.endswith(f"through the versions of partition {finding.partition}…")
+    reader = native_backend(loaded.checkpoint).store(0, "default")
+    history = run_to_end(
+        iter_key_history(
+            reader, request.partition_id, request.key, request.time_columns, dict(request.batch_times)
+        )
+    )
+    assert history.key == finding.key and finding.version in history.versions
+    state = HistoryState(request=request, history=history)
+    state.reset()
+    assert state.request is None and state.history is None
+
+
+def test_the_history_follows_a_new_key_once() -> None:
+    """A key picked while the history shows is followed on the selection change; the request that comes
+    with it is not followed a second time. Refresh (None) always is."""
+    assert HistoryState.follows_change({"key"}, shown=True, key={"k": 1})
+    assert not HistoryState.follows_change({"key"}, shown=False, key={"k": 1})
+    assert not HistoryState.follows_change({"key"}, shown=True, key=None)
+    assert not HistoryState.follows_change({"version"}, shown=True, key={"k": 1})
+    assert not HistoryState.follows_request({"key", "version"}, shown=True)
+    assert HistoryState.follows_request({"key"}, shown=False)
+    assert HistoryState.follows_request({"version"}, shown=True)
+    assert HistoryState.follows_request(None, shown=True)
+
+
+# -- SQL ------------------------------------------------------------------------------------------------
+def test_the_sql_tab_says_how_much_of_its_answer_it_shows() -> None:
+    root = sample_checkpoint_path()
+    ckpt = open_checkpoint(str(root))
+    batches = sorted(int(f.name) for f in (root / "offsets").iterdir() if f.name.isdigit())
+    state = SqlState()
+    assert not state.runs("  \n", opened=True) and not state.runs("SELECT 1", opened=False)
+    assert state.runs("SELECT 1", opened=True)
+    query = "SELECT batch_id FROM batches ORDER BY batch_id"
+    operator_id, store_name = state.store_of(None)  # no store picked: the query names its tables
+    answer = run_to_end(
+        iter_sql_table(ckpt, query, operator_id=operator_id, store_name=store_name, max_rows=2)
+    )
+    status = state.answered(answer)
+    assert state.answer is answer and state.error is None
+    assert answer.columns == [[str(b) for b in batches[:2]]]
+    assert status.startswith(f"{len(batches)} rows in ")
+    assert status.endswith(" s (the first 2 shown; statelens sql --csv/--parquet writes them all)")
+    whole = run_to_end(iter_sql_table(ckpt, query))
+    assert "shown" not in state.answered(whole) and state.answer is whole
+    with pytest.raises(UsageError) as err:
+        run_to_end(iter_sql_table(ckpt, "SELECT nope FROM batches"))
+    assert state.failed(str(err.value)) == str(err.value)
+    assert state.answer is None and state.error is not None and "nope" in state.error
+
+
+def test_the_sql_tab_lists_the_picked_stores_tables() -> None:
+    ckpt = open_checkpoint(str(sample_checkpoint_path()))
+    state = SqlState()
+    assert state.store_of((0, "default")) == (0, "default") and state.store_of(None) == (None, None)
+    state.listed(*run_to_end(iter_table_columns(ckpt, *state.store_of((0, "default")))))
+    assert {"batches", "state", "changes"} <= set(state.tables) and state.tables_note == ""
+    state_columns = [name for name, _type in state.tables["state"]]
+    assert state_columns[:4] == ["operator_id", "store_name", "version", "partition_id"]
+    assert state_columns[4:] == ["key", "value"]
+    assert state.running_text(True, "local[2]") == "Running the query in Spark on local[2]…"
+    assert "tables are filled from the checkpoint first" in state.running_text(False, "local[2]")
+
+
+# -- schema and conf ------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_the_schema_view_lists_each_stores_schema_file(checkpoint: Any) -> None:
+    root = checkpoint("join") / "checkpoint"
+    on_disk = sorted(str(p.relative_to(root)) for p in root.rglob("_metadata/schema"))
+    versions, problems = read_schema_history(open_checkpoint(str(root)))
+    state = SchemaState()
+    rows = state.read(versions)
+    assert not problems and state.files == rows
+    assert sorted(path for _, _, path, _ in rows) == on_disk and len(on_disk) == 4
+    for store, from_batch, path, changes in rows:  # v2 files: no batch in their name, nothing changed
+        assert store == f"operator 0 · {path.split('/')[3]}" and from_batch is None and changes == []
+    selection = SelectionState()
+    selection.update(operator_id=0, store_name="left-keyWithIndexToValue")
+    assert state.store_shown(selection) == (0, "left-keyWithIndexToValue")
+    state.reset()
+    assert state.files == []
+
+
+@pytest.mark.spark
+def test_a_v3_schema_file_says_the_batch_that_wrote_it(checkpoint: Any) -> None:
+    root = checkpoint("rocks_tws_timers") / "checkpoint"
+    (written,) = [p for p in (root / "state/0/_stateSchema/default").iterdir() if not p.name.startswith(".")]
+    rows = SchemaState().read(read_schema_history(open_checkpoint(str(root)))[0])
+    # One file holds every state variable's and internal family's schema.
+    assert {path for _, _, path, _ in rows} == {str(written.relative_to(root))}
+    assert {from_batch for _, from_batch, _, _ in rows} == {int(written.name.split("_")[0])}
+    assert "operator 0 · cnt" in [store for store, _, _, _ in rows]
 
 
 # -- the state browser -----------------------------------------------------------------------------------

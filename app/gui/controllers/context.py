@@ -23,8 +23,6 @@ from statelens.viewers.browser import store_label
 from statelens.viewers.timefmt import TimeZoneState
 
 SETTINGS_UTC = "times_in_utc"
-#: Selection fields that pick another key (the key history follows them).
-KEY_FIELDS = frozenset({"key", "key_partition_id", "operator_id", "store_name"})
 
 
 class DeferredJobs:

@@ -13,9 +13,10 @@ from typing import Any
 from PySide6.QtCore import Signal
 
 from statelens.app.analysis.expired import DEFAULT_MAX_EXAMPLES
-from statelens.app.analysis.summary import UNREADABLE_CHECKS, Summary, iter_summary
+from statelens.app.analysis.summary import Summary, iter_summary
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.gui.controllers.state import OverviewState
 from statelens.app.session import LoadedCheckpoint, describe_state
 from statelens.readers.errors import StatelensError
 from statelens.viewers.overview import OverviewView
@@ -26,21 +27,6 @@ PENDING = (
     "Checking the checkpoint: health checks (every state file is read), expired keys, state growth, "
     "watermark…"
 )
-
-
-def verdict_rows(summary: Summary) -> list[tuple[str, str, str, dict[str, Any]]]:
-    """``(severity, text, view, target)`` per verdict, for :meth:`OverviewView.set_verdicts`."""
-    rows = []
-    for v in summary.verdicts:
-        target: dict[str, Any] = {"check": v.check}
-        if v.operator_id is not None and v.store_name is not None:
-            target.update(operator_id=v.operator_id, store_name=v.store_name)
-        if v.batch_id is not None:
-            target["batch_id"] = v.batch_id
-        if v.partition is not None:
-            target["partition_id"] = v.partition
-        rows.append((v.severity, v.text, v.view, target))
-    return rows
 
 
 class OverviewController(Controller):
@@ -70,10 +56,16 @@ class OverviewController(Controller):
     def __init__(self, ctx: WindowContext, top_keys: int) -> None:
         super().__init__(ctx, OverviewView(ctx.selection, ctx.time_zone))
         self.top_keys = top_keys
-        self.summary: Summary | None = None
+        #: What the overview shows of the verdicts' job, and where their links lead.
+        self.state = OverviewState()
         self.view.batch_selected.connect(ctx.select_batch)
         self.view.store_selected.connect(ctx.select_store)
         self.view.view_requested.connect(self._on_view_view_requested)
+
+    @property
+    def summary(self) -> Summary | None:
+        """The verdicts shown (None while they are computed, or when they could not be)."""
+        return self.state.summary
 
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
         ckpt = loaded.checkpoint
@@ -90,7 +82,7 @@ class OverviewController(Controller):
 
     def check(self, ckpt: Any) -> None:
         """Check ``ckpt`` (the checkpoint shown) in the background, with the event logs added."""
-        self.summary = None
+        self.state.reset()
         self.view.set_verdicts_pending(PENDING)
         self.ctx.runner.submit(
             CHANNEL,
@@ -116,18 +108,9 @@ class OverviewController(Controller):
     def _on_summary_finished(self, summary: Summary | None) -> None:
         if summary is None:  # stopped before its end (Cancel)
             return
-        self.summary = summary
-        self.view.set_verdicts(verdict_rows(summary))
-        doctor = summary.doctor
-        findings = [(f.severity, f.check, f.message, f.files) for f in doctor.findings] if doctor else []
-        # Files the analyses could not read, and the state files doctor could not decode.
-        unreadable: list[BaseException] = list(summary.problems)
-        if doctor is not None:
-            seen = {getattr(p, "path", None) for p in unreadable}
-            for f in doctor.findings:
-                if f.check in UNREADABLE_CHECKS and f.files and f.files[0] not in seen:
-                    seen.add(f.files[0])
-                    unreadable.append(StatelensError(f.message, path=f.files[0]))
+        self.state.summary = summary
+        self.view.set_verdicts(self.state.verdict_rows(summary))
+        findings, unreadable = self.state.health(summary)
         self.view.set_health(findings, unreadable)
         self.ctx.problems.add_problems(summary.problems, where="verdicts")
         self.updated.emit()
@@ -142,16 +125,8 @@ class OverviewController(Controller):
         self.updated.emit()
 
     def _on_view_view_requested(self, view: str, target: dict[str, Any]) -> None:
-        if view == "overview":
-            check = target.get("check")
-            self.view.show_details("problems" if check == "unreadable" else "health")
+        link = self.state.link(view, target)
+        if link.details is not None:
+            self.view.show_details(link.details)
             return
-        self.open_requested.emit(
-            view,
-            {
-                "operator_id": target.get("operator_id"),
-                "store_name": target.get("store_name"),
-                "batch_id": target.get("batch_id"),
-                "partition_id": target.get("partition_id"),
-            },
-        )
+        self.open_requested.emit(link.view, dict(link.target))

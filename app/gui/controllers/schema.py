@@ -8,6 +8,7 @@ from typing import Any
 from statelens.app.explore import conf_changes, read_schema_history
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.gui.controllers.state import SchemaState
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
@@ -25,12 +26,15 @@ class SchemaController(Controller):
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, SchemaConfView(ctx.selection))
+        #: The schema files read.
+        self.state = SchemaState()
         self.view.batch_selected.connect(ctx.select_batch)
         self.view.store_selected.connect(ctx.select_store)
 
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
         ckpt = loaded.checkpoint
-        self.view.set_schemas(self._schema_items(), [], self.ctx.store_tips())
+        self.state.reset()
+        self.view.set_schemas(self._schema_items(), self.state.files, self.ctx.store_tips())
         self.view.set_conf(ckpt.batches, conf_changes(ckpt.batches))
 
     def start(self, loaded: LoadedCheckpoint) -> None:
@@ -58,16 +62,8 @@ class SchemaController(Controller):
         versions, problems = result
         self.ctx.problems.add_problems(problems, where="schema files")
         if self.ctx.loaded is not None:
-            self.view.set_schemas(
-                self._schema_items(),
-                # Short labels: the files table is narrow, and every store of an operator starts alike.
-                [
-                    (f"operator {v.operator_id} · {v.store_name}", v.from_batch, v.path, v.changes)
-                    for v in versions
-                ],
-                self.ctx.store_tips(),
-            )
-            self.view.show_store(self.ctx.selection.operator_id, self.ctx.selection.store_name)
+            self.view.set_schemas(self._schema_items(), self.state.read(versions), self.ctx.store_tips())
+            self.view.show_store(*self.state.store_shown(self.ctx.selection))
         self.updated.emit()
 
     def _on_schema_errored(self, err: BaseException) -> None:

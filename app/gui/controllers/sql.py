@@ -8,6 +8,7 @@ from statelens.app.analysis.sql import EXAMPLES as SQL_EXAMPLES
 from statelens.app.analysis.sql import SqlTable, iter_sql_table, iter_table_columns
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.gui.controllers.state import SqlState
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
 from statelens.viewers.sql import SqlView
@@ -27,6 +28,8 @@ class SqlController(Controller):
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, SqlView())
+        #: What the tab shows of its last query and of the tables listed.
+        self.state = SqlState()
         self.view.set_examples(SQL_EXAMPLES)
         self.view.run_requested.connect(self._on_view_run_requested)
         self.view.store_combo.activated.connect(lambda _i: self.list_tables())
@@ -59,7 +62,7 @@ class SqlController(Controller):
         """List the SQL tables and their columns (``state`` and ``changes`` of the picked store)."""
         if self.ctx.loaded is None:
             return
-        operator_id, store_name = self.view.store() or (None, None)
+        operator_id, store_name = self.state.store_of(self.view.store())
         self.ctx.runner.submit(
             TABLES_CHANNEL,
             iter_table_columns,
@@ -67,20 +70,22 @@ class SqlController(Controller):
             operator_id,
             store_name,
             what="Listing the SQL tables",
-            on_result=lambda got: self.view.set_tables(*got),
-            on_error=lambda err: self.view.set_tables({}, f"Tables not listed: {errors.short_message(err)}"),
+            on_result=lambda got: self._on_tables_listed(*got),
+            on_error=lambda err: self._on_tables_listed(
+                {}, f"Tables not listed: {errors.short_message(err)}"
+            ),
         )
 
+    def _on_tables_listed(self, tables: dict[str, list[tuple[str, str]]], note: str = "") -> None:
+        self.state.listed(tables, note)
+        self.view.set_tables(tables, note)
+
     def _on_view_run_requested(self, query: str, store: Any, in_spark: bool = False) -> None:
-        if self.ctx.loaded is None or not query.strip():
+        if not self.state.runs(query, opened=self.ctx.loaded is not None):
             return
-        operator_id, store_name = store if store is not None else (None, None)
-        backends = None
-        if in_spark:
-            backends = self.ctx.backends.ensure_chooser()
-            self.view.set_running(f"Running the query in Spark on {self.ctx.backends.master}…")
-        else:
-            self.view.set_running("Running the query (tables are filled from the checkpoint first)…")
+        operator_id, store_name = self.state.store_of(store)
+        backends = self.ctx.backends.ensure_chooser() if in_spark else None
+        self.view.set_running(self.state.running_text(in_spark, self.ctx.backends.master))
         self.ctx.runner.submit(
             CHANNEL,
             iter_sql_table,
@@ -97,20 +102,16 @@ class SqlController(Controller):
         )
 
     def _on_sql_finished(self, answer: SqlTable) -> None:
-        shown = len(answer.columns[0]) if answer.columns else 0
-        status = f"{answer.total_rows:,} row{'s' if answer.total_rows != 1 else ''} in {answer.seconds:.2f} s"
-        if shown < answer.total_rows:
-            status += f" (the first {shown:,} shown; statelens sql --csv/--parquet writes them all)"
+        status = self.state.answered(answer)
         if answer.problems:
             self.ctx.problems.add_problems(answer.problems, where="SQL query")
-            status += f" · {len(answer.problems)} file(s) could not be read: see Problems"
         self.view.set_answer(answer.headers, answer.columns, status)
         self.updated.emit()
 
     def _on_sql_errored(self, err: BaseException) -> None:
         if isinstance(err, StatelensError):
-            self.view.set_error(str(err))
+            self.view.set_error(self.state.failed(str(err)))
         else:
-            self.view.set_error(f"The query failed: {errors.short_message(err)}")
+            self.view.set_error(self.state.failed(f"The query failed: {errors.short_message(err)}"))
             errors.show_error(err, title="SQL query failed")
         self.updated.emit()

@@ -1,21 +1,36 @@
 """What the tab controllers remember and decide, without Qt.
 
 Each controller holds one of these plain objects and renders it into its view; the decisions that need
-no widget (which store a picker lists first, what the browser reads next, which store's keys to weigh)
-are methods here, tested without a ``QApplication`` (``tests/test_gui_state.py``). The shared selection
-(store, version, partition, key) is :class:`app.session.SelectionState`.
+no widget (which store a picker lists first, where a verdict's link leads, which key the history follows,
+what the browser reads next, which store's keys to weigh, the SQL tab's status line) are methods here,
+tested without a ``QApplication`` (``tests/test_gui_state.py``). The shared selection (store, version,
+partition, key) is :class:`app.session.SelectionState`.
+
+The store catalog every picker orders comes first, then one section per tab.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from statelens.app.analysis._common import key_text
 from statelens.app.analysis.expired import ExpiredFinding
 from statelens.app.analysis.growth import StoreGrowth
-from statelens.app.explore import ExpiredOverview, order_stores
-from statelens.app.session import LoadedCheckpoint, SelectionState, StateTable, StoreRole
+from statelens.app.analysis.sql import SqlTable
+from statelens.app.analysis.summary import UNREADABLE_CHECKS, Summary
+from statelens.app.analysis.timeline import ProgressSeries
+from statelens.app.explore import ExpiredOverview, KeyHistory, SchemaVersion, order_stores
+from statelens.app.session import (
+    LoadedCheckpoint,
+    SelectionState,
+    StateTable,
+    StoreRole,
+    display_time_columns,
+)
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import OperatorInfo, StoreInfo
 
@@ -201,6 +216,504 @@ def in_order(items: Sequence[tuple[int, str, str]], order: Sequence[StoreKey]) -
     """
     rank = {key: i for i, key in enumerate(order)}
     return sorted(items, key=lambda item: rank.get((item[0], item[1]), len(rank)))
+
+
+# -- the overview ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VerdictLink:
+    """Where a verdict's link leads: another view at a place, or one of the overview's own details.
+
+    Parameters
+    ----------
+    view : str
+        The view to show (``statelens gui --view``).
+    details : str or None
+        On the overview itself: the details pane to show (``problems`` or ``health``).
+    target : mapping
+        Where to open ``view``: ``MainWindow.open_at`` keywords (``operator_id``, ``store_name``,
+        ``batch_id``, ``partition_id``; None where the verdict names none).
+    """
+
+    view: str
+    details: str | None = None
+    target: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OverviewState:
+    """What the overview shows of the verdicts' job: its summary (None while it runs, or when it failed).
+
+    Attributes
+    ----------
+    summary : app.analysis.summary.Summary or None
+    """
+
+    summary: Summary | None = None
+
+    def reset(self) -> None:
+        """Forget the previous summary (the checks run again)."""
+        self.summary = None
+
+    @staticmethod
+    def verdict_rows(summary: Summary) -> list[tuple[str, str, str, dict[str, Any]]]:
+        """``(severity, text, view, target)`` per verdict, for ``OverviewView.set_verdicts``: the target
+        names the verdict's check and, where it has them, its store, batch and partition.
+
+        Parameters
+        ----------
+        summary : app.analysis.summary.Summary
+
+        Returns
+        -------
+        list of (str, str, str, dict)
+        """
+        rows = []
+        for v in summary.verdicts:
+            target: dict[str, Any] = {"check": v.check}
+            if v.operator_id is not None and v.store_name is not None:
+                target.update(operator_id=v.operator_id, store_name=v.store_name)
+            if v.batch_id is not None:
+                target["batch_id"] = v.batch_id
+            if v.partition is not None:
+                target["partition_id"] = v.partition
+            rows.append((v.severity, v.text, v.view, target))
+        return rows
+
+    @staticmethod
+    def health(
+        summary: Summary,
+    ) -> tuple[list[tuple[str, str, str, tuple[str, ...]]], list[BaseException]]:
+        """The health details: doctor's findings ``(severity, check, message, files)``, and the files that
+        could not be read: the analyses' problems, then each state file doctor could not decode (once per
+        file, as a :class:`StatelensError` naming it).
+
+        Parameters
+        ----------
+        summary : app.analysis.summary.Summary
+
+        Returns
+        -------
+        (list of (str, str, str, tuple of str), list of BaseException)
+        """
+        doctor = summary.doctor
+        findings = [(f.severity, f.check, f.message, f.files) for f in doctor.findings] if doctor else []
+        unreadable: list[BaseException] = list(summary.problems)
+        if doctor is not None:
+            seen = {getattr(p, "path", None) for p in unreadable}
+            for f in doctor.findings:
+                if f.check in UNREADABLE_CHECKS and f.files and f.files[0] not in seen:
+                    seen.add(f.files[0])
+                    unreadable.append(StatelensError(f.message, path=f.files[0]))
+        return findings, unreadable
+
+    @staticmethod
+    def link(view: str, target: Mapping[str, Any]) -> VerdictLink:
+        """Where the link of a verdict row (:meth:`verdict_rows`) leads: the overview's problems (files
+        that could not be read) or health details, else ``view`` at the verdict's store, batch and
+        partition.
+
+        Parameters
+        ----------
+        view : str
+        target : mapping
+            The row's target.
+
+        Returns
+        -------
+        VerdictLink
+        """
+        if view == "overview":
+            return VerdictLink(view, "problems" if target.get("check") == "unreadable" else "health")
+        return VerdictLink(
+            view,
+            target={
+                "operator_id": target.get("operator_id"),
+                "store_name": target.get("store_name"),
+                "batch_id": target.get("batch_id"),
+                "partition_id": target.get("partition_id"),
+            },
+        )
+
+
+# -- the batch timeline ----------------------------------------------------------------------------------
+@dataclass
+class TimelineState:
+    """What the batch timeline remembers of the event logs read: their summary line.
+
+    Attributes
+    ----------
+    progress_summary : str
+        The last event logs' summary line (also shown in the status bar); empty until some were read.
+    """
+
+    progress_summary: str = ""
+
+    @staticmethod
+    def event_log_path(path: str) -> str:
+        """The path to read for ``path``: a file of a rolling event log (``eventlog_v2_*/events_N_*``)
+        stands for its folder; any other file or folder for itself.
+
+        Parameters
+        ----------
+        path : str
+
+        Returns
+        -------
+        str
+        """
+        parent = os.path.dirname(path)
+        if re.match(r"^events_\d+_", os.path.basename(path)) and os.path.basename(parent).startswith(
+            "eventlog_v2_"
+        ):
+            return parent
+        return path
+
+    @classmethod
+    def add_event_logs(cls, logs: list[str], paths: Sequence[str]) -> list[str]:
+        """Add ``paths`` (as :meth:`event_log_path` reads them) to ``logs``, each once.
+
+        Parameters
+        ----------
+        logs : list of str
+            The event logs added so far (``WindowContext.event_logs``), extended in place.
+        paths : sequence of str
+            Event logs, driver logs or progress dumps.
+
+        Returns
+        -------
+        list of str
+            The paths added (not already in ``logs``).
+        """
+        added = []
+        for path in map(cls.event_log_path, paths):
+            if path not in logs:
+                logs.append(path)
+                added.append(path)
+        return added
+
+    def shown(self, series: ProgressSeries) -> str:
+        """Remember the summary of the event logs read and return the readout under the plots.
+
+        Parameters
+        ----------
+        series : app.analysis.timeline.ProgressSeries
+
+        Returns
+        -------
+        str
+        """
+        self.progress_summary = series.summary
+        return series.summary + ". Move the mouse over the plots to read a batch."
+
+
+# -- the key history ------------------------------------------------------------------------------------
+#: Selection fields that pick another key (the key history follows them).
+KEY_FIELDS = frozenset({"key", "key_partition_id", "operator_id", "store_name"})
+#: What the key history says while no key is selected.
+NO_KEY = "Select a key (state browser or expired keys) to see its history across versions."
+#: What it says when the selected key's partition is not known.
+NO_PARTITION = "The selected key's partition is not known: pick a partition in the browser."
+
+
+@dataclass(frozen=True)
+class HistoryRequest:
+    """The key followed: where, and what the history needs of the checkpoint to show its times.
+
+    Parameters
+    ----------
+    operator_id : int
+    store_name : str
+    partition_id : int
+        The key's partition.
+    key : JsonObject
+    time_columns : tuple
+        ``app.session.display_time_columns`` of the operator.
+    batch_times : mapping
+        ``batch id -> (batch timestamp ms, watermark ms)`` of the offsets files.
+    reader : object
+        The store's reader (``BackendsController.reader``); None until it is opened.
+    """
+
+    operator_id: int
+    store_name: str
+    partition_id: int
+    key: Any
+    time_columns: tuple[Any, ...] = ()
+    batch_times: Mapping[int, tuple[int | None, int | None]] = field(default_factory=dict)
+    reader: Any = None
+
+    @property
+    def loading_text(self) -> str:
+        """What the history says while the key is followed."""
+        return f"Following key {key_text(self.key)} through the versions of partition {self.partition_id}…"
+
+    @property
+    def first_start_s(self) -> float | None:
+        """The first batch's start in epoch seconds (the time zone's label is that day's), or None."""
+        starts = [t for t, _wm in self.batch_times.values() if t is not None]
+        return min(starts) / 1000 if starts else None
+
+
+@dataclass
+class HistoryState:
+    """What the key history remembers: the key followed and its history shown.
+
+    Attributes
+    ----------
+    request : HistoryRequest or None
+        The key followed last (followed again in another time zone).
+    history : app.explore.KeyHistory or None
+        The history shown (None: none yet, or following the key failed).
+    """
+
+    request: HistoryRequest | None = None
+    history: KeyHistory | None = None
+
+    def reset(self) -> None:
+        """Forget the previous checkpoint's key."""
+        self.request = None
+        self.history = None
+
+    @staticmethod
+    def follows_change(changes: Collection[str], shown: bool, key: Any) -> bool:
+        """Whether a selection change is followed at once: it picks another key while the history shows.
+
+        Parameters
+        ----------
+        changes : collection of str
+            The selection fields changed.
+        shown : bool
+            Whether the history dock shows.
+        key : JsonObject or None
+            The selected key.
+
+        Returns
+        -------
+        bool
+        """
+        return bool(KEY_FIELDS & set(changes)) and shown and key is not None
+
+    @staticmethod
+    def follows_request(changed: Collection[str] | None, shown: bool) -> bool:
+        """Whether the history is asked for by a finding or a browser row picked (``changed``: the
+        selection fields it changed; None: Refresh), unless that change was followed already
+        (:meth:`follows_change`).
+
+        Parameters
+        ----------
+        changed : collection of str or None
+        shown : bool
+
+        Returns
+        -------
+        bool
+        """
+        return changed is None or not (shown and bool(KEY_FIELDS & set(changed)))
+
+    @staticmethod
+    def to_follow(selection: SelectionState, loaded: LoadedCheckpoint | None) -> HistoryRequest | str:
+        """The key to follow: the selected one, in its own partition (else the partition selected), or
+        the message saying why none is.
+
+        Parameters
+        ----------
+        selection : SelectionState
+        loaded : LoadedCheckpoint or None
+            The checkpoint shown.
+
+        Returns
+        -------
+        HistoryRequest or str
+            Without its reader.
+        """
+        s = selection
+        if loaded is None or s.key is None or s.operator_id is None or s.store_name is None:
+            return NO_KEY
+        pid = s.key_partition_id if s.key_partition_id is not None else s.partition_id
+        if pid is None or pid < 0:
+            return NO_PARTITION
+        ckpt = loaded.checkpoint
+        return HistoryRequest(
+            s.operator_id,
+            s.store_name,
+            pid,
+            s.key,
+            display_time_columns(ckpt.operator(s.operator_id)),
+            {b: (e.timestamp_ms, e.watermark_ms) for b, e in ckpt.offsets.items()},
+        )
+
+
+# -- SQL ------------------------------------------------------------------------------------------------
+@dataclass
+class SqlState:
+    """What the SQL tab shows of its last query and of the tables beside the editor.
+
+    Attributes
+    ----------
+    answer : app.analysis.sql.SqlTable or None
+        The last query's answer (None: none yet, or the query failed).
+    error : str or None
+        Why the last query failed (None: it did not).
+    tables : mapping
+        The tables listed and their ``(column, type)``.
+    tables_note : str
+        Why a table is missing from the list (or why none is listed).
+    """
+
+    answer: SqlTable | None = None
+    error: str | None = None
+    tables: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)
+    tables_note: str = ""
+
+    @staticmethod
+    def store_of(store: tuple[int, str] | None) -> tuple[int | None, str | None]:
+        """``(operator_id, store_name)`` the ``state`` and ``changes`` tables are read from: the store
+        picked, or ``(None, None)`` (the checkpoint's only store, or the query names it).
+
+        Parameters
+        ----------
+        store : (int, str) or None
+            The picker's store.
+
+        Returns
+        -------
+        (int or None, str or None)
+        """
+        return store if store is not None else (None, None)
+
+    @staticmethod
+    def runs(query: str, opened: bool) -> bool:
+        """Whether ``query`` is run: a checkpoint is shown and the query is not blank.
+
+        Parameters
+        ----------
+        query : str
+        opened : bool
+
+        Returns
+        -------
+        bool
+        """
+        return opened and bool(query.strip())
+
+    @staticmethod
+    def running_text(in_spark: bool, master: str) -> str:
+        """What the tab says while a query runs.
+
+        Parameters
+        ----------
+        in_spark : bool
+            The query runs in Spark.
+        master : str
+            Spark's master (``BackendsController.master``).
+
+        Returns
+        -------
+        str
+        """
+        if in_spark:
+            return f"Running the query in Spark on {master}…"
+        return "Running the query (tables are filled from the checkpoint first)…"
+
+    def answered(self, answer: SqlTable) -> str:
+        """Remember ``answer`` and return the status line under it: rows and time, how many are shown,
+        files that could not be read.
+
+        Parameters
+        ----------
+        answer : app.analysis.sql.SqlTable
+
+        Returns
+        -------
+        str
+        """
+        self.answer, self.error = answer, None
+        shown = len(answer.columns[0]) if answer.columns else 0
+        status = f"{answer.total_rows:,} row{'s' if answer.total_rows != 1 else ''} in {answer.seconds:.2f} s"
+        if shown < answer.total_rows:
+            status += f" (the first {shown:,} shown; statelens sql --csv/--parquet writes them all)"
+        if answer.problems:
+            status += f" · {len(answer.problems)} file(s) could not be read: see Problems"
+        return status
+
+    def failed(self, message: str) -> str:
+        """Remember that the last query failed, saying ``message``; returns it.
+
+        Parameters
+        ----------
+        message : str
+
+        Returns
+        -------
+        str
+        """
+        self.answer, self.error = None, message
+        return message
+
+    def listed(self, tables: Mapping[str, Sequence[tuple[str, str]]], note: str = "") -> None:
+        """Remember the tables listed beside the editor.
+
+        Parameters
+        ----------
+        tables : mapping
+            Each table's ``(column, type)``.
+        note : str
+            Why a table is missing.
+        """
+        self.tables, self.tables_note = dict(tables), note
+
+
+# -- schema and conf ------------------------------------------------------------------------------------
+#: A row of the schema files' table: ``(store, from batch, path, changes)``.
+SchemaFileRow = tuple[str, int | None, str, list[str]]
+
+
+@dataclass
+class SchemaState:
+    """What the schema view shows besides the stores' schemas: the schema files read (none until read).
+
+    Attributes
+    ----------
+    files : list of SchemaFileRow
+    """
+
+    files: list[SchemaFileRow] = field(default_factory=list)
+
+    def reset(self) -> None:
+        """Forget the previous checkpoint's schema files."""
+        self.files = []
+
+    def read(self, versions: Sequence[SchemaVersion]) -> list[SchemaFileRow]:
+        """Remember the schema files read and return their rows, oldest first. Their store is a short
+        label: the files table is narrow, and every store of an operator starts alike.
+
+        Parameters
+        ----------
+        versions : sequence of app.explore.SchemaVersion
+            ``app.explore.read_schema_history``'s.
+
+        Returns
+        -------
+        list of SchemaFileRow
+        """
+        self.files = [
+            (f"operator {v.operator_id} · {v.store_name}", v.from_batch, v.path, v.changes) for v in versions
+        ]
+        return self.files
+
+    @staticmethod
+    def store_shown(selection: SelectionState) -> tuple[int | None, str | None]:
+        """The store whose schema shows once the files are read: the one selected.
+
+        Parameters
+        ----------
+        selection : SelectionState
+
+        Returns
+        -------
+        (int or None, str or None)
+        """
+        return selection.operator_id, selection.store_name
 
 
 # -- the state browser -----------------------------------------------------------------------------------

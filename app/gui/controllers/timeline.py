@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import re
 from typing import Any
 
 from statelens.app.analysis.timeline import ProgressSeries, iter_progress_series
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
+from statelens.app.gui.controllers.state import TimelineState
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
 from statelens.viewers.timeline import BatchTimelineView
@@ -28,9 +27,14 @@ class TimelineController(Controller):
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, BatchTimelineView(ctx.selection, ctx.time_zone))
-        #: The last event logs' summary line (also shown in the status bar).
-        self.progress_summary = ""
+        #: What the timeline remembers of the event logs read.
+        self.state = TimelineState()
         self.view.batch_selected.connect(ctx.select_batch)
+
+    @property
+    def progress_summary(self) -> str:
+        """The last event logs' summary line (also shown in the status bar)."""
+        return self.state.progress_summary
 
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
         self.view.set_batches(loaded.checkpoint.batches)
@@ -46,14 +50,7 @@ class TimelineController(Controller):
     def add_event_logs(self, paths: list[str]) -> bool:
         """Add event logs, driver logs or progress dumps (a file of a rolling event log stands for its
         folder); read them when a checkpoint is shown. True when they were read."""
-        for path in paths:
-            parent = os.path.dirname(path)
-            if re.match(r"^events_\d+_", os.path.basename(path)) and os.path.basename(parent).startswith(
-                "eventlog_v2_"
-            ):
-                path = parent
-            if path not in self.ctx.event_logs:
-                self.ctx.event_logs.append(path)
+        self.state.add_event_logs(self.ctx.event_logs, paths)
         if self.ctx.loaded is None:
             return False
         self.read_event_logs()
@@ -85,9 +82,9 @@ class TimelineController(Controller):
             series.run_ids,
             why_empty=series.why_empty,
         )
-        self.progress_summary = series.summary
+        readout = self.state.shown(series)
         self.ctx.status(series.summary)
-        self.view.readout.setText(series.summary + ". Move the mouse over the plots to read a batch.")
+        self.view.readout.setText(readout)
         self.updated.emit()
 
     def _on_event_logs_errored(self, err: BaseException) -> None:
