@@ -209,7 +209,11 @@ class ColumnFamilyStoreReader(StoreReaderBase):
             and self.family.encoder in _COLUMNAR_ENCODERS
         )
 
-    def _decode_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
+    def _decode_arrow(
+        self, partition_id: int, version: int, unique_names: bool, raw: bool = False
+    ) -> pa.Table:
+        if raw:  # the stored bytes are the family's rows as the base reader lays them out
+            return super()._decode_arrow(partition_id, version, unique_names, raw=True)
         if self.columnar:
             table = self._columnar_arrow(partition_id, version, unique_names)
             if table is not None:

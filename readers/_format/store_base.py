@@ -607,7 +607,7 @@ class StoreReaderBase:
             ``raw`` on a store whose rows are not plain UnsafeRows (column families, Avro).
         """
         if raw:
-            return self._with_raw(partition_id, version, unique_names)
+            return self._decode_arrow(partition_id, version, unique_names, raw=True)
         if cache is None:
             return self._decode_arrow(partition_id, version, unique_names)
         key = self.cache_key(cache, partition_id, version, {"unique_names": unique_names})
@@ -686,41 +686,24 @@ class StoreReaderBase:
         schema = state_row_schema(self.schema.key_schema, self.schema.value_schema)
         return rows_to_arrow(rows, schema, unique_names=unique_names)
 
-    def _decode_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
+    def _decode_arrow(
+        self, partition_id: int, version: int, unique_names: bool, raw: bool = False
+    ) -> pa.Table:
+        """Decode one partition version column by column (per row where the rows are not plain UnsafeRows);
+        with ``raw``, also the stored ``key_bytes`` and ``value_bytes`` of every row, in the same order."""
         if not self.columnar:
+            if raw:
+                raise BackendUnavailableError(
+                    "raw key and value bytes are read from plain UnsafeRow stores only, not from "
+                    f"{type(self).__name__}",
+                    operator_id=self.operator_id,
+                    store_name=self.store_name,
+                )
             return self._rows_arrow(partition_id, version, unique_names)
         from statelens.readers._format.unsaferow_arrow import decode_arrow
 
         key_layout, value_layout = self.layouts()
 
-        buf, kstart, klen, vstart, vlen = self._raw_arrays(partition_id, version)
-        path = f"{self._partition(partition_id).directory}/{version}"
-        if self.floor_values_to_8:
-            vlen = (vlen // 8) * 8
-        key_type, value_type, _ = self._arrow_types(unique_names, False)
-        return self._state_table(
-            partition_id,
-            decode_arrow(buf, kstart, klen, key_layout, key_type, path=path),
-            decode_arrow(buf, vstart, vlen, value_layout, value_type, path=path),
-            unique_names,
-        )
-
-    def _with_raw(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
-        """:meth:`read_arrow` with the raw ``key_bytes`` and ``value_bytes`` columns, in the same order."""
-        import numpy as np
-        import pyarrow as pa
-
-        from statelens.readers._format.records import gather_bytes
-        from statelens.readers._format.unsaferow_arrow import decode_arrow
-
-        if not self.columnar:
-            raise BackendUnavailableError(
-                "raw key and value bytes are read from plain UnsafeRow stores only, not from "
-                f"{type(self).__name__}",
-                operator_id=self.operator_id,
-                store_name=self.store_name,
-            )
-        key_layout, value_layout = self.layouts()
         buf, kstart, klen, vstart, vlen = self._raw_arrays(partition_id, version)
         path = f"{self._partition(partition_id).directory}/{version}"
         dlen = (vlen // 8) * 8 if self.floor_values_to_8 else vlen
@@ -731,16 +714,7 @@ class StoreReaderBase:
             decode_arrow(buf, vstart, dlen, value_layout, value_type, path=path),
             unique_names,
         )
-        u8 = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
-        for name, start, length in (("key_bytes", kstart, klen), ("value_bytes", vstart, vlen)):
-            offsets = np.zeros(len(length) + 1, dtype=np.int64)
-            np.cumsum(length, out=offsets[1:])
-            data = gather_bytes(u8, start, length, offsets)
-            column = pa.LargeBinaryArray.from_buffers(
-                pa.large_binary(), len(length), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-            )
-            table = table.append_column(name, column)
-        return table
+        return _with_stored_bytes(table, buf, kstart, klen, vstart, vlen) if raw else table
 
     def _state_table(
         self, partition_id: int, keys: pa.Array, values: pa.Array, unique_names: bool
@@ -912,3 +886,23 @@ class StoreReaderBase:
     def bytes_on_disk(self, partition_id: int, version: int) -> int:
         """Bytes of the files one partition wrote for ``version`` (delta/changelog and snapshot/zip)."""
         return self._on_disk(self._partition(partition_id), version)
+
+
+def _with_stored_bytes(table: pa.Table, buf: Any, kstart: Any, klen: Any, vstart: Any, vlen: Any) -> pa.Table:
+    """``table`` with two more columns, ``key_bytes`` and ``value_bytes`` (large binary): each row's key
+    and value as stored, gathered from ``buf`` (:data:`RawArrays`)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from statelens.readers._format.records import gather_bytes
+
+    u8 = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
+    for name, start, length in (("key_bytes", kstart, klen), ("value_bytes", vstart, vlen)):
+        offsets = np.zeros(len(length) + 1, dtype=np.int64)
+        np.cumsum(length, out=offsets[1:])
+        data = gather_bytes(u8, start, length, offsets)
+        column = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), len(length), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        )
+        table = table.append_column(name, column)
+    return table
