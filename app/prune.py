@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from statelens.readers.errors import RefusedError, StatelensError, UsageError
-from statelens.readers.model import Progress
+from statelens.readers.model import OperatorKind, Progress
 
 __all__ = ["CATEGORIES", "PrunePlan", "Selection", "iter_prune", "read_key_lines"]
 
@@ -342,8 +341,6 @@ def _key_matches(table: Any, reader: Any, st: Any, wanted: set[str | bytes]) -> 
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from statelens.readers.values import row_to_json
-
     out: set[int] = set()
     raw = [k for k in wanted if isinstance(k, bytes)]
     if raw:
@@ -351,10 +348,8 @@ def _key_matches(table: Any, reader: Any, st: Any, wanted: set[str | bytes]) -> 
         out.update(np.flatnonzero(hit.to_numpy(zero_copy_only=False)).tolist())
     text = {k for k in wanted if isinstance(k, str)}
     if text:
-        keys = table.column("key_bytes").to_pylist()
-        decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
-        schema = st.schema.key_schema
-        out.update(i for i, (key, _) in enumerate(decoded) if _canonical(row_to_json(key, schema)) in text)
+        shown = _shown(reader, st, table.column("key_bytes").to_pylist())
+        out.update(i for i, key in enumerate(shown) if _canonical(key) in text)
     return out
 
 
@@ -427,10 +422,10 @@ def _plan_store(
     base: int,
     wanted: dict[int | None, set[str | bytes]],
     con: Any,
-    ckpt_kind: str = "",
+    join: bool = False,
 ) -> StorePrune:
-    """What removing the chosen keys removes from one store, a partition at a time (``ckpt_kind``: the
-    operator's kind; a join's state is never pruned)."""
+    """What removing the chosen keys removes from one store, a partition at a time (``join``: the store is
+    a stream-stream join's, whose state is never pruned)."""
     from statelens.readers.scan import StateScan
 
     out = StorePrune(st.operator_id, st.store_name, st.provider)
@@ -445,7 +440,6 @@ def _plan_store(
         return out
     seen: set[int] = set()
     pending: list[tuple[int, Any]] = []
-    join = ckpt_kind == "join"
 
     def flush() -> None:
         chosen_by_where = (
@@ -461,9 +455,9 @@ def _plan_store(
         pid = int(table.column("partition")[0].as_py())
         seen.add(pid)
         pending.append((pid, table))
-        if join and pending:
+        if join:
             flush()
-            if any(p.removed_rows for p in out.partitions):
+            if out.removed_rows:
                 raise RefusedError(
                     f"operator {st.operator_id} is a stream-stream join: each buffered row is kept in two "
                     f"stores of its side ({st.store_name!r} and its twin), which must change together; statelens "
@@ -584,16 +578,10 @@ def _check_target(ckpt: Any, target: str, storage_options: dict[str, Any] | None
                 f"{target} is not empty: prune writes a new checkpoint into an empty or new folder"
             )
         return remote
+    from statelens.readers.mirror import refuse_overlap
+
     path = Path(target.removeprefix("file://")).expanduser().absolute()
-    if ckpt.fs.is_local:
-        source = os.path.realpath(ckpt.fs.full_path(""))
-        real = os.path.realpath(path)
-        if real == source or real.startswith(source.rstrip(os.sep) + os.sep):
-            raise RefusedError(
-                f"{path} is inside the checkpoint {ckpt.location}: statelens never writes there"
-            )
-        if source.startswith(real.rstrip(os.sep) + os.sep):
-            raise RefusedError(f"{path} holds the checkpoint {ckpt.location}: statelens never writes there")
+    refuse_overlap(ckpt.fs, path)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise RefusedError(f"{path} is not empty: prune writes a new checkpoint into an empty or new folder")
     return _LocalTarget(path)
@@ -802,7 +790,7 @@ def iter_prune(
                     base,
                     wanted.get((st.operator_id, st.store_name), {}),
                     con,
-                    ckpt.operator(st.operator_id).kind.value,
+                    ckpt.operator(st.operator_id).kind == OperatorKind.JOIN,
                 )
             )
     finally:

@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from statelens.readers.errors import ChecksumError, ReadCancelledError, StatelensError, UsageError
+from statelens.readers.errors import (
+    ChecksumError,
+    ReadCancelledError,
+    RefusedError,
+    StatelensError,
+    UsageError,
+)
 from statelens.readers.lru import LRUFolder
 from statelens.readers.model import Progress
 
@@ -250,6 +256,27 @@ def _md5_etag(entry: FileEntry) -> str | None:
     return etag if len(etag) == 32 and all(c in "0123456789abcdef" for c in etag) else None
 
 
+def refuse_overlap(fs: CheckpointSource, target: Path) -> None:
+    """Refuse a local ``target`` folder that is the checkpoint, lies inside it, or holds it: a copy
+    written there could land in the checkpoint's own files.
+
+    Raises
+    ------
+    RefusedError
+        Naming the folder and the checkpoint.
+    """
+    if not fs.is_local:
+        return
+    source = os.path.realpath(fs.full_path(""))
+    real = os.path.realpath(target)
+    if real == source or real.startswith(source.rstrip(os.sep) + os.sep):
+        raise RefusedError(
+            f"{target} is inside the checkpoint {fs.display_root}: statelens never writes there"
+        )
+    if source.startswith(real.rstrip(os.sep) + os.sep):
+        raise RefusedError(f"{target} holds the checkpoint {fs.display_root}: statelens never writes there")
+
+
 def write_file_atomic(dest: Path, data: bytes) -> None:
     """Write ``dest`` whole or not at all: a temporary name in its folder (created if needed), then a
     rename, as Spark's ``CheckpointFileManager.createAtomic`` writes; the file is readable by all (0644
@@ -304,19 +331,15 @@ def iter_copy_checkpoint(
 
     Raises
     ------
+    RefusedError
+        When ``target`` is inside a local checkpoint or holds it (:func:`refuse_overlap`).
     UsageError
-        When ``target`` is inside a local checkpoint, or is a file.
+        When ``target`` is a file.
     ReadCancelledError
         When cancelled.
     """
     target = Path(target).expanduser().absolute()
-    if fs.is_local:
-        source = os.path.realpath(fs.full_path(""))
-        real = os.path.realpath(target)
-        if real == source or real.startswith(source.rstrip(os.sep) + os.sep):
-            raise UsageError(
-                f"{target} is inside the checkpoint {fs.display_root}: statelens never writes there"
-            )
+    refuse_overlap(fs, target)
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target} is a file, not a folder")
     result = CopyResult(target)
