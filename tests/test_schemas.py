@@ -692,7 +692,7 @@ def test_every_schema_file_of_real_checkpoints(spark, checkpoint, name):
                     assert [f.name for f in s.value_schema.fields] == ["value"]
 
 
-# --- v3 schema files and v2 operator metadata, written by PySpark 4.3.0 in this session -----------
+# --- v3 schema files and v2 operator metadata, written by PySpark 4.3.0 in the test run ----------
 
 
 _ROCKSDB = ROCKSDB_PROVIDER
