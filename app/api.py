@@ -195,6 +195,36 @@ class Checkpoint:
             partitions=_partitions(partition),
         )
 
+    def stats(
+        self,
+        operator: int | None = None,
+        *,
+        store: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        partition: int | Sequence[int] | None = None,
+    ) -> StateScan:
+        """Live rows and on-disk bytes of one store per partition and version (``start .. end``, default
+        every readable version), counted without decoding rows where the backend can.
+
+        Returns
+        -------
+        StateScan
+            ``.to_arrow()`` has columns ``version, partition, rows, bytes``; ``.iter_stats()`` gives
+            :class:`readers.model.PartitionVersionStats`. A partition whose files cannot be read stops
+            at the version before the damaged file and is listed in ``.unreadable`` with the error.
+        """
+        op, name = self._store(operator, store)
+        return StateScan(
+            self._backends.for_store(op, name),
+            op,
+            name,
+            kind="stats",
+            start_version=start,
+            end_version=end,
+            partitions=_partitions(partition),
+        )
+
     # -- analyses -------------------------------------------------------------------------------------
     def growth(self) -> GrowthResult:
         """Rows and bytes of every store per partition and version, and the checkpoint's footprint."""

@@ -36,6 +36,7 @@ from typing import Any
 
 from statelens.readers.errors import SchemaMismatchError, StatelensError, UsageError
 from statelens.readers.model import Progress
+from statelens.readers.scan import StateScan
 
 #: The tables a query may use, in the order they are filled.
 TABLES = ("batches", "growth", "state", "changes", "expired")
@@ -206,9 +207,11 @@ def _growth(ckpt: Any, backends: Any, out: _Appender | _Collected) -> Generator[
     stores = [(op, s) for op in ckpt.operators for s in op.stores]
     for n, (op, s) in enumerate(stores):
         yield Progress(n, len(stores), f"growth: operator {op.operator_id} {s.store_name}")
-        backend = backends.for_store(op.operator_id, s.store_name)
+        scan = StateScan(
+            backends.for_store(op.operator_id, s.store_name), op.operator_id, s.store_name, "stats"
+        )
         cols: dict[str, list[Any]] = {k: [] for k in _GROWTH_TYPES}
-        for st in backend.iter_stats(op.operator_id, s.store_name, on_error=ckpt.report.add):
+        for st in scan.iter_stats():
             for k, v in (
                 ("operator_id", st.operator_id),
                 ("store_name", st.store_name),
@@ -219,6 +222,8 @@ def _growth(ckpt: Any, backends: Any, out: _Appender | _Collected) -> Generator[
                 ("bytes", st.bytes),
             ):
                 cols[k].append(v)
+        for err in scan.problems:
+            ckpt.report.add(err)
         out.add(pa.table(cols, schema=schema))
     out.finish(schema.empty_table())
 
@@ -268,8 +273,6 @@ def _state_rows(
     appended to it for a view that reads them where they are."""
     import numpy as np
     import pyarrow as pa
-
-    from statelens.readers.scan import StateScan
 
     empty = _state_empty(ckpt, operator_id, store, changes)
     scan = StateScan(
