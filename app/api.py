@@ -20,7 +20,7 @@ from statelens.readers.backends import BackendChooser
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import UsageError
 from statelens.readers.model import BatchInfo, OperatorInfo
-from statelens.readers.scan import StateScan
+from statelens.readers.scan import ScanKind, StateScan
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -159,15 +159,7 @@ class Checkpoint:
         StateScan
             Read when an output is asked for: ``.to_arrow()``, ``.to_batches()``, ``.to_pandas()``...
         """
-        op, name = self._store(operator, store)
-        return StateScan(
-            self._backends.for_store(op, name),
-            op,
-            name,
-            kind="rows",
-            version=version,
-            partitions=_partitions(partition),
-        )
+        return self._scan("rows", operator, store, partition, version=version)
 
     def changes(
         self,
@@ -184,16 +176,7 @@ class Checkpoint:
         of consecutive versions (``derived`` is true); a version whose changes can be neither read nor
         derived is an error naming the file, never an empty answer.
         """
-        op, name = self._store(operator, store)
-        return StateScan(
-            self._backends.for_store(op, name),
-            op,
-            name,
-            kind="changes",
-            start_version=start,
-            end_version=end,
-            partitions=_partitions(partition),
-        )
+        return self._scan("changes", operator, store, partition, start_version=start, end_version=end)
 
     def stats(
         self,
@@ -214,14 +197,27 @@ class Checkpoint:
             :class:`readers.model.PartitionVersionStats`. A partition whose files cannot be read stops
             at the version before the damaged file and is listed in ``.unreadable`` with the error.
         """
+        return self._scan("stats", operator, store, partition, start_version=start, end_version=end)
+
+    def _scan(
+        self,
+        kind: ScanKind,
+        operator: int | None,
+        store: str | None,
+        partition: int | Sequence[int] | None,
+        version: int | None = None,
+        start_version: int | None = None,
+        end_version: int | None = None,
+    ) -> StateScan:
         op, name = self._store(operator, store)
         return StateScan(
             self._backends.for_store(op, name),
             op,
             name,
-            kind="stats",
-            start_version=start,
-            end_version=end,
+            kind,
+            version,
+            start_version,
+            end_version,
             partitions=_partitions(partition),
         )
 
