@@ -44,6 +44,7 @@ import os
 import posixpath
 import random
 import re
+import stat
 import threading
 import time
 import urllib.parse
@@ -362,11 +363,12 @@ def _split_url(
     return fs, root.rstrip("/") or "/"
 
 
-def _local_find(root: str) -> dict[str, dict[str, Any]]:
-    """Every file and folder under ``root`` on the local disk, as fsspec's ``find(root, withdirs=True,
-    detail=True)`` lists them: symbolic links are entries of their own (not followed) with the size of
-    what they point to, ``mtime`` is the entry's own."""
-    found: dict[str, dict[str, Any]] = {}
+def _local_find(root: str) -> dict[str, FileEntry]:
+    """Every file and folder under ``root`` on the local disk, by path relative to ``root``, as fsspec's
+    ``find(root, withdirs=True, detail=True)`` lists them: symbolic links are entries of their own (not
+    followed) with the size of what they point to; the version tag is the entry's own ``mtime``."""
+    found: dict[str, FileEntry] = {}
+    cut = len(root.rstrip("/")) + 1
     pending = [root]
     while pending:
         folder = pending.pop()
@@ -380,20 +382,18 @@ def _local_find(root: str) -> dict[str, dict[str, Any]]:
             for e in it:
                 try:
                     st = e.stat(follow_symlinks=False)
-                    is_dir = e.is_dir(follow_symlinks=False)
+                    mode = st.st_mode
                     size = st.st_size
-                    if e.is_symlink():
+                    if stat.S_ISLNK(mode):
                         try:
                             size = e.stat(follow_symlinks=True).st_size
                         except OSError:
                             size = 0
                 except FileNotFoundError:  # removed while listing
                     continue
-                found[e.path] = {
-                    "size": size,
-                    "type": "directory" if is_dir else "file",
-                    "mtime": st.st_mtime,
-                }
+                is_dir = stat.S_ISDIR(mode)
+                rel = e.path[cut:]
+                found[rel] = FileEntry(rel, size, is_dir, f"mtime={st.st_mtime}")
                 if is_dir:
                     pending.append(e.path)
     return found
@@ -664,29 +664,29 @@ class CheckpointFS:
         if self.is_local:
             self._check_folder(where, stop)
         if self.is_local and os.sep == "/":  # fsspec's listing without its per-file overhead (3x faster)
-            found = self._retrying("listing", where, _local_find, (self._root,), stop)
+            self._entries = self._retrying("listing", where, _local_find, (self._root,), stop)
         else:
             # one paginated listing; the folder is checked only when it lists nothing under the prefix
             found = self._retrying("listing", where, "find", (self._root,), stop, withdirs=True, detail=True)
             if not self.is_local and not any(k.rstrip("/").startswith(prefix) for k in found):
                 self._check_folder(where, stop)
+            for full, info in found.items():
+                full = full.rstrip("/")
+                if not full.startswith(prefix):
+                    continue
+                rel = full[len(prefix) :]
+                entry = FileEntry(
+                    rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info)
+                )
+                self._entries[rel] = entry
+            # Object stores have no folders, only key prefixes, and s3fs reports them only when its
+            # listing cache is cold: every parent of a listed file is a folder.
+            for rel in list(self._entries):
+                parent = rel.rpartition("/")[0]
+                while parent and parent not in self._entries:  # a listed folder's parents come in its turn
+                    self._entries[parent] = FileEntry(parent, 0, True)
+                    parent = parent.rpartition("/")[0]
         self._children[""] = []
-        for full, info in sorted(found.items()):
-            full = full.rstrip("/")
-            if not full.startswith(prefix):
-                continue
-            rel = full[len(prefix) :]
-            entry = FileEntry(
-                rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info)
-            )
-            self._entries[rel] = entry
-        # Object stores have no folders, only key prefixes, and s3fs reports them only when its listing
-        # cache is cold: every parent of a listed file is a folder.
-        for rel in list(self._entries):
-            parent = rel.rpartition("/")[0]
-            while parent and parent not in self._entries:  # a listed folder's own parents come in its turn
-                self._entries[parent] = FileEntry(parent, 0, True)
-                parent = parent.rpartition("/")[0]
         self._entries = dict(sorted(self._entries.items()))
         for rel, entry in self._entries.items():
             if entry.is_dir:
