@@ -39,15 +39,21 @@ from statelens.readers.errors import (
 )
 
 PATH = "state/0/0/2.delta"
+_RUNS_SIZED = records._runs_sized  # the walk fixture replaces it for the record-by-record walk
 
 
-@pytest.fixture(autouse=True, scope="module", params=["compiled", "python"])
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "python", "runs"])
 def walk(request: pytest.FixtureRequest) -> Any:
-    """Every test runs with the compiled record walks (readers/_format/kernels.py) and with the Python ones,
-    which a process uses until it has walked ``records.PYTHON_WALK_BYTES``."""
+    """Every test runs with the compiled record walks (readers/_format/kernels.py), with the Python ones,
+    which a process uses until it has walked ``records.PYTHON_WALK_BYTES``, and with the runs of one
+    record size a process without the compiled walks tries first (``records._runs_sized``)."""
     with pytest.MonkeyPatch.context() as mp:
         if request.param == "python":
             mp.setattr(records, "_kernels", lambda _size: None)
+            mp.setattr(records, "_runs_sized", lambda _buf, _pos: None)
+        elif request.param == "runs":
+            mp.setattr(records, "_kernels", lambda _size: None)
+            mp.setattr(records, "_loaded", lambda: None)
         else:
             from statelens.readers._format import kernels
 
@@ -808,3 +814,36 @@ def test_frame_records_writes_a_file_of_puts_byte_for_byte(scenario: str, checkp
     assert any(p.suffix == ".snapshot" for p in files) or scenario != "agg_many_partitions"
     framed, got = records.frame_records([], [])
     assert framed == EMPTY and got.count == 0 and got.eof_offset == 0
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["rich_types", "join", "agg_count"])
+def test_runs_of_one_record_size_are_the_walked_records(scenario: str, checkpoint: Any) -> None:
+    """``_runs_sized`` gives the records the record-by-record walk gives, on every state file of real
+    checkpoints, and takes files whose sizes change a few times; a file whose sizes change more often is
+    left to the walk, and a file cut short or with a damaged size word is never taken."""
+    state = checkpoint(scenario) / "checkpoint" / "state"
+    paths = sorted(p for p in state.rglob("*") if p.suffix in (".delta", ".snapshot"))
+    assert paths
+    taken = several = 0
+    for path in paths:
+        data = decompress(path.read_bytes(), str(path), "lz4")
+        buf = np.frombuffer(data, dtype=np.uint8)
+        walked = records._walk_sized(data, 0)
+        runs = _RUNS_SIZED(buf, 0)
+        if runs is None:
+            assert len(set(zip(walked[1].tolist(), walked[2].tolist(), strict=True))) > 1
+            continue
+        taken += 1
+        several += len(set(zip(runs[1].tolist(), runs[2].tolist(), strict=True))) > 1
+        for got, want in zip(runs, walked, strict=True):
+            assert np.array_equal(got, want), path
+        if len(walked[0]) > 1:
+            last = int(walked[0][-1] + walked[1][-1])  # the last record's value size word
+            damaged = bytearray(data)
+            damaged[last : last + 4] = (int(walked[2][-1]) + 8).to_bytes(4, "big", signed=True)
+            assert _RUNS_SIZED(np.frombuffer(bytes(damaged), dtype=np.uint8), 0) is None
+            assert _RUNS_SIZED(buf[: len(buf) - 3], 0) is None
+    assert taken
+    if scenario == "rich_types":
+        assert several  # files of several key widths are cut run by run

@@ -427,6 +427,67 @@ def _walk_sized(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndar
     )
 
 
+#: Changes of record size (key or value) up to which :func:`_runs_sized` cuts a stream run by run.
+MAX_SIZE_RUNS = 32
+
+#: Records whose size words one step of :func:`_runs_sized` compares at most.
+_RUN_WINDOW = 4096
+
+_BE_I32 = np.dtype(">i4")
+
+
+def _runs_sized(buf: np.ndarray, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """:func:`_walk_sized`'s arrays for a stream whose record sizes rarely change (keys mostly of one
+    width, as ids with mostly the same number of digits are once padded to UnsafeRow's 8-byte words):
+    from each run's first record, the size words of the records that would follow at its stride are
+    compared at once, and the run ends at the first that differs. None when the sizes change more than
+    :data:`MAX_SIZE_RUNS` times (the stream is walked record by record) or at the first oddity (the
+    checked walk names it).
+
+    A record found this way is a record: the first of a run is read where the one before it ended, and
+    the next one can only start one stride further while the sizes stay the same.
+    """
+    n = buf.shape[0]
+    unpack = _I32.unpack_from
+    runs: list[tuple[int, int, int, int, int]] = []  # (first key's start, records, stride, key, value size)
+    changes = 0
+    while True:
+        if pos + 4 > n:
+            return None
+        klen = unpack(buf, pos)[0]  # type: ignore[arg-type]  # a numpy array has the buffer protocol
+        if klen == -1:
+            break
+        changes += 1
+        if klen < 0 or changes > MAX_SIZE_RUNS or pos + 8 + klen > n:
+            return None
+        vlen = unpack(buf, pos + 4 + klen)[0]  # type: ignore[arg-type]
+        if vlen < -1:
+            return None
+        stride = 8 + klen + max(vlen, 0)
+        while True:  # one run, a window of records at a time
+            fits = min((n - pos - 8 - klen) // stride + 1, _RUN_WINDOW)
+            k_words = np.ndarray((fits,), _BE_I32, buf, pos, (stride,))
+            v_words = np.ndarray((fits,), _BE_I32, buf, pos + 4 + klen, (stride,))
+            odd = np.flatnonzero((k_words != klen) | (v_words != vlen))
+            run = int(odd[0]) if len(odd) else fits
+            if run:
+                runs.append((pos + 4, run, stride, klen, vlen))
+            pos += run * stride
+            if run < fits or pos + 8 + klen > n:
+                break
+    if not runs:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), empty.copy(), pos
+    first, count, stride_, klen_, vlen_ = (
+        np.array(column, dtype=np.int64) for column in zip(*runs, strict=True)
+    )
+    before = np.zeros(len(runs), dtype=np.int64)
+    np.cumsum(count[:-1], out=before[1:])
+    strides = np.repeat(stride_, count)
+    key_start = np.repeat(first - stride_ * before, count) + strides * np.arange(int(before[-1] + count[-1]))
+    return key_start, np.repeat(klen_, count), np.repeat(vlen_, count), pos
+
+
 def _walk_typed(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """:func:`readers._format.kernels.walk_typed` in Python: the same arrays and end offset (-1 at the first
     oddity, which the checked walk then names)."""
@@ -624,8 +685,10 @@ def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_re
             _checked_sized(data, path, start, allow_removes, max_record)
             raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
         return fixed_width_index(count, klen, vlen, start)
-    kernels = _kernels(buf.shape[0] - start)
-    if kernels is None:
+    runs = _runs_sized(buf, start) if _loaded() is None else None  # compiled walks: as fast, no guess
+    if runs is not None:
+        key_start, key_len, val_len, eof = runs
+    elif (kernels := _kernels(buf.shape[0] - start)) is None:
         key_start, key_len, val_len, eof = _walk_sized(data, start)
     else:
         key_start, key_len, val_len, eof = kernels.walk_sized(buf, start)
