@@ -847,3 +847,47 @@ def test_runs_of_one_record_size_are_the_walked_records(scenario: str, checkpoin
     assert taken
     if scenario == "rich_types":
         assert several  # files of several key widths are cut run by run
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["rich_types", "join", "agg_count"])
+def test_sized_prefix_runs_and_indexed_files_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None:
+    """A partition's files cut a run at a time (``sized_prefix``: the leading files of one key size, then
+    the next run, a file of variable-width rows indexed alone) give every file's keys with their size
+    word, in order, as the record index has them; every file is taken exactly once."""
+    state = checkpoint(scenario) / "checkpoint" / "state"
+    partitions = sorted({p.parent for p in state.rglob("*.delta")})
+    assert partitions
+    runs_of_several = indexed = 0
+    for folder in partitions:
+        paths = sorted(folder.glob("*.delta"), key=lambda p: int(p.stem))
+        datas = [decompress(p.read_bytes(), str(p), "lz4") for p in paths]
+        want = [
+            d[s - 4 : s + n]
+            for d, p in zip(datas, paths, strict=True)
+            for i in [scan_records(d, str(p))]
+            for s, n in zip(i.key_start.tolist(), i.key_len.tolist(), strict=True)
+        ]
+        got: list[bytes] = []
+        at = 0
+        while at < len(datas):
+            run, taken = records.sized_prefix(datas[at:], [True] * (len(datas) - at))
+            if run is None:
+                assert taken == 0
+                i = scan_records(datas[at], str(paths[at]))
+                got += [
+                    datas[at][s - 4 : s + n]
+                    for s, n in zip(i.key_start.tolist(), i.key_len.tolist(), strict=True)
+                ]
+                indexed += 1
+                at += 1
+                continue
+            block, counts, _ = run
+            assert 1 <= taken == len(counts) and sum(counts) == len(block)
+            runs_of_several += taken > 1
+            got += [bytes(row) for row in block]
+            at += taken
+        assert got == want, folder
+    assert runs_of_several
+    if scenario in ("rich_types", "join"):
+        assert indexed  # strings of many lengths; a join's stores mix key and value sizes

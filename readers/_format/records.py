@@ -62,6 +62,7 @@ __all__ = [
     "frame_records",
     "gather_bytes",
     "sized_keys",
+    "sized_prefix",
 ]
 
 #: Default cap on one key or value (256 MiB); Spark has none, but no real state row comes close.
@@ -191,6 +192,21 @@ def sized_keys(
     are checked in one vectorised comparison over all the streams (per stream only its first record is
     read in Python).
     """
+    run, taken = sized_prefix(datas, allow_removes, max_record_bytes=max_record_bytes)
+    return run if taken == len(datas) else None
+
+
+def sized_prefix(
+    datas: Sequence[Buffer],
+    allow_removes: Sequence[bool],
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> tuple[tuple[np.ndarray, list[int], list[int]] | None, int]:
+    """:func:`sized_keys` of the longest run of leading streams it takes, and how many that is (0, with
+    None, when the first stream is not of fixed-width rows): a partition's files are cut a run at a
+    time, a file of another key size starting the next run and a file of variable-width rows indexed
+    alone, instead of every file of a group being looked at again alone when one is not like the
+    others."""
     keys: list[np.ndarray] = []
     v_words: list[np.ndarray] = []
     counts: list[int] = []
@@ -203,25 +219,32 @@ def sized_keys(
             continue
         found = _sized_layout(data, 0)
         if found is None:
-            return None
+            break
         count, klen, vlen, stride = found
         if (width >= 0 and klen != width) or max(klen, vlen) > max_record_bytes or (vlen < 0 and not removes):
-            return None
+            break
         buf = _as_u8(data)
         keys.append(np.ndarray((count, 4 + klen), np.uint8, buf, 0, (stride, 1)))
         v_words.append(np.ndarray((count,), ">i4", buf, 4 + klen, (stride,)))
         counts.append(count)
         vlens.append(vlen)
         width = klen
+    taken = len(counts)
     if width < 0:
-        return np.zeros((0, 4), np.uint8), counts, vlens
+        return ((np.zeros((0, 4), np.uint8), counts, vlens) if taken else None), taken
     block = np.concatenate(keys) if len(keys) > 1 else np.ascontiguousarray(keys[0])
-    if (np.ndarray((block.shape[0],), ">i4", block, 0, (4 + width,)) != width).any():
-        return None
     value_words = np.concatenate(v_words) if len(v_words) > 1 else v_words[0]
-    if (value_words != np.repeat(np.asarray(vlens), counts)).any():
-        return None
-    return block, counts, vlens
+    odd = np.flatnonzero(
+        (np.ndarray((block.shape[0],), ">i4", block, 0, (4 + width,)) != width)
+        | (value_words != np.repeat(np.asarray(vlens), counts))
+    )
+    if not len(odd):
+        return (block, counts, vlens), taken
+    ends = np.cumsum(counts)
+    taken = int(np.searchsorted(ends, odd[0], side="right"))  # the stream holding the first odd record
+    if not taken:
+        return None, 0
+    return (block[: ends[taken - 1]], counts[:taken], vlens[:taken]), taken
 
 
 def scan_changelog(
