@@ -218,6 +218,25 @@ class StateScan:
                 self._empty = part.tables[0].slice(0, 0)  # the columns, for an answer without rows
             yield part
 
+    def iter_live(self) -> Iterator[tuple[int, int, tuple[Any, Any, Any, Any, Any]]]:
+        """Rows as stored, not decoded: ``(partition, version, (buffer, key_start, key_len, value_start,
+        value_len))`` per partition, in partition order, with the scan's error policy
+        (:meth:`_per_partition`); for weighing keys by their bytes (the native backend).
+
+        Raises
+        ------
+        FilesUnavailableError
+            The backend reads decoded rows through an engine (Spark).
+        """
+        if self.kind != "rows":
+            raise UsageError(f"stored records are read with rows, not {self.kind}")
+
+        def read(pid: int) -> tuple[int, int, tuple[Any, Any, Any, Any, Any]]:
+            version = self._versions(pid)[1]
+            return pid, version, self.backend.live_records(self.operator_id, self.store_name, version, pid)
+
+        yield from self._per_partition(read)
+
     def iter_tables(self) -> Iterator[pa.Table]:
         """Arrow tables, one per partition (rows, stats) or per partition and version (changes), in
         partition order, with the scan's error policy (:meth:`_per_partition`, :meth:`iter_stats`)."""

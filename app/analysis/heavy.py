@@ -24,6 +24,7 @@ from statelens.app.analysis._common import key_text
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import BackendUnavailableError, StatelensError
 from statelens.readers.model import Progress
+from statelens.readers.scan import StateScan
 
 #: Keys listed per partition and per store unless asked otherwise.
 DEFAULT_TOP_KEYS = 10
@@ -315,8 +316,9 @@ def iter_top_keys(
         if in_spark is not None:
             out[-1] = in_spark
             continue
+        native = native_backend(ckpt)
         try:
-            reader = native_backend(ckpt).store(op.operator_id, st.store_name)
+            reader = native.store(op.operator_id, st.store_name)  # the store's grouping and decoding
         except BackendUnavailableError as err:
             result.skipped = err.message
             continue
@@ -335,21 +337,24 @@ def iter_top_keys(
             result.skipped = "no schema file: keys cannot be decoded"
             continue
         weigher = StoreWeigher(reader, op.operator_id, st.store_name, n)
-        for pid in pids:
-            if cancelled is not None and cancelled():
-                return out, problems
-            if chosen not in reader.versions(pid):
-                continue
-            yield Progress(
-                done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}"
-            )
-            try:
-                if weigher.group is None:  # replayed as arrays: only the chosen keys become bytes objects
-                    weigher.weigh_arrays(pid, chosen, reader.live_arrays(pid, chosen))
-                else:
-                    weigher.weigh(pid, chosen, reader.read_raw(pid, chosen))
-            except StatelensError as err:
-                problems.append(err)
+        holding = [pid for pid in pids if chosen in reader.versions(pid)]  # older partitions are left out
+        scan = StateScan(
+            native, op.operator_id, st.store_name, version=chosen, partitions=holding, cancelled=cancelled
+        )
+        try:
+            for pid, _, live in scan.iter_live():  # as stored: only the chosen keys are decoded
+                yield Progress(
+                    done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}"
+                )
+                try:
+                    weigher.weigh_arrays(pid, chosen, live)
+                except StatelensError as err:  # a key that cannot be decoded
+                    problems.append(err)
+        except StatelensError as err:  # the one partition asked for cannot be read
+            problems.append(err)
+        problems.extend(scan.problems)
+        if cancelled is not None and cancelled():
+            return out, problems
         out[-1] = weigher.result(chosen)
     yield Progress(len(jobs), len(jobs), "heaviest keys")
     return out, problems

@@ -117,6 +117,12 @@ class NativeBackend:
             for v in reader.change_versions_between(pid, start_version, end_version):
                 yield from reader.read_changes(pid, v)
 
+    def live_records(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int
+    ) -> tuple[Any, Any, Any, Any, Any]:
+        """The live records of one partition at ``version`` as stored (``StoreReaderBase.live_arrays``)."""
+        return self.ckpt.store_reader(operator_id, store_name).live_arrays(partition_id, version)
+
     def read_arrow(
         self,
         operator_id: int,
