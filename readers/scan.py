@@ -245,7 +245,7 @@ class StateScan:
     def to_arrow(self) -> pa.Table:
         """Every partition's rows in one Arrow table (columns: ``partition, key, value``; for changes
         ``version, partition, change, key, value, derived``)."""
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         tables = list(self.iter_tables())
         if tables:
