@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from statelens.readers.backends import BackendChooser
+from statelens.readers.model import Progress
+
 __all__ = ["GROWTH_FIELDS", "iter_growth"]
 
 #: The fields of each record, in order.
@@ -19,8 +22,6 @@ def iter_growth(
     ckpt: Any, progress: Callable[[Any], None] | None = None, backends: Any = None
 ) -> Iterable[dict[str, Any]]:
     """Rows and on-disk bytes for every operator, store, version and partition (streamed)."""
-    from statelens.readers.backends import BackendChooser
-    from statelens.readers.model import Progress
 
     backends = backends or BackendChooser(ckpt, "native")
     stores = [(op, s) for op in ckpt.operators for s in op.stores]
