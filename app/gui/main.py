@@ -11,6 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from statelens.app.analysis.views import VIEWS
 from statelens.app.resources import icon_path, sample_checkpoint_path
 
 if TYPE_CHECKING:
@@ -52,8 +53,6 @@ def run_gui(args: argparse.Namespace) -> int:
     int
         The exit code: 0, or 2 when ``--screenshot`` could not load the checkpoint.
     """
-    from statelens.app.gui.window import VIEWS  # deferred: window imports PySide6
-
     view = getattr(args, "view", None) or "overview"
     if view not in VIEWS:
         sys.stderr.write(f"statelens: error: unknown view {view!r}; views: {', '.join(VIEWS)}\n")

@@ -223,9 +223,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         """The family at ``version`` replayed as arrays (:meth:`RocksDBColumnFamilyReader.family_arrays`)
         and decoded into Arrow columns; None when a key or value is not shaped as its encoder writes it
         (the per-row path then reads it again and names the damage)."""
-        from statelens.readers._format.unsaferow_arrow import (
-            decode_arrow,  # deferred: unsaferow_arrow imports pyarrow
-        )
+        from statelens.readers._format.unsaferow_arrow import decode_arrow  # deferred: loads pyarrow
 
         key_type, value_type, empty = self._arrow_types(unique_names, False)
         prefix = self._prefix(partition_id)
@@ -252,9 +250,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         import pyarrow as pa  # deferred: pyarrow (heavy)
         from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
 
-        from statelens.readers._format.unsaferow_arrow import (
-            decode_arrow,  # deferred: unsaferow_arrow imports pyarrow
-        )
+        from statelens.readers._format.unsaferow_arrow import decode_arrow  # deferred: loads pyarrow
 
         assert self.schema is not None
         fields = list(self.schema.key_schema.fields)

@@ -688,9 +688,7 @@ class StoreReaderBase:
                     store_name=self.store_name,
                 )
             return self._rows_arrow(partition_id, version, unique_names)
-        from statelens.readers._format.unsaferow_arrow import (
-            decode_arrow,  # deferred: unsaferow_arrow imports pyarrow
-        )
+        from statelens.readers._format.unsaferow_arrow import decode_arrow  # deferred: loads pyarrow
 
         key_layout, value_layout = self.layouts()
 
@@ -761,9 +759,7 @@ class StoreReaderBase:
             ]
             schema = state_row_schema(self.schema.key_schema, self.schema.value_schema, changes=True)
             return rows_to_arrow(rows, schema, unique_names=unique_names)
-        from statelens.readers._format.unsaferow_arrow import (
-            decode_arrow,  # deferred: unsaferow_arrow imports pyarrow
-        )
+        from statelens.readers._format.unsaferow_arrow import decode_arrow  # deferred: loads pyarrow
 
         buf, kstart, klen, vstart, vlen = self._raw_change_arrays(partition_id, version)
         path = f"{self._partition(partition_id).directory}/{version}"
