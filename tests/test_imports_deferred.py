@@ -1,4 +1,4 @@
-"""An import inside a function only where it defers a heavy or optional library (issue 23, docs/architecture.md).
+"""An import inside a function only where it defers a heavy or optional library (docs/architecture.md).
 
 Every other import sits at the top of its module, where import-linter, the cycle check and a reader see
 it. A function-level ``import`` or ``from ... import`` in ``app/``, ``readers/`` or ``viewers/`` must
