@@ -14,8 +14,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.doctor import iter_doctor
+from statelens.app.analysis.expired import iter_expired
+from statelens.app.analysis.growth import iter_growth
+from statelens.app.analysis.sql import iter_sql
 from statelens.app.analysis.stats import GROWTH_FIELDS
 from statelens.app.analysis.stats import iter_growth as iter_growth_records
+from statelens.app.prune import Selection, iter_prune
 from statelens.readers.backends import BackendChooser
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import UsageError
@@ -224,7 +229,6 @@ class Checkpoint:
     # -- analyses -------------------------------------------------------------------------------------
     def growth(self) -> GrowthResult:
         """Rows and bytes of every store per partition and version, and the checkpoint's footprint."""
-        from statelens.app.analysis.growth import iter_growth
 
         return run_to_end(iter_growth(self._ckpt, backends=self._backends))
 
@@ -232,7 +236,7 @@ class Checkpoint:
         """Rows and on-disk bytes of every store partition at every version as one Arrow table, the
         records of ``statelens growth --json``: ``operator_id, store_name, version, batch_id,
         partition_id, rows, bytes`` (bytes of the files written for that version)."""
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         records = list(iter_growth_records(self._ckpt, backends=self._backends))
         return pa.table({k: [r[k] for r in records] for k in GROWTH_FIELDS})
@@ -245,13 +249,11 @@ class Checkpoint:
         (:class:`app.analysis.expired.ExpiredFinding`, each with ``to_json()``), with exact counts per
         category (``counts()``).
         """
-        from statelens.app.analysis.expired import iter_expired
 
         return run_to_end(iter_expired(self._ckpt, operator, backends=self._backends, **options))
 
     def doctor(self, **options: Any) -> DoctorResult:
         """Will a restart succeed? Every health check, worst finding first (``exit_code`` as the CLI)."""
-        from statelens.app.analysis.doctor import iter_doctor
 
         options.setdefault("storage_options", self._storage_options)
         return run_to_end(iter_doctor(self._ckpt, backends=self._backends, **options))
@@ -301,7 +303,6 @@ class Checkpoint:
         RefusedError
             Before anything is written, when the copy would not be safe (the message says why).
         """
-        from statelens.app.prune import Selection, iter_prune
 
         selection = Selection(
             zombies=zombies,
@@ -327,9 +328,7 @@ class Checkpoint:
     ) -> pa.Table:
         """Run a DuckDB query over the tables ``batches``, ``growth``, ``expired``, ``state`` and
         ``changes`` (see ``statelens sql --help``) and return its answer as an Arrow table."""
-        import pyarrow as pa
-
-        from statelens.app.analysis.sql import iter_sql
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         result = run_to_end(
             iter_sql(

@@ -52,7 +52,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statelens.readers.errors import (
     FileChangedError,
@@ -63,10 +63,8 @@ from statelens.readers.errors import (
     StorageError,
     redact,
 )
+from statelens.readers.mirror import FileMirror, mirror_enabled
 from statelens.readers.model import FileEntry
-
-if TYPE_CHECKING:
-    from statelens.readers.mirror import FileMirror
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +345,7 @@ def _split_url(
 ) -> tuple[Any, str]:
     if "://" not in url and os.sep == "/" and not storage_options:  # a local path: fsspec is not needed
         return _LocalDisk(), url.rstrip("/") or "/"
-    import fsspec  # deferred: fsspec (and asyncio, ~40 ms), only for URLs
+    import fsspec  # deferred: fsspec (slow import: asyncio, ~40 ms), only for URLs
 
     try:
         url, options = _storage_options(url, storage_options)
@@ -500,8 +498,6 @@ class CheckpointFS:
         )
         self.mirror: FileMirror | None = None
         if not self.is_local and mirror is not None and mirror is not False:
-            from statelens.readers.mirror import FileMirror, mirror_enabled
-
             if mirror is True:
                 self.mirror = FileMirror() if mirror_enabled() else None
             else:

@@ -339,7 +339,7 @@ class StateScan:
     def to_arrow(self) -> pa.Table:
         """Every partition's rows in one Arrow table (columns: ``partition, key, value``; for changes
         ``version, partition, change, key, value, derived``; for stats :data:`STATS_COLUMNS`)."""
-        import pyarrow as pa  # deferred: pyarrow, only for Arrow output
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         tables = list(self.iter_tables())
         if tables:

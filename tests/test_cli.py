@@ -456,6 +456,7 @@ def test_storage_options_before_or_after_the_command_and_for_the_app(
 def test_storage_options_reach_the_filesystem(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import statelens.app.cli._common
     import statelens.readers.checkpoint
     from statelens.app.resources import sample_checkpoint_path
 
@@ -466,7 +467,7 @@ def test_storage_options_reach_the_filesystem(
         got.append(storage_options)
         return real(url, **kwargs)
 
-    monkeypatch.setattr(statelens.readers.checkpoint, "open_checkpoint", spy)
+    monkeypatch.setattr(statelens.app.cli._common, "open_checkpoint", spy)
     code, out, _ = run(
         capsys, "info", str(sample_checkpoint_path()), "--storage-option", "client_kwargs.region_name=x"
     )

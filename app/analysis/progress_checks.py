@@ -15,8 +15,10 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from statelens.readers.backends import native_backend
+from statelens.readers.eventlog import iter_read_event_logs
 from statelens.readers.model import Progress
 from statelens.readers.scan import StateScan
+from statelens.readers.textfmt import ranges
 
 #: Reported batches whose state row counts are compared (the most recent ones, which a restart uses).
 COMPARED_BATCHES = 5
@@ -30,8 +32,6 @@ def iter_check_progress(
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, None]:
     """Run the cross-checks; ``add(check, severity, message, files, **ctx)`` records each finding."""
-    from statelens.readers.eventlog import iter_read_event_logs
-    from statelens.readers.textfmt import ranges
 
     read = yield from iter_read_event_logs(event_logs, storage_options, cancelled)
     files = list(event_logs)

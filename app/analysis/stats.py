@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from statelens.readers.backends import BackendChooser
+from statelens.readers.model import Progress
+from statelens.readers.scan import StateScan
+
 __all__ = ["GROWTH_FIELDS", "iter_growth"]
 
 #: The fields of each record, in order.
@@ -21,10 +25,6 @@ def iter_growth(
     """Rows and on-disk bytes for every operator, store, version and partition (streamed), counted by a
     stats scan of each store (:class:`readers.scan.StateScan`); what it could not read goes to the
     checkpoint's report."""
-    from statelens.readers.backends import BackendChooser
-    from statelens.readers.model import Progress
-    from statelens.readers.scan import StateScan
-
     backends = backends or BackendChooser(ckpt, "native")
     stores = [(op, s) for op in ckpt.operators for s in op.stores]
     for n, (op, s) in enumerate(stores):

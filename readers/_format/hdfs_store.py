@@ -37,6 +37,7 @@ from statelens.readers.arrow_values import key_ids
 from statelens.readers.errors import MissingFileError, StatelensError
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
+from statelens.readers.parallel import in_order
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
@@ -399,7 +400,6 @@ class HDFSStoreReader(StoreReaderBase):
     def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionRows | None]]:
         """Partitions are counted from their keys' ids (:meth:`version_rows`); one that cannot be (or
         whose file cannot be read) is walked, which reads what it can and reports the file."""
-        from statelens.readers.parallel import in_order
 
         for pid, rows, _ in in_order(self.version_rows, self.partition_ids(), 1, cancelled):
             yield pid, rows

@@ -408,7 +408,7 @@ def _kernels(size: int) -> Any | None:
     if _python_walked + size <= PYTHON_WALK_BYTES:
         _python_walked += size
         return None
-    from statelens.readers._format import kernels
+    from statelens.readers._format import kernels  # deferred: kernels imports numba
 
     return kernels
 
@@ -588,7 +588,7 @@ def gather_bytes(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, offsets:
                 dest = np.lib.stride_tricks.as_strided(out, (out.shape[0] - size + 1, size), (1, 1))
                 dest[np.asarray(offsets[:-1])[which]] = rows
             return out
-    from statelens.readers._format.kernels import gather_bytes as compiled
+    from statelens.readers._format.kernels import gather_bytes as compiled  # deferred: kernels imports numba
 
     return compiled(buf, starts, lens, np.asarray(offsets, dtype=np.int64))  # type: ignore[no-any-return]
 

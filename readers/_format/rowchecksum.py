@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from statelens.readers.errors import ChecksumError, CorruptFileError
 
-__all__ = ["strip_hdfs", "strip_rocksdb_removed_key", "strip_rocksdb_value", "ROCKSDB_VALUE_HEADER"]
+__all__ = ["crc32c", "strip_hdfs", "strip_rocksdb_removed_key", "strip_rocksdb_value", "ROCKSDB_VALUE_HEADER"]
 
 _U32_LE = struct.Struct("<I")
 _CRC_LEN = struct.Struct("<Ii")
@@ -37,6 +37,11 @@ def _crc32c() -> Callable[..., int]:
     from crc32c import crc32c  # deferred: crc32c loads importlib.metadata and its CLI (~40 ms of every start)
 
     return crc32c  # type: ignore[no-any-return]
+
+
+def crc32c(data: bytes, value: int = 0) -> int:
+    """The CRC-32C of ``data`` (continuing from ``value``), as ``java.util.zip.CRC32C`` computes it."""
+    return _crc32c()(data, value)
 
 
 def _mismatch(what: str, stored: int, computed: int, path: str, record: int) -> ChecksumError:
