@@ -98,6 +98,11 @@ def _answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
         {u.partition_id for u in scan.unreadable},
         [str(p) for p in scan.problems],
     )
+    live = statelens.open(c).state(0)
+    got["api live"] = (
+        Counter({pid: len(records[1]) for pid, _, records in live.iter_live()}),
+        {u.partition_id for u in live.unreadable},
+    )
     stats = statelens.open(c).stats(0)
     counted = stats.to_arrow().to_pylist()
     newest: dict[int, tuple[int, int]] = {}
@@ -123,7 +128,8 @@ def test_every_command_gives_the_same_answer(
     growth_code, latest, growth_err = got["growth"]
     api_rows, api_unreadable, api_problems = got["api"]
     # The rows of every partition at its latest version: the same in every reader of state.
-    assert rows == sql == api_rows, (rows, sql, api_rows)
+    assert rows == sql == api_rows == got["api live"][0], (rows, sql, api_rows, got["api live"][0])
+    assert got["api live"][1] == api_unreadable  # the stored records: the same partitions unreadable
     # The change feed: the same records per partition, the same exit code, the same file named.
     changes_code, changes, changes_err = got["changes"]
     sql_changes_code, sql_changes, sql_changes_err = got["sql changes"]
