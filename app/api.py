@@ -188,12 +188,14 @@ class Checkpoint:
         operator: int | None = None,
         *,
         store: str | None = None,
+        version: int | None = None,
         start: int | None = None,
         end: int | None = None,
         partition: int | Sequence[int] | None = None,
     ) -> StateScan:
-        """Live rows and on-disk bytes of one store per partition and version (``start .. end``, default
-        every readable version), counted without decoding rows where the backend can.
+        """Live rows and on-disk bytes of one store per partition and version (``version`` alone, or
+        ``start .. end``; default every readable version), counted without decoding rows where the
+        backend can.
 
         Returns
         -------
@@ -202,7 +204,9 @@ class Checkpoint:
             :class:`readers.model.PartitionVersionStats`. A partition whose files cannot be read stops
             at the version before the damaged file and is listed in ``.unreadable`` with the error.
         """
-        return self._scan("stats", operator, store, partition, start_version=start, end_version=end)
+        if version is not None and (start is not None or end is not None):
+            raise UsageError("give version, or start and end, not both")
+        return self._scan("stats", operator, store, partition, version, start, end)
 
     def _scan(
         self,

@@ -79,6 +79,10 @@ def test_stats_count_what_sparks_reader_returns_at_each_version(spark: Any) -> N
     assert sum(got.values()) > 0 and scan.ok and all(r["bytes"] > 0 for r in table.to_pylist())
     with pytest.raises(UsageError):
         scan.to_spark()
+    one = ck.stats(0, version=last + 1, partition=1).to_arrow().to_pylist()
+    assert [(r["version"], r["partition"], r["rows"]) for r in one] == [(last + 1, 1, got[(last + 1, 1)])]
+    with pytest.raises(UsageError):
+        ck.stats(0, version=last, start=1)
 
 
 def test_analyses_agree_with_their_commands(capsys: pytest.CaptureFixture[str]) -> None:

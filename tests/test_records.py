@@ -597,6 +597,17 @@ def test_uniform_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> No
         assert records.uniform_keys(removes_only, allow_removes=False) is None
 
 
+def _partition_deltas(root: Any) -> list[tuple[list[Any], list[bytes]]]:
+    """Each partition's ``.delta`` files of a generated checkpoint, in version order, and their bytes."""
+    state = root / "checkpoint" / "state"
+    out = []
+    for folder in sorted({p.parent for p in state.rglob("*.delta")}):
+        paths = sorted(folder.glob("*.delta"), key=lambda p: int(p.stem))
+        out.append((paths, [decompress(p.read_bytes(), str(p), "lz4") for p in paths]))
+    assert out
+    return out
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", ["agg_count", "window_agg_watermark", "rich_types", "join"])
 def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None:
@@ -604,13 +615,9 @@ def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None
     at once) gives every record's key with its size word in front, each file's records and value size,
     as the record index has them; or ``None`` when a file is not of fixed-width rows or the key size
     changes between files. A file damaged in its last record's value size is not taken."""
-    state = checkpoint(scenario) / "checkpoint" / "state"
-    partitions = sorted({p.parent for p in state.rglob("*.delta")})
-    assert partitions
+    partitions = _partition_deltas(checkpoint(scenario))
     taken = refused = 0
-    for folder in partitions:
-        paths = sorted(folder.glob("*.delta"), key=lambda p: int(p.stem))
-        datas = [decompress(p.read_bytes(), str(p), "lz4") for p in paths]
+    for paths, datas in partitions:
         indexes = [scan_records(d, str(p)) for d, p in zip(datas, paths, strict=True)]
         got = records.sized_keys(datas, [True] * len(datas))
         if got is None:
@@ -855,13 +862,8 @@ def test_sized_prefix_runs_and_indexed_files_are_the_scanned_keys(scenario: str,
     """A partition's files cut a run at a time (``sized_prefix``: the leading files of one key size, then
     the next run, a file of variable-width rows indexed alone) give every file's keys with their size
     word, in order, as the record index has them; every file is taken exactly once."""
-    state = checkpoint(scenario) / "checkpoint" / "state"
-    partitions = sorted({p.parent for p in state.rglob("*.delta")})
-    assert partitions
     runs_of_several = indexed = 0
-    for folder in partitions:
-        paths = sorted(folder.glob("*.delta"), key=lambda p: int(p.stem))
-        datas = [decompress(p.read_bytes(), str(p), "lz4") for p in paths]
+    for paths, datas in _partition_deltas(checkpoint(scenario)):
         want = [
             d[s - 4 : s + n]
             for d, p in zip(datas, paths, strict=True)
@@ -887,7 +889,7 @@ def test_sized_prefix_runs_and_indexed_files_are_the_scanned_keys(scenario: str,
             runs_of_several += taken > 1
             got += [bytes(row) for row in block]
             at += taken
-        assert got == want, folder
+        assert got == want, paths[0].parent
     assert runs_of_several
     if scenario in ("rich_types", "join"):
         assert indexed  # strings of many lengths; a join's stores mix key and value sizes
