@@ -332,3 +332,41 @@ def test_growth_and_expired_views_show_the_verdicts_runs(qtbot: Any, window: Any
     ]
     assert window.expired.has_expiry(0, "default")
     assert window.growth.has_growth(0, "default") and window.growth_controller.done
+
+
+def test_verdicts_that_need_no_state_file_are_shown_while_the_state_is_read(
+    qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the state files are still being read (held here), the overview already shows the commit
+    and watermark verdicts, under a line saying what is still checked; then all the verdicts."""
+    import threading
+
+    from statelens.app.analysis import summary as summary_module
+    from statelens.app.gui.controllers import overview as overview_controller
+
+    release = threading.Event()
+    held: list[bool] = []
+
+    def held_summary(*args: Any, **kwargs: Any) -> Any:
+        held.append(True)
+        release.wait(LOAD_TIMEOUT_MS / 1000)
+        return (yield from summary_module.iter_summary(*args, **kwargs))
+
+    monkeypatch.setattr(overview_controller, "iter_summary", held_summary)
+    root = Path(sample_checkpoint_path())
+    window.open_checkpoint(str(root))
+    qtbot.waitUntil(lambda: bool(held) and bool(window.overview.verdict_texts()), timeout=LOAD_TIMEOUT_MS)
+    early = summary_module.early_verdicts(open_checkpoint(str(root)))
+    assert window.overview.verdict_texts() == [(BADGE[v.severity], v.text) for v in early]
+    assert {v.check for v in early} == {"commit", "watermark"}
+    assert window.overview.verdict_status.isVisible()
+    assert window.overview.verdict_status.text().startswith("Still checking")
+    assert window.overview.verdict_box.title() == "Verdicts so far: 2 fine"
+    state_row = window.overview.state_label  # every line of the details shown, not only the first
+    assert state_row.height() >= state_row.sizeHint().height() and "\n" in state_row.text()
+    with qtbot.waitSignal(window.overview_controller.updated, timeout=LOAD_TIMEOUT_MS):
+        release.set()
+    qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
+    want = run_to_end(iter_summary(open_checkpoint(str(root))))
+    assert window.overview.verdict_texts() == [(BADGE[v.severity], v.text) for v in want.verdicts]
+    assert not window.overview.verdict_status.isVisible() and len(want.verdicts) > len(early)

@@ -169,6 +169,7 @@ class OverviewView(QWidget):
         self.time_label = _plain_label("—")
         self.commit_label = _plain_label("—")
         self.state_label = _plain_label("—")
+        self.state_label.setWordWrap(False)  # a line per operator: its size hint counts every line
         self.problems_label = _plain_label("—")
         form.addRow("Location", self.location_label)
         form.addRow("Query id", self.query_label)
@@ -309,6 +310,7 @@ class OverviewView(QWidget):
         if len(descriptions) > len(lines):
             lines.append(f"… and {len(descriptions) - len(lines)} more operators (see the table below)")
         self.state_label.setText("\n".join([text, *lines]))
+        self.state_label.setMinimumHeight(self.state_label.sizeHint().height())  # every line, at once
         self._set_batches(batches)
         self._set_operators(operators, roles or {})
         # Room for the stores when there are many (transformWithState lists a dozen column families).
@@ -451,11 +453,14 @@ class OverviewView(QWidget):
         self.verdict_labels = []
         self.verdict_links = []
 
-    def set_verdicts(self, verdicts: Sequence[tuple[str, str, str, Mapping[str, Any]]]) -> None:
+    def set_verdicts(
+        self, verdicts: Sequence[tuple[str, str, str, Mapping[str, Any]]], pending: str | None = None
+    ) -> None:
         """Show the verdicts, worst first: ``(severity, text, view, target)`` each.
 
         ``severity`` is a key of :data:`SEVERITY_STYLE`; ``view`` a key of :data:`VIEW_LINKS`; ``target``
-        is given back with :attr:`view_requested` when the link is clicked.
+        is given back with :attr:`view_requested` when the link is clicked. ``pending`` says what is
+        still being checked, under the verdicts already known.
         """
         self._clear_verdicts()
         counts: dict[str, int] = {}
@@ -485,7 +490,8 @@ class OverviewView(QWidget):
             self.verdict_badges.append(badge)
             self.verdict_labels.append(label)
             self.verdict_links.append(link)
-        self.verdict_status.setVisible(False)
+        self.verdict_status.setText(pending or "")
+        self.verdict_status.setVisible(pending is not None)
         self._fit_verdicts()
         nouns = {"error": ("error", "errors"), "warning": ("warning", "warnings"), "info": ("note", "notes")}
         parts = [
@@ -493,7 +499,8 @@ class OverviewView(QWidget):
             for s in SEVERITY_STYLE
             if counts.get(s)
         ]
-        self.verdict_box.setTitle("Verdicts: " + ", ".join(parts) if parts else "Verdicts")
+        heading = "Verdicts so far" if pending is not None else "Verdicts"
+        self.verdict_box.setTitle(f"{heading}: " + ", ".join(parts) if parts else heading)
 
     def _fit_verdicts(self) -> None:
         """Give the verdicts the height their wrapped lines need at the box's width (up to two thirds),

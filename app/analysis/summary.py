@@ -33,7 +33,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from statelens.app.analysis._common import as_step, counted
+from statelens.app.analysis._common import as_step, counted, run_to_end
 from statelens.app.analysis.doctor import DoctorResult, iter_doctor
 from statelens.app.analysis.expired import CATEGORIES, ExpiredResult, iter_expired
 from statelens.app.analysis.growth import GrowthResult, StoreGrowth, iter_growth
@@ -538,6 +538,30 @@ def summarize(
     order = {s: i for i, s in enumerate(SEVERITIES)}
     verdicts.sort(key=lambda v: order[v.severity])
     return Summary(ckpt.location, verdicts, list(problems.values()), doctor, expired, version_counts, growth)
+
+
+def early_verdicts(ckpt: Any) -> list[Verdict]:
+    """The verdicts that need no state file read: whether the last batch committed, and how the
+    watermark moved (from the offsets and commits read at open). Shown while the others are checked,
+    which on remote storage takes as long as reading every state file.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+
+    Returns
+    -------
+    list of Verdict
+        Worst first.
+    """
+    timeline = run_to_end(iter_timeline(ckpt))
+    verdicts = [_commit(ckpt)]
+    wm = _watermark(timeline)
+    if wm is not None:
+        verdicts.append(wm)
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    verdicts.sort(key=lambda v: order[v.severity])
+    return verdicts
 
 
 def iter_summary(

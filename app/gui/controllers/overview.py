@@ -2,7 +2,8 @@
 
 When a checkpoint is shown the overview lists its batches, operators and load problems, and
 :func:`app.analysis.summary.iter_summary` runs in the background; its verdicts, health checks and
-problems go to :class:`viewers.overview.OverviewView`. A verdict's link asks the window to open the view
+problems go to :class:`viewers.overview.OverviewView`. The verdicts that need no state file read (commit,
+watermark) are shown at once, above what is still being checked. A verdict's link asks the window to open the view
 that proves it, where it points (``MainWindow.open_at``).
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 
 from statelens.app.analysis.expired import DEFAULT_MAX_EXAMPLES
-from statelens.app.analysis.summary import Summary, iter_summary
+from statelens.app.analysis.summary import Summary, early_verdicts, iter_summary
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
 from statelens.app.gui.controllers.state import OverviewState
@@ -26,6 +27,10 @@ CHANNEL = "summary"
 PENDING = (
     "Checking the checkpoint: health checks (every state file is read), expired keys, state growth, "
     "watermark…"
+)
+#: Under the verdicts known at once (:func:`app.analysis.summary.early_verdicts`).
+PENDING_STATE = (
+    "Still checking (every state file is read): restart, expired keys, state growth, unreadable files…"
 )
 
 
@@ -83,7 +88,12 @@ class OverviewController(Controller):
     def check(self, ckpt: Any) -> None:
         """Check ``ckpt`` (the checkpoint shown) in the background, with the event logs added."""
         self.state.reset()
-        self.view.set_verdicts_pending(PENDING)
+        try:
+            early = early_verdicts(ckpt)
+        except StatelensError:  # named again by the full checks
+            self.view.set_verdicts_pending(PENDING)
+        else:
+            self.view.set_verdicts(self.state.verdict_rows(early), pending=PENDING_STATE)
         self.ctx.runner.submit(
             CHANNEL,
             iter_summary,

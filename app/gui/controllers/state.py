@@ -21,7 +21,7 @@ from statelens.app.analysis._common import key_text
 from statelens.app.analysis.expired import ExpiredFinding
 from statelens.app.analysis.growth import StoreGrowth
 from statelens.app.analysis.sql import SqlTable
-from statelens.app.analysis.summary import UNREADABLE_CHECKS, Summary
+from statelens.app.analysis.summary import UNREADABLE_CHECKS, Summary, Verdict
 from statelens.app.analysis.timeline import ProgressSeries
 from statelens.app.explore import ExpiredOverview, KeyHistory, SchemaVersion, order_stores
 from statelens.app.session import (
@@ -255,20 +255,21 @@ class OverviewState:
         self.summary = None
 
     @staticmethod
-    def verdict_rows(summary: Summary) -> list[tuple[str, str, str, dict[str, Any]]]:
+    def verdict_rows(summary: Summary | Sequence[Verdict]) -> list[tuple[str, str, str, dict[str, Any]]]:
         """``(severity, text, view, target)`` per verdict, for ``OverviewView.set_verdicts``: the target
         names the verdict's check and, where it has them, its store, batch and partition.
 
         Parameters
         ----------
-        summary : app.analysis.summary.Summary
+        summary : app.analysis.summary.Summary or sequence of Verdict
+            The verdicts of a summary, or the early ones (:func:`app.analysis.summary.early_verdicts`).
 
         Returns
         -------
         list of (str, str, str, dict)
         """
         rows = []
-        for v in summary.verdicts:
+        for v in summary.verdicts if isinstance(summary, Summary) else summary:
             target: dict[str, Any] = {"check": v.check}
             if v.operator_id is not None and v.store_name is not None:
                 target.update(operator_id=v.operator_id, store_name=v.store_name)
