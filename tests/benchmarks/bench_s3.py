@@ -10,7 +10,7 @@ A server process runs moto's S3 server on loopback with one proxy per delay in f
 adding that many milliseconds to every request (the round trip of S3 from a laptop, over a VPN), and
 counting the requests it forwards. The checkpoint (``--checkpoint``, else the aggregation of
 :mod:`tests.benchmarks.bench_growth` at ``--keys``/``--partitions``/``--batches``, built once and
-cached) is uploaded once, under a prefix named after its folder. Uploading 13,000 files to moto takes
+cached) is uploaded once, to a bucket named after its folder. Uploading 13,000 files to moto takes
 minutes; to upload once for several runs, keep a server running and pass its addresses::
 
     sleep infinity | python -m tests.benchmarks.bench_s3 --serve 25,80 > /tmp/s3.json &
@@ -27,8 +27,9 @@ Then, per delay, in one run:
 * the app's ``overview`` (until its verdicts are drawn) and ``growth view`` (until the growth chart is
   drawn), each a fresh ``statelens gui URL --screenshot --view V`` (timed as ``bench_app`` times it),
   empty cache, no mirror;
-* ``<command> (mirror, 2nd run)``: every command run twice with the mirror on, the second timed (a new
-  decoded-state cache each time, so the second reads the mirror's files), and the overview after them;
+* ``<command> (mirror, 1st run)`` and ``(mirror, 2nd run)``: every command run twice with the mirror on
+  (the default), both timed (a new decoded-state cache each time, so the second reads the mirror's
+  files); the overview the same way with a mirror of its own;
 * ``growth (1 request at a time)`` with ``--sequential``: the read ahead limited to one request, which
   is how state files were read before they were read ahead (slow: one delay per file).
 
@@ -154,8 +155,12 @@ def request_counts(addresses: dict[str, Any], delay: int, reset: bool = True) ->
 
 # -- helpers -------------------------------------------------------------------------------------------
 def upload(endpoint: str, ckpt: Path) -> str:
-    """Upload ``ckpt`` under a prefix named after it, unless the bucket already holds every file of it
-    with its size (a server kept from an earlier run: ``--server``); returns the checkpoint's URL."""
+    """Upload ``ckpt`` to a bucket of its own named after its folder (moto lists a prefix by going
+    through every key of the bucket: other checkpoints in it would slow every listing), unless the
+    bucket already holds every file with its size (a server kept from an earlier run: ``--server``);
+    returns the checkpoint's URL."""
+    import re
+
     import boto3
 
     client = boto3.client(
@@ -165,19 +170,21 @@ def upload(endpoint: str, ckpt: Path) -> str:
         aws_secret_access_key=SECRET,
         region_name="us-east-1",
     )
-    prefix = f"{PREFIX}/{ckpt.parent.name if ckpt.name == 'checkpoint' else ckpt.name}"
-    url = f"s3://{BUCKET}/{prefix}"
-    if BUCKET not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
-        client.create_bucket(Bucket=BUCKET)
+    name = ckpt.parent.name if ckpt.name == "checkpoint" else ckpt.name
+    bucket = re.sub(r"[^a-z0-9-]+", "-", f"{BUCKET}-{name}".lower())[:63].strip("-")
+    prefix = PREFIX
+    url = f"s3://{bucket}/{prefix}"
+    if bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+        client.create_bucket(Bucket=bucket)
     held: dict[str, int] = {}
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix + "/"):
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
         held.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
     files = [p for p in sorted(ckpt.rglob("*")) if p.is_file()]
     missing = [p for p in files if held.get(f"{prefix}/{p.relative_to(ckpt).as_posix()}") != p.stat().st_size]
 
     def put(p: Path) -> None:
         client.put_object(
-            Bucket=BUCKET, Key=f"{prefix}/{p.relative_to(ckpt).as_posix()}", Body=p.read_bytes()
+            Bucket=bucket, Key=f"{prefix}/{p.relative_to(ckpt).as_posix()}", Body=p.read_bytes()
         )
 
     with ThreadPoolExecutor(16) as pool:
@@ -374,21 +381,19 @@ def main(argv: list[str] | None = None) -> int:
                             name, app_start(url, view, env["STATELENS_CACHE_DIR"], env)["seconds"], here[name]
                         )
                 # the mirror: each command run twice with it on (a new decoded-state cache each time, so
-                # the second run reads the mirror's files, not decoded state), the second timed
+                # the second run reads the mirror's files, not decoded state), both timed
                 mirror = {"STATELENS_MIRROR_DIR": f"{tmp}/mirror-{delay}"}
                 for name, template in COMMANDS.items():
                     cmd = [a.format(url=url, out=f"{tmp}/rows-{delay}.parquet") for a in template]
-                    run_cli(cmd, cli_env(endpoint, f"{tmp}/m1-{delay}-{len(row)}", True, mirror))
-                    request_counts(addresses, delay)
-                    seconds = run_cli(cmd, cli_env(endpoint, f"{tmp}/m2-{delay}-{len(row)}", True, mirror))
-                    report(f"{name} (mirror, 2nd run)", seconds, here[name])
-                if not args.no_app:
-                    env = cli_env(endpoint, f"{tmp}/m2-{delay}-{len(row)}", True, mirror)
-                    report(
-                        "overview (mirror, 2nd run)",
-                        app_start(url, "overview", env["STATELENS_CACHE_DIR"], env)["seconds"],
-                        here["overview"],
-                    )
+                    for run in ("1st", "2nd"):
+                        env = cli_env(endpoint, f"{tmp}/m{run}-{delay}-{len(row)}", True, mirror)
+                        report(f"{name} (mirror, {run} run)", run_cli(cmd, env), here[name])
+                if not args.no_app:  # the overview's own mirror, empty at first (the app's default)
+                    mirror = {"STATELENS_MIRROR_DIR": f"{tmp}/mirror-app-{delay}"}
+                    for run in ("1st", "2nd"):
+                        env = cli_env(endpoint, f"{tmp}/a{run}-{delay}-{len(row)}", True, mirror)
+                        seconds = app_start(url, "overview", env["STATELENS_CACHE_DIR"], env)["seconds"]
+                        report(f"overview (mirror, {run} run)", seconds, here["overview"])
                 if args.sequential:
                     seconds = run_cli(
                         ["growth", url, "--json"],
