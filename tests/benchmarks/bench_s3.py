@@ -36,7 +36,10 @@ Then, per delay, in one run:
 Every command and view is timed on the local copy as well. Ratios to the anchor of the same delay and to
 the local copy are printed, with the requests the proxy saw for each (``list``, ``get``, ``head``);
 no timing is asserted. moto answers from one Python process, as does the proxy: with 64 requests in
-flight it, not the delay, bounds the anchor (about 500 small files a second on 2 cores).
+flight they, not the delay, bound the anchor (200-300 small files a second on 2 cores shared with other
+work, where real S3 would take about 6,400 x 25 ms / 64 = 2.5 s plus the transfer), and moto lists
+slowly (0.3-0.5 s a page of 1,000 keys: 4-6 s for a 13,000-file checkpoint, paid once by every
+command, the mirror's second runs included).
 """
 
 from __future__ import annotations
