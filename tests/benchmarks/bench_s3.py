@@ -29,7 +29,9 @@ Then, per delay, in one run:
   empty cache, no mirror;
 * ``<command> (mirror, 1st run)`` and ``(mirror, 2nd run)``: every command run twice with the mirror on
   (the default), both timed (a new decoded-state cache each time, so the second reads the mirror's
-  files); the overview the same way with a mirror of its own;
+  files). The commands share one mirror, in the order above: ``info`` and ``growth`` start from an
+  empty one, ``rows`` and ``sql`` find most files there already; the overview the same way with a
+  mirror of its own, empty at first (what the app does on a first open);
 * ``growth (1 request at a time)`` with ``--sequential``: the read ahead limited to one request, which
   is how state files were read before they were read ahead (slow: one delay per file).
 
