@@ -482,6 +482,7 @@ class CheckpointFS:
         self.retry = retry or DEFAULT_RETRY
         self._cancelled = _as_check(cancelled)
         self._secrets = _secret_values(url, storage_options)
+        self._display_root = _scrub(url, self._secrets)  # once: every mirror lookup names the location
         self._fs, self._root = _split_url(url, storage_options, self._secrets)
         self._protocol = self._fs.protocol if isinstance(self._fs.protocol, str) else self._fs.protocol[0]
         self._lock = threading.RLock()  # reentrant: a read ahead that is done at once calls back into it
@@ -505,6 +506,7 @@ class CheckpointFS:
         # reads ahead (remote storage): paths not started yet, in order; started ones by path (done or
         # in flight, until a reader takes them); bytes they hold by listed size; a stop event per round
         self._ahead_queue: deque[str] = deque()
+        self._ahead_mirrored: set[str] = set()  # announced and found in the mirror: not looked up again
         self._ahead_queued: set[str] = set()
         self._ahead: dict[str, Future[bytes]] = {}
         self._ahead_bytes = 0
@@ -650,7 +652,7 @@ class CheckpointFS:
     @property
     def display_root(self) -> str:
         """The checkpoint location without credentials, for messages."""
-        return _scrub(self.url, self._secrets)
+        return self._display_root
 
     def _list_tree(self) -> None:
         stop = self._check(None)
@@ -770,7 +772,7 @@ class CheckpointFS:
             return bytes(self._retrying("reading", path, _local_read, (self.full_path(path),), stop))
         data = self._take_ahead(path, stop)
         if data is None and self.mirror is not None:
-            data = self.mirror.get(self.display_root, self._entries[path])
+            data = self.mirror.get(self._display_root, self._entries[path])
             if data is not None:
                 self._count("mirrored")
         if data is None:
@@ -796,7 +798,7 @@ class CheckpointFS:
                 path=path,
             )
         if self.mirror is not None:
-            self.mirror.put(self.display_root, entry, data)
+            self.mirror.put(self._display_root, entry, data)
         return data
 
     # -- reading ahead (remote storage) --------------------------------------------------------------
@@ -823,7 +825,10 @@ class CheckpointFS:
                 entry = self._entries.get(p)
                 if entry is None or entry.is_dir or p in self._ahead or p in self._ahead_queued:
                     continue
-                if self.mirror is not None and self.mirror.has(self.display_root, entry):
+                if p in self._ahead_mirrored:
+                    continue
+                if self.mirror is not None and self.mirror.has(self._display_root, entry):
+                    self._ahead_mirrored.add(p)
                     continue
                 self._ahead_queue.append(p)
                 self._ahead_queued.add(p)

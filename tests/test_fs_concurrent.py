@@ -157,6 +157,8 @@ def test_files_answered_out_of_order_still_replay_in_order(
         # growth, then the heaviest keys at the latest version: two passes over the files, the second
         # served by the mirror (with --no-cache it reads them twice)
         (["growth", "--json", "--top-keys", "2"], True),
+        # the verdicts (the app's overview): the check of every file, then growth over the same files
+        (["summary", "--json"], True),
     ],
     ids=lambda c: " ".join(c[:2]) if isinstance(c, list) else ("mirror" if c else "no mirror"),
 )
@@ -190,6 +192,24 @@ def test_no_state_file_is_read_twice_in_one_command(
         local_code = main([command[0], str(local_checkpoint), *command[1:]])
         assert local_code == code
         assert json.loads(out) == json.loads(capsys.readouterr()[0])
+
+
+def test_the_check_of_every_file_has_a_partition_s_files_in_flight_together(
+    uploaded: str, proxy: FaultProxy, local_checkpoint: Path
+) -> None:
+    """``doctor`` and the verdicts check every state file, partition after partition: each partition's
+    files are requested before any is answered, once each, and the checks agree with the local copy's."""
+    reader = open_checkpoint(uploaded, storage_options=options(proxy.url), mirror=False).store_reader(0)
+    here = open_checkpoint(str(local_checkpoint)).store_reader(0)
+    files = reader.files()
+    first = [sf for sf in files if sf.partition_id == files[0].partition_id]
+    assert len(first) >= 4 and len({sf.partition_id for sf in files}) >= 2
+    gate = Gate(proxy, len(first), timeout=5)
+    checked = [reader.check_file(sf, 10) for sf in files]
+    assert checked == [here.check_file(sf, 10) for sf in here.files()]
+    assert gate.opened.is_set() and gate.peak >= len(first)
+    gets = state_gets(proxy)
+    assert set(gets) == {sf.path for sf in files} and max(gets.values()) == 1
 
 
 def test_rocksdb_state_files_read_ahead_once_each(

@@ -16,6 +16,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,6 +106,37 @@ def test_second_command_reads_state_from_the_mirror(
     code, out, _ = _cli(capsys, "cache", "clear")
     assert code == 0 and f"removed {files} mirrored files from {mirror_dir}" in out
     assert FileMirror(mirror_dir).info().files == 0
+
+
+def test_files_announced_again_are_looked_up_in_the_mirror_once(
+    uploaded: str,
+    proxy: FaultProxy,
+    mirror_dir: Path,
+    local_checkpoint: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A replay announces a partition's files before it reaches the partition (the next partitions' files)
+    and again when it does: a mirrored file is looked up once, read from the mirror, never requested."""
+    first = open_checkpoint(uploaded, storage_options=options(proxy.url))
+    stats = list(first.store_reader(0).iter_stats())
+    looked_up: list[str] = []
+    has = FileMirror.has
+
+    def counted(self: FileMirror, location: str, entry: Any) -> bool:
+        looked_up.append(entry.path)
+        return has(self, location, entry)
+
+    monkeypatch.setattr(FileMirror, "has", counted)
+    proxy.reset()
+    again = open_checkpoint(uploaded, storage_options=options(proxy.url))
+    reader = again.store_reader(0)
+    state = [sf.path for sf in reader.files()]
+    again.fs.read_ahead(state)  # announced ahead of the replay, then by the replay itself
+    assert list(reader.iter_stats()) == stats
+    assert stats == list(open_checkpoint(str(local_checkpoint)).store_reader(0).iter_stats())
+    assert state_gets(proxy, _prefix(uploaded)) == {}
+    assert sorted(looked_up) == sorted(state)
+    assert again.fs.read_ahead_held() == (0, 0)
 
 
 def test_rewritten_object_is_read_again_never_served_stale(

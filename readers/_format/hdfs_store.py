@@ -101,21 +101,33 @@ class HDFSStoreReader(StoreReaderBase):
 
     provider = "hdfs"
     floor_values_to_8 = True
+    #: The partition :meth:`check_file` last announced the files of (remote storage).
+    _checking: int | None = None
 
     def files(self) -> list[StateFile]:
         out: list[StateFile] = []
         for pid in self.partition_ids():
-            pf = self.partitions[pid]
-            out.extend(pf.deltas[v] for v in sorted(pf.deltas))
-            out.extend(pf.snapshots[v] for v in sorted(pf.snapshots))
+            out.extend(self._partition_files(pid))
         return out
+
+    def _partition_files(self, partition_id: int) -> list[StateFile]:
+        """One partition's deltas, then its snapshots, by version (the order of :meth:`files`)."""
+        pf = self._partition(partition_id)
+        return [*(pf.deltas[v] for v in sorted(pf.deltas)), *(pf.snapshots[v] for v in sorted(pf.snapshots))]
 
     # -- integrity -----------------------------------------------------------------------------------
     def check_file(self, sf: StateFile, sample_rows: int) -> tuple[str, StatelensError] | None:
         """Check one state file the way a read would use it: it decompresses and its records scan
         (stage ``scan``); the first ``sample_rows`` rows carry valid row checksums where the store writes
         them (``row_checksum``) and decode against the store's schema (``schema``). None when it is
-        sound, else the first stage that failed and its error (naming the file)."""
+        sound, else the first stage that failed and its error (naming the file).
+
+        On remote storage the first file checked in a partition announces the partition's files (and,
+        once checks go from partition to partition, the next partitions'), so a check of every file in
+        the order of :meth:`files` has many requests in flight instead of one file at a time."""
+        if self._checking != sf.partition_id:
+            self._checking = sf.partition_id
+            self._read_ahead("check", sf.partition_id, self._partition_files)
         try:
             data, idx = self._index(sf)
         except StatelensError as err:

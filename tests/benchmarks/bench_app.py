@@ -40,10 +40,20 @@ from tests.benchmarks import peak_rss_kib
 REPO = Path(__file__).resolve().parents[2]
 
 
-def app_start(ckpt: Path, view: str, cache: Path) -> dict[str, float]:
+def app_start(
+    ckpt: Path | str, view: str, cache: Path | str, env: dict[str, str] | None = None
+) -> dict[str, float]:
     """Wall time and peak RSS of one app start until ``view`` is drawn (its screenshot saved), and until
-    the process has exited (Python and Qt tear down in ~0.5 s more)."""
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "STATELENS_CACHE_DIR": str(cache)}
+    the process has exited (Python and Qt tear down in ~0.5 s more).
+
+    ``ckpt`` is a folder or a URL; ``env`` (default: this process's) is the app's environment, with
+    ``STATELENS_CACHE_DIR`` set to ``cache``.
+    """
+    env = {
+        **(os.environ if env is None else env),
+        "QT_QPA_PLATFORM": "offscreen",
+        "STATELENS_CACHE_DIR": str(cache),
+    }
     shot = Path(tempfile.mkdtemp()) / "shot.png"
     code = (
         "import sys;from statelens.app.launcher import main;from tests.benchmarks import peak_rss_kib;"
