@@ -808,3 +808,23 @@ def test_frame_records_writes_a_file_of_puts_byte_for_byte(scenario: str, checkp
     assert any(p.suffix == ".snapshot" for p in files) or scenario != "agg_many_partitions"
     framed, got = records.frame_records([], [])
     assert framed == EMPTY and got.count == 0 and got.eof_offset == 0
+
+
+def test_a_kernels_module_still_being_imported_is_not_taken_as_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While one thread imports readers/_format/kernels.py, the module is already in ``sys.modules``
+    without its kernels; another thread must not take it as loaded (it would fail on a missing
+    ``walk_sized``), but import it, which waits for the first thread."""
+    import sys
+    import types
+
+    from statelens.readers._format import kernels
+
+    name = "statelens.readers._format.kernels"
+    half = types.ModuleType(name)
+    half.__all__ = list(kernels.__all__)  # what the module defines first, before its kernels
+    monkeypatch.setitem(sys.modules, name, half)
+    assert records._loaded() is None
+    monkeypatch.setitem(sys.modules, name, kernels)
+    assert records._loaded() is kernels
