@@ -678,12 +678,16 @@ class RocksDBStoreReader(StoreReaderBase):
         """Open the zip of ``version`` (when there is one) and check its entries and ``metadata``: a
         restart of version ``version`` loads that zip (``docs/format.md`` §5), so a walk that reaches the
         version by changelogs must not pass over a damaged zip unseen. Each zip is checked once."""
-        if version not in self._partition(partition_id).snapshots:
-            return
-        checked = self.__dict__.setdefault("_checked_zips", set())
-        if (partition_id, version) not in checked:
-            self.zip_metadata(partition_id, version)
-            checked.add((partition_id, version))
+        if version in self._partition(partition_id).snapshots:
+            self._zip_meta(partition_id, version)
+
+    def _zip_meta(self, partition_id: int, version: int) -> ZipMetadata:
+        """:meth:`zip_metadata`, each zip read once (then kept for the reader's life)."""
+        cache = self.__dict__.setdefault("_zip_metas", {})
+        meta = cache.get((partition_id, version))
+        if meta is None:
+            meta = cache[(partition_id, version)] = self.zip_metadata(partition_id, version)
+        return meta  # type: ignore[no-any-return]
 
     # -- verification (doctor) -------------------------------------------------------------------------
     def verify_zip(self, partition_id: int, version: int) -> ZipMetadata:
@@ -861,15 +865,7 @@ class RocksDBStoreReader(StoreReaderBase):
         zip_file: StateFile,
     ) -> None:
         """Copy ``<folder>/<dfs_name>`` of the checkpoint to ``target`` (through the workspace cache)."""
-        rel = f"{pf.directory}/{folder}/{dfs_name}"
-        if dfs_name not in listed:
-            raise MissingFileError(
-                f"{folder[:-1] if folder.endswith('s') else folder} file named by {zip_file.path} is missing",
-                rel,
-            )
-        if listed[dfs_name] != size:
-            cls = TruncatedFileError if listed[dfs_name] < size else CorruptFileError
-            raise cls(f"is {listed[dfs_name]} bytes but {zip_file.path} records {size}", rel)
+        rel = self._check_listed(pf, folder, listed, dfs_name, size, zip_file)
         cached = ws.cached.get(rel)
         if cached is None:
             cached = os.path.join(ws.sst_dir, f"{len(ws.cached)}-{dfs_name}")
@@ -883,6 +879,27 @@ class RocksDBStoreReader(StoreReaderBase):
             os.link(cached, target)  # both inside our temporary folder
         except OSError:
             shutil.copyfile(cached, target)
+
+    @staticmethod
+    def _check_listed(
+        pf: RocksDBPartitionFiles,
+        folder: str,
+        listed: dict[str, int],
+        dfs_name: str,
+        size: int,
+        zip_file: StateFile,
+    ) -> str:
+        """``<folder>/<dfs_name>``, which ``zip_file`` names, must be listed at ``size`` bytes; its path."""
+        rel = f"{pf.directory}/{folder}/{dfs_name}"
+        if dfs_name not in listed:
+            raise MissingFileError(
+                f"{folder[:-1] if folder.endswith('s') else folder} file named by {zip_file.path} is missing",
+                rel,
+            )
+        if listed[dfs_name] != size:
+            cls = TruncatedFileError if listed[dfs_name] < size else CorruptFileError
+            raise cls(f"is {listed[dfs_name]} bytes but {zip_file.path} records {size}", rel)
+        return rel
 
     def _scan_db(self, db_dir: str, sf: StateFile, keys_only: bool, prefix: bytes | None = None) -> Any:
         rocksdict = _load_rocksdict()
@@ -1075,6 +1092,96 @@ class RocksDBStoreReader(StoreReaderBase):
         """Partitions on :data:`readers.parallel.WORKERS` threads for a :meth:`big` store, else one."""
         return None if self.big() else 1
 
+    def _raw_arrays(self, partition_id: int, version: int) -> RawArrays:
+        """The live records of one partition at one version (what :meth:`read_raw` gives, in its order),
+        replayed from the changelogs as arrays where they reach back to the start
+        (:meth:`_changelog_raw_arrays`: no RocksDB to open, no Python object per record); else
+        :meth:`read_raw`'s zip and changelogs."""
+        got = self._changelog_raw_arrays(partition_id, version)
+        return got if got is not None else super()._raw_arrays(partition_id, version)
+
+    def _changelog_raw_arrays(self, partition_id: int, version: int) -> RawArrays | None:
+        """:meth:`read_raw` of ``version`` from the changelogs of versions 1 to ``version``, as arrays.
+
+        The zip :meth:`read_raw` would start from (the newest at or before ``version`` that the
+        changelogs continue) is still opened and its ``metadata`` read, and the SST and log files it
+        names must be listed at their recorded sizes, with the errors :meth:`read_raw` raises; its
+        ``numKeys`` must equal the keys live after the changelogs up to its version. The rows come in
+        :meth:`read_raw`'s order: the zip's keys (RocksDB's bytewise order) that no later changelog
+        removes, then the others in the order each was last put into the state. None (read the zip)
+        for row checksums (checked per record), a changelog missing before ``version``, a changelog
+        that cannot be read or indexed (a restart does not read those before the zip), or a zip whose
+        key count differs.
+        """
+        import numpy as np
+        import pyarrow.compute as pc
+
+        from statelens.readers.arrow_values import binary_array, key_ids
+
+        pf = self._partition(partition_id)
+        if self.row_checksum or version < 1 or any(v not in pf.deltas for v in range(1, version + 1)):
+            return None
+        base = self._base_for(pf, version)
+        if base is None:
+            return None
+        meta = self._zip_meta(partition_id, base) if base else None
+        if meta is not None:
+            sf = pf.snapshots[base]
+            with self._located(partition_id, base):
+                if meta.column_family_mapping:
+                    raise BackendUnavailableError(
+                        f"this store uses virtual column families ({', '.join(sorted(meta.column_family_mapping))}"
+                        "), which the native decoder does not read yet; use --backend spark",
+                        sf.path,
+                    )
+                for folder, listed, named in (
+                    ("SSTs", pf.sst_sizes, meta.sst_files),
+                    ("logs", pf.log_sizes, meta.log_files),
+                ):
+                    for _local, dfs, size in named:
+                        self._check_listed(pf, folder, listed, dfs, size, sf)
+        files = [pf.deltas[v] for v in range(1, version + 1)]
+        replay = ReplayRecords(list(range(1, version + 1)), list(range(version)))
+        try:
+            self._add_changelog_records(replay, files, keep=True)
+        except StatelensError:
+            return None  # read as a restart reads it: from the zip (which reports a later changelog too)
+        kstart, klen, vstart, vlen = replay.positions()
+        n = len(kstart)
+        ids = key_ids(replay.pieces).astype(np.int64)
+        nid = int(ids.max()) + 1 if n else 0
+        at = np.arange(n, dtype=np.int64)
+        put = vlen >= 0
+        last = np.full(nid, -1, dtype=np.int64)
+        np.maximum.at(last, ids, at)
+        # the zip's keys: those whose last record up to the zip's version is a put
+        pre = int(sum(replay.counts[:base]))
+        last_pre = np.full(nid, -1, dtype=np.int64)
+        np.maximum.at(last_pre, ids[:pre], at[:pre])
+        in_zip = last_pre >= 0
+        in_zip[in_zip] = put[last_pre[in_zip]]
+        if meta is not None and meta.num_keys is not None and int(in_zip.sum()) != meta.num_keys:
+            return None
+        # after the zip, a key removed and put again goes to the end (a dict's order)
+        post = at >= pre
+        last_remove = np.full(nid, -1, dtype=np.int64)
+        np.maximum.at(last_remove, ids[post & ~put], at[post & ~put])
+        added = post & put & (at > last_remove[ids])
+        first_put = np.full(nid, n, dtype=np.int64)
+        np.minimum.at(first_put, ids[added], at[added])
+        live = (last >= 0) & put[np.maximum(last, 0)]
+        kept = live & in_zip & (last_remove < 0)
+        later = live & ~kept
+        buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
+        zip_rows = last[kept]
+        if len(zip_rows):
+            order = pc.sort_indices(binary_array(buf, kstart[zip_rows], klen[zip_rows])).to_numpy()
+            zip_rows = zip_rows[order]
+        later_ids = np.flatnonzero(later)
+        rows = np.concatenate([zip_rows, last[later_ids[np.argsort(first_put[later_ids], kind="stable")]]])
+        skip = self.value_skip
+        return buf, kstart[rows] + 1, klen[rows] - 1, vstart[rows] + skip, vlen[rows] - skip
+
     def _replay_records(self, partition_id: int, keep: bool) -> ReplayRecords | None:
         """The records of a partition's replay of every readable version, in order: those that rebuild
         the first version (its zip's keys and values framed as a delta's, or the changelogs from
@@ -1099,6 +1206,13 @@ class RocksDBStoreReader(StoreReaderBase):
         if chain and chain[0].kind == "zip":
             self._add_zip_records(out, chain[0], keep)
             changelogs = changelogs[1:]
+        self._add_changelog_records(out, changelogs, keep)
+        return out
+
+    def _add_changelog_records(self, out: ReplayRecords, changelogs: list[StateFile], keep: bool) -> None:
+        """The records of ``changelogs`` in order into ``out`` (with ``keep`` the decompressed files too):
+        fixed-width v1 files checked and cut a group at a time (:meth:`_sized_changelogs`), the others
+        indexed one by one (:meth:`_checked_index`, which names the file and record of a bad one)."""
         for group in file_groups(changelogs):
             datas = [self._changelog_bytes(sf) for sf in group]
             run = self._sized_changelogs(group, datas)
@@ -1113,7 +1227,6 @@ class RocksDBStoreReader(StoreReaderBase):
                         out.add_indexed(data, self._checked_index(sf, data))
             if keep:
                 out.datas.extend(datas)
-        return out
 
     def _add_zip_records(self, out: ReplayRecords, sf: StateFile, keep: bool) -> None:
         """The keys (and with ``keep`` the values) of one zip, read once through RocksDB, into ``out`` as
