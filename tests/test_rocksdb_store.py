@@ -33,6 +33,7 @@ from statelens.readers.errors import (
     CorruptFileError,
     LimitExceededError,
     MissingFileError,
+    StatelensError,
     TruncatedFileError,
     UsageError,
 )
@@ -585,3 +586,49 @@ def test_a_zip_whose_key_count_differs_from_the_changelogs_is_read(
     reader = _reader(root)
     assert _records(reader.live_arrays(0, 4)) == list(reader.read_raw(0, 4).items())
     assert rocksdb_opens == ["state/0/0/4.zip", "state/0/0/4.zip"]
+
+
+def _outcome(data: bytes, limits: ZipLimits) -> Any:
+    """What ``read_zip`` gives: the entries, or the error's type, message, file and offset."""
+    try:
+        return read_zip(data, "state/0/0/4.zip", limits)
+    except StatelensError as err:
+        return type(err), str(err), err.path, err.offset
+
+
+@pytest.mark.spark
+def test_zips_read_without_zipfile_give_what_zipfile_gives_even_damaged(
+    checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``read_zip`` reads the zips Spark writes with ``struct`` and ``zlib`` (``_read_plain_zip``) and
+    hands anything else to :mod:`zipfile`. Every zip of the real checkpoints is read that way, to the
+    entries :mod:`zipfile` reads; and each damage of a real zip (every byte flipped, cut at every
+    length, bytes added before or after, a lower limit) gives the same entries or the same error (type,
+    message, file and offset) as :mod:`zipfile` alone."""
+    from statelens.readers._format import rocksdb_store
+
+    limits = ZipLimits()
+    zips = sorted((checkpoint("rocks_agg_changelog") / "checkpoint" / "state").rglob("*.zip"))
+    zips += sorted((checkpoint("rocks_join") / "checkpoint" / "state").rglob("*.zip"))
+    assert zips
+    for path in zips:
+        data = path.read_bytes()
+        with zipfile.ZipFile(path) as zf:
+            expected = {info.filename: zf.read(info) for info in zf.infolist()}
+        got = rocksdb_store._read_plain_zip(data, limits)
+        assert got == expected and list(got) == list(expected), path
+
+    data = (checkpoint("rocks_agg_changelog") / "checkpoint" / "state/0/0/4.zip").read_bytes()
+    damaged = [bytes(data[:i]) + bytes([data[i] ^ 0xFF]) + data[i + 1 :] for i in range(len(data))]
+    damaged += [data[:n] for n in range(len(data))]
+    damaged += [b"PK" + data, data + b"\0", data + data]
+    cases = [(d, limits) for d in damaged] + [
+        (data, ZipLimits(max_entries=4)),
+        (data, ZipLimits(max_entry_bytes=1000)),
+        (data, ZipLimits(max_metadata_bytes=100)),
+        (data, ZipLimits(max_total_bytes=5000)),
+    ]
+    fast = [_outcome(d, lim) for d, lim in cases]
+    monkeypatch.setattr(rocksdb_store, "_read_plain_zip", lambda _data, _limits: None)
+    assert fast == [_outcome(d, lim) for d, lim in cases]
+    assert sum(isinstance(f, dict) for f in fast) < len(cases)  # damage was found

@@ -336,6 +336,9 @@ def read_zip(data: bytes, path: str, limits: ZipLimits) -> dict[str, bytes]:
     """
     if len(data) > limits.max_zip_bytes:
         raise LimitExceededError(f"zip is {len(data)} bytes, over the limit of {limits.max_zip_bytes}", path)
+    plain = _read_plain_zip(data, limits)
+    if plain is not None:
+        return plain
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except NotImplementedError as err:  # "zip file version 7.8": a feature Python's zipfile lacks
@@ -387,6 +390,99 @@ def read_zip(data: bytes, path: str, limits: ZipLimits) -> dict[str, bytes]:
             out[name] = _read_entry(zf, info, path, min(cap, limits.max_total_bytes - total))
             total += len(out[name])
     return out
+
+
+_ZIP_END = struct.Struct("<4s4H2LH")  # end of central directory record
+_ZIP_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")  # central directory file header
+_ZIP_LOCAL = struct.Struct("<4s2B4HL2L2H")  # local file header
+_ZIP_MAX_EXTRACT_VERSION = 63  # zipfile's MAX_EXTRACT_VERSION: later versions are refused
+
+
+def _read_plain_zip(data: bytes, limits: ZipLimits) -> dict[str, bytes] | None:
+    """The entries of a zip laid out as Spark's ``java.util.zip`` writes it, read with ``struct`` and
+    ``zlib`` alone (:mod:`zipfile` spends more than half of a check of a Spark zip on its Python objects
+    and seeks), or None to read it with :mod:`zipfile`, whose errors :func:`read_zip` reports.
+
+    Anything unusual (a comment, bytes before the zip, Zip64, extra fields, names that are not plain ASCII
+    file names, links, duplicates, other methods or flags, entries out of order, overlapping or over the
+    limits) or wrong (a size, a CRC-32, a deflate stream that does not end exactly at its compressed
+    size) gives None. What this returns passes every check :func:`read_zip` makes, and holds the bytes
+    :mod:`zipfile` gives, in the central directory's order.
+    """
+    n = len(data)
+    end = n - _ZIP_END.size
+    if end < 0:
+        return None
+    sig, disk, cd_disk, count_here, count, cd_size, cd_offset, comment = _ZIP_END.unpack_from(data, end)
+    if (
+        sig != b"PK\x05\x06"
+        or comment
+        or disk
+        or cd_disk
+        or count_here != count
+        or count > limits.max_entries
+        or cd_offset + cd_size != end
+        or (end >= 20 and data[end - 20 : end - 16] == b"PK\x06\x07")  # a Zip64 locator
+    ):
+        return None
+    entries: list[tuple[str, int, int, int, int, int]] = []
+    pos = cd_offset
+    while pos < end:
+        if pos + _ZIP_CENTRAL.size > end:
+            return None
+        (sig, _, _, extract, _, flags, method, _, _, crc, csize, usize, name_len, extra_len, comment_len,
+         _, _, external, offset) = _ZIP_CENTRAL.unpack_from(data, pos)  # fmt: skip
+        raw_name = data[pos + _ZIP_CENTRAL.size : pos + _ZIP_CENTRAL.size + name_len]
+        pos += _ZIP_CENTRAL.size + name_len + extra_len + comment_len
+        mode = external >> 16
+        if (
+            sig != b"PK\x01\x02"
+            or extract > _ZIP_MAX_EXTRACT_VERSION
+            or extra_len
+            or comment_len
+            or method not in _ZIP_METHODS
+            or flags & _ZIP_UNSUPPORTED_FLAGS
+            or not raw_name.isascii()
+            or not _FLAT_NAME_RE.match(raw_name.decode("ascii"))
+            or (mode and stat.S_IFMT(mode) not in (0, stat.S_IFREG))
+        ):
+            return None
+        entries.append((raw_name.decode("ascii"), method, crc, csize, usize, offset))
+    if pos != end or len(entries) != count or len({e[0] for e in entries}) != count:
+        return None
+    out: dict[str, bytes] = {}
+    total = 0
+    bounds = sorted((e[5], i) for i, e in enumerate(entries))
+    for (offset, i), (next_offset, _) in zip(bounds, [*bounds[1:], (cd_offset, -1)], strict=True):
+        name, method, crc, csize, usize, _ = entries[i]
+        cap = limits.max_metadata_bytes if name == "metadata" else limits.max_entry_bytes
+        total += usize
+        if usize > cap or total > limits.max_total_bytes or offset + _ZIP_LOCAL.size > next_offset:
+            return None
+        sig, _, _, flags, _, _, _, _, _, _, name_len, extra_len = _ZIP_LOCAL.unpack_from(data, offset)
+        start = offset + _ZIP_LOCAL.size + name_len + extra_len
+        if (
+            sig != b"PK\x03\x04"
+            or flags & _ZIP_UNSUPPORTED_FLAGS
+            or data[offset + _ZIP_LOCAL.size : offset + _ZIP_LOCAL.size + name_len] != name.encode("ascii")
+            or start + csize > next_offset
+        ):
+            return None
+        raw = data[start : start + csize]
+        if method == zipfile.ZIP_STORED:
+            content = raw
+        else:
+            inflate = zlib.decompressobj(-15)
+            try:
+                content = inflate.decompress(raw, usize + 1)
+            except zlib.error:
+                return None
+            if not inflate.eof or inflate.unconsumed_tail or inflate.unused_data:
+                return None
+        if len(content) != usize or zlib.crc32(content) != crc:
+            return None
+        out[name] = content
+    return {name: out[name] for name, *_ in entries}
 
 
 def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, cap: int) -> bytes:
