@@ -1007,10 +1007,12 @@ class RocksDBStoreReader(StoreReaderBase):
             if upper is not None:
                 read_opt.set_iterate_upper_bound(upper)
             bounds = {"from_key": prefix, "read_opt": read_opt}
+        options = rocksdict.Options(raw_mode=True)
+        # The SSTs are opened one after another: RocksDB's default pool of 16 threads for opening them
+        # costs ~1.5 ms of a 2.3 ms open of a snapshot of a few SSTs (a zip per version: most of the time).
+        options.set_max_file_opening_threads(1)
         try:
-            db = rocksdict.Rdict(
-                db_dir, options=rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only()
-            )
+            db = rocksdict.Rdict(db_dir, options=options, access_type=rocksdict.AccessType.read_only())
         except Exception as err:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status text
             raise CorruptFileError(f"RocksDB cannot open this snapshot: {err}", sf.path) from err
         try:
