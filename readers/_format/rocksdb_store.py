@@ -554,12 +554,29 @@ class _Workspace:
         os.mkdir(self.sst_dir)
         self.cached: dict[str, str] = {}
         self._n = 0
+        self._emptied: list[str] = []
 
     def new_db_dir(self) -> str:
+        """An empty folder for one snapshot: one :meth:`release` gave back, else a new one."""
+        if self._emptied:
+            return self._emptied.pop()
         self._n += 1
         d = os.path.join(self.root, f"db{self._n}")
         os.mkdir(d)
         return d
+
+    def release(self, db_dir: str) -> None:
+        """Empty a folder of :meth:`new_db_dir` once its snapshot is read, for the next one (a snapshot
+        per version: a folder made and removed for each costs ~0.3 ms more on a journaled file system);
+        a folder that cannot be emptied is removed."""
+        try:
+            with os.scandir(db_dir) as entries:
+                for entry in entries:
+                    os.unlink(entry.path)  # RocksDB's files and the snapshot's (no folders: else removed)
+        except OSError:
+            shutil.rmtree(db_dir, ignore_errors=True)
+        else:
+            self._emptied.append(db_dir)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -897,7 +914,7 @@ class RocksDBStoreReader(StoreReaderBase):
             with self._located(partition_id, version):
                 return self._scan_db(db_dir, sf, keys_only, prefix)
         finally:
-            shutil.rmtree(db_dir, ignore_errors=True)
+            ws.release(db_dir)
 
     def restore(
         self, ws: _Workspace, partition_id: int, version: int, *, column_families: bool = False
