@@ -632,3 +632,24 @@ def test_zips_read_without_zipfile_give_what_zipfile_gives_even_damaged(
     monkeypatch.setattr(rocksdb_store, "_read_plain_zip", lambda _data, _limits: None)
     assert fast == [_outcome(d, lim) for d, lim in cases]
     assert sum(isinstance(f, dict) for f in fast) < len(cases)  # damage was found
+
+
+@pytest.mark.spark
+def test_a_snapshot_row_without_its_version_byte_is_named(checkpoint: Any) -> None:
+    """The rows RocksDB gives from a real snapshot carry the version byte ``00``; a row whose byte is
+    changed, or cut before it, is named by its position among the rows (keys, and values after a row
+    checksum's header when there is one)."""
+    reader = _reader(checkpoint("rocks_agg") / "checkpoint")
+    with reader.workspace() as ws:
+        items = reader._zip_items(ws, 0, 5, False, column_families=False)
+    keys = [k for k, _ in items]
+    assert len(keys) > 3
+    RocksDBStoreReader._check_rows(keys, 1, "state/0/0/5.zip", "key")
+    for damaged in (keys[:2] + [b"\x01" + keys[2][1:]] + keys[3:], keys[:2] + [b""] + keys[3:]):
+        with pytest.raises(CorruptFileError, match="RocksDB key 2 ") as info:
+            RocksDBStoreReader._check_rows(damaged, 1, "state/0/0/5.zip", "key")
+        assert info.value.path == "state/0/0/5.zip"
+    values = [v for _, v in items]
+    RocksDBStoreReader._check_rows(values, 1, "state/0/0/5.zip", "value")
+    with pytest.raises(CorruptFileError, match="RocksDB value 3 "):
+        RocksDBStoreReader._check_rows(values[:3] + [values[3][:0]], 1, "state/0/0/5.zip", "value")

@@ -1041,14 +1041,26 @@ class RocksDBStoreReader(StoreReaderBase):
 
     @staticmethod
     def _check_rows(rows: list[bytes], skip: int, path: str, what: str) -> None:
-        for i, row in enumerate(rows):
-            if len(row) < skip or row[skip - 1] != STATE_ENCODING_VERSION:
-                raise CorruptFileError(
-                    f"RocksDB {what} {i} ({row[:12].hex(' ')}...) does not carry the state encoding version "
-                    "byte 00 (a column family store?)",
-                    path,
-                    record=i,
-                )
+        """Every row must carry the version byte ``00`` at ``skip - 1``: checked in the rows laid end to
+        end (one join and one gather, no Python per row); the first that does not is named."""
+        import numpy as np
+
+        if not rows:
+            return
+        lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        bad = lens < skip
+        joined = np.frombuffer(b"".join(rows), dtype=np.uint8)
+        if len(joined):
+            ends = np.cumsum(lens)
+            bad |= joined[np.where(bad, 0, ends - lens + skip - 1)] != STATE_ENCODING_VERSION
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise CorruptFileError(
+                f"RocksDB {what} {i} ({rows[i][:12].hex(' ')}...) does not carry the state encoding version "
+                "byte 00 (a column family store?)",
+                path,
+                record=i,
+            )
 
     # -- raw states ----------------------------------------------------------------------------------
     def _base_for(self, pf: RocksDBPartitionFiles, version: int) -> int | None:
