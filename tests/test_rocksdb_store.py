@@ -653,3 +653,21 @@ def test_a_snapshot_row_without_its_version_byte_is_named(checkpoint: Any) -> No
     RocksDBStoreReader._check_rows(values, 1, "state/0/0/5.zip", "value")
     with pytest.raises(CorruptFileError, match="RocksDB value 3 "):
         RocksDBStoreReader._check_rows(values[:3] + [values[3][:0]], 1, "state/0/0/5.zip", "value")
+
+
+@pytest.mark.spark
+def test_a_history_much_larger_than_its_state_is_not_replayed(
+    checkpoint: Any, monkeypatch: pytest.MonkeyPatch, rocksdb_opens: list[str]
+) -> None:
+    """Changelogs holding more than ``CHANGELOG_REPLAY_RATIO`` times the bytes of the SSTs of the zip
+    they lead to (here: any, with the ratio at 0) are not replayed: the zip is read through RocksDB, to
+    the same records; a version before the first zip still replays its changelogs."""
+    from statelens.readers._format import rocksdb_store
+
+    monkeypatch.setattr(rocksdb_store, "CHANGELOG_REPLAY_RATIO", 0)
+    reader = _reader(checkpoint("rocks_agg_changelog") / "checkpoint")
+    assert _records(reader.live_arrays(0, 5)) == list(reader.read_raw(0, 5).items())
+    assert rocksdb_opens == ["state/0/0/4.zip", "state/0/0/4.zip"]
+    rocksdb_opens.clear()
+    assert _records(reader.live_arrays(0, 1)) == list(reader.read_raw(0, 1).items())
+    assert rocksdb_opens == []
