@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 
 __all__ = ["LIMIT_BYTES", "tune"]
@@ -31,7 +32,6 @@ def tune() -> bool:
     """Set glibc's mmap and trim thresholds to :data:`LIMIT_BYTES`; True if it took. Other C libraries
     (macOS, Windows, musl) are left alone, and so is a process whose environment set them already
     (``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``)."""
-    import os
 
     if not sys.platform.startswith("linux"):
         return False

@@ -14,13 +14,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.doctor import iter_doctor
+from statelens.app.analysis.expired import iter_expired
+from statelens.app.analysis.growth import iter_growth
+from statelens.app.analysis.sql import iter_sql
 from statelens.app.analysis.stats import GROWTH_FIELDS
 from statelens.app.analysis.stats import iter_growth as iter_growth_records
+from statelens.app.prune import Selection, iter_prune
 from statelens.readers.backends import BackendChooser
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import UsageError
 from statelens.readers.model import BatchInfo, OperatorInfo
-from statelens.readers.scan import StateScan
+from statelens.readers.scan import ScanKind, StateScan
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -159,15 +164,7 @@ class Checkpoint:
         StateScan
             Read when an output is asked for: ``.to_arrow()``, ``.to_batches()``, ``.to_pandas()``...
         """
-        op, name = self._store(operator, store)
-        return StateScan(
-            self._backends.for_store(op, name),
-            op,
-            name,
-            kind="rows",
-            version=version,
-            partitions=_partitions(partition),
-        )
+        return self._scan("rows", operator, store, partition, version=version)
 
     def changes(
         self,
@@ -184,21 +181,58 @@ class Checkpoint:
         of consecutive versions (``derived`` is true); a version whose changes can be neither read nor
         derived is an error naming the file, never an empty answer.
         """
+        return self._scan("changes", operator, store, partition, start_version=start, end_version=end)
+
+    def stats(
+        self,
+        operator: int | None = None,
+        *,
+        store: str | None = None,
+        version: int | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        partition: int | Sequence[int] | None = None,
+    ) -> StateScan:
+        """Live rows and on-disk bytes of one store per partition and version (``version`` alone, or
+        ``start .. end``; default every readable version), counted without decoding rows where the
+        backend can.
+
+        Returns
+        -------
+        StateScan
+            ``.to_arrow()`` has columns ``version, partition, rows, bytes``; ``.iter_stats()`` gives
+            :class:`readers.model.PartitionVersionStats`. A partition whose files cannot be read stops
+            at the version before the damaged file and is listed in ``.unreadable`` with the error.
+        """
+        if version is not None and (start is not None or end is not None):
+            raise UsageError("give version, or start and end, not both")
+        return self._scan("stats", operator, store, partition, version, start, end)
+
+    def _scan(
+        self,
+        kind: ScanKind,
+        operator: int | None,
+        store: str | None,
+        partition: int | Sequence[int] | None,
+        version: int | None = None,
+        start_version: int | None = None,
+        end_version: int | None = None,
+    ) -> StateScan:
         op, name = self._store(operator, store)
         return StateScan(
             self._backends.for_store(op, name),
             op,
             name,
-            kind="changes",
-            start_version=start,
-            end_version=end,
+            kind,
+            version,
+            start_version,
+            end_version,
             partitions=_partitions(partition),
         )
 
     # -- analyses -------------------------------------------------------------------------------------
     def growth(self) -> GrowthResult:
         """Rows and bytes of every store per partition and version, and the checkpoint's footprint."""
-        from statelens.app.analysis.growth import iter_growth
 
         return run_to_end(iter_growth(self._ckpt, backends=self._backends))
 
@@ -206,7 +240,7 @@ class Checkpoint:
         """Rows and on-disk bytes of every store partition at every version as one Arrow table, the
         records of ``statelens growth --json``: ``operator_id, store_name, version, batch_id,
         partition_id, rows, bytes`` (bytes of the files written for that version)."""
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         records = list(iter_growth_records(self._ckpt, backends=self._backends))
         return pa.table({k: [r[k] for r in records] for k in GROWTH_FIELDS})
@@ -219,13 +253,11 @@ class Checkpoint:
         (:class:`app.analysis.expired.ExpiredFinding`, each with ``to_json()``), with exact counts per
         category (``counts()``).
         """
-        from statelens.app.analysis.expired import iter_expired
 
         return run_to_end(iter_expired(self._ckpt, operator, backends=self._backends, **options))
 
     def doctor(self, **options: Any) -> DoctorResult:
         """Will a restart succeed? Every health check, worst finding first (``exit_code`` as the CLI)."""
-        from statelens.app.analysis.doctor import iter_doctor
 
         options.setdefault("storage_options", self._storage_options)
         return run_to_end(iter_doctor(self._ckpt, backends=self._backends, **options))
@@ -275,7 +307,6 @@ class Checkpoint:
         RefusedError
             Before anything is written, when the copy would not be safe (the message says why).
         """
-        from statelens.app.prune import Selection, iter_prune
 
         selection = Selection(
             zombies=zombies,
@@ -301,9 +332,7 @@ class Checkpoint:
     ) -> pa.Table:
         """Run a DuckDB query over the tables ``batches``, ``growth``, ``expired``, ``state`` and
         ``changes`` (see ``statelens sql --help``) and return its answer as an Arrow table."""
-        import pyarrow as pa
-
-        from statelens.app.analysis.sql import iter_sql
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         result = run_to_end(
             iter_sql(

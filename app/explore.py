@@ -39,6 +39,7 @@ from statelens.app.session import (
     sort_getter,
     state_columns,
 )
+from statelens.readers import schemas
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import BatchInfo, Progress, StoreSchema
 from statelens.readers.scan import walk_partition
@@ -674,7 +675,6 @@ def read_schema_history(ckpt: Any) -> tuple[list[SchemaVersion], list[StatelensE
     problems : list of StatelensError
         Schema files that could not be read.
     """
-    from statelens.readers import schemas
 
     out: list[SchemaVersion] = []
     problems: list[StatelensError] = []

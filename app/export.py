@@ -16,12 +16,16 @@ inside a checkpoint (the caller picks the path; :func:`check_output_path` refuse
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any
 
+from statelens.app.analysis.report import iter_report
+from statelens.app.output import csv_cell, flat_columns, flatten_row, write_parquet
 from statelens.readers.errors import UsageError
 from statelens.readers.model import Progress
+from statelens.readers.values import JsonObject, row_to_json, rows_to_arrow, state_row_schema
 
 FORMATS = ("csv", "parquet")
 _STEP = 20_000
@@ -92,8 +96,6 @@ def _write_csv_rows(
     what: str,
     cancelled: Callable[[], bool] | None,
 ) -> Generator[Progress, None, None]:
-    import csv
-
     with open(tmp, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
@@ -134,8 +136,6 @@ def iter_export_state_table(
     int
         Rows written.
     """
-    from statelens.app.output import csv_cell, flat_columns, flatten_row, write_parquet
-    from statelens.readers.values import row_to_json, state_row_schema
 
     _check_format(fmt)
     records = table.records
@@ -199,10 +199,7 @@ def iter_export_query_table(
     int
         Rows written.
     """
-    import pyarrow.parquet as pq
-
-    from statelens.app.output import csv_cell, flat_columns, flatten_row
-    from statelens.readers.values import row_to_json, rows_to_arrow, state_row_schema
+    import pyarrow.parquet as pq  # deferred: pyarrow (heavy)
 
     _check_format(fmt)
     query = table.query
@@ -277,8 +274,6 @@ def iter_export_documents(
     int
         Documents written.
     """
-    from statelens.app.output import csv_cell, flatten_row, write_parquet
-    from statelens.readers.values import JsonObject
 
     _check_format(fmt)
     docs = [
@@ -341,7 +336,6 @@ def iter_export_display_table(
     int
         Rows written.
     """
-    from statelens.readers.values import JsonObject
 
     _check_format(fmt)
     n_all = len(columns[0]) if columns else 0
@@ -393,7 +387,6 @@ def iter_export_report(
     str
         The path written.
     """
-    from statelens.app.analysis.report import iter_report
 
     result = yield from iter_report(ckpt, cancelled=cancelled)
     _stopped(cancelled)

@@ -1,7 +1,7 @@
 """The ``statelens`` console script: the command line, and the desktop app when asked for.
 
 Kept apart from :mod:`app.cli` so that the command line never imports Qt: only this module knows
-where the GUI lives, and imports it lazily when the ``gui`` command (or no command) is run.
+where the GUI lives; :mod:`app.gui.main` imports Qt only when the ``gui`` command (or no command) runs.
 """
 
 from __future__ import annotations
@@ -10,20 +10,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from statelens.app import allocator
+from statelens.app.cli import main as cli_main
+from statelens.app.gui.main import run_gui
+
 
 def _run_gui(args: Any) -> int:
-    from statelens.app.gui.main import run_gui
-
     return int(run_gui(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``statelens``."""
-    from statelens.app import allocator
-    from statelens.app.cli import main as cli_main
-
     allocator.tune()
-
     return cli_main(argv, gui_runner=_run_gui)
 
 

@@ -158,7 +158,7 @@ def flatten_row(json_obj: Any, prefix: str = "", schema: DataType | None = None)
 
 
 def _flatten(obj: Any, name: str, dt: Any, out: list[tuple[str, Any]]) -> None:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if dt is not None and isinstance(dt, T.UserDefinedType):
         dt = dt.sqlType()
@@ -237,7 +237,7 @@ def write_parquet(rows: Sequence[Any], path: Any, schema: StructType | None = No
     schema : pyspark.sql.types.StructType, optional
         The rows' schema (preferred).
     """
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: pyarrow (heavy)
 
     if schema is not None:
         table = rows_to_arrow(rows, schema, unique_names=True)
@@ -252,7 +252,7 @@ def _json_documents_to_arrow(docs: Sequence[Any]) -> pa.Table:
     Each top-level column is typed by pyarrow if it can; if not, with every list as JSON text; if that
     fails too (e.g. ``"NaN"`` strings among floats), every value of the column is JSON text.
     """
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     records = [_plain(doc, lists_as_text=False) for doc in docs]
     names: dict[str, None] = {}
@@ -263,7 +263,7 @@ def _json_documents_to_arrow(docs: Sequence[Any]) -> pa.Table:
 
 
 def _json_column(column: list[Any]) -> pa.Array:
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     try:
         return pa.array(column)

@@ -26,8 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statelens.readers.errors import RefusedError, StatelensError, UsageError
+import numpy as np
+
+from statelens.app.analysis.expired import iter_expired
+from statelens.app.output import dumps_jsonl
+from statelens.readers.backends.native import NativeBackend
+from statelens.readers.checkpoint import JOIN_STORE_ORDER, open_checkpoint
+from statelens.readers.errors import BackendUnavailableError, RefusedError, StatelensError, UsageError
+from statelens.readers.mirror import iter_copy_checkpoint, refuse_overlap, write_file_atomic
 from statelens.readers.model import OperatorKind, Progress
+from statelens.readers.rewrite import cannot_write, crc_sidecar_path, hadoop_crc, removal_files
+from statelens.readers.scan import StateScan
+from statelens.readers.values import row_to_json
 
 __all__ = ["CATEGORIES", "PrunePlan", "Selection", "iter_prune", "read_key_lines"]
 
@@ -247,7 +257,6 @@ def _canonical(key: Any) -> str:
 
 def _plain(key: Any) -> Any:
     """A key as plain JSON values (an ordered :class:`readers.values.JsonObject` becomes a dict)."""
-    from statelens.app.output import dumps_jsonl
 
     return json.loads(dumps_jsonl(key))
 
@@ -272,8 +281,6 @@ def _last_committed(ckpt: Any, drop_uncommitted: bool) -> tuple[int, list[int]]:
 def _writable_stores(ckpt: Any, backend: Any, base: int) -> list[tuple[Any, Any]]:
     """Every store of every operator with its reader, refused when one of them cannot be written: Spark
     loads every store at the new version, so every store needs its file."""
-    from statelens.readers.errors import BackendUnavailableError
-    from statelens.readers.rewrite import cannot_write
 
     out: list[tuple[Any, Any]] = []
     for op in ckpt.operators:
@@ -300,7 +307,6 @@ def _zombie_keys(
 ) -> Generator[Progress, None, dict[tuple[int, str, int], set[str | bytes]]]:
     """The keys ``expired`` reports at version ``base``, per store partition: their stored bytes (the
     native walk has them), else their canonical JSON."""
-    from statelens.app.analysis.expired import iter_expired
 
     wanted: dict[tuple[int, str, int], set[str | bytes]] = {}
     elsewhere: list[Any] = []
@@ -337,9 +343,8 @@ def _listed_keys(keys: Sequence[dict[str, Any]]) -> list[tuple[int | None, str |
 def _key_matches(table: Any, reader: Any, st: Any, wanted: set[str | bytes]) -> set[int]:
     """Row positions of one partition's table whose key is one of ``wanted``: stored key bytes (compared
     column-wise), or canonical JSON (the partition's keys decoded to compare)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+    import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     out: set[int] = set()
     raw = [k for k in wanted if isinstance(k, bytes)]
@@ -360,7 +365,7 @@ WHERE_ROWS_PER_QUERY = 1 << 18
 def _where_matches(tables: list[Any], st: Any, where: str, base: int, con: Any) -> dict[int, set[int]]:
     """Row positions, per partition, that the predicate ``where`` picks from these partitions' tables,
     in one DuckDB query over the ``state`` table's columns."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     n = sum(t.num_rows for t in tables)
     state = pa.table(
@@ -392,7 +397,6 @@ def _where_matches(tables: list[Any], st: Any, where: str, base: int, con: Any) 
 
 def _shown(reader: Any, st: Any, keys: list[bytes]) -> list[Any]:
     """Keys as statelens prints them (``statelens rows``/``expired``), from their stored bytes."""
-    from statelens.readers.values import row_to_json
 
     decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
     return [_plain(row_to_json(key, st.schema.key_schema)) for key, _ in decoded]
@@ -400,7 +404,7 @@ def _shown(reader: Any, st: Any, keys: list[bytes]) -> list[Any]:
 
 def _removal(reader: Any, st: Any, pid: int, table: Any, picks: list[int]) -> PartitionPrune:
     """What removing rows ``picks`` of one partition's table removes: rows, bytes as stored, the keys."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     part = PartitionPrune(pid, rows=table.num_rows)
     if picks:
@@ -426,7 +430,6 @@ def _plan_store(
 ) -> StorePrune:
     """What removing the chosen keys removes from one store, a partition at a time (``join``: the store is
     a stream-stream join's, whose state is never pruned)."""
-    from statelens.readers.scan import StateScan
 
     out = StorePrune(st.operator_id, st.store_name, st.provider)
     in_scope = (sel.operator_id is None or sel.operator_id == st.operator_id) and (
@@ -485,16 +488,11 @@ class _LocalTarget:
     def copy(
         self, ckpt: Any, skip: Callable[[str], bool] | None, cancelled: Callable[[], bool] | None
     ) -> Generator[Progress, None, int]:
-        from statelens.readers.mirror import iter_copy_checkpoint
-
         copied = yield from iter_copy_checkpoint(ckpt.fs, self.root, cancelled, skip=skip)
         _copy_failed(copied.failed, self.url)
         return copied.copied
 
     def write(self, rel: str, data: bytes, written: list[WrittenFile]) -> None:
-        from statelens.readers.mirror import write_file_atomic
-        from statelens.readers.rewrite import crc_sidecar_path, hadoop_crc
-
         for path, body in ((rel, data), (crc_sidecar_path(rel), hadoop_crc(data))):
             write_file_atomic(self.root / path, body)
             written.append(WrittenFile(path, len(body), hashlib.sha256(body).hexdigest()))
@@ -508,7 +506,7 @@ class _RemoteTarget:
     BATCH = 64
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None):
-        import fsspec
+        import fsspec  # deferred: fsspec (slow import)
 
         self.url = url.rstrip("/")
         self.options = storage_options or {}
@@ -578,7 +576,6 @@ def _check_target(ckpt: Any, target: str, storage_options: dict[str, Any] | None
                 f"{target} is not empty: prune writes a new checkpoint into an empty or new folder"
             )
         return remote
-    from statelens.readers.mirror import refuse_overlap
 
     path = Path(target.removeprefix("file://")).expanduser().absolute()
     refuse_overlap(ckpt.fs, path)
@@ -611,7 +608,6 @@ def _log_files(ckpt: Any, last: int, unique_ids: dict[tuple[int, str, int], str]
     """``offsets/N+1`` and ``commits/N+1`` of the new batch, from those of batch N; with checkpoint format
     v2 the commit names ``unique_ids`` (operator, store, partition -> the id of the file written), as
     ``stateUniqueIds`` lists them: per operator, per partition, per store in the join's order."""
-    from statelens.readers.checkpoint import JOIN_STORE_ORDER
 
     offsets = ckpt.fs.read_bytes(f"offsets/{last}").decode("utf-8")
     lines = offsets.split("\n")
@@ -644,7 +640,6 @@ def _log_files(ckpt: Any, last: int, unique_ids: dict[tuple[int, str, int], str]
 
 def _raw_partition(backend: Any, op: int, name: str, version: int, pid: int) -> dict[bytes, bytes]:
     """One partition's stored rows at one version, key bytes -> value bytes, through the scan."""
-    from statelens.readers.scan import StateScan
 
     table = StateScan(backend, op, name, version=version, partitions=[pid], raw=True, strict=True).to_arrow()
     return dict(
@@ -658,7 +653,6 @@ def _prove(
     """Read every store of the copy at the new version and the original at the base version, a partition
     at a time (memory: two partitions): the copy must hold every original row byte for byte except the
     removed keys, which must be gone."""
-    from statelens.readers.backends.native import NativeBackend
 
     proof = Proof()
     if copy.last_committed_batch_id != plan.new_batch:
@@ -742,9 +736,7 @@ def iter_prune(
         A file that cannot be read while choosing keys (prune reads strictly: a partition it cannot
         read is an error, never a partition left as it is).
     """
-    import duckdb
-
-    from statelens.readers.backends.native import NativeBackend
+    import duckdb  # deferred: duckdb (heavy)
 
     last, later = _last_committed(ckpt, drop_uncommitted)
     base = last + 1
@@ -812,9 +804,6 @@ def _apply(
     skip: Callable[[str], bool] | None,
     cancelled: Callable[[], bool] | None,
 ) -> Generator[Progress, None, None]:
-    from statelens.readers.checkpoint import open_checkpoint
-    from statelens.readers.rewrite import removal_files
-
     plan.copied_files = yield from root.copy(ckpt, skip, cancelled)
     # State first, logs last: a copy stopped half-way has no batch that points at missing state.
     by_store = {(s.operator_id, s.store_name): s for s in plan.stores}

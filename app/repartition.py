@@ -17,8 +17,12 @@ from typing import Any
 
 import xxhash
 
+from statelens.app.prune import _check_target, _last_committed, _LocalTarget
+from statelens.readers.backends.native import NativeBackend
+from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import RefusedError, UsageError
 from statelens.readers.model import Progress
+from statelens.readers.scan import StateScan
 
 __all__ = ["RepartitionPlan", "iter_repartition"]
 
@@ -87,8 +91,6 @@ class RepartitionPlan:
 def _digests(
     backend: Any, ckpt: Any, version: int
 ) -> Generator[Progress, None, dict[tuple[int, str], StoreDigest]]:
-    from statelens.readers.scan import StateScan
-
     out: dict[tuple[int, str], StoreDigest] = {}
     for op in ckpt.operators:
         for st in op.stores:
@@ -140,9 +142,6 @@ def iter_repartition(
         What Spark would refuse, before anything is written: a store that is not RocksDB, the same
         partition count, an uncommitted last batch, a target inside the checkpoint or not empty.
     """
-    from statelens.app.prune import _check_target, _last_committed, _LocalTarget
-    from statelens.readers.backends.native import NativeBackend
-    from statelens.readers.checkpoint import open_checkpoint
 
     if partitions < 1:
         raise UsageError(f"--partitions {partitions}: give at least 1")

@@ -18,13 +18,18 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import numpy as np
+
+from statelens.app.analysis._common import row_converter
 from statelens.app.state_query import DiffRow, QueryStateTable, diff_rows
 from statelens.readers.arrow_values import ArrowStateRows, numbers
 from statelens.readers.backends import native_backend
-from statelens.readers.errors import StatelensError, UsageError
-from statelens.readers.model import OperatorInfo, OperatorKind, Progress, StoreInfo
+from statelens.readers.checkpoint import Checkpoint, iter_open_checkpoint
+from statelens.readers.errors import SchemaMismatchError, StatelensError, UsageError
+from statelens.readers.model import OperatorInfo, OperatorKind, Progress, StoreInfo, TimeColumn
 from statelens.readers.parallel import in_order
 from statelens.readers.textfmt import ranges as _ranges
+from statelens.readers.values import rows_to_arrow
 
 #: Callback of a :class:`SelectionState` observer: receives ``{field: new_value}`` of what changed.
 SelectionCallback = Callable[[dict[str, Any]], None]
@@ -343,7 +348,6 @@ def store_role(op: OperatorInfo, store: StoreInfo, physical: str | None = None) 
     -------
     StoreRole or None
     """
-    from statelens.readers.model import OperatorKind
 
     cf = physical if physical is not None and physical != store.store_name else None
     name = store.store_name
@@ -428,7 +432,6 @@ def describe_operator(op: OperatorInfo, conf: dict[str, str] | None = None) -> s
         e.g. ``operator 0: transformWithState (transformWithStateInPandasExec, timeMode ProcessingTime):
         4 state variables (cnt, ttll, ttlm, ttlv) and 8 internal column families``.
     """
-    from statelens.readers.model import OperatorKind
 
     details = [op.operator_name] if op.operator_name and op.operator_name != op.kind.value else []
     stores = [s.store_name for s in op.stores]
@@ -500,7 +503,6 @@ def display_time_columns(op: OperatorInfo) -> tuple[Any, ...]:
     tuple of readers.model.TimeColumn
         ``op.time_columns`` first; the added ones have role ``display``.
     """
-    from statelens.readers.model import TimeColumn
 
     names = _TIME_FIELDS.get(op.kind.value, {})
     out = list(op.time_columns)
@@ -550,7 +552,6 @@ def iter_load_checkpoint(
     NotACheckpointError, StorageError
         As :func:`readers.checkpoint.iter_open_checkpoint`.
     """
-    from statelens.readers.checkpoint import Checkpoint, iter_open_checkpoint
 
     yield Progress(0, 0, f"listing {url}")
     # ``cancelled`` reaches the storage layer, so a stalled listing or read (S3) stops within a second.
@@ -591,7 +592,6 @@ def growth_arrays(store: Any) -> tuple[Any, Any, dict[str, Any]]:
         written for the version): float64 partitions × versions, NaN where the partition cannot be
         rebuilt at that version.
     """
-    import numpy as np
 
     pids = sorted(store.rows) or list(store.partitions)
     versions = list(store.versions)
@@ -970,7 +970,6 @@ def _build_table(
             sort_keys.append(ValueColumn(records, sort_getter(spec)))
         else:
             sort_keys.append(col)
-    from statelens.app.analysis._common import row_converter
 
     convert = row_converter(key_schema)
     keys = ValueColumn(records, lambda r: convert(r.key))
@@ -1026,8 +1025,8 @@ class _ArrowTextColumn(Sequence[str]):
     def contains(self, needle: str) -> Any:
         """Rows whose display text contains ``needle`` (ASCII, case-insensitive, as the filter folds
         case), in one vectorised pass over the Arrow array."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        import pyarrow as pa  # deferred: pyarrow (heavy)
+        import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
         arr = self._leaf
         if self._kind == "int":
@@ -1037,8 +1036,8 @@ class _ArrowTextColumn(Sequence[str]):
 
 
 def _arrow_text(arr: Any, kind: str) -> list[str]:
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+    import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     if kind == "int":
         arr = pc.cast(arr, pa.string())
@@ -1050,8 +1049,8 @@ def _arrow_columns(
 ) -> tuple[list[Sequence[str]], list[Sequence[Any]]]:
     """Columns of an Arrow-backed table that sort (and format, by runs) from their Arrow arrays: numbers,
     times, dates and printable text. Others keep the per-row path; the results are the same."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+    import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     tables = getattr(records, "tables", None)
     if tables is None:
@@ -1091,13 +1090,12 @@ def _text_order(leaf: Any) -> Any:
     Sorted by DuckDB (byte order of the UTF-8 text, as Arrow's ``sort_indices``, on every core: 0.35 s
     for 2M keys against Arrow's 1.1 s on one); Arrow answers if DuckDB cannot.
     """
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+    import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     texts = pc.fill_null(leaf, "null")
     try:
-        import duckdb
+        import duckdb  # deferred: duckdb (heavy)
 
         table = pa.table({"t": texts, "i": pa.array(np.arange(len(texts), dtype=np.int64))})
         con = duckdb.connect()
@@ -1113,9 +1111,8 @@ def _text_order(leaf: Any) -> Any:
 
 def _numeric_order(leaf: Any) -> Any:
     """Ascending positions: numbers by value, nulls (and NaN) first, ties in row order."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+    import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     t = leaf.type
     if pa.types.is_decimal(t) or pa.types.is_floating(t):
@@ -1140,8 +1137,6 @@ def _numeric_order(leaf: Any) -> Any:
 def _require_schema(reader: Any) -> Any:
     schema = reader.schema
     if schema is None:
-        from statelens.readers.errors import SchemaMismatchError
-
         raise SchemaMismatchError(
             "this store has no schema file, so its rows cannot be decoded",
             path=f"state/{reader.operator_id}",
@@ -1524,7 +1519,6 @@ def iter_state_diff(
 
     def differences(pid: int) -> Any:
         """One partition's differences as an Arrow table (``change, partition, key, value, before``)."""
-        from statelens.readers.values import rows_to_arrow
 
         old = reader.read_raw(pid, old_version)
         new = reader.read_raw(pid, new_version)
@@ -1623,7 +1617,7 @@ def iter_state_diff(
 
 def _diff_schema(schema: Any) -> Any:
     """Spark schema of a diff table: ``change, partition, key, value, before``."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     return T.StructType(
         [
@@ -1638,7 +1632,7 @@ def _diff_schema(schema: Any) -> Any:
 
 def _change_counts(table: Any) -> dict[str, int]:
     """Rows per kind of change in a diff table."""
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     counts = pc.value_counts(table.column("change").combine_chunks())
     return {str(c["values"]): int(c["counts"]) for c in counts.to_pylist()}

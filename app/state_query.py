@@ -33,6 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from statelens.app.analysis._common import row_converter
+from statelens.readers.arrow_values import ArrowStateRows, values_converter
+from statelens.readers.errors import StorageError
+
 __all__ = ["DUCKDB_MEMORY", "PAGED_ROWS", "PageRows", "QueryStateTable"]
 
 #: Versions with more rows than this are served by DuckDB from the cache, a page at a time
@@ -96,8 +100,8 @@ class QueryStateTable:
         cache: Any = None,
         diff: bool = False,
     ):
-        import duckdb
-        import pyarrow as pa
+        import duckdb  # deferred: duckdb (heavy)
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         self.files = [Path(f) for f in files]
         self.specs = list(specs)
@@ -139,7 +143,6 @@ class QueryStateTable:
             )
             self._text.append(_text_sql(ref, atype, spec))
             self._order.append(_order_sql(ref, atype, spec, self._text[-1]))
-        from statelens.app.analysis._common import row_converter
 
         self._convert_key = row_converter(key_schema)
 
@@ -178,7 +181,7 @@ class QueryStateTable:
         """A connection of this table's database for one query (each thread queries on its own); a
         query still running when the table is closed is interrupted; DuckDB's errors (a cache file
         removed or damaged meanwhile) become a ``StorageError``."""
-        import duckdb
+        import duckdb  # deferred: duckdb (heavy)
 
         with self._lock:
             if self._closed:
@@ -245,9 +248,7 @@ class QueryStateTable:
         The key is found among its partition's rows (converted a batch at a time), then the rows before
         it in the order are counted.
         """
-        import pyarrow as pa
-
-        from statelens.readers.arrow_values import values_converter
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         keys_of = values_converter(self.key_schema)
         pid = int(partition_id)
@@ -314,7 +315,7 @@ class QueryStateTable:
         cancelled: Callable[[], bool] | None = None,
     ) -> Iterator[list[Any]]:
         """The sorted, filtered rows (``StateRow``, or ``DiffRow`` for a diff), a batch at a time."""
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         sql = f"SELECT {self._columns} FROM src {self.where(needle)} {self.order_by(column, descending)}"
         with self._cursor() as cur:
@@ -326,14 +327,11 @@ class QueryStateTable:
     def _records(self, table: Any) -> list[Any]:
         """Rows of a query result, as the held table's records."""
         if not self.diff:
-            from statelens.readers.arrow_values import ArrowStateRows
-
             return ArrowStateRows([table], self.key_schema, self.value_schema)[0 : table.num_rows]
         return diff_rows(table, self.key_schema, self.value_schema)
 
     def _unreadable(self, err: Exception) -> Exception:
         """A cache file removed or damaged by another process (``statelens cache clear``...)."""
-        from statelens.readers.errors import StorageError
 
         return StorageError(
             f"the decoded state kept in the cache could not be queried ({err}); open the version "
@@ -399,7 +397,7 @@ def _reference(schema: Any, spec: Any) -> tuple[str, Any]:
 
 def _text_sql(ref: str, atype: Any, spec: Any) -> str:
     """SQL text of a column as the table shows it (``null`` for null)."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     if spec.side == "partition":
         return f"CAST({ref} AS VARCHAR)"
@@ -434,7 +432,7 @@ def _text_sql(ref: str, atype: Any, spec: Any) -> str:
 
 def _order_sql(ref: str, atype: Any, spec: Any, text: str) -> str:
     """What a column sorts by: its value for numbers and times, else its text (as shown)."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     if spec.side == "partition":
         return ref
@@ -463,7 +461,6 @@ class DiffRow(NamedTuple):
 
 def diff_rows(table: Any, key_schema: Any, value_schema: Any) -> list[DiffRow]:
     """The rows of a diff table (``change, partition, key, value, before``), back as ``DiffRow``."""
-    from statelens.readers.arrow_values import values_converter
 
     key = values_converter(key_schema)
     value = values_converter(value_schema)

@@ -16,8 +16,12 @@ import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, overload
 
+import numpy as np
+
+from statelens.readers._format.records import gather_bytes
 from statelens.readers.model import CalendarInterval, StateRow
 
 if TYPE_CHECKING:
@@ -38,8 +42,8 @@ def values_converter(data_type: DataType) -> _Conv:
         The Spark SQL type the column was decoded from (it tells a calendar interval from a struct
         of three fields, and a date from an int).
     """
-    import pyarrow as pa
-    from pyspark.sql import types as T
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     dt = data_type
     if isinstance(dt, T.UserDefinedType):
@@ -108,8 +112,6 @@ def values_converter(data_type: DataType) -> _Conv:
     if (
         isinstance(dt, T.DecimalType) and dt.scale < 0
     ):  # legacy: Arrow holds the integer, rows its scaled form
-        from decimal import Decimal
-
         shift = -dt.scale
 
         def negative_scale(arr: Any) -> list[Any]:
@@ -239,7 +241,6 @@ class ArrowStateRows(Sequence[StateRow]):
 def binary_array(buf: bytes, starts: Any, lens: Any) -> Any:
     """The byte strings ``buf[starts[i] : starts[i] + lens[i]]`` as one Arrow binary array (one vectorised
     gather, no Python object per string), e.g. keys to hash-group with Arrow."""
-    import numpy as np
 
     n = len(starts)
     offsets = np.zeros(n + 1, dtype=np.int64)
@@ -249,7 +250,6 @@ def binary_array(buf: bytes, starts: Any, lens: Any) -> Any:
         u8 = np.frombuffer(buf, dtype=np.uint8)
         data = np.lib.stride_tricks.sliding_window_view(u8, int(lens[0]))[np.asarray(starts)].reshape(-1)
         return _binary(n, offsets, data)
-    from statelens.readers._format.records import gather_bytes
 
     data = gather_bytes(
         np.frombuffer(buf, dtype=np.uint8),
@@ -263,7 +263,7 @@ def binary_array(buf: bytes, starts: Any, lens: Any) -> Any:
 def fixed_binary_array(block: Any) -> Any:
     """The rows of a contiguous ``(n, width)`` uint8 array as one Arrow ``fixed_size_binary(width)``
     array (no copy)."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     n, width = block.shape
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), n, [None, pa.py_buffer(block)])
@@ -273,8 +273,7 @@ def numbers(array: Any) -> Any:
     """A numeric Arrow array (or chunked array) as a numpy array, without a copy where it can: Arrow's
     own ``to_numpy`` imports pandas (~0.3 s) on first use, which a command counting keys does not
     need. Arrays with nulls or of other types do go through ``to_numpy``."""
-    import numpy as np
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
@@ -297,9 +296,8 @@ def key_ids(pieces: Sequence[Any]) -> Any:
     A piece is an Arrow binary array or a ``(n, width)`` uint8 numpy array (its rows are the strings;
     a strided view will do): a run of those of one width is copied into one fixed-width Arrow array.
     """
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+    import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     chunks: list[Any] = []
     run: list[Any] = []
@@ -325,8 +323,7 @@ def key_ids(pieces: Sequence[Any]) -> Any:
 
 
 def _binary(n: int, offsets: Any, data: Any) -> Any:
-    import numpy as np
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     large = offsets[-1] >= 2**31
     return pa.Array.from_buffers(

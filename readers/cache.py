@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import platformdirs
+
 from statelens.readers.lru import LRUFolder
 
 if TYPE_CHECKING:
@@ -51,7 +53,6 @@ def default_cache_dir() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
-    import platformdirs
 
     return Path(platformdirs.user_cache_dir("statelens", appauthor=False)) / "state"
 
@@ -129,8 +130,8 @@ class StateCache:
     def get(self, key: str, expected: pa.Schema | None = None) -> pa.Table | None:
         """The cached table, or ``None`` when absent or unreadable (a damaged entry, or one whose
         schema is not ``expected``, is removed)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # deferred: pyarrow (heavy)
+        import pyarrow.parquet as pq  # deferred: pyarrow (heavy)
 
         path = self._path(key)
         if not path.exists():
@@ -154,7 +155,7 @@ class StateCache:
     def put(self, key: str, table: pa.Table) -> None:
         """Store ``table`` under ``key`` (atomically), then evict past the cap. Failures only warn:
         the cache is an optimisation, never a reason for a read to fail."""
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # deferred: pyarrow (heavy)
 
         meta = {**(table.schema.metadata or {}), _KEY_META: key.encode()}
         self.files.write(

@@ -19,7 +19,7 @@ from statelens.readers._format.rocksdb_store import (
     RocksDBStoreReader,
     list_rocksdb_partition_files,
 )
-from statelens.readers.errors import NotACheckpointError, StatelensError, UsageError
+from statelens.readers.errors import BackendUnavailableError, NotACheckpointError, StatelensError, UsageError
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import (
     BatchInfo,
@@ -178,7 +178,6 @@ class Checkpoint:
         BackendUnavailableError
             A state encoding format other than ``unsaferow`` and ``avro``.
         """
-        from statelens.readers.errors import BackendUnavailableError
 
         op = self.operator(operator_id)
         name = store_name or op.stores[0].store_name
@@ -256,8 +255,6 @@ class Checkpoint:
         key = (op.operator_id, store.store_name)
         families = self._store_families.get(key)
         if families is not None:
-            from statelens.readers.errors import BackendUnavailableError
-
             shown = ", ".join(families) if families else "none listed"
             raise BackendUnavailableError(
                 f"operator {op.operator_id} store {store.store_name!r} is a RocksDB store with virtual column "

@@ -28,6 +28,9 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import zstandard
+
+from statelens.readers._format.codecs import decompress
 from statelens.readers.errors import CorruptFileError, MissingFileError, StatelensError, TruncatedFileError
 from statelens.readers.model import Progress
 
@@ -173,7 +176,7 @@ def iter_read_event_logs(
     MissingFileError
         A source that does not exist.
     """
-    import fsspec
+    import fsspec  # deferred: fsspec (slow import)
 
     out = EventLogRead()
     files: list[tuple[Any, str]] = []
@@ -227,7 +230,6 @@ def _lines(fs: Any, path: str, out: EventLogRead) -> Iterator[str]:
         if pending:
             yield pending.decode("utf-8", "replace")
         return
-    from statelens.readers._format.codecs import decompress
 
     with fs.open(path, "rb") as raw:
         data = raw.read()
@@ -246,7 +248,6 @@ def _chunks(fs: Any, path: str, codec: str | None, out: EventLogRead) -> Iterato
             while chunk := raw.read(1 << 20):
                 yield chunk
             return
-        import zstandard
 
         dctx = zstandard.ZstdDecompressor()
         frame = dctx.decompressobj()

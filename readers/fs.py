@@ -36,7 +36,6 @@ read ahead or mirrored.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import errno
 import inspect
@@ -45,6 +44,7 @@ import os
 import posixpath
 import random
 import re
+import stat
 import threading
 import time
 import urllib.parse
@@ -52,7 +52,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statelens.readers.errors import (
     FileChangedError,
@@ -63,10 +63,8 @@ from statelens.readers.errors import (
     StorageError,
     redact,
 )
+from statelens.readers.mirror import FileMirror, mirror_enabled
 from statelens.readers.model import FileEntry
-
-if TYPE_CHECKING:
-    from statelens.readers.mirror import FileMirror
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +175,10 @@ def is_transient(err: BaseException) -> bool:
     """
     if isinstance(err, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
         return False
-    if isinstance(err, (TimeoutError, ConnectionError, asyncio.TimeoutError)):
+    if isinstance(err, (TimeoutError, ConnectionError)):
         return True
+    if type(err).__name__ == "TimeoutError" and type(err).__module__.startswith("asyncio"):
+        return True  # Python 3.10's asyncio.TimeoutError (an alias of TimeoutError since 3.11)
     if isinstance(err, OSError) and err.errno in _TRANSIENT_ERRNOS:
         return True
     name = type(err).__name__
@@ -319,10 +319,33 @@ def _scrub(text: str, secrets: tuple[str, ...]) -> str:
     return redact(text)
 
 
+class _LocalDisk:
+    """The four filesystem calls :class:`CheckpointFS` makes on a local folder (it lists and reads the
+    disk itself: :func:`_local_find`, :func:`_local_read`), so that a local checkpoint on a POSIX system
+    is opened without importing fsspec, whose import brings asyncio and importlib.metadata (~40 ms of
+    every command)."""
+
+    protocol = ("file", "local")
+
+    def invalidate_cache(self, path: str | None = None) -> None:
+        """Nothing is cached."""
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def cat_file(self, path: str) -> bytes:
+        return _local_read(path)
+
+
 def _split_url(
     url: str, storage_options: dict[str, Any] | None, secrets: tuple[str, ...] = ()
 ) -> tuple[Any, str]:
-    import fsspec
+    if "://" not in url and os.sep == "/" and not storage_options:  # a local path: fsspec is not needed
+        return _LocalDisk(), url.rstrip("/") or "/"
+    import fsspec  # deferred: fsspec (slow import: asyncio, ~40 ms), only for URLs
 
     try:
         url, options = _storage_options(url, storage_options)
@@ -338,11 +361,12 @@ def _split_url(
     return fs, root.rstrip("/") or "/"
 
 
-def _local_find(root: str) -> dict[str, dict[str, Any]]:
-    """Every file and folder under ``root`` on the local disk, as fsspec's ``find(root, withdirs=True,
-    detail=True)`` lists them: symbolic links are entries of their own (not followed) with the size of
-    what they point to, ``mtime`` is the entry's own."""
-    found: dict[str, dict[str, Any]] = {}
+def _local_find(root: str) -> dict[str, FileEntry]:
+    """Every file and folder under ``root`` on the local disk, by path relative to ``root``, as fsspec's
+    ``find(root, withdirs=True, detail=True)`` lists them: symbolic links are entries of their own (not
+    followed) with the size of what they point to; the version tag is the entry's own ``mtime``."""
+    found: dict[str, FileEntry] = {}
+    cut = len(root.rstrip("/")) + 1
     pending = [root]
     while pending:
         folder = pending.pop()
@@ -356,20 +380,18 @@ def _local_find(root: str) -> dict[str, dict[str, Any]]:
             for e in it:
                 try:
                     st = e.stat(follow_symlinks=False)
-                    is_dir = e.is_dir(follow_symlinks=False)
+                    mode = st.st_mode
                     size = st.st_size
-                    if e.is_symlink():
+                    if stat.S_ISLNK(mode):
                         try:
                             size = e.stat(follow_symlinks=True).st_size
                         except OSError:
                             size = 0
                 except FileNotFoundError:  # removed while listing
                     continue
-                found[e.path] = {
-                    "size": size,
-                    "type": "directory" if is_dir else "file",
-                    "mtime": st.st_mtime,
-                }
+                is_dir = stat.S_ISDIR(mode)
+                rel = e.path[cut:]
+                found[rel] = FileEntry(rel, size, is_dir, f"mtime={st.st_mtime}")
                 if is_dir:
                     pending.append(e.path)
     return found
@@ -476,8 +498,6 @@ class CheckpointFS:
         )
         self.mirror: FileMirror | None = None
         if not self.is_local and mirror is not None and mirror is not False:
-            from statelens.readers.mirror import FileMirror, mirror_enabled
-
             if mirror is True:
                 self.mirror = FileMirror() if mirror_enabled() else None
             else:
@@ -530,6 +550,8 @@ class CheckpointFS:
             if not (getattr(fs, "async_impl", False) and not getattr(fs, "asynchronous", False) and coro_fn):
                 return getattr(fs, method)(*args, **kwargs)
             coro = coro_fn(*args, **kwargs)
+        import asyncio  # deferred: asyncio (~40 ms of imports), only for a remote filesystem's coroutines
+
         future = asyncio.run_coroutine_threadsafe(coro, fs.loop)
         limit = self.retry.attempt_timeout_s
         deadline = None if limit is None else time.monotonic() + limit
@@ -638,29 +660,29 @@ class CheckpointFS:
         if self.is_local:
             self._check_folder(where, stop)
         if self.is_local and os.sep == "/":  # fsspec's listing without its per-file overhead (3x faster)
-            found = self._retrying("listing", where, _local_find, (self._root,), stop)
+            self._entries = self._retrying("listing", where, _local_find, (self._root,), stop)
         else:
             # one paginated listing; the folder is checked only when it lists nothing under the prefix
             found = self._retrying("listing", where, "find", (self._root,), stop, withdirs=True, detail=True)
             if not self.is_local and not any(k.rstrip("/").startswith(prefix) for k in found):
                 self._check_folder(where, stop)
+            for full, info in found.items():
+                full = full.rstrip("/")
+                if not full.startswith(prefix):
+                    continue
+                rel = full[len(prefix) :]
+                entry = FileEntry(
+                    rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info)
+                )
+                self._entries[rel] = entry
+            # Object stores have no folders, only key prefixes, and s3fs reports them only when its
+            # listing cache is cold: every parent of a listed file is a folder.
+            for rel in list(self._entries):
+                parent = rel.rpartition("/")[0]
+                while parent and parent not in self._entries:  # a listed folder's parents come in its turn
+                    self._entries[parent] = FileEntry(parent, 0, True)
+                    parent = parent.rpartition("/")[0]
         self._children[""] = []
-        for full, info in sorted(found.items()):
-            full = full.rstrip("/")
-            if not full.startswith(prefix):
-                continue
-            rel = full[len(prefix) :]
-            entry = FileEntry(
-                rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info)
-            )
-            self._entries[rel] = entry
-        # Object stores have no folders, only key prefixes, and s3fs reports them only when its listing
-        # cache is cold: every parent of a listed file is a folder.
-        for rel in list(self._entries):
-            parent = rel.rpartition("/")[0]
-            while parent and parent not in self._entries:  # a listed folder's own parents come in its turn
-                self._entries[parent] = FileEntry(parent, 0, True)
-                parent = parent.rpartition("/")[0]
         self._entries = dict(sorted(self._entries.items()))
         for rel, entry in self._entries.items():
             if entry.is_dir:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from statelens.readers.cache import CACHE_ENV, default_cache_dir
 from statelens.readers.errors import (
     ChecksumError,
     ReadCancelledError,
@@ -96,7 +97,6 @@ def default_mirror_dir() -> Path:
     env = os.environ.get(MIRROR_DIR_ENV)
     if env:
         return Path(env).expanduser()
-    from statelens.readers.cache import CACHE_ENV, default_cache_dir
 
     if os.environ.get(CACHE_ENV):  # the decoded-state cache's own folder: the mirror goes inside it
         return default_cache_dir() / "files"

@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from statelens.readers.errors import UsageError
+
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
@@ -210,7 +212,6 @@ class OperatorInfo:
         for s in self.stores:
             if s.store_name == store_name:
                 return s
-        from statelens.readers.errors import UsageError
 
         names = ", ".join(s.store_name for s in self.stores)
         raise UsageError(f"operator {self.operator_id} has no store {store_name!r}; it has: {names}")

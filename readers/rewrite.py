@@ -43,8 +43,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from crc32c import crc32c
-
 from statelens.readers._format.codecs import compress, decompress, sniff_codec
 from statelens.readers._format.hdfs_store import HDFSStoreReader
 from statelens.readers._format.records import changelog_header, scan_changelog
@@ -55,6 +53,7 @@ from statelens.readers._format.rocksdb_store import (
     parse_zip_metadata,
     read_zip,
 )
+from statelens.readers._format.rowchecksum import crc32c
 from statelens.readers.errors import CorruptFileError, UnsupportedVersionError
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""One scan of state: what (a store), which versions, which partitions, which kind (rows at a version or the
-change feed between versions), with one error policy; the output format is chosen last (Arrow, record
+"""One scan of state: what (a store), which versions, which partitions, which kind (rows at a version, the
+change feed between versions, or rows and on-disk bytes per partition and version), with one error policy; the output format is chosen last (Arrow, record
 batches, pandas, polars, DuckDB, Python rows), as uproot's ``library=`` and polars' ``scan_*().collect()``.
 
 The scan reads through a :class:`readers.backends.base.StateBackend` (native decoder or Spark), so both
@@ -29,11 +29,14 @@ if TYPE_CHECKING:
 
     from statelens.readers.backends.base import StateBackend
     from statelens.readers.cache import StateCache
-    from statelens.readers.model import StateChange, StateRow
+    from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
 
-__all__ = ["ScanKind", "ScanPart", "StateScan", "Unreadable", "walk_partition"]
+__all__ = ["STATS_COLUMNS", "ScanKind", "ScanPart", "StateScan", "Unreadable", "walk_partition"]
 
-ScanKind = Literal["rows", "changes"]
+ScanKind = Literal["rows", "changes", "stats"]
+
+#: The columns of a ``stats`` scan's tables, in order.
+STATS_COLUMNS = ("version", "partition", "rows", "bytes")
 T = TypeVar("T")
 
 
@@ -41,13 +44,14 @@ T = TypeVar("T")
 class Unreadable:
     """A partition (at a version, or over a range of versions) the scan could not read, and why."""
 
-    partition_id: int
+    partition_id: int | None
     version: int | None
     error: StatelensError
 
     def __str__(self) -> str:
         at = f" version {self.version}" if self.version is not None else ""
-        return f"partition {self.partition_id}{at}: {self.error}"
+        where = f"partition {self.partition_id}" if self.partition_id is not None else "the store"
+        return f"{where}{at}: {self.error}"
 
 
 @dataclass(frozen=True)
@@ -84,10 +88,12 @@ class StateScan:
         The stateful operator.
     store_name : str, optional
         The store (default: the operator's first).
-    kind : {"rows", "changes"}
+    kind : {"rows", "changes", "stats"}
         ``rows``: the state at ``version`` (default each partition's latest); ``changes``: the change
         feed of versions ``start_version .. end_version`` (default every version whose changes can be
-        had), recorded or derived (the ``derived`` column says which).
+        had), recorded or derived (the ``derived`` column says which); ``stats``: live rows and on-disk
+        bytes of every partition at every readable version (or ``version`` only, or ``start_version ..
+        end_version``), counted without decoding where the backend can (:meth:`iter_stats`).
     version, start_version, end_version : int, optional
         Which versions (Spark's numbering: version ``v`` is the state after batch ``v - 1``).
     partitions : sequence of int, optional
@@ -127,12 +133,14 @@ class StateScan:
     _empty: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("rows", "changes"):
-            raise UsageError(f"unknown scan kind {self.kind!r}; choose rows or changes")
+        if self.kind not in ("rows", "changes", "stats"):
+            raise UsageError(f"unknown scan kind {self.kind!r}; choose rows, changes or stats")
         if self.kind == "rows" and (self.start_version is not None or self.end_version is not None):
             raise UsageError("start_version/end_version select changes; give version for rows")
         if self.raw and self.kind != "rows":
             raise UsageError("raw bytes are read with rows, not changes")
+        if self.kind == "stats" and self.cache is not None:
+            raise UsageError("a cache keeps decoded rows; stats are counted without one")
 
     # -- what is read -------------------------------------------------------------------------------
     def partition_ids(self) -> list[int]:
@@ -203,14 +211,38 @@ class StateScan:
         """
         if in_place and self.kind != "rows":
             raise UsageError("in_place reads rows, not changes")
+        if self.kind == "stats":
+            raise UsageError("a stats scan has no parts: read iter_stats() or an output (to_arrow...)")
         for part in self._per_partition(lambda pid: self._read(pid, in_place)):
             if part.tables and self._empty is None:
                 self._empty = part.tables[0].slice(0, 0)  # the columns, for an answer without rows
             yield part
 
+    def iter_live(self) -> Iterator[tuple[int, int, tuple[Any, Any, Any, Any, Any]]]:
+        """Rows as stored, not decoded: ``(partition, version, (buffer, key_start, key_len, value_start,
+        value_len))`` per partition, in partition order, with the scan's error policy
+        (:meth:`_per_partition`); for weighing keys by their bytes (the native backend).
+
+        Raises
+        ------
+        FilesUnavailableError
+            The backend reads decoded rows through an engine (Spark).
+        """
+        if self.kind != "rows":
+            raise UsageError(f"stored records are read with rows, not {self.kind}")
+
+        def read(pid: int) -> tuple[int, int, tuple[Any, Any, Any, Any, Any]]:
+            version = self._versions(pid)[1]
+            return pid, version, self.backend.live_records(self.operator_id, self.store_name, version, pid)
+
+        yield from self._per_partition(read)
+
     def iter_tables(self) -> Iterator[pa.Table]:
-        """Arrow tables, one per partition (rows) or per partition and version (changes), in partition
-        order, with the scan's error policy (:meth:`_per_partition`)."""
+        """Arrow tables, one per partition (rows, stats) or per partition and version (changes), in
+        partition order, with the scan's error policy (:meth:`_per_partition`, :meth:`iter_stats`)."""
+        if self.kind == "stats":
+            yield from self._stats_tables()
+            return
         for part in self.iter_parts():
             yield from (t for t in part.tables if t.num_rows)
 
@@ -226,11 +258,73 @@ class StateScan:
         as Python values, in partition order, with the same error policy as :meth:`iter_tables`. A
         backend whose every read is a job over the store (``capabilities.partition_reads`` False: Spark)
         answers every partition in one job: its error is raised."""
+        if self.kind == "stats":
+            raise UsageError("a stats scan's records are iter_stats()")
         if not self.backend.capabilities.partition_reads and self.partitions is None:
             yield from self._records(None)
             return
         for records in self._per_partition(lambda pid: list(self._records(pid))):
             yield from records
+
+    def iter_stats(self) -> Iterator[PartitionVersionStats]:
+        """Live rows and on-disk bytes of each partition at each version asked for (kind ``stats``), in
+        partition order then version order, counted by the backend without decoding where it can (the
+        native readers count keys; Spark runs one job over the store's change feed).
+
+        A file that cannot be read ends its partition's count there: the error goes to :attr:`problems`
+        and the partition (from that version) to :attr:`unreadable`, and the other partitions are still
+        counted; with ``strict`` the error is raised. A store the backend cannot count at all is one
+        problem (or raised), never an empty answer without one.
+        """
+        if self.kind != "stats":
+            raise UsageError(f"iter_stats counts a stats scan, not {self.kind}")
+        wanted = None if self.partitions is None else set(self.partitions)
+        first, last = (
+            (self.version, self.version)
+            if self.version is not None
+            else (self.start_version, self.end_version)
+        )
+        stats = self.backend.iter_stats(
+            self.operator_id, self.store_name, on_error=None if self.strict else self._stats_error
+        )
+        try:
+            for st in stats:
+                if self.cancelled is not None and self.cancelled():
+                    return
+                if wanted is not None and st.partition_id not in wanted:
+                    continue
+                if (first is not None and st.version < first) or (last is not None and st.version > last):
+                    continue
+                yield st
+        except StatelensError as err:
+            if self.strict:
+                raise
+            self._stats_error(err)
+
+    def _stats_error(self, err: StatelensError) -> None:
+        pid = err.context.get("partition_id")
+        if pid is not None and self.partitions is not None and pid not in self.partitions:
+            return  # a partition not asked for
+        self.problems.append(err)
+        self.unreadable.append(Unreadable(pid, err.context.get("version"), err))
+
+    def _stats_tables(self) -> Iterator[pa.Table]:
+        """:meth:`iter_stats` as one Arrow table per partition (columns :data:`STATS_COLUMNS`)."""
+        import pyarrow as pa  # deferred: pyarrow, only for Arrow output
+
+        schema = pa.schema([(name, pa.int64()) for name in STATS_COLUMNS])
+        self._empty = schema.empty_table()
+        columns: list[list[int]] = [[] for _ in STATS_COLUMNS]
+        current: int | None = None
+        for st in self.iter_stats():
+            if st.partition_id != current and columns[0]:
+                yield pa.table(columns, schema=schema)
+                columns = [[] for _ in STATS_COLUMNS]
+            current = st.partition_id
+            for column, value in zip(columns, (st.version, st.partition_id, st.rows, st.bytes), strict=True):
+                column.append(value)
+        if columns[0]:
+            yield pa.table(columns, schema=schema)
 
     def _unreadable(self, pid: int, err: StatelensError) -> None:
         self.problems.append(err)
@@ -244,8 +338,8 @@ class StateScan:
 
     def to_arrow(self) -> pa.Table:
         """Every partition's rows in one Arrow table (columns: ``partition, key, value``; for changes
-        ``version, partition, change, key, value, derived``)."""
-        import pyarrow as pa
+        ``version, partition, change, key, value, derived``; for stats :data:`STATS_COLUMNS`)."""
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         tables = list(self.iter_tables())
         if tables:
@@ -292,7 +386,11 @@ class StateScan:
         ------
         BackendUnavailableError
             The scan reads with the native decoder.
+        UsageError
+            A stats scan (its counts are not rows of a DataFrame).
         """
+        if self.kind == "stats":
+            raise UsageError("a stats scan is counted, not a DataFrame: use to_arrow()")
         return self.backend.dataframe(
             self.operator_id,
             self.store_name,

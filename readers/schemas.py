@@ -239,7 +239,7 @@ def struct_type_from_json(text: str, path: str | None = None, offset: int | None
     CorruptFileError
         Bad JSON, or JSON that is not a struct type pyspark can parse.
     """
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
 
     try:
         value = json.loads(text)

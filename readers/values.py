@@ -269,7 +269,7 @@ def _identity(v: Any) -> Any:
 
 def _compile(dt: DataType) -> _Conv:
     """A function value → JSON-ready value for type ``dt`` (``None`` passes through)."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if isinstance(dt, T.UserDefinedType):
         return _compile(dt.sqlType())
@@ -440,8 +440,8 @@ def to_arrow_type(data_type: DataType, *, unique_names: bool = False) -> pa.Data
     TypeError
         For a type with no Arrow equivalent.
     """
-    import pyarrow as pa
-    from pyspark.sql import types as T
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     dt = data_type
     if isinstance(dt, T.UserDefinedType):
@@ -518,7 +518,7 @@ def to_arrow_array(values: Sequence[Any], data_type: DataType, *, unique_names: 
     -------
     pyarrow.Array
     """
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     return pa.array(values, type=to_arrow_type(data_type, unique_names=unique_names))
 
@@ -542,7 +542,7 @@ def rows_to_arrow(
     -------
     pyarrow.Table
     """
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     names = [f.name for f in schema.fields]
     arrow_names = dedupe_names(names) if unique_names else names
@@ -579,7 +579,7 @@ def state_row_schema(
         with :func:`flatten_row`/:func:`flat_columns` on the documents, so every CSV row has the same
         columns.
     """
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     fields = [T.StructField("key", key_schema), T.StructField("value", value_schema)]
     head = [T.StructField("partition", T.IntegerType())]

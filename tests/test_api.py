@@ -63,6 +63,28 @@ def test_state_and_changes_match_sparks_reader_and_the_cli(
     assert one.num_rows == sum(1 for p, _, _ in want if p == 1)
 
 
+@pytest.mark.spark
+def test_stats_count_what_sparks_reader_returns_at_each_version(spark: Any) -> None:
+    path = sample_checkpoint_path()
+    ck = statelens.open(str(path))
+    last = ck.last_committed_batch
+    scan = ck.stats(0, start=last, end=last + 1, partition=[0, 1])
+    table = scan.to_arrow()
+    assert table.column_names == ["version", "partition", "rows", "bytes"]
+    got = {(r["version"], r["partition"]): r["rows"] for r in table.to_pylist()}
+    assert set(got) == {(v, p) for v in (last, last + 1) for p in (0, 1)}
+    for version in (last, last + 1):
+        want = Counter(p for p, _, _ in oracle.read_state(spark, path, 0, batch_id=version - 1))
+        assert {p: got[(version, p)] for p in (0, 1)} == {p: want[p] for p in (0, 1)}
+    assert sum(got.values()) > 0 and scan.ok and all(r["bytes"] > 0 for r in table.to_pylist())
+    with pytest.raises(UsageError):
+        scan.to_spark()
+    one = ck.stats(0, version=last + 1, partition=1).to_arrow().to_pylist()
+    assert [(r["version"], r["partition"], r["rows"]) for r in one] == [(last + 1, 1, got[(last + 1, 1)])]
+    with pytest.raises(UsageError):
+        ck.stats(0, version=last, start=1)
+
+
 def test_analyses_agree_with_their_commands(capsys: pytest.CaptureFixture[str]) -> None:
     path = str(sample_checkpoint_path())
     ck = statelens.open(path)

@@ -192,8 +192,9 @@ def test_growth_json_equals_spark_counts(
 
 
 #: Libraries a command reading state natively never needs: the compiled walks' numba (until a process
-#: has walked ``records.PYTHON_WALK_BYTES`` of variable-width records), pandas, DuckDB (SQL only), Qt.
-HEAVY_MODULES = ("numba", "pandas", "duckdb", "PySide6")
+#: has walked ``records.PYTHON_WALK_BYTES`` of variable-width records), pandas, DuckDB (SQL only), Qt;
+#: on a local checkpoint fsspec and asyncio (URLs only) and crc32c (row checksums only) are not needed.
+HEAVY_MODULES = ("numba", "pandas", "duckdb", "PySide6", "fsspec", "asyncio", "crc32c")
 
 
 @pytest.mark.parametrize(
@@ -455,6 +456,7 @@ def test_storage_options_before_or_after_the_command_and_for_the_app(
 def test_storage_options_reach_the_filesystem(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import statelens.app.cli._common
     import statelens.readers.checkpoint
     from statelens.app.resources import sample_checkpoint_path
 
@@ -465,7 +467,7 @@ def test_storage_options_reach_the_filesystem(
         got.append(storage_options)
         return real(url, **kwargs)
 
-    monkeypatch.setattr(statelens.readers.checkpoint, "open_checkpoint", spy)
+    monkeypatch.setattr(statelens.app.cli._common, "open_checkpoint", spy)
     code, out, _ = run(
         capsys, "info", str(sample_checkpoint_path()), "--storage-option", "client_kwargs.region_name=x"
     )

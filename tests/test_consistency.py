@@ -98,6 +98,18 @@ def _answers(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
         {u.partition_id for u in scan.unreadable},
         [str(p) for p in scan.problems],
     )
+    live = statelens.open(c).state(0)
+    got["api live"] = (
+        Counter({pid: len(records[1]) for pid, _, records in live.iter_live()}),
+        {u.partition_id for u in live.unreadable},
+    )
+    stats = statelens.open(c).stats(0)
+    counted = stats.to_arrow().to_pylist()
+    newest: dict[int, tuple[int, int]] = {}
+    for r in counted:
+        if r["partition"] not in newest or r["version"] > newest[r["partition"]][0]:
+            newest[r["partition"]] = (r["version"], r["rows"])
+    got["api stats"] = (newest, {u.partition_id for u in stats.unreadable}, [str(p) for p in stats.problems])
     return got
 
 
@@ -116,7 +128,8 @@ def test_every_command_gives_the_same_answer(
     growth_code, latest, growth_err = got["growth"]
     api_rows, api_unreadable, api_problems = got["api"]
     # The rows of every partition at its latest version: the same in every reader of state.
-    assert rows == sql == api_rows, (rows, sql, api_rows)
+    assert rows == sql == api_rows == got["api live"][0], (rows, sql, api_rows, got["api live"][0])
+    assert got["api live"][1] == api_unreadable  # the stored records: the same partitions unreadable
     # The change feed: the same records per partition, the same exit code, the same file named.
     changes_code, changes, changes_err = got["changes"]
     sql_changes_code, sql_changes, sql_changes_err = got["sql changes"]
@@ -125,6 +138,11 @@ def test_every_command_gives_the_same_answer(
     assert sum(rows.values()) > 0
     growth_latest = {p: n for p, (_, n) in latest.items() if p in rows}
     assert growth_latest == dict(rows)
+    # The API's stats scan counts what growth counts, and names the same damage.
+    stats_latest, stats_unreadable, stats_problems = got["api stats"]
+    assert stats_latest == latest
+    assert (growth_code == 1) == bool(stats_problems)
+    assert all(p.split(": ")[0] in growth_err for p in stats_problems)
 
     if bad is None:
         assert rows_code == sql_code == growth_code == 0
@@ -146,6 +164,7 @@ def test_every_command_gives_the_same_answer(
     for code, err in ((rows_code, rows_err), (sql_code, sql_err), (growth_code, growth_err)):
         assert code == 1 and bad in err, (code, err)
     assert any(bad in p for p in api_problems)
+    assert any(bad in p for p in stats_problems) and stats_unreadable == {0}
     # growth does not draw the unreadable version as rows: partition 0 stops before it.
     intact_latest = intact["growth"][1]
     assert latest.get(0, (0, 0))[0] < intact_latest[0][0]

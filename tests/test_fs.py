@@ -112,11 +112,11 @@ def test_local_listing_equals_fsspec(checkpoint: Any, tmp_path: Path) -> None:
     os.symlink(root / "gone", root / "dangling")
     ours = fs_module._local_find(str(root))
     theirs = fsspec.filesystem("file").find(str(root), withdirs=True, detail=True)
-    assert set(ours) == set(theirs) - {str(root)}
-    for path, info in ours.items():
-        other = theirs[path]
-        assert (info["size"], info["mtime"]) == (other["size"], other["mtime"]), path
-        assert (info["type"] == "directory") == (other["type"] == "directory"), path
+    assert {f"{root}/{rel}" for rel in ours} == set(theirs) - {str(root)}
+    for rel, entry in ours.items():
+        other = theirs[f"{root}/{rel}"]
+        assert (entry.size_bytes, entry.version_tag) == (other["size"], f"mtime={other['mtime']}"), rel
+        assert entry.is_dir == (other["type"] == "directory") and entry.path == rel, rel
     fs = CheckpointFS(str(root))
     assert fs.entry("linked-file").size_bytes == (root / "offsets" / "0").stat().st_size
     assert not fs.is_dir("linked-folder") and fs.is_dir("state/empty")

@@ -39,15 +39,21 @@ from statelens.readers.errors import (
 )
 
 PATH = "state/0/0/2.delta"
+_RUNS_SIZED = records._runs_sized  # the walk fixture replaces it for the record-by-record walk
 
 
-@pytest.fixture(autouse=True, scope="module", params=["compiled", "python"])
+@pytest.fixture(autouse=True, scope="module", params=["compiled", "python", "runs"])
 def walk(request: pytest.FixtureRequest) -> Any:
-    """Every test runs with the compiled record walks (readers/_format/kernels.py) and with the Python ones,
-    which a process uses until it has walked ``records.PYTHON_WALK_BYTES``."""
+    """Every test runs with the compiled record walks (readers/_format/kernels.py), with the Python ones,
+    which a process uses until it has walked ``records.PYTHON_WALK_BYTES``, and with the runs of one
+    record size a process without the compiled walks tries first (``records._runs_sized``)."""
     with pytest.MonkeyPatch.context() as mp:
         if request.param == "python":
             mp.setattr(records, "_kernels", lambda _size: None)
+            mp.setattr(records, "_runs_sized", lambda _buf, _pos: None)
+        elif request.param == "runs":
+            mp.setattr(records, "_kernels", lambda _size: None)
+            mp.setattr(records, "_loaded", lambda: None)
         else:
             from statelens.readers._format import kernels
 
@@ -591,6 +597,17 @@ def test_uniform_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> No
         assert records.uniform_keys(removes_only, allow_removes=False) is None
 
 
+def _partition_deltas(root: Any) -> list[tuple[list[Any], list[bytes]]]:
+    """Each partition's ``.delta`` files of a generated checkpoint, in version order, and their bytes."""
+    state = root / "checkpoint" / "state"
+    out = []
+    for folder in sorted({p.parent for p in state.rglob("*.delta")}):
+        paths = sorted(folder.glob("*.delta"), key=lambda p: int(p.stem))
+        out.append((paths, [decompress(p.read_bytes(), str(p), "lz4") for p in paths]))
+    assert out
+    return out
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", ["agg_count", "window_agg_watermark", "rich_types", "join"])
 def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None:
@@ -598,13 +615,9 @@ def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None
     at once) gives every record's key with its size word in front, each file's records and value size,
     as the record index has them; or ``None`` when a file is not of fixed-width rows or the key size
     changes between files. A file damaged in its last record's value size is not taken."""
-    state = checkpoint(scenario) / "checkpoint" / "state"
-    partitions = sorted({p.parent for p in state.rglob("*.delta")})
-    assert partitions
+    partitions = _partition_deltas(checkpoint(scenario))
     taken = refused = 0
-    for folder in partitions:
-        paths = sorted(folder.glob("*.delta"), key=lambda p: int(p.stem))
-        datas = [decompress(p.read_bytes(), str(p), "lz4") for p in paths]
+    for paths, datas in partitions:
         indexes = [scan_records(d, str(p)) for d, p in zip(datas, paths, strict=True)]
         got = records.sized_keys(datas, [True] * len(datas))
         if got is None:
@@ -808,6 +821,78 @@ def test_frame_records_writes_a_file_of_puts_byte_for_byte(scenario: str, checkp
     assert any(p.suffix == ".snapshot" for p in files) or scenario != "agg_many_partitions"
     framed, got = records.frame_records([], [])
     assert framed == EMPTY and got.count == 0 and got.eof_offset == 0
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["rich_types", "join", "agg_count"])
+def test_runs_of_one_record_size_are_the_walked_records(scenario: str, checkpoint: Any) -> None:
+    """``_runs_sized`` gives the records the record-by-record walk gives, on every state file of real
+    checkpoints, and takes files whose sizes change a few times; a file whose sizes change more often is
+    left to the walk, and a file cut short or with a damaged size word is never taken."""
+    state = checkpoint(scenario) / "checkpoint" / "state"
+    paths = sorted(p for p in state.rglob("*") if p.suffix in (".delta", ".snapshot"))
+    assert paths
+    taken = several = 0
+    for path in paths:
+        data = decompress(path.read_bytes(), str(path), "lz4")
+        buf = np.frombuffer(data, dtype=np.uint8)
+        walked = records._walk_sized(data, 0)
+        runs = _RUNS_SIZED(buf, 0)
+        if runs is None:
+            assert len(set(zip(walked[1].tolist(), walked[2].tolist(), strict=True))) > 1
+            continue
+        taken += 1
+        several += len(set(zip(runs[1].tolist(), runs[2].tolist(), strict=True))) > 1
+        for got, want in zip(runs, walked, strict=True):
+            assert np.array_equal(got, want), path
+        if len(walked[0]) > 1:
+            last = int(walked[0][-1] + walked[1][-1])  # the last record's value size word
+            damaged = bytearray(data)
+            damaged[last : last + 4] = (int(walked[2][-1]) + 8).to_bytes(4, "big", signed=True)
+            assert _RUNS_SIZED(np.frombuffer(bytes(damaged), dtype=np.uint8), 0) is None
+            assert _RUNS_SIZED(buf[: len(buf) - 3], 0) is None
+    assert taken
+    if scenario == "rich_types":
+        assert several  # files of several key widths are cut run by run
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["rich_types", "join", "agg_count"])
+def test_sized_prefix_runs_and_indexed_files_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None:
+    """A partition's files cut a run at a time (``sized_prefix``: the leading files of one key size, then
+    the next run, a file of variable-width rows indexed alone) give every file's keys with their size
+    word, in order, as the record index has them; every file is taken exactly once."""
+    runs_of_several = indexed = 0
+    for paths, datas in _partition_deltas(checkpoint(scenario)):
+        want = [
+            d[s - 4 : s + n]
+            for d, p in zip(datas, paths, strict=True)
+            for i in [scan_records(d, str(p))]
+            for s, n in zip(i.key_start.tolist(), i.key_len.tolist(), strict=True)
+        ]
+        got: list[bytes] = []
+        at = 0
+        while at < len(datas):
+            run, taken = records.sized_prefix(datas[at:], [True] * (len(datas) - at))
+            if run is None:
+                assert taken == 0
+                i = scan_records(datas[at], str(paths[at]))
+                got += [
+                    datas[at][s - 4 : s + n]
+                    for s, n in zip(i.key_start.tolist(), i.key_len.tolist(), strict=True)
+                ]
+                indexed += 1
+                at += 1
+                continue
+            block, counts, _ = run
+            assert 1 <= taken == len(counts) and sum(counts) == len(block)
+            runs_of_several += taken > 1
+            got += [bytes(row) for row in block]
+            at += taken
+        assert got == want, paths[0].parent
+    assert runs_of_several
+    if scenario in ("rich_types", "join"):
+        assert indexed  # strings of many lengths; a join's stores mix key and value sizes
 
 
 def test_a_kernels_module_still_being_imported_is_not_taken_as_loaded(

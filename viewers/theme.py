@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.graphicsItems.DateAxisItem import MS_SPACING, TickSpec, ZoomLevel, makeMSStepper, makeSStepper
 from PySide6.QtGui import QColor, QFont, QPalette
@@ -93,7 +94,6 @@ def set_curve_data(item: pg.PlotDataItem, x: Any, y: Any) -> None:
     make numpy print "All-NaN slice encountered" RuntimeWarnings on every repaint. Some NaN among finite
     values are fine (``connect="finite"`` leaves gaps there).
     """
-    import numpy as np
 
     values = np.asarray(y, dtype=np.float64)
     if values.size and np.isfinite(values).any():

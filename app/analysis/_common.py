@@ -10,11 +10,14 @@ timestamps and watermarks come from ``offsets/<b>`` (§2.2), the next batch's wa
 from __future__ import annotations
 
 import bisect
+import math
 import struct
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
+from statelens.app.output import dumps_jsonl
 from statelens.readers.model import Progress
+from statelens.readers.values import JsonObject, json_converter, row_to_json
 
 T = TypeVar("T")
 
@@ -72,14 +75,12 @@ def encode_row(row: tuple[Any, ...] | None, schema: Any) -> Any:
     readers.values.JsonObject or None
         An ordered list of ``(name, value)`` pairs (struct names may repeat).
     """
-    from statelens.readers.values import row_to_json
 
     return row_to_json(row, schema)
 
 
 def row_converter(schema: Any) -> Callable[[tuple[Any, ...] | None], Any]:
     """:func:`encode_row` compiled once for ``schema`` (use it in loops)."""
-    from statelens.readers.values import json_converter
 
     return json_converter(schema)
 
@@ -98,8 +99,6 @@ def key_fields(key: Any) -> dict[str, Any]:
 
 def key_text(key: Any) -> str:
     """One-line text of an encoded key, for tables (never rich text)."""
-    from statelens.app.output import dumps_jsonl
-    from statelens.readers.values import JsonObject
 
     if isinstance(key, JsonObject) and len(key) == 1:
         value = key[0][1]
@@ -110,14 +109,12 @@ def key_text(key: Any) -> str:
 
 def finite(x: float | None) -> float | None:
     """``x`` unless it is NaN or infinite (JSON has no such numbers)."""
-    import math
 
     return x if x is None or math.isfinite(x) else None
 
 
 def write_json(obj: Any, out: Any) -> None:
     """Write a JSON document (lists one item per line) keeping repeated struct names in keys."""
-    from statelens.app.output import dumps_jsonl
 
     if isinstance(obj, list) and not _is_json_object(obj):
         if not obj:
@@ -143,7 +140,6 @@ class JsonArrayWriter:
 
     def write(self, obj: Any) -> None:
         """Append one item."""
-        from statelens.app.output import dumps_jsonl
 
         self.out.write(("[\n" if self.items == 0 else ",\n") + dumps_jsonl(obj))
         self.items += 1
@@ -154,8 +150,6 @@ class JsonArrayWriter:
 
 
 def _is_json_object(obj: Any) -> bool:
-    from statelens.readers.values import JsonObject
-
     return isinstance(obj, JsonObject)
 
 

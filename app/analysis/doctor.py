@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statelens.app.analysis._common import BatchClock
+from statelens.app.analysis.progress_checks import iter_check_progress
+from statelens.readers import schemas
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import OperatorKind, Progress
@@ -313,7 +315,6 @@ class _Doctor:
 
     def check_schemas(self) -> None:
         self.result.checked.append("schema files agree across partitions")
-        from statelens.readers import schemas
 
         for op in self.ckpt.operators:
             for st in op.stores:
@@ -809,8 +810,6 @@ def iter_doctor(
     if backends is not None and backends.name == "spark":
         yield from doc.iter_spark_cross_check(backends, cancelled)
     if event_logs:
-        from statelens.app.analysis.progress_checks import iter_check_progress
-
         doc.result.checked.append(
             "the event logs' progress against the checkpoint (query id, batches, state rows)"
         )

@@ -49,7 +49,9 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from statelens.app.analysis import expired_spark
 from statelens.app.analysis._common import BatchClock, int_reader, row_converter, to_ms
+from statelens.app.analysis.expired_spark import event_time_sql, groupable, timeout_column_sql
 from statelens.app.analysis.findings import (
     NO_TIMESTAMP,
     eviction_fields,
@@ -58,6 +60,7 @@ from statelens.app.analysis.findings import (
     timer_fields,
     zombie_fields,
 )
+from statelens.app.analysis.tws import iter_timer_zombies, leak_check_plan
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import (
     BackendUnavailableError,
@@ -67,6 +70,7 @@ from statelens.readers.errors import (
 )
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.scan import walk_partition
+from statelens.readers.values import json_converter
 
 if TYPE_CHECKING:
     from statelens.readers.backends import BackendChooser
@@ -518,8 +522,6 @@ class RowSource:
     partition_major = False
 
     def __init__(self, backend: Any, ckpt: Any, store: Any):
-        from statelens.readers.values import json_converter
-
         self.backend = backend
         self.name = backend.name  # what read the rows, for the user
         self.operator_id = store.operator_id
@@ -1271,7 +1273,6 @@ def _timeouts_in_spark(
 ) -> Generator[Progress, None, bool]:
     """The timeout checks of one store computed inside Spark: only findings come back. False (nothing
     done) when the store's keys or timeout column cannot be named in Spark SQL (or as :func:`_in_spark`)."""
-    from statelens.app.analysis.expired_spark import check_timeouts_in_spark, groupable, timeout_column_sql
 
     timeout_sql = "NULL" if path is None else timeout_column_sql(source.schema, path)
     if timeout_sql is None or not groupable(source.schema.key_schema):
@@ -1283,7 +1284,7 @@ def _timeouts_in_spark(
             out,
             problems,
             "timeouts",
-            lambda emit: check_timeouts_in_spark(
+            lambda emit: expired_spark.check_timeouts_in_spark(
                 source,
                 clock,
                 kind,
@@ -1445,7 +1446,6 @@ def _eviction_in_spark(
 ) -> Generator[Progress, None, bool]:
     """The eviction check of one store computed inside Spark; False where it cannot be (an event-time
     column Spark SQL cannot read the same way, or as :func:`_in_spark`)."""
-    from statelens.app.analysis.expired_spark import check_eviction_in_spark, event_time_sql, groupable
 
     side, path, unit, _name = col
     time_sql = event_time_sql(source.schema, side, path, unit)
@@ -1458,7 +1458,7 @@ def _eviction_in_spark(
             out,
             problems,
             "eviction",
-            lambda emit: check_eviction_in_spark(
+            lambda emit: expired_spark.check_eviction_in_spark(
                 source, clock, time_sql, all_versions, version_counts, emit, note, evidence, op.operator_id
             ),
         )
@@ -1490,7 +1490,6 @@ def _check_transform_with_state(
     With the Spark backend the check runs as a Spark query (:func:`_timers_in_spark`); otherwise, or when
     Spark cannot run it, the timer families are walked natively.
     """
-    from statelens.app.analysis.tws import iter_timer_zombies, leak_check_plan
 
     kind, plain, reason = leak_check_plan(ckpt, op.operator_id)
     if kind is None or st.store_name not in plain:
@@ -1566,7 +1565,6 @@ def _timers_in_spark(
     """The timer leak check of one transformWithState variable as a Spark query: only findings come back.
     False (nothing done) when its keys cannot be grouped by Spark, its versions have a gap, or Spark
     cannot run the query before its first finding (the native walk then runs)."""
-    from statelens.app.analysis.expired_spark import check_timers_in_spark, groupable
 
     versions = [v for v in st.versions if v - 1 in ckpt.commits]
     if not versions or versions != list(range(versions[0], versions[-1] + 1)) or not groupable(key_schema):
@@ -1579,7 +1577,7 @@ def _timers_in_spark(
         problems,
         lambda _pid: keys,
         summary.partitions,
-        lambda emit: check_timers_in_spark(
+        lambda emit: expired_spark.check_timers_in_spark(
             backend,
             op.operator_id,
             st.store_name,

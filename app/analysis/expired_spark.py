@@ -211,7 +211,7 @@ def _field_sql(struct: Any, root: str, path: tuple[int, ...]) -> tuple[str, Any]
 def event_time_sql(schema: Any, side: str, path: tuple[int, ...], unit: str) -> str | None:
     """The event time that decides eviction, in milliseconds (floored, as ``to_ms``), as Spark SQL over a
     ``key``/``value`` column; None for a type or name Spark SQL cannot read the same way."""
-    from pyspark.sql.types import IntegerType, LongType, TimestampType
+    from pyspark.sql.types import IntegerType, LongType, TimestampType  # deferred: pyspark (heavy)
 
     found = _field_sql(schema.key_schema if side == "key" else schema.value_schema, side, path)
     if found is None:
@@ -228,7 +228,7 @@ def event_time_sql(schema: Any, side: str, path: tuple[int, ...], unit: str) -> 
 
 def groupable(data_type: Any) -> bool:
     """Whether Spark can group and partition by a column of this type (no maps inside)."""
-    from pyspark.sql.types import ArrayType, MapType, StructType
+    from pyspark.sql.types import ArrayType, MapType, StructType  # deferred: pyspark (heavy)
 
     if isinstance(data_type, MapType):
         return False

@@ -27,7 +27,7 @@ from statelens.app.analysis.heavy import StoreTopKeys, StoreWeigher
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import BackendUnavailableError, FilesUnavailableError, StatelensError
 from statelens.readers.model import Progress
-from statelens.readers.scan import walk_partition
+from statelens.readers.scan import StateScan, walk_partition
 
 if TYPE_CHECKING:
     from statelens.readers.backends import BackendChooser
@@ -404,11 +404,12 @@ def _growth_from_stats(backend: Any, g: StoreGrowth, problems: list[StatelensErr
     not known): for a backend that reads decoded rows, not files."""
     g.backend = backend.name
     g.state_bytes_known = False
-    try:
-        for s in backend.iter_stats(g.operator_id, g.store_name, on_error=problems.append):
-            g.rows.setdefault(s.partition_id, {})[s.version] = s.rows
-            g.file_bytes.setdefault(s.partition_id, {})[s.version] = s.bytes
-    except StatelensError as err:
-        problems.append(err)
-        g.skipped = f"{backend.describe()} could not read this store: {err.message}"
+    scan = StateScan(backend, g.operator_id, g.store_name, "stats")
+    for s in scan.iter_stats():
+        g.rows.setdefault(s.partition_id, {})[s.version] = s.rows
+        g.file_bytes.setdefault(s.partition_id, {})[s.version] = s.bytes
+    problems.extend(scan.problems)
+    whole = next((u.error for u in scan.unreadable if u.partition_id is None), None)
+    if whole is not None:
+        g.skipped = f"{backend.describe()} could not read this store: {whole.message}"
     g.versions = sorted({v for per in g.rows.values() for v in per})

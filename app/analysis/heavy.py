@@ -20,10 +20,16 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from statelens.app.analysis._common import key_text
+from statelens.app.analysis.heavy_spark import top_keys_in_spark, weight_sql
+from statelens.readers.arrow_values import binary_array, numbers
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import BackendUnavailableError, StatelensError
-from statelens.readers.model import Progress
+from statelens.readers.model import OperatorKind, Progress
+from statelens.readers.scan import StateScan
+from statelens.readers.values import row_to_json
 
 #: Keys listed per partition and per store unless asked otherwise.
 DEFAULT_TOP_KEYS = 10
@@ -96,10 +102,7 @@ def _top_of_arrays(
 ) -> list[tuple[int, int | None, bytes, bytes | None]]:
     """:func:`_top_of_state` of an ungrouped state held as offset arrays: the same keys in the same order
     (heaviest first; of keys tied in weight the smallest key bytes, sorted by Arrow)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    from statelens.readers.arrow_values import binary_array, numbers
+    import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     count = len(ks)
     if not count:
@@ -134,7 +137,6 @@ def _top_of_state(
     For grouped stores the raw key and value are those of the group's first element (enough to decode
     the grouping key).
     """
-    import numpy as np
 
     if group is None:
         keys = list(raw)
@@ -191,7 +193,7 @@ class StoreWeigher:
         self.operator_id, self.store_name = operator_id, store_name
         key_schema = reader.schema.key_schema
         if self.kind == "map":  # the grouping key is the key's first numColsPrefixKey columns
-            from pyspark.sql.types import StructType
+            from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
 
             prefix = int((reader.schema.key_encoder or {}).get("numColsPrefixKey", 1))
             key_schema = StructType(key_schema.fields[:prefix])
@@ -221,7 +223,6 @@ class StoreWeigher:
         count: int,
     ) -> None:
         """Decode and keep one partition's heaviest keys (``(bytes, elements, raw key, raw value)``)."""
-        from statelens.readers.values import row_to_json
 
         kind = self.kind
         decoded = self.reader.decode_pairs(
@@ -315,8 +316,9 @@ def iter_top_keys(
         if in_spark is not None:
             out[-1] = in_spark
             continue
+        native = native_backend(ckpt)
         try:
-            reader = native_backend(ckpt).store(op.operator_id, st.store_name)
+            reader = native.store(op.operator_id, st.store_name)  # the store's grouping and decoding
         except BackendUnavailableError as err:
             result.skipped = err.message
             continue
@@ -335,21 +337,24 @@ def iter_top_keys(
             result.skipped = "no schema file: keys cannot be decoded"
             continue
         weigher = StoreWeigher(reader, op.operator_id, st.store_name, n)
-        for pid in pids:
-            if cancelled is not None and cancelled():
-                return out, problems
-            if chosen not in reader.versions(pid):
-                continue
-            yield Progress(
-                done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}"
-            )
-            try:
-                if weigher.group is None:  # replayed as arrays: only the chosen keys become bytes objects
-                    weigher.weigh_arrays(pid, chosen, reader.live_arrays(pid, chosen))
-                else:
-                    weigher.weigh(pid, chosen, reader.read_raw(pid, chosen))
-            except StatelensError as err:
-                problems.append(err)
+        holding = [pid for pid in pids if chosen in reader.versions(pid)]  # older partitions are left out
+        scan = StateScan(
+            native, op.operator_id, st.store_name, version=chosen, partitions=holding, cancelled=cancelled
+        )
+        try:
+            for pid, _, live in scan.iter_live():  # as stored: only the chosen keys are decoded
+                yield Progress(
+                    done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}"
+                )
+                try:
+                    weigher.weigh_arrays(pid, chosen, live)
+                except StatelensError as err:  # a key that cannot be decoded
+                    problems.append(err)
+        except StatelensError as err:  # the one partition asked for cannot be read
+            problems.append(err)
+        problems.extend(scan.problems)
+        if cancelled is not None and cancelled():
+            return out, problems
         out[-1] = weigher.result(chosen)
     yield Progress(len(jobs), len(jobs), "heaviest keys")
     return out, problems
@@ -360,7 +365,6 @@ def _top_keys_in_spark(
 ) -> Generator[Progress, None, StoreTopKeys | None]:
     """One store's heaviest keys weighed by a Spark query, or None when Spark does not read this store or
     its weight is not the UnsafeRow size (the native weighing runs instead)."""
-    from statelens.readers.model import OperatorKind
 
     backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else None
     if backend is None or not backend.capabilities.engine_queries:
@@ -368,8 +372,6 @@ def _top_keys_in_spark(
     encoder = str(((st.schema.key_encoder or {}) if st.schema else {}).get("keyStateEncoderType", ""))
     if st.schema is None or op.kind == OperatorKind.TRANSFORM_WITH_STATE or encoder.startswith("TimestampAs"):
         return None  # column families, lists per grouping key, no schema: weighed natively
-    from statelens.app.analysis.heavy_spark import top_keys_in_spark, weight_sql
-    from statelens.readers.values import row_to_json
 
     sizes = weight_sql(st.schema)
     if sizes is None:

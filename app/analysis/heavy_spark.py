@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from statelens.readers.backends.spark import unique_struct
 from statelens.readers.model import Progress
 
 _PRIMITIVE_SIZES = {
@@ -54,7 +55,7 @@ def _round8(expr: str) -> str:
 
 def _fixed(dt: Any) -> bool:
     """A type held entirely in its 8-byte slot of a row."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if isinstance(dt, T.DecimalType):
         return dt.precision <= 18
@@ -78,7 +79,7 @@ def row_size_sql(struct: Any, unique: Any, expr: str) -> str | None:
 
 def _var_sql(dt: Any, unique: Any, expr: str, in_row: bool) -> str | None:
     """The bytes a value of type ``dt`` takes after the fixed part of its row or array (0 when none)."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if _fixed(dt):
         return "0"
@@ -136,7 +137,6 @@ _ALL = "SELECT p, key, CAST(<KEY_SIZE> + <VALUE_SIZE> AS BIGINT) AS b FROM {stat
 def weight_sql(schema: Any) -> tuple[str, str] | None:
     """``(key size, value size)`` as Spark SQL over the ``key``/``value`` columns of
     :meth:`readers.backends.spark.SparkBackend.stream_state_query`; None when a type is outside the formula."""
-    from statelens.readers.backends.spark import unique_struct
 
     key = row_size_sql(schema.key_schema, unique_struct(schema.key_schema), "key")
     value = row_size_sql(schema.value_schema, unique_struct(schema.value_schema), "value")

@@ -15,8 +15,10 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from statelens.readers.backends import native_backend
-from statelens.readers.errors import StatelensError
+from statelens.readers.eventlog import iter_read_event_logs
 from statelens.readers.model import Progress
+from statelens.readers.scan import StateScan
+from statelens.readers.textfmt import ranges
 
 #: Reported batches whose state row counts are compared (the most recent ones, which a restart uses).
 COMPARED_BATCHES = 5
@@ -30,8 +32,6 @@ def iter_check_progress(
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, None]:
     """Run the cross-checks; ``add(check, severity, message, files, **ctx)`` records each finding."""
-    from statelens.readers.eventlog import iter_read_event_logs
-    from statelens.readers.textfmt import ranges
 
     read = yield from iter_read_event_logs(event_logs, storage_options, cancelled)
     files = list(event_logs)
@@ -82,36 +82,39 @@ def _compare_rows(
     files: list[str],
     cancelled: Callable[[], bool] | None,
 ) -> Generator[Progress, None, None]:
+    """``numRowsTotal`` of the last reported batches against the live rows of the versions they wrote,
+    counted by one stats scan per store (:class:`readers.scan.StateScan`); versions the scan could not
+    count whole (a file unreadable in some partition) are not compared: the file checks report them."""
     batches = sorted(reported)[-COMPARED_BATCHES:]
-    for op in ckpt.operators:
-        if len(op.stores) != 1:
-            continue  # joins: numRowsTotal sums stores whose rows mean different things
+    if not batches:
+        return
+    stores = [op for op in ckpt.operators if len(op.stores) == 1]  # joins: numRowsTotal sums stores
+    for n, op in enumerate(stores):  # whose rows mean different things
+        if cancelled is not None and cancelled():
+            return
         store = op.stores[0]
-        try:
-            reader = native_backend(ckpt).store(op.operator_id, store.store_name)
-        except StatelensError:
-            continue  # column families, unreadable stores: reported by the other checks
-        for n, b in enumerate(batches):
-            if cancelled is not None and cancelled():
-                return
-            yield Progress(
-                n, len(batches), f"operator {op.operator_id}: state rows of batch {b} vs its progress"
-            )
+        yield Progress(n, len(stores), f"operator {op.operator_id}: state rows of batches vs their progress")
+        scan = StateScan(  # a store it cannot count (column families) is reported by the other checks
+            native_backend(ckpt),
+            op.operator_id,
+            store.store_name,
+            "stats",
+            start_version=batches[0] + 1,
+            end_version=batches[-1] + 1,
+            cancelled=cancelled,
+        )
+        counted: dict[int, int] = {}
+        for st in scan.iter_stats():
+            counted[st.version] = counted.get(st.version, 0) + st.rows
+        damaged_from = min((u.version or 0 for u in scan.unreadable), default=None)
+        for b in batches:
+            version = b + 1
+            if version not in counted or (damaged_from is not None and version >= damaged_from):
+                continue  # cleaned up since, or not counted whole
             ops = reported[b].raw.get("stateOperators") or []
             if op.operator_id >= len(ops):
                 continue
-            want = ops[op.operator_id].get("numRowsTotal")
-            version = b + 1
-            if not any(version in reader.versions(pid) for pid in reader.partition_ids()):
-                continue  # cleaned up since
-            try:
-                got = sum(
-                    len(reader.read_raw(pid, version))
-                    for pid in reader.partition_ids()
-                    if version in reader.versions(pid)
-                )
-            except StatelensError:
-                continue  # an unreadable version is reported by the state-version and file checks
+            want, got = ops[op.operator_id].get("numRowsTotal"), counted[version]
             if isinstance(want, int) and want != got:
                 add(
                     "progress_rows_disagree",

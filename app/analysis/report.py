@@ -24,7 +24,7 @@ from statelens.app.analysis.finding_text import batch_text
 from statelens.app.analysis.growth import GrowthResult, iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.analysis.summary import Summary, summarize
-from statelens.app.analysis.timeline import Timeline, iter_timeline
+from statelens.app.analysis.timeline import DURATION_PARTS, Timeline, iter_timeline
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
 from statelens.readers.textfmt import format_duration_ms as _dur
@@ -295,7 +295,6 @@ def _timeline(tl: Timeline) -> str:
 
 def _reported(tl: Timeline) -> str:
     """What the query reported per batch (event logs): duration parts, rates, rows dropped, a table."""
-    from statelens.app.analysis.timeline import DURATION_PARTS
 
     covered = [(r.batch_id, r.progress.to_json()) for r in tl.rows if r.progress is not None]
     cover = tl.progress_coverage()

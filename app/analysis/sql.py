@@ -28,14 +28,29 @@ record batches.
 
 from __future__ import annotations
 
+import base64
+import csv
+import datetime as dt
+import decimal
+import json
+import math
 import re
 import tempfile
+import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from statelens.app.analysis.expired import iter_expired
+from statelens.app.analysis.timeline import iter_timeline
+from statelens.app.output import dumps_jsonl
+from statelens.readers.backends import BackendChooser
 from statelens.readers.errors import SchemaMismatchError, StatelensError, UsageError
 from statelens.readers.model import Progress
+from statelens.readers.scan import StateScan
+from statelens.readers.values import rows_to_arrow, state_row_schema
 
 #: The tables a query may use, in the order they are filled.
 TABLES = ("batches", "growth", "state", "changes", "expired")
@@ -128,7 +143,7 @@ class _Collected:
         self.empty = empty
 
     def table(self) -> Any:
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         return pa.concat_tables(self.parts) if self.parts else self.empty
 
@@ -156,8 +171,6 @@ def _pick_store(ckpt: Any, operator_id: int | None, store_name: str | None) -> t
 
 
 def _batches_table(ckpt: Any, problems: list[StatelensError]) -> Generator[Progress, None, Any]:
-    from statelens.app.analysis.timeline import iter_timeline
-
     timeline = yield from iter_timeline(ckpt)
     problems += timeline.problems
     return _batches_arrow([b.to_json() for b in timeline.rows])
@@ -165,9 +178,8 @@ def _batches_table(ckpt: Any, problems: list[StatelensError]) -> Generator[Progr
 
 def _batches_arrow(rows: list[dict[str, Any]]) -> Any:
     """The ``batches`` table from the timeline's rows (``TimelineRow.to_json``)."""
-    import json
 
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     ts = pa.timestamp("ms", tz="UTC")
     return pa.table(
@@ -200,15 +212,17 @@ _GROWTH_TYPES = {
 
 
 def _growth(ckpt: Any, backends: Any, out: _Appender | _Collected) -> Generator[Progress, None, None]:
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     schema = pa.schema([(k, getattr(pa, t)()) for k, t in _GROWTH_TYPES.items()])
     stores = [(op, s) for op in ckpt.operators for s in op.stores]
     for n, (op, s) in enumerate(stores):
         yield Progress(n, len(stores), f"growth: operator {op.operator_id} {s.store_name}")
-        backend = backends.for_store(op.operator_id, s.store_name)
+        scan = StateScan(
+            backends.for_store(op.operator_id, s.store_name), op.operator_id, s.store_name, "stats"
+        )
         cols: dict[str, list[Any]] = {k: [] for k in _GROWTH_TYPES}
-        for st in backend.iter_stats(op.operator_id, s.store_name, on_error=ckpt.report.add):
+        for st in scan.iter_stats():
             for k, v in (
                 ("operator_id", st.operator_id),
                 ("store_name", st.store_name),
@@ -219,15 +233,15 @@ def _growth(ckpt: Any, backends: Any, out: _Appender | _Collected) -> Generator[
                 ("bytes", st.bytes),
             ):
                 cols[k].append(v)
+        for err in scan.problems:
+            ckpt.report.add(err)
         out.add(pa.table(cols, schema=schema))
     out.finish(schema.empty_table())
 
 
 def _state_empty(ckpt: Any, operator_id: int, store: str, changes: bool) -> Any:
     """The ``state`` (or ``changes``) table of one store with its columns and no rows."""
-    from pyspark.sql import types as T
-
-    from statelens.readers.values import rows_to_arrow, state_row_schema
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     described = ckpt.operator(operator_id).store(store)
     if described.schema is None:
@@ -266,10 +280,7 @@ def _state_rows(
     exits 1), never an empty partition in the answer. With ``in_place`` (a list, and a cache the backend
     keeps Arrow files in), partitions the cache holds are not copied: their ``(file, version)`` are
     appended to it for a view that reads them where they are."""
-    import numpy as np
-    import pyarrow as pa
-
-    from statelens.readers.scan import StateScan
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     empty = _state_empty(ckpt, operator_id, store, changes)
     scan = StateScan(
@@ -322,7 +333,7 @@ def _state_view(con: Any, store: tuple[int, str], files: list[tuple[Any, int]]) 
     """``state``: the partitions held in DuckDB (``_state_held``) and those read in place from the cache's
     Parquet files, under one view. The files are scanned as Arrow datasets (one per version), so their
     columns keep the Arrow types the held rows have (durations, intervals), and DuckDB streams them."""
-    import pyarrow.dataset as ds
+    import pyarrow.dataset as ds  # deferred: pyarrow (heavy)
 
     head = f"{int(store[0])}::INTEGER AS operator_id, {_quote(store[1])} AS store_name"
     parts = ["SELECT * FROM _state_held"]
@@ -363,10 +374,7 @@ def _expired(
     out: _Appender | _Collected,
     cancelled: Callable[[], bool] | None,
 ) -> Generator[Progress, None, list[StatelensError]]:
-    import pyarrow as pa
-
-    from statelens.app.analysis.expired import iter_expired
-    from statelens.app.output import dumps_jsonl
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     schema = pa.schema([(k, getattr(pa, t)()) for k, t in _EXPIRED_TYPES.items()])
     pending: list[Any] = []
@@ -431,7 +439,7 @@ def empty_tables(
     note : str
         Why ``state`` and ``changes`` are left out (empty when they are there).
     """
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     tables: dict[str, Any] = {"batches": _batches_arrow([])}
     tables["growth"] = pa.schema([(k, getattr(pa, t)()) for k, t in _GROWTH_TYPES.items()]).empty_table()
@@ -451,7 +459,7 @@ def table_columns(
 ) -> tuple[dict[str, list[tuple[str, str]]], str]:
     """Each table's columns as DuckDB names them: ``{table: [(column, type), ...]}`` and a note (see
     :func:`empty_tables`), for a list of tables beside a query editor."""
-    import duckdb
+    import duckdb  # deferred: duckdb (heavy)
 
     tables, note = empty_tables(ckpt, operator_id, store_name)
     con = duckdb.connect(":memory:")
@@ -531,9 +539,7 @@ def iter_sql(
         The query names no table, names ``state``/``changes`` on a checkpoint with several stores and no
         store picked, or DuckDB refuses it (the message is DuckDB's).
     """
-    import duckdb
-
-    from statelens.readers.backends import BackendChooser
+    import duckdb  # deferred: duckdb (heavy)
 
     if is_catalogue_query(query) and not in_spark:
         return _catalogue(ckpt, query, operator_id, store_name, rows_per_batch)
@@ -607,7 +613,7 @@ def _catalogue(
     ckpt: Any, query: str, operator_id: int | None, store_name: str | None, rows_per_batch: int
 ) -> SqlResult:
     """Answer ``SHOW TABLES`` / ``DESCRIBE ...`` in DuckDB over the tables created empty."""
-    import duckdb
+    import duckdb  # deferred: duckdb (heavy)
 
     tables, note = empty_tables(ckpt, operator_id, store_name)
     con = duckdb.connect(":memory:")
@@ -676,10 +682,6 @@ def _in_spark(
 # -- writing answers ---------------------------------------------------------------------------------------
 def _json_value(v: Any) -> Any:
     """A value of an answer as JSON: timestamps ISO-8601 (UTC ``Z``), decimals as text, bytes base64."""
-    import base64
-    import datetime as dt
-    import decimal
-    import math
 
     if isinstance(v, dict):
         return {k: _json_value(x) for k, x in v.items()}
@@ -708,7 +710,6 @@ def _json_value(v: Any) -> Any:
 
 def _cell(v: Any) -> str:
     """One table cell: NULL empty, text and timestamps bare (ISO-8601 UTC), structs and lists as JSON."""
-    import json
 
     if v is None:
         return ""
@@ -718,9 +719,8 @@ def _cell(v: Any) -> str:
 
 def _flat(batch: Any) -> Any:
     """A record batch with struct columns flattened (``key.window.start``) and lists/maps as JSON text."""
-    import json
 
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     table = pa.Table.from_batches([batch])
     while any(pa.types.is_struct(f.type) for f in table.schema):
@@ -748,12 +748,11 @@ def write_answer(result: SqlResult, fmt: str, target: Any) -> int:
     -------
     int
     """
-    import json
 
     n = 0
     if fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # deferred: pyarrow (heavy)
+        import pyarrow.parquet as pq  # deferred: pyarrow (heavy)
 
         writer = None
         try:
@@ -769,8 +768,6 @@ def write_answer(result: SqlResult, fmt: str, target: Any) -> int:
                 writer.close()
         return n
     if fmt == "csv":
-        import csv
-
         out = csv.writer(target, lineterminator="\n")
         header = False
         for batch in result.batches:
@@ -890,7 +887,6 @@ def iter_sql_table(
 ) -> Generator[Progress, None, SqlTable]:
     """Run ``query`` (:func:`iter_sql`, in Spark with ``in_spark``) and keep the first ``max_rows`` rows as
     display text."""
-    import time
 
     start = time.perf_counter()
     result = yield from iter_sql(

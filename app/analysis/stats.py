@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from statelens.readers.backends import BackendChooser
+from statelens.readers.model import Progress
+from statelens.readers.scan import StateScan
+
 __all__ = ["GROWTH_FIELDS", "iter_growth"]
 
 #: The fields of each record, in order.
@@ -18,17 +22,18 @@ GROWTH_FIELDS = ("operator_id", "store_name", "version", "batch_id", "partition_
 def iter_growth(
     ckpt: Any, progress: Callable[[Any], None] | None = None, backends: Any = None
 ) -> Iterable[dict[str, Any]]:
-    """Rows and on-disk bytes for every operator, store, version and partition (streamed)."""
-    from statelens.readers.backends import BackendChooser
-    from statelens.readers.model import Progress
-
+    """Rows and on-disk bytes for every operator, store, version and partition (streamed), counted by a
+    stats scan of each store (:class:`readers.scan.StateScan`); what it could not read goes to the
+    checkpoint's report."""
     backends = backends or BackendChooser(ckpt, "native")
     stores = [(op, s) for op in ckpt.operators for s in op.stores]
     for n, (op, s) in enumerate(stores):
         if progress:
             progress(Progress(n, len(stores), f"operator {op.operator_id} {s.store_name}"))
-        backend = backends.for_store(op.operator_id, s.store_name)
-        for st in backend.iter_stats(op.operator_id, s.store_name, on_error=ckpt.report.add):
+        scan = StateScan(
+            backends.for_store(op.operator_id, s.store_name), op.operator_id, s.store_name, "stats"
+        )
+        for st in scan.iter_stats():
             yield {
                 "operator_id": st.operator_id,
                 "store_name": st.store_name,
@@ -38,3 +43,5 @@ def iter_growth(
                 "rows": st.rows,
                 "bytes": st.bytes,
             }
+        for err in scan.problems:
+            ckpt.report.add(err)

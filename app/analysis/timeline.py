@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statelens.readers import logs
-from statelens.readers.errors import StatelensError
+from statelens.readers.errors import StatelensError, UsageError
+from statelens.readers.eventlog import iter_read_event_logs
 from statelens.readers.model import Progress
 
 
@@ -258,10 +259,6 @@ def iter_timeline(
     yield Progress(total, total, "timeline")
     timeline = Timeline(rows, problems)
     if event_logs:
-        from dataclasses import replace
-
-        from statelens.readers.eventlog import iter_read_event_logs
-
         read = yield from iter_read_event_logs(event_logs, storage_options, cancelled)
         timeline.event_logs, timeline.query_id = read, ckpt.query_id
         problems.extend(read.warnings)
@@ -269,8 +266,6 @@ def iter_timeline(
         timeline.rows = [replace(r, progress=by_batch.get(r.batch_id)) for r in rows]
         others = read.other_queries(ckpt.query_id)
         if others:
-            from statelens.readers.errors import UsageError
-
             problems.append(
                 UsageError(
                     "the event logs also hold progress of other queries, left out: "
@@ -384,7 +379,6 @@ def iter_progress_series(
     beyond the listed parts is shown as ``other``); rates are the query's input and processed rows per
     second; ``dropped`` sums ``numRowsDroppedByWatermark`` over the state operators.
     """
-    from statelens.readers.eventlog import iter_read_event_logs
 
     read = yield from iter_read_event_logs(event_logs, storage_options, cancelled)
     reported = read.for_query(ckpt.query_id)
@@ -410,8 +404,6 @@ def iter_progress_series(
     problems: list[StatelensError] = list(read.warnings)
     others = read.other_queries(ckpt.query_id)
     if others:
-        from statelens.readers.errors import UsageError
-
         problems.append(
             UsageError(
                 "the event logs also hold progress of other queries, left out: "

@@ -12,11 +12,14 @@ unknown operator, unreadable file...). Tracebacks only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from statelens.app.analysis.views import VIEWS
 from statelens.app.cli import analyses, prune, state
 from statelens.app.cli._common import (
     EXIT_ERROR,
@@ -31,7 +34,9 @@ from statelens.app.cli._common import (
     storage_option_value,
 )
 from statelens.app.cli.state import info_json, iter_growth
-from statelens.readers.errors import StatelensError
+from statelens.readers.errors import BackendUnavailableError, StatelensError, StorageError
+from statelens.readers.fs import is_unreachable
+from statelens.readers.values import JsonObject
 
 __all__ = [
     "EXIT_ERROR",
@@ -70,8 +75,6 @@ SUBCOMMANDS = (
 def cmd_gui(args: argparse.Namespace, out: IO[str]) -> int:
     runner = getattr(args, "gui_runner", None)
     if runner is None:
-        from statelens.readers.errors import BackendUnavailableError
-
         raise BackendUnavailableError("the desktop app is started by the 'statelens' launcher (app.launcher)")
     return int(runner(args))
 
@@ -92,9 +95,6 @@ _OPTIONS_WITH_VALUES = (
 
 def _json_key(text: str) -> Any:
     """``--key``: a key as JSON, objects kept as ordered ``(name, value)`` pairs (how keys compare)."""
-    import json
-
-    from statelens.readers.values import JsonObject
 
     try:
         return json.loads(text, object_pairs_hook=JsonObject)
@@ -126,8 +126,6 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_commands(sub)
     analyses.add_commands(sub)
     prune.add_commands(sub)
-
-    from statelens.app.analysis.views import VIEWS
 
     p = sub.add_parser(
         "gui",
@@ -194,11 +192,11 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from importlib import metadata  # deferred: importlib.metadata (slow import)
 
         try:
-            installed = version("statelens")
-        except PackageNotFoundError:  # run from a tree that was never installed
+            installed = metadata.version("statelens")
+        except metadata.PackageNotFoundError:  # run from a tree that was never installed
             installed = "unknown"
         sys.stdout.write(f"statelens {installed}\n")
         parser.exit()
@@ -207,7 +205,6 @@ class _VersionAction(argparse.Action):
 def _quiet_storage_retries(debug: bool) -> None:
     """Each storage retry is a log warning of the filesystem layer: shown with ``--debug`` only; the
     error that ends a failed read says how many attempts were made."""
-    import logging
 
     logger = logging.getLogger("statelens.readers.fs")
     # A handler on the logger keeps Python's last-resort handler (stderr) from printing each retry;
@@ -230,8 +227,6 @@ def error_text(err: StatelensError) -> str:
     -------
     str
     """
-    from statelens.readers.errors import StorageError
-    from statelens.readers.fs import is_unreachable
 
     cause = err.__cause__
     if isinstance(err, StorageError) and cause is not None and is_unreachable(cause):

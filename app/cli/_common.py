@@ -4,10 +4,17 @@ its storage options, problem reporting, tables, backend options and usage errors
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from typing import IO, Any
+
+from statelens.readers.backends import BackendChooser
+from statelens.readers.backends.spark import parse_spark_defaults
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import UsageError
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1
@@ -18,8 +25,6 @@ class _Progress:
     """A one-line stderr progress bar, shown only on a terminal and only after a second."""
 
     def __init__(self, stream: IO[str] | None = None):
-        import time
-
         self._time = time.monotonic
         self._start = self._time()
         self._stream = stream or sys.stderr
@@ -43,7 +48,6 @@ class _Progress:
 
 
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from statelens.readers.checkpoint import open_checkpoint
 
     bar = _Progress()
     try:
@@ -80,7 +84,6 @@ _FLOAT_RE = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)$")
 def storage_option_value(text: str) -> Any:
     """One ``--storage-option`` value: ``true``/``false``, ``none``/``null``, an int, a float, a JSON
     object or array, or else the text itself (quote it, ``'"123"'``, to keep digits a string)."""
-    import json
 
     low = text.strip().lower()
     if low == "true":
@@ -122,7 +125,6 @@ def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any]:
         An item without ``=`` or with a malformed key, or a key used both as a value and as a group.
         Messages name the key (when it is not secret-looking) but never a value.
     """
-    from statelens.readers.errors import UsageError
 
     out: dict[str, Any] = {}
     for n, item in enumerate(items or (), start=1):
@@ -175,9 +177,6 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 # -- rows ----------------------------------------------------------------------------------------------
 def _backends(args: argparse.Namespace, ckpt: Any) -> Any:
-    from statelens.readers.backends import BackendChooser
-    from statelens.readers.backends.spark import parse_spark_defaults
-
     conf = parse_spark_defaults(args.spark_conf) if getattr(args, "spark_conf", None) else None
     remote = getattr(args, "spark_remote", None)
     return BackendChooser(ckpt, args.backend, master=args.spark_master, conf=conf, remote=remote)

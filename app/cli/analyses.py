@@ -11,7 +11,25 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from statelens.app.analysis._common import key_text, run_to_end, write_json
+from statelens.app.analysis._common import JsonArrayWriter, key_text, run_to_end, write_json
+from statelens.app.analysis.doctor import DEFAULT_MIN_BATCHES_TO_RETAIN, iter_doctor
+from statelens.app.analysis.expired import DEFAULT_STALE_AFTER, TIMEOUT_KINDS, iter_expired
+from statelens.app.analysis.finding_text import batch_text
+from statelens.app.analysis.report import iter_report
+from statelens.app.analysis.summary import iter_summary
+from statelens.app.analysis.timeline import iter_timeline, progress_missing_reason
+from statelens.app.cli import _common
+from statelens.app.cli._common import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    _open,
+    _Progress,
+    _report_problems,
+    _say_backend,
+    add_backend_options,
+    format_table,
+)
+from statelens.app.output import dumps_jsonl
 from statelens.readers.textfmt import format_duration_ms, format_epoch_ms
 
 
@@ -20,8 +38,6 @@ def _dur(ms: int | None) -> str:
 
 
 def _drive(gen: Any) -> Any:
-    from statelens.app.cli._common import _Progress
-
     bar = _Progress()
     try:
         return run_to_end(gen, bar)
@@ -30,8 +46,6 @@ def _drive(gen: Any) -> Any:
 
 
 def _exit_for(ckpt: Any, problems: list[Any]) -> int:
-    from statelens.app.cli._common import EXIT_OK, EXIT_PARTIAL, _report_problems
-
     code = _report_problems(ckpt)
     seen = {str(p) for p in ckpt.report.problems}
     for err in problems:
@@ -123,8 +137,6 @@ class _StreamingTable:
 
 
 def _expired_row(f: Any) -> list[Any]:
-    from statelens.app.analysis.finding_text import batch_text
-
     return [
         f.operator_id,
         f.store_name,
@@ -149,14 +161,10 @@ def _stored_timeout(ms: int | None) -> str:
 
 
 def _backend_chooser(args: argparse.Namespace, ckpt: Any) -> Any:
-    from statelens.app.cli._common import _backends
-
-    return _backends(args, ckpt)
+    return _common._backends(args, ckpt)
 
 
 def _close_backends(args: argparse.Namespace, chooser: Any) -> None:
-    from statelens.app.cli._common import _say_backend
-
     _say_backend(args, chooser)
     chooser.close()
 
@@ -164,7 +172,6 @@ def _close_backends(args: argparse.Namespace, chooser: Any) -> None:
 def _run_analysis(args: argparse.Namespace, analysis: Callable[[Any, Any], Any]) -> tuple[Any, Any]:
     """Open the checkpoint, run ``analysis(ckpt, backends)`` (a progress generator) to its end with a
     progress bar, and close the backends it used, saying which answered: ``(ckpt, result)``."""
-    from statelens.app.cli._common import _open
 
     ckpt = _open(args)
     chooser = _backend_chooser(args, ckpt)
@@ -185,10 +192,6 @@ def _check_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
     """Stream every finding as it is found (text rows, a JSON list or JSON lines); keep only counts."""
-    from statelens.app.analysis._common import JsonArrayWriter
-    from statelens.app.analysis.expired import iter_expired
-    from statelens.app.cli._common import _open, _Progress
-    from statelens.app.output import dumps_jsonl
 
     ckpt = _open(args)
     bar = _Progress()
@@ -281,9 +284,6 @@ def _source_text(s: Any) -> str:
 
 
 def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
-    from statelens.app.analysis.timeline import iter_timeline, progress_missing_reason
-    from statelens.app.cli._common import _open, format_table
-
     ckpt = _open(args)
     timeline = _drive(iter_timeline(ckpt, args.event_log, getattr(args, "storage_options", None)))
     if args.json:
@@ -360,8 +360,6 @@ def cmd_timeline(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- doctor --------------------------------------------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace, out: IO[str]) -> int:
-    from statelens.app.analysis.doctor import iter_doctor
-
     ckpt, result = _run_analysis(
         args,
         lambda ckpt, chooser: iter_doctor(
@@ -391,7 +389,6 @@ SEVERITY_TAGS = {"error": "ERROR", "warning": "WARNING", "info": "note", "ok": "
 
 def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
     """One line per verdict, worst first, each with the view of ``statelens gui`` that shows it."""
-    from statelens.app.analysis.summary import iter_summary
 
     ckpt, result = _run_analysis(
         args, lambda ckpt, chooser: iter_summary(ckpt, backends=chooser, **_check_options(args))
@@ -416,8 +413,6 @@ def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- report --------------------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
-    from statelens.app.analysis.report import iter_report
-
     ckpt, result = _run_analysis(
         args,
         lambda ckpt, chooser: iter_report(
@@ -441,8 +436,6 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
 # -- registration --------------------------------------------------------------------------------------
 def add_commands(sub: Any) -> None:
     """Add ``summary``, ``expired``, ``timeline``, ``doctor`` and ``report`` to the ``statelens`` subparsers."""
-    from statelens.app.analysis.expired import DEFAULT_STALE_AFTER, TIMEOUT_KINDS
-    from statelens.app.cli._common import add_backend_options
 
     p = sub.add_parser(
         "summary",
@@ -493,8 +486,6 @@ def add_commands(sub: Any) -> None:
     fmt.add_argument("--jsonl", action="store_true", help="print one JSON object per finding and line")
     add_backend_options(p)
     p.set_defaults(func=cmd_expired)
-
-    from statelens.app.analysis.doctor import DEFAULT_MIN_BATCHES_TO_RETAIN
 
     p = sub.add_parser(
         "doctor", help="health checks with severities and files; exit 0 clean, 1 warnings, 2 errors"

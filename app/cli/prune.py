@@ -7,9 +7,11 @@ import argparse
 import json
 from typing import IO, Any
 
-from statelens.app.analysis._common import counted
+from statelens.app.analysis._common import counted, run_to_end
 from statelens.app.cli import _common
-from statelens.app.cli._common import _Progress
+from statelens.app.cli._common import _open, _Progress
+from statelens.app.prune import CATEGORIES, Selection, iter_prune, read_key_lines
+from statelens.app.repartition import iter_repartition
 
 PRUNE_EPILOG = """\
 Without --apply nothing is written: the dry run says what would be removed, per store and partition.
@@ -28,10 +30,6 @@ examples:
 
 
 def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
-    from statelens.app.analysis._common import run_to_end
-    from statelens.app.cli._common import _open
-    from statelens.app.prune import Selection, iter_prune, read_key_lines
-
     keys = None
     if args.keys is not None:
         try:
@@ -162,15 +160,11 @@ def _print_plan(plan: Any, out: IO[str]) -> None:
 
 
 def cmd_repartition(args: argparse.Namespace, out: IO[str]) -> int:
-    from statelens.app.analysis._common import run_to_end
-    from statelens.app.cli._common import _backends, _open
-    from statelens.app.repartition import iter_repartition
-
     if args.apply and not args.out:
         raise _common._usage("--apply needs --out NEW: the folder the repartitioned copy is written to")
     ckpt = _open(args)
     args.backend = "spark"
-    chooser = _backends(args, ckpt)
+    chooser = _common._backends(args, ckpt)
     bar = _Progress()
     try:
         plan = run_to_end(
@@ -204,7 +198,6 @@ def cmd_repartition(args: argparse.Namespace, out: IO[str]) -> int:
 
 def add_commands(sub: Any) -> None:
     """Add ``prune`` to the ``statelens`` subparsers."""
-    from statelens.app.prune import CATEGORIES
 
     p = sub.add_parser(
         "prune",

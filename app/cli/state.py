@@ -4,10 +4,16 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import sys
 from collections.abc import Iterable
+from json.encoder import encode_basestring_ascii as quote
 from typing import IO, Any
 
+from statelens.app.analysis._common import key_text, run_to_end, write_json
+from statelens.app.analysis.heavy import iter_top_keys, with_top_keys
+from statelens.app.analysis.sql import answer_rows, iter_sql, write_answer
 from statelens.app.analysis.stats import iter_growth
 from statelens.app.cli import _common
 from statelens.app.cli._common import (
@@ -19,14 +25,19 @@ from statelens.app.cli._common import (
     add_backend_options,
     format_table,
 )
+from statelens.app.output import csv_cell, dumps_jsonl, flat_columns, flatten_row, write_parquet
+from statelens.readers.cache import StateCache
+from statelens.readers.errors import SchemaMismatchError, UsageError
+from statelens.readers.fs import CheckpointFS
+from statelens.readers.mirror import FileMirror, iter_copy_checkpoint
 from statelens.readers.scan import StateScan
 from statelens.readers.textfmt import format_epoch_ms, ranges
+from statelens.readers.values import row_to_json, state_row_schema
 
 
 # -- info ----------------------------------------------------------------------------------------------
 def info_json(ckpt: Any) -> dict[str, Any]:
     """The ``statelens info --json`` document."""
-    import json
 
     batches = []
     for b in ckpt.batches:
@@ -188,8 +199,6 @@ def _print_info(doc: dict[str, Any], out: IO[str]) -> None:
 
 
 def _short_json(obj: Any, limit: int = 60) -> str:
-    import json
-
     text = json.dumps(obj, separators=(",", ":"))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -214,8 +223,6 @@ def _schema_str(schema: dict[str, Any] | None, limit: int = 70) -> str:
 
 
 def cmd_info(args: argparse.Namespace, out: IO[str]) -> int:
-    import json
-
     ckpt = _open(args)
     doc = info_json(ckpt)
     if args.json:
@@ -270,9 +277,13 @@ def _latest_state_version(args: argparse.Namespace, ckpt: Any, backend: Any) -> 
 
 def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iterable[tuple[Any, ...]], Any]:
     """``(row_schema, rows, chooser)`` for ``rows --state-var NAME`` / ``--timers`` (transformWithState)."""
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-
-    from statelens.readers.errors import UsageError
+    from pyspark.sql.types import (  # deferred: pyspark (heavy)
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
 
     variables = {v["name"]: v for v in ckpt.state_variables(args.operator)}
     if args.timers:
@@ -336,8 +347,6 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
 
 
 def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
-    from statelens.readers.values import state_row_schema
-
     ckpt = _open(args)
     if args.operator is None:
         ids = [op.operator_id for op in ckpt.operators]
@@ -368,8 +377,6 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
         raise _usage(f"operator {args.operator} has several stores; pick one with --store: {names}")
     store = op.store(args.store or op.stores[0].store_name)
     if store.schema is None:
-        from statelens.readers.errors import SchemaMismatchError
-
         raise SchemaMismatchError(
             "this store has no readable schema file, so its rows cannot be decoded",
             path=f"state/{args.operator}/0/_metadata/schema",
@@ -404,12 +411,10 @@ def _write_rows(
     args: argparse.Namespace, ckpt: Any, row_schema: Any, rows: Iterable[tuple[Any, ...]], out: IO[str]
 ) -> int:
     """Write decoded rows (positional, in ``row_schema``'s field order) as JSON lines, CSV or Parquet."""
-    from statelens.readers.values import row_to_json
 
     if args.format == "parquet":
         if not args.output:
             raise _usage("--format parquet needs -o FILE")
-        from statelens.app.output import write_parquet
 
         write_parquet(list(rows), args.output, row_schema)
         return _report_problems(ckpt)
@@ -417,8 +422,6 @@ def _write_rows(
     target: IO[str] = open(args.output, "w", encoding="utf-8", newline="") if args.output else out  # noqa: SIM115
     try:
         if args.format == "jsonl":
-            from statelens.app.output import dumps_jsonl
-
             for doc in docs:
                 target.write(dumps_jsonl(doc) + "\n")
         else:
@@ -430,10 +433,6 @@ def _write_rows(
 
 
 def _write_csv(docs: Iterable[Any], row_schema: Any, target: IO[str]) -> None:
-    import csv
-
-    from statelens.app.output import csv_cell, flat_columns, flatten_row
-
     writer = csv.writer(target)
     writer.writerow(flat_columns(row_schema))
     for doc in docs:
@@ -445,8 +444,6 @@ def _dump_flat_records(records: list[dict[str, Any]], out: IO[str]) -> None:
     """``json.dump(records, out, indent=1)`` for records of plain values, written at the speed of the C
     encoder: with ``indent`` the json module encodes in Python (~60 us a record, 0.4 s for the 6,000
     records of a 200-partition, 30-batch store)."""
-    import json
-    from json.encoder import encode_basestring_ascii as quote
 
     if not records:
         out.write("[]")
@@ -472,9 +469,6 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
     try:
         records = list(iter_growth(ckpt, bar, chooser))
         if args.top_keys:
-            from statelens.app.analysis._common import run_to_end
-            from statelens.app.analysis.heavy import iter_top_keys
-
             heavy, problems = run_to_end(iter_top_keys(ckpt, args.top_keys, backends=chooser), bar)
             for err in problems:
                 ckpt.report.add(err)
@@ -484,9 +478,6 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
         chooser.close()
     if args.json:
         if heavy:  # keys keep Spark's field names, repeated ones too: written by the analysis' writer
-            from statelens.app.analysis._common import write_json
-            from statelens.app.analysis.heavy import with_top_keys
-
             write_json(with_top_keys(records, heavy), out)
         else:
             _dump_flat_records(records, out)
@@ -508,8 +499,6 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
         + "\n"
     )
     for store in heavy:
-        from statelens.app.analysis._common import key_text
-
         head = f"\nHeaviest keys of operator {store.operator_id} {store.store_name}"
         if store.skipped:
             out.write(f"{head}: not weighed ({store.skipped})\n")
@@ -531,10 +520,6 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- sql -----------------------------------------------------------------------------------------------
 def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
-    from statelens.app.analysis._common import run_to_end
-    from statelens.app.analysis.sql import answer_rows, iter_sql, write_answer
-    from statelens.readers.cache import StateCache
-
     fmt = (
         "json"
         if args.json
@@ -606,11 +591,6 @@ def cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def cmd_cache(args: argparse.Namespace, out: IO[str]) -> int:
-    import json
-
-    from statelens.readers.cache import StateCache
-    from statelens.readers.mirror import FileMirror
-
     cache = StateCache()
     mirror = FileMirror()
     if args.action == "clear":
@@ -641,12 +621,6 @@ def cmd_cache(args: argparse.Namespace, out: IO[str]) -> int:
 
 # -- mirror --------------------------------------------------------------------------------------------
 def cmd_mirror(args: argparse.Namespace, out: IO[str]) -> int:
-    import json
-
-    from statelens.app.analysis._common import run_to_end
-    from statelens.readers.fs import CheckpointFS
-    from statelens.readers.mirror import iter_copy_checkpoint
-
     bar = _Progress()
     try:
         fs = CheckpointFS(args.checkpoint, getattr(args, "storage_options", None), mirror=False)

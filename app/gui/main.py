@@ -1,4 +1,8 @@
-"""Start the desktop app, or render one view offscreen to a PNG (``--screenshot``)."""
+"""Start the desktop app, or render one view offscreen to a PNG (``--screenshot``).
+
+The launcher imports this module for every command, so Qt (PySide6, pyqtgraph and the window) is
+imported inside the functions that start the app: the command line stays Qt-free.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,9 @@ import argparse
 import os
 import sys
 from typing import TYPE_CHECKING
+
+from statelens.app.analysis.views import VIEWS
+from statelens.app.resources import icon_path, sample_checkpoint_path
 
 if TYPE_CHECKING:
     from statelens.app.gui.window import MainWindow
@@ -46,8 +53,6 @@ def run_gui(args: argparse.Namespace) -> int:
     int
         The exit code: 0, or 2 when ``--screenshot`` could not load the checkpoint.
     """
-    from statelens.app.gui.window import VIEWS
-
     view = getattr(args, "view", None) or "overview"
     if view not in VIEWS:
         sys.stderr.write(f"statelens: error: unknown view {view!r}; views: {', '.join(VIEWS)}\n")
@@ -56,20 +61,17 @@ def run_gui(args: argparse.Namespace) -> int:
     if screenshot:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication  # deferred: PySide6 (heavy)
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "statelens"])
     app.setApplicationName("statelens")
     app.setOrganizationName("statelens")
-    from PySide6.QtGui import QIcon
-
-    from statelens.app.resources import icon_path
+    from PySide6.QtGui import QIcon  # deferred: PySide6 (heavy)
 
     app.setWindowIcon(QIcon(str(icon_path())))
     _configure_pyqtgraph()
 
-    from statelens.app.gui.window import MainWindow
-    from statelens.app.resources import sample_checkpoint_path
+    from statelens.app.gui.window import MainWindow  # deferred: window imports PySide6
 
     checkpoint = getattr(args, "checkpoint", None)
     url = checkpoint if checkpoint else str(sample_checkpoint_path())
@@ -94,7 +96,7 @@ def run_gui(args: argparse.Namespace) -> int:
             window.close()
             window.deleteLater()
 
-    from statelens.app.gui import errors
+    from statelens.app.gui import errors  # deferred: errors imports PySide6
 
     errors.install_excepthooks()
     window = MainWindow(storage_options=storage_options)
@@ -111,7 +113,7 @@ def run_gui(args: argparse.Namespace) -> int:
 
 
 def _configure_pyqtgraph() -> None:
-    import pyqtgraph as pg
+    import pyqtgraph as pg  # deferred: pyqtgraph (heavy)
 
     pg.setConfigOptions(antialias=True)
 
@@ -143,10 +145,10 @@ def take_screenshot(
     int
         0 when the PNG was written; 2 (with a one-line message on stderr) when loading failed.
     """
-    from PySide6.QtCore import QEventLoop, QTimer
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtCore import QEventLoop, QTimer  # deferred: PySide6 (heavy)
+    from PySide6.QtWidgets import QApplication  # deferred: PySide6 (heavy)
 
-    from statelens.app.gui import errors
+    from statelens.app.gui import errors  # deferred: errors imports PySide6
 
     errors.set_headless(True)
     try:

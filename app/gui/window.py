@@ -10,6 +10,7 @@ views and controllers observe. Every reader call runs through :class:`~app.gui.w
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, Signal
@@ -43,6 +44,7 @@ from statelens.app.gui.controllers.sql import SqlController
 from statelens.app.gui.controllers.timeline import TimelineController
 from statelens.app.gui.recent import RecentCheckpoints
 from statelens.app.gui.workers import JobRunner
+from statelens.app.resources import sample_checkpoint_path
 from statelens.app.session import LoadedCheckpoint, iter_load_checkpoint
 from statelens.readers.errors import UsageError
 from statelens.viewers.tables import DataTableView
@@ -332,7 +334,6 @@ class MainWindow(QMainWindow):
 
     def open_sample(self) -> int:
         """Open the checkpoint bundled with statelens."""
-        from statelens.app.resources import sample_checkpoint_path
 
         return self.open_checkpoint(str(sample_checkpoint_path()), is_sample=True)
 
@@ -520,8 +521,6 @@ class MainWindow(QMainWindow):
             self.open_checkpoint(folder)
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        import sys
-
         self.deferred.jobs.clear()  # closing: fill no hidden view
         self.deferred.hold()
         self.backends.cancel_all()  # first, or the runner would wait in vain for a Spark job to yield

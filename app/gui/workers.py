@@ -15,6 +15,7 @@ superqt's :class:`~superqt.utils.GeneratorWorker` on Qt's global thread pool.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThreadPool, Signal
 from superqt.utils import GeneratorWorker
 
+from statelens.app.gui.errors import show_error
 from statelens.readers.model import Progress
 
 #: Milliseconds :meth:`JobRunner.shutdown` waits for running jobs to reach their next yield.
@@ -217,8 +219,6 @@ class JobRunner(QObject):
         if on_error is not None:
             on_error(err)
         else:
-            from statelens.app.gui.errors import show_error
-
             show_error(err, title=f"{job.what or job.channel} failed")
 
     def _on_worker_finished(self, job: Job) -> None:
@@ -231,8 +231,6 @@ class JobRunner(QObject):
 
 
 def _accepts_cancelled(func: Callable[..., Any]) -> bool:
-    import inspect
-
     try:
         return "cancelled" in inspect.signature(func).parameters
     except (TypeError, ValueError):

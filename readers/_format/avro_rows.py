@@ -26,7 +26,7 @@ _names = itertools.count()
 
 
 def _avro_type(dt: Any, path: str) -> Any:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if isinstance(dt, T.BooleanType):
         return "boolean"
@@ -89,13 +89,13 @@ def _record(schema: Any, path: str, top: bool) -> dict[str, Any]:
 
 def avro_schema(schema: Any, path: str) -> Any:
     """The parsed Avro writer schema of rows of a Spark ``StructType``."""
-    from fastavro import parse_schema
+    from fastavro import parse_schema  # deferred: fastavro (slow import)
 
     return parse_schema(_record(schema, path, top=True))
 
 
 def _to_tuple(value: Any, dt: Any) -> Any:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if value is None:
         return None
@@ -121,7 +121,7 @@ def decode_avro(rows: list[bytes], schema: Any, path: str) -> list[tuple[Any, ..
     CorruptFileError
         Bytes that are not Avro of this schema, or that do not end where the record does.
     """
-    from fastavro import schemaless_reader
+    from fastavro import schemaless_reader  # deferred: fastavro (slow import)
 
     parsed = avro_schema(schema, path)
     out: list[tuple[Any, ...]] = []

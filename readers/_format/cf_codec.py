@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from statelens.readers._format.avro_rows import decode_avro, split_schema_id
 from statelens.readers._format.unsaferow import compile_layout, decode_rows
 from statelens.readers.errors import CorruptFileError, UnsupportedVersionError
 
@@ -67,7 +68,7 @@ def decode_all(rows: list[bytes], schema: Any, path: str) -> list[tuple[Any, ...
 
 def _range_value(raw: bytes | None, data_type: Any, path: str) -> Any:
     """One ordering column of a range-scan key: marker byte + big-endian value (docs/format.md §4.3)."""
-    from pyspark.sql.types import (
+    from pyspark.sql.types import (  # deferred: pyspark (heavy)
         ByteType,
         DoubleType,
         FloatType,
@@ -127,7 +128,6 @@ def decode_values(rows: list[bytes], schema: Any, path: str, avro: bool = False)
     """Decode value rows (version byte removed): UnsafeRows, or ``schemaId`` + Avro with ``avro``."""
     if not avro:
         return decode_all(rows, schema, path)
-    from statelens.readers._format.avro_rows import decode_avro, split_schema_id
 
     return decode_avro([split_schema_id(r, path)[1] for r in rows], schema, path)
 
@@ -141,7 +141,7 @@ def decode_keys(
     the prefix part of a prefix-scan key and the ordering part of a range-scan key (a record of
     ``<col>_marker`` / ``<col>_value`` byte pairs, verified on Spark 4.3.0 files).
     """
-    from pyspark.sql.types import BinaryType, StructField, StructType
+    from pyspark.sql.types import BinaryType, StructField, StructType  # deferred: pyspark (heavy)
 
     schema = family.schema
     fields = list(schema.key_schema.fields)
@@ -168,8 +168,6 @@ def decode_keys(
             )
         split = [split_prefix_key(k, path) for k in keys]
         if avro:
-            from statelens.readers._format.avro_rows import decode_avro
-
             firsts = decode_avro([a for a, _ in split], StructType(fields[:n]), path)
         else:
             firsts = decode_all([a for a, _ in split], StructType(fields[:n]), path)
@@ -193,8 +191,6 @@ def decode_keys(
         others = [i for i in range(len(fields)) if i not in ordinals]
         split = [split_prefix_key(k, path) for k in keys]
         if avro:  # the ordering part: a record of (<col>_marker bytes, <col>_value bytes) pairs, no schema id
-            from statelens.readers._format.avro_rows import decode_avro
-
             pairs = StructType(
                 [
                     StructField(f"{fields[o].name}_{part}", BinaryType())

@@ -39,6 +39,7 @@ from statelens.readers._format.cf_codec import (
     split_prefix_key,
     strip_version,
 )
+from statelens.readers._format.rocksdb_store import RocksDBStoreReader
 from statelens.readers._format.store_base import RawState, StoreReaderBase, diff_raw
 from statelens.readers._format.unsaferow import compile_layout
 from statelens.readers.model import PartitionVersionStats, StateChange, StateFile
@@ -46,7 +47,7 @@ from statelens.readers.model import PartitionVersionStats, StateChange, StateFil
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from statelens.readers._format.rocksdb_store import RocksDBColumnFamilyReader, RocksDBStoreReader
+    from statelens.readers._format.rocksdb_store import RocksDBColumnFamilyReader
 
 __all__ = [
     "STATE_ENCODING_VERSION",
@@ -129,8 +130,6 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         return self.physical.files.files()
 
     def physical_rocksdb(self) -> RocksDBStoreReader | None:
-        from statelens.readers._format.rocksdb_store import RocksDBStoreReader
-
         files = self.physical.files
         return files if isinstance(files, RocksDBStoreReader) else None
 
@@ -224,7 +223,7 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         """The family at ``version`` replayed as arrays (:meth:`RocksDBColumnFamilyReader.family_arrays`)
         and decoded into Arrow columns; None when a key or value is not shaped as its encoder writes it
         (the per-row path then reads it again and names the damage)."""
-        from statelens.readers._format.unsaferow_arrow import decode_arrow
+        from statelens.readers._format.unsaferow_arrow import decode_arrow  # deferred: loads pyarrow
 
         key_type, value_type, empty = self._arrow_types(unique_names, False)
         prefix = self._prefix(partition_id)
@@ -248,10 +247,10 @@ class ColumnFamilyStoreReader(StoreReaderBase):
         self, buf: bytes, u8: np.ndarray, ks: np.ndarray, kl: np.ndarray, key_type: pa.StructType, path: str
     ) -> pa.StructArray | None:
         """Keys (bytes after the family id) of this family's encoder as one struct column, or None."""
-        import pyarrow as pa
-        from pyspark.sql.types import StructType
+        import pyarrow as pa  # deferred: pyarrow (heavy)
+        from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
 
-        from statelens.readers._format.unsaferow_arrow import decode_arrow
+        from statelens.readers._format.unsaferow_arrow import decode_arrow  # deferred: loads pyarrow
 
         assert self.schema is not None
         fields = list(self.schema.key_schema.fields)

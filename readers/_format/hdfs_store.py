@@ -17,7 +17,7 @@ from statelens.readers._format.codecs import decompress
 from statelens.readers._format.records import (
     RecordIndex,
     scan_records,
-    sized_keys,
+    sized_prefix,
     slices,
     uniform_keys,
     value_slices,
@@ -37,6 +37,7 @@ from statelens.readers.arrow_values import key_ids
 from statelens.readers.errors import MissingFileError, StatelensError
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile
+from statelens.readers.parallel import in_order
 
 _STATE_FILE_RE = re.compile(r"^(\d+)\.(delta|snapshot)$")
 
@@ -287,7 +288,7 @@ class HDFSStoreReader(StoreReaderBase):
         (:meth:`_version_files`; None where that does not apply): their keys as pieces for
         :func:`readers.arrow_values.key_ids`, each file's number of records and puts, and with ``keep``
         the decompressed files and where their records are. Fixed-width files are checked and cut a
-        group at a time (:func:`readers._format.records.sized_keys`), other files indexed one by one."""
+        a run of files at a time (:func:`readers._format.records.sized_prefix`), other files indexed one by one."""
         plan = self._version_files(partition_id)
         if plan is None:
             return None
@@ -303,23 +304,19 @@ class HDFSStoreReader(StoreReaderBase):
         out = ReplayRecords(versions, tags)
         for group in file_groups(files):
             datas = [self._decompressed(sf) for sf in group]
-            run = sized_keys(datas, [sf.kind == "delta" for sf in group])
-            if run is not None:
-                out.add_sized(*run)
-            else:
-                for sf, data in zip(group, datas, strict=True):  # another key size, or variable-width rows
-                    self._add_file_records(out, sf, data)
+            removes = [sf.kind == "delta" for sf in group]
+            at = 0
+            while at < len(group):  # runs of files of fixed-width rows of one key size, cut at once
+                run, taken = sized_prefix(datas[at:], removes[at:])
+                if run is not None:
+                    out.add_sized(*run)
+                else:  # variable-width rows: indexed
+                    out.add_indexed(*self._index(group[at], datas[at]))
+                    taken = 1
+                at += taken
             if keep:
                 out.datas.extend(datas)
         return out
-
-    def _add_file_records(self, out: ReplayRecords, sf: StateFile, data: bytes) -> None:
-        """One decompressed file's records into ``out`` (cut at once where its rows are fixed-width)."""
-        run = sized_keys([data], [sf.kind == "delta"])
-        if run is not None:
-            out.add_sized(*run)
-            return
-        out.add_indexed(*self._index(sf, data))
 
     def _version_files(self, partition_id: int) -> tuple[list[int], list[StateFile], list[int]] | None:
         """The readable versions of a partition, the files that replay them in order (those that rebuild
@@ -403,7 +400,6 @@ class HDFSStoreReader(StoreReaderBase):
     def _stats_plan(self, cancelled: Callable[[], bool] | None) -> Iterator[tuple[int, VersionRows | None]]:
         """Partitions are counted from their keys' ids (:meth:`version_rows`); one that cannot be (or
         whose file cannot be read) is walked, which reads what it can and reports the file."""
-        from statelens.readers.parallel import in_order
 
         for pid, rows, _ in in_order(self.version_rows, self.partition_ids(), 1, cancelled):
             yield pid, rows

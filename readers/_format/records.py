@@ -62,6 +62,7 @@ __all__ = [
     "frame_records",
     "gather_bytes",
     "sized_keys",
+    "sized_prefix",
 ]
 
 #: Default cap on one key or value (256 MiB); Spark has none, but no real state row comes close.
@@ -191,6 +192,21 @@ def sized_keys(
     are checked in one vectorised comparison over all the streams (per stream only its first record is
     read in Python).
     """
+    run, taken = sized_prefix(datas, allow_removes, max_record_bytes=max_record_bytes)
+    return run if taken == len(datas) else None
+
+
+def sized_prefix(
+    datas: Sequence[Buffer],
+    allow_removes: Sequence[bool],
+    *,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> tuple[tuple[np.ndarray, list[int], list[int]] | None, int]:
+    """:func:`sized_keys` of the longest run of leading streams it takes, and how many that is (0, with
+    None, when the first stream is not of fixed-width rows): a partition's files are cut a run at a
+    time, a file of another key size starting the next run and a file of variable-width rows indexed
+    alone, instead of every file of a group being looked at again alone when one is not like the
+    others."""
     keys: list[np.ndarray] = []
     v_words: list[np.ndarray] = []
     counts: list[int] = []
@@ -203,25 +219,32 @@ def sized_keys(
             continue
         found = _sized_layout(data, 0)
         if found is None:
-            return None
+            break
         count, klen, vlen, stride = found
         if (width >= 0 and klen != width) or max(klen, vlen) > max_record_bytes or (vlen < 0 and not removes):
-            return None
+            break
         buf = _as_u8(data)
         keys.append(np.ndarray((count, 4 + klen), np.uint8, buf, 0, (stride, 1)))
         v_words.append(np.ndarray((count,), ">i4", buf, 4 + klen, (stride,)))
         counts.append(count)
         vlens.append(vlen)
         width = klen
+    taken = len(counts)
     if width < 0:
-        return np.zeros((0, 4), np.uint8), counts, vlens
+        return ((np.zeros((0, 4), np.uint8), counts, vlens) if taken else None), taken
     block = np.concatenate(keys) if len(keys) > 1 else np.ascontiguousarray(keys[0])
-    if (np.ndarray((block.shape[0],), ">i4", block, 0, (4 + width,)) != width).any():
-        return None
     value_words = np.concatenate(v_words) if len(v_words) > 1 else v_words[0]
-    if (value_words != np.repeat(np.asarray(vlens), counts)).any():
-        return None
-    return block, counts, vlens
+    odd = np.flatnonzero(
+        (np.ndarray((block.shape[0],), ">i4", block, 0, (4 + width,)) != width)
+        | (value_words != np.repeat(np.asarray(vlens), counts))
+    )
+    if not len(odd):
+        return (block, counts, vlens), taken
+    ends = np.cumsum(counts)
+    taken = int(np.searchsorted(ends, odd[0], side="right"))  # the stream holding the first odd record
+    if not taken:
+        return None, 0
+    return (block[: ends[taken - 1]], counts[:taken], vlens[:taken]), taken
 
 
 def scan_changelog(
@@ -392,7 +415,7 @@ def _kernels(size: int) -> Any | None:
     if _python_walked + size <= PYTHON_WALK_BYTES:
         _python_walked += size
         return None
-    from statelens.readers._format import kernels
+    from statelens.readers._format import kernels  # deferred: kernels imports numba
 
     return kernels
 
@@ -432,6 +455,67 @@ def _walk_sized(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndar
         np.array(vlens, dtype=np.int64),
         eof,
     )
+
+
+#: Changes of record size (key or value) up to which :func:`_runs_sized` cuts a stream run by run.
+MAX_SIZE_RUNS = 32
+
+#: Records whose size words one step of :func:`_runs_sized` compares at most.
+_RUN_WINDOW = 4096
+
+_BE_I32 = np.dtype(">i4")
+
+
+def _runs_sized(buf: np.ndarray, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """:func:`_walk_sized`'s arrays for a stream whose record sizes rarely change (keys mostly of one
+    width, as ids with mostly the same number of digits are once padded to UnsafeRow's 8-byte words):
+    from each run's first record, the size words of the records that would follow at its stride are
+    compared at once, and the run ends at the first that differs. None when the sizes change more than
+    :data:`MAX_SIZE_RUNS` times (the stream is walked record by record) or at the first oddity (the
+    checked walk names it).
+
+    A record found this way is a record: the first of a run is read where the one before it ended, and
+    the next one can only start one stride further while the sizes stay the same.
+    """
+    n = buf.shape[0]
+    unpack = _I32.unpack_from
+    runs: list[tuple[int, int, int, int, int]] = []  # (first key's start, records, stride, key, value size)
+    changes = 0
+    while True:
+        if pos + 4 > n:
+            return None
+        klen = unpack(buf, pos)[0]  # type: ignore[arg-type]  # a numpy array has the buffer protocol
+        if klen == -1:
+            break
+        changes += 1
+        if klen < 0 or changes > MAX_SIZE_RUNS or pos + 8 + klen > n:
+            return None
+        vlen = unpack(buf, pos + 4 + klen)[0]  # type: ignore[arg-type]
+        if vlen < -1:
+            return None
+        stride = 8 + klen + max(vlen, 0)
+        while True:  # one run, a window of records at a time
+            fits = min((n - pos - 8 - klen) // stride + 1, _RUN_WINDOW)
+            k_words = np.ndarray((fits,), _BE_I32, buf, pos, (stride,))
+            v_words = np.ndarray((fits,), _BE_I32, buf, pos + 4 + klen, (stride,))
+            odd = np.flatnonzero((k_words != klen) | (v_words != vlen))
+            run = int(odd[0]) if len(odd) else fits
+            if run:
+                runs.append((pos + 4, run, stride, klen, vlen))
+            pos += run * stride
+            if run < fits or pos + 8 + klen > n:
+                break
+    if not runs:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), empty.copy(), pos
+    first, count, stride_, klen_, vlen_ = (
+        np.array(column, dtype=np.int64) for column in zip(*runs, strict=True)
+    )
+    before = np.zeros(len(runs), dtype=np.int64)
+    np.cumsum(count[:-1], out=before[1:])
+    strides = np.repeat(stride_, count)
+    key_start = np.repeat(first - stride_ * before, count) + strides * np.arange(int(before[-1] + count[-1]))
+    return key_start, np.repeat(klen_, count), np.repeat(vlen_, count), pos
 
 
 def _walk_typed(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
@@ -511,7 +595,7 @@ def gather_bytes(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, offsets:
                 dest = np.lib.stride_tricks.as_strided(out, (out.shape[0] - size + 1, size), (1, 1))
                 dest[np.asarray(offsets[:-1])[which]] = rows
             return out
-    from statelens.readers._format.kernels import gather_bytes as compiled
+    from statelens.readers._format.kernels import gather_bytes as compiled  # deferred: kernels imports numba
 
     return compiled(buf, starts, lens, np.asarray(offsets, dtype=np.int64))  # type: ignore[no-any-return]
 
@@ -631,8 +715,10 @@ def _scan_sized(data: Buffer, path: str, start: int, allow_removes: bool, max_re
             _checked_sized(data, path, start, allow_removes, max_record)
             raise AssertionError("unreachable: the checked scan found no error")  # pragma: no cover
         return fixed_width_index(count, klen, vlen, start)
-    kernels = _kernels(buf.shape[0] - start)
-    if kernels is None:
+    runs = _runs_sized(buf, start) if _loaded() is None else None  # compiled walks: as fast, no guess
+    if runs is not None:
+        key_start, key_len, val_len, eof = runs
+    elif (kernels := _kernels(buf.shape[0] - start)) is None:
         key_start, key_len, val_len, eof = _walk_sized(data, start)
     else:
         key_start, key_len, val_len, eof = kernels.walk_sized(buf, start)

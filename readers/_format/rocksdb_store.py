@@ -27,6 +27,7 @@ import io
 import json
 import os
 import re
+import reprlib
 import shutil
 import stat
 import struct
@@ -40,15 +41,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from statelens.readers._format.cf_codec import decode_keys, decode_values, strip_version
 from statelens.readers._format.codecs import decompress
 from statelens.readers._format.records import (
     KIND_MERGE,
+    KIND_PUT,
+    KIND_REMOVE,
     RecordIndex,
     changelog_header,
     frame_records,
+    gather_bytes,
     scan_changelog,
     sized_keys,
 )
+from statelens.readers._format.records import KIND_MERGE as MERGE
+from statelens.readers._format.records import KIND_REMOVE as REMOVE
 from statelens.readers._format.rowchecksum import (
     ROCKSDB_VALUE_HEADER,
     strip_rocksdb_removed_key,
@@ -78,6 +87,7 @@ from statelens.readers.errors import (
 )
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.model import PartitionVersionStats, StateFile, StoreSchema
+from statelens.readers.parallel import in_order
 
 __all__ = [
     "ColumnFamily",
@@ -311,7 +321,6 @@ def _is_count(value: Any) -> bool:
 
 def _short_repr(value: Any) -> str:
     """A bounded repr for messages (depth and length capped: values come from an untrusted file)."""
-    import reprlib
 
     short = reprlib.Repr()
     short.maxlevel, short.maxstring, short.maxother = 3, 60, 60
@@ -534,7 +543,7 @@ def _next_prefix(prefix: bytes) -> bytes | None:
 
 def _load_rocksdict() -> Any:
     try:
-        import rocksdict
+        import rocksdict  # deferred: rocksdict (native library)
     except ImportError as err:  # pragma: no cover - a declared dependency
         raise BackendUnavailableError(
             "reading RocksDB snapshot zips needs rocksdict: pip install rocksdict (or use --backend spark)"
@@ -746,7 +755,6 @@ class RocksDBStoreReader(StoreReaderBase):
     @staticmethod
     def _check_version_bytes(data: bytes, starts: Any, lens: Any, path: str, what: str, skip: int) -> None:
         """Every row must start (after ``skip - 1`` checksum bytes) with the version byte ``00``."""
-        import numpy as np
 
         if not len(starts):
             return
@@ -1049,8 +1057,6 @@ class RocksDBStoreReader(StoreReaderBase):
     def _check_rows(rows: list[bytes], skip: int, path: str, what: str) -> None:
         """Every row must carry the version byte ``00`` at ``skip - 1``: checked in the rows laid end to
         end (one join and one gather, no Python per row); the first that does not is named."""
-        import numpy as np
-
         if not rows:
             return
         lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
@@ -1150,7 +1156,6 @@ class RocksDBStoreReader(StoreReaderBase):
         """Partitions replayed from changelogs alone are counted from their keys' ids
         (:meth:`version_rows`); the others (a zip to open, or a file that cannot be read) are walked,
         which reads what it can and reports the file."""
-        from statelens.readers.parallel import in_order
 
         for pid, rows, _ in in_order(self.version_rows, self.partition_ids(), 1, cancelled):
             yield pid, rows
@@ -1190,7 +1195,6 @@ class RocksDBStoreReader(StoreReaderBase):
         rows and key + value bytes are counted as it is read (each zip once, its SSTs copied once for
         all), with no state carried from one version to the next and no difference taken (what the
         walk does); the last zip's records are the live ones. None with changelogs or row checksums."""
-        import numpy as np
 
         pf = self._partition(partition_id)
         versions = self.versions(partition_id)
@@ -1247,10 +1251,7 @@ class RocksDBStoreReader(StoreReaderBase):
         key count differs, or changelogs up to the zip over :data:`CHANGELOG_REPLAY_RATIO` times the
         bytes of its SSTs.
         """
-        import numpy as np
-        import pyarrow.compute as pc
-
-        from statelens.readers.arrow_values import binary_array, key_ids
+        import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
         pf = self._partition(partition_id)
         if self.row_checksum or version < 1 or any(v not in pf.deltas for v in range(1, version + 1)):
@@ -1648,7 +1649,6 @@ class _FamilyReplay:
         """The elements of list values ``data[vs : vs + vl]`` (of ``records``; ``data`` is the chunk at
         ``offset``): a value of one element (``len:i32 LE`` + ``00`` + row, every append) is cut in place
         with numpy, the others are split in Python (:meth:`_lists`)."""
-        import numpy as np
 
         u8 = np.frombuffer(data, dtype=np.uint8)
         ok = vl >= 5
@@ -1668,7 +1668,6 @@ class _FamilyReplay:
 
     def _lists(self, values: list[bytes], first_record: Any, path: str) -> None:
         """List values split in Python (values of more than one element, or odd ones)."""
-        import numpy as np
 
         parts = [split_list_value(v, path) for v in values]
         counts = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
@@ -1678,7 +1677,6 @@ class _FamilyReplay:
     def _lay(self, pieces: list[bytes]) -> tuple[bytes, int, Any, Any]:
         """Lay byte strings end to end as one chunk of the replay's buffer: the joined bytes, where the
         chunk starts in the buffer, and each string's start in the chunk and length."""
-        import numpy as np
 
         lens = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         starts = np.zeros(len(pieces), dtype=np.int64)
@@ -1687,10 +1685,6 @@ class _FamilyReplay:
         return joined, self._chunk(joined), starts, lens
 
     def add_zip(self, items: list[tuple[bytes, bytes]], path: str) -> None:
-        import numpy as np
-
-        from statelens.readers._format.records import KIND_PUT
-
         n = len(items)
         if not n:
             return
@@ -1705,10 +1699,6 @@ class _FamilyReplay:
         self.count += n
 
     def add_changelog(self, data: bytes, idx: Any, prefix: bytes, path: str) -> None:
-        import numpy as np
-
-        from statelens.readers._format.records import KIND_REMOVE
-
         u8 = np.frombuffer(data, dtype=np.uint8)
         ks, kl = idx.key_start, idx.key_len
         long_enough = kl >= 2
@@ -1726,8 +1716,6 @@ class _FamilyReplay:
         vs, vl = idx.val_start[mine][has_value], idx.val_len[mine][has_value]
         lens = np.concatenate((kl, vl))
         if 2 * int(lens.sum()) < len(data):  # other families' records dominate: copy out this family's
-            from statelens.readers._format.records import gather_bytes
-
             ends = np.cumsum(lens)
             data = gather_bytes(u8, np.concatenate((ks, vs)), lens, np.concatenate(([0], ends))).tobytes()
             starts = ends - lens
@@ -1743,9 +1731,6 @@ class _FamilyReplay:
     def live(self) -> RawArrays:
         """Replay: per key, the last put or remove resets it; a list keeps that put's elements and every
         merge after it (a merge after a remove starts a new list)."""
-        import numpy as np
-
-        from statelens.readers._format.records import KIND_MERGE, KIND_REMOVE
 
         empty = np.zeros(0, dtype=np.int64)
         if not self.count:
@@ -1924,7 +1909,6 @@ class RocksDBColumnFamilyReader:
         key found by Arrow's hashing. Not for stores with row checksums (:attr:`row_checksum`: every
         CRC is checked on the per-record path).
         """
-        import numpy as np
 
         if self.row_checksum:
             raise ValueError("family_arrays reads stores without row checksums only")
@@ -2011,7 +1995,6 @@ class RocksDBColumnFamilyReader:
         ``kind`` is ``put``, ``remove`` (value ``None``) or ``merge`` (a list append); values of
         multi-value families are lists of element rows, others the value bytes as stored.
         """
-        from statelens.readers._format.records import KIND_PUT, KIND_REMOVE
 
         sf = self.changelog(partition_id, version)
         multi = self._multi_value_prefixes(partition_id)
@@ -2053,8 +2036,6 @@ class RocksDBColumnFamilyReader:
                 else:
                     state[key] = value
             return
-        from statelens.readers._format.records import KIND_MERGE as MERGE
-        from statelens.readers._format.records import KIND_REMOVE as REMOVE
 
         with self.files._located(sf.partition_id, sf.version):  # the same records, one tight loop
             data, idx = self._changelog_index(sf)
@@ -2161,8 +2142,6 @@ class RocksDBColumnFamilyReader:
     def _decode_keys_only(
         self, family: ColumnFamily, keys: list[bytes], path: str
     ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:
-        from statelens.readers._format.cf_codec import decode_keys
-
         decoded = decode_keys(family, keys, path, self.avro)
         if self._is_map(family):
             return [(k[0], k[1]) for k in decoded]
@@ -2197,8 +2176,6 @@ class RocksDBColumnFamilyReader:
     def _decode_family(
         self, partition_id: int, family: ColumnFamily, entries: list[tuple[bytes, Any]], path: str
     ) -> list[ColumnFamilyRow]:
-        from statelens.readers._format.cf_codec import decode_keys, decode_values, strip_version
-
         schema = family.schema
         keys = decode_keys(family, [k for k, _ in entries], path, self.avro)
         user_keys: list[tuple[Any, ...] | None] = [None] * len(keys)

@@ -17,18 +17,31 @@ the file and the record, so a flipped bit in state is reported instead of decode
 
 from __future__ import annotations
 
+import functools
 import struct
-
-from crc32c import crc32c
+from collections.abc import Callable
 
 from statelens.readers.errors import ChecksumError, CorruptFileError
 
-__all__ = ["strip_hdfs", "strip_rocksdb_removed_key", "strip_rocksdb_value", "ROCKSDB_VALUE_HEADER"]
+__all__ = ["crc32c", "strip_hdfs", "strip_rocksdb_removed_key", "strip_rocksdb_value", "ROCKSDB_VALUE_HEADER"]
 
 _U32_LE = struct.Struct("<I")
 _CRC_LEN = struct.Struct("<Ii")
 #: Bytes in front of a RocksDB value's ``00`` version byte when rows carry checksums.
 ROCKSDB_VALUE_HEADER = 8
+
+
+@functools.cache
+def _crc32c() -> Callable[..., int]:
+    """The CRC32C function of the ``crc32c`` package, imported on first use."""
+    from crc32c import crc32c  # deferred: crc32c loads importlib.metadata and its CLI (~40 ms of every start)
+
+    return crc32c  # type: ignore[no-any-return]
+
+
+def crc32c(data: bytes, value: int = 0) -> int:
+    """The CRC-32C of ``data`` (continuing from ``value``), as ``java.util.zip.CRC32C`` computes it."""
+    return _crc32c()(data, value)
 
 
 def _mismatch(what: str, stored: int, computed: int, path: str, record: int) -> ChecksumError:
@@ -52,6 +65,7 @@ def strip_hdfs(
     CorruptFileError
         A row shorter than its 4-byte checksum.
     """
+    crc = _crc32c()
     out_keys: list[bytes] = []
     out_values: list[bytes | None] = []
     for i, (key, value) in enumerate(zip(keys, values, strict=True)):
@@ -62,7 +76,7 @@ def strip_hdfs(
         if len(value) < 4:
             raise CorruptFileError(f"value of record {i} is shorter than its row checksum", path, record=i)
         stored, row = _U32_LE.unpack_from(value)[0], value[4:]
-        computed = crc32c(row, crc32c(key))
+        computed = crc(row, crc(key))
         if stored != computed:
             raise _mismatch("put", stored, computed, path, i)
         out_keys.append(key)
@@ -93,7 +107,8 @@ def strip_rocksdb_value(key: bytes, value: bytes, path: str, record: int) -> byt
             path,
             record=record,
         )
-    computed = crc32c(body, crc32c(key))
+    crc = _crc32c()
+    computed = crc(body, crc(key))
     if stored != computed:
         raise _mismatch("value", stored, computed, path, record)
     return body
@@ -106,7 +121,7 @@ def _strip_key_checksum(key: bytes, path: str, record: int) -> bytes:
             f"removed key of record {record} is shorter than its row checksum", path, record=record
         )
     stored, body = _U32_LE.unpack_from(key)[0], key[4:]
-    computed = crc32c(body)
+    computed = _crc32c()(body)
     if stored != computed:
         raise _mismatch("remove", stored, computed, path, record)
     return body

@@ -12,8 +12,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from statelens.readers._format.records import RecordIndex, fixed_width_index
+import numpy as np
+
+from statelens.readers._format.records import RecordIndex, fixed_width_index, gather_bytes
 from statelens.readers._format.unsaferow import RowLayout, compile_layout, decode_rows
+from statelens.readers.arrow_values import binary_array, key_ids
 from statelens.readers.errors import (
     BackendUnavailableError,
     MissingFileError,
@@ -23,6 +26,8 @@ from statelens.readers.errors import (
 )
 from statelens.readers.fs import CheckpointFS, PartitionReadAhead
 from statelens.readers.model import PartitionVersionStats, StateChange, StateFile, StateRow, StoreSchema
+from statelens.readers.parallel import in_order
+from statelens.readers.values import rows_to_arrow, state_row_schema, to_arrow_type
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -95,7 +100,6 @@ class ReplayRecords:
     def add_indexed(self, data: bytes, idx: RecordIndex) -> None:
         """One file's records from its index: its keys with their size word in front, and which are
         puts (True or False for all of them, else a boolean mask)."""
-        from statelens.readers.arrow_values import binary_array
 
         put = idx.val_len >= 0
         self.pieces.append(binary_array(data, idx.key_start - 4, idx.key_len + 4))
@@ -108,7 +112,6 @@ class ReplayRecords:
 
     def put_mask(self) -> Any:
         """Whether each record is a put, as one boolean array."""
-        import numpy as np
 
         if not self.puts:
             return np.zeros(0, dtype=bool)
@@ -119,7 +122,6 @@ class ReplayRecords:
     def positions(self) -> tuple[Any, Any, Any, Any]:
         """Key start, key length, value start and value length (-1: a remove) of every record in the
         kept files laid end to end."""
-        import numpy as np
 
         out: list[tuple[Any, ...]] = []
         offset = 0
@@ -136,9 +138,6 @@ class ReplayRecords:
         """Live rows after each version, counted from the ids of the records' keys: without removes the
         distinct keys so far (the ids are numbered in order of first appearance), else the records
         grouped by key (:func:`counts_by_key`)."""
-        import numpy as np
-
-        from statelens.readers.arrow_values import key_ids
 
         nv = len(self.versions)
         ids = key_ids(self.pieces)
@@ -159,9 +158,6 @@ class ReplayRecords:
         row's (RocksDB's version byte, and a row checksum's header): they are neither counted nor part
         of the live records handed out.
         """
-        import numpy as np
-
-        from statelens.readers.arrow_values import key_ids
 
         versions, nv = self.versions, len(self.versions)
         kstart, klen, vstart, vlen = self.positions()
@@ -189,7 +185,6 @@ class ReplayRecords:
 def distinct_so_far(ids: Any, tags: list[int], counts: list[int], nv: int) -> Any:
     """The distinct keys among the records up to each tag's last, from key ids numbered in order of
     first appearance (:func:`readers.arrow_values.key_ids`): a running maximum."""
-    import numpy as np
 
     ends = np.cumsum(np.bincount(tags, weights=counts, minlength=nv)).astype(np.int64)
     seen = np.zeros(nv, dtype=np.int64)
@@ -204,7 +199,6 @@ def counts_by_key(key_id: Any, put: Any, size: Any | None, tag: Any, nv: int) ->
     (ascending), from each record's key id, whether it is a put, its key + value bytes (``size``; None:
     bytes are not counted, zeros come back) and its tag: the records are sorted by key, each key's in
     replay order, and each one changes the counts by what it adds over the key's record before it."""
-    import numpy as np
 
     order = np.argsort(key_id, kind="stable")  # by key, each key's records in replay order
     same = np.zeros(len(order), dtype=bool)
@@ -230,7 +224,6 @@ def counts_by_key(key_id: Any, put: Any, size: Any | None, tag: Any, nv: int) ->
 def last_per_id(ids: Any) -> Any:
     """The index of the last record of each key id (ids numbered from 0 in order of first appearance,
     :func:`readers.arrow_values.key_ids`), in id order."""
-    import numpy as np
 
     last = np.full(int(ids.max()) + 1 if len(ids) else 0, -1, dtype=np.int64)
     np.maximum.at(last, ids, np.arange(len(ids), dtype=np.int64))
@@ -481,7 +474,6 @@ class StoreReaderBase:
         """:meth:`version_arrays` of each partition in order; None where it does not apply or a file
         cannot be read (walk that partition instead, which reports the file). On
         :meth:`_version_arrays_workers` threads, a few partitions ahead."""
-        from statelens.readers.parallel import in_order
 
         for pid, arrays, _ in in_order(
             self.version_arrays, partition_ids, self._version_arrays_workers(), cancelled
@@ -553,7 +545,6 @@ class StoreReaderBase:
         self, pairs: list[tuple[bytes, bytes | None]], path: str
     ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:
         """Decode raw (key, value) UnsafeRow pairs; a ``None`` value (a remove) stays ``None``."""
-        import numpy as np
 
         key_layout, value_layout = self.layouts()
         keys = [k for k, _ in pairs]
@@ -634,8 +625,6 @@ class StoreReaderBase:
         memo = self.__dict__.setdefault("_arrow_type_memo", {})
         got = memo.get((unique_names, changes))
         if got is None:
-            from statelens.readers.values import rows_to_arrow, state_row_schema, to_arrow_type
-
             assert self.schema is not None
             schema = state_row_schema(self.schema.key_schema, self.schema.value_schema, changes=changes)
             got = memo[(unique_names, changes)] = (
@@ -678,7 +667,6 @@ class StoreReaderBase:
 
     def _rows_arrow(self, partition_id: int, version: int, unique_names: bool) -> pa.Table:
         """:meth:`read_arrow` through :meth:`read_rows` (Python rows converted by Arrow)."""
-        from statelens.readers.values import rows_to_arrow, state_row_schema
 
         self.layouts()  # no schema: SchemaMismatchError
         assert self.schema is not None
@@ -700,7 +688,7 @@ class StoreReaderBase:
                     store_name=self.store_name,
                 )
             return self._rows_arrow(partition_id, version, unique_names)
-        from statelens.readers._format.unsaferow_arrow import decode_arrow
+        from statelens.readers._format.unsaferow_arrow import decode_arrow  # deferred: loads pyarrow
 
         key_layout, value_layout = self.layouts()
 
@@ -721,8 +709,7 @@ class StoreReaderBase:
     ) -> pa.Table:
         """The table ``partition, key, value`` of decoded key and value columns (field types as decoded:
         an FMGWS v1 long stays 64-bit)."""
-        import numpy as np
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         _, _, empty = self._arrow_types(unique_names, False)
         part = pa.array(np.full(len(keys), partition_id, dtype=np.int32))
@@ -744,7 +731,6 @@ class StoreReaderBase:
         This default joins :meth:`read_raw`'s bytes; a reader that can replay its files without a
         Python object per record overrides it.
         """
-        import numpy as np
 
         raw = self.read_raw(partition_id, version)
         n = len(raw)
@@ -762,10 +748,7 @@ class StoreReaderBase:
     def read_changes_arrow(self, partition_id: int, version: int, *, unique_names: bool = False) -> pa.Table:
         """The put/remove records of one version as Arrow: ``version, partition, change, key, value``
         (``value`` null for a remove), equal to :meth:`read_changes` through ``rows_to_arrow``."""
-        import numpy as np
-        import pyarrow as pa
-
-        from statelens.readers.values import rows_to_arrow, state_row_schema
+        import pyarrow as pa  # deferred: pyarrow (heavy)
 
         key_layout, value_layout = self.layouts()
         assert self.schema is not None
@@ -776,7 +759,7 @@ class StoreReaderBase:
             ]
             schema = state_row_schema(self.schema.key_schema, self.schema.value_schema, changes=True)
             return rows_to_arrow(rows, schema, unique_names=unique_names)
-        from statelens.readers._format.unsaferow_arrow import decode_arrow
+        from statelens.readers._format.unsaferow_arrow import decode_arrow  # deferred: loads pyarrow
 
         buf, kstart, klen, vstart, vlen = self._raw_change_arrays(partition_id, version)
         path = f"{self._partition(partition_id).directory}/{version}"
@@ -809,7 +792,6 @@ class StoreReaderBase:
 
     def _raw_change_arrays(self, partition_id: int, version: int) -> RawArrays:
         """One version's change records as one buffer and offset arrays (value length -1: a remove)."""
-        import numpy as np
 
         pairs = self.raw_changes(partition_id, version)
         n = len(pairs)
@@ -891,10 +873,7 @@ class StoreReaderBase:
 def _with_stored_bytes(table: pa.Table, buf: Any, kstart: Any, klen: Any, vstart: Any, vlen: Any) -> pa.Table:
     """``table`` with two more columns, ``key_bytes`` and ``value_bytes`` (large binary): each row's key
     and value as stored, gathered from ``buf`` (:data:`RawArrays`)."""
-    import numpy as np
-    import pyarrow as pa
-
-    from statelens.readers._format.records import gather_bytes
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     u8 = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
     for name, start, length in (("key_bytes", kstart, klen), ("value_bytes", vstart, vlen)):

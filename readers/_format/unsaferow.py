@@ -275,7 +275,7 @@ def fmgws_v1_long_fields(value_schema: StructType) -> frozenset[int]:
     frozenset of int
         The indices to pass as ``long_fields`` to :func:`compile_layout` (empty if there is none).
     """
-    from pyspark.sql.types import IntegerType
+    from pyspark.sql.types import IntegerType  # deferred: pyspark (heavy)
 
     return frozenset(
         i
@@ -299,7 +299,7 @@ def _compile_struct(schema: StructType, prefix: str, long_fields: frozenset[int]
 
 
 def _compile_type(dt: DataType, qualname: str) -> TypeLayout:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     name = dt.simpleString()
     if isinstance(dt, T.UserDefinedType):

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from statelens.readers.backends.base import StateBackend
 from statelens.readers.backends.native import NativeBackend
+from statelens.readers.backends.spark import SparkBackend
 from statelens.readers.errors import StatelensError, UsageError
 
 if TYPE_CHECKING:
-    from statelens.readers.backends.spark import SparkBackend
     from statelens.readers.checkpoint import Checkpoint
 
 __all__ = ["BACKENDS", "BackendChooser", "NativeBackend", "StateBackend", "native_backend"]
@@ -63,8 +63,6 @@ class BackendChooser:
     @property
     def spark(self) -> SparkBackend:
         if self._spark_backend is None:
-            from statelens.readers.backends.spark import SparkBackend
-
             master, conf, spark, remote = self._spark_args
             self._spark_backend = SparkBackend(
                 self._ckpt, master=master, conf=conf, spark=spark, remote=remote

@@ -134,6 +134,20 @@ class StateBackend(Protocol):
         """:meth:`read_changes`, streamed."""
         ...
 
+    def live_records(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int
+    ) -> tuple[Any, Any, Any, Any, Any]:
+        """The live records of one partition at ``version`` as stored, not decoded: one buffer and the
+        ``key_start, key_len, value_start, value_len`` int64 arrays into it (for weighing keys by their
+        bytes); read through :class:`readers.scan.StateScan`.
+
+        Raises
+        ------
+        FilesUnavailableError
+            The backend reads decoded rows through an engine, not files (Spark).
+        """
+        ...
+
     def read_arrow(
         self,
         operator_id: int,

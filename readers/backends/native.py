@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from statelens.readers.backends.base import Capabilities
 from statelens.readers.errors import BackendUnavailableError, SchemaMismatchError, StatelensError
 from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
+from statelens.readers.values import rows_to_arrow, state_row_schema
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -117,6 +118,12 @@ class NativeBackend:
             for v in reader.change_versions_between(pid, start_version, end_version):
                 yield from reader.read_changes(pid, v)
 
+    def live_records(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int
+    ) -> tuple[Any, Any, Any, Any, Any]:
+        """The live records of one partition at ``version`` as stored (``StoreReaderBase.live_arrays``)."""
+        return self.ckpt.store_reader(operator_id, store_name).live_arrays(partition_id, version)
+
     def read_arrow(
         self,
         operator_id: int,
@@ -191,9 +198,7 @@ class NativeBackend:
         ``on_error`` and is left out (raised when it was asked for alone, or without ``on_error``).
         Returns the rows written.
         """
-        import pyarrow.parquet as pq
-
-        from statelens.readers.values import rows_to_arrow, state_row_schema
+        import pyarrow.parquet as pq  # deferred: pyarrow (heavy)
 
         op = self.ckpt.operator(operator_id)
         store = op.stores[0] if store_name is None else op.store(store_name)

@@ -16,15 +16,19 @@ from __future__ import annotations
 import contextlib
 import datetime as dt_module
 import itertools
+import math
 import os
 import shutil
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from statelens.readers.backends.base import Capabilities
 from statelens.readers.errors import (
@@ -36,7 +40,15 @@ from statelens.readers.errors import (
     StatelensError,
     UsageError,
 )
-from statelens.readers.model import CalendarInterval, PartitionVersionStats, Progress, StateChange, StateRow
+from statelens.readers.model import (
+    CalendarInterval,
+    OperatorKind,
+    PartitionVersionStats,
+    Progress,
+    StateChange,
+    StateRow,
+)
+from statelens.readers.values import dedupe_names, rows_to_arrow, state_row_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -71,7 +83,7 @@ def parse_spark_defaults(path: str | Path) -> dict[str, str]:
 def check_spark_available() -> None:
     """Raise :class:`BackendUnavailableError` when PySpark or a Java runtime is missing."""
     try:
-        import pyspark
+        import pyspark  # deferred: pyspark (heavy)
     except ImportError as err:
         raise BackendUnavailableError(
             "PySpark is not installed; install it with: pip install 'pyspark>=4.0'"
@@ -88,6 +100,15 @@ def check_spark_available() -> None:
             "no Java runtime found (Spark needs Java 17+): install one (Debian: apt-get install "
             "openjdk-17-jre-headless) or set JAVA_HOME"
         )
+
+
+def _no_files(operator_id: int, store_name: str | None) -> FilesUnavailableError:
+    return FilesUnavailableError(
+        "Spark answers with decoded rows: the state files and the raw bytes of keys and values are "
+        "read by the native backend (--backend native)",
+        operator_id=operator_id,
+        store_name=store_name,
+    )
 
 
 class SparkBackend:
@@ -172,8 +193,8 @@ class SparkBackend:
             with self._lock:
                 if self._spark is not None:
                     return self._spark
-            from pyspark import SparkContext
-            from pyspark.sql import SparkSession
+            from pyspark import SparkContext  # deferred: pyspark (heavy)
+            from pyspark.sql import SparkSession  # deferred: pyspark (heavy)
 
             # getOrCreate hands out a session already running in this process (a notebook's, the tests'):
             # that one is not ours to stop.
@@ -213,8 +234,8 @@ class SparkBackend:
     def _remote_session(self) -> Any:
         """A Spark Connect session to :attr:`remote` (no local JVM; PySpark's ``connect`` extra)."""
         try:
-            from pyspark.sql import SparkSession
-            from pyspark.sql.connect.session import SparkSession as RemoteSession
+            from pyspark.sql import SparkSession  # deferred: pyspark (heavy)
+            from pyspark.sql.connect.session import SparkSession as RemoteSession  # deferred: pyspark (heavy)
         except ImportError as err:
             raise BackendUnavailableError(
                 f"Spark Connect needs PySpark's connect extra: pip install 'pyspark[connect]' ({err})"
@@ -251,7 +272,7 @@ class SparkBackend:
 
     def describe(self) -> str:
         """One line for the user: Spark version, master (or Connect endpoint), how long the session took."""
-        import pyspark
+        import pyspark  # deferred: pyspark (heavy)
 
         started = f", started in {self.start_seconds:.1f} s" if self.start_seconds is not None else ""
         if self.remote:
@@ -415,7 +436,7 @@ class SparkBackend:
         partition_id: int | None = None,
     ) -> Any:
         """The ``statestore`` DataFrame of one store after batch ``batch_id`` (of one partition, or all)."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         df = self._reader(spark, operator_id, store_name).option("batchId", str(batch_id)).load(self.path)
         return df if partition_id is None else df.where(F.col("partition_id") == partition_id)
@@ -432,7 +453,7 @@ class SparkBackend:
         """The change feed of versions ``start_version .. end_version`` of one store (or state variable):
         Spark's ``readChangeFeed`` where the store records its changes, else derived from Spark's reads of
         consecutive versions (:meth:`_derived_change_feed`), with the same columns."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         if not self.records_changes(operator_id, store_name):
             return self._derived_change_feed(
@@ -461,7 +482,7 @@ class SparkBackend:
         """Spark's own DataFrame of one store: its rows at ``version`` (default the latest committed) or,
         with ``changes``, its change feed of versions ``start_version .. end_version`` (recorded or
         derived, as :meth:`read_changes`). Lazy: nothing is read until an action runs, where Spark runs."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         spark = self.session()
         last = self.latest_version(operator_id, store_name)
@@ -501,9 +522,8 @@ class SparkBackend:
         of the version before and that version (``docs/format.md`` §5): a ``delete`` for every key gone,
         an ``update`` for every key added or whose value changed, in ``readChangeFeed``'s columns. Keys
         and values are compared as JSON text (struct equality does not hold for maps)."""
-        from functools import reduce
 
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         def state(v: int) -> Any:
             df = self._state_frame(spark, operator_id, store_name, v - 1, partition_id)
@@ -547,7 +567,7 @@ class SparkBackend:
         """``p, v, c, key, <payload>, o``: one store's rows at version ``first`` (``c`` null), then its
         change feed up to ``last`` (``c`` the feed's ``change_type``); ``o`` orders the records of a
         version. ``payload(frame)`` gives the columns after ``key`` (default: ``value``)."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         def shaped(df: Any, v: Any, c: Any) -> Any:
             rest = payload(df) if payload is not None else [F.col("value")]
@@ -577,7 +597,6 @@ class SparkBackend:
 
     def _is_state_variable(self, operator_id: int, store_name: str | None) -> bool:
         """A transformWithState column family shown as a store (read by ``stateVarName``, not ``storeName``)."""
-        from statelens.readers.model import OperatorKind
 
         return (
             store_name is not None
@@ -602,12 +621,7 @@ class SparkBackend:
         FilesUnavailableError
             Always: the files and raw bytes of a store are read by the native backend.
         """
-        raise FilesUnavailableError(
-            "Spark answers with decoded rows: the state files and the raw bytes of keys and values are "
-            "read by the native backend (--backend native)",
-            operator_id=operator_id,
-            store_name=store_name,
-        )
+        raise _no_files(operator_id, store_name)
 
     def column_families(self, operator_id: int) -> Any:
         """Spark answers with decoded rows, not files.
@@ -712,6 +726,18 @@ class SparkBackend:
                     int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, v if t != "delete" else None, derived
                 )
 
+    def live_records(
+        self, operator_id: int, store_name: str | None, version: int, partition_id: int
+    ) -> tuple[Any, Any, Any, Any, Any]:
+        """Stored bytes are read from files, which Spark does not hand out.
+
+        Raises
+        ------
+        FilesUnavailableError
+            Always (:meth:`store`).
+        """
+        raise _no_files(operator_id, store_name)
+
     def read_arrow(
         self,
         operator_id: int,
@@ -731,7 +757,6 @@ class SparkBackend:
         BackendUnavailableError
             ``raw``: Spark answers with decoded rows, not the stored bytes.
         """
-        from statelens.readers.values import rows_to_arrow, state_row_schema
 
         if raw:
             raise FilesUnavailableError(
@@ -771,7 +796,6 @@ class SparkBackend:
         unique_names: bool = False,
     ) -> list[pa.Table]:
         """The change feed as Arrow (see ``NativeBackend.read_changes_arrow``), one table in all."""
-        from statelens.readers.values import rows_to_arrow, state_row_schema
 
         store = self._typed_store(operator_id, store_name)
         rows = [
@@ -818,7 +842,7 @@ class SparkBackend:
         int
             Rows written (counted from the written files' footers).
         """
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         store = self._typed_store(operator_id, store_name)
         if self._is_state_variable(operator_id, store_name):
@@ -939,7 +963,7 @@ class SparkBackend:
         self, spark: Any, operator_id: int, store_name: str, version: int | None, changes: bool
     ) -> Any:
         """The ``state`` (or ``changes``) view of :meth:`sql_answer`."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         head = [
             F.lit(operator_id).cast("int").alias("operator_id"),
@@ -1093,7 +1117,7 @@ class SparkBackend:
         StatelensError
             Spark cannot read the version, or the query fails.
         """
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         self._check_version(version)
         store = self._typed_store(operator_id, store_name)
@@ -1133,7 +1157,7 @@ class SparkBackend:
         StatelensError
             Spark cannot read the versions or the change feed, or the query fails.
         """
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         self._check_version(last)
         with self._job(what) as spark:
@@ -1197,8 +1221,8 @@ class SparkBackend:
         return out
 
     def _stats_from_change_feed(self, operator_id: int, store_name: str | None) -> dict[tuple[int, int], int]:
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
+        from pyspark.sql import Window  # deferred: pyspark (heavy)
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         committed = sorted(self.ckpt.commits)
         if not committed:
@@ -1274,7 +1298,7 @@ class SparkBackend:
         List state comes back one row per element (``list_element``), map state one row per entry
         (``user_map_key``, ``user_map_value``), as Spark's reader flattens them by default.
         """
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         self._check_version(version)
         with self._job(f"state variable {name} of operator {operator_id} version {version}") as spark:
@@ -1313,7 +1337,7 @@ class SparkBackend:
         self, operator_id: int, version: int, partition_id: int | None = None
     ) -> list[tuple[int, Any, int]]:
         """Registered timers of a transformWithState operator: ``(partition, grouping key, expiry ms)``."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
         self._check_version(version)
         with self._job(f"timers of operator {operator_id} version {version}") as spark:
@@ -1350,7 +1374,6 @@ def _stream_sql(
 ) -> Iterator[tuple[Any, ...]]:
     """Stream ``columns`` of ``query`` (converted as :func:`collect_converted`), its ``{name}`` placeholders
     bound to temporary views of ``frames`` and of ``tables`` (``(DDL schema, rows)``), dropped after."""
-    import uuid
 
     suffix = uuid.uuid4().hex[:12]
     names = {name: f"statelens_{name}_{suffix}" for name in [*frames, *tables]}
@@ -1386,8 +1409,6 @@ CONNECT_TIMEOUT_S = 10.0
 def _check_reachable(url: str) -> None:
     """Fail fast when nothing accepts connections at a Spark Connect URL (``sc://host[:port][/;params]``):
     PySpark's client would retry for minutes before saying so."""
-    import socket
-    from urllib.parse import urlparse
 
     parsed = urlparse(url)
     if parsed.scheme != "sc" or not parsed.hostname:
@@ -1437,7 +1458,7 @@ def stop_gateway(timeout_s: float = 10.0) -> bool:
     if not _GATEWAY_LAUNCHED or not _SESSION_LOCK.acquire(timeout=timeout_s):
         return False
     try:
-        from pyspark import SparkContext
+        from pyspark import SparkContext  # deferred: pyspark (heavy)
 
         if SparkContext._active_spark_context is not None or SparkContext._gateway is None:
             return False
@@ -1463,14 +1484,14 @@ def stop_gateway(timeout_s: float = 10.0) -> bool:
 def _unique_column(name: str, dt: Any, arrow: bool = False) -> Any:
     """Column ``name`` of type ``dt`` as the outputs show it: :func:`_prepare`'d, then cast to
     :func:`unique_struct` (repeated field names made unique), under its own name."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
     return _prepare(F.col(name), dt, arrow).cast(unique_struct(dt, arrow)).alias(name)
 
 
 def _change_kind(change_type: Any) -> Any:
     """Spark's ``change_type`` column as statelens' change kinds (:data:`_CHANGE_KINDS`)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
     return (
         F.when(change_type == "update", "put").when(change_type == "delete", "remove").otherwise(change_type)
@@ -1497,7 +1518,7 @@ def _first_line(err: Exception) -> str:
 def _is_query_error(err: Exception) -> bool:
     """Whether Spark refused a query as written (parse or analysis error), not failed to run it."""
     try:
-        from pyspark.errors import AnalysisException, ParseException
+        from pyspark.errors import AnalysisException, ParseException  # deferred: pyspark (heavy)
     except ImportError:  # pragma: no cover - PySpark without pyspark.errors
         return False
     return isinstance(err, (AnalysisException, ParseException))
@@ -1554,7 +1575,7 @@ def _raw_rows() -> Iterator[None]:
     # *internal* values, then runs fromInternal (timestamps become local datetimes; year-month intervals
     # are not supported at all). Swapping it for the identity keeps the internal values, which are
     # exactly statelens' representation. Pinned PySpark 4.3; checked after collect (see below).
-    import pyspark.sql.types as T
+    import pyspark.sql.types as T  # deferred: pyspark (heavy)
 
     with _RAW_LOCK:
         original = T._create_row_inbound_converter
@@ -1566,7 +1587,7 @@ def _raw_rows() -> Iterator[None]:
 
 
 def _collect_internal(df: Any) -> list[tuple[Any, ...]]:
-    from pyspark.sql import Row
+    from pyspark.sql import Row  # deferred: pyspark (heavy)
 
     with _raw_rows():
         rows = df.collect()
@@ -1579,7 +1600,7 @@ def _collect_internal(df: Any) -> list[tuple[Any, ...]]:
 
 def _has_type(dt: Any, kind: type) -> bool:
     """True when ``dt`` is, or nests (structs, arrays, maps), a ``kind`` type."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if isinstance(dt, kind):
         return True
@@ -1593,14 +1614,14 @@ def _has_type(dt: Any, kind: type) -> bool:
 
 
 def _has_calendar_interval(dt: Any) -> bool:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     return _has_type(dt, T.CalendarIntervalType)
 
 
 def _renamed(dt: Any) -> Any:
     """Same type with struct fields renamed ``_0, _1, ...`` (unique), recursively."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if isinstance(dt, T.StructType):
         return T.StructType(
@@ -1617,9 +1638,7 @@ def unique_struct(dt: Any, arrow: bool = False) -> Any:
     """``dt`` with repeated struct field names made unique as ``readers.values`` does for Parquet
     (``sum, sum`` -> ``sum, sum_2``), recursively, and calendar intervals as the struct :func:`_prepare`
     makes of them (with ``arrow``, year-month intervals as its int months too)."""
-    from pyspark.sql import types as T
-
-    from statelens.readers.values import dedupe_names
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if arrow and isinstance(dt, T.YearMonthIntervalType):
         return T.IntegerType()
@@ -1667,7 +1686,7 @@ def _by_position(prepared: Any) -> Any:
 def _remote_arrow_tables(prepared: Any) -> Iterator[Any]:
     """The Arrow tables a Spark Connect server streams for ``prepared`` (renamed by position), one batch
     group at a time, as ``DataFrame.toLocalIterator`` receives them before making Rows (PySpark 4.3)."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow (heavy)
 
     renamed = _by_position(prepared)
     try:
@@ -1703,7 +1722,7 @@ def _internal(value: Any, dt: Any) -> Any:
     """A value as pyarrow hands it over -> Spark's internal form (what the classic collect keeps):
     structs as tuples, timestamps as microseconds since the epoch, dates as days, day-time intervals as
     microseconds, maps as dicts."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if value is None:
         return None
@@ -1728,8 +1747,8 @@ def _prepare(col: Any, dt: Any, arrow: bool = False) -> Any:
     """Spark-side rewrite: every CalendarInterval becomes struct<months int, days int, microseconds long>;
     with ``arrow`` (Spark Connect's collect), year-month intervals become int months as well (Arrow
     conversion does not take them)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
+    from pyspark.sql import functions as F  # deferred: pyspark (heavy)
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if arrow and _has_year_month(dt):
         if isinstance(dt, T.YearMonthIntervalType):
@@ -1770,8 +1789,8 @@ def _prepare(col: Any, dt: Any, arrow: bool = False) -> Any:
 
 def _rewrite(col: Any, dt: Any, inner: Callable[[Any, Any], Any]) -> Any:
     """``col`` (struct, array or map of ``dt``) with ``inner(child column, child type)`` applied to each child."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
+    from pyspark.sql import functions as F  # deferred: pyspark (heavy)
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if isinstance(dt, T.StructType):
         renamed = col.cast(_renamed(dt))
@@ -1789,14 +1808,14 @@ def _rewrite(col: Any, dt: Any, inner: Callable[[Any, Any], Any]) -> Any:
 
 
 def _has_year_month(dt: Any) -> bool:
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     return _has_type(dt, T.YearMonthIntervalType)
 
 
 def convert(value: Any, dt: Any) -> Any:
     """One internal Spark value → statelens' representation (maps sorted by key: Spark lost the order)."""
-    from pyspark.sql import types as T
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
 
     if value is None:
         return None
@@ -1831,7 +1850,6 @@ def convert(value: Any, dt: Any) -> Any:
 
 def sort_key(v: Any) -> tuple[Any, ...]:
     """A total order over decoded values (None first, NaN after numbers), for stable sorting only."""
-    import math
 
     if v is None:
         return (0,)

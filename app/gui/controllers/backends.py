@@ -11,13 +11,15 @@ browser, whose task counts it polls for the status bar.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QComboBox, QInputDialog, QLabel, QLineEdit, QToolBar, QWidget
 
-from statelens.readers.backends import native_backend
+from statelens.readers.backends import BackendChooser, native_backend
+from statelens.readers.backends.spark import DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, stop_gateway
 from statelens.readers.errors import UsageError
 
 #: Backends of the state browser (``readers.backends``), as shown in the picker.
@@ -193,8 +195,6 @@ class BackendsController(QObject):
         needed); with the native backend picked, Spark is still what the SQL tab's "In Spark" runs on."""
         assert self._ckpt is not None
         if self.chooser is None:
-            from statelens.readers.backends import BackendChooser
-
             remote = self.master if self.master.startswith("sc://") else None
             self.chooser = BackendChooser(
                 self._ckpt,
@@ -253,16 +253,11 @@ class BackendsController(QObject):
 
     def shutdown(self) -> None:
         """Close the backends (the window closes), and stop the JVM PySpark launched, with py4j's threads."""
-        import sys
 
         self.close()
         if "statelens.readers.backends.spark" in sys.modules:
-            from statelens.readers.backends.spark import stop_gateway
-
             stop_gateway()
 
 
 def _default_master() -> str:
-    from statelens.readers.backends.spark import DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV
-
     return os.environ.get(REMOTE_ENV) or os.environ.get(MASTER_ENV) or DEFAULT_MASTER

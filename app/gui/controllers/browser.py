@@ -7,6 +7,7 @@ from typing import Any
 
 from PySide6.QtCore import Signal
 
+from statelens.app.export import iter_export_query_table, iter_export_state_table, iter_spark_parquet
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
 from statelens.app.gui.controllers.state import BrowserState, backend_text
@@ -316,7 +317,6 @@ class BrowserController(Controller):
     # -- export ------------------------------------------------------------------------------------------
     def export_job(self, table: Any, source: Any, out: str, fmt: str) -> tuple[Any, ...] | None:
         """The rows shown, typed as ``statelens rows`` writes them (filter and order kept)."""
-        from statelens.app.export import iter_export_query_table, iter_export_state_table
 
         shown = self.state.table
         if table is not self.view.table or shown is None:
@@ -329,7 +329,6 @@ class BrowserController(Controller):
     def spark_job(self, url: str) -> tuple[str, tuple[Any, ...]] | None:
         """``(what, job)`` having Spark write the version shown (its partition, when one is shown) as
         Parquet to ``url`` where Spark runs; None without a table."""
-        from statelens.app.export import iter_spark_parquet
 
         table = self.state.table
         if self.ctx.loaded is None or table is None:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QWidget
 
 from statelens.app.gui.controllers.backends import BackendsController
 from statelens.app.gui.controllers.state import StoreCatalog, in_order
+from statelens.app.gui.errors import ProblemsPanel
 from statelens.app.session import LoadedCheckpoint, SelectionState, StoreRole
 from statelens.readers.cache import StateCache
 from statelens.readers.errors import StatelensError, UsageError
@@ -147,8 +148,6 @@ class WindowContext(QObject):
         order: Sequence[str],
         window: QWidget,
     ) -> None:
-        from statelens.app.gui.errors import ProblemsPanel
-
         super().__init__(window)
         self.runner = runner
         self.settings = settings

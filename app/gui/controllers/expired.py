@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from statelens.app.explore import ExpiredOverview, arrange_expired, findings_table, iter_expired_overview
+from statelens.app.export import iter_export_documents
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
 from statelens.app.gui.controllers.state import ExpiredState
+from statelens.app.prune import Selection
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
 from statelens.viewers.expired import ExpiredView
@@ -87,8 +89,7 @@ class ExpiredController(Controller):
 
     def open_prune_dialog(self, operator_id: int, store_name: str) -> None:
         """ "Prune these keys into a copy...": the zombies of one store, dry run first (a dialog)."""
-        from statelens.app.gui.prune_dialog import PruneDialog
-        from statelens.app.prune import Selection
+        from statelens.app.gui.prune_dialog import PruneDialog  # deferred: prune_dialog imports superqt
 
         if self.ctx.loaded is None:
             return
@@ -106,7 +107,6 @@ class ExpiredController(Controller):
 
     def export_job(self, table: Any, source: Any, out: str, fmt: str) -> tuple[Any, ...] | None:
         """The findings shown, as JSON documents (the CLI's ``expired --json`` rows)."""
-        from statelens.app.export import iter_export_documents
 
         if table is not self.view.table or self.overview is None:
             return None

@@ -7,10 +7,12 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QObject, QRectF, QSize, Signal
+from PySide6.QtGui import QAction, QKeySequence, QPainter
+from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QWidget
 
+from statelens.app.export import check_output_path, iter_export_display_table, iter_export_report
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.browser import BrowserController
 from statelens.app.gui.controllers.context import Controller, WindowContext
@@ -168,8 +170,6 @@ class ExportController(QObject):
         return os.path.join(folder, name)
 
     def _checked_path(self, path: str) -> str | None:
-        from statelens.app.export import check_output_path
-
         loaded = self.ctx.loaded
         try:
             out = check_output_path(path, loaded.url if loaded is not None else None)
@@ -195,7 +195,6 @@ class ExportController(QObject):
         int or None
             The job's token (None when the path was refused).
         """
-        from statelens.app.export import iter_export_display_table
 
         out = self._checked_path(path)
         if out is None:
@@ -243,7 +242,7 @@ class ExportController(QObject):
         str or None
             The path written.
         """
-        import pyqtgraph.exporters as exporters
+        import pyqtgraph.exporters as exporters  # deferred: pyqtgraph (heavy)
 
         graphics = self.main_plot(view)
         if graphics is None:
@@ -263,7 +262,7 @@ class ExportController(QObject):
             exporter = exporters.ImageExporter(scene)
             params = exporter.parameters()
             # Native size: scaling up leaves legend text at its screen size (tiny next to the axes).
-            from statelens.viewers import theme
+            from statelens.viewers import theme  # deferred: theme imports pyqtgraph
 
             params["background"] = theme.background()
             exporter.export(out)
@@ -272,7 +271,6 @@ class ExportController(QObject):
 
     def export_report(self, path: str) -> int | None:
         """Write the whole checkpoint's HTML post-mortem report in a worker."""
-        from statelens.app.export import iter_export_report
 
         if self.ctx.loaded is None:
             return None
@@ -316,9 +314,6 @@ class ExportController(QObject):
 
 def _render_svg(scene: Any, widget: Any, path: str) -> None:
     """Render a graphics scene to an SVG file with Qt's ``QSvgGenerator`` (vector, fonts as text)."""
-    from PySide6.QtCore import QRectF, QSize
-    from PySide6.QtGui import QPainter
-    from PySide6.QtSvg import QSvgGenerator
 
     rect = QRectF(0, 0, widget.width(), widget.height())
     generator = QSvgGenerator()
@@ -330,7 +325,7 @@ def _render_svg(scene: Any, widget: Any, path: str) -> None:
     generator.setTitle("statelens plot")
     painter = QPainter(generator)
     try:
-        from statelens.viewers import theme
+        from statelens.viewers import theme  # deferred: theme imports pyqtgraph
 
         painter.fillRect(rect, theme.background())
         scene.render(painter, rect, widget.mapToScene(widget.viewport().rect()).boundingRect())
