@@ -40,6 +40,7 @@ from statelens.readers.errors import (
 
 PATH = "state/0/0/2.delta"
 _RUNS_SIZED = records._runs_sized  # the walk fixture replaces it for the record-by-record walk
+_LOADED = records._loaded  # and this one for the runs of one record size
 
 
 @pytest.fixture(autouse=True, scope="module", params=["compiled", "python", "runs"])
@@ -910,6 +911,6 @@ def test_a_kernels_module_still_being_imported_is_not_taken_as_loaded(
     half = types.ModuleType(name)
     half.__all__ = list(kernels.__all__)  # what the module defines first, before its kernels
     monkeypatch.setitem(sys.modules, name, half)
-    assert records._loaded() is None
+    assert _LOADED() is None
     monkeypatch.setitem(sys.modules, name, kernels)
-    assert records._loaded() is kernels
+    assert _LOADED() is kernels
