@@ -817,12 +817,20 @@ class RocksDBStoreReader(StoreReaderBase):
         return meta  # type: ignore[no-any-return]
 
     # -- verification (doctor) -------------------------------------------------------------------------
-    def verify_zip(self, partition_id: int, version: int) -> ZipMetadata:
+    def verify_zip(self, partition_id: int, version: int, workspace: _Workspace | None = None) -> ZipMetadata:
         """Check that the zip of ``version`` can be loaded as Spark loads it on a restart.
 
         The zip must open, carry Spark's ``metadata``, and every SST and log file it names must be in
         the store folder with the recorded size; RocksDB must then open the snapshot and read every
         key (values are not decoded, so stores with column families are checked too).
+
+        Parameters
+        ----------
+        partition_id, version : int
+            The zip.
+        workspace : optional
+            A :meth:`workspace` to restore it in, shared by the zips of a partition (each SST copied
+            once for all of them); by default one of its own.
 
         Returns
         -------
@@ -835,8 +843,11 @@ class RocksDBStoreReader(StoreReaderBase):
             The first problem, naming the file (``MissingFileError`` for a missing SST,
             ``TruncatedFileError``/``CorruptFileError`` for a wrong size or unreadable bytes).
         """
-        with self.workspace() as ws:
-            self._zip_items(ws, partition_id, version, keys_only=True, column_families=True)
+        if workspace is not None:
+            self._zip_items(workspace, partition_id, version, keys_only=True, column_families=True)
+        else:
+            with self.workspace() as ws:
+                self._zip_items(ws, partition_id, version, keys_only=True, column_families=True)
         return self.zip_metadata(partition_id, version)
 
     def verify_changelog(self, partition_id: int, version: int) -> int:
