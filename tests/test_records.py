@@ -40,6 +40,7 @@ from statelens.readers.errors import (
 
 PATH = "state/0/0/2.delta"
 _RUNS_SIZED = records._runs_sized  # the walk fixture replaces it for the record-by-record walk
+_LOADED = records._loaded  # and this one for the runs of one record size
 
 
 @pytest.fixture(autouse=True, scope="module", params=["compiled", "python", "runs"])
@@ -893,3 +894,23 @@ def test_sized_prefix_runs_and_indexed_files_are_the_scanned_keys(scenario: str,
     assert runs_of_several
     if scenario in ("rich_types", "join"):
         assert indexed  # strings of many lengths; a join's stores mix key and value sizes
+
+
+def test_a_kernels_module_still_being_imported_is_not_taken_as_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While one thread imports readers/_format/kernels.py, the module is already in ``sys.modules``
+    without its kernels; another thread must not take it as loaded (it would fail on a missing
+    ``walk_sized``), but import it, which waits for the first thread."""
+    import sys
+    import types
+
+    from statelens.readers._format import kernels
+
+    name = "statelens.readers._format.kernels"
+    half = types.ModuleType(name)
+    half.__all__ = list(kernels.__all__)  # what the module defines first, before its kernels
+    monkeypatch.setitem(sys.modules, name, half)
+    assert _LOADED() is None
+    monkeypatch.setitem(sys.modules, name, kernels)
+    assert _LOADED() is kernels

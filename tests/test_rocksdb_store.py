@@ -33,6 +33,7 @@ from statelens.readers.errors import (
     CorruptFileError,
     LimitExceededError,
     MissingFileError,
+    StatelensError,
     TruncatedFileError,
     UsageError,
 )
@@ -470,3 +471,203 @@ def test_growth_counts_changelogs_a_group_at_a_time_and_names_a_bad_version_byte
         reader.version_rows(0)
     assert info.value.path == target.path
     assert "version byte" in str(info.value)
+
+
+# -- the live records replayed from changelogs (the browser, rows, sql) ----------------------------------
+def _records(arrays: Any) -> list[tuple[bytes, bytes]]:
+    """``(key, value)`` of each live record of ``live_arrays``, in order."""
+    buf, kstart, klen, vstart, vlen = arrays
+    return [
+        (bytes(buf[k : k + kn]), bytes(buf[v : v + vn]))
+        for k, kn, v, vn in zip(kstart.tolist(), klen.tolist(), vstart.tolist(), vlen.tolist(), strict=True)
+    ]
+
+
+@pytest.fixture
+def rocksdb_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The zips RocksDB is opened on (``RocksDBStoreReader._scan_db``), as they are opened."""
+    opened: list[str] = []
+    scan = RocksDBStoreReader._scan_db
+
+    def counted(self: RocksDBStoreReader, db_dir: str, sf: Any, *args: Any) -> Any:
+        opened.append(sf.path)
+        return scan(self, db_dir, sf, *args)
+
+    monkeypatch.setattr(RocksDBStoreReader, "_scan_db", counted)
+    return opened
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "scenario", ["rocks_agg_changelog", "rocks_dedup_changelog", "rocks_pandas_state", "rocks_ckpt_v2"]
+)
+def test_live_records_come_from_the_changelogs_in_the_order_of_the_zip_read(
+    scenario: str, checkpoint: Any, rocksdb_opens: list[str]
+) -> None:
+    """Where changelogs reach back to version 1, the live records of every version (what the browser,
+    ``rows`` and ``sql`` decode) are replayed from them without opening RocksDB, and equal, in order,
+    those of ``read_raw``, which reads the zip through RocksDB and applies the changelogs after it."""
+    reader = _reader(checkpoint(scenario) / "checkpoint")
+    zips_read = 0
+    for pid in reader.partition_ids():
+        for v in reader.versions(pid):
+            got = _records(reader.live_arrays(pid, v))
+            assert rocksdb_opens == []
+            expected = list(reader.read_raw(pid, v).items())
+            zips_read += len(rocksdb_opens)
+            rocksdb_opens.clear()
+            assert got == expected, (pid, v)
+    assert zips_read  # versions rebuilt from a zip by read_raw were among them
+
+
+@pytest.mark.spark
+def test_a_damaged_changelog_before_the_zip_is_not_read_for_the_zips_version(
+    checkpoint: Any, tmp_path: Path, rocksdb_opens: list[str]
+) -> None:
+    """A restart of version 4 loads ``4.zip`` and no older changelog: with ``1.changelog`` cut short,
+    version 4 still reads (from the zip), and version 1, which only that changelog rebuilds, names it."""
+    root = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
+    target = root / "state/0/0/1.changelog"
+    target.write_bytes(target.read_bytes()[:-7])
+    reader = _reader(root)
+    assert _records(reader.live_arrays(0, 4)) == list(reader.read_raw(0, 4).items())
+    assert rocksdb_opens == ["state/0/0/4.zip", "state/0/0/4.zip"]
+    with pytest.raises(TruncatedFileError) as info:
+        reader.live_arrays(0, 1)
+    assert info.value.path == "state/0/0/1.changelog"
+    assert info.value.context["partition_id"] == 0 and info.value.context["version"] == 1
+
+
+@pytest.mark.spark
+def test_live_records_name_a_damaged_zip_or_sst_even_with_changelogs(checkpoint: Any, tmp_path: Path) -> None:
+    """The changelogs would rebuild version 4, but a restart loads ``4.zip``: a zip cut short and a
+    missing or short SST it names are reported as reading the zip reports them."""
+    root = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
+    target = root / "state/0/0/4.zip"
+    data = target.read_bytes()
+    target.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TruncatedFileError) as info:
+        _reader(root).live_arrays(0, 4)
+    assert info.value.path == "state/0/0/4.zip"
+    assert info.value.context["partition_id"] == 0 and info.value.context["version"] == 4
+    target.write_bytes(data)
+
+    _, dfs_name, size = _reader(root).zip_metadata(0, 4).sst_files[0]
+    sst = root / "state/0/0/SSTs" / dfs_name
+    content = sst.read_bytes()
+    sst.write_bytes(content[: size - 100])
+    with pytest.raises(TruncatedFileError, match="records") as info:
+        _reader(root).live_arrays(0, 5)  # zip 4 + changelog 5
+    assert info.value.path == f"state/0/0/SSTs/{dfs_name}"
+    sst.unlink()
+    with pytest.raises(MissingFileError, match="named by state/0/0/4.zip") as info:
+        _reader(root).live_arrays(0, 4)
+    assert info.value.path == f"state/0/0/SSTs/{dfs_name}"
+
+
+@pytest.mark.spark
+def test_a_zip_whose_key_count_differs_from_the_changelogs_is_read(
+    checkpoint: Any, tmp_path: Path, rocksdb_opens: list[str]
+) -> None:
+    """The zip's ``numKeys`` must equal the keys live after the changelogs up to its version; where it
+    does not (here one more, written into a real zip's ``metadata``), the zip is read as a restart reads
+    it."""
+    root = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
+    target = root / "state/0/0/4.zip"
+    with zipfile.ZipFile(target) as zf:
+        entries = {info.filename: zf.read(info) for info in zf.infolist()}
+    version, _, doc = entries["metadata"].decode().partition("\n")
+    meta = json.loads(doc)
+    meta["numKeys"] += 1
+    entries["metadata"] = f"{version}\n{json.dumps(meta)}".encode()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, content in entries.items():
+            zf.writestr(name, content)
+    reader = _reader(root)
+    assert _records(reader.live_arrays(0, 4)) == list(reader.read_raw(0, 4).items())
+    assert rocksdb_opens == ["state/0/0/4.zip", "state/0/0/4.zip"]
+
+
+def _outcome(data: bytes, limits: ZipLimits) -> Any:
+    """What ``read_zip`` gives: the entries, or the error's type, message, file and offset."""
+    try:
+        return read_zip(data, "state/0/0/4.zip", limits)
+    except StatelensError as err:
+        return type(err), str(err), err.path, err.offset
+
+
+@pytest.mark.spark
+def test_zips_read_without_zipfile_give_what_zipfile_gives_even_damaged(
+    checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``read_zip`` reads the zips Spark writes with ``struct`` and ``zlib`` (``_read_plain_zip``) and
+    hands anything else to :mod:`zipfile`. Every zip of the real checkpoints is read that way, to the
+    entries :mod:`zipfile` reads; and each damage of a real zip (every byte flipped, cut at every
+    length, bytes added before or after, a lower limit) gives the same entries or the same error (type,
+    message, file and offset) as :mod:`zipfile` alone."""
+    from statelens.readers._format import rocksdb_store
+
+    limits = ZipLimits()
+    zips = sorted((checkpoint("rocks_agg_changelog") / "checkpoint" / "state").rglob("*.zip"))
+    zips += sorted((checkpoint("rocks_join") / "checkpoint" / "state").rglob("*.zip"))
+    assert zips
+    for path in zips:
+        data = path.read_bytes()
+        with zipfile.ZipFile(path) as zf:
+            expected = {info.filename: zf.read(info) for info in zf.infolist()}
+        got = rocksdb_store._read_plain_zip(data, limits)
+        assert got == expected and list(got) == list(expected), path
+
+    data = (checkpoint("rocks_agg_changelog") / "checkpoint" / "state/0/0/4.zip").read_bytes()
+    damaged = [bytes(data[:i]) + bytes([data[i] ^ 0xFF]) + data[i + 1 :] for i in range(len(data))]
+    damaged += [data[:n] for n in range(len(data))]
+    damaged += [b"PK" + data, data + b"\0", data + data]
+    cases = [(d, limits) for d in damaged] + [
+        (data, ZipLimits(max_entries=4)),
+        (data, ZipLimits(max_entry_bytes=1000)),
+        (data, ZipLimits(max_metadata_bytes=100)),
+        (data, ZipLimits(max_total_bytes=5000)),
+    ]
+    fast = [_outcome(d, lim) for d, lim in cases]
+    monkeypatch.setattr(rocksdb_store, "_read_plain_zip", lambda _data, _limits: None)
+    assert fast == [_outcome(d, lim) for d, lim in cases]
+    assert sum(isinstance(f, dict) for f in fast) < len(cases)  # damage was found
+
+
+@pytest.mark.spark
+def test_a_snapshot_row_without_its_version_byte_is_named(checkpoint: Any) -> None:
+    """The rows RocksDB gives from a real snapshot carry the version byte ``00``; a row whose byte is
+    changed, or cut before it, is named by its position among the rows (keys, and values after a row
+    checksum's header when there is one)."""
+    reader = _reader(checkpoint("rocks_agg") / "checkpoint")
+    with reader.workspace() as ws:
+        items = reader._zip_items(ws, 0, 5, False, column_families=False)
+    keys = [k for k, _ in items]
+    assert len(keys) > 3
+    RocksDBStoreReader._check_rows(keys, 1, "state/0/0/5.zip", "key")
+    for damaged in (keys[:2] + [b"\x01" + keys[2][1:]] + keys[3:], keys[:2] + [b""] + keys[3:]):
+        with pytest.raises(CorruptFileError, match="RocksDB key 2 ") as info:
+            RocksDBStoreReader._check_rows(damaged, 1, "state/0/0/5.zip", "key")
+        assert info.value.path == "state/0/0/5.zip"
+    values = [v for _, v in items]
+    RocksDBStoreReader._check_rows(values, 1, "state/0/0/5.zip", "value")
+    with pytest.raises(CorruptFileError, match="RocksDB value 3 "):
+        RocksDBStoreReader._check_rows(values[:3] + [values[3][:0]], 1, "state/0/0/5.zip", "value")
+
+
+@pytest.mark.spark
+def test_a_history_much_larger_than_its_state_is_not_replayed(
+    checkpoint: Any, monkeypatch: pytest.MonkeyPatch, rocksdb_opens: list[str]
+) -> None:
+    """Changelogs holding more than ``CHANGELOG_REPLAY_RATIO`` times the bytes of the SSTs of the zip
+    they lead to (here: any, with the ratio at 0) are not replayed: the zip is read through RocksDB, to
+    the same records; a version before the first zip still replays its changelogs."""
+    from statelens.readers._format import rocksdb_store
+
+    monkeypatch.setattr(rocksdb_store, "CHANGELOG_REPLAY_RATIO", 0)
+    reader = _reader(checkpoint("rocks_agg_changelog") / "checkpoint")
+    assert _records(reader.live_arrays(0, 5)) == list(reader.read_raw(0, 5).items())
+    assert rocksdb_opens == ["state/0/0/4.zip", "state/0/0/4.zip"]
+    rocksdb_opens.clear()
+    assert _records(reader.live_arrays(0, 1)) == list(reader.read_raw(0, 1).items())
+    assert rocksdb_opens == []

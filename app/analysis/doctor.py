@@ -587,12 +587,13 @@ class _Doctor:
         on_restart = ({base} if base else set(), set(replayed))
         bad: list[tuple[str, int, StatelensError]] = []  # kind, version, problem
         names_by_zip: dict[int, set[str]] = {}
-        for v in sorted(pf.snapshots):
-            try:
-                meta = files.verify_zip(pid, v)
-                names_by_zip[v] = {dfs for _, dfs, _ in meta.sst_files}
-            except StatelensError as err:
-                bad.append(("zip", v, err))
+        with files.workspace() as ws:  # the partition's SSTs copied once for all its zips
+            for v in sorted(pf.snapshots):
+                try:
+                    meta = files.verify_zip(pid, v, ws)
+                    names_by_zip[v] = {dfs for _, dfs, _ in meta.sst_files}
+                except StatelensError as err:
+                    bad.append(("zip", v, err))
         for v in sorted(pf.deltas):
             try:
                 files.verify_changelog(pid, v)

@@ -394,8 +394,15 @@ _python_walked = 0  # bytes walked in Python so far in this process (threads may
 
 
 def _loaded() -> Any | None:
-    """:mod:`readers._format.kernels` if this process has loaded it (then numba is paid for), else None."""
-    return sys.modules.get("statelens.readers._format.kernels")
+    """:mod:`readers._format.kernels` if this process has loaded it (then numba is paid for), else None.
+
+    A module another thread is still importing is already in ``sys.modules`` without its kernels: it
+    counts as loaded only once it holds every name it exports (else the caller imports it, which waits
+    for that thread)."""
+    kernels = sys.modules.get("statelens.readers._format.kernels")
+    if kernels is None or not all(hasattr(kernels, name) for name in getattr(kernels, "__all__", ("-",))):
+        return None
+    return kernels
 
 
 def _kernels(size: int) -> Any | None:

@@ -117,6 +117,12 @@ _ZIP_UNSUPPORTED_FLAGS = 0x0001 | 0x0020 | 0x0040
 #: Spark's ``STATE_ENCODING_VERSION`` byte in front of every key and value row (docs/format.md §4.3).
 STATE_ENCODING_VERSION = 0
 
+#: A version's live records are replayed from its changelogs rather than read from its zip through RocksDB
+#: while the changelogs up to the zip's version hold at most this many times the bytes of the SSTs it
+#: names (0.1-0.6x in the stores measured: aggregations whose batches add keys; a store whose batches
+#: rewrite every key would replay its whole history).
+CHANGELOG_REPLAY_RATIO = 4
+
 
 @dataclass(frozen=True)
 class ZipLimits:
@@ -345,6 +351,9 @@ def read_zip(data: bytes, path: str, limits: ZipLimits) -> dict[str, bytes]:
     """
     if len(data) > limits.max_zip_bytes:
         raise LimitExceededError(f"zip is {len(data)} bytes, over the limit of {limits.max_zip_bytes}", path)
+    plain = _read_plain_zip(data, limits)
+    if plain is not None:
+        return plain
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except NotImplementedError as err:  # "zip file version 7.8": a feature Python's zipfile lacks
@@ -396,6 +405,99 @@ def read_zip(data: bytes, path: str, limits: ZipLimits) -> dict[str, bytes]:
             out[name] = _read_entry(zf, info, path, min(cap, limits.max_total_bytes - total))
             total += len(out[name])
     return out
+
+
+_ZIP_END = struct.Struct("<4s4H2LH")  # end of central directory record
+_ZIP_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")  # central directory file header
+_ZIP_LOCAL = struct.Struct("<4s2B4HL2L2H")  # local file header
+_ZIP_MAX_EXTRACT_VERSION = 63  # zipfile's MAX_EXTRACT_VERSION: later versions are refused
+
+
+def _read_plain_zip(data: bytes, limits: ZipLimits) -> dict[str, bytes] | None:
+    """The entries of a zip laid out as Spark's ``java.util.zip`` writes it, read with ``struct`` and
+    ``zlib`` alone (:mod:`zipfile` spends more than half of a check of a Spark zip on its Python objects
+    and seeks), or None to read it with :mod:`zipfile`, whose errors :func:`read_zip` reports.
+
+    Anything unusual (a comment, bytes before the zip, Zip64, extra fields, names that are not plain ASCII
+    file names, links, duplicates, other methods or flags, entries out of order, overlapping or over the
+    limits) or wrong (a size, a CRC-32, a deflate stream that does not end exactly at its compressed
+    size) gives None. What this returns passes every check :func:`read_zip` makes, and holds the bytes
+    :mod:`zipfile` gives, in the central directory's order.
+    """
+    n = len(data)
+    end = n - _ZIP_END.size
+    if end < 0:
+        return None
+    sig, disk, cd_disk, count_here, count, cd_size, cd_offset, comment = _ZIP_END.unpack_from(data, end)
+    if (
+        sig != b"PK\x05\x06"
+        or comment
+        or disk
+        or cd_disk
+        or count_here != count
+        or count > limits.max_entries
+        or cd_offset + cd_size != end
+        or (end >= 20 and data[end - 20 : end - 16] == b"PK\x06\x07")  # a Zip64 locator
+    ):
+        return None
+    entries: list[tuple[str, int, int, int, int, int]] = []
+    pos = cd_offset
+    while pos < end:
+        if pos + _ZIP_CENTRAL.size > end:
+            return None
+        (sig, _, _, extract, _, flags, method, _, _, crc, csize, usize, name_len, extra_len, comment_len,
+         _, _, external, offset) = _ZIP_CENTRAL.unpack_from(data, pos)  # fmt: skip
+        raw_name = data[pos + _ZIP_CENTRAL.size : pos + _ZIP_CENTRAL.size + name_len]
+        pos += _ZIP_CENTRAL.size + name_len + extra_len + comment_len
+        mode = external >> 16
+        if (
+            sig != b"PK\x01\x02"
+            or extract > _ZIP_MAX_EXTRACT_VERSION
+            or extra_len
+            or comment_len
+            or method not in _ZIP_METHODS
+            or flags & _ZIP_UNSUPPORTED_FLAGS
+            or not raw_name.isascii()
+            or not _FLAT_NAME_RE.match(raw_name.decode("ascii"))
+            or (mode and stat.S_IFMT(mode) not in (0, stat.S_IFREG))
+        ):
+            return None
+        entries.append((raw_name.decode("ascii"), method, crc, csize, usize, offset))
+    if pos != end or len(entries) != count or len({e[0] for e in entries}) != count:
+        return None
+    out: dict[str, bytes] = {}
+    total = 0
+    bounds = sorted((e[5], i) for i, e in enumerate(entries))
+    for (offset, i), (next_offset, _) in zip(bounds, [*bounds[1:], (cd_offset, -1)], strict=True):
+        name, method, crc, csize, usize, _ = entries[i]
+        cap = limits.max_metadata_bytes if name == "metadata" else limits.max_entry_bytes
+        total += usize
+        if usize > cap or total > limits.max_total_bytes or offset + _ZIP_LOCAL.size > next_offset:
+            return None
+        sig, _, _, flags, _, _, _, _, _, _, name_len, extra_len = _ZIP_LOCAL.unpack_from(data, offset)
+        start = offset + _ZIP_LOCAL.size + name_len + extra_len
+        if (
+            sig != b"PK\x03\x04"
+            or flags & _ZIP_UNSUPPORTED_FLAGS
+            or data[offset + _ZIP_LOCAL.size : offset + _ZIP_LOCAL.size + name_len] != name.encode("ascii")
+            or start + csize > next_offset
+        ):
+            return None
+        raw = data[start : start + csize]
+        if method == zipfile.ZIP_STORED:
+            content = raw
+        else:
+            inflate = zlib.decompressobj(-15)
+            try:
+                content = inflate.decompress(raw, usize + 1)
+            except zlib.error:
+                return None
+            if not inflate.eof or inflate.unconsumed_tail or inflate.unused_data:
+                return None
+        if len(content) != usize or zlib.crc32(content) != crc:
+            return None
+        out[name] = content
+    return {name: out[name] for name, *_ in entries}
 
 
 def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, cap: int) -> bytes:
@@ -467,12 +569,29 @@ class _Workspace:
         os.mkdir(self.sst_dir)
         self.cached: dict[str, str] = {}
         self._n = 0
+        self._emptied: list[str] = []
 
     def new_db_dir(self) -> str:
+        """An empty folder for one snapshot: one :meth:`release` gave back, else a new one."""
+        if self._emptied:
+            return self._emptied.pop()
         self._n += 1
         d = os.path.join(self.root, f"db{self._n}")
         os.mkdir(d)
         return d
+
+    def release(self, db_dir: str) -> None:
+        """Empty a folder of :meth:`new_db_dir` once its snapshot is read, for the next one (a snapshot
+        per version: a folder made and removed for each costs ~0.3 ms more on a journaled file system);
+        a folder that cannot be emptied is removed."""
+        try:
+            with os.scandir(db_dir) as entries:
+                for entry in entries:
+                    os.unlink(entry.path)  # RocksDB's files and the snapshot's (no folders: else removed)
+        except OSError:
+            shutil.rmtree(db_dir, ignore_errors=True)
+        else:
+            self._emptied.append(db_dir)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -686,20 +805,32 @@ class RocksDBStoreReader(StoreReaderBase):
         """Open the zip of ``version`` (when there is one) and check its entries and ``metadata``: a
         restart of version ``version`` loads that zip (``docs/format.md`` §5), so a walk that reaches the
         version by changelogs must not pass over a damaged zip unseen. Each zip is checked once."""
-        if version not in self._partition(partition_id).snapshots:
-            return
-        checked = self.__dict__.setdefault("_checked_zips", set())
-        if (partition_id, version) not in checked:
-            self.zip_metadata(partition_id, version)
-            checked.add((partition_id, version))
+        if version in self._partition(partition_id).snapshots:
+            self._zip_meta(partition_id, version)
+
+    def _zip_meta(self, partition_id: int, version: int) -> ZipMetadata:
+        """:meth:`zip_metadata`, each zip read once (then kept for the reader's life)."""
+        cache = self.__dict__.setdefault("_zip_metas", {})
+        meta = cache.get((partition_id, version))
+        if meta is None:
+            meta = cache[(partition_id, version)] = self.zip_metadata(partition_id, version)
+        return meta  # type: ignore[no-any-return]
 
     # -- verification (doctor) -------------------------------------------------------------------------
-    def verify_zip(self, partition_id: int, version: int) -> ZipMetadata:
+    def verify_zip(self, partition_id: int, version: int, workspace: _Workspace | None = None) -> ZipMetadata:
         """Check that the zip of ``version`` can be loaded as Spark loads it on a restart.
 
         The zip must open, carry Spark's ``metadata``, and every SST and log file it names must be in
         the store folder with the recorded size; RocksDB must then open the snapshot and read every
         key (values are not decoded, so stores with column families are checked too).
+
+        Parameters
+        ----------
+        partition_id, version : int
+            The zip.
+        workspace : optional
+            A :meth:`workspace` to restore it in, shared by the zips of a partition (each SST copied
+            once for all of them); by default one of its own.
 
         Returns
         -------
@@ -712,8 +843,11 @@ class RocksDBStoreReader(StoreReaderBase):
             The first problem, naming the file (``MissingFileError`` for a missing SST,
             ``TruncatedFileError``/``CorruptFileError`` for a wrong size or unreadable bytes).
         """
-        with self.workspace() as ws:
-            self._zip_items(ws, partition_id, version, keys_only=True, column_families=True)
+        if workspace is not None:
+            self._zip_items(workspace, partition_id, version, keys_only=True, column_families=True)
+        else:
+            with self.workspace() as ws:
+                self._zip_items(ws, partition_id, version, keys_only=True, column_families=True)
         return self.zip_metadata(partition_id, version)
 
     def verify_changelog(self, partition_id: int, version: int) -> int:
@@ -805,7 +939,7 @@ class RocksDBStoreReader(StoreReaderBase):
             with self._located(partition_id, version):
                 return self._scan_db(db_dir, sf, keys_only, prefix)
         finally:
-            shutil.rmtree(db_dir, ignore_errors=True)
+            ws.release(db_dir)
 
     def restore(
         self, ws: _Workspace, partition_id: int, version: int, *, column_families: bool = False
@@ -869,15 +1003,7 @@ class RocksDBStoreReader(StoreReaderBase):
         zip_file: StateFile,
     ) -> None:
         """Copy ``<folder>/<dfs_name>`` of the checkpoint to ``target`` (through the workspace cache)."""
-        rel = f"{pf.directory}/{folder}/{dfs_name}"
-        if dfs_name not in listed:
-            raise MissingFileError(
-                f"{folder[:-1] if folder.endswith('s') else folder} file named by {zip_file.path} is missing",
-                rel,
-            )
-        if listed[dfs_name] != size:
-            cls = TruncatedFileError if listed[dfs_name] < size else CorruptFileError
-            raise cls(f"is {listed[dfs_name]} bytes but {zip_file.path} records {size}", rel)
+        rel = self._check_listed(pf, folder, listed, dfs_name, size, zip_file)
         cached = ws.cached.get(rel)
         if cached is None:
             cached = os.path.join(ws.sst_dir, f"{len(ws.cached)}-{dfs_name}")
@@ -892,6 +1018,27 @@ class RocksDBStoreReader(StoreReaderBase):
         except OSError:
             shutil.copyfile(cached, target)
 
+    @staticmethod
+    def _check_listed(
+        pf: RocksDBPartitionFiles,
+        folder: str,
+        listed: dict[str, int],
+        dfs_name: str,
+        size: int,
+        zip_file: StateFile,
+    ) -> str:
+        """``<folder>/<dfs_name>``, which ``zip_file`` names, must be listed at ``size`` bytes; its path."""
+        rel = f"{pf.directory}/{folder}/{dfs_name}"
+        if dfs_name not in listed:
+            raise MissingFileError(
+                f"{folder[:-1] if folder.endswith('s') else folder} file named by {zip_file.path} is missing",
+                rel,
+            )
+        if listed[dfs_name] != size:
+            cls = TruncatedFileError if listed[dfs_name] < size else CorruptFileError
+            raise cls(f"is {listed[dfs_name]} bytes but {zip_file.path} records {size}", rel)
+        return rel
+
     def _scan_db(self, db_dir: str, sf: StateFile, keys_only: bool, prefix: bytes | None = None) -> Any:
         rocksdict = _load_rocksdict()
         bounds: dict[str, Any] = {}
@@ -902,10 +1049,12 @@ class RocksDBStoreReader(StoreReaderBase):
             if upper is not None:
                 read_opt.set_iterate_upper_bound(upper)
             bounds = {"from_key": prefix, "read_opt": read_opt}
+        options = rocksdict.Options(raw_mode=True)
+        # The SSTs are opened one after another: RocksDB's default pool of 16 threads for opening them
+        # costs ~1.5 ms of a 2.3 ms open of a snapshot of a few SSTs (a zip per version: most of the time).
+        options.set_max_file_opening_threads(1)
         try:
-            db = rocksdict.Rdict(
-                db_dir, options=rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only()
-            )
+            db = rocksdict.Rdict(db_dir, options=options, access_type=rocksdict.AccessType.read_only())
         except Exception as err:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status text
             raise CorruptFileError(f"RocksDB cannot open this snapshot: {err}", sf.path) from err
         try:
@@ -917,14 +1066,24 @@ class RocksDBStoreReader(StoreReaderBase):
 
     @staticmethod
     def _check_rows(rows: list[bytes], skip: int, path: str, what: str) -> None:
-        for i, row in enumerate(rows):
-            if len(row) < skip or row[skip - 1] != STATE_ENCODING_VERSION:
-                raise CorruptFileError(
-                    f"RocksDB {what} {i} ({row[:12].hex(' ')}...) does not carry the state encoding version "
-                    "byte 00 (a column family store?)",
-                    path,
-                    record=i,
-                )
+        """Every row must carry the version byte ``00`` at ``skip - 1``: checked in the rows laid end to
+        end (one join and one gather, no Python per row); the first that does not is named."""
+        if not rows:
+            return
+        lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        bad = lens < skip
+        joined = np.frombuffer(b"".join(rows), dtype=np.uint8)
+        if len(joined):
+            ends = np.cumsum(lens)
+            bad |= joined[np.where(bad, 0, ends - lens + skip - 1)] != STATE_ENCODING_VERSION
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise CorruptFileError(
+                f"RocksDB {what} {i} ({rows[i][:12].hex(' ')}...) does not carry the state encoding version "
+                "byte 00 (a column family store?)",
+                path,
+                record=i,
+            )
 
     # -- raw states ----------------------------------------------------------------------------------
     def _base_for(self, pf: RocksDBPartitionFiles, version: int) -> int | None:
@@ -1081,6 +1240,98 @@ class RocksDBStoreReader(StoreReaderBase):
         """Partitions on :data:`readers.parallel.WORKERS` threads for a :meth:`big` store, else one."""
         return None if self.big() else 1
 
+    def _raw_arrays(self, partition_id: int, version: int) -> RawArrays:
+        """The live records of one partition at one version (what :meth:`read_raw` gives, in its order),
+        replayed from the changelogs as arrays where they reach back to the start
+        (:meth:`_changelog_raw_arrays`: no RocksDB to open, no Python object per record); else
+        :meth:`read_raw`'s zip and changelogs."""
+        got = self._changelog_raw_arrays(partition_id, version)
+        return got if got is not None else super()._raw_arrays(partition_id, version)
+
+    def _changelog_raw_arrays(self, partition_id: int, version: int) -> RawArrays | None:
+        """:meth:`read_raw` of ``version`` from the changelogs of versions 1 to ``version``, as arrays.
+
+        The zip :meth:`read_raw` would start from (the newest at or before ``version`` that the
+        changelogs continue) is still opened and its ``metadata`` read, and the SST and log files it
+        names must be listed at their recorded sizes, with the errors :meth:`read_raw` raises; its
+        ``numKeys`` must equal the keys live after the changelogs up to its version. The rows come in
+        :meth:`read_raw`'s order: the zip's keys (RocksDB's bytewise order) that no later changelog
+        removes, then the others in the order each was last put into the state. None (read the zip)
+        for row checksums (checked per record), a changelog missing before ``version``, a changelog
+        that cannot be read or indexed (a restart does not read those before the zip), or a zip whose
+        key count differs, or changelogs up to the zip over :data:`CHANGELOG_REPLAY_RATIO` times the
+        bytes of its SSTs.
+        """
+        import pyarrow.compute as pc  # deferred: pyarrow (heavy)
+
+        pf = self._partition(partition_id)
+        if self.row_checksum or version < 1 or any(v not in pf.deltas for v in range(1, version + 1)):
+            return None
+        base = self._base_for(pf, version)
+        if base is None:
+            return None
+        meta = self._zip_meta(partition_id, base) if base else None
+        if meta is not None:
+            sf = pf.snapshots[base]
+            with self._located(partition_id, base):
+                if meta.column_family_mapping:
+                    raise BackendUnavailableError(
+                        f"this store uses virtual column families ({', '.join(sorted(meta.column_family_mapping))}"
+                        "), which the native decoder does not read yet; use --backend spark",
+                        sf.path,
+                    )
+                for folder, listed, named in (
+                    ("SSTs", pf.sst_sizes, meta.sst_files),
+                    ("logs", pf.log_sizes, meta.log_files),
+                ):
+                    for _local, dfs, size in named:
+                        self._check_listed(pf, folder, listed, dfs, size, sf)
+        files = [pf.deltas[v] for v in range(1, version + 1)]
+        if meta is not None and sum(
+            changelog.size_bytes for changelog in files[:base]
+        ) > CHANGELOG_REPLAY_RATIO * max(sum(size for _, _, size in meta.sst_files), 1):
+            return None  # history much larger than the state it left: RocksDB reads the state faster
+        replay = ReplayRecords(list(range(1, version + 1)), list(range(version)))
+        try:
+            self._add_changelog_records(replay, files, keep=True)
+        except StatelensError:
+            return None  # read as a restart reads it: from the zip (which reports a later changelog too)
+        kstart, klen, vstart, vlen = replay.positions()
+        n = len(kstart)
+        ids = key_ids(replay.pieces).astype(np.int64)
+        nid = int(ids.max()) + 1 if n else 0
+        at = np.arange(n, dtype=np.int64)
+        put = vlen >= 0
+        last = np.full(nid, -1, dtype=np.int64)
+        np.maximum.at(last, ids, at)
+        # the zip's keys: those whose last record up to the zip's version is a put
+        pre = int(sum(replay.counts[:base]))
+        last_pre = np.full(nid, -1, dtype=np.int64)
+        np.maximum.at(last_pre, ids[:pre], at[:pre])
+        in_zip = last_pre >= 0
+        in_zip[in_zip] = put[last_pre[in_zip]]
+        if meta is not None and meta.num_keys is not None and int(in_zip.sum()) != meta.num_keys:
+            return None
+        # after the zip, a key removed and put again goes to the end (a dict's order)
+        post = at >= pre
+        last_remove = np.full(nid, -1, dtype=np.int64)
+        np.maximum.at(last_remove, ids[post & ~put], at[post & ~put])
+        added = post & put & (at > last_remove[ids])
+        first_put = np.full(nid, n, dtype=np.int64)
+        np.minimum.at(first_put, ids[added], at[added])
+        live = (last >= 0) & put[np.maximum(last, 0)]
+        kept = live & in_zip & (last_remove < 0)
+        later = live & ~kept
+        buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
+        zip_rows = last[kept]
+        if len(zip_rows):
+            order = pc.sort_indices(binary_array(buf, kstart[zip_rows], klen[zip_rows])).to_numpy()
+            zip_rows = zip_rows[order]
+        later_ids = np.flatnonzero(later)
+        rows = np.concatenate([zip_rows, last[later_ids[np.argsort(first_put[later_ids], kind="stable")]]])
+        skip = self.value_skip
+        return buf, kstart[rows] + 1, klen[rows] - 1, vstart[rows] + skip, vlen[rows] - skip
+
     def _replay_records(self, partition_id: int, keep: bool) -> ReplayRecords | None:
         """The records of a partition's replay of every readable version, in order: those that rebuild
         the first version (its zip's keys and values framed as a delta's, or the changelogs from
@@ -1105,6 +1356,13 @@ class RocksDBStoreReader(StoreReaderBase):
         if chain and chain[0].kind == "zip":
             self._add_zip_records(out, chain[0], keep)
             changelogs = changelogs[1:]
+        self._add_changelog_records(out, changelogs, keep)
+        return out
+
+    def _add_changelog_records(self, out: ReplayRecords, changelogs: list[StateFile], keep: bool) -> None:
+        """The records of ``changelogs`` in order into ``out`` (with ``keep`` the decompressed files too):
+        fixed-width v1 files checked and cut a group at a time (:meth:`_sized_changelogs`), the others
+        indexed one by one (:meth:`_checked_index`, which names the file and record of a bad one)."""
         for group in file_groups(changelogs):
             datas = [self._changelog_bytes(sf) for sf in group]
             run = self._sized_changelogs(group, datas)
@@ -1119,7 +1377,6 @@ class RocksDBStoreReader(StoreReaderBase):
                         out.add_indexed(data, self._checked_index(sf, data))
             if keep:
                 out.datas.extend(datas)
-        return out
 
     def _add_zip_records(self, out: ReplayRecords, sf: StateFile, keep: bool) -> None:
         """The keys (and with ``keep`` the values) of one zip, read once through RocksDB, into ``out`` as
@@ -1145,7 +1402,6 @@ class RocksDBStoreReader(StoreReaderBase):
         and value size (:func:`readers._format.records.sized_keys`), their version bytes checked at once; None
         when a file has a header (v2-v4) or rows of several widths, or a version byte is not 00 (the
         files are then indexed one by one, which names the file and record)."""
-
         if any(changelog_header(data, sf.path)[0] != 1 for sf, data in zip(group, datas, strict=True)):
             return None
         run = sized_keys(datas, [True] * len(datas))
@@ -1162,10 +1418,8 @@ class RocksDBStoreReader(StoreReaderBase):
             if vlen < skip:
                 return None
             stride = 8 + klen + vlen
-            first = np.ndarray(
-                (count,), np.uint8, np.frombuffer(data, np.uint8), 8 + klen + skip - 1, (stride,)
-            )
-            if first.any():
+            at = 8 + klen + skip - 1  # each value's version byte: a strided slice, no array per file
+            if bytes(data[at : at + count * stride : stride]).count(0) != count:
                 return None
         return block, counts, vlens
 

@@ -74,8 +74,10 @@ def app_start(
     secs = time.perf_counter() - t
     rss = [int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("RSS ")]
     drawn = [float(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("DRAWN ")]
-    if proc.returncode != 0 or not shot.is_file() or not drawn:
-        raise RuntimeError(f"gui --view {view} failed: {proc.stderr[-2000:]}")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("statelens: error:")]
+    if proc.returncode != 0 or not shot.is_file() or not drawn or errors:
+        # a view that says it failed is drawn fast: timing it would measure the error page
+        raise RuntimeError(f"gui --view {view} failed: {errors[:3] or proc.stderr[-2000:]}")
     return {
         "seconds": round(drawn[-1] - wall, 2),
         "exit_seconds": round(secs, 2),
