@@ -418,7 +418,7 @@ class Checkpoint:
                 files: dict[int, PartitionFiles | RocksDBPartitionFiles] = {}
                 sdirs = [(pid, pdir + sub) for pid, pdir in part_dirs if self.fs.is_dir(pdir + sub)]
                 rocks = any(
-                    e.name.endswith((".zip", ".changelog")) or e.name == "SSTs"
+                    e.path.endswith((".zip", ".changelog", "/SSTs"))
                     for _, sdir in sdirs
                     for e in self.fs.list_dir(sdir)
                 )
