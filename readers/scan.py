@@ -273,8 +273,9 @@ class StateScan:
 
         A file that cannot be read ends its partition's count there: the error goes to :attr:`problems`
         and the partition (from that version) to :attr:`unreadable`, and the other partitions are still
-        counted; with ``strict`` the error is raised. A store the backend cannot count at all is one
-        problem (or raised), never an empty answer without one.
+        counted; with ``strict`` the error is raised. A store the backend cannot count at all (an engine
+        that cannot be reached, a store it does not read) raises, as a row scan does: never an empty
+        answer.
         """
         if self.kind != "stats":
             raise UsageError(f"iter_stats counts a stats scan, not {self.kind}")
@@ -287,19 +288,14 @@ class StateScan:
         stats = self.backend.iter_stats(
             self.operator_id, self.store_name, on_error=None if self.strict else self._stats_error
         )
-        try:
-            for st in stats:
-                if self.cancelled is not None and self.cancelled():
-                    return
-                if wanted is not None and st.partition_id not in wanted:
-                    continue
-                if (first is not None and st.version < first) or (last is not None and st.version > last):
-                    continue
-                yield st
-        except StatelensError as err:
-            if self.strict:
-                raise
-            self._stats_error(err)
+        for st in stats:
+            if self.cancelled is not None and self.cancelled():
+                return
+            if wanted is not None and st.partition_id not in wanted:
+                continue
+            if (first is not None and st.version < first) or (last is not None and st.version > last):
+                continue
+            yield st
 
     def _stats_error(self, err: StatelensError) -> None:
         pid = err.context.get("partition_id")

@@ -405,11 +405,12 @@ def _growth_from_stats(backend: Any, g: StoreGrowth, problems: list[StatelensErr
     g.backend = backend.name
     g.state_bytes_known = False
     scan = StateScan(backend, g.operator_id, g.store_name, "stats")
-    for s in scan.iter_stats():
-        g.rows.setdefault(s.partition_id, {})[s.version] = s.rows
-        g.file_bytes.setdefault(s.partition_id, {})[s.version] = s.bytes
+    try:
+        for s in scan.iter_stats():
+            g.rows.setdefault(s.partition_id, {})[s.version] = s.rows
+            g.file_bytes.setdefault(s.partition_id, {})[s.version] = s.bytes
+    except StatelensError as err:  # the store as a whole (an engine that cannot be reached)
+        problems.append(err)
+        g.skipped = f"{backend.describe()} could not read this store: {err.message}"
     problems.extend(scan.problems)
-    whole = next((u.error for u in scan.unreadable if u.partition_id is None), None)
-    if whole is not None:
-        g.skipped = f"{backend.describe()} could not read this store: {whole.message}"
     g.versions = sorted({v for per in g.rows.values() for v in per})
