@@ -310,6 +310,20 @@ def test_fuzz_crash_rocksdb_zip_file_version_7_8() -> None:
     assert info.value.path == "state/0/0/1.zip"
 
 
+def test_fuzz_crash_rocksdb_zip_entry_offset_past_the_directory() -> None:
+    """A central directory entry whose local header offset lies past the directory (and past the end of
+    the file), the next entry's even further: the plain zip reader unpacked a header out of range
+    (``struct.error``); now the entry is named by zipfile's reading, at the offset it claims."""
+    from statelens.readers._format.rocksdb_store import ZipLimits, read_zip
+    from statelens.readers.errors import TruncatedFileError
+
+    data = (REGRESSIONS / "rocksdb_zip" / "central-directory-offset-past-the-directory").read_bytes()
+    TARGETS["rocksdb_zip"](data)
+    with pytest.raises(TruncatedFileError, match="MANIFEST-000005") as info:
+        read_zip(data[1:], "state/0/0/1.zip", ZipLimits())
+    assert (info.value.path, info.value.offset) == ("state/0/0/1.zip", 98304)
+
+
 def test_fuzz_crash_rocksdb_zip_metadata_size_bytes_infinity() -> None:
     """``"sizeBytes": 1e4001260`` is a float infinity in JSON: ``int()`` raised ``OverflowError``."""
     from statelens.readers._format.rocksdb_store import parse_zip_metadata

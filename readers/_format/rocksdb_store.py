@@ -468,7 +468,8 @@ def _read_plain_zip(data: bytes, limits: ZipLimits) -> dict[str, bytes] | None:
     out: dict[str, bytes] = {}
     total = 0
     bounds = sorted((e[5], i) for i, e in enumerate(entries))
-    for (offset, i), (next_offset, _) in zip(bounds, [*bounds[1:], (cd_offset, -1)], strict=True):
+    for (offset, i), (following, _) in zip(bounds, [*bounds[1:], (cd_offset, -1)], strict=True):
+        next_offset = min(following, cd_offset)  # an entry's bytes end before the next, and the directory
         name, method, crc, csize, usize, _ = entries[i]
         cap = limits.max_metadata_bytes if name == "metadata" else limits.max_entry_bytes
         total += usize
