@@ -320,10 +320,10 @@ def _scrub(text: str, secrets: tuple[str, ...]) -> str:
 
 
 class _LocalDisk:
-    """The four filesystem calls :class:`CheckpointFS` makes on a local folder (it lists and reads the
-    disk itself: :func:`_local_find`, :func:`_local_read`), so that a local checkpoint on a POSIX system
-    is opened without importing fsspec, whose import brings asyncio and importlib.metadata (~40 ms of
-    every command)."""
+    """The filesystem calls :class:`CheckpointFS` makes on a local folder (it lists and reads the disk
+    itself: :func:`_local_find`, :func:`_local_read`), so that a local checkpoint on a POSIX system is
+    opened without importing fsspec, whose import brings asyncio and importlib.metadata (~40 ms of every
+    command)."""
 
     protocol = ("file", "local")
 
@@ -335,9 +335,6 @@ class _LocalDisk:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
-
-    def cat_file(self, path: str) -> bytes:
-        return _local_read(path)
 
 
 def _split_url(

@@ -308,6 +308,7 @@ def iter_top_keys(
         for st in op.stores
         if only is None or (op.operator_id, st.store_name) == only
     ]
+    native = native_backend(ckpt)
     for done, (op, st) in enumerate(jobs):
         yield Progress(done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name}")
         result = StoreTopKeys(op.operator_id, st.store_name, None, None)
@@ -316,7 +317,6 @@ def iter_top_keys(
         if in_spark is not None:
             out[-1] = in_spark
             continue
-        native = native_backend(ckpt)
         try:
             reader = native.store(op.operator_id, st.store_name)  # the store's grouping and decoding
         except BackendUnavailableError as err:

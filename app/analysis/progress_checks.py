@@ -5,7 +5,7 @@
 * Batches the logs report after the checkpoint's last batch mean the copy is older than the query's
   life (a restart from it re-runs them); batches of the checkpoint the logs do not cover are a note.
 * For single-store operators, ``numRowsTotal`` of a batch's progress equals the rows of the state
-  version that batch wrote (version = batch + 1), decoded natively; the last few reported batches are
+  version that batch wrote (version = batch + 1), counted natively; the last few reported batches are
   compared. A difference means the state files are not what the query committed.
 """
 
@@ -89,6 +89,7 @@ def _compare_rows(
     batches = sorted(reported)[-COMPARED_BATCHES:]
     if not batches:
         return
+    native = native_backend(ckpt)
     stores = [op for op in ckpt.operators if len(op.stores) == 1]  # joins: numRowsTotal sums stores
     for n, op in enumerate(stores):  # whose rows mean different things
         if cancelled is not None and cancelled():
@@ -96,7 +97,7 @@ def _compare_rows(
         store = op.stores[0]
         yield Progress(n, len(stores), f"operator {op.operator_id}: state rows of batches vs their progress")
         scan = StateScan(
-            native_backend(ckpt),
+            native,
             op.operator_id,
             store.store_name,
             "stats",

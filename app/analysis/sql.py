@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from statelens.app.analysis.expired import iter_expired
+from statelens.app.analysis.stats import store_growth
 from statelens.app.analysis.timeline import iter_timeline
 from statelens.app.output import dumps_jsonl
 from statelens.readers.backends import BackendChooser
@@ -218,23 +219,10 @@ def _growth(ckpt: Any, backends: Any, out: _Appender | _Collected) -> Generator[
     stores = [(op, s) for op in ckpt.operators for s in op.stores]
     for n, (op, s) in enumerate(stores):
         yield Progress(n, len(stores), f"growth: operator {op.operator_id} {s.store_name}")
-        scan = StateScan(
-            backends.for_store(op.operator_id, s.store_name), op.operator_id, s.store_name, "stats"
-        )
         cols: dict[str, list[Any]] = {k: [] for k in _GROWTH_TYPES}
-        for st in scan.iter_stats():
-            for k, v in (
-                ("operator_id", st.operator_id),
-                ("store_name", st.store_name),
-                ("version", st.version),
-                ("batch_id", st.version - 1),
-                ("partition_id", st.partition_id),
-                ("rows", st.rows),
-                ("bytes", st.bytes),
-            ):
-                cols[k].append(v)
-        for err in scan.problems:
-            ckpt.report.add(err)
+        for record in store_growth(ckpt, backends, op.operator_id, s.store_name):
+            for k, column in cols.items():
+                column.append(record[k])
         out.add(pa.table(cols, schema=schema))
     out.finish(schema.empty_table())
 
