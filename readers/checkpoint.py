@@ -161,7 +161,7 @@ class Checkpoint:
                 self._store_files[key],  # type: ignore[arg-type]
                 store.schema,
                 store.codec,
-                long_value_fields=fmgws_v1_long_fields(op.kind, store.value_schema),
+                long_value_fields=fmgws_v1_long_fields(op.kind, store.schema),
                 row_checksum=self._row_checksum,
             )
         return self._readers[key]
@@ -271,7 +271,7 @@ class Checkpoint:
             self._store_files[key],  # type: ignore[arg-type]
             store.schema,
             store.codec,
-            long_value_fields=fmgws_v1_long_fields(op.kind, store.value_schema),
+            long_value_fields=fmgws_v1_long_fields(op.kind, store.schema),
             row_checksum=self._row_checksum,
         )
 

@@ -8,10 +8,12 @@ one Python representation everywhere (see :data:`VALUE_REPRESENTATION`).
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from statelens.readers.errors import UsageError
+from statelens.readers.errors import CorruptFileError, UsageError
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -134,15 +136,109 @@ class BatchInfo:
 
 
 @dataclass(frozen=True)
-class StoreSchema:
-    """Key and value schema of one state store (or one column family)."""
+class FieldOutline:
+    """One field of a struct type as its schema JSON spells it, without pyspark: what opening a
+    checkpoint classifies operators and finds time columns by (:attr:`StoreSchema.key_fields`).
 
-    key_schema: StructType
-    value_schema: StructType
+    ``type_name`` is ``struct``, ``array`` or ``map`` for those, else the type's JSON name (``long``,
+    ``timestamp``, ``decimal(10,2)``, ...); ``children`` are a struct's fields.
+    """
+
+    name: str
+    type_name: str
+    metadata: dict[str, Any]
+    children: tuple[FieldOutline, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        """The names of a struct's fields, in order (names may repeat)."""
+        return [f.name for f in self.children]
+
+
+def outline_fields(struct: dict[str, Any]) -> tuple[FieldOutline, ...]:
+    """The fields of a struct type's JSON value (one :func:`readers.schemas.struct_json` accepted)."""
+    out = []
+    for f in struct["fields"]:
+        kind = f["type"]
+        if isinstance(kind, dict):
+            name = str(kind["type"])
+            children = outline_fields(kind) if name == "struct" else ()
+        else:
+            name, children = str(kind), ()
+        out.append(FieldOutline(f["name"], name, f.get("metadata") or {}, children))
+    return tuple(out)
+
+
+def _struct_type(text: str, path: str) -> StructType:
+    """pyspark's ``StructType`` of a struct type's JSON text (checked when the schema file was read)."""
+    from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
+
+    try:
+        return StructType.fromJson(json.loads(text))
+    except Exception as err:  # pyspark raises PySparkValueError, KeyError, TypeError... on bad schemas
+        raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path) from err
+
+
+@dataclass(frozen=True)
+class StoreSchema:
+    """Key and value schema of one state store (or one column family).
+
+    Held as the JSON text of each struct type (``key_json``, ``value_json`` and, for a MapState column
+    family, ``user_key_json``), checked when the file was read and spelled as pyspark's
+    ``StructType.json()`` spells it (keys sorted; :func:`readers.schemas.struct_json`).
+    :attr:`key_schema`, :attr:`value_schema` and :attr:`user_key_schema` are pyspark ``StructType``
+    made on first use, so that a command that only counts rows never imports pyspark (~45 ms);
+    :attr:`key_fields` and :attr:`value_fields` outline the fields without it. Build one from pyspark
+    types with :meth:`from_types`.
+    """
+
+    key_json: str
+    value_json: str
     schema_version: int
     path: str
     key_encoder: dict[str, Any] | None = None
-    user_key_schema: StructType | None = None
+    user_key_json: str | None = None
+
+    @classmethod
+    def from_types(
+        cls,
+        key_schema: StructType,
+        value_schema: StructType,
+        schema_version: int,
+        path: str,
+        key_encoder: dict[str, Any] | None = None,
+        user_key_schema: StructType | None = None,
+    ) -> StoreSchema:
+        """A schema of pyspark struct types (kept as they are, not parsed again)."""
+        user_json = None if user_key_schema is None else user_key_schema.json()
+        out = cls(key_schema.json(), value_schema.json(), schema_version, path, key_encoder, user_json)
+        out.__dict__.update(key_schema=key_schema, value_schema=value_schema, user_key_schema=user_key_schema)
+        return out
+
+    @cached_property
+    def key_schema(self) -> StructType:
+        """The key's struct type (pyspark)."""
+        return _struct_type(self.key_json, self.path)
+
+    @cached_property
+    def value_schema(self) -> StructType:
+        """The value's struct type (pyspark)."""
+        return _struct_type(self.value_json, self.path)
+
+    @cached_property
+    def user_key_schema(self) -> StructType | None:
+        """A MapState column family's user key struct type (pyspark), else None."""
+        return None if self.user_key_json is None else _struct_type(self.user_key_json, self.path)
+
+    @cached_property
+    def key_fields(self) -> tuple[FieldOutline, ...]:
+        """The key's fields, outlined without pyspark."""
+        return outline_fields(json.loads(self.key_json))
+
+    @cached_property
+    def value_fields(self) -> tuple[FieldOutline, ...]:
+        """The value's fields, outlined without pyspark."""
+        return outline_fields(json.loads(self.value_json))
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,8 @@ the kind is then inferred from store names and key/value schemas.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
-from statelens.readers.model import OperatorKind, StoreSchema, TimeColumn
-
-if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
+from statelens.readers.model import FieldOutline, OperatorKind, StoreSchema, TimeColumn
 
 #: operatorName written in operator metadata (§8.1) -> kind.
 OPERATOR_NAMES: dict[str, OperatorKind] = {
@@ -42,9 +38,9 @@ WINDOW_META = "spark.timeWindow"
 SESSION_WINDOW_META = "spark.sessionWindow"
 
 
-def _names(schema: Any) -> list[str]:
+def _names(fields: Sequence[FieldOutline]) -> list[str]:
     """Field names of a struct type, in order (names may repeat)."""
-    return [f.name for f in schema.fields]
+    return [f.name for f in fields]
 
 
 def infer_kind(
@@ -72,9 +68,9 @@ def infer_kind(
     schema = schemas.get("default")
     if schema is None:
         return OperatorKind.UNKNOWN
-    key, value = schema.key_schema, schema.value_schema
+    key, value = schema.key_fields, schema.value_fields
     vnames, knames = _names(value), _names(key)
-    vtypes = [f.dataType.typeName() for f in value.fields]
+    vtypes = [f.type_name for f in value]
     if vnames == ["__dummy__"]:
         return OperatorKind.DEDUPLICATION
     if vnames == ["expiresAtMicros"]:
@@ -83,7 +79,7 @@ def infer_kind(
         return OperatorKind.FLAT_MAP_GROUPS_WITH_STATE
     if vnames and vnames[-1] == "timeoutTimestamp":
         return OperatorKind.FLAT_MAP_GROUPS_WITH_STATE  # state format v1: flattened state + timeout
-    ktypes = [f.dataType.typeName() for f in key.fields]
+    ktypes = [f.type_name for f in key]
     if knames == ["key"] and ktypes == ["void"] and vnames == ["value"] and vtypes == ["long"]:
         # globalLimit's key is always a null of type void (§7.6); a grouping column named "key" with a
         # typed Aggregator's buffer ("value long") is an aggregation.
@@ -93,14 +89,13 @@ def infer_kind(
     return OperatorKind.AGGREGATION
 
 
-def _event_time_in(schema: StructType, store: str, side: str) -> list[TimeColumn]:
+def _event_time_in(fields: Sequence[FieldOutline], store: str, side: str) -> list[TimeColumn]:
     """Fields tagged with the watermark delay, or a ``window`` struct (its ``end`` bounds eviction)."""
     out: list[TimeColumn] = []
-    for i, f in enumerate(schema.fields):
-        meta: dict[str, Any] = f.metadata or {}
-        tname = f.dataType.typeName()
+    for i, f in enumerate(fields):
+        meta, tname = f.metadata, f.type_name
         if meta.get(WINDOW_META) or (
-            tname == "struct" and _names(f.dataType) == ["start", "end"] and WATERMARK_META in meta
+            tname == "struct" and f.names == ["start", "end"] and WATERMARK_META in meta
         ):
             out.append(TimeColumn(store, side, (i, 1), f"{f.name}.end", "us", "event_time"))
         elif WATERMARK_META in meta and tname in ("timestamp", "timestamp_ntz", "long"):
@@ -108,21 +103,16 @@ def _event_time_in(schema: StructType, store: str, side: str) -> list[TimeColumn
     return out
 
 
-def _session_end_in(value_schema: StructType, store: str) -> list[TimeColumn]:
+def _session_end_in(fields: Sequence[FieldOutline], store: str) -> list[TimeColumn]:
     """The ``end`` of the session struct in a session-window value row (§7.5).
 
     Spark evicts a session when ``session_window.end <= watermark`` (``WatermarkSupport`` compares the
     struct's second field), evaluated on the *value* row. The key's ``sessionStartTime`` only orders the
     sessions of a group: a live session's start is routinely behind the watermark.
     """
-    fields = value_schema.fields
-    shaped = [
-        i
-        for i, f in enumerate(fields)
-        if f.dataType.typeName() == "struct" and _names(f.dataType) == ["start", "end"]
-    ]
-    tagged = [i for i in shaped if SESSION_WINDOW_META in (fields[i].metadata or {})]
-    tagged = tagged or [i for i in shaped if WATERMARK_META in (fields[i].metadata or {})]
+    shaped = [i for i, f in enumerate(fields) if f.type_name == "struct" and f.names == ["start", "end"]]
+    tagged = [i for i in shaped if SESSION_WINDOW_META in fields[i].metadata]
+    tagged = tagged or [i for i in shaped if WATERMARK_META in fields[i].metadata]
     chosen = (tagged or shaped)[:1]  # schema files without field metadata: the (first) session struct
     return [TimeColumn(store, "value", (i, 1), f"{fields[i].name}.end", "us", "event_time") for i in chosen]
 
@@ -138,7 +128,7 @@ def find_time_columns(kind: OperatorKind, schemas: dict[str, StoreSchema]) -> li
     out: list[TimeColumn] = []
     for store, schema in schemas.items():
         if kind in (OperatorKind.FLAT_MAP_GROUPS_WITH_STATE, OperatorKind.APPLY_IN_PANDAS_WITH_STATE):
-            names = _names(schema.value_schema)
+            names = _names(schema.value_fields)
             if names and names[-1] == "timeoutTimestamp":
                 out.append(TimeColumn(store, "value", (len(names) - 1,), "timeoutTimestamp", "ms", "timeout"))
             continue
@@ -146,22 +136,22 @@ def find_time_columns(kind: OperatorKind, schemas: dict[str, StoreSchema]) -> li
             out.append(TimeColumn(store, "value", (0,), "expiresAtMicros", "us", "event_time"))
             continue
         if kind == OperatorKind.SESSION_WINDOW:
-            out.extend(_session_end_in(schema.value_schema, store))
+            out.extend(_session_end_in(schema.value_fields, store))
             continue
-        out.extend(_event_time_in(schema.key_schema, store, "key"))
+        out.extend(_event_time_in(schema.key_fields, store, "key"))
         if kind == OperatorKind.JOIN:
-            out.extend(_event_time_in(schema.value_schema, store, "value"))
+            out.extend(_event_time_in(schema.value_fields, store, "value"))
     return out
 
 
-def fmgws_v1_long_fields(kind: OperatorKind, value_schema: StructType | None) -> frozenset[int]:
+def fmgws_v1_long_fields(kind: OperatorKind, schema: StoreSchema | None) -> frozenset[int]:
     """Value positions declared ``integer`` but stored as int64 (FMGWS state format v1 timeout, §7.3)."""
-    if value_schema is None or kind not in (
+    if schema is None or kind not in (
         OperatorKind.FLAT_MAP_GROUPS_WITH_STATE,
         OperatorKind.APPLY_IN_PANDAS_WITH_STATE,
     ):
         return frozenset()
-    fields = value_schema.fields
-    if fields and fields[-1].name == "timeoutTimestamp" and fields[-1].dataType.typeName() == "integer":
+    fields = schema.value_fields
+    if fields and fields[-1].name == "timeoutTimestamp" and fields[-1].type_name == "integer":
         return frozenset({len(fields) - 1})
     return frozenset()

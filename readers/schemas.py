@@ -19,15 +19,17 @@ bytes before a declared length or count is satisfied raises :class:`~readers.err
 (at the offset of the field that could not be read); impossible values (negative counts, bad modified
 UTF-8, bad JSON, JSON that is not a schema) raise :class:`~readers.errors.CorruptFileError`.
 
-Schema JSON is turned into ``pyspark.sql.types.StructType`` with ``StructType.fromJson`` after two
-rewrites: Spark 2.x's ``"null"`` type name becomes ``"void"``, and user-defined types are replaced by
-their ``sqlType`` (what their bytes are stored as; this also avoids importing the ``pyClass`` a file
-names).
+Schema JSON is checked and kept as text after two rewrites: Spark 2.x's ``"null"`` type name becomes
+``"void"``, and user-defined types are replaced by their ``sqlType`` (what their bytes are stored as; this
+also avoids importing the ``pyClass`` a file names). It becomes a ``pyspark.sql.types.StructType``
+(``StructType.fromJson``) when something decodes rows (:class:`~readers.model.StoreSchema`); types other
+than the common ones are checked by that parser as the file is read (:func:`struct_json`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ __all__ = [
     "parse_schema_file",
     "parse_schema_v3",
     "parse_schema_v3_entries",
+    "struct_json",
     "struct_type_from_json",
 ]
 
@@ -217,6 +220,131 @@ def _rewrite_type(node: Any) -> Any:
     return node
 
 
+def _checked_struct(text: str, path: str | None, offset: int | None) -> dict[str, Any]:
+    """The JSON value of a struct type's text, with :func:`_rewrite_type`'s rewrites; bad JSON, or JSON
+    that is not a struct type, raises :class:`~readers.errors.CorruptFileError`."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CorruptFileError(f"bad schema JSON: {err.msg} (at character {err.pos})", path, offset) from err
+    except RecursionError as err:
+        raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        raise CorruptFileError(f"bad schema JSON: {err}", path, offset) from err
+    if (
+        not isinstance(value, dict)
+        or value.get("type") != "struct"
+        or not isinstance(value.get("fields"), list)
+    ):
+        raise CorruptFileError(
+            'schema JSON is not a struct type {"type":"struct","fields":[...]}', path, offset
+        )
+    try:
+        rewritten: dict[str, Any] = _rewrite_type(value)
+    except ValueError as err:
+        raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path, offset) from err
+    except RecursionError as err:
+        raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
+    return rewritten
+
+
+def _pyspark_struct(value: dict[str, Any], path: str | None, offset: int | None) -> StructType:
+    from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
+
+    try:
+        return StructType.fromJson(value)
+    except RecursionError as err:
+        raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
+    except Exception as err:  # pyspark raises PySparkValueError, KeyError, TypeError... on bad schemas
+        raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path, offset) from err
+
+
+#: Type names taken without asking pyspark: those Spark writes for its common types. Any other
+#: spelling (char/varchar, collations, variant, geometry, ...) is checked by pyspark's own parser.
+_PLAIN_TYPES = frozenset(
+    {
+        "string",
+        "binary",
+        "boolean",
+        "byte",
+        "short",
+        "integer",
+        "long",
+        "float",
+        "double",
+        "date",
+        "timestamp",
+        "timestamp_ntz",
+        "void",
+        "decimal",
+        "interval",
+    }
+)
+#: Spellings with arguments pyspark parses for every value these allow (it matches the same patterns).
+_PLAIN_PATTERNS = re.compile(
+    r"decimal\(\d+,-?\d+\)"
+    r"|interval (day|hour|minute|second)( to (day|hour|minute|second))?"
+    r"|interval (year|month)( to (year|month))?"
+)
+
+
+def _plain_type(node: Any) -> bool:
+    """Whether pyspark parses this type JSON for sure: plain names, and structs, arrays and maps of
+    them with every key pyspark reads present (pyspark is asked about anything else)."""
+    if isinstance(node, str):
+        return node in _PLAIN_TYPES or _PLAIN_PATTERNS.fullmatch(node) is not None
+    if not isinstance(node, dict):
+        return False
+    kind = node.get("type")
+    if kind == "struct":
+        return _plain_struct(node)
+    if kind == "array":
+        return isinstance(node.get("containsNull"), bool) and _plain_type(node.get("elementType"))
+    if kind == "map":
+        return (
+            isinstance(node.get("valueContainsNull"), bool)
+            and _plain_type(node.get("keyType"))
+            and _plain_type(node.get("valueType"))
+        )
+    return False
+
+
+def _plain_struct(node: dict[str, Any]) -> bool:
+    fields = node.get("fields")
+    if not isinstance(fields, list):
+        return False
+    for f in fields:
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+            return False
+        meta = f.get("metadata", {})
+        if not isinstance(meta, dict) or any(k.startswith("__") for k in meta):  # e.g. __COLLATIONS
+            return False
+        if not isinstance(f.get("nullable", True), bool) or not _plain_type(f.get("type")):
+            return False
+    return True
+
+
+def struct_json(text: str, path: str | None = None, offset: int | None = None) -> str:
+    """Check a ``StructType.json`` string as :func:`struct_type_from_json` does and give it back with
+    its rewrites, as :class:`~readers.model.StoreSchema` holds it: without importing pyspark (~45 ms)
+    when every type in it is one Spark commonly writes (its JSON is then sure to parse), else with
+    pyspark's parser.
+
+    Raises
+    ------
+    CorruptFileError
+        As :func:`struct_type_from_json`.
+    """
+    value = _checked_struct(text, path, offset)
+    try:
+        plain = _plain_struct(value)
+    except RecursionError:
+        plain = False
+    if not plain:
+        _pyspark_struct(value, path, offset)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)  # as pyspark's StructType.json()
+
+
 def struct_type_from_json(text: str, path: str | None = None, offset: int | None = None) -> StructType:
     """Parse a ``StructType.json`` string into a pyspark ``StructType``.
 
@@ -239,36 +367,7 @@ def struct_type_from_json(text: str, path: str | None = None, offset: int | None
     CorruptFileError
         Bad JSON, or JSON that is not a struct type pyspark can parse.
     """
-    from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
-
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CorruptFileError(f"bad schema JSON: {err.msg} (at character {err.pos})", path, offset) from err
-    except RecursionError as err:
-        raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
-    except ValueError as err:  # e.g. an integer of more than 4300 digits
-        raise CorruptFileError(f"bad schema JSON: {err}", path, offset) from err
-    if (
-        not isinstance(value, dict)
-        or value.get("type") != "struct"
-        or not isinstance(value.get("fields"), list)
-    ):
-        raise CorruptFileError(
-            'schema JSON is not a struct type {"type":"struct","fields":[...]}', path, offset
-        )
-    try:
-        rewritten = _rewrite_type(value)
-    except ValueError as err:
-        raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path, offset) from err
-    except RecursionError as err:
-        raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
-    try:
-        return StructType.fromJson(rewritten)
-    except RecursionError as err:
-        raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
-    except Exception as err:  # pyspark raises PySparkValueError, KeyError, TypeError... on bad schemas
-        raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path, offset) from err
+    return _pyspark_struct(_checked_struct(text, path, offset), path, offset)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -295,8 +394,8 @@ def _read_v1(cur: _Cursor) -> tuple[ColumnFamilySchema, ...]:
     value_off = cur.pos
     value_json = cur.utf("the value schema")
     schema = StoreSchema(
-        key_schema=struct_type_from_json(key_json, cur.path, key_off),
-        value_schema=struct_type_from_json(value_json, cur.path, value_off),
+        key_json=struct_json(key_json, cur.path, key_off),
+        value_json=struct_json(value_json, cur.path, value_off),
         schema_version=1,
         path=cur.path,
     )
@@ -307,8 +406,8 @@ def _read_v2(cur: _Cursor) -> tuple[ColumnFamilySchema, ...]:
     key_json, key_off = cur.chunked_utf("the key schema")
     value_json, value_off = cur.chunked_utf("the value schema")
     schema = StoreSchema(
-        key_schema=struct_type_from_json(key_json, cur.path, key_off),
-        value_schema=struct_type_from_json(value_json, cur.path, value_off),
+        key_json=struct_json(key_json, cur.path, key_off),
+        value_json=struct_json(value_json, cur.path, value_off),
         schema_version=2,
         path=cur.path,
     )
@@ -324,8 +423,8 @@ def _read_v3_family(cur: _Cursor, with_ids: bool) -> ColumnFamilySchema:
     value_json, value_off = cur.chunked_utf(f"the value schema of {what}")
     spec_json, spec_off = cur.chunked_utf(f"the key encoder spec of {what}")
     user_json, user_off = cur.chunked_utf(f"the user key schema of {what}")
-    key_schema = struct_type_from_json(key_json, cur.path, key_off)
-    value_schema = struct_type_from_json(value_json, cur.path, value_off)
+    key_text = struct_json(key_json, cur.path, key_off)
+    value_text = struct_json(value_json, cur.path, value_off)
     try:
         spec = json.loads(spec_json)
     except json.JSONDecodeError as err:
@@ -335,7 +434,7 @@ def _read_v3_family(cur: _Cursor, with_ids: bool) -> ColumnFamilySchema:
     if not isinstance(spec, dict) or not isinstance(spec.get("keyStateEncoderType"), str):
         raise CorruptFileError(f"key encoder spec of {what} has no 'keyStateEncoderType'", cur.path, spec_off)
     # Spark reads the user key schema with Try(StructType.fromString(..)).toOption: "{    }" means none.
-    user_key_schema = None
+    user_key_text = None
     try:
         user_value = json.loads(user_json)
     except json.JSONDecodeError as err:
@@ -343,14 +442,14 @@ def _read_v3_family(cur: _Cursor, with_ids: bool) -> ColumnFamilySchema:
     except (RecursionError, ValueError) as err:  # nested too deeply, a 4300-digit integer
         raise CorruptFileError(f"bad user key schema JSON of {what}: {err}", cur.path, user_off) from err
     if isinstance(user_value, dict) and user_value.get("type") == "struct":
-        user_key_schema = struct_type_from_json(user_json, cur.path, user_off)
+        user_key_text = struct_json(user_json, cur.path, user_off)
     schema = StoreSchema(
-        key_schema=key_schema,
-        value_schema=value_schema,
+        key_json=key_text,
+        value_json=value_text,
         schema_version=3,
         path=cur.path,
         key_encoder=spec,
-        user_key_schema=user_key_schema,
+        user_key_json=user_key_text,
     )
     return ColumnFamilySchema(name, schema, key_id, value_id)
 

@@ -193,8 +193,9 @@ def test_growth_json_equals_spark_counts(
 
 #: Libraries a command reading state natively never needs: the compiled walks' numba (until a process
 #: has walked ``records.PYTHON_WALK_BYTES`` of variable-width records), pandas, DuckDB (SQL only), Qt;
-#: on a local checkpoint fsspec and asyncio (URLs only) and crc32c (row checksums only) are not needed.
-HEAVY_MODULES = ("numba", "pandas", "duckdb", "PySide6", "fsspec", "asyncio", "crc32c")
+#: on a local checkpoint fsspec and asyncio (URLs only) and crc32c (row checksums only) are not needed;
+#: pyspark (its types, ~45 ms) only where rows are decoded, not to count them or to describe a store.
+HEAVY_MODULES = ("numba", "pandas", "duckdb", "PySide6", "fsspec", "asyncio", "crc32c", "pyspark")
 
 
 @pytest.mark.parametrize(

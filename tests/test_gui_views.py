@@ -494,7 +494,7 @@ def test_schema_changes_between_files() -> None:
     from statelens.readers.model import StoreSchema
 
     key = T.StructType([T.StructField("user", T.StringType())])
-    old = StoreSchema(
+    old = StoreSchema.from_types(
         key,
         T.StructType(
             [
@@ -506,7 +506,7 @@ def test_schema_changes_between_files() -> None:
         3,
         "a",
     )
-    new = StoreSchema(
+    new = StoreSchema.from_types(
         key,
         T.StructType(
             [

@@ -32,7 +32,9 @@ WINDOW_META = {"spark.timeWindow": True, "spark.watermarkDelayMs": 10000}
 
 
 def _schemas(key: list[StructField], value: list[StructField]) -> dict[str, StoreSchema]:
-    return {"default": StoreSchema(StructType(key), StructType(value), 2, "state/0/0/_metadata/schema")}
+    return {
+        "default": StoreSchema.from_types(StructType(key), StructType(value), 2, "state/0/0/_metadata/schema")
+    }
 
 
 def _session_window_schemas(*, metadata: bool = True, session_first: bool = True) -> dict[str, StoreSchema]:

@@ -299,6 +299,57 @@ def test_real_v2_aggregation():
     ]
 
 
+def _real_struct_jsons() -> list[str]:
+    """Struct type JSON of real schema files of generated checkpoints (tests/fuzz/schemas.json)."""
+    from pathlib import Path
+
+    entries = json.loads((Path(__file__).parent / "fuzz" / "schemas.json").read_text())
+    return [e["json"] for e in entries]
+
+
+def test_kept_schema_text_is_pyspark_spelling_and_outline_matches_pyspark() -> None:
+    """A schema is kept as text and made into pyspark types on first use: the text is the one pyspark's
+    ``StructType.json()`` writes for the same file, and the outline (names, type names, metadata) the
+    one its fields give, for every real schema of the corpus (decimals, intervals, maps, nested structs,
+    watermark metadata)."""
+    texts = _real_struct_jsons()
+    assert len(texts) >= 10
+    for text in texts:
+        theirs = schemas.struct_type_from_json(text)
+        assert schemas.struct_json(text) == theirs.json()
+        kept = StoreSchema(schemas.struct_json(text), schemas.struct_json(text), 2, "f")
+        assert kept.key_schema == theirs
+        for ours, field in zip(kept.key_fields, theirs.fields, strict=True):
+            kind = field.dataType.typeName()
+            assert ours.name == field.name
+            assert ours.metadata == (field.metadata or {})
+            assert ours.type_name == (
+                kind if kind in ("struct", "array", "map") else field.dataType.jsonValue()
+            )
+            if kind == "struct":
+                assert ours.names == [f.name for f in field.dataType.fields]
+
+
+def test_common_types_are_read_without_pyspark_others_with_it() -> None:
+    """Opening a schema of common types imports no pyspark (a fresh process); a type only pyspark
+    knows how to check (``varchar(5)``) is checked by it, and an unknown one refused by it."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from statelens.readers import schemas\n"
+        f"s = schemas.parse_schema_file(bytes.fromhex({REAL_SCHEMA_V2_AGG.hex()!r}), 'f')\n"
+        "assert [f.type_name for f in s.value_fields] == ['long', 'long', 'timestamp']\n"
+        "print('pyspark' in sys.modules)\n"
+        'schemas.struct_json(\'{"type":"struct","fields":[{"name":"v","type":"varchar(5)"}]}\')\n'
+        "print('pyspark' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
+    with pytest.raises(CorruptFileError, match="not a valid Spark schema"):
+        schemas.struct_json('{"type":"struct","fields":[{"name":"v","type":"varchar(x)"}]}', "f", 7)
+
+
 def test_real_v2_surrogate_pair_field_name():
     s = schemas.parse_schema_file(REAL_SCHEMA_V2_SURROGATES, "schema")
     assert [f.name for f in s.key_schema.fields] == ["k\x00é😀x"]

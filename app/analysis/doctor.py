@@ -337,7 +337,7 @@ class _Doctor:
                             store_name=st.store_name,
                         )
                         continue
-                    found[path] = (parsed.key_schema.json(), parsed.value_schema.json())
+                    found[path] = (parsed.key_json, parsed.value_json)
                 if len(set(found.values())) > 1:
                     first = next(iter(found.values()))
                     odd = [p for p, s in found.items() if s != first]

@@ -69,8 +69,8 @@ def info_json(ckpt: Any) -> dict[str, Any]:
                     "partition_ids": list(s.partitions),
                     "versions": list(s.versions),
                     "codec": s.codec,
-                    "key_schema": json.loads(s.key_schema.json()) if s.key_schema is not None else None,
-                    "value_schema": json.loads(s.value_schema.json()) if s.value_schema is not None else None,
+                    "key_schema": json.loads(s.schema.key_json) if s.schema is not None else None,
+                    "value_schema": json.loads(s.schema.value_json) if s.schema is not None else None,
                 }
             )
         variables = [

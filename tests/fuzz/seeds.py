@@ -199,6 +199,9 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if type(value).__name__ == "StoreSchema":  # held as JSON text: compared as the pyspark types it makes
+        names = ("key_schema", "value_schema", "schema_version", "path", "key_encoder", "user_key_schema")
+        return {"StoreSchema": {name: _plain(getattr(value, name)) for name in names}}
     if is_dataclass(value) and not isinstance(value, type):
         return {type(value).__name__: {f.name: _plain(getattr(value, f.name)) for f in fields(value)}}
     if hasattr(value, "json") and callable(value.json):  # StructType and other schema types

@@ -350,7 +350,7 @@ def cf_families() -> tuple[Any, ...]:
 
     out = []
     for entry in json.loads((HERE / "cf_families.json").read_text()):
-        schema = StoreSchema(
+        schema = StoreSchema.from_types(
             key_schema=schemas.struct_type_from_json(entry["key_schema"]),
             value_schema=schemas.struct_type_from_json(entry["value_schema"]),
             schema_version=3,
