@@ -29,7 +29,8 @@ and :meth:`CheckpointFS.read_bytes` takes them in the order the replay needs. S3
 one ``GetObject`` carrying the listed ETag (``If-Match``), never a ``HeadObject`` first; a file
 rewritten since the listing (another ETag, or another size) raises
 :class:`~readers.errors.FileChangedError` naming it. Files read from remote storage are kept in the
-local mirror (:mod:`readers.mirror`) and read from there while their listed size and ETag are unchanged.
+local mirror (:mod:`readers.mirror`) and read from there while their listed size and ETag are unchanged;
+with the mirror off, an open keeps up to :data:`KEEP_BYTES` of them in memory for its second reads.
 The local disk keeps its own fast path: one ``os.scandir`` walk and plain ``open``/``read``, nothing
 read ahead or mirrored.
 """
@@ -82,6 +83,13 @@ READ_AHEAD_BYTES = max(1, int(os.environ.get("STATELENS_READ_AHEAD_BYTES", "0") 
 
 #: How often a waiting read or backoff looks at its ``cancelled`` callable (seconds).
 POLL_S = 0.05
+
+#: Bytes of remote files one open keeps in memory when the mirror is off (``--no-cache``), so that a
+#: second pass over the same files in one command or app session (the verdicts' check of every file,
+#: then growth) does not fetch them again. Files read once it is full are not kept: passes go through
+#: the files in the same order, so the first ones kept are the ones read first again (dropping the
+#: oldest would leave a second pass nothing). ``$STATELENS_KEEP_BYTES`` overrides.
+KEEP_BYTES = max(1, int(os.environ.get("STATELENS_KEEP_BYTES", "0") or 0) or 512 << 20)
 
 #: ``errno`` values of failures worth another try (s3fs maps 500 to EREMOTEIO, 503/SlowDown to EBUSY).
 _TRANSIENT_ERRNOS = frozenset(
@@ -394,6 +402,30 @@ def _local_find(root: str) -> dict[str, FileEntry]:
     return found
 
 
+class _KeptFiles:
+    """Remote files' bytes kept in memory by relative path, the first ``max_bytes`` of them read (see
+    :data:`KEEP_BYTES`): the mirror's stand-in for one open when the mirror is off. The bytes are those
+    of the listed file (its size checked when fetched)."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.held = 0
+        self._files: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, path: str) -> bool:
+        return path in self._files
+
+    def get(self, path: str) -> bytes | None:
+        return self._files.get(path)
+
+    def put(self, path: str, data: bytes) -> None:
+        with self._lock:
+            if path not in self._files and self.held + len(data) <= self.max_bytes:
+                self._files[path] = data
+                self.held += len(data)
+
+
 def _local_read(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
@@ -445,12 +477,16 @@ class CheckpointFS:
         Where files read from remote storage are kept on the local disk and read again
         (:mod:`readers.mirror`): True (default) for the user's cache folder unless ``$STATELENS_MIRROR``
         is ``0``, False or None for none. Local checkpoints are never mirrored.
+    keep_bytes : int, optional
+        Without a mirror, remote files read are kept in memory up to this many bytes for reading again
+        (default :data:`KEEP_BYTES`; 0 keeps none, for a copy that reads each file once).
 
     Attributes
     ----------
     stats : dict
         ``requests`` (storage calls made), ``retries`` and ``failures`` (files given up on),
-        ``mirrored`` (files served by the mirror), since opening; for reports and tests.
+        ``mirrored`` (files served by the mirror), ``kept`` (files read again from memory, without a
+        mirror: :data:`KEEP_BYTES`), since opening; for reports and tests.
     fetched : collections.Counter
         Remote files read from the storage (not the mirror), by relative path.
 
@@ -472,6 +508,7 @@ class CheckpointFS:
         retry: RetryPolicy | None = None,
         cancelled: Cancelled = None,
         mirror: FileMirror | bool | None = True,
+        keep_bytes: int | None = None,
     ):
         if "://" not in url:
             url = os.path.abspath(os.path.expanduser(url))
@@ -484,7 +521,7 @@ class CheckpointFS:
         self._protocol = self._fs.protocol if isinstance(self._fs.protocol, str) else self._fs.protocol[0]
         self._lock = threading.RLock()  # reentrant: a read ahead that is done at once calls back into it
         self._rng = random.Random()
-        self.stats = {"requests": 0, "retries": 0, "failures": 0, "mirrored": 0}
+        self.stats = {"requests": 0, "retries": 0, "failures": 0, "mirrored": 0, "kept": 0}
         self.fetched: Counter[str] = Counter()
         self._entries: dict[str, FileEntry] = {}
         self._children: dict[str, list[FileEntry]] = {}
@@ -500,6 +537,9 @@ class CheckpointFS:
                 self.mirror = FileMirror() if mirror_enabled() else None
             else:
                 self.mirror = mirror
+        #: remote files read in this open, kept in memory when there is no mirror
+        keep = KEEP_BYTES if keep_bytes is None else keep_bytes
+        self._kept = _KeptFiles(keep) if keep > 0 and not self.is_local and self.mirror is None else None
         # reads ahead (remote storage): paths not started yet, in order; started ones by path (done or
         # in flight, until a reader takes them); bytes they hold by listed size; a stop event per round
         self._ahead_queue: deque[str] = deque()
@@ -772,6 +812,10 @@ class CheckpointFS:
             data = self.mirror.get(self._display_root, self._entries[path])
             if data is not None:
                 self._count("mirrored")
+        if data is None and self._kept is not None:
+            data = self._kept.get(path)
+            if data is not None:
+                self._count("kept")
         if data is None:
             data = self._fetch(path, stop)
         return data
@@ -796,6 +840,8 @@ class CheckpointFS:
             )
         if self.mirror is not None:
             self.mirror.put(self._display_root, entry, data)
+        elif self._kept is not None:
+            self._kept.put(path, data)
         return data
 
     # -- reading ahead (remote storage) --------------------------------------------------------------
@@ -826,6 +872,8 @@ class CheckpointFS:
                     continue
                 if self.mirror is not None and self.mirror.has(self._display_root, entry):
                     self._ahead_mirrored.add(p)
+                    continue
+                if self._kept is not None and p in self._kept:
                     continue
                 self._ahead_queue.append(p)
                 self._ahead_queued.add(p)

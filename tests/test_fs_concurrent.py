@@ -155,12 +155,18 @@ def test_files_answered_out_of_order_still_replay_in_order(
         (["sql", "SELECT count(*) FROM state", "--no-cache"], False),
         (["doctor", "--json"], False),
         # growth, then the heaviest keys at the latest version: two passes over the files, the second
-        # served by the mirror (with --no-cache it reads them twice)
+        # served by the mirror, or without it (--no-cache) by the files the open keeps in memory
         (["growth", "--json", "--top-keys", "2"], True),
+        (["growth", "--json", "--top-keys", "2", "--no-cache"], False),
         # the verdicts (the app's overview): the check of every file, then growth over the same files
         (["summary", "--json"], True),
+        (["summary", "--json", "--no-cache"], False),
     ],
-    ids=lambda c: " ".join(c[:2]) if isinstance(c, list) else ("mirror" if c else "no mirror"),
+    ids=lambda c: (
+        " ".join(c[:2]) + " --no-cache" * ("--no-cache" in c)
+        if isinstance(c, list)
+        else ("mirror" if c else "no mirror")
+    ),
 )
 def test_no_state_file_is_read_twice_in_one_command(
     command: list[str],
@@ -192,6 +198,39 @@ def test_no_state_file_is_read_twice_in_one_command(
         local_code = main([command[0], str(local_checkpoint), *command[1:]])
         assert local_code == code
         assert json.loads(out) == json.loads(capsys.readouterr()[0])
+
+
+def test_without_a_mirror_files_are_kept_in_memory_up_to_a_budget(
+    uploaded: str, proxy: FaultProxy, local_checkpoint: Path
+) -> None:
+    """Without the mirror an open keeps the files it read in memory for a second pass (no second
+    ``GET``); beyond its budget the files read first stay kept and the others are fetched again, with
+    the same answer; ``keep_bytes=0`` (a copy) keeps nothing."""
+    ckpt = open_checkpoint(uploaded, storage_options=options(proxy.url), mirror=False)
+    files = ckpt.store_reader(0).files()
+    paths = [sf.path for sf in files]
+    first = ckpt.fs.read_many(paths)
+    second = ckpt.fs.read_many(paths)
+    assert second == first and all(isinstance(b, bytes) for b in first.values())
+    assert max(state_gets(proxy).values()) == 1 and ckpt.fs.stats["kept"] == len(paths)
+    sizes = {p: len(b) for p, b in first.items()}  # type: ignore[arg-type]
+    budget = sum(sizes.values()) // 2
+    small = CheckpointFS(uploaded, options(proxy.url), mirror=False, keep_bytes=budget)
+    proxy.requests.clear()
+    assert [small.read_bytes(p) for p in paths] == [first[p] for p in paths]
+    assert [small.read_bytes(p) for p in paths] == [first[p] for p in paths]
+    again = state_gets(proxy)
+    kept = [p for p in paths if again[p] == 1]
+    assert 0 < small.stats["kept"] == len(kept) < len(paths) and max(again.values()) == 2
+    fits, held = [], 0
+    for p in paths:  # kept in the order read while they fit in what is left of the budget
+        if held + sizes[p] <= budget:
+            fits.append(p)
+            held += sizes[p]
+    assert kept == fits
+    assert small._kept is not None and small._kept.held == sum(sizes[p] for p in kept) <= budget
+    copy = CheckpointFS(uploaded, options(proxy.url), mirror=False, keep_bytes=0)
+    assert copy._kept is None
 
 
 def test_the_check_of_every_file_has_a_partition_s_files_in_flight_together(

@@ -623,7 +623,7 @@ def cmd_cache(args: argparse.Namespace, out: IO[str]) -> int:
 def cmd_mirror(args: argparse.Namespace, out: IO[str]) -> int:
     bar = _Progress()
     try:
-        fs = CheckpointFS(args.checkpoint, getattr(args, "storage_options", None), mirror=False)
+        fs = CheckpointFS(args.checkpoint, getattr(args, "storage_options", None), mirror=False, keep_bytes=0)
         result = run_to_end(iter_copy_checkpoint(fs, args.target), bar)
     finally:
         bar.close()
