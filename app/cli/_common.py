@@ -67,9 +67,9 @@ def no_cache(args: argparse.Namespace) -> bool:
 
 
 NO_CACHE_HELP = (
-    "read and decode afresh, keep nothing: neither the local mirror of files read from remote storage "
-    "nor decoded state (default: both are kept under the user's cache folder, $STATELENS_CACHE_DIR, and "
-    "reused while the files are unchanged)"
+    "read and decode afresh, keep nothing on disk: neither the local mirror of files read from remote "
+    "storage nor decoded state (default: both are kept under the user's cache folder, $STATELENS_CACHE_DIR, "
+    "and reused while the files are unchanged); remote files read are kept in memory for the command only"
 )
 
 
