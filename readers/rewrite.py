@@ -286,7 +286,11 @@ def zip_removal_files(reader: Any, partition_id: int, version: int, keys: Iterab
                 )
             options.create_if_missing(False)
             options.set_disable_auto_compactions(True)
-            db = rocksdict.Rdict(db_dir, options=options)
+            # The column family's own options (from the OPTIONS file) decide its compactions: without
+            # them the flush of the deletions could start one, which rewrites or drops existing SSTs.
+            for family in families.values():
+                family.set_disable_auto_compactions(True)
+            db = rocksdict.Rdict(db_dir, options=options, column_families=families)
         except CorruptFileError:
             raise
         except Exception as err:  # noqa: BLE001 - rocksdict raises plain Exception with RocksDB's status text
