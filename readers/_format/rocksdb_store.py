@@ -72,7 +72,7 @@ from statelens.readers._format.store_base import (
     VersionRows,
     file_groups,
 )
-from statelens.readers.arrow_values import binary_array, key_ids
+from statelens.readers.arrow_values import binary_array, key_ids, numbers
 from statelens.readers.errors import (
     BackendUnavailableError,
     BadMagicError,
@@ -1326,7 +1326,7 @@ class RocksDBStoreReader(StoreReaderBase):
         buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
         zip_rows = last[kept]
         if len(zip_rows):
-            order = pc.sort_indices(binary_array(buf, kstart[zip_rows], klen[zip_rows])).to_numpy()
+            order = numbers(pc.sort_indices(binary_array(buf, kstart[zip_rows], klen[zip_rows])))
             zip_rows = zip_rows[order]
         later_ids = np.flatnonzero(later)
         rows = np.concatenate([zip_rows, last[later_ids[np.argsort(first_put[later_ids], kind="stable")]]])

@@ -16,7 +16,7 @@ import numpy as np
 
 from statelens.readers._format.records import RecordIndex, fixed_width_index, gather_bytes
 from statelens.readers._format.unsaferow import RowLayout, compile_layout, decode_rows
-from statelens.readers.arrow_values import binary_array, key_ids
+from statelens.readers.arrow_values import binary_array, key_ids, numpy_array
 from statelens.readers.errors import (
     BackendUnavailableError,
     MissingFileError,
@@ -712,7 +712,7 @@ class StoreReaderBase:
         import pyarrow as pa  # deferred: pyarrow (heavy)
 
         _, _, empty = self._arrow_types(unique_names, False)
-        part = pa.array(np.full(len(keys), partition_id, dtype=np.int32))
+        part = numpy_array(np.full(len(keys), partition_id, dtype=np.int32))
         fields = [empty.schema.field(0)] + [
             f if f.type == c.type else f.with_type(c.type)
             for f, c in zip(list(empty.schema)[1:], (keys, values), strict=True)
