@@ -28,7 +28,16 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import DataType
 
-__all__ = ["ArrowStateRows", "binary_array", "fixed_binary_array", "key_ids", "numbers", "values_converter"]
+__all__ = [
+    "ArrowStateRows",
+    "binary_array",
+    "fixed_binary_array",
+    "key_ids",
+    "numbers",
+    "numpy_array",
+    "validity_buffer",
+    "values_converter",
+]
 
 _Conv = Callable[[Any], list[Any]]
 
@@ -320,6 +329,36 @@ def key_ids(pieces: Sequence[Any]) -> Any:
     if not out:
         return np.zeros(0, dtype=np.int32)
     return out[0] if len(out) == 1 else np.concatenate(out)
+
+
+def numpy_array(values: Any, mask: Any = None) -> Any:
+    """A 1-D numpy array of booleans or numbers as an Arrow array: what ``pa.array(values, mask=mask)``
+    makes (numbers without a copy; ``mask`` marks nulls), built from buffers, because ``pa.array`` looks
+    for pandas objects first and so imports pandas (~0.3 s) on first use, which decoding state does not
+    need. Other arrays (byte-swapped, strided, objects) do go through ``pa.array``."""
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+
+    values = np.asarray(values)
+    if values.ndim != 1 or not values.dtype.isnative or values.dtype.kind not in "biuf":
+        return pa.array(values, mask=mask)
+    n = len(values)
+    validity = None if mask is None else validity_buffer(mask)
+    nulls = 0 if mask is None else int(np.count_nonzero(mask))
+    if values.dtype.kind == "b":
+        return pa.Array.from_buffers(
+            pa.bool_(), n, [validity, pa.py_buffer(np.packbits(values, bitorder="little"))], null_count=nulls
+        )
+    data = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(
+        pa.from_numpy_dtype(data.dtype), n, [validity, pa.py_buffer(data)], null_count=nulls
+    )
+
+
+def validity_buffer(mask: Any) -> Any:
+    """The Arrow validity bitmap of the null mask ``mask`` (True where null)."""
+    import pyarrow as pa  # deferred: pyarrow (heavy)
+
+    return pa.py_buffer(np.packbits(~np.asarray(mask, dtype=np.bool_), bitorder="little"))
 
 
 def _binary(n: int, offsets: Any, data: Any) -> Any:

@@ -520,7 +520,12 @@ def to_arrow_array(values: Sequence[Any], data_type: DataType, *, unique_names: 
     """
     import pyarrow as pa  # deferred: pyarrow (heavy)
 
-    return pa.array(values, type=to_arrow_type(data_type, unique_names=unique_names))
+    arrow_type = to_arrow_type(data_type, unique_names=unique_names)
+    if not len(values):
+        # the same empty array: Arrow converting a Python sequence imports pandas (~0.3 s) on first use,
+        # which a store's empty table (its schema, made before any row is decoded) does not need
+        return pa.nulls(0, arrow_type)
+    return pa.array(values, type=arrow_type)
 
 
 def rows_to_arrow(

@@ -105,3 +105,90 @@ def test_arrow_table_shows_sorts_and_filters_as_python_rows(scenario: str, check
     assert orders > 0
     if scenario == "agg_many_partitions":  # text and integer columns only
         assert searched > 0
+
+
+#: What the probe below runs in a fresh process: every store's latest version decoded as the browser
+#: decodes a big one (into the cache, paged by DuckDB, its first page asked for); rows counted and
+#: whether pandas was imported, as JSON.
+_PAGED_PROBE = """
+import json, sys
+from statelens.app.analysis._common import run_to_end
+from statelens.app.session import iter_state_table
+from statelens.readers.cache import StateCache
+from statelens.readers.checkpoint import open_checkpoint
+ckpt = open_checkpoint(sys.argv[1])
+rows = {}
+for op in ckpt.operators:
+    for store in op.stores:
+        if store.schema is None or not store.versions:
+            continue
+        reader = ckpt.store_reader(op.operator_id, store.store_name)
+        table = run_to_end(iter_state_table(reader, store.versions[-1], cache=StateCache(sys.argv[2]), paged_over=0))
+        if table.query is not None:
+            table.query.first_page(-1, True, "", 10)
+            table.query.close()
+        rows[f"{op.operator_id}/{store.store_name}"] = table.total_rows
+print(json.dumps({"rows": rows, "pandas": "pandas" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("scenario", ["window_agg_watermark", "join", "rocks_agg_changelog"])
+def test_the_browser_decodes_a_version_without_pandas(scenario: str, checkpoint: Any, tmp_path: Any) -> None:
+    """Decoding a version for the browser (columns straight to Arrow: numbers, strings, timestamps,
+    nested structs; a join's four stores; a RocksDB store from its changelogs), writing it to the cache
+    and paging it with DuckDB imports no pandas (~0.3 s on the way to the browser's first page): Arrow's
+    ``pa.array`` looks for pandas objects, so numpy columns are handed over as buffers. Every row is
+    there. (Arrays and maps, decoded per value and converted by Arrow from Python lists, still import
+    it.)"""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = checkpoint(scenario) / "checkpoint"
+    out = subprocess.run(
+        [sys.executable, "-c", _PAGED_PROBE, str(root), str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ),
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    ckpt = open_checkpoint(str(root))
+    want = {}
+    for op in ckpt.operators:
+        for store in op.stores:
+            if store.schema is None or not store.versions:
+                continue
+            reader = ckpt.store_reader(op.operator_id, store.store_name)
+            v = store.versions[-1]
+            want[f"{op.operator_id}/{store.store_name}"] = sum(
+                len(reader.read_rows(p, v))
+                for p in reader.partition_ids()
+                if v in reader.versions(p) or v == 0
+            )
+    assert got["rows"] == want and sum(want.values()) > 0
+    assert got["pandas"] is False
+
+
+def test_numpy_columns_become_the_arrow_arrays_pa_array_makes() -> None:
+    """:func:`readers.arrow_values.numpy_array` (buffers, no pandas) gives what ``pa.array(values,
+    mask=mask)`` gives, for every fixed-width dtype the decoder gathers, with and without nulls, at
+    lengths around a validity byte, and for strided input."""
+    import numpy as np
+    import pyarrow as pa
+
+    from statelens.readers.arrow_values import numpy_array
+
+    rng = np.random.default_rng(7)
+    for dtype in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "?"):
+        for n in (0, 1, 7, 8, 9, 1000):
+            values = rng.integers(0, 100, n) > 50 if dtype == "?" else rng.integers(-50, 100, n).astype(dtype)
+            for mask in (None, rng.integers(0, 2, n).astype(bool), np.zeros(n, dtype=bool)):
+                got = numpy_array(values, mask)
+                got.validate(full=True)
+                want = pa.array(values, mask=mask)
+                assert got.type == want.type and got.equals(want) and got.null_count == want.null_count
+        strided = np.arange(20).astype(dtype)[::2]
+        assert numpy_array(strided).equals(pa.array(strided))

@@ -906,7 +906,7 @@ def _drawn_ticks(axis: Any) -> tuple[float, list[float]]:
 
 # -- the view in front gets the cores ---------------------------------------------------------------------
 def test_hidden_views_fill_after_the_view_in_front(qtbot, window) -> None:  # type: ignore[no-untyped-def]
-    """Opened on the growth view, only its job (and the overview's verdicts) start with the load; the
+    """Opened on the growth view, only its job starts with the load; the overview's verdicts, the
     browser and SQL wait until nothing else runs, then fill one after another; expired keys come from
     the verdicts' run (no second read), so every view ends up with its data."""
     window.select_view("growth")
@@ -921,18 +921,45 @@ def test_hidden_views_fill_after_the_view_in_front(qtbot, window) -> None:  # ty
         window.open_checkpoint(str(_sample()))
     qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
     assert window.deferred.pending() == []
-    assert len(at_growth_end) == 1 and at_growth_end[0][-2:] == ["browser", "sql"]
+    assert len(at_growth_end) == 1 and at_growth_end[0] == ["overview", "expired", "browser", "sql"]
     # Then one at a time, in the order of the tabs, each after the one before had finished.
     background = [e for e in events if e[1] in ("expired", "browser", "sql")]
     assert background == [(w, ch) for ch in ("browser", "sql") for w in ("start", "end")]
+    assert events.index(("end", "growth")) < events.index(("start", "summary"))
     assert events.index(("end", "growth")) < events.index(("start", "browser"))
     assert events.index(("end", "summary")) < events.index(("start", "browser"))
+    assert window.overview_controller.summary is not None
     assert (
         window.browser_controller.state_table() is not None
         and window.browser_controller.state_table().total_rows > 0
     )
     assert window.expired_controller.findings(), "the sample's zombies were found in the background"
     assert window.sql.table.model().rowCount() > 0
+
+
+def test_the_verdicts_wait_for_the_browser_in_front(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """Opened on the state browser, its rows are decoded and its first page asked for before the
+    overview's verdicts start (they read every state file); the verdicts then run by themselves, and
+    the overview shows them and their health checks, and the growth and expired views their runs."""
+    window.select_view("browser")
+    window.browser_controller.paged_rows = 1  # paged by DuckDB, as big versions are: its first page a job
+    events: list[tuple[str, str]] = []
+    window.runner.job_started.connect(lambda channel, _what: events.append(("start", channel)))
+    window.runner.job_finished.connect(lambda channel: events.append(("end", channel)))
+    at_browser_end: list[list[str]] = []
+    window.runner.job_finished.connect(
+        lambda channel: channel == "browser" and at_browser_end.append(window.deferred.pending())
+    )
+    with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
+        window.open_checkpoint(str(_sample()))
+    qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
+    assert at_browser_end and at_browser_end[0][0] == "overview"
+    first_page = events.index(("end", "order"))  # the first page's rows, asked for once the rows are in
+    assert events.index(("end", "browser")) < first_page < events.index(("start", "summary"))
+    assert window.deferred.pending() == []
+    assert window.overview_controller.summary is not None and window.overview.verdict_labels
+    assert window.growth_controller.done and window.expired_controller.findings()
+    assert ("start", "growth") not in events and ("start", "expired") not in events  # the verdicts' runs
 
 
 def test_showing_a_view_starts_its_waiting_job_and_cancel_holds_the_rest(qtbot, window) -> None:  # type: ignore[no-untyped-def]

@@ -473,6 +473,69 @@ def test_growth_counts_changelogs_a_group_at_a_time_and_names_a_bad_version_byte
     assert "version byte" in str(info.value)
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["rocks_dedup_changelog", "rocks_pandas_state", "rocks_agg_changelog"])
+def test_changelogs_are_cut_a_run_at_a_time_as_each_file_indexes(
+    scenario: str, checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition's changelogs are cut a run of files at a time where their rows have one width, a file
+    of another key size (or of variable-width rows) ending the run, and the records so cut are those
+    :func:`readers._format.records.scan_changelog` indexes file by file: each record's key (with its
+    size word), key and value place, and whether it is a put, in order."""
+    import numpy as np
+
+    from statelens.readers._format.codecs import decompress
+    from statelens.readers._format.records import scan_changelog
+    from statelens.readers._format.store_base import ReplayRecords
+
+    root = checkpoint(scenario) / "checkpoint"
+    reader = _reader(root)
+    runs: list[tuple[int, int]] = []  # (v1 files offered, files taken) per run cut
+    real = RocksDBStoreReader._sized_changelog_run
+
+    def spied(self: RocksDBStoreReader, group: Any, datas: Any) -> Any:
+        out = real(self, group, datas)
+        runs.append((len(group), out[1]))
+        return out
+
+    monkeypatch.setattr(RocksDBStoreReader, "_sized_changelog_run", spied)
+    for pid in reader.partition_ids():
+        pf = reader.partitions[pid]
+        files = [pf.deltas[v] for v in sorted(pf.deltas)]
+        got = ReplayRecords(sorted(pf.deltas), list(range(len(files))))
+        reader._add_changelog_records(got, files, keep=True)
+        want: list[tuple[bytes, int, int, int, int]] = []
+        offset = 0
+        for sf in files:
+            data = decompress((root / sf.path).read_bytes(), sf.path)
+            idx = scan_changelog(data, sf.path)[2]
+            for ks, kn, vs, vn in zip(
+                idx.key_start.tolist(),
+                idx.key_len.tolist(),
+                idx.val_start.tolist(),
+                idx.val_len.tolist(),
+                strict=True,
+            ):
+                want.append((data[ks - 4 : ks + kn], ks + offset, kn, vs + offset, vn))
+            offset += len(data)
+        kstart, klen, vstart, vlen = got.positions()
+        keys = [
+            bytes(k)
+            for piece in got.pieces
+            for k in (piece.to_pylist() if hasattr(piece, "to_pylist") else piece)
+        ]
+        assert (
+            list(zip(keys, kstart.tolist(), klen.tolist(), vstart.tolist(), vlen.tolist(), strict=True))
+            == want
+        )
+        assert got.put_mask().tolist() == [w[4] >= 0 for w in want]
+        assert sum(got.counts) == len(want) and np.array_equal(got.put_mask(), vlen >= 0)
+    assert any(taken > 1 for _, taken in runs)  # several files cut at once
+    if scenario != "rocks_agg_changelog":  # one-letter keys there: every partition's files in one run
+        assert any(0 < taken < offered for offered, taken in runs)  # a run ended by a file unlike it
+        assert any(taken == 0 for _, taken in runs)  # a file indexed alone
+
+
 # -- the live records replayed from changelogs (the browser, rows, sql) ----------------------------------
 def _records(arrays: Any) -> list[tuple[bytes, bytes]]:
     """``(key, value)`` of each live record of ``live_arrays``, in order."""

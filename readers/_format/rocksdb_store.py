@@ -54,7 +54,7 @@ from statelens.readers._format.records import (
     frame_records,
     gather_bytes,
     scan_changelog,
-    sized_keys,
+    sized_prefix,
 )
 from statelens.readers._format.records import KIND_MERGE as MERGE
 from statelens.readers._format.records import KIND_REMOVE as REMOVE
@@ -72,7 +72,7 @@ from statelens.readers._format.store_base import (
     VersionRows,
     file_groups,
 )
-from statelens.readers.arrow_values import binary_array, key_ids
+from statelens.readers.arrow_values import binary_array, key_ids, numbers
 from statelens.readers.errors import (
     BackendUnavailableError,
     BadMagicError,
@@ -1365,7 +1365,7 @@ class RocksDBStoreReader(StoreReaderBase):
         buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
         zip_rows = last[kept]
         if len(zip_rows):
-            order = pc.sort_indices(binary_array(buf, kstart[zip_rows], klen[zip_rows])).to_numpy()
+            order = numbers(pc.sort_indices(binary_array(buf, kstart[zip_rows], klen[zip_rows])))
             zip_rows = zip_rows[order]
         later_ids = np.flatnonzero(later)
         rows = np.concatenate([zip_rows, last[later_ids[np.argsort(first_put[later_ids], kind="stable")]]])
@@ -1380,8 +1380,8 @@ class RocksDBStoreReader(StoreReaderBase):
         a gap, or a version after the first without its changelog.
 
         Changelogs without a header (v1) whose records all have one key size and one value size (the
-        common case) are checked and cut a group of files at a time
-        (:func:`readers._format.records.sized_keys`), as deltas are; the others are indexed one by one.
+        common case) are checked and cut a run of files at a time
+        (:func:`readers._format.records.sized_prefix`), as deltas are; the others are indexed one by one.
         """
         versions = self._replay_versions(partition_id)
         if versions is None:
@@ -1401,20 +1401,25 @@ class RocksDBStoreReader(StoreReaderBase):
 
     def _add_changelog_records(self, out: ReplayRecords, changelogs: list[StateFile], keep: bool) -> None:
         """The records of ``changelogs`` in order into ``out`` (with ``keep`` the decompressed files too):
-        fixed-width v1 files checked and cut a group at a time (:meth:`_sized_changelogs`), the others
-        indexed one by one (:meth:`_checked_index`, which names the file and record of a bad one)."""
+        v1 files of fixed-width rows checked and cut a run of files at a time
+        (:meth:`_sized_changelog_run`; a file of another key size starts the next run, as deltas are cut),
+        the others indexed one by one (:meth:`_checked_index`, which names the file and record of a bad
+        one)."""
         for group in file_groups(changelogs):
             datas = [self._changelog_bytes(sf) for sf in group]
-            run = self._sized_changelogs(group, datas)
-            if run is not None:
-                out.add_sized(*run)
-            else:
-                for sf, data in zip(group, datas, strict=True):  # another key size, or variable-width rows
-                    one = self._sized_changelogs([sf], [data])
-                    if one is not None:
-                        out.add_sized(*one)
-                    else:
-                        out.add_indexed(data, self._checked_index(sf, data))
+            at = v1_end = 0
+            while at < len(group):
+                if v1_end <= at:  # the v1 files from here: headers read as far as the first other one
+                    v1_end = at
+                    while v1_end < len(group) and changelog_header(datas[v1_end], group[v1_end].path)[0] == 1:
+                        v1_end += 1
+                run, taken = self._sized_changelog_run(group[at:v1_end], datas[at:v1_end])
+                if run is not None:
+                    out.add_sized(*run)
+                else:  # a header (v2-v4), variable-width rows or a failed check: indexed alone, named
+                    out.add_indexed(datas[at], self._checked_index(group[at], datas[at]))
+                    taken = 1
+                at += taken
             if keep:
                 out.datas.extend(datas)
 
@@ -1444,24 +1449,43 @@ class RocksDBStoreReader(StoreReaderBase):
         files are then indexed one by one, which names the file and record)."""
         if any(changelog_header(data, sf.path)[0] != 1 for sf, data in zip(group, datas, strict=True)):
             return None
-        run = sized_keys(datas, [True] * len(datas))
+        run, taken = self._sized_changelog_run(group, datas)
+        return run if taken == len(group) else None
+
+    def _sized_changelog_run(
+        self, group: list[StateFile], datas: list[bytes]
+    ) -> tuple[tuple[Any, list[int], list[int]] | None, int]:
+        """:meth:`_sized_changelogs` of the longest run of leading files it takes, and how many that is
+        (:func:`readers._format.records.sized_prefix`); ``(None, 0)`` when the first file is not of
+        fixed-width rows or fails a check. The files must be v1 changelogs (no header). A run ends before
+        a file of another key size, or the first file with a version byte that is not 00 (that file is
+        then indexed alone, which names it)."""
+        if not group:
+            return None, 0
+        run, taken = sized_prefix(datas, [True] * len(datas))
         if run is None:
-            return None
+            return None, 0
         block, counts, vlens = run
-        if block.shape[1] < 5 or block[:, 4].any():  # the key row's version byte, after the size word
-            return None
+        if block.shape[1] < 5:  # no records, or keys too short for a version byte
+            return None, 0
+        bad = np.flatnonzero(block[:, 4])  # the key row's version byte, after the size word
+        if len(bad):
+            taken = int(np.searchsorted(np.cumsum(counts), bad[0], side="right"))
         klen = block.shape[1] - 4
         skip = self.value_skip
-        for data, count, vlen in zip(datas, counts, vlens, strict=True):
+        for i, (data, count, vlen) in enumerate(zip(datas[:taken], counts, vlens, strict=False)):
             if vlen < 0 or not count:
                 continue
-            if vlen < skip:
-                return None
             stride = 8 + klen + vlen
             at = 8 + klen + skip - 1  # each value's version byte: a strided slice, no array per file
-            if bytes(data[at : at + count * stride : stride]).count(0) != count:
-                return None
-        return block, counts, vlens
+            if vlen < skip or bytes(data[at : at + count * stride : stride]).count(0) != count:
+                taken = i
+                break
+        if not taken:
+            return None, 0
+        if taken < len(counts):
+            block, counts, vlens = block[: sum(counts[:taken])], counts[:taken], vlens[:taken]
+        return (block, counts, vlens), taken
 
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None

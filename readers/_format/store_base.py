@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from statelens.readers._format.records import RecordIndex, fixed_width_index, gather_bytes
+from statelens.readers._format.records import RecordIndex, gather_bytes
 from statelens.readers._format.unsaferow import RowLayout, compile_layout, decode_rows
-from statelens.readers.arrow_values import binary_array, key_ids
+from statelens.readers.arrow_values import binary_array, key_ids, numpy_array
 from statelens.readers.errors import (
     BackendUnavailableError,
     MissingFileError,
@@ -123,16 +123,41 @@ class ReplayRecords:
         """Key start, key length, value start and value length (-1: a remove) of every record in the
         kept files laid end to end."""
 
-        out: list[tuple[Any, ...]] = []
-        offset = 0
-        for data, count, layout in zip(self.datas, self.counts, self.layouts, strict=True):
-            idx = layout if isinstance(layout, RecordIndex) else fixed_width_index(count, *layout)
-            out.append((idx.key_start + offset, idx.key_len, idx.val_start + offset, idx.val_len))
-            offset += len(data)
-        if not out:
+        n = len(self.counts)
+        if not n:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty, empty
-        return tuple(np.concatenate(c) for c in zip(*out, strict=True))  # type: ignore[return-value]
+        # Files of fixed-width rows (most) are laid out at once, as fixed_width_index lays out one:
+        # record i of a file at key_start = file offset + 4 + i * stride; indexed files are copied in.
+        counts = np.asarray(self.counts, dtype=np.int64)
+        sizes = np.fromiter(map(len, self.datas), dtype=np.int64, count=n)
+        offsets = np.zeros(n, dtype=np.int64)
+        np.cumsum(sizes[:-1], out=offsets[1:])
+        firsts = np.zeros(n, dtype=np.int64)
+        np.cumsum(counts[:-1], out=firsts[1:])
+        klens = np.zeros(n, dtype=np.int64)
+        vlens = np.zeros(n, dtype=np.int64)
+        indexed: list[int] = []
+        for j, layout in enumerate(self.layouts):
+            if isinstance(layout, RecordIndex):
+                indexed.append(j)
+            else:
+                klens[j], vlens[j] = layout
+        strides = 8 + klens + np.maximum(vlens, 0)
+        file_of = np.repeat(np.arange(n, dtype=np.int64), counts)
+        at = np.arange(len(file_of), dtype=np.int64) - firsts[file_of]
+        key_start = offsets[file_of] + 4 + at * strides[file_of]
+        key_len = klens[file_of]
+        val_start = key_start + key_len + 4
+        val_len = vlens[file_of]
+        for j in indexed:
+            idx = self.layouts[j]
+            rows = slice(int(firsts[j]), int(firsts[j] + counts[j]))
+            key_start[rows] = idx.key_start + offsets[j]
+            key_len[rows] = idx.key_len
+            val_start[rows] = idx.val_start + offsets[j]
+            val_len[rows] = idx.val_len
+        return key_start, key_len, val_start, val_len
 
     def version_rows(self) -> VersionRows:
         """Live rows after each version, counted from the ids of the records' keys: without removes the
@@ -712,7 +737,7 @@ class StoreReaderBase:
         import pyarrow as pa  # deferred: pyarrow (heavy)
 
         _, _, empty = self._arrow_types(unique_names, False)
-        part = pa.array(np.full(len(keys), partition_id, dtype=np.int32))
+        part = numpy_array(np.full(len(keys), partition_id, dtype=np.int32))
         fields = [empty.schema.field(0)] + [
             f if f.type == c.type else f.with_type(c.type)
             for f, c in zip(list(empty.schema)[1:], (keys, values), strict=True)

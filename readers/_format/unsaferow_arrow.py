@@ -35,6 +35,7 @@ from statelens.readers._format.unsaferow import (
     _values,
     _Where,
 )
+from statelens.readers.arrow_values import numpy_array, validity_buffer
 from statelens.readers.errors import SchemaMismatchError
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def decode_arrow(
     """All rows of :func:`iter_decode_arrow` as one ``StructArray`` (same parameters)."""
     parts = list(iter_decode_arrow(buf, starts, lengths, layout, arrow_type, **kwargs))
     if not parts:
-        return pa.array([], type=arrow_type)
+        return pa.nulls(0, arrow_type)
     return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
@@ -129,7 +130,7 @@ def _struct(
         inner = _struct(b, starts[idx], lengths[idx], layout, arrow_type, rows.take(idx))
         return _scatter(inner, idx, n)
     if n == 0:
-        return pa.array([], type=arrow_type)
+        return pa.nulls(0, arrow_type)
     nulls = _row_null_masks(b, starts, lengths, layout, rows)
     children = []
     for f, isnull, af in zip(layout.fields, nulls, fields, strict=True):
@@ -156,7 +157,7 @@ def _scatter(inner: pa.Array, idx: np.ndarray[Any, Any], n: int) -> pa.Array:
     """``inner`` (one value per ``idx``) placed into ``n`` rows, nulls elsewhere."""
     take = np.full(n, -1, dtype=np.int64)
     take[idx] = np.arange(len(idx), dtype=np.int64)
-    return inner.take(pa.array(take, mask=take < 0))
+    return inner.take(numpy_array(take, take < 0))
 
 
 def _column(
@@ -178,14 +179,14 @@ def _column(
     if kind == Kind.VOID:
         return pa.nulls(n, type=target)
     if kind == Kind.BOOLEAN:
-        return pa.array(b.u8[slots] != 0, mask=mask, type=pa.bool_()).cast(target)
+        return numpy_array(b.u8[slots] != 0, mask).cast(target)
     if kind in _NUMPY_DTYPE:
         raw = b.view(_NUMPY_DTYPE[kind])[slots]
         if kind == Kind.DECIMAL_LONG and t.scale < 0:  # legacy negative scale: exact through Python
             return pa.array(_values(b, slots, isnull, t, base, lo, hi, rows, field, None), type=target)
         if kind == Kind.DECIMAL_LONG and t.scale >= 0 and pa.types.is_decimal(target):
             return _decimal128(raw, mask, target)
-        arr = pa.array(raw, mask=mask)
+        arr = numpy_array(raw, mask)
         if arr.type == target:
             return arr
         if target.bit_width == arr.type.bit_width:  # date32, timestamp, duration, ... over the same ints
@@ -250,7 +251,7 @@ def _bytes_column(
         else (pa.large_binary() if large else pa.binary())
     )
     off_buf = pa.py_buffer(offsets if large else offsets.astype(np.int32))
-    validity = None if mask is None else pa.array(~mask).buffers()[1]
+    validity = None if mask is None else validity_buffer(mask)
     return pa.Array.from_buffers(
         typ, n, [validity, off_buf, pa.py_buffer(data)], null_count=-1 if mask is None else int(mask.sum())
     )
@@ -264,7 +265,7 @@ def _decimal128(
     words = np.empty((n, 2), dtype=np.int64)
     words[:, 0] = raw
     words[:, 1] = raw >> 63  # sign extension
-    validity = None if mask is None else pa.array(~mask).buffers()[1]
+    validity = None if mask is None else validity_buffer(mask)
     return pa.Array.from_buffers(
         target, n, [validity, pa.py_buffer(words)], null_count=0 if mask is None else int(mask.sum())
     )

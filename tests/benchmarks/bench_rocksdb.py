@@ -9,9 +9,10 @@ the RocksDB one with changelog checkpointing), built once under ``.cache/bench/`
 for both checkpoints one after the other (so a busy moment of a shared machine slows both alike):
 
 * ``growth``: ``statelens growth --json`` in a fresh process, wall and CPU seconds;
-* ``growth_view``: the app started on the growth view, until its data is drawn (wall seconds);
+* ``growth_view``: the app started on the growth view, until its data is drawn (wall seconds, and the
+  CPU seconds of the process until then: ``growth_view_cpu``);
 * ``browser``: the app started on the state browser with an empty decoded-state cache, until the
-  first page is drawn (wall seconds).
+  first page is drawn (wall seconds; ``browser_cpu`` likewise).
 
 The median of the rounds is reported for each, and the median of each round's RocksDB figure over its
 HDFS twin's (a round's two stores run back to back, so the ratio holds when the machine's load changes
@@ -40,7 +41,8 @@ def measure_round(ckpt: Path) -> dict[str, float]:
     for key, view in (("growth_view", "growth"), ("browser", "browser")):
         cache = Path(tempfile.mkdtemp(prefix="statelens-bench-cache-"))
         try:
-            out[key] = app_start(ckpt, view, cache)["seconds"]
+            start = app_start(ckpt, view, cache)
+            out[key], out[f"{key}_cpu"] = start["seconds"], start["cpu_seconds"]
         finally:
             shutil.rmtree(cache, ignore_errors=True)
     return out

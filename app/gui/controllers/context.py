@@ -29,8 +29,9 @@ SETTINGS_UTC = "times_in_utc"
 class DeferredJobs:
     """Jobs that wait for their view: started at once when the view is showing, else when it is first
     shown or nothing else runs, so the view in front gets the cores (two, on many laptops) instead of
-    sharing them with every other view's analysis. The growth, expired, browser and SQL views wait so;
-    each job runs on the runner channel named after its view.
+    sharing them with every other view's analysis. The overview's verdicts (on the runner channel
+    ``summary``), the growth, expired, browser and SQL views wait so; the others' jobs run on the runner
+    channel named after their view.
 
     Parameters
     ----------

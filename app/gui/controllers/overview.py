@@ -1,8 +1,10 @@
 """The overview tab: the checkpoint's facts at once, then the verdicts.
 
 When a checkpoint is shown the overview lists its batches, operators and load problems, and
-:func:`app.analysis.summary.iter_summary` runs in the background; its verdicts, health checks and
-problems go to :class:`viewers.overview.OverviewView`. The verdicts that need no state file read (commit,
+:func:`app.analysis.summary.iter_summary` runs in the background (at once when the overview is in
+front, else once the view in front has its data, as :class:`~app.gui.controllers.context.DeferredJobs`
+runs hidden views' jobs); its verdicts, health checks and problems go to
+:class:`viewers.overview.OverviewView`. The verdicts that need no state file read (commit,
 watermark) are shown at once, above what is still being checked. A verdict's link asks the window to open the view
 that proves it, where it points (``MainWindow.open_at``).
 """
@@ -94,18 +96,25 @@ class OverviewController(Controller):
             self.view.set_verdicts_pending(PENDING)
         else:
             self.view.set_verdicts(self.state.verdict_rows(early), pending=PENDING_STATE)
-        self.ctx.runner.submit(
-            CHANNEL,
-            iter_summary,
-            ckpt,
-            event_logs=list(self.ctx.event_logs) or None,
-            storage_options=self.ctx.storage_options or None,
-            # The growth and expired views show the same runs (no second read): summary_finished.
-            max_examples=DEFAULT_MAX_EXAMPLES,
-            top_keys=self.top_keys,
-            what="Checking the checkpoint for the verdicts",
-            on_result=self._on_summary_finished,
-            on_error=self._on_summary_errored,
+        # Every state file is read: when another view is in front, its own job gets the cores first
+        # (the verdicts start when the overview is shown or nothing else runs). A run of the checks
+        # before (without the event logs just added) would only be replaced: it stops now.
+        self.ctx.runner.cancel(CHANNEL)
+        self.ctx.deferred.when_shown(
+            self.name,
+            lambda: self.ctx.runner.submit(
+                CHANNEL,
+                iter_summary,
+                ckpt,
+                event_logs=list(self.ctx.event_logs) or None,
+                storage_options=self.ctx.storage_options or None,
+                # The growth and expired views show the same runs (no second read): summary_finished.
+                max_examples=DEFAULT_MAX_EXAMPLES,
+                top_keys=self.top_keys,
+                what="Checking the checkpoint for the verdicts",
+                on_result=self._on_summary_finished,
+                on_error=self._on_summary_errored,
+            ),
         )
 
     def cancel(self) -> None:
