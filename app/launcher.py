@@ -6,13 +6,19 @@ where the GUI lives; :mod:`app.gui.main` imports Qt only when the ``gui`` comman
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from statelens.app import allocator
-from statelens.app.cli import main as cli_main
-from statelens.app.gui.main import run_gui
+# A choice for the whole process, made before numpy loads (the API, a library, leaves it to its caller):
+# statelens does no linear algebra, and OpenBLAS would start a thread per core that spins for a while
+# after numpy's import, about 0.1 s of CPU in every command. A value the user set stands.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from statelens.app import allocator  # noqa: E402  (after the choice above)
+from statelens.app.cli import main as cli_main  # noqa: E402
+from statelens.app.gui.main import run_gui  # noqa: E402
 
 
 def _run_gui(args: Any) -> int:

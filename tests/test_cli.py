@@ -237,6 +237,30 @@ def test_native_commands_do_not_import_heavy_libraries(
     assert loaded == ["LOADED []"], out.stderr
 
 
+@pytest.mark.skipif(
+    not Path("/proc/self/status").exists() or (os.cpu_count() or 1) < 2, reason="Linux, 2+ cores"
+)
+def test_the_command_line_starts_no_blas_threads_unless_asked() -> None:
+    """The entry point keeps OpenBLAS to the calling thread (statelens does no linear algebra; its
+    threads spin after numpy's import, ~0.1 s of CPU a command); a value the user set stands."""
+    import subprocess
+
+    probe = (
+        "import statelens.app.launcher, numpy\n"
+        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('Threads:')][0])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    ours = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    theirs = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**env, "OPENBLAS_NUM_THREADS": "2"},
+        check=True,
+    )
+    assert (ours.stdout.strip(), theirs.stdout.strip()) == ("1", "2")
+
+
 # -- bad input --------------------------------------------------------------------------------------------
 def test_not_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "notes.txt").write_text("hello")
