@@ -30,7 +30,7 @@ one ``GetObject`` carrying the listed ETag (``If-Match``), never a ``HeadObject`
 rewritten since the listing (another ETag, or another size) raises
 :class:`~readers.errors.FileChangedError` naming it. Files read from remote storage are kept in the
 local mirror (:mod:`readers.mirror`) and read from there while their listed size and ETag are unchanged;
-with the mirror off, an open keeps up to :data:`KEEP_BYTES` of them in memory for its second reads.
+an open also keeps up to :data:`KEEP_BYTES` of them in memory for its own second reads.
 The local disk keeps its own fast path: one ``os.scandir`` walk and plain ``open``/``read``, nothing
 read ahead or mirrored.
 """
@@ -84,11 +84,12 @@ READ_AHEAD_BYTES = max(1, int(os.environ.get("STATELENS_READ_AHEAD_BYTES", "0") 
 #: How often a waiting read or backoff looks at its ``cancelled`` callable (seconds).
 POLL_S = 0.05
 
-#: Bytes of remote files one open keeps in memory when the mirror is off (``--no-cache``), so that a
-#: second pass over the same files in one command or app session (the verdicts' check of every file,
-#: then growth) does not fetch them again. Files read once it is full are not kept: passes go through
-#: the files in the same order, so the first ones kept are the ones read first again (dropping the
-#: oldest would leave a second pass nothing). ``$STATELENS_KEEP_BYTES`` overrides.
+#: Bytes of remote files one open keeps in memory, so that a second pass over the same files in one
+#: command or app session (the verdicts' check of every file, then growth) neither fetches them again
+#: nor reads them back from the mirror (with ``--no-cache`` there is none). Files read once it is full
+#: are not kept: passes go through the files in the same order, so the first ones kept are the ones
+#: read first again (dropping the oldest would leave a second pass nothing). ``$STATELENS_KEEP_BYTES``
+#: overrides.
 KEEP_BYTES = max(1, int(os.environ.get("STATELENS_KEEP_BYTES", "0") or 0) or 512 << 20)
 
 #: ``errno`` values of failures worth another try (s3fs maps 500 to EREMOTEIO, 503/SlowDown to EBUSY).
@@ -404,7 +405,7 @@ def _local_find(root: str) -> dict[str, FileEntry]:
 
 class _KeptFiles:
     """Remote files' bytes kept in memory by relative path, the first ``max_bytes`` of them read (see
-    :data:`KEEP_BYTES`): the mirror's stand-in for one open when the mirror is off. The bytes are those
+    :data:`KEEP_BYTES`) by one open, before the mirror (and in its place without one). The bytes are those
     of the listed file (its size checked when fetched)."""
 
     def __init__(self, max_bytes: int):
@@ -478,15 +479,15 @@ class CheckpointFS:
         (:mod:`readers.mirror`): True (default) for the user's cache folder unless ``$STATELENS_MIRROR``
         is ``0``, False or None for none. Local checkpoints are never mirrored.
     keep_bytes : int, optional
-        Without a mirror, remote files read are kept in memory up to this many bytes for reading again
+        Remote files read are kept in memory up to this many bytes for reading again in this open
         (default :data:`KEEP_BYTES`; 0 keeps none, for a copy that reads each file once).
 
     Attributes
     ----------
     stats : dict
         ``requests`` (storage calls made), ``retries`` and ``failures`` (files given up on),
-        ``mirrored`` (files served by the mirror), ``kept`` (files read again from memory, without a
-        mirror: :data:`KEEP_BYTES`), since opening; for reports and tests.
+        ``mirrored`` (files served by the mirror), ``kept`` (files read again from memory:
+        :data:`KEEP_BYTES`), since opening; for reports and tests.
     fetched : collections.Counter
         Remote files read from the storage (not the mirror), by relative path.
 
@@ -537,9 +538,9 @@ class CheckpointFS:
                 self.mirror = FileMirror() if mirror_enabled() else None
             else:
                 self.mirror = mirror
-        #: remote files read in this open, kept in memory when there is no mirror
+        #: remote files read in this open, kept in memory for its second reads
         keep = KEEP_BYTES if keep_bytes is None else keep_bytes
-        self._kept = _KeptFiles(keep) if keep > 0 and not self.is_local and self.mirror is None else None
+        self._kept = _KeptFiles(keep) if keep > 0 and not self.is_local else None
         # reads ahead (remote storage): paths not started yet, in order; started ones by path (done or
         # in flight, until a reader takes them); bytes they hold by listed size; a stop event per round
         self._ahead_queue: deque[str] = deque()
@@ -808,14 +809,14 @@ class CheckpointFS:
         if self.is_local:
             return bytes(self._retrying("reading", path, _local_read, (self.full_path(path),), stop))
         data = self._take_ahead(path, stop)
-        if data is None and self.mirror is not None:
-            data = self.mirror.get(self._display_root, self._entries[path])
-            if data is not None:
-                self._count("mirrored")
         if data is None and self._kept is not None:
             data = self._kept.get(path)
             if data is not None:
                 self._count("kept")
+        if data is None and self.mirror is not None:
+            data = self.mirror.get(self._display_root, self._entries[path])
+            if data is not None:
+                self._count("mirrored")
         if data is None:
             data = self._fetch(path, stop)
         return data
@@ -840,7 +841,7 @@ class CheckpointFS:
             )
         if self.mirror is not None:
             self.mirror.put(self._display_root, entry, data)
-        elif self._kept is not None:
+        if self._kept is not None:
             self._kept.put(path, data)
         return data
 
@@ -868,12 +869,10 @@ class CheckpointFS:
                 entry = self._entries.get(p)
                 if entry is None or entry.is_dir or p in self._ahead or p in self._ahead_queued:
                     continue
-                if p in self._ahead_mirrored:
+                if p in self._ahead_mirrored or (self._kept is not None and p in self._kept):
                     continue
                 if self.mirror is not None and self.mirror.has(self._display_root, entry):
                     self._ahead_mirrored.add(p)
-                    continue
-                if self._kept is not None and p in self._kept:
                     continue
                 self._ahead_queue.append(p)
                 self._ahead_queued.add(p)

@@ -23,6 +23,7 @@ from statelens.readers import fs as fs_module
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import FileChangedError, ReadCancelledError, StorageError
 from statelens.readers.fs import CheckpointFS, RetryPolicy
+from statelens.readers.mirror import FileMirror
 from tests.test_fs_s3 import ACCESS_KEY, BUCKET, PREFIX, SECRET_KEY, Fault, FaultProxy, aws_env, options
 
 pytestmark = pytest.mark.spark
@@ -231,6 +232,28 @@ def test_without_a_mirror_files_are_kept_in_memory_up_to_a_budget(
     assert small._kept is not None and small._kept.held == sum(sizes[p] for p in kept) <= budget
     copy = CheckpointFS(uploaded, options(proxy.url), mirror=False, keep_bytes=0)
     assert copy._kept is None
+
+
+def test_with_a_mirror_a_second_pass_reads_memory_and_the_next_open_the_mirror(
+    uploaded: str, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    """With the mirror on, an open's second pass over its files reads them from memory (no ``GET``, not
+    the mirror's copies either), and the next open reads the mirror."""
+    mirror = FileMirror(tmp_path / "mirror")
+    fs = CheckpointFS(uploaded, options(proxy.url), mirror=mirror)
+    paths = [
+        sf.path
+        for sf in open_checkpoint(uploaded, storage_options=options(proxy.url)).store_reader(0).files()
+    ]
+    proxy.requests.clear()
+    first = [fs.read_bytes(p) for p in paths]
+    assert [fs.read_bytes(p) for p in paths] == first
+    assert max(state_gets(proxy).values()) == 1 and set(state_gets(proxy)) == set(paths)
+    assert (fs.stats["kept"], fs.stats["mirrored"], mirror.hits) == (len(paths), 0, 0)
+    again = CheckpointFS(uploaded, options(proxy.url), mirror=mirror)
+    proxy.requests.clear()
+    assert [again.read_bytes(p) for p in paths] == first
+    assert state_gets(proxy) == Counter() and again.stats["mirrored"] == len(paths)
 
 
 def test_the_check_of_every_file_has_a_partition_s_files_in_flight_together(
