@@ -259,8 +259,9 @@ def _pyspark_struct(value: dict[str, Any], path: str | None, offset: int | None)
         raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path, offset) from err
 
 
-#: Type names taken without asking pyspark: those Spark writes for its common types. Any other
-#: spelling (char/varchar, collations, variant, geometry, ...) is checked by pyspark's own parser.
+#: Type names taken without asking pyspark: those Spark writes for its common types, spelled as pyspark
+#: spells them back. Any other spelling (char/varchar, collations, variant, geometry, ``decimal`` without
+#: its precision, ...) is checked, and spelled, by pyspark's own parser.
 _PLAIN_TYPES = frozenset(
     {
         "string",
@@ -276,15 +277,15 @@ _PLAIN_TYPES = frozenset(
         "timestamp",
         "timestamp_ntz",
         "void",
-        "decimal",
         "interval",
     }
 )
-#: Spellings with arguments pyspark parses for every value these allow (it matches the same patterns).
+#: Spellings with arguments pyspark parses for every value these allow (it matches the same patterns)
+#: and spells back alike: an interval from one unit to the same one is not (pyspark writes the unit once).
 _PLAIN_PATTERNS = re.compile(
     r"decimal\(\d+,-?\d+\)"
-    r"|interval (day|hour|minute|second)( to (day|hour|minute|second))?"
-    r"|interval (year|month)( to (year|month))?"
+    r"|interval (day|hour|minute|second)(?: to (?!\1\Z)(?:day|hour|minute|second))?"
+    r"|interval (year|month)(?: to (?!\2\Z)(?:year|month))?"
 )
 
 
@@ -341,7 +342,7 @@ def struct_json(text: str, path: str | None = None, offset: int | None = None) -
     except RecursionError:
         plain = False
     if not plain:
-        _pyspark_struct(value, path, offset)
+        return _pyspark_struct(value, path, offset).json()
     return json.dumps(value, separators=(",", ":"), sort_keys=True)  # as pyspark's StructType.json()
 
 

@@ -330,6 +330,32 @@ def test_kept_schema_text_is_pyspark_spelling_and_outline_matches_pyspark() -> N
                 assert ours.names == [f.name for f in field.dataType.fields]
 
 
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "decimal",
+        "decimal(10,2)",
+        "interval",
+        "interval day",
+        "interval day to day",
+        "interval day to second",
+        "interval second to day",
+        "interval year to year",
+        "interval year to month",
+        "varchar(5)",
+        "char(3)",
+        "timestamp_ntz",
+    ],
+)
+def test_kept_schema_text_is_spelled_as_pyspark_spells_it(spelling: str) -> None:
+    """Whether or not pyspark is asked (``decimal`` alone and ``interval day to day`` are spelled
+    otherwise by pyspark, so it is), the text kept is the one pyspark's ``json()`` writes."""
+    text = json.dumps(
+        {"type": "struct", "fields": [{"name": "x", "type": spelling, "nullable": True, "metadata": {}}]}
+    )
+    assert schemas.struct_json(text) == schemas.struct_type_from_json(text).json()
+
+
 def test_common_types_are_read_without_pyspark_others_with_it() -> None:
     """Opening a schema of common types imports no pyspark (a fresh process); a type only pyspark
     knows how to check (``varchar(5)``) is checked by it, and an unknown one refused by it."""
