@@ -169,14 +169,23 @@ def outline_fields(struct: dict[str, Any]) -> tuple[FieldOutline, ...]:
     return tuple(out)
 
 
-def _struct_type(text: str, path: str) -> StructType:
-    """pyspark's ``StructType`` of a struct type's JSON text (checked when the schema file was read)."""
+def struct_type(value: dict[str, Any], path: str | None, offset: int | None = None) -> StructType:
+    """pyspark's ``StructType`` of a struct type's JSON value: where schema files are parsed
+    (:mod:`readers.schemas`) and where a :class:`StoreSchema`'s text becomes types.
+
+    Raises
+    ------
+    CorruptFileError
+        pyspark refuses it (or it is nested too deeply), naming ``path`` and ``offset``.
+    """
     from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
 
     try:
-        return StructType.fromJson(json.loads(text))
+        return StructType.fromJson(value)
+    except RecursionError as err:
+        raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
     except Exception as err:  # pyspark raises PySparkValueError, KeyError, TypeError... on bad schemas
-        raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path) from err
+        raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path, offset) from err
 
 
 @dataclass(frozen=True)
@@ -218,17 +227,17 @@ class StoreSchema:
     @cached_property
     def key_schema(self) -> StructType:
         """The key's struct type (pyspark)."""
-        return _struct_type(self.key_json, self.path)
+        return struct_type(json.loads(self.key_json), self.path)
 
     @cached_property
     def value_schema(self) -> StructType:
         """The value's struct type (pyspark)."""
-        return _struct_type(self.value_json, self.path)
+        return struct_type(json.loads(self.value_json), self.path)
 
     @cached_property
     def user_key_schema(self) -> StructType | None:
         """A MapState column family's user key struct type (pyspark), else None."""
-        return None if self.user_key_json is None else _struct_type(self.user_key_json, self.path)
+        return None if self.user_key_json is None else struct_type(json.loads(self.user_key_json), self.path)
 
     @cached_property
     def key_fields(self) -> tuple[FieldOutline, ...]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statelens.readers.errors import CorruptFileError, TruncatedFileError, UnsupportedVersionError, UsageError
-from statelens.readers.model import StoreSchema
+from statelens.readers.model import StoreSchema, struct_type
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -248,17 +248,6 @@ def _checked_struct(text: str, path: str | None, offset: int | None) -> dict[str
     return rewritten
 
 
-def _pyspark_struct(value: dict[str, Any], path: str | None, offset: int | None) -> StructType:
-    from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
-
-    try:
-        return StructType.fromJson(value)
-    except RecursionError as err:
-        raise CorruptFileError("schema JSON is nested too deeply", path, offset) from err
-    except Exception as err:  # pyspark raises PySparkValueError, KeyError, TypeError... on bad schemas
-        raise CorruptFileError(f"schema JSON is not a valid Spark schema: {err}", path, offset) from err
-
-
 #: Type names taken without asking pyspark: those Spark writes for its common types, spelled as pyspark
 #: spells them back. Any other spelling (char/varchar, collations, variant, geometry, ``decimal`` without
 #: its precision, ...) is checked, and spelled, by pyspark's own parser.
@@ -342,7 +331,7 @@ def struct_json(text: str, path: str | None = None, offset: int | None = None) -
     except RecursionError:
         plain = False
     if not plain:
-        return _pyspark_struct(value, path, offset).json()
+        return struct_type(value, path, offset).json()
     return json.dumps(value, separators=(",", ":"), sort_keys=True)  # as pyspark's StructType.json()
 
 
@@ -368,7 +357,7 @@ def struct_type_from_json(text: str, path: str | None = None, offset: int | None
     CorruptFileError
         Bad JSON, or JSON that is not a struct type pyspark can parse.
     """
-    return _pyspark_struct(_checked_struct(text, path, offset), path, offset)
+    return struct_type(_checked_struct(text, path, offset), path, offset)
 
 
 # --------------------------------------------------------------------------------------------------
