@@ -905,18 +905,23 @@ def _drawn_ticks(axis: Any) -> tuple[float, list[float]]:
 
 
 # -- the view in front gets the cores ---------------------------------------------------------------------
+def _record_jobs(window, channel: str) -> tuple[list[tuple[str, str]], list[list[str]]]:  # type: ignore[no-untyped-def]
+    """The window's jobs as ``("start" | "end", channel)`` in the order they happen, and the views still
+    waiting (``deferred.pending()``) each time a job of ``channel`` ends."""
+    events: list[tuple[str, str]] = []
+    window.runner.job_started.connect(lambda ch, _what: events.append(("start", ch)))
+    window.runner.job_finished.connect(lambda ch: events.append(("end", ch)))
+    at_end: list[list[str]] = []
+    window.runner.job_finished.connect(lambda ch: ch == channel and at_end.append(window.deferred.pending()))
+    return events, at_end
+
+
 def test_hidden_views_fill_after_the_view_in_front(qtbot, window) -> None:  # type: ignore[no-untyped-def]
     """Opened on the growth view, only its job starts with the load; the overview's verdicts, the
     browser and SQL wait until nothing else runs, then fill one after another; expired keys come from
     the verdicts' run (no second read), so every view ends up with its data."""
     window.select_view("growth")
-    events: list[tuple[str, str]] = []
-    window.runner.job_started.connect(lambda channel, _what: events.append(("start", channel)))
-    window.runner.job_finished.connect(lambda channel: events.append(("end", channel)))
-    at_growth_end: list[list[str]] = []
-    window.runner.job_finished.connect(
-        lambda channel: channel == "growth" and at_growth_end.append(window.deferred.pending())
-    )
+    events, at_growth_end = _record_jobs(window, "growth")
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         window.open_checkpoint(str(_sample()))
     qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
@@ -943,13 +948,7 @@ def test_the_verdicts_wait_for_the_browser_in_front(qtbot, window) -> None:  # t
     the overview shows them and their health checks, and the growth and expired views their runs."""
     window.select_view("browser")
     window.browser_controller.paged_rows = 1  # paged by DuckDB, as big versions are: its first page a job
-    events: list[tuple[str, str]] = []
-    window.runner.job_started.connect(lambda channel, _what: events.append(("start", channel)))
-    window.runner.job_finished.connect(lambda channel: events.append(("end", channel)))
-    at_browser_end: list[list[str]] = []
-    window.runner.job_finished.connect(
-        lambda channel: channel == "browser" and at_browser_end.append(window.deferred.pending())
-    )
+    events, at_browser_end = _record_jobs(window, "browser")
     with qtbot.waitSignal(window.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
         window.open_checkpoint(str(_sample()))
     qtbot.waitUntil(window.settled, timeout=LOAD_TIMEOUT_MS)
