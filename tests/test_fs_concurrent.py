@@ -391,3 +391,53 @@ def test_listing_is_one_request_and_no_stat(uploaded: str, proxy: FaultProxy) ->
     listed = [p for m, p, _ in proxy.requests if m == "GET"]
     assert len(listed) == 1 and "list-type=2" in listed[0]
     assert [p for m, p, _ in proxy.requests if m == "HEAD"] == []
+
+
+def _latest_chains(local: Path) -> set[str]:
+    """Per partition of operator 0's store: the newest snapshot at or below the latest delta, and the
+    deltas after it (``docs/format.md`` §3.4), from the local copy's files."""
+    out: set[str] = set()
+    for part in sorted((local / "state" / "0").iterdir()):
+        if not part.name.isdigit():
+            continue
+        deltas = {int(p.name.split(".")[0]) for p in part.glob("*.delta")}
+        latest = max(deltas)
+        snaps = [int(p.name.split(".")[0]) for p in part.glob("*.snapshot")]
+        base = max((s for s in snaps if s <= latest), default=0)
+        rel = f"state/0/{part.name}"
+        out |= {f"{rel}/{base}.snapshot"} if base else set()
+        out |= {f"{rel}/{v}.delta" for v in range(base + 1, latest + 1)}
+    return out
+
+
+def test_the_first_verdicts_read_only_the_latest_versions_files(
+    moto_endpoint: str, uploaded: str, proxy: FaultProxy, checkpoint: Any
+) -> None:
+    """The overview's first verdicts (``iter_first_look``) fetch each partition's newest snapshot and
+    the deltas after it, once each, and nothing older; the check of every file that follows on the same
+    open fetches only the other files (the first ones are kept in memory). Both equal the local copy's."""
+    from statelens.app.analysis._common import run_to_end
+    from statelens.app.analysis.summary import iter_first_look, iter_summary
+
+    local = checkpoint("agg_many_partitions") / "checkpoint"
+    url = upload_copy(moto_endpoint, local, "first-look")
+    chains = _latest_chains(local)
+    every = {str(p.relative_to(local)) for p in local.rglob("*") if p.name.endswith(STATE_SUFFIXES)}
+    assert any(p.endswith(".snapshot") for p in chains) and len(chains) < len(every) / 2
+    ckpt = open_checkpoint(url, storage_options=options(proxy.url), mirror=False)
+    proxy.requests.clear()
+    first = run_to_end(iter_first_look(ckpt))
+    gets = state_gets(proxy, "first-look")
+    assert set(gets) == chains and max(gets.values()) == 1
+    here = open_checkpoint(str(local))
+    assert [v.to_json() for v in first.verdicts] == [
+        v.to_json() for v in run_to_end(iter_first_look(here)).verdicts
+    ]
+    assert {v.check for v in first.verdicts} == {"restart", "commit", "growth"} and not first.problems
+
+    full = run_to_end(iter_summary(ckpt))
+    gets = state_gets(proxy, "first-look")
+    assert set(gets) == every and max(gets.values()) == 1
+    assert [v.to_json() for v in full.verdicts] == [
+        v.to_json() for v in run_to_end(iter_summary(here)).verdicts
+    ]

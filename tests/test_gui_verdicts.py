@@ -308,8 +308,10 @@ def test_event_logs_added_later_reach_the_verdicts(qtbot: Any, window: Any) -> N
     folder = get_event_log("plain")
     _open(qtbot, window, folder / "checkpoint")
     assert any("no event logs loaded" in t for _, t in window.overview.verdict_texts())
-    with qtbot.waitSignal(window.overview_controller.updated, timeout=LOAD_TIMEOUT_MS):
-        window.add_event_logs([str(folder / "events")])
+    window.add_event_logs([str(folder / "events")])  # the first verdicts, then all of them again
+    qtbot.waitUntil(
+        lambda: window.settled() and window.overview_controller.summary is not None, timeout=LOAD_TIMEOUT_MS
+    )
     texts = [t for _, t in window.overview.verdict_texts()]
     assert any(t.startswith("Slowest batches: ") for t in texts)
     assert not any("no event logs loaded" in t for t in texts)
@@ -338,24 +340,33 @@ def test_verdicts_that_need_no_state_file_are_shown_while_the_state_is_read(
     qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While the state files are still being read (held here), the overview already shows the commit
-    and watermark verdicts, under a line saying what is still checked; then all the verdicts."""
+    and watermark verdicts, under a line saying what is still checked; then the verdicts of the latest
+    versions' files (restart, rows now); then all the verdicts."""
     import threading
 
     from statelens.app.analysis import summary as summary_module
     from statelens.app.gui.controllers import overview as overview_controller
 
-    release = threading.Event()
-    held: list[bool] = []
+    releases = {"first": threading.Event(), "full": threading.Event()}
+    held: list[str] = []
 
-    def held_summary(*args: Any, **kwargs: Any) -> Any:
-        held.append(True)
-        release.wait(LOAD_TIMEOUT_MS / 1000)
-        return (yield from summary_module.iter_summary(*args, **kwargs))
+    def holding(name: str, run: Any) -> Any:
+        def held_run(*args: Any, **kwargs: Any) -> Any:
+            held.append(name)
+            releases[name].wait(LOAD_TIMEOUT_MS / 1000)
+            return (yield from run(*args, **kwargs))
 
-    monkeypatch.setattr(overview_controller, "iter_summary", held_summary)
+        return held_run
+
+    monkeypatch.setattr(
+        overview_controller, "iter_first_look", holding("first", summary_module.iter_first_look)
+    )
+    monkeypatch.setattr(overview_controller, "iter_summary", holding("full", summary_module.iter_summary))
     root = Path(sample_checkpoint_path())
     window.open_checkpoint(str(root))
-    qtbot.waitUntil(lambda: bool(held) and bool(window.overview.verdict_texts()), timeout=LOAD_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: held == ["first"] and bool(window.overview.verdict_texts()), timeout=LOAD_TIMEOUT_MS
+    )
     early = summary_module.early_verdicts(open_checkpoint(str(root)))
     assert window.overview.verdict_texts() == [(BADGE[v.severity], v.text) for v in early]
     assert {v.check for v in early} == {"commit", "watermark"}
@@ -364,9 +375,20 @@ def test_verdicts_that_need_no_state_file_are_shown_while_the_state_is_read(
     assert window.overview.verdict_box.title() == "Verdicts so far: 2 fine"
     state_row = window.overview.state_label  # every line of the details shown, not only the first
     assert state_row.height() >= state_row.sizeHint().height() and "\n" in state_row.text()
+
     with qtbot.waitSignal(window.overview_controller.updated, timeout=LOAD_TIMEOUT_MS):
-        release.set()
+        releases["first"].set()
+    qtbot.waitUntil(lambda: held == ["first", "full"], timeout=LOAD_TIMEOUT_MS)
+    first = run_to_end(summary_module.iter_first_look(open_checkpoint(str(root))))
+    assert not first.complete
+    assert window.overview.verdict_texts() == [(BADGE[v.severity], v.text) for v in first.verdicts]
+    assert {v.check for v in first.verdicts} == {"restart", "commit", "growth", "watermark"}
+    assert "expired keys" in window.overview.verdict_status.text()
+    assert window.overview_controller.summary is None  # the growth and expired views wait for all
+
+    with qtbot.waitSignal(window.overview_controller.updated, timeout=LOAD_TIMEOUT_MS):
+        releases["full"].set()
     qtbot.waitUntil(lambda: window.settled(), timeout=LOAD_TIMEOUT_MS)
     want = run_to_end(iter_summary(open_checkpoint(str(root))))
     assert window.overview.verdict_texts() == [(BADGE[v.severity], v.text) for v in want.verdicts]
-    assert not window.overview.verdict_status.isVisible() and len(want.verdicts) > len(early)
+    assert not window.overview.verdict_status.isVisible() and len(want.verdicts) > len(first.verdicts)

@@ -14,7 +14,7 @@ import pytest
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.doctor import iter_doctor
 from statelens.app.analysis.expired import iter_expired
-from statelens.app.analysis.summary import SEVERITIES, Summary, iter_summary
+from statelens.app.analysis.summary import SEVERITIES, Summary, iter_first_look, iter_summary
 from statelens.app.cli import main
 from statelens.app.resources import sample_checkpoint_path
 from statelens.readers.checkpoint import open_checkpoint
@@ -205,3 +205,74 @@ def test_a_watermark_that_stops_moving_is_stuck_since_its_last_move(checkpoint: 
     assert f"since batch {batches[2]}" in wm.text
     (wm,) = _by(_summary(folder / "checkpoint"), "watermark")
     assert wm.severity == "ok" and wm.batch_id == batches[-1]
+
+
+@pytest.mark.parametrize("name", ["sample", "agg_many_partitions", *SCENARIOS])
+def test_first_verdicts_count_what_spark_reads_at_the_latest_batch(
+    checkpoint: Any, spark: Any, name: str
+) -> None:
+    """The overview's first verdicts (from the latest versions' files only): every store's rows per
+    partition are the rows Spark's ``statestore`` reader counts after the last committed batch, the
+    restart, commit and watermark verdicts are those of all the checks, and the rows now are those the
+    growth over every version ends with (for transformWithState's state variables, which Spark reads
+    one by one, those are the comparison)."""
+    from tests import oracle
+
+    root = _root(checkpoint, name)
+    ckpt = open_checkpoint(str(root))
+    first = run_to_end(iter_first_look(ckpt))
+    full = _summary(root)
+    assert not first.complete and full.complete
+    assert first.growth is not None and full.growth is not None
+    last = max(oracle.committed_batches(root))
+    counted = 0
+    for g in first.growth.stores:
+        if g.skipped:
+            assert "column families" in g.skipped or "RocksDB" in g.skipped, g.skipped
+            continue
+        assert g.versions == [last + 1]
+        if g.kind != "transformWithState":  # its state variables: compared with every version's walk
+            spark_rows = oracle.row_counts(spark, root, g.operator_id, g.store_name, [last])
+            assert {p: n for p, n in g.latest_rows().items() if n} == {
+                p: n for (p, _), n in spark_rows.items()
+            }
+        (whole,) = [
+            s for s in full.growth.stores if (s.operator_id, s.store_name) == (g.operator_id, g.store_name)
+        ]
+        assert g.latest_rows() == whole.latest_rows()
+        assert g.total_state_bytes()[-1] == whole.total_state_bytes()[-1]
+        counted += 1
+    assert counted
+    for check in ("restart", "commit", "watermark"):
+        assert [v.to_json() for v in _by(first, check)] == [v.to_json() for v in _by(full, check)]
+    assert not _by(first, "expired") and not _by(first, "unreadable")
+    for v in _by(first, "growth"):
+        (same,) = [
+            w for w in _by(full, "growth") if (w.operator_id, w.store_name) == (v.operator_id, v.store_name)
+        ]
+        assert v.value == same.value and v.text.split(";")[0] == same.text.split(";")[0]
+
+
+def test_first_verdicts_name_a_damaged_file_a_restart_loads_and_not_older_ones(
+    checkpoint: Any, tmp_path: Path
+) -> None:
+    """Damage in a delta after the newest snapshot fails the first restart verdict, naming the file;
+    damage only in a delta the newest snapshot replaces does not (a restart never loads it), and the
+    check of every file then names it."""
+    source = checkpoint("agg_many_partitions") / "checkpoint"
+    for victim, loaded in (("state/0/1/8.delta", True), ("state/0/1/2.delta", False)):
+        root = tmp_path / victim.replace("/", "_")
+        shutil.copytree(source, root)
+        data = (root / victim).read_bytes()
+        (root / victim).write_bytes(data[: len(data) // 2])
+        first = run_to_end(iter_first_look(open_checkpoint(str(root))))
+        (restart,) = _by(first, "restart")
+        (unreadable,) = _by(_summary(root), "unreadable")
+        assert unreadable.severity == "error" and any(f.endswith(victim) for f in unreadable.files)
+        if loaded:
+            assert restart.severity == "error" and restart.files and restart.files[0].endswith(victim)
+            assert victim in restart.text and "cannot be read" in restart.text
+            (first_unreadable,) = _by(first, "unreadable")
+            assert first_unreadable.severity == "error"
+        else:
+            assert restart.severity == "ok" and not first.problems

@@ -399,6 +399,71 @@ def iter_growth(
     return GrowthResult(stores, fp, median, problems)
 
 
+def iter_latest_growth(
+    ckpt: Any,
+    cancelled: Callable[[], bool] | None = None,
+    backends: BackendChooser | None = None,
+) -> Generator[Progress, None, GrowthResult]:
+    """Rows and key + value bytes of every store at each partition's latest version only, read from the
+    files that version loads (the newest snapshot and the deltas after it, the zip and the changelogs
+    after it): what a restart loads, not the history. The overview's first verdicts come from it while
+    :func:`iter_growth` replays every version.
+
+    Each partition is read whole through one :class:`readers.scan.StateScan` (``iter_live``: its records
+    as stored, not decoded), so the numbers are those :func:`iter_growth` counts at the same versions;
+    a file that cannot be read is in ``problems`` with its partition left out. A store whose rows only an
+    engine reads (Spark), or that cannot be read natively, is ``skipped`` with the reason.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+    cancelled : callable, optional
+        Polled between partitions.
+    backends : readers.backends.BackendChooser, optional
+        Where each store is read (default native).
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    GrowthResult
+        One version per store (the store's latest; ``rows`` holds each partition's latest version, as
+        :meth:`StoreGrowth.latest_rows` reads it), the footprint (from the listing), no batch interval.
+    """
+    problems: list[StatelensError] = []
+    stores: list[StoreGrowth] = []
+    native = native_backend(ckpt, backends)
+    jobs = [(op, st) for op in ckpt.operators for st in op.stores]
+    last_tick = time.monotonic()
+    for n, (op, st) in enumerate(jobs):
+        yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}: latest version")
+        g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), [])
+        stores.append(g)
+        backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else native
+        try:
+            backend.store(op.operator_id, st.store_name)
+        except FilesUnavailableError:
+            g.skipped = f"read by {backend.name}: counted with every version"
+            continue
+        except BackendUnavailableError as err:  # e.g. RocksDB column families (transformWithState)
+            g.skipped = err.message
+            continue
+        scan = StateScan(backend, op.operator_id, st.store_name, "rows", cancelled=cancelled)
+        for pid, version, (_buf, kstart, klen, _vstart, vlen) in scan.iter_live():
+            g.rows[pid] = {version: len(kstart)}
+            g.state_bytes[pid] = {version: int(klen.sum()) + int(vlen.sum())}
+            if time.monotonic() - last_tick > 0.1:
+                last_tick = time.monotonic()
+                yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid}")
+        problems.extend(scan.problems)
+        latest = [v for per in g.rows.values() for v in per]
+        g.versions = [max(latest)] if latest else []
+    yield Progress(len(jobs), len(jobs), "latest versions")
+    return GrowthResult(stores, footprint(ckpt), None, problems)
+
+
 def _growth_from_stats(backend: Any, g: StoreGrowth, problems: list[StatelensError]) -> None:
     """Fill ``g`` from the backend's per-version statistics (rows and file bytes; key + value bytes are
     not known): for a backend that reads decoded rows, not files."""

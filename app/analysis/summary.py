@@ -36,7 +36,7 @@ from typing import Any
 from statelens.app.analysis._common import as_step, counted, run_to_end
 from statelens.app.analysis.doctor import DoctorResult, iter_doctor
 from statelens.app.analysis.expired import CATEGORIES, ExpiredResult, iter_expired
-from statelens.app.analysis.growth import GrowthResult, StoreGrowth, iter_growth
+from statelens.app.analysis.growth import GrowthResult, StoreGrowth, iter_growth, iter_latest_growth
 from statelens.app.analysis.timeline import Timeline, iter_timeline
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
@@ -135,6 +135,8 @@ class Summary:
     #: The expired run's counts at earlier versions (``iter_expired(version_counts=...)``).
     version_counts: Counter[tuple[int, str, int, str]] | None = None
     growth: GrowthResult | None = None
+    #: False for :func:`iter_first_look`'s verdicts (from the latest versions' files only).
+    complete: bool = True
 
     @property
     def exit_code(self) -> int:
@@ -170,9 +172,24 @@ def _store_text(operator_id: int, store_name: str) -> str:
 
 
 # -- the verdicts -----------------------------------------------------------------------------------
-def _restart(ckpt: Any, doctor: DoctorResult) -> Verdict:
+def _restart(ckpt: Any, doctor: DoctorResult, unloadable: Sequence[StatelensError] = ()) -> Verdict:
     errors = [f for f in doctor.findings if f.severity == "error"]
     last = ckpt.last_committed_batch_id
+    if not errors and unloadable:  # a file the latest version loads (the first look reads only those)
+        bad = unloadable[0]
+        more = f" (+{len(unloadable) - 1} more)" if len(unloadable) > 1 else ""
+        ctx = bad.context
+        return Verdict(
+            "restart",
+            "error",
+            f"Restart will fail: a file the latest state loads cannot be read: {bad}{more}",
+            float(len(unloadable)),
+            "overview",
+            operator_id=ctx.get("operator_id"),
+            store_name=ctx.get("store_name"),
+            partition=ctx.get("partition_id"),
+            files=(bad.path,) if bad.path else (),
+        )
     if errors:
         first = errors[0]
         more = f" (+{len(errors) - 1} more errors)" if len(errors) > 1 else ""
@@ -358,6 +375,21 @@ def _growth(store: StoreGrowth) -> list[Verdict]:
     return out
 
 
+def _growth_verdicts(growth: GrowthResult) -> list[Verdict]:
+    out: list[Verdict] = []
+    for store in growth.stores:
+        if store.store_name.startswith("$") or store.store_name.endswith("keyToNumValues"):
+            continue  # Spark's own bookkeeping (transformWithState), a join's index of its rows store
+        out += _growth(store)
+    return out
+
+
+def _worst_first(verdicts: list[Verdict]) -> list[Verdict]:
+    """Worst severity first, in topic order within one (a stable sort)."""
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(verdicts, key=lambda v: order[v.severity])
+
+
 def _watermark(timeline: Timeline) -> Verdict | None:
     rows = [r for r in timeline.rows if r.has_offsets]
     marks = [(r.batch_id, r.watermark_ms) for r in rows if r.watermark_ms]
@@ -526,17 +558,13 @@ def summarize(
         (op.operator_id, st.store_name): st.versions for op in ckpt.operators for st in op.stores
     }
     verdicts += _expired(expired, version_counts, store_versions)
-    for store in growth.stores:
-        if store.store_name.startswith("$") or store.store_name.endswith("keyToNumValues"):
-            continue  # Spark's own bookkeeping (transformWithState), a join's index of its rows store
-        verdicts += _growth(store)
+    verdicts += _growth_verdicts(growth)
     wm = _watermark(timeline)
     if wm is not None:
         verdicts.append(wm)
     verdicts += _event_logs(timeline)
     verdicts.append(_unreadable(list(problems.values()), doctor, decoded))
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    verdicts.sort(key=lambda v: order[v.severity])
+    verdicts = _worst_first(verdicts)
     return Summary(ckpt.location, verdicts, list(problems.values()), doctor, expired, version_counts, growth)
 
 
@@ -559,8 +587,7 @@ def early_verdicts(ckpt: Any) -> list[Verdict]:
     wm = _watermark(timeline)
     if wm is not None:
         verdicts.append(wm)
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    verdicts.sort(key=lambda v: order[v.severity])
+    verdicts = _worst_first(verdicts)
     return verdicts
 
 
@@ -619,3 +646,56 @@ def iter_summary(
     growth = yield from sub(3, iter_growth(ckpt, cancelled=cancelled, backends=backends, top_keys=top_keys))
     yield Progress(steps, steps, "verdicts")
     return summarize(ckpt, timeline, doctor, expired, growth, version_counts=earlier, decoded=decode_files)
+
+
+def iter_first_look(
+    ckpt: Any,
+    *,
+    cancelled: Callable[[], bool] | None = None,
+    backends: Any = None,
+) -> Generator[Progress, None, Summary]:
+    """The verdicts that need only the files of each store's latest version: shown while
+    :func:`iter_summary` reads every state file (on S3 a few times fewer requests: the newest snapshot
+    and the deltas after it, not the history).
+
+    ``restart`` runs doctor's checks of the listing and the logs and reads every file a restart loads
+    (one that cannot be read is an error naming it); ``growth`` and ``skew`` give rows and bytes now and
+    the heaviest partition (:func:`app.analysis.growth.iter_latest_growth`, the numbers
+    :func:`iter_growth` counts at those versions); ``commit`` and ``watermark`` as :func:`early_verdicts`;
+    ``unreadable`` only when a file could not be read. Left for :func:`iter_summary`: expired keys, the
+    growth over versions, the files of older versions, the event logs.
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+    cancelled : callable, optional
+        Polled between partitions.
+    backends : readers.backends.BackendChooser, optional
+        Where state rows are read (default native; stores read by Spark wait for the full check).
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    Summary
+        ``complete`` False.
+    """
+    steps = 3
+    timeline = yield from as_step(0, steps, iter_timeline(ckpt, cancelled=cancelled))
+    doctor = yield from as_step(1, steps, iter_doctor(ckpt, decode_files=False, cancelled=cancelled))
+    growth = yield from as_step(2, steps, iter_latest_growth(ckpt, cancelled=cancelled, backends=backends))
+    yield Progress(steps, steps, "first verdicts")
+    problems: dict[str, StatelensError] = {}
+    for p in [*ckpt.report.problems, *timeline.problems, *growth.problems]:
+        problems.setdefault(str(p), p)
+    verdicts = [_restart(ckpt, doctor, growth.problems), _commit(ckpt)]
+    verdicts += _growth_verdicts(growth)
+    wm = _watermark(timeline)
+    if wm is not None:
+        verdicts.append(wm)
+    if problems:
+        verdicts.append(_unreadable(list(problems.values()), doctor, decoded=False))
+    verdicts = _worst_first(verdicts)
+    return Summary(ckpt.location, verdicts, list(problems.values()), doctor, growth=growth, complete=False)

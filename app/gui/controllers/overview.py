@@ -5,8 +5,11 @@ When a checkpoint is shown the overview lists its batches, operators and load pr
 front, else once the view in front has its data, as :class:`~app.gui.controllers.context.DeferredJobs`
 runs hidden views' jobs); its verdicts, health checks and problems go to
 :class:`viewers.overview.OverviewView`. The verdicts that need no state file read (commit,
-watermark) are shown at once, above what is still being checked. A verdict's link asks the window to open the view
-that proves it, where it points (``MainWindow.open_at``).
+watermark) are shown at once, above what is still being checked; then the verdicts that need only each
+store's latest version (:func:`app.analysis.summary.iter_first_look`: restart, rows now, skew), read
+first because on remote storage they need a few times fewer requests than every state file; then all
+of them. A verdict's link asks the window to open the view that proves it, where it points
+(``MainWindow.open_at``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 
 from statelens.app.analysis.expired import DEFAULT_MAX_EXAMPLES
-from statelens.app.analysis.summary import Summary, early_verdicts, iter_summary
+from statelens.app.analysis.summary import Summary, early_verdicts, iter_first_look, iter_summary
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
 from statelens.app.gui.controllers.state import OverviewState
@@ -32,7 +35,13 @@ PENDING = (
 )
 #: Under the verdicts known at once (:func:`app.analysis.summary.early_verdicts`).
 PENDING_STATE = (
-    "Still checking (every state file is read): restart, expired keys, state growth, unreadable files…"
+    "Still checking (the latest version's files first, then every state file): restart, expired keys, "
+    "state growth, unreadable files…"
+)
+#: Under the first verdicts (:func:`app.analysis.summary.iter_first_look`).
+PENDING_HISTORY = (
+    "Still checking (every state file is read): expired keys, growth over the versions, the older "
+    "versions' files, the event logs…"
 )
 
 
@@ -96,25 +105,48 @@ class OverviewController(Controller):
             self.view.set_verdicts_pending(PENDING)
         else:
             self.view.set_verdicts(self.state.verdict_rows(early), pending=PENDING_STATE)
-        # Every state file is read: when another view is in front, its own job gets the cores first
-        # (the verdicts start when the overview is shown or nothing else runs). A run of the checks
+        # The latest versions' files, then every state file: when another view is in front, its own
+        # job gets the cores first (the verdicts start when the overview is shown or nothing else runs). A run of the checks
         # before (without the event logs just added) would only be replaced: it stops now.
         self.ctx.runner.cancel(CHANNEL)
         self.ctx.deferred.when_shown(
             self.name,
             lambda: self.ctx.runner.submit(
                 CHANNEL,
-                iter_summary,
+                iter_first_look,
                 ckpt,
-                event_logs=list(self.ctx.event_logs) or None,
-                storage_options=self.ctx.storage_options or None,
-                # The growth and expired views show the same runs (no second read): summary_finished.
-                max_examples=DEFAULT_MAX_EXAMPLES,
-                top_keys=self.top_keys,
-                what="Checking the checkpoint for the verdicts",
-                on_result=self._on_summary_finished,
-                on_error=self._on_summary_errored,
+                what="Reading the latest versions for the first verdicts",
+                on_result=lambda first: self._on_first_look(ckpt, first),
+                on_error=lambda err: self._on_first_look_errored(ckpt, err),
             ),
+        )
+
+    def _on_first_look(self, ckpt: Any, first: Summary | None) -> None:
+        if first is None:  # stopped before its end (Cancel)
+            return
+        self.view.set_verdicts(self.state.verdict_rows(first), pending=PENDING_HISTORY)
+        self.updated.emit()
+        self._check_every_file(ckpt)
+
+    def _on_first_look_errored(self, ckpt: Any, err: BaseException) -> None:
+        if isinstance(err, StatelensError):  # a located error: the full checks name it where it is
+            self._check_every_file(ckpt)
+        else:
+            self._on_summary_errored(err)
+
+    def _check_every_file(self, ckpt: Any) -> None:
+        self.ctx.runner.submit(
+            CHANNEL,
+            iter_summary,
+            ckpt,
+            event_logs=list(self.ctx.event_logs) or None,
+            storage_options=self.ctx.storage_options or None,
+            # The growth and expired views show the same runs (no second read): summary_finished.
+            max_examples=DEFAULT_MAX_EXAMPLES,
+            top_keys=self.top_keys,
+            what="Checking the checkpoint for the verdicts",
+            on_result=self._on_summary_finished,
+            on_error=self._on_summary_errored,
         )
 
     def cancel(self) -> None:
