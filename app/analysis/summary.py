@@ -22,7 +22,10 @@ Every verdict comes from an existing analysis and names the view that proves it:
     every file an analysis could not read (their ``problems`` lists and doctor's decode checks).
 
 :func:`summarize` builds the verdicts from results already computed (the report does); :func:`iter_summary`
-runs the analyses first. Qt-free; the app shows the same :class:`Verdict` objects.
+runs the analyses first. :func:`early_verdicts` (no state file) and :func:`iter_first_look` (each store's
+latest version only) give the verdicts that can be known sooner, which the app's overview shows while
+:func:`iter_summary` runs; each is one of its verdicts, or a part of one (rows now without the trend).
+Qt-free; the app shows the same :class:`Verdict` objects.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ REPO = Path(__file__).resolve().parents[2]
 def app_start(
     ckpt: Path | str, view: str, cache: Path | str, env: dict[str, str] | None = None
 ) -> dict[str, float]:
-    """Wall time and peak RSS of one app start until ``view`` is drawn (its screenshot saved), and until
+    """Wall time and peak RSS of one app start until ``view`` is drawn (its screenshot saved; for the
+    overview also until its first verdicts, from the latest versions' files, are drawn), and until
     the process has exited (Python and Qt tear down in ~0.5 s more); the CPU seconds (user and system,
     every thread) the process used until drawn, which a busy machine sways less than wall time.
 
@@ -57,7 +58,11 @@ def app_start(
     }
     shot = Path(tempfile.mkdtemp()) / "shot.png"
     code = (
-        "import sys;from statelens.app.launcher import main;from tests.benchmarks import peak_rss_kib;"
+        "import sys,time;from statelens.app.launcher import main;from tests.benchmarks import peak_rss_kib;"
+        # when the overview's first verdicts (the latest versions' files) are drawn: FIRST <time>
+        "from statelens.app.gui.controllers import overview as o;f=o.OverviewController._on_first_look;"
+        "o.OverviewController._on_first_look=lambda self,c,s:(f(self,c,s),"
+        "sys.stderr.write('FIRST %.6f\\n' % time.time()) if s is not None else None);"
         "rc=main(['gui',sys.argv[1],'--screenshot',sys.argv[2],'--view',sys.argv[3]]);"
         "import time,resource;sys.stderr.write('DRAWN %.6f\\n' % time.time());"
         "u=resource.getrusage(resource.RUSAGE_SELF);sys.stderr.write('CPU %.6f\\n' % (u.ru_utime+u.ru_stime));"
@@ -77,6 +82,7 @@ def app_start(
     rss = [int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("RSS ")]
     drawn = [float(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("DRAWN ")]
     cpu = [float(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("CPU ")]
+    first = [float(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("FIRST ")]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("statelens: error:")]
     if proc.returncode != 0 or not shot.is_file() or not drawn or errors:
         # a view that says it failed is drawn fast: timing it would measure the error page
@@ -86,6 +92,8 @@ def app_start(
         "cpu_seconds": round(cpu[-1], 2) if cpu else -1.0,
         "exit_seconds": round(secs, 2),
         "peak_rss_mib": round(rss[-1] / 1024, 1) if rss else -1.0,
+        # the overview's first verdicts drawn (-1 when that view was not the one asked for)
+        "first_seconds": round(first[0] - wall, 2) if first else -1.0,
     }
 
 

@@ -24,7 +24,8 @@ Then, per delay, in one run:
 * ``info``, ``growth --json``, ``rows --format parquet -o`` (the latest version of operator 0) and
   ``sql`` (a count over the ``state`` table), each a fresh ``statelens`` process reading through the
   proxy with an empty cache and no mirror;
-* the app's ``overview`` (until its verdicts are drawn) and ``growth view`` (until the growth chart is
+* the app's ``overview`` (until all its verdicts are drawn; ``overview first verdicts``: until the
+  first ones, from each store's latest version, are) and ``growth view`` (until the growth chart is
   drawn), each a fresh ``statelens gui URL --screenshot --view V`` (timed as ``bench_app`` times it),
   empty cache, no mirror;
 * ``<command> (mirror, 1st run)`` and ``(mirror, 2nd run)``: every command run twice with the mirror on
@@ -270,6 +271,8 @@ COMMANDS: dict[str, list[str]] = {
 
 #: The app's views timed (each a fresh ``statelens gui URL --screenshot --view V``).
 VIEWS = {"overview": "overview", "growth view": "growth"}
+#: The overview until its first verdicts (from each store's latest version) are drawn.
+FIRST = "overview first verdicts"
 
 
 def fmt_counts(counts: dict[str, int]) -> str:
@@ -284,15 +287,18 @@ def record(
     name: str,
     seconds: float,
     local: float | None,
+    requests: bool = True,
 ) -> None:
-    """Keep and print one timing of the ``delay`` run, with the requests its proxy saw for it."""
+    """Keep and print one timing of the ``delay`` run, with the requests its proxy saw for it (without
+    ``requests``: a moment of the run timed just before, whose requests it counted)."""
     base = row["anchor"]["seconds"]
     row[name] = seconds
-    counts[name] = request_counts(addresses, delay)
+    if requests:
+        counts[name] = request_counts(addresses, delay)
     versus = f"{seconds / local:5.2f}x local disk" if local else ""
     print(
         f"  {name:<30} {seconds:7.2f} s   {seconds / base:5.2f}x the anchor  {versus:<17} "
-        f"[{fmt_counts(counts[name])}]",
+        f"[{fmt_counts(counts[name]) if requests else 'the run above'}]",
         flush=True,
     )
 
@@ -358,7 +364,10 @@ def main(argv: list[str] | None = None) -> int:
                 here[name] = run_cli(cmd, cli_env("", f"{tmp}/local-{len(here)}", False))
             if not args.no_app:
                 for name, view in VIEWS.items():
-                    here[name] = app_start(ckpt, view, f"{tmp}/local-{len(here)}")["seconds"]
+                    start = app_start(ckpt, view, f"{tmp}/local-{len(here)}")
+                    here[name] = start["seconds"]
+                    if view == "overview":
+                        here[FIRST] = start["first_seconds"]
             results["local"] = here
             print("\nlocal disk: " + ", ".join(f"{name} {s:.2f} s" for name, s in here.items()), flush=True)
             for delay in delays:
@@ -382,9 +391,10 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_app:
                     for name, view in VIEWS.items():
                         env = cli_env(endpoint, f"{tmp}/c-{delay}-{len(row)}", False)
-                        report(
-                            name, app_start(url, view, env["STATELENS_CACHE_DIR"], env)["seconds"], here[name]
-                        )
+                        start = app_start(url, view, env["STATELENS_CACHE_DIR"], env)
+                        report(name, start["seconds"], here[name])
+                        if view == "overview":
+                            report(FIRST, start["first_seconds"], here[FIRST], requests=False)
                 # the mirror: each command run twice with it on (a new decoded-state cache each time, so
                 # the second run reads the mirror's files, not decoded state), both timed
                 mirror = {"STATELENS_MIRROR_DIR": f"{tmp}/mirror-{delay}"}
@@ -397,8 +407,9 @@ def main(argv: list[str] | None = None) -> int:
                     mirror = {"STATELENS_MIRROR_DIR": f"{tmp}/mirror-app-{delay}"}
                     for run in ("1st", "2nd"):
                         env = cli_env(endpoint, f"{tmp}/a{run}-{delay}-{len(row)}", True, mirror)
-                        seconds = app_start(url, "overview", env["STATELENS_CACHE_DIR"], env)["seconds"]
-                        report(f"overview (mirror, {run} run)", seconds, here["overview"])
+                        start = app_start(url, "overview", env["STATELENS_CACHE_DIR"], env)
+                        report(f"overview (mirror, {run} run)", start["seconds"], here["overview"])
+                        report(f"{FIRST} (mirror, {run} run)", start["first_seconds"], here[FIRST], False)
                 if args.sequential:
                     seconds = run_cli(
                         ["growth", url, "--json"],
