@@ -106,8 +106,9 @@ class OverviewController(Controller):
         else:
             self.view.set_verdicts(self.state.verdict_rows(early), pending=PENDING_STATE)
         # The latest versions' files, then every state file: when another view is in front, its own
-        # job gets the cores first (the verdicts start when the overview is shown or nothing else runs). A run of the checks
-        # before (without the event logs just added) would only be replaced: it stops now.
+        # job gets the cores first (the verdicts start when the overview is shown or nothing else
+        # runs). A run of the checks before (without the event logs just added) would only be
+        # replaced: it stops now.
         self.ctx.runner.cancel(CHANNEL)
         self.ctx.deferred.when_shown(
             self.name,
