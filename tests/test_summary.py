@@ -276,3 +276,28 @@ def test_first_verdicts_name_a_damaged_file_a_restart_loads_and_not_older_ones(
             assert first_unreadable.severity == "error"
         else:
             assert restart.severity == "ok" and not first.problems
+
+
+def test_summary_latest_prints_the_first_verdicts_and_says_what_it_left(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``statelens summary --latest``: the first verdicts, exit 1 when a file a restart loads is damaged
+    (named), ``complete`` false in JSON, a line saying what was not checked; options it cannot honour
+    are a usage error (exit 2)."""
+    root = tmp_path / "ckpt"
+    shutil.copytree(checkpoint("agg_many_partitions") / "checkpoint", root)
+    assert main(["summary", str(root), "--latest"]) == 0
+    text = capsys.readouterr().out
+    assert "Restart should succeed" in text and "Only each store's latest version was read" in text
+    victim = root / "state/0/2/7.delta"
+    victim.write_bytes(victim.read_bytes()[:10])
+    assert main(["summary", str(root), "--latest", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["complete"] is False and doc["exit_code"] == 1
+    restart = next(v for v in doc["verdicts"] if v["check"] == "restart")
+    assert restart["severity"] == "error" and restart["files"][0].endswith("state/0/2/7.delta")
+    assert doc["verdicts"][0]["severity"] == "error"
+    for extra in (["--quick"], ["--event-log", str(tmp_path)], ["--backend", "spark"]):
+        with pytest.raises(SystemExit) as usage:
+            main(["summary", str(root), "--latest", *extra])
+        assert usage.value.code == 2 and "--latest reads the files" in capsys.readouterr().err

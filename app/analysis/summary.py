@@ -152,9 +152,11 @@ class Summary:
         return {s: sum(1 for v in self.verdicts if v.severity == s) for s in SEVERITIES}
 
     def to_json(self) -> dict[str, Any]:
-        """``statelens summary --json``: the checkpoint, exit code, counts, verdicts and problems."""
+        """``statelens summary --json``: the checkpoint, whether every check ran (``complete``; False
+        with ``--latest``), exit code, counts, verdicts and problems."""
         return {
             "checkpoint": self.location,
+            "complete": self.complete,
             "exit_code": self.exit_code,
             "counts": self.counts(),
             "verdicts": [v.to_json() for v in self.verdicts],
