@@ -280,6 +280,17 @@ def footprint(ckpt: Any) -> Footprint:
     return Footprint(areas, small, temps, old_files, old_bytes)
 
 
+def _store_jobs(ckpt: Any, backends: BackendChooser | None) -> list[tuple[Any, Any, Any]]:
+    """``(operator, store, backend)`` of every store, with the backend that reads it (native unless
+    ``backends`` picks another)."""
+    native = native_backend(ckpt, backends)
+    return [
+        (op, st, backends.for_store(op.operator_id, st.store_name) if backends is not None else native)
+        for op in ckpt.operators
+        for st in op.stores
+    ]
+
+
 def iter_growth(
     ckpt: Any,
     zombie_rows: dict[tuple[int, str], int] | None = None,
@@ -319,14 +330,12 @@ def iter_growth(
     """
     problems: list[StatelensError] = []
     stores: list[StoreGrowth] = []
-    native = native_backend(ckpt, backends)
-    jobs = [(op, st) for op in ckpt.operators for st in op.stores]
+    jobs = _store_jobs(ckpt, backends)
     last_tick = time.monotonic()
-    for n, (op, st) in enumerate(jobs):
+    for n, (op, st, backend) in enumerate(jobs):
         yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}")
         g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), list(st.versions))
         stores.append(g)
-        backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else native
         try:
             reader = backend.store(op.operator_id, st.store_name)
         except FilesUnavailableError:  # rows decoded by an engine (Spark): no key + value bytes
@@ -434,14 +443,12 @@ def iter_latest_growth(
     """
     problems: list[StatelensError] = []
     stores: list[StoreGrowth] = []
-    native = native_backend(ckpt, backends)
-    jobs = [(op, st) for op in ckpt.operators for st in op.stores]
+    jobs = _store_jobs(ckpt, backends)
     last_tick = time.monotonic()
-    for n, (op, st) in enumerate(jobs):
+    for n, (op, st, backend) in enumerate(jobs):
         yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}: latest version")
         g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), [])
         stores.append(g)
-        backend = backends.for_store(op.operator_id, st.store_name) if backends is not None else native
         try:
             backend.store(op.operator_id, st.store_name)
         except FilesUnavailableError:
