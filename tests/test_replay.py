@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from statelens.readers._format.hdfs_store import HDFSStoreReader, sniff_state_file_name
@@ -196,6 +197,48 @@ def test_every_count_of_rows_agrees_with_the_query(scenario: str, checkpoint: Ca
             assert on_disk == _sizes(folder, pid)[v]
     for how, got in counted.items():
         assert got == truth, how
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "scenario", ["agg_count", "pandas_state_processing", "rich_types", "agg_state_format_v1"]
+)
+def test_keys_are_numbered_in_order_of_first_appearance(
+    scenario: str, checkpoint: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``key_ids`` of a replay's keys (fixed-width runs, files of several key widths zero-padded) gives
+    equal key bytes equal ids, numbered in order of first appearance: the numbering of a dict over the
+    keys cut at the records' positions. Numpy numbers them (no Arrow); when two different keys share
+    their hash bits (forced here) numpy declines and Arrow numbers them alike."""
+    from statelens.readers._format import keyids
+    from statelens.readers._format.keyids import PaddedKeys, key_numbers
+    from statelens.readers.arrow_values import key_ids
+
+    reader = _reader(checkpoint(scenario))
+    padded = declined = 0
+    for pid in reader.partition_ids():
+        replay = reader._replay_records(pid, keep=True)
+        assert replay is not None
+        buf = b"".join(replay.datas)
+        kstart, klen, _, _ = replay.positions()
+        first_seen: dict[bytes, int] = {}
+        want = [
+            first_seen.setdefault(buf[s - 4 : s + n], len(first_seen))
+            for s, n in zip(kstart.tolist(), klen.tolist(), strict=True)
+        ]
+        got = key_numbers(replay.pieces)
+        assert got is not None and got.tolist() == want and got.dtype == np.int32
+        assert key_ids(replay.pieces).tolist() == want
+        padded += sum(isinstance(p, PaddedKeys) for p in replay.pieces)
+        with monkeypatch.context() as m:
+            m.setattr(keyids, "_MUL", 0)  # every key of one length gets the same hash
+            if len(set(klen.tolist())) < len(first_seen):  # two different keys of one length
+                assert key_numbers(replay.pieces) is None
+                declined += 1
+            assert key_ids(replay.pieces).tolist() == want
+    assert declined or scenario == "rich_types"  # rich_types: no two keys of one partition have one length
+    if scenario != "agg_count":
+        assert padded  # some file's keys were of several widths
 
 
 @pytest.mark.spark

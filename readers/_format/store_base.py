@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from statelens.readers._format.keyids import PaddedKeys
 from statelens.readers._format.records import RecordIndex, gather_bytes
 from statelens.readers._format.unsaferow import RowLayout, compile_layout, decode_rows
 from statelens.readers.arrow_values import binary_array, key_ids, numpy_array
@@ -84,7 +85,7 @@ class ReplayRecords:
 
     versions: list[int]  # the versions replayed
     tags: list[int]  # per file: the index of the version it belongs to
-    pieces: list[Any] = field(default_factory=list)  # keys with their size word in front
+    pieces: list[Any] = field(default_factory=list)  # keys with their size word in front (key_ids' pieces)
     counts: list[int] = field(default_factory=list)  # records of each file
     puts: list[Any] = field(default_factory=list)  # per file: True / False (all records), or a mask
     layouts: list[Any] = field(default_factory=list)  # per file: (key size, value size) or its index
@@ -102,7 +103,9 @@ class ReplayRecords:
         puts (True or False for all of them, else a boolean mask)."""
 
         put = idx.val_len >= 0
-        self.pieces.append(binary_array(data, idx.key_start - 4, idx.key_len + 4))
+        starts, lens = idx.key_start - 4, idx.key_len + 4
+        padded = PaddedKeys.gather(data, starts, lens)  # numpy rows (no pyarrow), unless mostly padding
+        self.pieces.append(binary_array(data, starts, lens) if padded is None else padded)
         self.counts.append(idx.count)
         self.puts.append(True if put.all() else put)
         self.layouts.append(idx)
