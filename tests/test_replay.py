@@ -209,7 +209,8 @@ def test_keys_are_numbered_in_order_of_first_appearance(
     """``key_ids`` of a replay's keys (fixed-width runs, files of several key widths zero-padded) gives
     equal key bytes equal ids, numbered in order of first appearance: the numbering of a dict over the
     keys cut at the records' positions. Numpy numbers them (no Arrow); when two different keys share
-    their hash bits (forced here) numpy declines and Arrow numbers them alike."""
+    their hash bits (forced here), or keys of several widths are left as Arrow arrays (forced here too),
+    numpy declines and Arrow numbers them alike."""
     from statelens.readers._format import keyids
     from statelens.readers._format.keyids import PaddedKeys, key_numbers
     from statelens.readers.arrow_values import key_ids
@@ -229,14 +230,23 @@ def test_keys_are_numbered_in_order_of_first_appearance(
         got = key_numbers(replay.pieces)
         assert got is not None and got.tolist() == want and got.dtype == np.int32
         assert key_ids(replay.pieces).tolist() == want
-        padded += sum(isinstance(p, PaddedKeys) for p in replay.pieces)
+        files_padded = sum(isinstance(p, PaddedKeys) for p in replay.pieces)
+        padded += files_padded
         with monkeypatch.context() as m:
-            m.setattr(keyids, "_MUL", 0)  # every key of one length gets the same hash
-            if len(set(klen.tolist())) < len(first_seen):  # two different keys of one length
+            m.setattr(keyids, "_MUL", 0)  # every key gets the same hash
+            if len(first_seen) > 1:
                 assert key_numbers(replay.pieces) is None
                 declined += 1
             assert key_ids(replay.pieces).tolist() == want
-    assert declined or scenario == "rich_types"  # rich_types: no two keys of one partition have one length
+        with monkeypatch.context() as m:  # no padding allowed: files of several key widths stay Arrow arrays
+            m.setattr(keyids, "PADDING_RATIO", -1)
+            m.setattr(keyids, "PADDING_SLACK", 0)
+            replay = reader._replay_records(pid, keep=False)
+            assert replay is not None
+            assert sum(not isinstance(p, (PaddedKeys, np.ndarray)) for p in replay.pieces) == files_padded
+            assert key_numbers(replay.pieces) is None
+            assert key_ids(replay.pieces).tolist() == want
+    assert declined
     if scenario != "agg_count":
         assert padded  # some file's keys were of several widths
 
