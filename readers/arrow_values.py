@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from statelens.readers._format.keyids import PaddedKeys, key_numbers
+from statelens.readers._format.keyids import PaddedKeys, first_records, key_numbers
 from statelens.readers._format.records import gather_bytes
 from statelens.readers.model import CalendarInterval, StateRow
 
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ArrowStateRows",
     "binary_array",
+    "first_appearances",
+    "first_of_ids",
     "fixed_binary_array",
     "key_ids",
     "numbers",
@@ -339,6 +341,27 @@ def key_ids(pieces: Sequence[Any]) -> Any:
     if not out:
         return np.zeros(0, dtype=np.int32)
     return out[0] if len(out) == 1 else np.concatenate(out)
+
+
+def first_appearances(pieces: Sequence[Any]) -> Any:
+    """Whether each byte string of ``pieces`` (one after the other, as for :func:`key_ids`) is the first
+    of its value: a boolean numpy array, True where a string is unlike every string before it, so the
+    distinct strings among the first ``i`` are ``first[:i].sum()``. What :func:`key_ids` tells of the
+    strings when only their distinct values are counted, cheaper (no id is given to each string);
+    pieces that :func:`readers._format.keyids.first_records` leaves are numbered by :func:`key_ids`.
+    """
+    first = first_records(pieces)
+    return first_of_ids(key_ids(pieces)) if first is None else first
+
+
+def first_of_ids(ids: Any) -> Any:
+    """Where each id of ``ids`` (numbered from 0 in order of first appearance, :func:`key_ids`) appears
+    first: a boolean numpy array."""
+    ids = np.asarray(ids)
+    first = np.ones(len(ids), dtype=bool)
+    if len(ids) > 1:
+        first[1:] = ids[1:] > np.maximum.accumulate(ids[:-1])
+    return first
 
 
 def numpy_array(values: Any, mask: Any = None) -> Any:

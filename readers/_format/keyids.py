@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PaddedKeys", "key_numbers"]
+__all__ = ["PaddedKeys", "first_records", "key_numbers"]
 
 _MUL = 0x9E3779B97F4A7C15  # the fold's odd multiplier (each step is a bijection of the hash so far)
 _MIX1 = 0xFF51AFD7ED558CCD  # MurmurHash3's 64-bit finaliser
@@ -76,8 +76,11 @@ class PaddedKeys:
             buf = np.concatenate([buf, np.zeros(width, dtype=np.uint8)])
         if not width:
             return cls(np.zeros((n, 0), dtype=np.uint8), lens)
-        rows = np.lib.stride_tricks.sliding_window_view(buf, width)[starts]  # each string and what follows
-        rows[np.arange(width) >= lens[:, None]] = 0
+        windows = np.ndarray((len(buf) - width + 1, width), np.uint8, buf, 0, (1, 1))  # one at each byte
+        rows = windows[starts]  # each string and the bytes after it
+        short = np.flatnonzero(lens < width)
+        if len(short):
+            rows[short] *= np.arange(width) < lens[short, None]  # the bytes after it zeroed
         return cls(rows, lens)
 
     def __len__(self) -> int:
@@ -103,6 +106,49 @@ def key_numbers(pieces: Sequence[Any]) -> np.ndarray | None:
         ``(n, width)`` uint8 numpy arrays (each row one string; a view with strided rows will do) and
         :class:`PaddedKeys`.
     """
+    found = _grouped(pieces)
+    if found is None:
+        return None
+    n, record, starts = found
+    out_type = np.int32 if n < 1 << 31 else np.int64
+    if starts is None:  # every string differs from every other: ids in record order
+        return np.arange(n, dtype=out_type)
+    group = np.flatnonzero(starts)  # where each string's records start (in sorted order)
+    first = record[group]  # each string's first record (the index bits sort a string's records)
+    is_first = np.zeros(n, dtype=np.int8)
+    is_first[first] = 1
+    id_at: np.ndarray = np.cumsum(is_first, dtype=out_type)  # at a first record: 1 + its string's id
+    id_at -= 1
+    ids = np.empty(n, dtype=out_type)
+    ids[record] = np.repeat(id_at[first], np.diff(group, append=n))
+    return ids
+
+
+def first_records(pieces: Sequence[Any]) -> np.ndarray | None:
+    """Which of the byte strings of ``pieces`` (one after the other) is the first of its value: a
+    boolean array, True where a string is unlike every string before it (the distinct strings among
+    the first ``i`` are ``first[:i].sum()``). Cheaper than :func:`key_numbers` when only the distinct
+    strings are counted; ``None`` where it answers ``None``.
+
+    Parameters
+    ----------
+    pieces : sequence
+        As for :func:`key_numbers`.
+    """
+    found = _grouped(pieces)
+    if found is None:
+        return None
+    n, record, starts = found
+    first = np.ones(n, dtype=bool) if starts is None else np.zeros(n, dtype=bool)
+    if starts is not None:
+        first[record[starts]] = True
+    return first
+
+
+def _grouped(pieces: Sequence[Any]) -> tuple[int, np.ndarray, np.ndarray | None] | None:
+    """The strings' number ``n``, their indexes sorted so that equal strings are together, each
+    string's in ascending order, and where each run of equal strings starts in that order (a boolean
+    array; None when no two strings are equal). None where :func:`key_numbers` answers None."""
     rows_of: list[np.ndarray] = []
     lens_of: list[Any] = []  # per piece: the strings' length (an int for a piece of one width)
     for piece in pieces:
@@ -119,14 +165,12 @@ def key_numbers(pieces: Sequence[Any]) -> np.ndarray | None:
     n = sum(len(r) for r in rows_of)
     if n > 1 << 32:
         return None
-    out_type = np.int32 if n < 1 << 31 else np.int64
     if not n:
-        return np.zeros(0, dtype=out_type)
+        return 0, np.zeros(0, dtype=np.intp), None
     width = -(-max(r.shape[1] for r in rows_of) // 8) * 8  # bytes, a whole number of uint64 words
     if n * width > (1 + PADDING_RATIO) * sum(len(r) * r.shape[1] for r in rows_of) + PADDING_SLACK:
         return None
-    # Every string zero-padded to ``width`` (the size word in front tells their lengths apart, and the
-    # lengths are compared as well), copied as uint32 words: one row per string.
+    # Every string zero-padded to ``width``, copied as uint32 words: one row per string.
     words = np.zeros((n, width // 4), dtype=np.uint32)
     lens = np.empty(n, dtype=np.int64)
     at = 0
@@ -156,17 +200,11 @@ def key_numbers(pieces: Sequence[Any]) -> np.ndarray | None:
     keyed >>= bits
     same = keyed[1:] == keyed[:-1]  # the same hash bits as the record before it (in sorted order)
     repeat = np.flatnonzero(same)
-    if not len(repeat):  # every string differs from every other: ids in record order
-        return np.arange(n, dtype=out_type)
+    if not len(repeat):
+        return n, record, None
     a, b = record[repeat], record[repeat + 1]
     if not (np.array_equal(lens[a], lens[b]) and np.array_equal(words[a], words[b])):
         return None  # two different strings with the same hash bits
-    group = np.flatnonzero(np.concatenate(([True], ~same)))  # where each string's records start (sorted)
-    first = record[group]  # each string's first record (the index bits sort a string's records)
-    is_first = np.zeros(n, dtype=np.int8)
-    is_first[first] = 1
-    id_at: np.ndarray = np.cumsum(is_first, dtype=out_type)  # at a first record: 1 + its string's id
-    id_at -= 1
-    ids = np.empty(n, dtype=out_type)
-    ids[record] = np.repeat(id_at[first], np.diff(group, append=n))
-    return ids
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = ~same
+    return n, record, starts
