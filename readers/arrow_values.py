@@ -307,7 +307,7 @@ def key_ids(pieces: Sequence[Any]) -> Any:
     A piece is a ``(n, width)`` uint8 numpy array (its rows are the strings; a strided view will do), a
     :class:`readers._format.keyids.PaddedKeys` or an Arrow binary array. Numpy pieces are numbered by
     :func:`readers._format.keyids.key_numbers` (no pyarrow import); anything it leaves (Arrow arrays,
-    widths not a multiple of 4, a hash collision) goes to one Arrow hash dictionary, a run of numpy
+    pieces of very unlike widths, a hash collision) goes to one Arrow hash dictionary, a run of numpy
     pieces of one width copied into one fixed-width Arrow array (and no pandas, which Arrow's
     ``to_numpy`` would import).
     """

@@ -198,7 +198,7 @@ def test_growth_json_equals_spark_counts(
 HEAVY_MODULES = ("numba", "pandas", "duckdb", "PySide6", "fsspec", "asyncio", "crc32c", "pyspark")
 
 
-#: ``growth`` of an HDFS-backed store counts its keys with numpy alone (``readers._format.keyids``).
+#: ``growth`` counts keys with numpy alone (``readers._format.keyids``), and ``info`` reads no state.
 NO_ARROW = ("pyarrow",)
 
 
@@ -209,8 +209,8 @@ NO_ARROW = ("pyarrow",)
         ("agg_count", ["growth", "--json"], NO_ARROW),
         ("rich_types", ["growth", "--json"], NO_ARROW),  # keys of several widths: the record walk
         ("pandas_state_processing", ["growth", "--json"], NO_ARROW),  # removes, and files of two widths
-        ("rocks_agg_changelog", ["info"], ()),
-        ("rocks_agg_changelog", ["growth", "--json"], ()),  # RocksDB changelogs: the record walk
+        ("rocks_agg_changelog", ["info"], NO_ARROW),
+        ("rocks_agg_changelog", ["growth", "--json"], NO_ARROW),  # RocksDB changelogs: the record walk
         ("join", ["growth"], NO_ARROW),
     ],
 )

@@ -10,8 +10,7 @@ its length mixed in (padding never makes two keys alike: lengths are compared to
 each with its record's index in the low bits, are sorted. Records with the same hash bits are then
 compared word for word (and their lengths): the ids are exact, and a collision between two different
 keys makes :func:`key_numbers` answer ``None``, so that the caller numbers them with Arrow instead.
-Pieces this does not cover (Arrow arrays, keys whose width is not a multiple of 4) are left to the
-caller too.
+Pieces this does not cover (Arrow arrays) are left to the caller too.
 """
 
 from __future__ import annotations
@@ -37,7 +36,8 @@ PADDING_SLACK = 65536
 @dataclass(frozen=True)
 class PaddedKeys:
     """Byte strings of several lengths as the rows of one zero-padded ``(n, width)`` uint8 array
-    (``width`` a multiple of 4), with each string's length: one file's keys whose widths differ.
+    (``width`` the longest string's length), with each string's length: one file's keys whose widths
+    differ.
 
     Attributes
     ----------
@@ -67,8 +67,7 @@ class PaddedKeys:
         starts = np.asarray(starts, dtype=np.int64)
         lens = np.asarray(lens, dtype=np.int64)
         n = len(lens)
-        longest = int(lens.max()) if n else 0
-        width = -(-longest // 4) * 4
+        width = int(lens.max()) if n else 0
         if n * width > (1 + PADDING_RATIO) * int(lens.sum()) + PADDING_SLACK:
             return None
         buf = np.frombuffer(data, dtype=np.uint8)
@@ -94,8 +93,8 @@ class PaddedKeys:
 def key_numbers(pieces: Sequence[Any]) -> np.ndarray | None:
     """Ids of the byte strings of ``pieces``, one after the other: equal strings get equal ids, numbered
     in order of first appearance (:func:`readers.arrow_values.key_ids`); an int32 array (int64 past
-    2**31 strings). ``None`` when this cannot answer: a piece that is not a ``(n, width)`` uint8 array
-    with ``width`` a multiple of 4 nor a :class:`PaddedKeys`, pieces so unlike in width that padding
+    2**31 strings). ``None`` when this cannot answer: a piece that is neither a ``(n, width)`` uint8
+    array nor a :class:`PaddedKeys`, pieces so unlike in width that padding
     them to the widest would take more than :data:`PADDING_RATIO` bytes per byte of string, more than
     2**32 strings, or two different strings with the same hash bits (the caller then numbers them with
     Arrow).
@@ -160,8 +159,6 @@ def _grouped(pieces: Sequence[Any]) -> tuple[int, np.ndarray, np.ndarray | None]
             lens_of.append(piece.shape[1])
         else:
             return None
-        if rows_of[-1].shape[1] % 4:
-            return None
     n = sum(len(r) for r in rows_of)
     if n > 1 << 32:
         return None
@@ -170,21 +167,23 @@ def _grouped(pieces: Sequence[Any]) -> tuple[int, np.ndarray, np.ndarray | None]
     width = -(-max(r.shape[1] for r in rows_of) // 8) * 8  # bytes, a whole number of uint64 words
     if n * width > (1 + PADDING_RATIO) * sum(len(r) * r.shape[1] for r in rows_of) + PADDING_SLACK:
         return None
-    # Every string zero-padded to ``width``, copied as uint32 words: one row per string.
-    words = np.zeros((n, width // 4), dtype=np.uint32)
+    # Every string zero-padded to ``width`` bytes: one row of uint64 words per string, each row copied
+    # as one item (a copy byte by byte, or word by word, takes twice as long).
+    words = np.zeros((n, width // 8), dtype=np.uint64)
     lens = np.empty(n, dtype=np.int64)
     at = 0
     for rows, length in zip(rows_of, lens_of, strict=True):
         m, w = rows.shape
         if w:
-            if rows.strides[1] != 1 or rows.strides[0] % 4:
+            if rows.strides[1] != 1:
                 rows = np.ascontiguousarray(rows)
-            words[at : at + m, : w // 4] = rows.view(np.uint32)
+            item = np.dtype(f"V{w}")
+            np.ndarray((m,), item, words, at * width, (width,))[...] = rows.view(item)[:, 0]
         lens[at : at + m] = length
         at += m
     h = lens.astype(np.uint64)
     h *= _MUL
-    for column in words.view(np.uint64).T:  # fold: each step a bijection of the hash so far
+    for column in words.T:  # fold: each step a bijection of the hash so far
         h ^= column
         h *= _MUL
     h ^= h >> 33
