@@ -505,6 +505,31 @@ def test_storage_options_reach_the_filesystem(
     assert got == [{"client_kwargs": {"region_name": "x"}}]
 
 
+def test_the_command_leaves_its_imports_out_of_the_collectors_passes(
+    checkpoint: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """While a command runs, the objects the imports made are out of the garbage collector's passes
+    (``gc.freeze``: a full pass would walk them all again); when it ends they are given back, so a
+    process that goes on (this test run) collects them again; the command does its work."""
+    import gc
+
+    from statelens.app import launcher
+
+    frozen: list[int] = []
+    real = launcher.cli_main
+
+    def spied(*args: Any, **kwargs: Any) -> int:
+        frozen.append(gc.get_freeze_count())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(launcher, "cli_main", spied)
+    before = gc.get_freeze_count()
+    assert launcher.main(["growth", str(checkpoint("agg_count") / "checkpoint"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+    assert frozen and frozen[0] > before + 10_000  # the modules, functions and classes imported
+    assert gc.get_freeze_count() == before
+
+
 def test_the_command_keeps_freed_memory_mapped(tmp_path: Path) -> None:
     """The ``statelens`` entry point sets glibc's mmap and trim thresholds (``app.allocator``) before any
     work, so each partition's megabytes are not page-faulted in afresh; a process whose environment set
