@@ -530,6 +530,26 @@ def test_the_command_leaves_its_imports_out_of_the_collectors_passes(
     assert gc.get_freeze_count() == before
 
 
+def test_importing_the_entry_point_leaves_the_collector_as_it_was() -> None:
+    """The entry point imports with the garbage collector off (its passes over the young objects the
+    imports make cost every start), then turns it back on, unless it was off before; nothing stays
+    frozen."""
+    import subprocess
+
+    probe = (
+        "import gc, sys\n"
+        "if sys.argv[1] == 'off':\n"
+        "    gc.disable()\n"
+        "import statelens.app.launcher\n"
+        "print(gc.isenabled(), gc.get_freeze_count())\n"
+    )
+    for before, after in (("on", "True 0"), ("off", "False 0")):
+        out = subprocess.run(
+            [sys.executable, "-c", probe, before], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == after
+
+
 def test_the_command_keeps_freed_memory_mapped(tmp_path: Path) -> None:
     """The ``statelens`` entry point sets glibc's mmap and trim thresholds (``app.allocator``) before any
     work, so each partition's megabytes are not page-faulted in afresh; a process whose environment set
