@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
+from statelens.readers._format.keyids import PaddedKeys, first_records, key_numbers
 from statelens.readers._format.records import gather_bytes
 from statelens.readers.model import CalendarInterval, StateRow
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ArrowStateRows",
     "binary_array",
+    "first_appearances",
+    "first_of_ids",
     "fixed_binary_array",
     "key_ids",
     "numbers",
@@ -297,14 +300,20 @@ def numbers(array: Any) -> Any:
 
 
 def key_ids(pieces: Sequence[Any]) -> Any:
-    """Ids of the byte strings of ``pieces``, one after the other, from one Arrow hash dictionary:
-    equal strings get equal ids, numbered in order of first appearance (so the distinct strings among
-    the first ``i`` are ``max(ids[:i]) + 1``). An int32 numpy array; no Python object per string (and no
-    pandas, which Arrow's ``to_numpy`` would import).
+    """Ids of the byte strings of ``pieces``, one after the other: equal strings get equal ids, numbered
+    in order of first appearance (so the distinct strings among the first ``i`` are
+    ``max(ids[:i]) + 1``). An int32 numpy array; no Python object per string.
 
-    A piece is an Arrow binary array or a ``(n, width)`` uint8 numpy array (its rows are the strings;
-    a strided view will do): a run of those of one width is copied into one fixed-width Arrow array.
+    A piece is a ``(n, width)`` uint8 numpy array (its rows are the strings; a strided view will do), a
+    :class:`readers._format.keyids.PaddedKeys` or an Arrow binary array. Numpy pieces are numbered by
+    :func:`readers._format.keyids.key_numbers` (no pyarrow import); anything it leaves (Arrow arrays,
+    pieces of very unlike widths, a hash collision) goes to one Arrow hash dictionary, a run of numpy
+    pieces of one width copied into one fixed-width Arrow array (and no pandas, which Arrow's
+    ``to_numpy`` would import).
     """
+    ids = key_numbers(pieces)
+    if ids is not None:
+        return ids
     import pyarrow as pa  # deferred: pyarrow (heavy)
     import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
@@ -319,7 +328,10 @@ def key_ids(pieces: Sequence[Any]) -> Any:
                 fixed_binary_array(np.concatenate(run) if len(run) > 1 else np.ascontiguousarray(run[0]))
             )
             run = [piece] if isinstance(piece, np.ndarray) else []
-        if piece is not None and not isinstance(piece, np.ndarray):
+        if isinstance(piece, PaddedKeys):
+            width = piece.rows.shape[1]
+            chunks.append(binary_array(piece.rows.tobytes(), np.arange(len(piece)) * width, piece.lens))
+        elif piece is not None and not isinstance(piece, np.ndarray):
             chunks.append(piece)
     if not chunks:
         return np.zeros(0, dtype=np.int32)
@@ -329,6 +341,27 @@ def key_ids(pieces: Sequence[Any]) -> Any:
     if not out:
         return np.zeros(0, dtype=np.int32)
     return out[0] if len(out) == 1 else np.concatenate(out)
+
+
+def first_appearances(pieces: Sequence[Any]) -> Any:
+    """Whether each byte string of ``pieces`` (one after the other, as for :func:`key_ids`) is the first
+    of its value: a boolean numpy array, True where a string is unlike every string before it, so the
+    distinct strings among the first ``i`` are ``first[:i].sum()``. What :func:`key_ids` tells of the
+    strings when only their distinct values are counted, cheaper (no id is given to each string);
+    pieces that :func:`readers._format.keyids.first_records` leaves are numbered by :func:`key_ids`.
+    """
+    first = first_records(pieces)
+    return first_of_ids(key_ids(pieces)) if first is None else first
+
+
+def first_of_ids(ids: Any) -> Any:
+    """Where each id of ``ids`` (numbered from 0 in order of first appearance, :func:`key_ids`) appears
+    first: a boolean numpy array."""
+    ids = np.asarray(ids)
+    first = np.ones(len(ids), dtype=bool)
+    if len(ids) > 1:
+        first[1:] = ids[1:] > np.maximum.accumulate(ids[:-1])
+    return first
 
 
 def numpy_array(values: Any, mask: Any = None) -> Any:

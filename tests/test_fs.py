@@ -123,3 +123,59 @@ def test_local_listing_equals_fsspec(checkpoint: Any, tmp_path: Path) -> None:
     assert fs.read_bytes("offsets/0") == (root / "offsets" / "0").read_bytes()
     with pytest.raises(MissingFileError, match="dangling"):
         fs.read_bytes("dangling")
+
+
+@pytest.mark.spark
+def test_local_listing_errors_name_the_full_path(
+    checkpoint: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local listing reads each folder through a descriptor opened from the root's; a folder it
+    cannot open, or an entry it cannot stat, is named by its full path (as a listing by path names it)
+    in the error the opening reports, and a folder removed while listing is left out."""
+    import contextlib
+    import errno
+    import os
+    import shutil
+
+    from statelens.readers import fs as fs_module
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(checkpoint("agg_count") / "checkpoint", root)
+    real_open, real_scandir = os.open, os.scandir
+
+    def refusing_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        if path == "state/0":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        if path == "commits":
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(fs_module.os, "open", refusing_open)
+    with pytest.raises(PermissionError) as refused:
+        fs_module._local_find(str(root))
+    assert refused.value.filename == f"{root}/state/0" and str(refused.value).endswith(f"'{root}/state/0'")
+    with pytest.raises(StorageError, match=f"PermissionError: .*{root}/state/0"):
+        CheckpointFS(str(root))
+
+    class _Refusing:
+        def __init__(self, entry: Any) -> None:
+            self.name = entry.name
+
+        def stat(self, *, follow_symlinks: bool = True) -> Any:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), self.name)
+
+    def scandir(fd: Any) -> Any:
+        with real_scandir(fd) as it:
+            return contextlib.nullcontext([_Refusing(e) if e.name == "metadata" else e for e in it])
+
+    monkeypatch.setattr(fs_module.os, "open", real_open)
+    monkeypatch.setattr(fs_module.os, "scandir", scandir)
+    with pytest.raises(PermissionError) as refused:
+        fs_module._local_find(str(root))
+    assert refused.value.filename == f"{root}/metadata"
+    monkeypatch.setattr(fs_module.os, "scandir", real_scandir)
+    monkeypatch.setattr(fs_module.os, "open", refusing_open)
+    shutil.rmtree(root / "state")  # only "commits" is refused now: as if removed while listing
+    listed = fs_module._local_find(str(root))
+    assert "commits" in listed and not any(rel.startswith("commits/") for rel in listed)
+    assert "offsets/0" in listed

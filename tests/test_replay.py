@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from statelens.readers._format.hdfs_store import HDFSStoreReader, sniff_state_file_name
@@ -196,6 +197,65 @@ def test_every_count_of_rows_agrees_with_the_query(scenario: str, checkpoint: Ca
             assert on_disk == _sizes(folder, pid)[v]
     for how, got in counted.items():
         assert got == truth, how
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "scenario", ["agg_count", "pandas_state_processing", "rich_types", "agg_state_format_v1"]
+)
+def test_keys_are_numbered_in_order_of_first_appearance(
+    scenario: str, checkpoint: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``key_ids`` of a replay's keys (fixed-width runs, files of several key widths zero-padded) gives
+    equal key bytes equal ids, numbered in order of first appearance, and ``first_appearances`` marks
+    each key's first record: as a dict over the keys cut at the records' positions numbers them. Numpy
+    answers (no Arrow); when two different keys share their hash bits (forced here), or keys of several
+    widths are left as Arrow arrays (forced here too), numpy declines and Arrow answers alike."""
+    from statelens.readers._format import keyids
+    from statelens.readers._format.keyids import PaddedKeys, first_records, key_numbers
+    from statelens.readers.arrow_values import first_appearances, key_ids
+
+    reader = _reader(checkpoint(scenario))
+    padded = declined = 0
+    for pid in reader.partition_ids():
+        replay = reader._replay_records(pid, keep=True)
+        assert replay is not None
+        buf = b"".join(replay.datas)
+        kstart, klen, _, _ = replay.positions()
+        keys = [buf[s - 4 : s + n] for s, n in zip(kstart.tolist(), klen.tolist(), strict=True)]
+        first_seen: dict[bytes, int] = {}
+        firsts = []  # whether each record is its key's first
+        for key in keys:
+            firsts.append(key not in first_seen)
+            first_seen.setdefault(key, len(first_seen))
+        want = [first_seen[key] for key in keys]
+        got = key_numbers(replay.pieces)
+        assert got is not None and got.tolist() == want and got.dtype == np.int32
+        assert key_ids(replay.pieces).tolist() == want
+        first = first_records(replay.pieces)
+        assert first is not None and first.tolist() == firsts
+        assert first_appearances(replay.pieces).tolist() == firsts
+        files_padded = sum(isinstance(p, PaddedKeys) for p in replay.pieces)
+        padded += files_padded
+        with monkeypatch.context() as m:
+            m.setattr(keyids, "_MUL", 0)  # every key gets the same hash
+            if len(first_seen) > 1:
+                assert key_numbers(replay.pieces) is None and first_records(replay.pieces) is None
+                declined += 1
+            assert key_ids(replay.pieces).tolist() == want
+            assert first_appearances(replay.pieces).tolist() == firsts
+        with monkeypatch.context() as m:  # no padding allowed: files of several key widths stay Arrow arrays
+            m.setattr(keyids, "PADDING_RATIO", -1)
+            m.setattr(keyids, "PADDING_SLACK", 0)
+            replay = reader._replay_records(pid, keep=False)
+            assert replay is not None
+            assert sum(not isinstance(p, (PaddedKeys, np.ndarray)) for p in replay.pieces) == files_padded
+            assert key_numbers(replay.pieces) is None
+            assert key_ids(replay.pieces).tolist() == want
+            assert first_appearances(replay.pieces).tolist() == firsts
+    assert declined
+    if scenario != "agg_count":
+        assert padded  # some file's keys were of several widths
 
 
 @pytest.mark.spark

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from statelens.readers._format.keyids import PaddedKeys
 from statelens.readers._format.records import RecordIndex, gather_bytes
 from statelens.readers._format.unsaferow import RowLayout, compile_layout, decode_rows
-from statelens.readers.arrow_values import binary_array, key_ids, numpy_array
+from statelens.readers.arrow_values import binary_array, first_appearances, first_of_ids, key_ids, numpy_array
 from statelens.readers.errors import (
     BackendUnavailableError,
     MissingFileError,
@@ -84,7 +85,7 @@ class ReplayRecords:
 
     versions: list[int]  # the versions replayed
     tags: list[int]  # per file: the index of the version it belongs to
-    pieces: list[Any] = field(default_factory=list)  # keys with their size word in front
+    pieces: list[Any] = field(default_factory=list)  # keys with their size word in front (key_ids' pieces)
     counts: list[int] = field(default_factory=list)  # records of each file
     puts: list[Any] = field(default_factory=list)  # per file: True / False (all records), or a mask
     layouts: list[Any] = field(default_factory=list)  # per file: (key size, value size) or its index
@@ -102,7 +103,9 @@ class ReplayRecords:
         puts (True or False for all of them, else a boolean mask)."""
 
         put = idx.val_len >= 0
-        self.pieces.append(binary_array(data, idx.key_start - 4, idx.key_len + 4))
+        starts, lens = idx.key_start - 4, idx.key_len + 4
+        padded = PaddedKeys.gather(data, starts, lens)  # numpy rows (no pyarrow), unless mostly padding
+        self.pieces.append(binary_array(data, starts, lens) if padded is None else padded)
         self.counts.append(idx.count)
         self.puts.append(True if put.all() else put)
         self.layouts.append(idx)
@@ -160,14 +163,14 @@ class ReplayRecords:
         return key_start, key_len, val_start, val_len
 
     def version_rows(self) -> VersionRows:
-        """Live rows after each version, counted from the ids of the records' keys: without removes the
-        distinct keys so far (the ids are numbered in order of first appearance), else the records
-        grouped by key (:func:`counts_by_key`)."""
+        """Live rows after each version: without removes the distinct keys so far (from each key's first
+        record, :func:`readers.arrow_values.first_appearances`), else the records grouped by the ids of
+        their keys (:func:`counts_by_key`)."""
 
         nv = len(self.versions)
-        ids = key_ids(self.pieces)
         if self.all_puts():
-            return self.versions, distinct_so_far(ids, self.tags, self.counts, nv)
+            return self.versions, distinct_so_far(first_appearances(self.pieces), self.tags, self.counts, nv)
+        ids = key_ids(self.pieces)
         tag = np.repeat(np.asarray(self.tags, dtype=np.int64), self.counts)
         rows, _, _ = counts_by_key(ids, self.put_mask(), None, tag, nv)
         return self.versions, rows
@@ -197,7 +200,7 @@ class ReplayRecords:
             vstart, vlen = np.where(put, vstart + value_skip, vstart), np.where(put, vlen - value_skip, vlen)
         size = klen + np.maximum(vlen, 0)
         if self.all_puts() and (size == size[0]).all():
-            rows = distinct_so_far(ids, self.tags, self.counts, nv)
+            rows = distinct_so_far(first_of_ids(ids), self.tags, self.counts, nv)
             live = np.sort(last_per_id(ids))
             nbytes = rows * int(size[0])
         else:
@@ -207,15 +210,15 @@ class ReplayRecords:
         return versions, rows, nbytes, (buf, kstart[live], klen[live], vstart[live], vlen[live])
 
 
-def distinct_so_far(ids: Any, tags: list[int], counts: list[int], nv: int) -> Any:
-    """The distinct keys among the records up to each tag's last, from key ids numbered in order of
-    first appearance (:func:`readers.arrow_values.key_ids`): a running maximum."""
+def distinct_so_far(first: Any, tags: list[int], counts: list[int], nv: int) -> Any:
+    """The distinct keys among the records up to each tag's last, from whether each record is its key's
+    first (:func:`readers.arrow_values.first_appearances`): a running count."""
 
     ends = np.cumsum(np.bincount(tags, weights=counts, minlength=nv)).astype(np.int64)
     seen = np.zeros(nv, dtype=np.int64)
     some = ends > 0
     if some.any():
-        seen[some] = np.maximum.accumulate(ids)[ends[some] - 1].astype(np.int64) + 1
+        seen[some] = np.cumsum(first, dtype=np.int64)[ends[some] - 1]
     return seen
 
 
