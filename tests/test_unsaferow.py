@@ -24,13 +24,7 @@ from hypothesis import strategies as st
 from pyspark.sql import types as T
 
 from statelens.readers._format import unsaferow as unsaferow_module
-from statelens.readers._format.unsaferow import (
-    Kind,
-    compile_layout,
-    decode_row,
-    decode_rows,
-    fmgws_v1_long_fields,
-)
+from statelens.readers._format.unsaferow import Kind, compile_layout, decode_row, decode_rows
 from statelens.readers.errors import SchemaMismatchError, StatelensError
 from statelens.readers.model import CalendarInterval
 
@@ -239,6 +233,15 @@ def test_hdfs_value_size_quirk() -> None:
     assert decode_rows(row, [0], [(len(row) // 8) * 8], layout) == [(0x0102030405060708,)]
 
 
+def _fmgws_v1_long_fields(value_schema: T.StructType) -> frozenset[int]:
+    """What the checkpoint reader passes as ``long_fields`` for a flatMapGroupsWithState store."""
+    from statelens.readers.model import OperatorKind, StoreSchema
+    from statelens.readers.operators import fmgws_v1_long_fields
+
+    schema = StoreSchema.from_types(one(T.StringType(), "k"), value_schema, 1, "state/0/0/_metadata/schema")
+    return fmgws_v1_long_fields(OperatorKind.FLAT_MAP_GROUPS_WITH_STATE, schema)
+
+
 def test_fmgws_v1_timeout_timestamp_is_a_long() -> None:
     """Spec §7.3: state format 1 declares ``timeoutTimestamp`` integer but Spark writes it with setLong."""
     schema = T.StructType(
@@ -250,8 +253,9 @@ def test_fmgws_v1_timeout_timestamp_is_a_long() -> None:
     )
     ts = 1_704_067_295_000  # epoch ms: does not fit an int32
     row = b"\0" * 8 + struct.pack("<q", 1) + struct.pack("<II", 6, 32) + struct.pack("<q", ts) + b"last-5\0\0"
-    assert fmgws_v1_long_fields(schema) == frozenset({2})
-    fixed = compile_layout(schema, long_fields=fmgws_v1_long_fields(schema))
+    long_fields = _fmgws_v1_long_fields(schema)
+    assert long_fields == frozenset({2})
+    fixed = compile_layout(schema, long_fields=long_fields)
     assert fixed.fields[2].type.kind == Kind.LONG
     assert decode_row(row, 0, len(row), fixed) == (1, "last-5", ts)
     assert decode_rows(row, [0], [len(row)], fixed) == [(1, "last-5", ts)]
@@ -260,7 +264,7 @@ def test_fmgws_v1_timeout_timestamp_is_a_long() -> None:
         decode_row(row, 0, len(row), compile_layout(schema))[2]
         == struct.unpack("<i", struct.pack("<q", ts)[:4])[0]
     )
-    assert fmgws_v1_long_fields(one(T.LongType(), "timeoutTimestamp")) == frozenset()
+    assert _fmgws_v1_long_fields(one(T.LongType(), "timeoutTimestamp")) == frozenset()
     with pytest.raises(ValueError, match="not a field"):
         compile_layout(schema, long_fields={3})
 

@@ -30,7 +30,8 @@ field, never ``IndexError``/``struct.error``, and never allocate more than the r
 
 **FMGWS v1 quirk** (docs/format.md §7.3): ``flatMapGroupsWithState`` state format 1 declares its trailing
 ``timeoutTimestamp`` column as ``integer`` but writes a 64-bit long into the slot. Pass that column's
-index in ``long_fields`` (:func:`fmgws_v1_long_fields` finds it) to read the slot as int64.
+index in ``long_fields`` (:func:`readers.operators.fmgws_v1_long_fields` finds it) to read the slot as
+int64.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ __all__ = [
     "FieldLayout",
     "RowLayout",
     "compile_layout",
-    "fmgws_v1_long_fields",
     "decode_row",
     "decode_rows",
 ]
@@ -234,8 +234,8 @@ def compile_layout(schema: StructType, long_fields: Iterable[int] = ()) -> RowLa
     long_fields : iterable of int, optional
         Indices of top-level fields whose slot holds an int64 whatever type they declare. This is
         for the ``flatMapGroupsWithState`` state format 1 quirk (docs/format.md §7.3): its ``timeoutTimestamp``
-        column is declared ``integer`` but written with ``setLong``. Use :func:`fmgws_v1_long_fields`
-        to find it.
+        column is declared ``integer`` but written with ``setLong``. Use
+        :func:`readers.operators.fmgws_v1_long_fields` to find it.
 
     Returns
     -------
@@ -260,28 +260,6 @@ def compile_layout(schema: StructType, long_fields: Iterable[int] = ()) -> RowLa
     layout = _compile_struct(schema, "", longs)
     with _CACHE_LOCK:
         return _CACHE.setdefault(key, layout)
-
-
-def fmgws_v1_long_fields(value_schema: StructType) -> frozenset[int]:
-    """Indices of ``timeoutTimestamp`` columns declared ``integer`` (FMGWS state format 1, docs/format.md §7.3).
-
-    Parameters
-    ----------
-    value_schema : pyspark.sql.types.StructType
-        The value schema of a ``flatMapGroupsWithState`` store written with state format version 1.
-
-    Returns
-    -------
-    frozenset of int
-        The indices to pass as ``long_fields`` to :func:`compile_layout` (empty if there is none).
-    """
-    from pyspark.sql.types import IntegerType  # deferred: pyspark (heavy)
-
-    return frozenset(
-        i
-        for i, f in enumerate(value_schema.fields)
-        if f.name == "timeoutTimestamp" and isinstance(f.dataType, IntegerType)
-    )
 
 
 def _compile_struct(schema: StructType, prefix: str, long_fields: frozenset[int] = frozenset()) -> RowLayout:
