@@ -609,18 +609,27 @@ def _partition_deltas(root: Any) -> list[tuple[list[Any], list[bytes]]]:
     return out
 
 
+def _sized_keys(
+    datas: list[Any], allow_removes: list[bool], **kwargs: Any
+) -> tuple[np.ndarray, list[int], list[int]] | None:
+    """``records.sized_prefix`` when it takes every stream (the whole partition cut at once), else None."""
+    run, taken = records.sized_prefix(datas, allow_removes, **kwargs)
+    return run if taken == len(datas) else None
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", ["agg_count", "window_agg_watermark", "rich_types", "join"])
 def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None:
-    """``sized_keys`` (the command line's counts: a partition's files of fixed-width rows checked and cut
-    at once) gives every record's key with its size word in front, each file's records and value size,
+    """``sized_prefix`` taking a whole partition (the command line's counts: a partition's files of
+    fixed-width rows checked and cut at once) gives every record's key with its size word in front, each
+    file's records and value size,
     as the record index has them; or ``None`` when a file is not of fixed-width rows or the key size
     changes between files. A file damaged in its last record's value size is not taken."""
     partitions = _partition_deltas(checkpoint(scenario))
     taken = refused = 0
     for paths, datas in partitions:
         indexes = [scan_records(d, str(p)) for d, p in zip(datas, paths, strict=True)]
-        got = records.sized_keys(datas, [True] * len(datas))
+        got = _sized_keys(datas, [True] * len(datas))
         if got is None:
             per_file = [set(zip(i.key_len.tolist(), i.val_len.tolist(), strict=True)) for i in indexes]
             assert any(len(s) > 1 for s in per_file) or len({k for s in per_file for k, _ in s}) > 1
@@ -642,8 +651,7 @@ def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None
             at = int(indexes[last].key_start[-1] + indexes[last].key_len[-1])  # the last value's size word
             damaged[at : at + 4] = (int(indexes[last].val_len[-1]) + 8).to_bytes(4, "big", signed=True)
             assert (
-                records.sized_keys([*datas[:last], bytes(damaged), *datas[last + 1 :]], [True] * len(datas))
-                is None
+                _sized_keys([*datas[:last], bytes(damaged), *datas[last + 1 :]], [True] * len(datas)) is None
             )
     assert taken + refused == len(partitions)
     if scenario in ("agg_count", "window_agg_watermark"):
@@ -676,17 +684,17 @@ def test_sized_keys_of_single_files_empty_files_and_removes(checkpoint: Any) -> 
     idx = scan_records(puts, PATH)
     assert (idx.count, set(idx.key_len.tolist()), set(idx.val_len.tolist())) == (2, {24}, {16})
 
-    got = records.sized_keys([puts], [False])
+    got = _sized_keys([puts], [False])
     assert got is not None
     block, counts, vlens = got
     assert block.dtype == np.uint8 and block.shape == (2, 28)
     assert [bytes(r) for r in block] == _keys_with_size(puts, idx) and (counts, vlens) == ([2], [16])
 
-    got = records.sized_keys([empty, puts, empty], [True, True, True])
+    got = _sized_keys([empty, puts, empty], [True, True, True])
     assert got is not None and got[1:] == ([0, 2, 0], [0, 16, 0])
     assert [bytes(r) for r in got[0]] == _keys_with_size(puts, idx)
 
-    only_empty = records.sized_keys([empty, empty], [True, True])
+    only_empty = _sized_keys([empty, empty], [True, True])
     assert only_empty is not None
     assert (
         only_empty[0].shape == (0, 4)
@@ -694,24 +702,24 @@ def test_sized_keys_of_single_files_empty_files_and_removes(checkpoint: Any) -> 
         and only_empty[1:] == ([0, 0], [0, 0])
     )
 
-    got = records.sized_keys([removes], [True])
+    got = _sized_keys([removes], [True])
     ridx = scan_records(removes, PATH)
     assert (
         got is not None
         and got[1:] == ([1], [-1])
         and [bytes(r) for r in got[0]] == _keys_with_size(removes, ridx)
     )
-    assert records.sized_keys([removes], [False]) is None  # a snapshot holds no removes
-    assert records.sized_keys([puts, removes], [True, True]) is None  # keys of 24 then 32 bytes
+    assert _sized_keys([removes], [False]) is None  # a snapshot holds no removes
+    assert _sized_keys([puts, removes], [True, True]) is None  # keys of 24 then 32 bytes
 
-    assert records.sized_keys([puts], [True], max_record_bytes=24) is not None  # the key is the largest
-    assert records.sized_keys([puts], [True], max_record_bytes=23) is None
+    assert _sized_keys([puts], [True], max_record_bytes=24) is not None  # the key is the largest
+    assert _sized_keys([puts], [True], max_record_bytes=23) is None
     with pytest.raises(ValueError, match="zip"):
-        records.sized_keys([puts, puts], [True])  # one flag per file
+        _sized_keys([puts, puts], [True])  # one flag per file
 
     # damaged copies: an end marker with a byte after it, a record count cut short
-    assert records.sized_keys([EMPTY + b"\x00"], [True]) is None
-    assert records.sized_keys([puts[:-4]], [True]) is None
+    assert _sized_keys([EMPTY + b"\x00"], [True]) is None
+    assert _sized_keys([puts[:-4]], [True]) is None
 
 
 @pytest.mark.spark
@@ -728,8 +736,8 @@ def test_uniform_keys_limits_and_removes(checkpoint: Any) -> None:
     state = _real_delta(checkpoint, "pandas_state_processing", "0/0/1.delta")  # key 24, value 96
     assert records.uniform_keys(state, max_record_bytes=96) is not None
     assert records.uniform_keys(state, max_record_bytes=95) is None  # the value alone is over
-    assert records.sized_keys([state], [False], max_record_bytes=96) is not None
-    assert records.sized_keys([state], [False], max_record_bytes=95) is None
+    assert _sized_keys([state], [False], max_record_bytes=96) is not None
+    assert _sized_keys([state], [False], max_record_bytes=95) is None
 
 
 def test_iter_records_gives_whole_values_unless_aligned() -> None:

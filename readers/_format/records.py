@@ -61,7 +61,6 @@ __all__ = [
     "fixed_width_index",
     "frame_records",
     "gather_bytes",
-    "sized_keys",
     "sized_prefix",
 ]
 
@@ -176,37 +175,23 @@ def uniform_keys(
     return _fixed_width(buf, 4, count, klen, stride), vlen < 0
 
 
-def sized_keys(
-    datas: Sequence[Buffer],
-    allow_removes: Sequence[bool],
-    *,
-    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-) -> tuple[np.ndarray, list[int], list[int]] | None:
-    """Every record's key with its size word in front, out of ``.delta`` / ``.snapshot`` streams (a
-    partition's files, in replay order) whose records all have one key size, and each stream one value
-    size (fixed-width rows, the common case): one ``(records, 4 + key size)`` array, and each stream's
-    number of records and value size (-1: its records are removes). ``None`` when a stream is not so
-    (:func:`scan_records` then indexes it and names what is wrong).
-
-    Each stream's sizes come from its first record; every record's two size words and the end markers
-    are checked in one vectorised comparison over all the streams (per stream only its first record is
-    read in Python).
-    """
-    run, taken = sized_prefix(datas, allow_removes, max_record_bytes=max_record_bytes)
-    return run if taken == len(datas) else None
-
-
 def sized_prefix(
     datas: Sequence[Buffer],
     allow_removes: Sequence[bool],
     *,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> tuple[tuple[np.ndarray, list[int], list[int]] | None, int]:
-    """:func:`sized_keys` of the longest run of leading streams it takes, and how many that is (0, with
-    None, when the first stream is not of fixed-width rows): a partition's files are cut a run at a
-    time, a file of another key size starting the next run and a file of variable-width rows indexed
-    alone, instead of every file of a group being looked at again alone when one is not like the
-    others."""
+    """Every record's key with its size word in front, out of the longest run of leading ``.delta`` /
+    ``.snapshot`` streams (a partition's files, in replay order) whose records all have one key size, and
+    each stream one value size (fixed-width rows, the common case): ``((records, 4 + key size) array,
+    each stream's number of records, each stream's value size (-1: its records are removes)), how many
+    streams that is)``; ``(None, 0)`` when the first stream is not so (:func:`scan_records` then indexes
+    it and names what is wrong). A partition's files are cut a run at a time, a file of another key size
+    starting the next run and a file of variable-width rows indexed alone.
+
+    Each stream's sizes come from its first record; every record's two size words and the end markers
+    are checked in one vectorised comparison over the run (per stream only its first record is read in
+    Python)."""
     keys: list[np.ndarray] = []
     v_words: list[np.ndarray] = []
     counts: list[int] = []

@@ -1440,26 +1440,15 @@ class RocksDBStoreReader(StoreReaderBase):
         if keep:
             out.datas.append(data)
 
-    def _sized_changelogs(
-        self, group: list[StateFile], datas: list[bytes]
-    ) -> tuple[Any, list[int], list[int]] | None:
-        """The keys (size word in front) of v1 changelogs of fixed-width rows, each file's record count
-        and value size (:func:`readers._format.records.sized_keys`), their version bytes checked at once; None
-        when a file has a header (v2-v4) or rows of several widths, or a version byte is not 00 (the
-        files are then indexed one by one, which names the file and record)."""
-        if any(changelog_header(data, sf.path)[0] != 1 for sf, data in zip(group, datas, strict=True)):
-            return None
-        run, taken = self._sized_changelog_run(group, datas)
-        return run if taken == len(group) else None
-
     def _sized_changelog_run(
         self, group: list[StateFile], datas: list[bytes]
     ) -> tuple[tuple[Any, list[int], list[int]] | None, int]:
-        """:meth:`_sized_changelogs` of the longest run of leading files it takes, and how many that is
-        (:func:`readers._format.records.sized_prefix`); ``(None, 0)`` when the first file is not of
-        fixed-width rows or fails a check. The files must be v1 changelogs (no header). A run ends before
-        a file of another key size, or the first file with a version byte that is not 00 (that file is
-        then indexed alone, which names it)."""
+        """The keys (size word in front) of the longest run of leading v1 changelogs of fixed-width rows,
+        each file's record count and value size (:func:`readers._format.records.sized_prefix`), their
+        version bytes checked at once, and how many files that is; ``(None, 0)`` when the first file is
+        not of fixed-width rows or fails a check. The files must be v1 changelogs (no header). A run ends
+        before a file of another key size, or the first file with a version byte that is not 00 (that file
+        is then indexed alone, which names the file and record)."""
         if not group:
             return None, 0
         run, taken = sized_prefix(datas, [True] * len(datas))

@@ -92,7 +92,7 @@ class ReplayRecords:
     datas: list[bytes] = field(default_factory=list)  # the decompressed files (kept on request)
 
     def add_sized(self, keys: Any, counts: list[int], vlens: list[int]) -> None:
-        """Files of fixed-width rows (:func:`readers._format.records.sized_keys`)."""
+        """Files of fixed-width rows (:func:`readers._format.records.sized_prefix`)."""
         self.pieces.append(keys)
         self.counts.extend(counts)
         self.puts.extend(v >= 0 for v in vlens)
