@@ -18,6 +18,7 @@ from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.doctor import iter_doctor
 from statelens.app.cli import main
 from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.restart import RestartConf
 
 pytestmark = pytest.mark.spark
 
@@ -138,20 +139,40 @@ def test_leftover_temp_file(copy_of, capsys):
     assert "state/0/0/.5.delta.0dada23b-2142-4db7-a392-3c06434a66f4.tmp" in out
 
 
-def test_truncated_snapshot(copy_of):
+def test_truncated_older_snapshot_is_a_warning_a_restart_does_not_read_it(copy_of):
+    """A restart after batch 7 loads version 8 from the newest snapshot (6) and deltas 7-8: snapshot 3
+    is never read (Spark's loader, docs/reliability.md), so its damage is about older versions."""
     ckpt, expected = copy_of("agg_many_partitions")
-    snap = ckpt / expected["snapshot_files"][0]
-    data = snap.read_bytes()
-    snap.write_bytes(data[: len(data) // 2])
+    assert {"state/0/0/3.snapshot", "state/0/0/6.snapshot"} <= set(expected["snapshot_files"])
+    assert max(expected["committed_batches"]) == 7
+    snap = ckpt / "state/0/0/3.snapshot"
+    snap.write_bytes(snap.read_bytes()[: snap.stat().st_size // 2])
     result = _doctor(ckpt)
-    rel = snap.relative_to(ckpt).as_posix()
-    found = [f for f in _only(result, "undecodable_file") if f.files == (rel,)]
-    assert found
-    assert found[0].severity == "error"
-    assert result.exit_code == 2
+    (found,) = [f for f in _only(result, "undecodable_file") if f.files == ("state/0/0/3.snapshot",)]
+    assert found.severity == "warning" and "A restart does not need it" in found.message
+    assert "versions still readable: 1-2,6-8" in found.message
+    assert result.exit_code == 1
     # --quick skips reading the state files.
     quick = _doctor(ckpt, decode_files=False)
     assert not [f for f in quick.findings if f.check == "undecodable_file"]
+
+
+def test_truncated_newest_snapshot_fails_without_auto_snapshot_repair(copy_of):
+    """Snapshot 6 is the one a restart loads: Spark 3.5 fails on it; Spark 4.1+ (auto snapshot repair)
+    falls back to snapshot 3 and replays deltas 4-8 (every delta since 1 is retained here)."""
+    ckpt, expected = copy_of("agg_many_partitions")
+    assert expected["delta_files"] == 32  # deltas 1-8 of 4 partitions
+    snap = ckpt / "state/0/0/6.snapshot"
+    snap.write_bytes(snap.read_bytes()[: snap.stat().st_size // 2])
+    old = _doctor(ckpt, restart=RestartConf.parse("3.5"))
+    (found,) = _only(old, "undecodable_file")
+    assert found.severity == "error" and found.files == ("state/0/0/6.snapshot",) and old.exit_code == 2
+    assert "The restart will fail" in found.message
+    new = _doctor(ckpt, restart=RestartConf.parse("4.3"))
+    assert not [f for f in new.findings if f.check == "undecodable_file"]
+    (repair,) = _only(new, "restart_snapshot_repair")
+    assert repair.severity == "warning" and repair.files == ("state/0/0/6.snapshot",)
+    assert "falling back to snapshot 3 + deltas 4-8" in repair.message and new.exit_code == 1
 
 
 def _edit_offsets(path: Path, **fields) -> None:

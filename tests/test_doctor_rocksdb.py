@@ -16,6 +16,7 @@ from statelens.app.analysis.doctor import iter_doctor
 from statelens.app.cli import main
 from statelens.readers._format.rocksdb_store import parse_zip_metadata, read_zip
 from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.restart import REPAIR_ENABLED, RestartConf
 from tests.test_analysis_doctor import _tree_hash
 
 pytestmark = pytest.mark.spark
@@ -29,8 +30,12 @@ def _copy(checkpoint: Any, name: str, tmp_path: Path) -> tuple[Path, int]:
     return dst, max(expected["committed_batches"]) + 1
 
 
-def _doctor(path: Path) -> Any:
-    return run_to_end(iter_doctor(open_checkpoint(str(path))))
+#: A restart without auto snapshot repair: its first snapshot failure is final.
+NO_REPAIR = ["--spark-version", "4.3", "--conf", f"{REPAIR_ENABLED}=false"]
+
+
+def _doctor(path: Path, restart: RestartConf | None = None) -> Any:
+    return run_to_end(iter_doctor(open_checkpoint(str(path)), restart=restart))
 
 
 def _named(result: Any, check: str) -> list[Any]:
@@ -82,12 +87,58 @@ def test_a_missing_sst_of_the_restart_zip_is_an_error_naming_it(
     zip_version = _restart_zip(part, restart)
     sst, _ = _ssts_of(_file(part, zip_version, "zip"))[0]
     (part / "SSTs" / sst).unlink()
-    assert main(["doctor", str(root)]) == 2
+    assert main(["doctor", str(root), *NO_REPAIR]) == 2
     out = capsys.readouterr().out
     assert f"state/0/0/SSTs/{sst}" in out and "The restart will fail" in out
-    (f,) = _named(_doctor(root), "rocksdb_restart_zip")
+    (f,) = _named(_doctor(root, RestartConf.parse("4.3", {REPAIR_ENABLED: "false"})), "rocksdb_restart_zip")
     assert f.severity == "error" and f.partition == 0 and f.files == (f"state/0/0/SSTs/{sst}",)
     assert "MissingFileError" in f.message and f"loads version {restart}" in f.message
+
+
+def test_a_missing_sst_without_changelogs_fails_even_with_repair(checkpoint: Any, tmp_path: Path) -> None:
+    """Auto snapshot repair rebuilds from changelogs: a store that writes none cannot use it."""
+    root, restart = _copy(checkpoint, "rocks_agg", tmp_path)
+    part = root / "state" / "0" / "0"
+    assert not list(part.glob("*.changelog"))
+    sst, _ = _ssts_of(_file(part, _restart_zip(part, restart), "zip"))[0]
+    (part / "SSTs" / sst).unlink()
+    for conf in (RestartConf(), RestartConf.parse("4.3")):
+        (f,) = _named(_doctor(root, conf), "rocksdb_restart_zip")
+        assert f.severity == "error" and f.files == (f"state/0/0/SSTs/{sst}",)
+
+
+def test_a_missing_sst_with_changelogs_depends_on_auto_snapshot_repair(
+    checkpoint: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spark 4.1+ skips a newest zip it cannot load and replays changelogs from an older one (the
+    restart matrix shows Spark doing it); Spark 3.5 fails on it."""
+    root, restart = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
+    part = root / "state" / "0" / "0"
+    zips = sorted(
+        int(p.name.split(".")[0]) for p in part.glob("*.zip") if int(p.name.split(".")[0]) <= restart
+    )
+    assert len(zips) >= 2 and all(v in range(1, restart + 1) for v in zips)
+    newest = zips[-1]
+    sst, _ = _ssts_of(_file(part, newest, "zip"))[-1]
+    (part / "SSTs" / sst).unlink()
+    # zips share SSTs: every zip naming the missing one fails to load, repair skips them all
+    naming = [v for v in reversed(zips) if sst in {n for n, _ in _ssts_of(_file(part, v, "zip"))}]
+    fallback = next((v for v in reversed(zips) if v not in naming), 0)
+    unknown = _doctor(root)
+    (f,) = _named(unknown, "restart_snapshot_repair")
+    assert f.severity == "warning" and f.files == tuple(f"state/0/0/{v}.zip" for v in naming)
+    assert unknown.exit_code == 1
+    assert "on Spark 3.x and 4.0" in f.message and "the restart fails on" in f.message
+    head = f"zip {fallback}" if fallback else "the empty state"
+    assert f"falling back to {head} + changelogs {fallback + 1}-{restart}" in f.message
+    assert main(["summary", str(root), "--spark-version", "4.3", "--json"]) == 1
+    verdicts = json.loads(capsys.readouterr().out)["verdicts"]
+    (restart_verdict,) = [v for v in verdicts if v["check"] == "restart"]
+    assert restart_verdict["severity"] == "ok" and "through auto snapshot repair" in restart_verdict["text"]
+    assert main(["summary", str(root), "--spark-version", "3.5", "--json"]) == 1
+    verdicts = json.loads(capsys.readouterr().out)["verdicts"]
+    (restart_verdict,) = [v for v in verdicts if v["check"] == "restart"]
+    assert restart_verdict["severity"] == "error" and f"SSTs/{sst}" in " ".join(restart_verdict["files"])
 
 
 def test_a_truncated_sst_is_an_error_with_both_sizes(checkpoint: Any, tmp_path: Path) -> None:
@@ -95,7 +146,7 @@ def test_a_truncated_sst_is_an_error_with_both_sizes(checkpoint: Any, tmp_path: 
     part = root / "state" / "0" / "1"
     sst, size = _ssts_of(_file(part, _restart_zip(part, restart), "zip"))[-1]
     (part / "SSTs" / sst).write_bytes((part / "SSTs" / sst).read_bytes()[: size // 2])
-    result = _doctor(root)
+    result = _doctor(root, RestartConf.parse("3.5"))
     (f,) = _named(result, "rocksdb_restart_zip")
     assert "TruncatedFileError" in f.message and str(size) in f.message and str(size // 2) in f.message
     assert result.exit_code == 2

@@ -26,6 +26,7 @@ from statelens.readers import schemas
 from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import OperatorKind, Progress
+from statelens.readers.restart import REPAIR_ENABLED, PartitionFiles, RestartConf, RestartLoad, plan_load
 from statelens.readers.textfmt import ranges as _ranges
 
 SEVERITIES = ("error", "warning", "info")
@@ -75,6 +76,8 @@ class DoctorResult:
 
     findings: list[DoctorFinding] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
+    #: The Spark the restart was judged for (``--spark-version``, ``--conf``).
+    restart: RestartConf = field(default_factory=RestartConf)
 
     @property
     def exit_code(self) -> int:
@@ -94,11 +97,14 @@ class DoctorResult:
 
 
 class _Doctor:
-    def __init__(self, ckpt: Any, min_batches_to_retain: int):
+    def __init__(self, ckpt: Any, min_batches_to_retain: int, restart: RestartConf | None = None):
         self.ckpt = ckpt
         self.native = native_backend(ckpt)  # files, raw records and their checks
         self.min_retain = min_batches_to_retain
-        self.result = DoctorResult()
+        self.restart = restart or RestartConf()
+        self.result = DoctorResult(restart=self.restart)
+        # partitions whose restart problem the listing checks already named: (operator, store, partition)
+        self._listing_flagged: set[tuple[int, str, int]] = set()
 
     def add(
         self, check: str, severity: str, message: str, files: list[str] | tuple[str, ...] = (), **ctx: Any
@@ -420,6 +426,8 @@ class _Doctor:
         latest = max(files)
         readable = set(pf.readable_versions())
         if expected is not None:
+            if latest < expected or (expected <= latest and expected not in readable):
+                self._listing_flagged.add((op.operator_id, store_name, pid))
             if latest < expected:
                 self.add(
                     "missing_state_version",
@@ -484,54 +492,172 @@ class _Doctor:
             )
 
     def iter_decode_files(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
-        """Decompress and scan every HDFS state file; decode a sample of rows against the schema."""
+        """Decompress and scan every HDFS state file; decode a sample of rows against the schema.
+
+        A damaged file is an error when a restart reads it (:func:`readers.restart.plan_load`), a warning
+        about an older version when it does not.
+        """
         self.result.checked.append("every delta/snapshot decompresses, scans and matches its schema")
         jobs: list[tuple[Any, Any, Any, Any]] = []
+        readers: dict[tuple[int, str], Any] = {}
         for op in self.ckpt.operators:
             for st in op.stores:
                 if st.provider == "hdfs":
                     reader = self.native.store(op.operator_id, st.store_name)
+                    readers[(op.operator_id, st.store_name)] = reader
                     jobs.extend((op, st, reader, sf) for sf in reader.files())
         last = time.monotonic()
+        damaged: dict[tuple[int, str, int], dict[str, tuple[str, str, list[str], int]]] = {}
         for n, (op, st, reader, sf) in enumerate(jobs):
             if cancelled is not None and cancelled():
                 return
             if time.monotonic() - last > 0.1:
                 last = time.monotonic()
                 yield Progress(n, len(jobs), f"checking {sf.path}")
-            ctx = {"operator_id": op.operator_id, "partition": sf.partition_id, "store_name": st.store_name}
             failed = reader.check_file(sf, SAMPLE_ROWS)
             if failed is None:
                 continue
             stage, err = failed
             if stage == "scan":
+                check = "undecodable_file"
+                message = f"{sf.kind} {sf.version} cannot be decoded: {type(err).__name__}: {err.message}" + (
+                    f" at byte {err.offset}" if err.offset is not None else ""
+                )
+                files = [sf.path]
+            elif stage == "row_checksum":
+                check = "row_checksum"
+                message = f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}"
+                files = [sf.path]
+            else:
+                check = "rows_disagree_with_schema"
+                message = f"{sf.kind} {sf.version}: rows do not fit the store's schema: {err.message}"
+                files = [sf.path, f"state/{op.operator_id}/0/_metadata/schema"]
+            key = (op.operator_id, st.store_name, sf.partition_id)
+            damaged.setdefault(key, {})[sf.path] = (check, message, files, sf.version)
+        for (op_id, store_name, pid), bad in sorted(damaged.items()):
+            pf = readers[(op_id, store_name)].partitions[pid]
+            plan_files = PartitionFiles(
+                "hdfs",
+                {v: f.path for v, f in pf.snapshots.items()},
+                {v: f.path for v, f in pf.deltas.items()},
+                {path: message for path, (_, message, _, _) in bad.items()},
+                pf.directory,
+            )
+            self._judge_damage(op_id, store_name, pid, plan_files, bad, pf.readable_versions())
+
+    def _restart_version(self) -> int | None:
+        last = self.ckpt.last_committed_batch_id
+        return None if last is None else last + 1
+
+    def _judge_damage(
+        self,
+        op_id: int,
+        store_name: str,
+        pid: int,
+        files: PartitionFiles,
+        bad: dict[str, tuple[str, str, list[str], int]],
+        readable: list[int],
+    ) -> None:
+        """Report each damaged file of one partition by whether a restart reads it.
+
+        ``bad`` maps each damaged file's path to ``(check, message, files, version)``; ``readable`` are
+        the versions the listing can rebuild (those that still load are named beside a damaged file a
+        restart does not need).
+        """
+        ctx = {"operator_id": op_id, "partition": pid, "store_name": store_name}
+        where = f"operator {op_id} store {store_name} partition {pid}"
+        version = self._restart_version()
+        if version is None:  # nothing committed: no restart to judge, every damaged file is an error
+            for check, message, paths, v in bad.values():
+                self.add(check, "error", message, paths, batch_id=v - 1, **ctx)
+            return
+        load = plan_load(files, version, self.restart)
+        skipped = {path for _, path, _ in load.skipped}
+        for path, (check, message, paths, v) in bad.items():
+            if load.failure is not None and (path == load.failure[0] or path in skipped):
                 self.add(
-                    "undecodable_file",
+                    check.replace("rocksdb_", "rocksdb_restart_", 1),
                     "error",
-                    f"{sf.kind} {sf.version} cannot be decoded: {type(err).__name__}: "
-                    f"{err.message}" + (f" at byte {err.offset}" if err.offset is not None else ""),
-                    [sf.path],
-                    batch_id=sf.version - 1,
+                    f"{where}: {message}. A restart loads version {version} (the last commit, batch "
+                    f"{version - 1}, + 1) and reads this file. The restart will fail"
+                    + self._repair_tail(load, files, version),
+                    paths,
+                    batch_id=v - 1,
                     **ctx,
                 )
-            elif stage == "row_checksum":
+            elif path not in skipped:
+                still = [
+                    u for u in readable if plan_load(files, u, self.restart, repair=False).outcome != "fails"
+                ]
                 self.add(
-                    "row_checksum",
-                    "error",
-                    f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}",
-                    [sf.path],
-                    batch_id=sf.version - 1,
+                    check,
+                    "warning",
+                    f"{where}: the retained version {v}: {message}. A restart does not need it (it loads "
+                    f"version {version} from "
+                    f"{load.chain_text(files) if load.base is not None else 'other files'}); "
+                    + (f"versions still readable: {_ranges(still)}" if still else "no version is readable"),
+                    paths,
+                    batch_id=v - 1,
                     **ctx,
+                )
+        self._judge_load(op_id, store_name, pid, files, load, reported=set(bad))
+
+    def _repair_tail(self, load: RestartLoad, files: PartitionFiles, version: int) -> str:
+        if not load.skipped:
+            return ""
+        tried = ", ".join(f"{files.snapshot_kind} {v}" for v, _, _ in load.skipped)
+        return f" (auto snapshot repair already skipped {tried})"
+
+    def _judge_load(
+        self,
+        op_id: int,
+        store_name: str,
+        pid: int,
+        files: PartitionFiles,
+        load: RestartLoad,
+        reported: set[str],
+    ) -> None:
+        """The restart's own findings for one partition: a load that only auto snapshot repair saves, and
+        a failure on a file no other finding names."""
+        ctx = {"operator_id": op_id, "partition": pid, "store_name": store_name}
+        where = f"operator {op_id} store {store_name} partition {pid}"
+        version = load.version
+        if load.outcome == "repaired":
+            bad = "; ".join(f"{files.snapshot_kind} {v} cannot be read: {why}" for v, _, why in load.skipped)
+            plain = load.without_repair
+            fails = (
+                f"{plain.failure[0]}" if plain is not None and plain.failure is not None else "the snapshot"
+            )
+            if self.restart.repair is None:
+                tail = (
+                    f" Spark 4.1 and later do this with auto snapshot repair ({REPAIR_ENABLED}, on by "
+                    f"default); on Spark 3.x and 4.0, or with it set to false, the restart fails on {fails}."
                 )
             else:
-                self.add(
-                    "rows_disagree_with_schema",
-                    "error",
-                    f"{sf.kind} {sf.version}: rows do not fit the store's schema: {err.message}",
-                    [sf.path, f"state/{op.operator_id}/0/_metadata/schema"],
-                    batch_id=sf.version - 1,
-                    **ctx,
-                )
+                tail = f" ({self.restart.text()}, {REPAIR_ENABLED} on)."
+            self.add(
+                "restart_snapshot_repair",
+                "warning",
+                f"{where}: {bad}. A restart loads version {version} by falling back to "
+                f"{load.chain_text(files)}.{tail}",
+                [path for _, path, _ in load.skipped],
+                batch_id=version - 1,
+                **ctx,
+            )
+        elif load.failure is not None and load.failure[0] not in reported:
+            if (op_id, store_name, pid) in self._listing_flagged:
+                return  # the listing checks named the missing files already
+            path, why = load.failure
+            self.add(
+                "restart_load",
+                "error",
+                f"{where}: a restart loads version {version} (the last commit, batch {version - 1}, + 1) "
+                f"from {load.chain_text(files) if load.base is not None else 'its newest snapshot'}: {why}. "
+                "The restart will fail" + self._repair_tail(load, files, version),
+                [path],
+                batch_id=version - 1,
+                **ctx,
+            )
 
     def iter_check_rocksdb(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
         """Every RocksDB store: the files a restart loads, then every other retained version, then SSTs
@@ -581,11 +707,7 @@ class _Doctor:
         pf = files.partitions[pid]
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
         where = f"operator {op.operator_id} store {store_name} partition {pid}"
-        readable = pf.readable_versions()
-        restart = last + 1 if last is not None and (last + 1) in readable else None
-        base, replayed = files.restart_chain(pid, restart) if restart is not None else (None, [])
-        on_restart = ({base} if base else set(), set(replayed))
-        bad: list[tuple[str, int, StatelensError]] = []  # kind, version, problem
+        bad: dict[str, tuple[str, str, list[str], int]] = {}  # the zip's or changelog's path -> finding
         names_by_zip: dict[int, set[str]] = {}
         with files.workspace() as ws:  # the partition's SSTs copied once for all its zips
             for v in sorted(pf.snapshots):
@@ -593,43 +715,25 @@ class _Doctor:
                     meta = files.verify_zip(pid, v, ws)
                     names_by_zip[v] = {dfs for _, dfs, _ in meta.sst_files}
                 except StatelensError as err:
-                    bad.append(("zip", v, err))
+                    bad[pf.snapshots[v].path] = self._rocksdb_damage("zip", v, err, pf.snapshots[v].path)
         for v in sorted(pf.deltas):
             try:
                 files.verify_changelog(pid, v)
             except StatelensError as err:
-                bad.append(("changelog", v, err))
-        for kind, v, failure in bad:
-            own = pf.snapshots[v] if kind == "zip" else pf.deltas[v]
-            file = failure.path or own.path
-            problem = f"{type(failure).__name__}: {failure.message}"
-            if v in on_restart[0 if kind == "zip" else 1]:
-                self.add(
-                    f"rocksdb_restart_{kind}",
-                    "error",
-                    f"{where}: a restart loads version {restart} (the last commit, batch {last}, + 1) from "
-                    f"{self._chain_text(base, replayed)}, and its {kind} of version {v} cannot be read: {problem}. "
-                    "The restart will fail.",
-                    [file],
-                    batch_id=v - 1,
-                    **ctx,
-                )
-            else:
-                still = [u for u in readable if u not in self._needs(files, pid, bad, u)]
-                self.add(
-                    f"rocksdb_{kind}",
-                    "warning",
-                    f"{where}: the {kind} of retained version {v} cannot be read: {problem}. "
-                    + (
-                        f"A restart does not need it (it loads version {restart}); "
-                        if restart is not None
-                        else ""
-                    )
-                    + (f"versions still readable: {_ranges(still)}" if still else "no version is readable"),
-                    [file],
-                    batch_id=v - 1,
-                    **ctx,
-                )
+                bad[pf.deltas[v].path] = self._rocksdb_damage("changelog", v, err, pf.deltas[v].path)
+        plan_files = PartitionFiles(
+            "rocksdb",
+            {v: f.path for v, f in pf.snapshots.items()},
+            {v: f.path for v, f in pf.deltas.items()},
+            {path: message for path, (_, message, _, _) in bad.items()},
+            pf.directory,
+            changelog_checkpointing=bool(pf.deltas),
+        )
+        if bad:
+            self._judge_damage(op.operator_id, store_name, pid, plan_files, bad, pf.readable_versions())
+        elif last is not None:
+            load = plan_load(plan_files, last + 1, self.restart)
+            self._judge_load(op.operator_id, store_name, pid, plan_files, load, reported=set())
         if len(names_by_zip) == len(pf.snapshots) and pf.sst_sizes:  # every zip's list known
             named = set().union(*names_by_zip.values()) if names_by_zip else set()
             # Only SST files: the local file system writes .<name>.crc checksum sidecars beside them.
@@ -648,19 +752,15 @@ class _Doctor:
                 )
 
     @staticmethod
-    def _chain_text(base: int | None, replayed: list[int]) -> str:
-        parts = [f"zip {base}"] if base else ["an empty state"]
-        if replayed:
-            parts.append(f"changelogs {_ranges(replayed)}")
-        return " + ".join(parts)
-
-    @staticmethod
-    def _needs(files: Any, pid: int, bad: list[tuple[str, int, StatelensError]], version: int) -> set[int]:
-        """The unreadable versions among those a load of ``version`` reads (empty: it still loads)."""
-        base, replayed = files.restart_chain(pid, version)
-        broken = {(k, v) for k, v, _ in bad}
-        needed = ({("zip", base)} if base else set()) | {("changelog", v) for v in replayed}
-        return {v for _, v in needed & broken} if base is not None else {version}
+    def _rocksdb_damage(kind: str, v: int, err: StatelensError, own: str) -> tuple[str, str, list[str], int]:
+        """A damaged zip or changelog as :meth:`_judge_damage` takes it (the file named is the one at
+        fault: an SST the zip names, or the zip itself)."""
+        return (
+            f"rocksdb_{kind}",
+            f"the {kind} of version {v} cannot be read: {type(err).__name__}: {err.message}",
+            [err.path or own],
+            v,
+        )
 
     def iter_spark_cross_check(
         self, backends: Any, cancelled: Callable[[], bool] | None
@@ -760,6 +860,7 @@ def iter_doctor(
     backends: Any = None,
     event_logs: list[str] | None = None,
     storage_options: dict[str, Any] | None = None,
+    restart: RestartConf | None = None,
 ) -> Generator[Progress, None, DoctorResult]:
     """Run every health check on an opened checkpoint.
 
@@ -782,6 +883,9 @@ def iter_doctor(
         checkpoint (:mod:`app.analysis.progress_checks`).
     storage_options : dict, optional
         fsspec options for the event log URLs.
+    restart : readers.restart.RestartConf, optional
+        The Spark version and conf that will restart the query (default: unknown; what depends on them,
+        auto snapshot repair, is said so).
 
     Yields
     ------
@@ -792,7 +896,7 @@ def iter_doctor(
     DoctorResult
         Findings sorted worst first; ``exit_code`` 0, 1 or 2.
     """
-    doc = _Doctor(ckpt, min_batches_to_retain)
+    doc = _Doctor(ckpt, min_batches_to_retain, restart)
     steps: list[tuple[str, Callable[[], None]]] = [
         ("logs", doc.check_load_report),
         ("batches", doc.check_batches),

@@ -27,6 +27,7 @@ from statelens.app.analysis.summary import Summary, summarize
 from statelens.app.analysis.timeline import DURATION_PARTS, Timeline, iter_timeline
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
+from statelens.readers.restart import RestartConf
 from statelens.readers.textfmt import format_duration_ms as _dur
 
 #: Rows shown at most in the timeline and key tables (the JSON commands give everything).
@@ -744,6 +745,7 @@ def iter_report(
     backends: Any = None,
     event_logs: list[str] | None = None,
     storage_options: dict[str, Any] | None = None,
+    restart: RestartConf | None = None,
 ) -> Generator[Progress, None, ReportResult]:
     """Run every analysis and return the report.
 
@@ -767,6 +769,8 @@ def iter_report(
         Event logs, driver logs or progress dumps: the timeline section shows what the query reported.
     storage_options : dict, optional
         fsspec options for the event log URLs.
+    restart : readers.restart.RestartConf, optional
+        The Spark that will restart the query (see :func:`app.analysis.doctor.iter_doctor`).
 
     Yields
     ------
@@ -816,7 +820,9 @@ def iter_report(
     heavy, heavy_problems = yield from sub(
         3, _iter_unweighed_top_keys(ckpt, growth, top_keys, cancelled, backends)
     )
-    doctor = yield from sub(4, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
+    doctor = yield from sub(
+        4, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled, restart=restart)
+    )
     if target_rows is None:
         current = max((sum(g.latest_rows().values()) for g in growth.stores), default=0)
         target_rows = max(10 * current, 1000)

@@ -4,8 +4,11 @@ report's first section).
 Every verdict comes from an existing analysis and names the view that proves it:
 
 ``restart``
-    :mod:`app.analysis.doctor`: any error finding means Spark will fail or lose data on restart (or a
-    file is corrupt); the first one is named with its file. Otherwise the version a restart loads.
+    :mod:`app.analysis.doctor`: any error finding means Spark will fail or lose data on restart (a file
+    the restart reads is damaged, as :mod:`readers.restart` models Spark's loader); the first one is named
+    with its file. A restart that loads only through auto snapshot repair says so: ``ok`` for a Spark
+    known to repair (``--spark-version``/``--conf``), ``warning`` when the version is unknown. Otherwise
+    the version a restart loads.
 ``commit``
     offsets without a commit (``docs/format.md`` §2.6): the batch a restart re-runs.
 ``expired``
@@ -43,6 +46,7 @@ from statelens.app.analysis.growth import GrowthResult, StoreGrowth, iter_growth
 from statelens.app.analysis.timeline import Timeline, iter_timeline
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
+from statelens.readers.restart import RestartConf
 from statelens.readers.textfmt import format_duration_ms, format_epoch_ms
 
 #: Severities, worst first. ``ok`` says a question was asked and the answer is good.
@@ -221,6 +225,28 @@ def _restart(ckpt: Any, doctor: DoctorResult, unloadable: Sequence[StatelensErro
         )
     warnings = doctor.counts()["warning"]
     tail = f"; {counted(warnings, 'health warning')} (details below)" if warnings else ""
+    repaired = [f for f in doctor.findings if f.check == "restart_snapshot_repair"]
+    if repaired:
+        first = repaired[0]
+        more = f" (+{len(repaired) - 1} more partitions)" if len(repaired) > 1 else ""
+        unknown = doctor.restart.repair is None
+        return Verdict(
+            "restart",
+            "warning" if unknown else "ok",
+            (
+                "Restart depends on the Spark version: "
+                if unknown
+                else f"Restart should succeed on {doctor.restart.text()}, through auto snapshot repair: "
+            )
+            + f"{first.message}{more}",
+            float(len(repaired)),
+            "overview",
+            operator_id=first.operator_id,
+            store_name=first.store_name,
+            batch_id=last,
+            partition=first.partition,
+            files=first.files,
+        )
     return Verdict(
         "restart",
         "ok",
@@ -606,6 +632,7 @@ def iter_summary(
     backends: Any = None,
     max_examples: int = 0,
     top_keys: int | None = None,
+    restart: RestartConf | None = None,
 ) -> Generator[Progress, None, Summary]:
     """Run the timeline, health checks, expired keys and growth, then :func:`summarize`.
 
@@ -625,6 +652,8 @@ def iter_summary(
     max_examples, top_keys : int, optional
         Keep this many expired keys per store and category, weigh this many heaviest keys per store
         (the verdicts need neither; the app shows the expired and growth results in their views too).
+    restart : readers.restart.RestartConf, optional
+        The Spark that will restart the query (see :func:`app.analysis.doctor.iter_doctor`).
 
     Yields
     ------
@@ -640,7 +669,9 @@ def iter_summary(
         return as_step(step, steps, gen)
 
     timeline = yield from sub(0, iter_timeline(ckpt, event_logs, storage_options, cancelled))
-    doctor = yield from sub(1, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled))
+    doctor = yield from sub(
+        1, iter_doctor(ckpt, decode_files=decode_files, cancelled=cancelled, restart=restart)
+    )
     earlier: Counter[tuple[int, str, int, str]] = Counter()
     expired = yield from sub(
         2,
@@ -658,6 +689,7 @@ def iter_first_look(
     *,
     cancelled: Callable[[], bool] | None = None,
     backends: Any = None,
+    restart: RestartConf | None = None,
 ) -> Generator[Progress, None, Summary]:
     """The verdicts that need only the files of each store's latest version: shown while
     :func:`iter_summary` reads every state file (on S3 a few times fewer requests: the newest snapshot
@@ -677,6 +709,8 @@ def iter_first_look(
         Polled between partitions.
     backends : readers.backends.BackendChooser, optional
         Where state rows are read (default native; stores read by Spark wait for the full check).
+    restart : readers.restart.RestartConf, optional
+        The Spark that will restart the query (see :func:`app.analysis.doctor.iter_doctor`).
 
     Yields
     ------
@@ -689,7 +723,9 @@ def iter_first_look(
     """
     steps = 3
     timeline = yield from as_step(0, steps, iter_timeline(ckpt, cancelled=cancelled))
-    doctor = yield from as_step(1, steps, iter_doctor(ckpt, decode_files=False, cancelled=cancelled))
+    doctor = yield from as_step(
+        1, steps, iter_doctor(ckpt, decode_files=False, cancelled=cancelled, restart=restart)
+    )
     growth = yield from as_step(2, steps, iter_latest_growth(ckpt, cancelled=cancelled, backends=backends))
     yield Progress(steps, steps, "first verdicts")
     problems: dict[str, StatelensError] = {}

@@ -30,6 +30,7 @@ from statelens.app.cli._common import (
     format_table,
 )
 from statelens.app.output import dumps_jsonl
+from statelens.readers.restart import RestartConf
 from statelens.readers.textfmt import format_duration_ms, format_epoch_ms
 
 
@@ -181,13 +182,47 @@ def _run_analysis(args: argparse.Namespace, analysis: Callable[[Any, Any], Any])
         _close_backends(args, chooser)
 
 
+def _restart_conf(args: argparse.Namespace) -> RestartConf:
+    """``--spark-version`` and ``--conf KEY=VALUE``: the Spark the restart verdict is judged for."""
+    conf: dict[str, str] = {}
+    for item in args.conf:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise _common._usage(f"--conf takes KEY=VALUE, not {item!r}")
+        conf[key.strip()] = value.strip()
+    try:
+        return RestartConf.parse(args.spark_version, conf)
+    except ValueError as err:
+        raise _common._usage(str(err)) from None
+
+
 def _check_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The options every health check takes from the command line (``--quick``, ``--event-log``)."""
+    """The options every health check takes from the command line (``--quick``, ``--event-log``,
+    ``--spark-version``, ``--conf``)."""
     return {
         "decode_files": not args.quick,
         "event_logs": args.event_log,
         "storage_options": getattr(args, "storage_options", None),
+        "restart": _restart_conf(args),
     }
+
+
+def _add_restart_options(p: Any) -> None:
+    p.add_argument(
+        "--spark-version",
+        metavar="X.Y",
+        help="the Spark version that will restart the query (e.g. 3.5, 4.3): whether auto snapshot repair "
+        "(Spark 4.1+) can load past a damaged snapshot; default: unknown, and the verdict says what depends "
+        "on it",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark conf of the restart, repeatable (spark.sql.streaming.stateStore.autoSnapshotRepair."
+        "enabled, ...maxChangeFileReplay)",
+    )
 
 
 def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
@@ -397,7 +432,10 @@ def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
                 "--latest reads the files of each store's latest version natively: use it without "
                 "--backend spark, --event-log and --quick"
             )
-        ckpt, result = _run_analysis(args, lambda ckpt, chooser: iter_first_look(ckpt, backends=chooser))
+        restart = _restart_conf(args)
+        ckpt, result = _run_analysis(
+            args, lambda ckpt, chooser: iter_first_look(ckpt, backends=chooser, restart=restart)
+        )
     else:
         ckpt, result = _run_analysis(
             args, lambda ckpt, chooser: iter_summary(ckpt, backends=chooser, **_check_options(args))
@@ -476,6 +514,7 @@ def add_commands(sub: Any) -> None:
         help="event log, driver log or progress JSON lines of the query (repeatable): slowest batches and "
         "rows dropped by the watermark",
     )
+    _add_restart_options(p)
     add_backend_options(p)
     p.set_defaults(func=cmd_summary)
 
@@ -529,6 +568,7 @@ def add_commands(sub: Any) -> None:
         help="event log, driver log or progress JSON lines of the query (repeatable): check its progress "
         "against the checkpoint (query id, batches, state rows per operator)",
     )
+    _add_restart_options(p)
     add_backend_options(p)
     p.set_defaults(func=cmd_doctor)
 
@@ -561,6 +601,7 @@ def add_commands(sub: Any) -> None:
         help="event log, driver log or progress JSON lines of the query (repeatable): durations, rates and "
         "state metrics per batch in the timeline section",
     )
+    _add_restart_options(p)
     add_backend_options(p)
     p.set_defaults(func=cmd_report)
 
