@@ -139,6 +139,13 @@ def test_a_missing_sst_with_changelogs_depends_on_auto_snapshot_repair(
     verdicts = json.loads(capsys.readouterr().out)["verdicts"]
     (restart_verdict,) = [v for v in verdicts if v["check"] == "restart"]
     assert restart_verdict["severity"] == "error" and f"SSTs/{sst}" in " ".join(restart_verdict["files"])
+    # the first look (the latest versions' files only) judges the same damage the same way
+    for version, severity in ((None, "warning"), ("4.3", "ok"), ("3.5", "error")):
+        flags = ["--spark-version", version] if version else []
+        main(["summary", str(root), "--latest", "--json", *flags])
+        verdicts = json.loads(capsys.readouterr().out)["verdicts"]
+        (first,) = [v for v in verdicts if v["check"] == "restart"]
+        assert first["severity"] == severity, (version, first["text"])
 
 
 def test_a_truncated_sst_is_an_error_with_both_sizes(checkpoint: Any, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,8 @@ class DoctorResult:
     checked: list[str] = field(default_factory=list)
     #: The Spark the restart was judged for (``--spark-version``, ``--conf``).
     restart: RestartConf = field(default_factory=RestartConf)
+    #: Paths of the files found unreadable elsewhere that the restart checks judged (``known_damage``).
+    judged: set[str] = field(default_factory=set)
 
     @property
     def exit_code(self) -> int:
@@ -545,6 +547,79 @@ class _Doctor:
             )
             self._judge_damage(op_id, store_name, pid, plan_files, bad, pf.readable_versions())
 
+    def judge_known_damage(self, damage: Sequence[StatelensError]) -> None:
+        """Without reading every file (``decode_files=False``): judge the state files another analysis
+        found unreadable (the first look reads each store's latest version) as the full check would, by
+        whether a restart reads them. The files it has not read are taken as readable; the full check
+        reads them."""
+        by_partition: dict[tuple[int, str, int], list[StatelensError]] = {}
+        for err in damage:
+            ctx = err.context
+            op_id, store, pid = ctx.get("operator_id"), ctx.get("store_name"), ctx.get("partition_id")
+            if err.path and op_id is not None and store is not None and pid is not None:
+                by_partition.setdefault((op_id, store, pid), []).append(err)
+        for (op_id, store, pid), errs in sorted(by_partition.items(), key=lambda kv: kv[0]):
+            try:
+                reader = self.native.store(op_id, store)
+            except StatelensError:
+                continue  # the listing checks report an unreadable store
+            provider = self._provider(op_id, store)
+            files = reader.physical_rocksdb() if provider == "rocksdb" else reader
+            pf = files.partitions.get(pid) if files is not None else None
+            if pf is None:
+                continue
+            bad: dict[str, tuple[str, str, list[str], int]] = {}
+            for err in errs:
+                own = self._state_file_of(pf, err)
+                if own is None:
+                    continue
+                kind, v, path = own
+                check = f"rocksdb_{kind}" if provider == "rocksdb" else "undecodable_file"
+                bad.setdefault(
+                    path,
+                    (
+                        check,
+                        f"{kind} {v} cannot be read: {type(err).__name__}: {err.message}",
+                        [err.path or path],
+                        v,
+                    ),
+                )
+                self.result.judged.add(str(err.path))
+            if not bad:
+                continue
+            plan_files = PartitionFiles(
+                provider,
+                {v: f.path for v, f in pf.snapshots.items()},
+                {v: f.path for v, f in pf.deltas.items()},
+                {path: message for path, (_, message, _, _) in bad.items()},
+                pf.directory,
+                changelog_checkpointing=provider == "hdfs" or bool(pf.deltas),
+            )
+            physical = self.ckpt.physical_store(op_id, store)
+            self._judge_damage(op_id, physical, pid, plan_files, bad, pf.readable_versions())
+
+    @staticmethod
+    def _state_file_of(pf: Any, err: StatelensError) -> tuple[str, int, str] | None:
+        """``(kind, version, path)`` of the state file an error is about: the file itself, or the zip
+        whose SST it names."""
+        for v, sf in pf.snapshots.items():
+            if sf.path == err.path:
+                return ("zip" if sf.path.endswith(".zip") else "snapshot"), v, sf.path
+        for v, sf in pf.deltas.items():
+            if sf.path == err.path:
+                return ("changelog" if sf.path.endswith(".changelog") else "delta"), v, sf.path
+        version = err.context.get("version")
+        if "/SSTs/" in str(err.path) and isinstance(version, int) and version in pf.snapshots:
+            return "zip", version, pf.snapshots[version].path
+        return None
+
+    def _provider(self, operator_id: int, store_name: str) -> str:
+        for op in self.ckpt.operators:
+            for st in op.stores:
+                if op.operator_id == operator_id and st.store_name == store_name:
+                    return str(st.provider)
+        return "hdfs"
+
     def _restart_version(self) -> int | None:
         last = self.ckpt.last_committed_batch_id
         return None if last is None else last + 1
@@ -861,6 +936,7 @@ def iter_doctor(
     event_logs: list[str] | None = None,
     storage_options: dict[str, Any] | None = None,
     restart: RestartConf | None = None,
+    known_damage: Sequence[StatelensError] = (),
 ) -> Generator[Progress, None, DoctorResult]:
     """Run every health check on an opened checkpoint.
 
@@ -886,6 +962,9 @@ def iter_doctor(
     restart : readers.restart.RestartConf, optional
         The Spark version and conf that will restart the query (default: unknown; what depends on them,
         auto snapshot repair, is said so).
+    known_damage : sequence of StatelensError
+        Without ``decode_files``: state files another analysis could not read, judged by whether a
+        restart reads them (:meth:`_Doctor.judge_known_damage`).
 
     Yields
     ------
@@ -912,6 +991,8 @@ def iter_doctor(
     if decode_files:
         yield from doc.iter_decode_files(cancelled)
         yield from doc.iter_check_rocksdb(cancelled)
+    elif known_damage:
+        doc.judge_known_damage(known_damage)
     if backends is not None and backends.name == "spark":
         yield from doc.iter_spark_cross_check(backends, cancelled)
     if event_logs:

@@ -723,15 +723,21 @@ def iter_first_look(
     """
     steps = 3
     timeline = yield from as_step(0, steps, iter_timeline(ckpt, cancelled=cancelled))
+    growth = yield from as_step(1, steps, iter_latest_growth(ckpt, cancelled=cancelled, backends=backends))
+    # the files the latest versions load that could not be read, judged as the full check judges them
     doctor = yield from as_step(
-        1, steps, iter_doctor(ckpt, decode_files=False, cancelled=cancelled, restart=restart)
+        2,
+        steps,
+        iter_doctor(
+            ckpt, decode_files=False, cancelled=cancelled, restart=restart, known_damage=growth.problems
+        ),
     )
-    growth = yield from as_step(2, steps, iter_latest_growth(ckpt, cancelled=cancelled, backends=backends))
     yield Progress(steps, steps, "first verdicts")
     problems: dict[str, StatelensError] = {}
     for p in [*ckpt.report.problems, *timeline.problems, *growth.problems]:
         problems.setdefault(str(p), p)
-    verdicts = [_restart(ckpt, doctor, growth.problems), _commit(ckpt)]
+    unjudged = [p for p in growth.problems if str(p.path) not in doctor.judged]
+    verdicts = [_restart(ckpt, doctor, unjudged), _commit(ckpt)]
     verdicts += _growth_verdicts(growth)
     wm = _watermark(timeline)
     if wm is not None:
