@@ -5,14 +5,19 @@ they must decode, to the values they hold; "a value or a typed error" is the rul
 only. Two kinds of evidence, both checked by :func:`check_seed`:
 
 * **Recorded expectations**, ``tests/fuzz/expected.json``: for each seed the outcome (``"value"``, or the
-  :class:`~readers.errors.StatelensError` class a seed made to be refused must raise: a zip entry
-  outside the folder, bzip2 entries, an Avro-unsupported family...), a digest of the decoded value
-  and a few counts (records, removes, entries, fields). Written by ``python -m tests.fuzz.seeds``
-  whenever ``build_corpus`` rewrites the corpus; review the diff.
+  :class:`~readers.errors.StatelensError` class a seed built to be refused must raise: a zip entry
+  outside the folder, bzip2 entries, an Avro-unsupported family...), a digest of the value and a few
+  counts (records, removes, entries, fields), and its ``source``: the reading that confirmed it.
+  ``python -m tests.fuzz.seeds`` records them whenever ``build_corpus`` rewrites the corpus, and only
+  what a reading without statelens confirms (:func:`record`): UnsafeRow rows, column family keys and
+  values, row checksums and changelogs of formats 2-4 are read by :mod:`tests.fuzz.independent`
+  (written from the format, sharing no code with ``readers/``), whose value is the one recorded; the
+  other targets by the facts below. A seed no such reading confirms is listed and nothing is written.
 * **Facts derived without statelens**, at check time, from the seed's own bytes: log and operator
   metadata files are JSON lines (read with :mod:`json`), a zip's entries are what :mod:`zipfile`
   reads, a delta or snapshot record stream is walked by :func:`walk_hdfs_records` (a dozen lines
-  written from Spark's ``HDFSBackedStateStoreProvider``), a schema file's key and value schemas are
+  written from Spark's ``HDFSBackedStateStoreProvider``), a compressed stream is what the lz4, zstd and
+  snappy libraries (and an LZF reader of the tests) read, a schema file's key and value schemas are
   the JSON documents it embeds.
 
 ``decode(target, data)`` calls the main decoders the fuzz target of the same name calls, with the same
@@ -34,7 +39,7 @@ from typing import Any
 from statelens.readers import logs, opmeta, schemas
 from statelens.readers._format import codecs, records, rocksdb_store, rowchecksum, unsaferow
 from statelens.readers.errors import StatelensError
-from tests.fuzz import targets
+from tests.fuzz import independent, targets
 from tests.fuzz.targets import CORPUS, HERE, TARGETS
 
 EXPECTED = HERE / "expected.json"
@@ -334,8 +339,9 @@ def unframe_zstd(data: bytes) -> bytes:
     return out
 
 
-#: Spark's codec framings read with other libraries (lzf: no independent reader here).
+#: Spark's codec framings read with other libraries (lzf: by :func:`tests.fuzz.independent.unframe_lzf`).
 UNFRAME = {
+    b"ZV": independent.unframe_lzf,
     b"LZ4Block": unframe_lz4_block,
     b"\x82SNAPPY\x00": unframe_snappy,
     b"\x28\xb5\x2f\xfd": unframe_zstd,
@@ -422,6 +428,8 @@ def check_independent_facts(target: str, data: bytes, value: Any) -> int:
         assert [_field_names(s) for s in embedded[: len(decoded)]] == [
             [f.name for f in part.fields] for part in decoded
         ]
+        # the whole key and value schemas: every field's name, type, nullability and metadata
+        assert [json.loads(part.json()) for part in decoded] == embedded[: len(decoded)]
         return len(decoded)
     return 0
 
@@ -504,19 +512,105 @@ def check_seed(target: str, path: Path) -> None:
     TARGETS[target](data)
 
 
-def main() -> None:
-    recorded = {f"{t}/{p.name}": outcome(t, p.read_bytes()) for t, p in seed_files()}
-    for key, want in recorded.items():
-        if want["outcome"] == "value":
-            target, name = key.split("/", 1)
-            data = (CORPUS / target / name).read_bytes()
-            check_independent_facts(target, data, decode(target, data))
-    EXPECTED.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+#: Seeds made to be refused (a zip entry outside the folder, bzip2 entries, an Avro-unsupported family...):
+#: only these may be recorded with an error class instead of a value.
+BUILT_TO_BE_REFUSED = ("synthetic-", "unit-parent", "unit-symlink")
+
+#: What :func:`check_independent_facts` reads each target's seeds with: the ``source`` of their records
+#: ("independent-decode": the whole value read without statelens; "independent-facts": the fields named).
+FACTS_SOURCE = {
+    "codecs": "independent-decode:codec-libraries",
+    "records": "independent-decode:record-walk",
+    "changelog": "independent-decode:record-walk",
+    "logs": "independent-facts:json",
+    "opmeta": "independent-facts:json",
+    "rocksdb_zip": "independent-facts:zipfile+json",
+    "schemas": "independent-facts:schema-json",
+}
+
+
+class Unconfirmed(Exception):
+    """No reading but statelens' own confirms what a seed decodes to: nothing is recorded for it."""
+
+
+def _confirmed(target: str, data: bytes, value: Any) -> dict[str, Any]:
+    """The expectation of a seed that decodes to ``value``, taken from a second reading of ``data``."""
+    second: Any = None
+    if target in independent.SOURCES:
+        try:
+            second = independent.read_seed(target, data)
+        except independent.NotCovered:
+            second = None
+    if second is not None:
+        if digest(second) != digest(value):
+            raise Unconfirmed(f"decodes to {_plain(value)!r:.300}, read as {_plain(second)!r:.300}")
+        return {
+            "outcome": "value",
+            "digest": digest(second),
+            "summary": summary(target, second),
+            "source": independent.SOURCES[target],
+        }
+    try:
+        compared = check_independent_facts(target, data, value)
+    except AssertionError as err:
+        raise Unconfirmed(f"its facts read without statelens differ: {err}") from err
+    if not compared:
+        raise Unconfirmed("no reading but statelens' own")
+    return {
+        "outcome": "value",
+        "digest": digest(value),
+        "summary": summary(target, value),
+        "source": FACTS_SOURCE[target],
+    }
+
+
+def record(files: list[tuple[str, Path]]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The expectations of ``files`` and, apart, the seeds none can be recorded for (and why).
+
+    A value is recorded only as a second reading found it (:mod:`tests.fuzz.independent`, or the facts
+    of :func:`check_independent_facts` checked again at every test run); an error class only for a
+    seed built to be refused."""
+    recorded: dict[str, dict[str, Any]] = {}
+    unconfirmed: dict[str, str] = {}
+    for target, path in files:
+        key = f"{target}/{path.name}"
+        data = path.read_bytes()
+        try:
+            value = decode(target, data)
+        except StatelensError as err:
+            if path.name.startswith(BUILT_TO_BE_REFUSED):
+                recorded[key] = {"outcome": type(err).__name__, "source": "built-to-be-refused"}
+            else:
+                unconfirmed[key] = f"a seed cut from a real file is refused: {err}"
+            continue
+        try:
+            recorded[key] = _confirmed(target, data, value)
+        except Unconfirmed as err:
+            unconfirmed[key] = str(err)
+    return recorded, unconfirmed
+
+
+def main(argv: list[str] | None = None, out: Path = EXPECTED) -> int:
+    """Record every seed's expectation in ``out``; write nothing and return 1 if any is unconfirmed."""
+    del argv
+    recorded, unconfirmed = record(seed_files())
+    if unconfirmed:
+        print(f"{out.name} not written: {len(unconfirmed)} seed(s) no second reading confirms:")
+        for key, why in sorted(unconfirmed.items()):
+            print(f"  {key}: {why}")
+        return 1
+    out.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
     refused = sorted(k for k, v in recorded.items() if v["outcome"] != "value")
-    print(f"{EXPECTED.name}: {len(recorded)} seeds, {len(refused)} refused by design:")
+    sources: dict[str, int] = {}
+    for want in recorded.values():
+        sources[want["source"]] = sources.get(want["source"], 0) + 1
+    print(f"{out.name}: {len(recorded)} seeds, {len(refused)} refused by design:")
     for key in refused:
         print(f"  {key}: {recorded[key]['outcome']}")
+    for source, count in sorted(sources.items()):
+        print(f"  {count:4d} {source}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
