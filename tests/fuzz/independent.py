@@ -348,7 +348,7 @@ def cf_key(data: bytes, schema: Schema, spec: dict[str, Any], avro: bool) -> tup
 
 def list_elements(value: bytes) -> list[bytes]:
     """A list value: elements ``len:i32 LE + 00 + row``, with or without a ``,`` between them; the rows."""
-    out = []
+    out: list[bytes] = []
     pos = 0
     while pos < len(value):
         if out and value[pos : pos + 1] == b",":
@@ -411,7 +411,7 @@ def _rocksdb_value(key: bytes, value: bytes) -> bytes:
 
 def _operands(key: bytes, value: bytes) -> list[bytes]:
     """Merged checked values, ``crc + len + body`` each, with or without a ``,`` between them."""
-    out = []
+    out: list[bytes] = []
     pos = 0
     while pos < len(value):
         if out and value[pos : pos + 1] == b",":
@@ -428,7 +428,8 @@ def _row_checksums(data: bytes) -> dict[str, Any]:
     items = targets._split_items(data[2:] if op in (0, 4, 6) else data[1:])
     if op == 0:  # HDFS: a value is crc + value row, a removed key crc + key row
         keys, values = targets._flagged_pairs(items, flags)
-        out_keys, out_values = [], []
+        out_keys: list[bytes] = []
+        out_values: list[bytes | None] = []
         for key, value in zip(keys, values, strict=True):
             if value is None:
                 _checked(key[:4], key[4:])

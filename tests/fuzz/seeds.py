@@ -237,7 +237,7 @@ def summary(target: str, value: Any) -> dict[str, Any]:
     if target == "schemas":
         return {"families": len(value)}
     if target == "rocksdb_zip":
-        out = {}
+        out: dict[str, Any] = {}
         if "entries" in value:
             out["entries"] = sorted(value["entries"])
         if "metadata" in value:
