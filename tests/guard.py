@@ -56,7 +56,7 @@ ASSERTING_CALLS = frozenset(
 #: Words in a name (or string key) that make ``>= 0`` on it a statement about a count.
 COUNT_WORDS = ("count", "len", "size", "rows", "num", "total", "n")
 #: Clock readings whose differences are wall-clock times.
-CLOCKS = frozenset({"time", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns"})
+CLOCKS = frozenset({"time", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "default_timer"})
 #: Folders under ``tests/`` whose modules the guard does not read (benchmarks time things on purpose).
 SKIPPED_FOLDERS = ("benchmarks", ".cache", "corpus", "regressions")
 
@@ -161,11 +161,17 @@ def _asserting(functions: dict[str, list[Function]], known: dict[str, bool]) -> 
     return found
 
 
+@cache
+def _parsed(source: str, name: str) -> ast.Module:
+    """``source`` parsed once per run (the helpers' caches hold on to its nodes)."""
+    return ast.parse(source, name)
+
+
 def shared_helpers(paths: Iterable[Path]) -> dict[str, bool]:
     """The functions of the helper modules in ``paths``, and whether each asserts."""
     functions: dict[str, list[Function]] = {}
     for path in paths:
-        for name, defs in _functions(ast.parse(path.read_text(encoding="utf-8"), str(path))).items():
+        for name, defs in _functions(_parsed(path.read_text(encoding="utf-8"), str(path))).items():
             functions.setdefault(name, []).extend(defs)
     return _asserting(functions, {})
 
@@ -329,7 +335,7 @@ def _tests(tree: ast.Module) -> Iterator[tuple[str, Function]]:
 
 def check_source(source: str, path: Path, shared: dict[str, bool] | None = None) -> list[Finding]:
     """The findings of the three rules in one file's source (``shared``: the helper modules' functions)."""
-    tree = ast.parse(source, str(path))
+    tree = _parsed(source, str(path))
     known = shared or {}
     helpers = Helpers(_asserting(_functions(tree), known), known)
     out: list[Finding] = []

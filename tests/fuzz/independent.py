@@ -363,7 +363,8 @@ def list_elements(value: bytes) -> list[bytes]:
 
 
 def _cf_rows(data: bytes) -> dict[str, Any]:
-    family = json.loads((targets.HERE / "cf_families.json").read_text())[data[0] % len(targets.cf_families())]
+    families = json.loads((targets.HERE / "cf_families.json").read_text())
+    family = families[data[0] % len(families)]
     key_schema, value_schema = json.loads(family["key_schema"]), json.loads(family["value_schema"])
     spec = family["key_encoder"]
     op, avro = data[1] & 3, bool(data[1] & 4)
