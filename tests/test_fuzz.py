@@ -296,13 +296,38 @@ def test_the_recorder_refuses_values_no_second_reading_confirms(
     assert {k.split("/")[0] for k in unconfirmed} == {"unsaferow", "rocksdb_zip"}
     assert sum(k.startswith("unsaferow/") for k in unconfirmed) == len(_files(CORPUS / "unsaferow"))
     assert all("read as" in why for k, why in unconfirmed.items() if k.startswith("unsaferow/"))
-    assert all(
-        "refused" in unconfirmed[k] for k in unconfirmed if k.startswith("rocksdb_zip/") and "-metadata-" in k
-    )
-    assert not any(k.startswith("unsaferow/") for k in recorded)
+    zips = {k for k, v in seeds.expectations().items() if k.startswith("rocksdb_zip/")}
+    valid_zips = {k for k in zips if seeds.expectations()[k]["outcome"] == "value"}
+    assert {k for k in unconfirmed if k.startswith("rocksdb_zip/")} == valid_zips  # synthetic-stored too
+    assert all(unconfirmed[k].startswith("refused with CorruptFileError") for k in valid_zips)
+    assert set(recorded) == zips - valid_zips  # the four built to be refused, with their classes
     monkeypatch.setattr(seeds, "seed_files", lambda: files)
     out = tmp_path / "expected.json"
-    assert seeds.main([], out=out) == 1 and not out.exists()
+    assert seeds.main(out) == 1 and not out.exists()
+
+
+def test_the_recorder_records_refusals_only_as_built(tmp_path: Path) -> None:
+    """A seed built to be refused is recorded with the class its construction calls for, and no other
+    seed with a refusal; a seed named as built to be refused that decodes is left unconfirmed."""
+    built = {k for k in seeds.expectations() if seeds.built_to_be_refused(k.split("/", 1)[1])}
+    refused = {k for k, v in seeds.expectations().items() if v["outcome"] != "value"}
+    assert built == refused and len(built) == len(seeds.BUILT_TO_BE_REFUSED) == 12
+    for key in built:
+        assert seeds.expectations()[key]["outcome"] == seeds.built_to_be_refused(key.split("/", 1)[1])[0]
+    stored = next(p for p in (CORPUS / "rocksdb_zip").iterdir() if p.name.startswith("synthetic-stored-"))
+    bzip2 = next(p for p in (CORPUS / "rocksdb_zip").iterdir() if p.name.startswith("synthetic-bzip2-"))
+    recorded, unconfirmed = seeds.record([("rocksdb_zip", bzip2)])
+    assert recorded == {
+        f"rocksdb_zip/{bzip2.name}": {"outcome": "UnsupportedVersionError", "source": "built-to-be-refused"}
+    }
+    assert not unconfirmed
+    disguised = tmp_path / ("synthetic-bzip2-" + stored.name)  # a stored zip, which reads
+    disguised.write_bytes(stored.read_bytes())
+    recorded, unconfirmed = seeds.record([("rocksdb_zip", disguised)])
+    assert not recorded
+    assert unconfirmed == {
+        f"rocksdb_zip/{disguised.name}": "built to be refused (a bzip2 zip entry, which Spark never writes), but decodes"
+    }
 
 
 @pytest.mark.parametrize(("target", "path"), _cases(REGRESSIONS))
