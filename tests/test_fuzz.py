@@ -240,7 +240,9 @@ def test_every_valid_seed_is_recorded_from_a_second_reading() -> None:
         target = key.split("/", 1)[0]
         if want["outcome"] != "value":
             assert want["source"] == "built-to-be-refused", key
-        elif target in ("unsaferow", "cf_rows", "row_checksums"):
+        elif target == "unsaferow":  # every UnsafeRow seed is a row Spark's reader holds
+            assert want["source"] == seeds.SPARK, key
+        elif target in ("cf_rows", "row_checksums"):
             assert want["source"] == independent.SOURCES[target], key
         else:
             assert want["source"] in (independent.SOURCES.get(target), seeds.FACTS_SOURCE[target]), key
@@ -251,26 +253,45 @@ def test_every_valid_seed_is_recorded_from_a_second_reading() -> None:
         "independent-decode:codec-libraries": 22,
         "independent-decode:crc32c": 36,
         "independent-decode:record-walk": 13,
-        "independent-decode:unsaferow": 21,
         "independent-facts:json": 73,
         "independent-facts:schema-json": 11,
         "independent-facts:zipfile+json": 25,
+        "spark-statestore": 21,
     }
 
 
 def test_recorded_values_are_what_the_second_reading_finds() -> None:
-    """The digests recorded from :mod:`tests.fuzz.independent` are its reading's, now as when recorded."""
+    """The digests recorded from :mod:`tests.fuzz.independent` (and from Spark, for the UnsafeRow seeds it
+    also reads) are its reading's, now as when recorded."""
     from tests.fuzz import independent
 
     compared = 0
     for target, path in seeds.seed_files():
         want = seeds.expectations()[f"{target}/{path.name}"]
-        if want["source"] == independent.SOURCES.get(target):
+        if want["source"] in (independent.SOURCES.get(target), seeds.SPARK):
             second = independent.read_seed(target, path.read_bytes())
             assert seeds.digest(second) == want["digest"], path.name
             assert seeds.summary(target, second) == want["summary"], path.name
             compared += 1
     assert compared == 92 + 25 + 36 + 21
+
+
+@pytest.mark.spark
+def test_unsaferow_seeds_are_the_rows_spark_reads(spark: Any) -> None:
+    """Each UnsafeRow seed is a key or value of a delta still in the cached checkpoints, and Spark's
+    ``statestore`` source holds that row in the batch that wrote it (a removed key: in the batch before):
+    the recorded value is Spark's."""
+    cache: dict[Any, Any] = {}
+    compared = 0
+    for target, path in seeds.seed_files():
+        want = seeds.expectations()[f"{target}/{path.name}"]
+        if want["source"] == seeds.SPARK:
+            held = seeds.spark_reading(spark, target, path, cache)
+            assert not isinstance(held, str), f"{path.name}: {held}"
+            assert seeds.digest(held) == want["digest"], path.name
+            compared += 1
+    assert compared == len(_files(CORPUS / "unsaferow")) == 21
+    assert len(cache) == 12  # the (scenario, store, batch) states Spark read
 
 
 def test_the_recorder_refuses_values_no_second_reading_confirms(
@@ -282,8 +303,10 @@ def test_the_recorder_refuses_values_no_second_reading_confirms(
     from statelens.readers._format import rocksdb_store, unsaferow
 
     files = [(t, p) for t, p in seeds.seed_files() if t in ("unsaferow", "rocksdb_zip")]
-    recorded, unconfirmed = seeds.record(files)
-    assert not unconfirmed and len(recorded) == len(files)
+    recorded, unconfirmed = seeds.record(files, before=seeds.expectations())
+    assert not unconfirmed and recorded == {k: v for k, v in seeds.expectations().items() if k in recorded}
+    assert len(recorded) == len(files)
+    assert {v["source"] for k, v in recorded.items() if k.startswith("unsaferow/")} == {seeds.SPARK}
     row, rows = unsaferow.decode_row, unsaferow.decode_rows
     monkeypatch.setattr(unsaferow, "decode_row", _wrapped(row, lambda r: r[:-1]))
     monkeypatch.setattr(unsaferow, "decode_rows", _wrapped(rows, lambda rs: [r[:-1] for r in rs]))
@@ -292,7 +315,7 @@ def test_the_recorder_refuses_values_no_second_reading_confirms(
         raise CorruptFileError("sabotaged decoder", "fuzz/seed")
 
     monkeypatch.setattr(rocksdb_store, "parse_zip_metadata", refuse)
-    recorded, unconfirmed = seeds.record(files)
+    recorded, unconfirmed = seeds.record(files, before=seeds.expectations())
     assert {k.split("/")[0] for k in unconfirmed} == {"unsaferow", "rocksdb_zip"}
     assert sum(k.startswith("unsaferow/") for k in unconfirmed) == len(_files(CORPUS / "unsaferow"))
     assert all("read as" in why for k, why in unconfirmed.items() if k.startswith("unsaferow/"))

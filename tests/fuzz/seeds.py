@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import struct
 import zipfile
 from dataclasses import fields, is_dataclass
@@ -584,14 +585,96 @@ def _confirmed(target: str, data: bytes, value: Any) -> dict[str, Any]:
     }
 
 
-def record(files: list[tuple[str, Path]]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+# --------------------------------------------------------------------------------------------------
+# UnsafeRow seeds read by Spark: their rows are still in the cached checkpoints' deltas
+
+
+def _unsaferow_origin(name: str) -> tuple[str, str, int, str, int] | None:
+    """``(scenario, store folder, version, "key" | "value", record)`` of an UnsafeRow seed cut from a
+    delta by ``build_corpus`` (``<scenario>-<store>-<version>.delta-<key|value><n>-<digest>``)."""
+    from tests.fuzz.build_corpus import SCENARIOS
+
+    match = re.fullmatch(r"(.+)-(\d+)\.delta-(key|value)(\d+)-[0-9a-f]{10}", name)
+    if match is None:
+        return None
+    head, version, kind, n = match.groups()
+    scenario = next((s for s in SCENARIOS if head.startswith(s + "-")), None)
+    if scenario is None:
+        return None
+    return scenario, head[len(scenario) + 1 :], int(version), kind, int(n)
+
+
+def spark_reading(spark: Any, target: str, path: Path, cache: dict[Any, Any] | None = None) -> Any:
+    """What Spark's ``statestore`` source holds for the row of an UnsafeRow seed (the key, or the value
+    of the record's key, in the batch that wrote the seed's delta), read by :mod:`tests.oracle`; a
+    sentence saying why not when the seed is no row of a delta still in the cached checkpoint."""
+    from tests import oracle
+    from tests.spark_checkpoints import get_checkpoint
+
+    origin = _unsaferow_origin(path.name) if target == "unsaferow" else None
+    if origin is None:
+        return "not an UnsafeRow seed cut from a delta"
+    scenario, store, version, kind, n = origin
+    root = get_checkpoint(scenario) / "checkpoint"
+    part = root / "state" / "0" / "0" / ("" if store == "0" else store)
+    delta = part / f"{version}.delta"
+    if not delta.is_file():
+        return f"{delta} is not in the cached checkpoint"
+    raw = delta.read_bytes()
+    unframe = next((fn for magic, fn in UNFRAME.items() if raw.startswith(magic)), None)
+    records = walk_hdfs_records(unframe(raw) if unframe else raw)
+    if n >= len(records):
+        return f"{delta} has {len(records)} records"
+    key_bytes, value_bytes = records[n]
+    row = path.read_bytes()[2:]
+    if row != (key_bytes if kind == "key" else value_bytes):
+        return f"record {n} of {delta} is not the seed's row (the checkpoint was written anew)"
+    # a put is in the state of the batch that wrote it, a removed key in the one before
+    batch = version - 1 if value_bytes is not None else version - 2
+    cache = {} if cache is None else cache
+    store_name = "default" if store == "0" else store
+    if (scenario, store, batch) not in cache:
+        cache[scenario, store, batch] = oracle.read_state(spark, root, 0, store_name, batch_id=batch)
+    key_schema = _embedded_structs((part / "_metadata" / "schema").read_bytes())[0]
+    key = independent.unsafe_row(key_bytes, key_schema)
+    found = [r for r in cache[scenario, store, batch] if r[0] == 0 and digest(r[1]) == digest(key)]
+    if len(found) != 1:
+        return f"Spark holds {len(found)} rows of that key in partition 0 of batch {batch}"
+    return found[0][1] if kind == "key" else found[0][2]
+
+
+def _by_spark(
+    target: str, path: Path, value: Any, spark: Any, cache: dict[Any, Any]
+) -> dict[str, Any] | None:
+    """The expectation Spark's reading gives an UnsafeRow seed (``None``: Spark has no row for it)."""
+    if spark is None or target != "unsaferow":
+        return None
+    held = spark_reading(spark, target, path, cache)
+    if isinstance(held, str):
+        return None
+    if digest(held) != digest(value):
+        raise Unconfirmed(f"decodes to {_plain(value)!r:.300}, Spark holds {_plain(held)!r:.300}")
+    return {"outcome": "value", "digest": digest(held), "summary": summary(target, held), "source": SPARK}
+
+
+#: The source of an expectation Spark's ``statestore`` source confirmed (:func:`spark_reading`).
+SPARK = "spark-statestore"
+
+
+def record(
+    files: list[tuple[str, Path]], spark: Any = None, before: dict[str, dict[str, Any]] | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """The expectations of ``files`` and, apart, the seeds none can be recorded for (and why).
 
-    A value is recorded only as a second reading found it (:mod:`tests.fuzz.independent`, or the facts
-    of :func:`check_independent_facts` checked again at every test run); an error class only for a
-    seed built to be refused, the one its construction calls for (:data:`BUILT_TO_BE_REFUSED`)."""
+    A value is recorded only as a second reading found it: Spark's ``statestore`` source for the
+    UnsafeRow seeds whose rows are still in the cached checkpoints (with ``spark``; without it, an
+    expectation Spark confirmed in ``before`` keeps its source while its value is unchanged), else
+    :mod:`tests.fuzz.independent`, else the facts of :func:`check_independent_facts` checked again at
+    every test run. An error class only for a seed built to be refused, the one its construction calls
+    for (:data:`BUILT_TO_BE_REFUSED`)."""
     recorded: dict[str, dict[str, Any]] = {}
     unconfirmed: dict[str, str] = {}
+    cache: dict[Any, Any] = {}
     for target, path in files:
         key = f"{target}/{path.name}"
         data = path.read_bytes()
@@ -608,15 +691,38 @@ def record(files: list[tuple[str, Path]]) -> tuple[dict[str, dict[str, Any]], di
             unconfirmed[key] = f"built to be refused ({refusal[1]}), but decodes"
             continue
         try:
-            recorded[key] = _confirmed(target, data, value)
+            want = _confirmed(target, data, value)
+            by_spark = _by_spark(target, path, value, spark, cache)
         except Unconfirmed as err:
             unconfirmed[key] = str(err)
+            continue
+        earlier = (before or {}).get(key, {})
+        if by_spark is not None:
+            want = by_spark
+        elif spark is None and earlier.get("source") == SPARK and earlier.get("digest") == want["digest"]:
+            want = {**want, "source": SPARK}
+        recorded[key] = want
     return recorded, unconfirmed
 
 
-def main(out: Path = EXPECTED) -> int:
-    """Record every seed's expectation in ``out``; write nothing and return 1 if any is unconfirmed."""
-    recorded, unconfirmed = record(seed_files())
+def main(out: Path = EXPECTED, argv: list[str] | None = None) -> int:
+    """Record every seed's expectation in ``out``; write nothing and return 1 if any is unconfirmed.
+
+    ``--spark`` asks Spark's ``statestore`` source too (starts a JVM; reads the cached checkpoints)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Record what each fuzz seed holds (tests/fuzz/expected.json)."
+    )
+    parser.add_argument("--spark", action="store_true", help="confirm UnsafeRow seeds with Spark's reader")
+    args = parser.parse_args([] if argv is None else argv)
+    spark = None
+    if args.spark:
+        from tests.oracle import spark_session
+
+        spark = spark_session()
+    before = json.loads(out.read_text()) if out.is_file() else {}
+    recorded, unconfirmed = record(seed_files(), spark, before)
     if unconfirmed:
         print(f"{out.name} not written: {len(unconfirmed)} seed(s) no second reading confirms:")
         for key, why in sorted(unconfirmed.items()):
@@ -636,4 +742,6 @@ def main(out: Path = EXPECTED) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    import sys
+
+    raise SystemExit(main(argv=sys.argv[1:]))
