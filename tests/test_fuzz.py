@@ -4,8 +4,9 @@
   to what it holds: the recorded expectation of ``tests/fuzz/expected.json`` and, where the format can
   be read without statelens (JSON lines, zips, record streams, codec framings, schema JSON), the
   facts read that way (:mod:`tests.fuzz.seeds`); the few seeds made to be refused raise their
-  recorded error class. Every recorded value was confirmed by a reading without statelens
-  (:mod:`tests.fuzz.independent` or those facts), and the recorder refuses any other. Sabotage checks
+  recorded error class. Every recorded value was confirmed by a reading without statelens (Spark's
+  ``statestore`` source, :mod:`tests.fuzz.independent` or those facts), and the recorder refuses any
+  other. Sabotage checks
   prove it: decoders that always raise fail every valid seed, and decoders that return wrong values
   (a field dropped, values swapped, a length one byte off, the previous row) fail every seed they change.
 * Every input that once crashed a decoder (``tests/fuzz/regressions/<target>/``) and every mutated seed

@@ -9,7 +9,8 @@ only. Two kinds of evidence, both checked by :func:`check_seed`:
   outside the folder, bzip2 entries, an Avro-unsupported family...), a digest of the value and a few
   counts (records, removes, entries, fields), and its ``source``: the reading that confirmed it.
   ``python -m tests.fuzz.seeds`` records them whenever ``build_corpus`` rewrites the corpus, and only
-  what a reading without statelens confirms (:func:`record`): UnsafeRow rows, column family keys and
+  what a reading without statelens confirms (:func:`record`): the UnsafeRow seeds' rows are what
+  Spark's ``statestore`` source holds (``--spark``, :func:`spark_reading`); column family keys and
   values, row checksums and changelogs of formats 2-4 are read by :mod:`tests.fuzz.independent`
   (written from the format, sharing no code with ``readers/``), whose value is the one recorded; the
   other targets by the facts below. A seed no such reading confirms is listed and nothing is written.
