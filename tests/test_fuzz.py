@@ -4,7 +4,11 @@
   to what it holds: the recorded expectation of ``tests/fuzz/expected.json`` and, where the format can
   be read without statelens (JSON lines, zips, record streams, codec framings, schema JSON), the
   facts read that way (:mod:`tests.fuzz.seeds`); the few seeds made to be refused raise their
-  recorded error class. A sabotage check proves it: decoders that always raise fail every valid seed.
+  recorded error class. Every recorded value was confirmed by a reading without statelens (Spark's
+  ``statestore`` source, :mod:`tests.fuzz.independent` or those facts), and the recorder refuses any
+  other. Sabotage checks
+  prove it: decoders that always raise fail every valid seed, and decoders that return wrong values
+  (a field dropped, values swapped, a length one byte off, the previous row) fail every seed they change.
 * Every input that once crashed a decoder (``tests/fuzz/regressions/<target>/``) and every mutated seed
   goes through its target: a value or a :class:`~readers.errors.StatelensError`, nothing else.
 * Each crash found by fuzzing has a test named after it that calls the decoder directly.
@@ -122,6 +126,232 @@ def test_sabotage_a_decoder_that_always_raises_fails_every_valid_seed(
         except (AssertionError, StatelensError):
             failed += 1
     assert len(valid) > 300 and failed == len(valid)
+
+
+#: Decoders that return wrong values, each as the product's function it wraps and what it does to the
+#: result; the targets whose seeds it reaches.
+_WRONG_VALUES: dict[str, tuple[tuple[tuple[str, str, Any], ...], tuple[str, ...]]] = {
+    "drop a row's last field": (
+        (
+            ("_format.unsaferow", "decode_row", lambda row: row[:-1]),
+            ("_format.unsaferow", "decode_rows", lambda rows: [r[:-1] for r in rows]),
+        ),
+        ("unsaferow",),
+    ),
+    "swap the first two keys and values": (
+        (
+            ("_format.cf_store", "decode_keys", lambda rows: rows[1:2] + rows[:1] + rows[2:]),
+            ("_format.cf_store", "decode_values", lambda rows: rows[1:2] + rows[:1] + rows[2:]),
+        ),
+        ("cf_rows",),
+    ),
+    "return the previous key or value": (
+        (
+            ("_format.cf_store", "decode_keys", lambda rows: rows[:1] + rows[:-1]),
+            ("_format.cf_store", "decode_values", lambda rows: rows[:1] + rows[:-1]),
+        ),
+        ("cf_rows",),
+    ),
+    "swap two fields of a key": (
+        (("_format.cf_store", "decode_keys", lambda rows: [r[1:2] + r[:1] + r[2:] for r in rows]),),
+        ("cf_rows",),
+    ),
+    "one byte short: a checksummed value, key or list element": (
+        (
+            ("_format.rowchecksum", "strip_hdfs", lambda kv: (kv[0], [v and v[:-1] for v in kv[1]])),
+            ("_format.rowchecksum", "strip_rocksdb_value", lambda v: v[:-1]),
+            ("_format.rowchecksum", "strip_rocksdb_removed_key", lambda k: k[1:]),
+            ("_format.rocksdb_store", "split_checked_operands", lambda ops: [o[:-1] for o in ops]),
+            ("_format.rocksdb_store", "split_list_value", lambda rows: [r[:-1] for r in rows]),
+        ),
+        ("row_checksums", "cf_rows"),
+    ),
+    "one byte short: a record's value, a decompressed stream": (
+        (
+            ("_format.records", "iter_records", lambda recs: [(k, v and v[:-1]) for k, v in recs]),
+            ("_format.codecs", "decompress", lambda out: out[:-1]),
+        ),
+        ("records", "changelog", "codecs"),
+    ),
+}
+
+
+def _wrapped(original: Any, change: Any) -> Any:
+    def wrong(*args: Any, **kwargs: Any) -> Any:
+        return change(original(*args, **kwargs))
+
+    return wrong
+
+
+@pytest.mark.parametrize("sabotage", sorted(_WRONG_VALUES))
+def test_sabotage_a_decoder_that_returns_wrong_values_fails_the_seeds(
+    sabotage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decoder that returns a value, but a wrong one (a field dropped, two values swapped, a length
+    one byte off, the previous row): every seed whose decoded value it changes fails the seed check,
+    and it changes most seeds of the targets it reaches."""
+    import importlib
+
+    patches, reached = _WRONG_VALUES[sabotage]
+    valid = [
+        (t, p)
+        for t, p in seeds.seed_files()
+        if t in reached and seeds.expectations()[f"{t}/{p.name}"]["outcome"] == "value"
+    ]
+    truth = {p: seeds.digest(seeds.decode(t, p.read_bytes())) for t, p in valid}
+    for module, name, change in patches:
+        mod = importlib.import_module(f"statelens.readers.{module}")
+        monkeypatch.setattr(mod, name, _wrapped(getattr(mod, name), change))
+    changed = failed = 0
+    for target, path in valid:
+        try:
+            wrong = seeds.digest(seeds.decode(target, path.read_bytes()))
+        except (StatelensError, AssertionError):
+            wrong = None
+        if wrong == truth[path]:
+            continue  # e.g. a swap of two equal values, the previous row of a one-row seed
+        changed += 1
+        try:
+            seeds.check_seed(target, path)
+        except (AssertionError, StatelensError):
+            failed += 1
+    assert failed == changed, f"{changed - failed} of {changed} changed seeds pass the seed check"
+    assert changed == _WRONG_VALUES_CHANGED[sabotage], (changed, len(valid))
+
+
+#: How many seeds each sabotage changes (measured on the committed corpus): the others it leaves as
+#: they are (one-key seeds, equal values swapped, one-field keys, removes with no value to shorten).
+_WRONG_VALUES_CHANGED = {
+    "drop a row's last field": 21,
+    "swap the first two keys and values": 76,
+    "return the previous key or value": 76,
+    "swap two fields of a key": 28,
+    "one byte short: a checksummed value, key or list element": 41,
+    "one byte short: a record's value, a decompressed stream": 48,
+}
+
+
+def test_every_valid_seed_is_recorded_from_a_second_reading() -> None:
+    """No expectation comes from statelens alone: each names the reading that confirmed it."""
+    from tests.fuzz import independent
+
+    sources: dict[str, int] = {}
+    for key, want in seeds.expectations().items():
+        sources[want["source"]] = sources.get(want["source"], 0) + 1
+        target = key.split("/", 1)[0]
+        if want["outcome"] != "value":
+            assert want["source"] == "built-to-be-refused", key
+        elif target == "unsaferow":  # every UnsafeRow seed is a row Spark's reader holds
+            assert want["source"] == seeds.SPARK, key
+        elif target in ("cf_rows", "row_checksums"):
+            assert want["source"] == independent.SOURCES[target], key
+        else:
+            assert want["source"] in (independent.SOURCES.get(target), seeds.FACTS_SOURCE[target]), key
+    assert sources == {
+        "built-to-be-refused": 12,
+        "independent-decode:cf-keys-values": 92,
+        "independent-decode:changelog": 25,
+        "independent-decode:codec-libraries": 22,
+        "independent-decode:crc32c": 36,
+        "independent-decode:record-walk": 13,
+        "independent-facts:json": 73,
+        "independent-facts:schema-json": 11,
+        "independent-facts:zipfile+json": 25,
+        "spark-statestore": 21,
+    }
+
+
+def test_recorded_values_are_what_the_second_reading_finds() -> None:
+    """The digests recorded from :mod:`tests.fuzz.independent` (and from Spark, for the UnsafeRow seeds it
+    also reads) are its reading's, now as when recorded."""
+    from tests.fuzz import independent
+
+    compared = 0
+    for target, path in seeds.seed_files():
+        want = seeds.expectations()[f"{target}/{path.name}"]
+        if want["source"] in (independent.SOURCES.get(target), seeds.SPARK):
+            second = independent.read_seed(target, path.read_bytes())
+            assert seeds.digest(second) == want["digest"], path.name
+            assert seeds.summary(target, second) == want["summary"], path.name
+            compared += 1
+    assert compared == 92 + 25 + 36 + 21
+
+
+@pytest.mark.spark
+def test_unsaferow_seeds_are_the_rows_spark_reads(spark: Any) -> None:
+    """Each UnsafeRow seed is a key or value of a delta still in the cached checkpoints, and Spark's
+    ``statestore`` source holds that row in the batch that wrote it (a removed key: in the batch before):
+    the recorded value is Spark's."""
+    cache: dict[Any, Any] = {}
+    compared = 0
+    for target, path in seeds.seed_files():
+        want = seeds.expectations()[f"{target}/{path.name}"]
+        if want["source"] == seeds.SPARK:
+            held = seeds.spark_reading(spark, target, path, cache)
+            assert not isinstance(held, str), f"{path.name}: {held}"
+            assert seeds.digest(held) == want["digest"], path.name
+            compared += 1
+    assert compared == len(_files(CORPUS / "unsaferow")) == 21
+    assert len(cache) == 12  # the (scenario, store, batch) states Spark read
+
+
+def test_the_recorder_refuses_values_no_second_reading_confirms(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``python -m tests.fuzz.seeds`` cannot bless a decoder's output: with a decoder that drops a field,
+    every UnsafeRow seed is left unconfirmed and nothing is written; a real seed refused by a decoder
+    is not recorded as refused by design."""
+    from statelens.readers._format import rocksdb_store, unsaferow
+
+    files = [(t, p) for t, p in seeds.seed_files() if t in ("unsaferow", "rocksdb_zip")]
+    recorded, unconfirmed = seeds.record(files, before=seeds.expectations())
+    assert not unconfirmed and recorded == {k: v for k, v in seeds.expectations().items() if k in recorded}
+    assert len(recorded) == len(files)
+    assert {v["source"] for k, v in recorded.items() if k.startswith("unsaferow/")} == {seeds.SPARK}
+    row, rows = unsaferow.decode_row, unsaferow.decode_rows
+    monkeypatch.setattr(unsaferow, "decode_row", _wrapped(row, lambda r: r[:-1]))
+    monkeypatch.setattr(unsaferow, "decode_rows", _wrapped(rows, lambda rs: [r[:-1] for r in rs]))
+
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise CorruptFileError("sabotaged decoder", "fuzz/seed")
+
+    monkeypatch.setattr(rocksdb_store, "parse_zip_metadata", refuse)
+    recorded, unconfirmed = seeds.record(files, before=seeds.expectations())
+    assert {k.split("/")[0] for k in unconfirmed} == {"unsaferow", "rocksdb_zip"}
+    assert sum(k.startswith("unsaferow/") for k in unconfirmed) == len(_files(CORPUS / "unsaferow"))
+    assert all("read as" in why for k, why in unconfirmed.items() if k.startswith("unsaferow/"))
+    zips = {k for k, v in seeds.expectations().items() if k.startswith("rocksdb_zip/")}
+    valid_zips = {k for k in zips if seeds.expectations()[k]["outcome"] == "value"}
+    assert {k for k in unconfirmed if k.startswith("rocksdb_zip/")} == valid_zips  # synthetic-stored too
+    assert all(unconfirmed[k].startswith("refused with CorruptFileError") for k in valid_zips)
+    assert set(recorded) == zips - valid_zips  # the four built to be refused, with their classes
+    monkeypatch.setattr(seeds, "seed_files", lambda: files)
+    out = tmp_path / "expected.json"
+    assert seeds.main(out) == 1 and not out.exists()
+
+
+def test_the_recorder_records_refusals_only_as_built(tmp_path: Path) -> None:
+    """A seed built to be refused is recorded with the class its construction calls for, and no other
+    seed with a refusal; a seed named as built to be refused that decodes is left unconfirmed."""
+    built = {k for k in seeds.expectations() if seeds.built_to_be_refused(k.split("/", 1)[1])}
+    refused = {k for k, v in seeds.expectations().items() if v["outcome"] != "value"}
+    assert built == refused and len(built) == len(seeds.BUILT_TO_BE_REFUSED) == 12
+    for key in built:
+        assert seeds.expectations()[key]["outcome"] == seeds.built_to_be_refused(key.split("/", 1)[1])[0]
+    stored = next(p for p in (CORPUS / "rocksdb_zip").iterdir() if p.name.startswith("synthetic-stored-"))
+    bzip2 = next(p for p in (CORPUS / "rocksdb_zip").iterdir() if p.name.startswith("synthetic-bzip2-"))
+    recorded, unconfirmed = seeds.record([("rocksdb_zip", bzip2)])
+    assert recorded == {
+        f"rocksdb_zip/{bzip2.name}": {"outcome": "UnsupportedVersionError", "source": "built-to-be-refused"}
+    }
+    assert not unconfirmed
+    disguised = tmp_path / ("synthetic-bzip2-" + stored.name)  # a stored zip, which reads
+    disguised.write_bytes(stored.read_bytes())
+    recorded, unconfirmed = seeds.record([("rocksdb_zip", disguised)])
+    assert not recorded
+    assert unconfirmed == {
+        f"rocksdb_zip/{disguised.name}": "built to be refused (a bzip2 zip entry, which Spark never writes), but decodes"
+    }
 
 
 @pytest.mark.parametrize(("target", "path"), _cases(REGRESSIONS))

@@ -12,10 +12,10 @@ Each seed file is named ``<scenario>-<what>`` and starts with the target's selec
 target has one (see :mod:`tests.fuzz.targets`). ``schemas.json`` (the UnsafeRow target's schemas) is
 written from the same checkpoints, ``cf_families.json`` (the column families of the ``cf_rows`` target)
 from the column family scenarios plus synthetic families. Files are kept small (at most ``MAX_SEED`` bytes).
-After a rebuild, record what each seed holds (``tests/fuzz/expected.json``, see :mod:`tests.fuzz.seeds`)
-and review its diff::
+After a rebuild, record what each seed holds (``tests/fuzz/expected.json``, see :mod:`tests.fuzz.seeds`;
+``--spark`` lets Spark's reader confirm the UnsafeRow seeds) and review its diff::
 
-    python -m tests.fuzz.seeds
+    python -m tests.fuzz.seeds --spark
 """
 
 from __future__ import annotations

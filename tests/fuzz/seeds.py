@@ -5,14 +5,20 @@ they must decode, to the values they hold; "a value or a typed error" is the rul
 only. Two kinds of evidence, both checked by :func:`check_seed`:
 
 * **Recorded expectations**, ``tests/fuzz/expected.json``: for each seed the outcome (``"value"``, or the
-  :class:`~readers.errors.StatelensError` class a seed made to be refused must raise: a zip entry
-  outside the folder, bzip2 entries, an Avro-unsupported family...), a digest of the decoded value
-  and a few counts (records, removes, entries, fields). Written by ``python -m tests.fuzz.seeds``
-  whenever ``build_corpus`` rewrites the corpus; review the diff.
+  :class:`~readers.errors.StatelensError` class a seed built to be refused must raise: a zip entry
+  outside the folder, bzip2 entries, an Avro-unsupported family...), a digest of the value and a few
+  counts (records, removes, entries, fields), and its ``source``: the reading that confirmed it.
+  ``python -m tests.fuzz.seeds`` records them whenever ``build_corpus`` rewrites the corpus, and only
+  what a reading without statelens confirms (:func:`record`): the UnsafeRow seeds' rows are what
+  Spark's ``statestore`` source holds (``--spark``, :func:`spark_reading`); column family keys and
+  values, row checksums and changelogs of formats 2-4 are read by :mod:`tests.fuzz.independent`
+  (written from the format, sharing no code with ``readers/``), whose value is the one recorded; the
+  other targets by the facts below. A seed no such reading confirms is listed and nothing is written.
 * **Facts derived without statelens**, at check time, from the seed's own bytes: log and operator
   metadata files are JSON lines (read with :mod:`json`), a zip's entries are what :mod:`zipfile`
   reads, a delta or snapshot record stream is walked by :func:`walk_hdfs_records` (a dozen lines
-  written from Spark's ``HDFSBackedStateStoreProvider``), a schema file's key and value schemas are
+  written from Spark's ``HDFSBackedStateStoreProvider``), a compressed stream is what the lz4, zstd and
+  snappy libraries (and an LZF reader of the tests) read, a schema file's key and value schemas are
   the JSON documents it embeds.
 
 ``decode(target, data)`` calls the main decoders the fuzz target of the same name calls, with the same
@@ -24,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import struct
 import zipfile
 from dataclasses import fields, is_dataclass
@@ -34,7 +41,7 @@ from typing import Any
 from statelens.readers import logs, opmeta, schemas
 from statelens.readers._format import codecs, records, rocksdb_store, rowchecksum, unsaferow
 from statelens.readers.errors import StatelensError
-from tests.fuzz import targets
+from tests.fuzz import independent, targets
 from tests.fuzz.targets import CORPUS, HERE, TARGETS
 
 EXPECTED = HERE / "expected.json"
@@ -232,7 +239,7 @@ def summary(target: str, value: Any) -> dict[str, Any]:
     if target == "schemas":
         return {"families": len(value)}
     if target == "rocksdb_zip":
-        out = {}
+        out: dict[str, Any] = {}
         if "entries" in value:
             out["entries"] = sorted(value["entries"])
         if "metadata" in value:
@@ -334,8 +341,9 @@ def unframe_zstd(data: bytes) -> bytes:
     return out
 
 
-#: Spark's codec framings read with other libraries (lzf: no independent reader here).
+#: Spark's codec framings read with other libraries (lzf: by :func:`tests.fuzz.independent.unframe_lzf`).
 UNFRAME = {
+    b"ZV": independent.unframe_lzf,
     b"LZ4Block": unframe_lz4_block,
     b"\x82SNAPPY\x00": unframe_snappy,
     b"\x28\xb5\x2f\xfd": unframe_zstd,
@@ -422,6 +430,8 @@ def check_independent_facts(target: str, data: bytes, value: Any) -> int:
         assert [_field_names(s) for s in embedded[: len(decoded)]] == [
             [f.name for f in part.fields] for part in decoded
         ]
+        # the whole key and value schemas: every field's name, type, nullability and metadata
+        assert [json.loads(part.json()) for part in decoded] == embedded[: len(decoded)]
         return len(decoded)
     return 0
 
@@ -504,19 +514,235 @@ def check_seed(target: str, path: Path) -> None:
     TARGETS[target](data)
 
 
-def main() -> None:
-    recorded = {f"{t}/{p.name}": outcome(t, p.read_bytes()) for t, p in seed_files()}
-    for key, want in recorded.items():
-        if want["outcome"] == "value":
-            target, name = key.split("/", 1)
-            data = (CORPUS / target / name).read_bytes()
-            check_independent_facts(target, data, decode(target, data))
-    EXPECTED.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+_CUT_AVRO = ("CorruptFileError", "4 bytes that are no whole Avro row of the family")
+#: Seeds built to be refused (their names' starts), with the error class their construction calls for:
+#: only these may be recorded with an error class instead of a value, and only with that class.
+BUILT_TO_BE_REFUSED = {
+    "synthetic-bzip2-": ("UnsupportedVersionError", "a bzip2 zip entry, which Spark never writes"),
+    "synthetic-lzma-": ("UnsupportedVersionError", "an lzma zip entry, which Spark never writes"),
+    "unit-parent-path-": ("CorruptFileError", "a zip entry outside the folder"),
+    "unit-symlink-": ("CorruptFileError", "a zip entry that is a link"),
+    "synthetic-null_arrays-values-": ("UnsupportedVersionError", "Avro arrays of elements of no bytes"),
+    "synthetic-unsupported-values-": ("UnsupportedVersionError", "a map and a decimal in an Avro row"),
+    "synthetic-deep-values-": _CUT_AVRO,
+    "synthetic-prefix_two-values-": _CUT_AVRO,
+    "synthetic-range_all_columns-values-": _CUT_AVRO,
+    "synthetic-range_every_type-values-": _CUT_AVRO,
+    "synthetic-range_string-values-": _CUT_AVRO,
+    "synthetic-rich_values-values-": _CUT_AVRO,
+}
+
+
+def built_to_be_refused(name: str) -> tuple[str, str] | None:
+    """The error class a seed built to be refused must raise, and why (``None``: it must decode)."""
+    return next((want for start, want in BUILT_TO_BE_REFUSED.items() if name.startswith(start)), None)
+
+
+#: What :func:`check_independent_facts` reads each target's seeds with: the ``source`` of their records
+#: ("independent-decode": the whole value read without statelens; "independent-facts": the fields named).
+FACTS_SOURCE = {
+    "codecs": "independent-decode:codec-libraries",
+    "records": "independent-decode:record-walk",
+    "changelog": "independent-decode:record-walk",
+    "logs": "independent-facts:json",
+    "opmeta": "independent-facts:json",
+    "rocksdb_zip": "independent-facts:zipfile+json",
+    "schemas": "independent-facts:schema-json",
+}
+
+
+class Unconfirmed(Exception):
+    """No reading but statelens' own confirms what a seed decodes to: nothing is recorded for it."""
+
+
+def _confirmed(target: str, data: bytes, value: Any) -> dict[str, Any]:
+    """The expectation of a seed that decodes to ``value``, taken from a second reading of ``data``."""
+    second: Any = None
+    if target in independent.SOURCES:
+        try:
+            second = independent.read_seed(target, data)
+        except independent.NotCovered:
+            second = None
+    if second is not None:
+        if digest(second) != digest(value):
+            raise Unconfirmed(f"decodes to {_plain(value)!r:.300}, read as {_plain(second)!r:.300}")
+        return {
+            "outcome": "value",
+            "digest": digest(second),
+            "summary": summary(target, second),
+            "source": independent.SOURCES[target],
+        }
+    try:
+        compared = check_independent_facts(target, data, value)
+    except AssertionError as err:
+        raise Unconfirmed(f"its facts read without statelens differ: {err}") from err
+    if not compared:
+        raise Unconfirmed("no reading but statelens' own")
+    return {
+        "outcome": "value",
+        "digest": digest(value),
+        "summary": summary(target, value),
+        "source": FACTS_SOURCE[target],
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# UnsafeRow seeds read by Spark: their rows are still in the cached checkpoints' deltas
+
+
+def _unsaferow_origin(name: str) -> tuple[str, str, int, str, int] | None:
+    """``(scenario, store folder, version, "key" | "value", record)`` of an UnsafeRow seed cut from a
+    delta by ``build_corpus`` (``<scenario>-<store>-<version>.delta-<key|value><n>-<digest>``)."""
+    from tests.fuzz.build_corpus import SCENARIOS
+
+    match = re.fullmatch(r"(.+)-(\d+)\.delta-(key|value)(\d+)-[0-9a-f]{10}", name)
+    if match is None:
+        return None
+    head, version, kind, n = match.groups()
+    scenario = next((s for s in SCENARIOS if head.startswith(s + "-")), None)
+    if scenario is None:
+        return None
+    return scenario, head[len(scenario) + 1 :], int(version), kind, int(n)
+
+
+def spark_reading(spark: Any, target: str, path: Path, cache: dict[Any, Any] | None = None) -> Any:
+    """What Spark's ``statestore`` source holds for the row of an UnsafeRow seed (the key, or the value
+    of the record's key, in the batch that wrote the seed's delta), read by :mod:`tests.oracle`; a
+    sentence saying why not when the seed is no row of a delta still in the cached checkpoint."""
+    from tests import oracle
+    from tests.spark_checkpoints import get_checkpoint
+
+    origin = _unsaferow_origin(path.name) if target == "unsaferow" else None
+    if origin is None:
+        return "not an UnsafeRow seed cut from a delta"
+    scenario, store, version, kind, n = origin
+    root = get_checkpoint(scenario) / "checkpoint"
+    part = root / "state" / "0" / "0" / ("" if store == "0" else store)
+    delta = part / f"{version}.delta"
+    if not delta.is_file():
+        return f"{delta} is not in the cached checkpoint"
+    raw = delta.read_bytes()
+    unframe = next((fn for magic, fn in UNFRAME.items() if raw.startswith(magic)), None)
+    records = walk_hdfs_records(unframe(raw) if unframe else raw)
+    if n >= len(records):
+        return f"{delta} has {len(records)} records"
+    key_bytes, value_bytes = records[n]
+    row = path.read_bytes()[2:]
+    if row != (key_bytes if kind == "key" else value_bytes):
+        return f"record {n} of {delta} is not the seed's row (the checkpoint was written anew)"
+    # a put is in the state of the batch that wrote it, a removed key in the one before
+    batch = version - 1 if value_bytes is not None else version - 2
+    cache = {} if cache is None else cache
+    store_name = "default" if store == "0" else store
+    if (scenario, store, batch) not in cache:
+        cache[scenario, store, batch] = oracle.read_state(spark, root, 0, store_name, batch_id=batch)
+    key_schema = _embedded_structs((part / "_metadata" / "schema").read_bytes())[0]
+    key = independent.unsafe_row(key_bytes, key_schema)
+    found = [r for r in cache[scenario, store, batch] if r[0] == 0 and digest(r[1]) == digest(key)]
+    if len(found) != 1:
+        return f"Spark holds {len(found)} rows of that key in partition 0 of batch {batch}"
+    return found[0][1] if kind == "key" else found[0][2]
+
+
+def _by_spark(
+    target: str, path: Path, value: Any, spark: Any, cache: dict[Any, Any]
+) -> dict[str, Any] | None:
+    """The expectation Spark's reading gives an UnsafeRow seed (``None``: Spark has no row for it)."""
+    if spark is None or target != "unsaferow":
+        return None
+    held = spark_reading(spark, target, path, cache)
+    if isinstance(held, str):
+        return None
+    if digest(held) != digest(value):
+        raise Unconfirmed(f"decodes to {_plain(value)!r:.300}, Spark holds {_plain(held)!r:.300}")
+    return {"outcome": "value", "digest": digest(held), "summary": summary(target, held), "source": SPARK}
+
+
+#: The source of an expectation Spark's ``statestore`` source confirmed (:func:`spark_reading`).
+SPARK = "spark-statestore"
+
+
+def record(
+    files: list[tuple[str, Path]], spark: Any = None, before: dict[str, dict[str, Any]] | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The expectations of ``files`` and, apart, the seeds none can be recorded for (and why).
+
+    A value is recorded only as a second reading found it: Spark's ``statestore`` source for the
+    UnsafeRow seeds whose rows are still in the cached checkpoints (with ``spark``; without it, an
+    expectation Spark confirmed in ``before`` keeps its source while its value is unchanged), else
+    :mod:`tests.fuzz.independent`, else the facts of :func:`check_independent_facts` checked again at
+    every test run. An error class only for a seed built to be refused, the one its construction calls
+    for (:data:`BUILT_TO_BE_REFUSED`)."""
+    recorded: dict[str, dict[str, Any]] = {}
+    unconfirmed: dict[str, str] = {}
+    cache: dict[Any, Any] = {}
+    for target, path in files:
+        key = f"{target}/{path.name}"
+        data = path.read_bytes()
+        refusal = built_to_be_refused(path.name)
+        try:
+            value = decode(target, data)
+        except StatelensError as err:
+            if refusal is not None and type(err).__name__ == refusal[0]:
+                recorded[key] = {"outcome": refusal[0], "source": "built-to-be-refused"}
+            else:
+                unconfirmed[key] = f"refused with {type(err).__name__}: {err}"
+            continue
+        if refusal is not None:
+            unconfirmed[key] = f"built to be refused ({refusal[1]}), but decodes"
+            continue
+        try:
+            want = _confirmed(target, data, value)
+            by_spark = _by_spark(target, path, value, spark, cache)
+        except Unconfirmed as err:
+            unconfirmed[key] = str(err)
+            continue
+        earlier = (before or {}).get(key, {})
+        if by_spark is not None:
+            want = by_spark
+        elif spark is None and earlier.get("source") == SPARK and earlier.get("digest") == want["digest"]:
+            want = {**want, "source": SPARK}
+        recorded[key] = want
+    return recorded, unconfirmed
+
+
+def main(out: Path = EXPECTED, argv: list[str] | None = None) -> int:
+    """Record every seed's expectation in ``out``; write nothing and return 1 if any is unconfirmed.
+
+    ``--spark`` asks Spark's ``statestore`` source too (starts a JVM; reads the cached checkpoints)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Record what each fuzz seed holds (tests/fuzz/expected.json)."
+    )
+    parser.add_argument("--spark", action="store_true", help="confirm UnsafeRow seeds with Spark's reader")
+    args = parser.parse_args([] if argv is None else argv)
+    spark = None
+    if args.spark:
+        from tests.oracle import spark_session
+
+        spark = spark_session()
+    before = json.loads(out.read_text()) if out.is_file() else {}
+    recorded, unconfirmed = record(seed_files(), spark, before)
+    if unconfirmed:
+        print(f"{out.name} not written: {len(unconfirmed)} seed(s) no second reading confirms:")
+        for key, why in sorted(unconfirmed.items()):
+            print(f"  {key}: {why}")
+        return 1
+    out.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
     refused = sorted(k for k, v in recorded.items() if v["outcome"] != "value")
-    print(f"{EXPECTED.name}: {len(recorded)} seeds, {len(refused)} refused by design:")
+    sources: dict[str, int] = {}
+    for want in recorded.values():
+        sources[want["source"]] = sources.get(want["source"], 0) + 1
+    print(f"{out.name}: {len(recorded)} seeds, {len(refused)} refused by design:")
     for key in refused:
         print(f"  {key}: {recorded[key]['outcome']}")
+    for source, count in sorted(sources.items()):
+        print(f"  {count:4d} {source}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    raise SystemExit(main(argv=sys.argv[1:]))
