@@ -121,10 +121,11 @@ def test_a_damaged_copy_is_named_not_called_fine(
 
 
 def test_a_long_verdict_is_shown_whole(qtbot: Any, window: Any, checkpoint: Any, tmp_path: Path) -> None:
-    """A RocksDB copy whose latest zip is cut short: the restart verdict quotes the zip's error and wraps
-    onto a second line, which the overview shows whole (it was cut at the verdicts' box's edge)."""
+    """A RocksDB copy (no changelogs: no auto snapshot repair) whose latest zip is cut short: the restart
+    verdict quotes the zip's error and wraps onto a second line, which the overview shows whole (it was
+    cut at the verdicts' box's edge)."""
     root = tmp_path / "damaged"
-    shutil.copytree(checkpoint("rocks_agg_changelog") / "checkpoint", root)
+    shutil.copytree(checkpoint("rocks_agg") / "checkpoint", root)
     zips = sorted((root / "state/0/0").glob("*.zip"), key=lambda p: int(p.stem.split("_")[0]))
     zips[-1].write_bytes(zips[-1].read_bytes()[: zips[-1].stat().st_size // 2])
     _open(qtbot, window, root)
