@@ -393,3 +393,22 @@ def test_verdicts_that_need_no_state_file_are_shown_while_the_state_is_read(
     want = run_to_end(iter_summary(open_checkpoint(str(root))))
     assert window.overview.verdict_texts() == [(BADGE[v.severity], v.text) for v in want.verdicts]
     assert not window.overview.verdict_status.isVisible() and len(want.verdicts) > len(first.verdicts)
+
+
+def test_a_restart_only_auto_snapshot_repair_saves_is_a_warning_that_says_so(
+    qtbot: Any, window: Any, checkpoint: Any, tmp_path: Path
+) -> None:
+    """RocksDB with changelogs, its newest zip cut short: Spark 4.1+ falls back to an older zip and
+    replays the changelogs after it (the restart matrix shows Spark 4.3 doing it), Spark 3.x and 4.0 fail.
+    The overview's restart verdict says which, as the first verdicts and as the full check."""
+    root = tmp_path / "damaged"
+    shutil.copytree(checkpoint("rocks_agg_changelog") / "checkpoint", root)
+    zips = sorted((root / "state/0/0").glob("*.zip"), key=lambda p: int(p.stem.split("_")[0]))
+    zips[-1].write_bytes(zips[-1].read_bytes()[: zips[-1].stat().st_size // 2])
+    _open(qtbot, window, root)
+    texts = dict((text.split(":")[0], badge) for badge, text in window.overview.verdict_texts())
+    assert texts["Restart depends on the Spark version"] == "WARNING"
+    (restart,) = [t for _, t in window.overview.verdict_texts() if t.startswith("Restart")]
+    assert zips[-1].name in restart and "on Spark 3.x and 4.0" in restart
+    for label in window.overview.verdict_labels:
+        _assert_shown_whole(window.overview, label)

@@ -698,7 +698,7 @@ class _Doctor:
         where = f"operator {op_id} store {store_name} partition {pid}"
         version = load.version
         if load.outcome == "repaired":
-            bad = "; ".join(f"{files.snapshot_kind} {v} cannot be read: {why}" for v, _, why in load.skipped)
+            bad = "; ".join(why for _, _, why in load.skipped)
             plain = load.without_repair
             fails = (
                 f"{plain.failure[0]}" if plain is not None and plain.failure is not None else "the snapshot"
