@@ -316,3 +316,30 @@ def test_column_family_stores_are_checked_once_per_physical_store(copy_of):
     (f,) = _only(result, "missing_state_version")  # once, not once per state variable
     assert (f.store_name, f.partition, f.severity) == ("default", 1, "error")
     assert f.files == (f"state/0/1/{latest}.changelog",)
+
+
+def test_doctor_json_says_what_a_restart_loads_per_partition(copy_of, capsys):
+    """Every partition of a clean copy loads version 8 (batch 7 + 1) from its newest snapshot (6, the
+    generator's snapshot files) and deltas 7-8; with snapshot 6 of partition 2 cut, Spark 3.5 fails there."""
+    ckpt, expected = copy_of("agg_many_partitions")
+    assert max(expected["committed_batches"]) == 7 and expected["num_partitions"] == 4
+    assert main(["doctor", str(ckpt), "--json"]) == 0
+    restart = json.loads(capsys.readouterr().out)["restart"]
+    assert restart["spark_version"] is None and restart["auto_snapshot_repair"] is None
+    assert [(p["partition"], p["outcome"], p["base"], p["replayed"]) for p in restart["partitions"]] == [
+        (pid, "loads", 6, [7, 8]) for pid in range(4)
+    ]
+    assert restart["partitions"][1]["reads"] == [
+        "state/0/1/6.snapshot",
+        "state/0/1/7.delta",
+        "state/0/1/8.delta",
+    ]
+    snap = ckpt / "state/0/2/6.snapshot"
+    snap.write_bytes(snap.read_bytes()[:40])
+    assert main(["doctor", str(ckpt), "--json", "--spark-version", "3.5"]) == 2
+    restart = json.loads(capsys.readouterr().out)["restart"]
+    assert restart["spark_version"] == "3.5" and restart["auto_snapshot_repair"] is False
+    failed = [p for p in restart["partitions"] if p["outcome"] != "loads"]
+    assert [(p["partition"], p["outcome"], p["failure"]["file"]) for p in failed] == [
+        (2, "fails", "state/0/2/6.snapshot")
+    ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statelens.app.analysis._common import BatchClock
@@ -80,6 +80,8 @@ class DoctorResult:
     restart: RestartConf = field(default_factory=RestartConf)
     #: Paths of the files found unreadable elsewhere that the restart checks judged (``known_damage``).
     judged: set[str] = field(default_factory=set)
+    #: How a restart loads each store partition (with the damage the checks found; none with ``--quick``).
+    restart_loads: list[PartitionRestart] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -95,6 +97,38 @@ class DoctorResult:
             "counts": self.counts(),
             "checked": list(self.checked),
             "findings": [f.to_json() for f in self.findings],
+            "restart": {
+                "spark_version": ".".join(map(str, self.restart.spark_version))
+                if self.restart.spark_version
+                else None,
+                "auto_snapshot_repair": self.restart.repair,
+                "partitions": [r.to_json() for r in self.restart_loads],
+            },
+        }
+
+
+@dataclass(frozen=True)
+class PartitionRestart:
+    """How a restart loads one store partition (:func:`readers.restart.plan_load`)."""
+
+    operator_id: int
+    store_name: str
+    partition: int
+    load: RestartLoad
+
+    def to_json(self) -> dict[str, Any]:
+        load = self.load
+        return {
+            "operator_id": self.operator_id,
+            "store_name": self.store_name,
+            "partition": self.partition,
+            "version": load.version,
+            "outcome": load.outcome,
+            "base": load.base,
+            "replayed": list(load.replayed),
+            "reads": list(load.reads),
+            "skipped": [path for _, path, _ in load.skipped],
+            "failure": {"file": load.failure[0], "problem": load.failure[1]} if load.failure else None,
         }
 
 
@@ -107,6 +141,9 @@ class _Doctor:
         self.result = DoctorResult(restart=self.restart)
         # partitions whose restart problem the listing checks already named: (operator, store, partition)
         self._listing_flagged: set[tuple[int, str, int]] = set()
+        # each store partition's files as listed, and the damaged ones among them, for the restart plans
+        self._layout: dict[tuple[int, str, int], PartitionFiles] = {}
+        self._damage: dict[tuple[int, str, int], dict[str, str]] = {}
 
     def add(
         self, check: str, severity: str, message: str, files: list[str] | tuple[str, ...] = (), **ctx: Any
@@ -408,6 +445,14 @@ class _Doctor:
         pf = reader.partitions[pid]
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
         where = f"operator {op.operator_id} store {store_name} partition {pid}"
+        self._layout[(op.operator_id, store_name, pid)] = PartitionFiles(
+            provider,
+            {v: f.path for v, f in pf.snapshots.items()},
+            {v: f.path for v, f in pf.deltas.items()},
+            {},
+            pf.directory,
+            changelog_checkpointing=provider != "rocksdb" or bool(pf.deltas),
+        )
         # HDFS: <v>.delta + <v>.snapshot; RocksDB: <v>.changelog + <v>.zip (the same roles).
         delta, snapshot = ("changelog", "zip") if provider == "rocksdb" else ("delta", "snapshot")
 
@@ -620,6 +665,15 @@ class _Doctor:
                     return str(st.provider)
         return "hdfs"
 
+    def plan_restarts(self) -> None:
+        """How a restart loads every store partition the listing showed, with the damage found."""
+        version = self._restart_version()
+        if version is None:
+            return
+        for key in sorted(self._layout):
+            files = replace(self._layout[key], damaged=self._damage.get(key, {}))
+            self.result.restart_loads.append(PartitionRestart(*key, plan_load(files, version, self.restart)))
+
     def _restart_version(self) -> int | None:
         last = self.ckpt.last_committed_batch_id
         return None if last is None else last + 1
@@ -641,6 +695,7 @@ class _Doctor:
         """
         ctx = {"operator_id": op_id, "partition": pid, "store_name": store_name}
         where = f"operator {op_id} store {store_name} partition {pid}"
+        self._damage.setdefault((op_id, store_name, pid), {}).update(files.damaged)
         version = self._restart_version()
         if version is None:  # nothing committed: no restart to judge, every damaged file is an error
             for check, message, paths, v in bad.values():
@@ -993,6 +1048,7 @@ def iter_doctor(
         yield from doc.iter_check_rocksdb(cancelled)
     elif known_damage:
         doc.judge_known_damage(known_damage)
+    doc.plan_restarts()
     if backends is not None and backends.name == "spark":
         yield from doc.iter_spark_cross_check(backends, cancelled)
     if event_logs:
