@@ -483,15 +483,23 @@ class _Doctor:
                 **ctx,
             )
 
-    def iter_decode_files(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
-        """Decompress and scan every HDFS state file; decode a sample of rows against the schema."""
-        self.result.checked.append("every delta/snapshot decompresses, scans and matches its schema")
+    def iter_decode_files(
+        self, cancelled: Callable[[], bool] | None, restart_only: bool = False
+    ) -> Generator[Progress, None, None]:
+        """Decompress and scan every HDFS state file (``restart_only``: those a restart loads, see
+        :meth:`_restart_files`); decode a sample of rows against the schema."""
+        self.result.checked.append(
+            "every delta/snapshot a restart loads decompresses, scans and matches its schema"
+            if restart_only
+            else "every delta/snapshot decompresses, scans and matches its schema"
+        )
         jobs: list[tuple[Any, Any, Any, Any]] = []
         for op in self.ckpt.operators:
             for st in op.stores:
                 if st.provider == "hdfs":
                     reader = self.native.store(op.operator_id, st.store_name)
-                    jobs.extend((op, st, reader, sf) for sf in reader.files())
+                    files = self._restart_files(reader) if restart_only else reader.files()
+                    jobs.extend((op, st, reader, sf) for sf in files)
         last = time.monotonic()
         for n, (op, st, reader, sf) in enumerate(jobs):
             if cancelled is not None and cancelled():
@@ -533,9 +541,26 @@ class _Doctor:
                     **ctx,
                 )
 
-    def iter_check_rocksdb(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
-        """Every RocksDB store: the files a restart loads, then every other retained version, then SSTs
-        that no retained zip names.
+    def _restart_files(self, reader: Any) -> list[Any]:
+        """The HDFS state files a restart loads, Spark's way: per partition, version ``last commit + 1``
+        from its newest snapshot at or below it and the deltas after (``HDFSBackedStateStoreProvider``
+        ``loadMap``, docs/format.md §3.4)."""
+        last = self.ckpt.last_committed_batch_id
+        if last is None:
+            return []
+        out = []
+        for pid in reader.partition_ids():
+            pf = reader.partitions[pid]
+            base = max((s for s in pf.snapshots if s <= last + 1), default=0)
+            out.extend([pf.snapshots[base]] if base else [])
+            out.extend(pf.deltas[v] for v in range(base + 1, last + 2) if v in pf.deltas)
+        return out
+
+    def iter_check_rocksdb(
+        self, cancelled: Callable[[], bool] | None, restart_only: bool = False
+    ) -> Generator[Progress, None, None]:
+        """Every RocksDB store: the files a restart loads, then every other retained version
+        (``restart_only``: not those), then SSTs that no retained zip names.
 
         A restart loads version ``last commit + 1``: its newest zip (every SST and log it names, present
         with the recorded size, opened by RocksDB) and the changelogs after it. A problem there is an
@@ -573,10 +598,10 @@ class _Doctor:
                     done, total, f"checking RocksDB files of operator {op.operator_id} partition {pid}"
                 )
                 done += 1
-                self._check_rocksdb_partition(op, physical, files, pid, last)
+                self._check_rocksdb_partition(op, physical, files, pid, last, restart_only)
 
     def _check_rocksdb_partition(
-        self, op: Any, store_name: str, files: Any, pid: int, last: int | None
+        self, op: Any, store_name: str, files: Any, pid: int, last: int | None, restart_only: bool = False
     ) -> None:
         pf = files.partitions[pid]
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
@@ -587,14 +612,17 @@ class _Doctor:
         on_restart = ({base} if base else set(), set(replayed))
         bad: list[tuple[str, int, StatelensError]] = []  # kind, version, problem
         names_by_zip: dict[int, set[str]] = {}
+        zips = [v for v in sorted(pf.snapshots) if not restart_only or v in on_restart[0]]
         with files.workspace() as ws:  # the partition's SSTs copied once for all its zips
-            for v in sorted(pf.snapshots):
+            for v in zips:
                 try:
                     meta = files.verify_zip(pid, v, ws)
                     names_by_zip[v] = {dfs for _, dfs, _ in meta.sst_files}
                 except StatelensError as err:
                     bad.append(("zip", v, err))
         for v in sorted(pf.deltas):
+            if restart_only and v not in on_restart[1]:
+                continue
             try:
                 files.verify_changelog(pid, v)
             except StatelensError as err:
@@ -760,6 +788,7 @@ def iter_doctor(
     backends: Any = None,
     event_logs: list[str] | None = None,
     storage_options: dict[str, Any] | None = None,
+    restart_only: bool = False,
 ) -> Generator[Progress, None, DoctorResult]:
     """Run every health check on an opened checkpoint.
 
@@ -782,6 +811,11 @@ def iter_doctor(
         checkpoint (:mod:`app.analysis.progress_checks`).
     storage_options : dict, optional
         fsspec options for the event log URLs.
+    restart_only : bool
+        With ``decode_files``, decode only the state files a restart of the last committed batch loads
+        (per partition, the newest snapshot or zip at or below version ``last commit + 1`` and the
+        deltas or changelogs after it), not every retained version: what ``statelens prune`` checks
+        before copying a checkpoint.
 
     Yields
     ------
@@ -806,8 +840,8 @@ def iter_doctor(
         yield Progress(n, len(steps) + 1, what)
         step()
     if decode_files:
-        yield from doc.iter_decode_files(cancelled)
-        yield from doc.iter_check_rocksdb(cancelled)
+        yield from doc.iter_decode_files(cancelled, restart_only)
+        yield from doc.iter_check_rocksdb(cancelled, restart_only)
     if backends is not None and backends.name == "spark":
         yield from doc.iter_spark_cross_check(backends, cancelled)
     if event_logs:
