@@ -639,3 +639,169 @@ def test_checkpoint_format_v2(checkpoint: Any, spark: Any, tmp_path: Path) -> No
     assert {r["key"]: r["count"] for r in out} == {"a": 1, "c": original["c"] + 1}
     assert min(r["_batch"] for r in out) == last + 2
     assert _tree_hash(source) == before
+
+
+# -- damaged sources: what the doctor finds in what the copy carries --------------------------------------
+def _cli_all(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def _damage_file(root: Path, rel: str, how: str) -> str:
+    """Damage one real file of a checkpoint copy (``empty``, ``cut`` in half or ``flip`` its middle byte,
+    with :func:`tests._mutations.mutate`) and drop its Hadoop ``.crc``; returns ``rel``."""
+    from tests._mutations import mutate
+
+    path = root / rel
+    data = path.read_bytes()
+    edit = {"empty": ("cut", 0, 0), "cut": ("cut", len(data) // 2, 0), "flip": ("flip", len(data) // 2, 0)}
+    if how == "flip":
+        edit["flip"] = ("flip", len(data) // 2, data[len(data) // 2] ^ 0xFF)
+    path.write_bytes(mutate(data, [edit[how]]))
+    (path.parent / f".{path.name}.crc").unlink(missing_ok=True)
+    return rel
+
+
+def _damaged_copy(checkpoint: Any, scenario: str, tmp_path: Path, damage: str) -> tuple[Path, str]:
+    """A private copy of a cached scenario with one file damaged: ``<how>:<path>`` (see
+    :func:`_damage_file`), or a state-file damage of tests/test_consistency.py (``truncate-latest-zip``)."""
+    from tests.test_consistency import _damage
+
+    root = _copy_scenario(checkpoint(scenario), tmp_path / "src")
+    if ":" in damage:
+        how, rel = damage.split(":", 1)
+        return root, _damage_file(root, rel, how)
+    return root, _damage(root, damage)
+
+
+#: Damage a restart of the copy loads: (scenario, damage, whether --force can carry it). The logs and the
+#: metadata are copied as they are; prune itself reads the schema, the offsets of the last batch and the
+#: state files of the last committed version, so those cannot be carried.
+DAMAGE_LOADED = [
+    ("agg_count", "empty:commits/1", True),
+    ("agg_count", "cut:offsets/1", True),
+    ("agg_count", "cut:metadata", True),
+    ("rocks_agg", "cut:metadata", True),
+    ("agg_count", "cut:offsets/3", False),
+    ("agg_count", "cut:state/0/0/_metadata/schema", False),
+    ("rocks_agg_changelog", "cut:state/0/0/_metadata/schema", False),
+    ("pandas_state_processing", "truncate-latest-delta", False),
+    ("pandas_state_processing", "flip-latest-delta", False),
+    ("agg_many_partitions", "cut:state/0/0/6.snapshot", False),
+    ("agg_many_partitions", "flip:state/0/0/6.snapshot", False),
+    ("rocks_agg", "truncate-latest-zip", False),
+    ("rocks_agg", "flip-latest-zip", False),
+    ("rocks_agg_changelog", "truncate-latest-zip", False),
+    ("rocks_pandas_state", "truncate-latest-changelog", False),
+    ("rocks_pandas_state", "flip-latest-changelog", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "damage", "forceable"), DAMAGE_LOADED, ids=[f"{s}-{d}" for s, d, _ in DAMAGE_LOADED]
+)
+def test_damage_a_restart_of_the_copy_loads_is_refused(
+    scenario: str, damage: str, forceable: bool, checkpoint: Any, tmp_path: Path
+) -> None:
+    """statelens doctor reports an error in a file the copy carries and a restart of it loads: prune
+    refuses (exit 2, nothing written, the file named, --force told); with --force the copy is written and
+    its report and final line name what it carries, or, when prune must read the file itself, it still
+    refuses and writes nothing."""
+    source, bad = _damaged_copy(checkpoint, scenario, tmp_path, damage)
+    code, text, _ = _cli_all("doctor", str(source), "--json")
+    doctor = json.loads(text)
+    assert code == 2 and any(bad in f["files"] for f in doctor["findings"] if f["severity"] == "error"), (
+        doctor["findings"]
+    )
+    before = _tree_hash(source)
+    target = tmp_path / "out" / "checkpoint"
+    code, out, err = _cli_all("prune", str(source), "--where", "true", "--out", str(target), "--apply")
+    assert code == 2 and out == "", out
+    assert not target.exists()
+    assert bad in err and "nothing written" in err.lower() and "--force" in err, err
+
+    report = tmp_path / "prune.json"
+    argv = ("prune", str(source), "--where", "true", "--out", str(target), "--apply", "--force")
+    code, out, err = _cli_all(*argv, "--report", str(report))
+    assert _tree_hash(source) == before
+    if not forceable:
+        assert code == 2 and bad in err and "--force" in err, err
+        assert not target.exists() and not report.exists()
+        return
+    assert code == 0, err
+    doc = json.loads(report.read_text())
+    assert doc["applied"] and doc["forced"] and doc["proof"]["ok"]
+    carried = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert doc["carried_errors"] == len(carried) > 0
+    assert bad in {p for f in carried for p in f["files"]}
+    assert (target / bad).read_bytes() == (source / bad).read_bytes()  # carried as it is
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("Forced: the copy carries") and bad in last, out
+    assert "Restart the same query" not in out
+    assert f"error: {bad}" in out  # each carried error listed
+    code, text = _cli("prune", str(source), "--where", "true", "--force", "--json")
+    assert code == 0 and json.loads(text)["carried_errors"] == len(carried)  # the dry run's JSON too
+
+
+def test_the_last_commit_emptied(checkpoint: Any, tmp_path: Path) -> None:
+    """An emptied last commit: its batch reads as planned but not committed, and the refusal says the
+    commit file cannot be read (with --force too); --drop-uncommitted leaves that batch and its files
+    out, so the copy carries no error and the restart line is plain."""
+    source, bad = _damaged_copy(checkpoint, "agg_count", tmp_path, "empty:commits/3")
+    target = tmp_path / "out"
+    for force in ((), ("--force",)):
+        code, _, err = _cli_all(
+            "prune", str(source), "--where", "true", "--out", str(target), "--apply", *force
+        )
+        assert code == 2 and "commits/3 cannot be read" in err and "--drop-uncommitted" in err, err
+        assert not target.exists()
+    code, out, err = _cli_all(
+        "prune",
+        str(source),
+        "--where",
+        "true",
+        "--drop-uncommitted",
+        "--out",
+        str(target),
+        "--apply",
+        "--json",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["dropped_uncommitted_batches"] == [3] and doc["carried_errors"] == 0
+    assert not any(bad in f["files"] for f in doc["findings"])
+    assert (target / "commits" / "3").read_bytes() != b""  # batch 3 of the copy is the added one
+
+
+#: Damage in files a restart of the copy does not load: the version it loads comes from a snapshot or zip
+#: after them (or at the same version).
+DAMAGE_NOT_LOADED = [
+    ("agg_many_partitions", "cut:state/0/0/5.delta"),
+    ("agg_many_partitions", "flip:state/0/0/3.snapshot"),
+    ("rocks_agg", "cut:state/0/0/3.zip"),
+    ("rocks_agg_changelog", "truncate-latest-changelog"),
+    ("rocks_agg_changelog", "cut:state/0/0/3.changelog"),
+]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "damage"), DAMAGE_NOT_LOADED, ids=[f"{s}-{d}" for s, d in DAMAGE_NOT_LOADED]
+)
+def test_damage_a_restart_does_not_load_does_not_block(
+    scenario: str, damage: str, checkpoint: Any, tmp_path: Path
+) -> None:
+    """An older delta, snapshot, zip or changelog is damaged (statelens doctor names it), but the version
+    the new one is built on loads without it: prune writes the copy, its proof holds, no error is carried
+    and it says plainly to restart on NEW."""
+    source, bad = _damaged_copy(checkpoint, scenario, tmp_path, damage)
+    code, text, _ = _cli_all("doctor", str(source), "--json")
+    assert code >= 1 and any(bad in f["files"] for f in json.loads(text)["findings"]), text
+    target = tmp_path / "out"
+    code, out, err = _cli_all(
+        "prune", str(source), "--where", "key.key = 'a'", "--out", str(target), "--apply"
+    )
+    assert code == 0, err
+    assert out.strip().splitlines()[-1].startswith(f"Restart the same query on {target}")
+    assert "Proof: read back" in out and "error:" not in out
