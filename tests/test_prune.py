@@ -805,3 +805,77 @@ def test_damage_a_restart_does_not_load_does_not_block(
     assert code == 0, err
     assert out.strip().splitlines()[-1].startswith(f"Restart the same query on {target}")
     assert "Proof: read back" in out and "error:" not in out
+
+
+def _restart_loads(root: Path) -> set[str]:
+    """What a restart of a copy built on the last committed batch loads, by Spark's rules (not statelens'):
+    the logs and the metadata, the schema files, and per partition folder the newest snapshot or zip at
+    or below version ``last commit + 1`` and the deltas or changelogs after it."""
+    last = max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
+    out = {"metadata"}
+    out |= {p.relative_to(root).as_posix() for log in ("offsets", "commits") for p in (root / log).iterdir()}
+    out |= {p.relative_to(root).as_posix() for p in root.rglob("_metadata/schema")}
+    for folder in {p.parent for p in root.glob("state/*/*/*") if p.suffix in (".delta", ".zip")}:
+        versions = {p.name: int(p.stem) for p in folder.iterdir() if p.stem.isdigit()}
+        full, step = (
+            (".snapshot", ".delta") if any(n.endswith(".delta") for n in versions) else (".zip", ".changelog")
+        )
+        base = max((v for n, v in versions.items() if n.endswith(full) and v <= last + 1), default=0)
+        chain = ([f"{base}{full}"] if base else []) + [f"{v}{step}" for v in range(base + 1, last + 2)]
+        out |= {(folder / n).relative_to(root).as_posix() for n in chain if n in versions}
+    return out
+
+
+#: The real files each scenario's copies damage: every log and the metadata of one, the schema and
+#: every state file of partition 0 (deltas and snapshots; zips and changelogs) of all.
+RED_TEAM = {
+    "agg_count": ("metadata", "offsets/*", "commits/*", "state/0/0/_metadata/schema", "state/0/0/*.delta"),
+    "agg_many_partitions": ("state/0/0/*.delta", "state/0/0/*.snapshot"),
+    "rocks_agg_changelog": ("state/0/0/_metadata/schema", "state/0/0/*.zip", "state/0/0/*.changelog"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", sorted(RED_TEAM))
+def test_every_damaged_copy_the_doctor_faults_is_refused(
+    scenario: str, checkpoint: Any, tmp_path: Path
+) -> None:
+    """Red team: every file above (not the ``.crc`` sidecars) emptied, cut in half or with its middle byte
+    flipped, one copy each.
+    Wherever statelens doctor reports an error in a file a restart of the copy loads, prune refuses (exit
+    2, the target never made, a faulted file named); wherever it does not, prune writes the copy with a
+    proof that holds."""
+    clean = checkpoint(scenario) / "checkpoint"
+    files = sorted(
+        p.relative_to(clean).as_posix()
+        for pattern in RED_TEAM[scenario]
+        for p in clean.glob(pattern)
+        if p.is_file() and not p.name.startswith(".")
+    )
+    refused = written = 0
+    for n, (rel, how) in enumerate((rel, how) for rel in files for how in ("empty", "cut", "flip")):
+        root = _copy_scenario(clean.parent, tmp_path / str(n))
+        _damage_file(root, rel, how)
+        code, text, _ = _cli_all("doctor", str(root), "--json")
+        loads = _restart_loads(root)
+        faulted = {
+            p
+            for f in json.loads(text)["findings"]
+            if f["severity"] == "error"
+            for p in f["files"]
+            if p in loads
+        }
+        target = tmp_path / f"out{n}"
+        code, out, err = _cli_all("prune", str(root), "--where", "true", "--out", str(target), "--apply")
+        if faulted:
+            assert code == 2 and not target.exists(), (rel, how, faulted, out)
+            assert any(p in err for p in faulted), (rel, how, faulted, err)
+            refused += 1
+        else:
+            assert code == 0 and "Proof: read back" in out, (rel, how, err)
+            written += 1
+        shutil.rmtree(tmp_path / str(n))
+        shutil.rmtree(target, ignore_errors=True)
+    # agg_count: every file damaged is one a restart loads; the others hold older versions it does not.
+    assert refused + written == 3 * len(files) and refused >= 6, (refused, written)
+    assert written == 0 if scenario == "agg_count" else written >= 6, (refused, written)
