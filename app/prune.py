@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from statelens.app.analysis.doctor import DoctorFinding, iter_doctor
 from statelens.app.analysis._common import counted
+from statelens.app.analysis.doctor import DoctorFinding, iter_doctor
 from statelens.app.analysis.expired import iter_expired
 from statelens.app.output import dumps_jsonl
 from statelens.readers.backends.native import NativeBackend

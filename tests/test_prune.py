@@ -665,11 +665,16 @@ def _damage_file(root: Path, rel: str, how: str) -> str:
 
 
 def _damaged_copy(checkpoint: Any, scenario: str, tmp_path: Path, damage: str) -> tuple[Path, str]:
-    """A private copy of a cached scenario with one file damaged: ``<how>:<path>`` (see
+    """A private copy of a cached scenario (``<version>/<name>`` for an older writer's) with one file
+    damaged: ``<how>:<path>`` (see
     :func:`_damage_file`), or a state-file damage of tests/test_consistency.py (``truncate-latest-zip``)."""
+    from tests.spark_versions import versioned_checkpoint
     from tests.test_consistency import _damage
 
-    root = _copy_scenario(checkpoint(scenario), tmp_path / "src")
+    version, _, name = scenario.rpartition("/")  # "3.5.5/rocks_agg": written by that PySpark
+    root = _copy_scenario(
+        versioned_checkpoint(version, name) if version else checkpoint(name), tmp_path / "src"
+    )
     if ":" in damage:
         how, rel = damage.split(":", 1)
         return root, _damage_file(root, rel, how)
@@ -684,6 +689,7 @@ DAMAGE_LOADED = [
     ("agg_count", "cut:offsets/1", True),
     ("agg_count", "cut:metadata", True),
     ("rocks_agg", "cut:metadata", True),
+    ("3.5.5/rocks_agg", "cut:metadata", True),
     ("agg_count", "cut:offsets/3", False),
     ("agg_count", "cut:state/0/0/_metadata/schema", False),
     ("rocks_agg_changelog", "cut:state/0/0/_metadata/schema", False),
@@ -693,6 +699,8 @@ DAMAGE_LOADED = [
     ("agg_many_partitions", "flip:state/0/0/6.snapshot", False),
     ("rocks_agg", "truncate-latest-zip", False),
     ("rocks_agg", "flip-latest-zip", False),
+    ("3.5.5/rocks_agg", "truncate-latest-zip", False),
+    ("3.5.5/rocks_agg", "flip-latest-zip", False),
     ("rocks_agg_changelog", "truncate-latest-zip", False),
     ("rocks_pandas_state", "truncate-latest-changelog", False),
     ("rocks_pandas_state", "flip-latest-changelog", False),
@@ -781,6 +789,7 @@ DAMAGE_NOT_LOADED = [
     ("agg_many_partitions", "cut:state/0/0/5.delta"),
     ("agg_many_partitions", "flip:state/0/0/3.snapshot"),
     ("rocks_agg", "cut:state/0/0/3.zip"),
+    ("3.5.5/rocks_agg", "flip:state/0/0/4.zip"),
     ("rocks_agg_changelog", "truncate-latest-changelog"),
     ("rocks_agg_changelog", "cut:state/0/0/3.changelog"),
 ]
