@@ -180,10 +180,16 @@ class Proof:
         }
 
 
-#: Doctor checks of state files prune itself reads to build and prove the new version: ``force`` cannot
-#: carry an error of these (the copy could not be written, or proved, from them).
+#: Doctor checks of state files prune itself reads and decodes to build and prove the new version:
+#: ``force`` cannot carry an error of these (the copy could not be written, or proved, from them).
 UNFORCEABLE_CHECKS = frozenset(
-    {"undecodable_file", "row_checksum", "rocksdb_restart_zip", "rocksdb_restart_changelog"}
+    {
+        "undecodable_file",
+        "row_checksum",
+        "rows_disagree_with_schema",
+        "rocksdb_restart_zip",
+        "rocksdb_restart_changelog",
+    }
 )
 
 
