@@ -274,6 +274,7 @@ class Checkpoint:
         out: str | None = None,
         apply: bool = False,
         drop_uncommitted: bool = False,
+        force: bool = False,
     ) -> PrunePlan:
         """What ``statelens prune`` removes (a dry run) and, with ``out`` and ``apply``, the pruned copy.
 
@@ -295,6 +296,9 @@ class Checkpoint:
             Write the copy (default: a dry run that writes nothing).
         drop_uncommitted : bool
             Build on the last committed batch when the last planned one never committed.
+        force : bool
+            Copy even when :meth:`doctor`'s checks find errors in files the copy carries and a restart
+            of it loads; the plan's ``findings`` record each.
 
         Returns
         -------
@@ -305,7 +309,8 @@ class Checkpoint:
         Raises
         ------
         RefusedError
-            Before anything is written, when the copy would not be safe (the message says why).
+            Before anything is written, when the copy would not be safe (the message says why); a
+            ``DamagedSourceError`` lists the doctor's errors in what the copy would carry.
         """
 
         selection = Selection(
@@ -323,6 +328,7 @@ class Checkpoint:
                 out,
                 apply=apply,
                 drop_uncommitted=drop_uncommitted,
+                force=force,
                 storage_options=self._storage_options,
             )
         )

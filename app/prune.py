@@ -15,6 +15,12 @@ table ``statelens sql`` shows. The rows are read through the scan (:class:`reade
 with ``raw``), so the stored key bytes removed are the ones the other commands read. After writing, the
 copy is read back and compared with the original, store by store and partition by partition, byte for
 byte (:class:`Proof`).
+
+Before anything is read to choose keys, the checks of ``statelens doctor`` (:func:`iter_doctor` with
+``restart_only``) run on what the copy carries and a restart of it loads: the logs and metadata, the
+schema files and the state files of the version the new one is built on. An error there refuses the
+prune (:class:`DamagedSourceError`) unless ``force``; a forced copy records each carried finding
+(:attr:`PrunePlan.findings`). Findings about files the copy leaves out (``drop_uncommitted``) do not count.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from statelens.app.analysis._common import counted
+from statelens.app.analysis.doctor import DoctorFinding, iter_doctor
 from statelens.app.analysis.expired import iter_expired
 from statelens.app.output import dumps_jsonl
 from statelens.readers.backends.native import NativeBackend
@@ -35,11 +43,12 @@ from statelens.readers.checkpoint import JOIN_STORE_ORDER, open_checkpoint
 from statelens.readers.errors import BackendUnavailableError, RefusedError, StatelensError, UsageError
 from statelens.readers.mirror import iter_copy_checkpoint, refuse_overlap, write_file_atomic
 from statelens.readers.model import OperatorKind, Progress
+from statelens.readers.restart import REPAIR_ENABLED, RestartConf
 from statelens.readers.rewrite import cannot_write, crc_sidecar_path, hadoop_crc, removal_files
 from statelens.readers.scan import StateScan
 from statelens.readers.values import row_to_json
 
-__all__ = ["CATEGORIES", "PrunePlan", "Selection", "iter_prune", "read_key_lines"]
+__all__ = ["CATEGORIES", "DamagedSourceError", "PrunePlan", "Selection", "iter_prune", "read_key_lines"]
 
 #: What ``--category`` picks from (``statelens expired``'s categories).
 CATEGORIES = ("zombie", "overdue", "stale", "eviction_lag")
@@ -172,6 +181,50 @@ class Proof:
         }
 
 
+#: Doctor checks of state files prune itself reads and decodes to build and prove the new version:
+#: ``force`` cannot carry an error of these (the copy could not be written, or proved, from them).
+UNFORCEABLE_CHECKS = frozenset(
+    {
+        "undecodable_file",
+        "row_checksum",
+        "rows_disagree_with_schema",
+        "rocksdb_restart_zip",
+        "rocksdb_restart_changelog",
+    }
+)
+
+
+class DamagedSourceError(RefusedError):
+    """The copy would carry files ``statelens doctor`` finds errors in, which a restart of it loads.
+
+    Parameters
+    ----------
+    findings : list of DoctorFinding
+        The errors, each naming its files.
+    forceable : bool
+        ``force`` would copy them anyway (False: prune itself cannot read them).
+    """
+
+    def __init__(self, findings: list[DoctorFinding], forceable: bool):
+        self.findings = findings
+        self.forceable = forceable
+        lines = "".join(f"\n  {finding_text(f)}" for f in findings)
+        tail = (
+            "--force copies them anyway and records each in the report"
+            if forceable
+            else "--force cannot carry them: prune reads these files to build and prove the new version"
+        )
+        super().__init__(
+            f"nothing written: the copy would carry {counted(len(findings), 'error')} statelens doctor finds in "
+            f"files a restart of it loads:{lines}\n{tail}"
+        )
+
+
+def finding_text(f: DoctorFinding) -> str:
+    """One line for a doctor finding in prune's messages: its files, then what is wrong."""
+    return f"{', '.join(f.files) or '(checkpoint)'}: {f.message} [{f.check}]"
+
+
 @dataclass
 class PrunePlan:
     """What prune removes (a dry run) and, once applied, what it wrote and the proof."""
@@ -185,6 +238,15 @@ class PrunePlan:
     copied_files: int = 0
     written: list[WrittenFile] = field(default_factory=list)
     proof: Proof | None = None
+    #: What ``statelens doctor`` finds in the files the copy carries and a restart of it loads (errors
+    #: only with ``force``), worst first.
+    findings: list[DoctorFinding] = field(default_factory=list)
+    forced: bool = False
+
+    @property
+    def carried_errors(self) -> list[DoctorFinding]:
+        """The errors the copy carries (only a forced copy has any)."""
+        return [f for f in self.findings if f.severity == "error"]
 
     @property
     def new_batch(self) -> int:
@@ -225,6 +287,9 @@ class PrunePlan:
             "copied_files": self.copied_files,
             "written_files": [w.to_json() for w in self.written],
             "proof": self.proof.to_json() if self.proof is not None else None,
+            "forced": self.forced,
+            "carried_errors": len(self.carried_errors),
+            "findings": [f.to_json() for f in self.findings],
         }
 
 
@@ -268,8 +333,11 @@ def _last_committed(ckpt: Any, drop_uncommitted: bool) -> tuple[int, list[int]]:
         raise RefusedError("no batch of this checkpoint committed: there is no state to prune")
     later = [b for b in ckpt.uncommitted_batches() if b > last]
     if later and not drop_uncommitted:
+        unread = [e for e in ckpt.report.problems if e.path == f"commits/{later[-1]}"]
         raise RefusedError(
-            f"batch {later[-1]} was planned (offsets/{later[-1]}) but never committed; a restart re-runs it, "
+            f"batch {later[-1]} was planned (offsets/{later[-1]}) but never committed"
+            + (f" (commits/{later[-1]} cannot be read: {unread[0].message})" if unread else "")
+            + "; a restart re-runs it, "
             f"so no batch can be added after it. Prune on top of the last committed batch {last} with "
             "--drop-uncommitted (the copy leaves that batch out and the restart plans its data again), "
             "or let the query commit it first",
@@ -294,11 +362,50 @@ def _writable_stores(ckpt: Any, backend: Any, base: int) -> list[tuple[Any, Any]
             if reason is not None:
                 raise RefusedError(f"{where} cannot be written: {reason}", path=f"state/{op.operator_id}")
             if reader.schema is None:
-                raise RefusedError(f"{where} has no schema file: its rows cannot be decoded to choose keys")
+                unread = [
+                    e
+                    for e in ckpt.report.problems
+                    if (e.path or "").startswith(f"state/{op.operator_id}/")
+                    and "_metadata/schema" in (e.path or "")
+                ]
+                raise RefusedError(
+                    (
+                        f"{where}: its schema file cannot be read ({unread[0].message})"
+                        if unread
+                        else f"{where} has no schema file"
+                    )
+                    + ": its rows cannot be decoded to choose keys (not even with --force)",
+                    path=unread[0].path if unread else None,
+                )
             out.append((st, reader))
     if not out:
         raise RefusedError("this checkpoint has no state stores: nothing to prune")
     return out
+
+
+def _check_carried(
+    ckpt: Any, skip: Callable[[str], bool] | None, force: bool, cancelled: Callable[[], bool] | None
+) -> Generator[Progress, None, list[DoctorFinding]]:
+    """The doctor's findings on what the copy carries and a restart of it loads (a finding whose files
+    the copy all leaves out does not count; notes are left out), refused when one is an error unless
+    ``force`` (and always when prune cannot read the file itself)."""
+
+    # prune reads the last committed version itself, from its newest snapshot: judged without auto
+    # snapshot repair, a damaged snapshot there is one prune cannot read
+    no_repair = RestartConf(conf={REPAIR_ENABLED: "false"})
+    result = yield from iter_doctor(ckpt, restart_only=True, cancelled=cancelled, restart=no_repair)
+    if cancelled is not None and cancelled():
+        raise StatelensError("prune cancelled before anything was written")
+    findings = [
+        f
+        for f in result.findings
+        if f.severity != "info" and not (skip is not None and f.files and all(skip(p) for p in f.files))
+    ]
+    errors = [f for f in findings if f.severity == "error"]
+    unforceable = [f for f in errors if f.check in UNFORCEABLE_CHECKS]
+    if unforceable or (errors and not force):
+        raise DamagedSourceError(unforceable or errors, forceable=not unforceable)
+    return findings
 
 
 # -- choosing the keys -------------------------------------------------------------------------------------
@@ -609,11 +716,18 @@ def _log_files(ckpt: Any, last: int, unique_ids: dict[tuple[int, str, int], str]
     v2 the commit names ``unique_ids`` (operator, store, partition -> the id of the file written), as
     ``stateUniqueIds`` lists them: per operator, per partition, per store in the join's order."""
 
-    offsets = ckpt.fs.read_bytes(f"offsets/{last}").decode("utf-8")
+    offsets = ckpt.fs.read_bytes(f"offsets/{last}").decode("utf-8", "replace")
     lines = offsets.split("\n")
-    if len(lines) < 2 or not lines[0].startswith("v"):
-        raise RefusedError(f"offsets/{last} is not an offsets log entry Spark writes", path=f"offsets/{last}")
-    meta = json.loads(lines[1])
+    try:
+        meta = json.loads(lines[1]) if len(lines) >= 2 and lines[0].startswith("v") else None
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict):
+        raise RefusedError(
+            "is not an offsets log entry Spark writes: the added batch's offsets are made from it, so no "
+            "copy can be written (not even with --force)",
+            path=f"offsets/{last}",
+        )
     meta["batchWatermarkMs"] = ckpt.commits[last].next_watermark_ms
     lines[1] = json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
     commit = ckpt.fs.read_bytes(f"commits/{last}")
@@ -692,6 +806,7 @@ def iter_prune(
     *,
     apply: bool = False,
     drop_uncommitted: bool = False,
+    force: bool = False,
     storage_options: dict[str, Any] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, PrunePlan]:
@@ -710,6 +825,9 @@ def iter_prune(
     drop_uncommitted : bool
         When the last planned batch never committed, prune on top of the last committed one and leave
         the later batch out of the copy.
+    force : bool
+        Copy even when ``statelens doctor`` finds errors in files the copy carries and a restart of it
+        loads; each is recorded in the plan's ``findings``.
     storage_options : dict, optional
         fsspec options of a remote ``target`` (credentials, endpoint).
     cancelled : callable, optional
@@ -730,6 +848,9 @@ def iter_prune(
         Before anything is written: the target is inside the checkpoint or not empty, the last batch did
         not commit, a store's format cannot be written safely (the message says which and why), or the
         copy could not be made whole.
+    DamagedSourceError
+        Before anything is written: ``statelens doctor`` finds errors in files the copy would carry and
+        a restart of it loads (without ``force``, or files prune cannot read itself), each named.
     UsageError
         No selection, an unknown category, a ``--where`` that does not apply.
     StatelensError
@@ -743,6 +864,8 @@ def iter_prune(
     root = _check_target(ckpt, target, storage_options) if target is not None else None
     if apply and root is None:
         raise UsageError("--apply needs --out NEW: the folder the pruned copy is written to")
+    skip = _skip_uncommitted(ckpt, last, later) if later else None
+    findings = yield from _check_carried(ckpt, skip, force, cancelled)
     backend = NativeBackend(ckpt)
     stores = _writable_stores(ckpt, backend, base)
     if selection.operator_id is not None or selection.store_name is not None:
@@ -766,7 +889,15 @@ def iter_prune(
                     wanted.setdefault((st.operator_id, st.store_name), {}).setdefault(want_pid, set()).add(
                         key
                     )
-    plan = PrunePlan(ckpt.location, last, [], dropped_uncommitted=later, target=root.url if root else None)
+    plan = PrunePlan(
+        ckpt.location,
+        last,
+        [],
+        dropped_uncommitted=later,
+        target=root.url if root else None,
+        findings=findings,
+        forced=force,
+    )
     con = duckdb.connect(":memory:")
     try:
         for n, (st, reader) in enumerate(stores):
@@ -790,9 +921,8 @@ def iter_prune(
     if not apply:
         return plan
     assert root is not None
-    yield from _apply(
-        ckpt, plan, stores, root, _skip_uncommitted(ckpt, last, later) if later else None, cancelled
-    )
+    _log_files(ckpt, last, {})  # the added batch's logs can be made, before anything is written
+    yield from _apply(ckpt, plan, stores, root, skip, cancelled)
     return plan
 
 

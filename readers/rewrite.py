@@ -54,7 +54,7 @@ from statelens.readers._format.rocksdb_store import (
     read_zip,
 )
 from statelens.readers._format.rowchecksum import crc32c
-from statelens.readers.errors import CorruptFileError, UnsupportedVersionError
+from statelens.readers.errors import CorruptFileError, StatelensError, UnsupportedVersionError
 
 __all__ = [
     "NewFile",
@@ -136,7 +136,17 @@ def cannot_write(reader: Any, base: int) -> str | None:
             if reason is not None:
                 return f"partition {pid} version {base}: {reason}"
             continue
-        data = decompress(reader.fs.read_bytes(sf.path), sf.path, reader.codec)
+        try:
+            data = decompress(reader.fs.read_bytes(sf.path), sf.path, reader.codec)
+        except StatelensError:
+            if sf.unique_id is not None or base not in pf.snapshots:
+                raise
+            # A load of version base (and of the removal version after it) starts from its zip, not
+            # this changelog: what the store is is read there.
+            reason = _zip_cannot_write(reader, pf.snapshots[base].path)
+            if reason is not None:
+                return f"partition {pid} version {base}: {reason}"
+            continue
         fmt, _ = changelog_header(data, sf.path)
         if fmt != (1 if sf.unique_id is None else 3):
             return f"RocksDB changelog format v{fmt} ({sf.path}): only formats v1 and v3 are written"

@@ -3,7 +3,8 @@ short or with a flipped byte), ``rows``, ``rows --changes``, ``growth``, ``sql``
 ``changes``), ``expired``, ``doctor`` and the Python API agree on the rows of every partition at the
 latest version (and ``sql``'s ``changes`` with ``rows --changes``), on which partitions
 cannot be read, and on the exit code; every command that met the damaged file names it and exits 1, and
-no partition it made unreadable is answered as 0 rows or left out silently.
+no partition it made unreadable is answered as 0 rows or left out silently. ``prune`` refuses (exit 2,
+nothing written, the file named) exactly where ``doctor`` predicts the restart fails (exit 2).
 """
 
 from __future__ import annotations
@@ -122,6 +123,14 @@ def test_every_command_gives_the_same_answer(
     intact = _answers(root, capsys) if damage is not None else None
     bad = _damage(root, damage) if damage is not None else None
     got = _answers(root, capsys)
+    pruned = tmp_path / "pruned"
+    prune_code, _, prune_err = _run(
+        capsys, "prune", str(root), "--where", "true", "--out", str(pruned), "--apply"
+    )
+    if got["doctor"][0] == 2:  # an error in a file a restart loads: the copy would carry it
+        assert prune_code == 2 and not pruned.exists() and bad is not None and bad in prune_err, prune_err
+    else:
+        assert prune_code == 0 and pruned.is_dir(), prune_err
 
     rows_code, rows, rows_err = got["rows"]
     sql_code, sql, sql_err = got["sql"]

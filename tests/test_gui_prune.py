@@ -98,3 +98,51 @@ def test_the_expired_view_opens_the_dialog_on_its_store(qtbot: Any, tmp_path: Pa
     finally:
         for _ in gen:
             pass
+
+
+def test_a_damaged_source_is_refused_then_forced(qtbot: Any, checkpoint: Any, tmp_path: Path) -> None:
+    """A copy of a real checkpoint whose metadata file is cut short (statelens doctor: an error in a file
+    a restart loads): the dialog says nothing was written, names the file and offers to go on; going on,
+    the written copy's result names what it carries instead of saying to restart on it."""
+    from tests.test_prune import _damaged_copy
+
+    source, bad = _damaged_copy(checkpoint, "agg_count", tmp_path, "cut:metadata")
+    ckpt = open_checkpoint(str(source))
+    dialog, runner = _dialog(qtbot, ckpt, Selection(where="key.key = 'a'"))
+    qtbot.waitUntil(lambda: bool(dialog.result.text()), timeout=TIMEOUT_MS)
+    text = dialog.result.text()
+    assert text.startswith("Nothing written. The copy would carry 1 error") and f"\n{bad}: " in text, text
+    assert dialog.plan is None and dialog.force_button.isVisible() and not dialog.apply_button.isEnabled()
+
+    dialog.force_button.click()
+    qtbot.waitUntil(lambda: dialog.plan is not None, timeout=TIMEOUT_MS)
+    assert not dialog.force_button.isVisible() and dialog.plan.removed_rows == 1
+    assert (
+        dialog.result.text().startswith("statelens doctor finds")
+        and f"error: {bad}: " in dialog.result.text()
+    )
+    target = tmp_path / "pruned"
+    dialog.target_edit.setText(str(target))
+    dialog.apply_button.click()
+    qtbot.waitUntil(lambda: dialog.plan is not None and dialog.plan.applied, timeout=TIMEOUT_MS)
+    text = dialog.result.text()
+    assert dialog.plan.forced and [f.files for f in dialog.plan.carried_errors] == [(bad,)]
+    assert "Forced: the copy carries 1 error statelens doctor finds (metadata: " in text, text
+    assert "Restart the same query" not in text
+    assert (target / bad).read_bytes() == (source / bad).read_bytes()
+    dialog.close()
+    runner.shutdown()
+
+
+def test_state_damage_is_refused_without_an_offer(qtbot: Any, checkpoint: Any, tmp_path: Path) -> None:
+    """The newest zip cut short: prune reads it itself, so the dialog refuses without offering to go on."""
+    from tests.test_prune import _damaged_copy
+
+    source, bad = _damaged_copy(checkpoint, "rocks_agg", tmp_path, "truncate-latest-zip")
+    dialog, runner = _dialog(qtbot, open_checkpoint(str(source)), Selection(where="key.key = 'a'"))
+    qtbot.waitUntil(lambda: bool(dialog.result.text()), timeout=TIMEOUT_MS)
+    text = dialog.result.text()
+    assert text.startswith("Nothing written.") and f"\n{bad}: " in text and "cannot carry them" in text, text
+    assert not dialog.force_button.isVisible() and dialog.plan is None
+    dialog.close()
+    runner.shutdown()

@@ -639,3 +639,252 @@ def test_checkpoint_format_v2(checkpoint: Any, spark: Any, tmp_path: Path) -> No
     assert {r["key"]: r["count"] for r in out} == {"a": 1, "c": original["c"] + 1}
     assert min(r["_batch"] for r in out) == last + 2
     assert _tree_hash(source) == before
+
+
+# -- damaged sources: what the doctor finds in what the copy carries --------------------------------------
+def _cli_all(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def _damage_file(root: Path, rel: str, how: str) -> str:
+    """Damage one real file of a checkpoint copy (``empty``, ``cut`` in half or ``flip`` its middle byte,
+    with :func:`tests._mutations.mutate`) and drop its Hadoop ``.crc``; returns ``rel``."""
+    from tests._mutations import mutate
+
+    path = root / rel
+    data = path.read_bytes()
+    edit = {"empty": ("cut", 0, 0), "cut": ("cut", len(data) // 2, 0), "flip": ("flip", len(data) // 2, 0)}
+    if how == "flip":
+        edit["flip"] = ("flip", len(data) // 2, data[len(data) // 2] ^ 0xFF)
+    path.write_bytes(mutate(data, [edit[how]]))
+    (path.parent / f".{path.name}.crc").unlink(missing_ok=True)
+    return rel
+
+
+def _damaged_copy(checkpoint: Any, scenario: str, tmp_path: Path, damage: str) -> tuple[Path, str]:
+    """A private copy of a cached scenario (``<version>/<name>`` for an older writer's) with one file
+    damaged: ``<how>:<path>`` (see
+    :func:`_damage_file`), or a state-file damage of tests/test_consistency.py (``truncate-latest-zip``)."""
+    from tests.spark_versions import versioned_checkpoint
+    from tests.test_consistency import _damage
+
+    version, _, name = scenario.rpartition("/")  # "3.5.5/rocks_agg": written by that PySpark
+    root = _copy_scenario(
+        versioned_checkpoint(version, name) if version else checkpoint(name), tmp_path / "src"
+    )
+    if ":" in damage:
+        how, rel = damage.split(":", 1)
+        return root, _damage_file(root, rel, how)
+    return root, _damage(root, damage)
+
+
+#: Damage a restart of the copy loads: (scenario, damage, whether --force can carry it). The logs and the
+#: metadata are copied as they are; prune itself reads the schema, the offsets of the last batch and the
+#: state files of the last committed version, so those cannot be carried.
+DAMAGE_LOADED = [
+    ("agg_count", "empty:commits/1", True),
+    ("agg_count", "cut:offsets/1", True),
+    ("agg_count", "cut:metadata", True),
+    ("rocks_agg", "cut:metadata", True),
+    ("3.5.5/rocks_agg", "cut:metadata", True),
+    ("agg_count", "cut:offsets/3", False),
+    ("agg_count", "cut:state/0/0/_metadata/schema", False),
+    ("rocks_agg_changelog", "cut:state/0/0/_metadata/schema", False),
+    ("pandas_state_processing", "truncate-latest-delta", False),
+    ("pandas_state_processing", "flip-latest-delta", False),
+    ("agg_many_partitions", "cut:state/0/0/6.snapshot", False),
+    ("agg_many_partitions", "flip:state/0/0/6.snapshot", False),
+    ("rocks_agg", "truncate-latest-zip", False),
+    ("rocks_agg", "flip-latest-zip", False),
+    ("3.5.5/rocks_agg", "truncate-latest-zip", False),
+    ("3.5.5/rocks_agg", "flip-latest-zip", False),
+    ("rocks_agg_changelog", "truncate-latest-zip", False),
+    ("rocks_pandas_state", "truncate-latest-changelog", False),
+    ("rocks_pandas_state", "flip-latest-changelog", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "damage", "forceable"), DAMAGE_LOADED, ids=[f"{s}-{d}" for s, d, _ in DAMAGE_LOADED]
+)
+def test_damage_a_restart_of_the_copy_loads_is_refused(
+    scenario: str, damage: str, forceable: bool, checkpoint: Any, tmp_path: Path
+) -> None:
+    """statelens doctor reports an error in a file the copy carries and a restart of it loads: prune
+    refuses (exit 2, nothing written, the file named, --force told); with --force the copy is written and
+    its report and final line name what it carries, or, when prune must read the file itself, it still
+    refuses and writes nothing."""
+    source, bad = _damaged_copy(checkpoint, scenario, tmp_path, damage)
+    code, text, _ = _cli_all("doctor", str(source), "--json")
+    doctor = json.loads(text)
+    assert code == 2 and any(bad in f["files"] for f in doctor["findings"] if f["severity"] == "error"), (
+        doctor["findings"]
+    )
+    before = _tree_hash(source)
+    target = tmp_path / "out" / "checkpoint"
+    code, out, err = _cli_all("prune", str(source), "--where", "true", "--out", str(target), "--apply")
+    assert code == 2 and out == "", out
+    assert not target.exists()
+    assert bad in err and "nothing written" in err.lower() and "--force" in err, err
+
+    report = tmp_path / "prune.json"
+    argv = ("prune", str(source), "--where", "true", "--out", str(target), "--apply", "--force")
+    code, out, err = _cli_all(*argv, "--report", str(report))
+    assert _tree_hash(source) == before
+    if not forceable:
+        assert code == 2 and bad in err and "--force" in err, err
+        assert not target.exists() and not report.exists()
+        return
+    assert code == 0, err
+    doc = json.loads(report.read_text())
+    assert doc["applied"] and doc["forced"] and doc["proof"]["ok"]
+    carried = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert doc["carried_errors"] == len(carried) > 0
+    assert bad in {p for f in carried for p in f["files"]}
+    assert (target / bad).read_bytes() == (source / bad).read_bytes()  # carried as it is
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("Forced: the copy carries") and bad in last, out
+    assert "Restart the same query" not in out
+    assert f"error: {bad}" in out  # each carried error listed
+    code, text = _cli("prune", str(source), "--where", "true", "--force", "--json")
+    assert code == 0 and json.loads(text)["carried_errors"] == len(carried)  # the dry run's JSON too
+
+
+def test_the_last_commit_emptied(checkpoint: Any, tmp_path: Path) -> None:
+    """An emptied last commit: its batch reads as planned but not committed, and the refusal says the
+    commit file cannot be read (with --force too); --drop-uncommitted leaves that batch and its files
+    out, so the copy carries no error and the restart line is plain."""
+    source, bad = _damaged_copy(checkpoint, "agg_count", tmp_path, "empty:commits/3")
+    target = tmp_path / "out"
+    for force in ((), ("--force",)):
+        code, _, err = _cli_all(
+            "prune", str(source), "--where", "true", "--out", str(target), "--apply", *force
+        )
+        assert code == 2 and "commits/3 cannot be read" in err and "--drop-uncommitted" in err, err
+        assert not target.exists()
+    code, out, err = _cli_all(
+        "prune",
+        str(source),
+        "--where",
+        "true",
+        "--drop-uncommitted",
+        "--out",
+        str(target),
+        "--apply",
+        "--json",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["dropped_uncommitted_batches"] == [3] and doc["carried_errors"] == 0
+    assert not any(bad in f["files"] for f in doc["findings"])
+    assert (target / "commits" / "3").read_bytes() != b""  # batch 3 of the copy is the added one
+
+
+#: Damage in files a restart of the copy does not load: the version it loads comes from a snapshot or zip
+#: after them (or at the same version).
+DAMAGE_NOT_LOADED = [
+    ("agg_many_partitions", "cut:state/0/0/5.delta"),
+    ("agg_many_partitions", "flip:state/0/0/3.snapshot"),
+    ("rocks_agg", "cut:state/0/0/3.zip"),
+    ("3.5.5/rocks_agg", "flip:state/0/0/4.zip"),
+    ("rocks_agg_changelog", "truncate-latest-changelog"),
+    ("rocks_agg_changelog", "cut:state/0/0/3.changelog"),
+]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "damage"), DAMAGE_NOT_LOADED, ids=[f"{s}-{d}" for s, d in DAMAGE_NOT_LOADED]
+)
+def test_damage_a_restart_does_not_load_does_not_block(
+    scenario: str, damage: str, checkpoint: Any, tmp_path: Path
+) -> None:
+    """An older delta, snapshot, zip or changelog is damaged (statelens doctor names it), but the version
+    the new one is built on loads without it: prune writes the copy, its proof holds, no error is carried
+    and it says plainly to restart on NEW."""
+    source, bad = _damaged_copy(checkpoint, scenario, tmp_path, damage)
+    code, text, _ = _cli_all("doctor", str(source), "--json")
+    assert code >= 1 and any(bad in f["files"] for f in json.loads(text)["findings"]), text
+    target = tmp_path / "out"
+    code, out, err = _cli_all(
+        "prune", str(source), "--where", "key.key = 'a'", "--out", str(target), "--apply"
+    )
+    assert code == 0, err
+    assert out.strip().splitlines()[-1].startswith(f"Restart the same query on {target}")
+    assert "Proof: read back" in out and "error:" not in out
+
+
+def _restart_loads(root: Path) -> set[str]:
+    """What a restart of a copy built on the last committed batch loads, by Spark's rules (not statelens'):
+    the logs and the metadata, the schema files, and per partition folder the newest snapshot or zip at
+    or below version ``last commit + 1`` and the deltas or changelogs after it."""
+    last = max(int(p.name) for p in (root / "commits").iterdir() if p.name.isdigit())
+    out = {"metadata"}
+    out |= {p.relative_to(root).as_posix() for log in ("offsets", "commits") for p in (root / log).iterdir()}
+    out |= {p.relative_to(root).as_posix() for p in root.rglob("_metadata/schema")}
+    for folder in {p.parent for p in root.glob("state/*/*/*") if p.suffix in (".delta", ".zip")}:
+        versions = {p.name: int(p.stem) for p in folder.iterdir() if p.stem.isdigit()}
+        full, step = (
+            (".snapshot", ".delta") if any(n.endswith(".delta") for n in versions) else (".zip", ".changelog")
+        )
+        base = max((v for n, v in versions.items() if n.endswith(full) and v <= last + 1), default=0)
+        chain = ([f"{base}{full}"] if base else []) + [f"{v}{step}" for v in range(base + 1, last + 2)]
+        out |= {(folder / n).relative_to(root).as_posix() for n in chain if n in versions}
+    return out
+
+
+#: The real files each scenario's copies damage: every log and the metadata of one, the schema and
+#: every state file of partition 0 (deltas and snapshots; zips and changelogs) of all.
+RED_TEAM = {
+    "agg_count": ("metadata", "offsets/*", "commits/*", "state/0/0/_metadata/schema", "state/0/0/*.delta"),
+    "agg_many_partitions": ("state/0/0/*.delta", "state/0/0/*.snapshot"),
+    "rocks_agg_changelog": ("state/0/0/_metadata/schema", "state/0/0/*.zip", "state/0/0/*.changelog"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", sorted(RED_TEAM))
+def test_every_damaged_copy_the_doctor_faults_is_refused(
+    scenario: str, checkpoint: Any, tmp_path: Path
+) -> None:
+    """Red team: every file above (not the ``.crc`` sidecars) emptied, cut in half or with its middle byte
+    flipped, one copy each.
+    Wherever statelens doctor reports an error in a file a restart of the copy loads, prune refuses (exit
+    2, the target never made, a faulted file named); wherever it does not, prune writes the copy with a
+    proof that holds."""
+    clean = checkpoint(scenario) / "checkpoint"
+    files = sorted(
+        p.relative_to(clean).as_posix()
+        for pattern in RED_TEAM[scenario]
+        for p in clean.glob(pattern)
+        if p.is_file() and not p.name.startswith(".")
+    )
+    refused = written = 0
+    for n, (rel, how) in enumerate((rel, how) for rel in files for how in ("empty", "cut", "flip")):
+        root = _copy_scenario(clean.parent, tmp_path / str(n))
+        _damage_file(root, rel, how)
+        code, text, _ = _cli_all("doctor", str(root), "--json")
+        loads = _restart_loads(root)
+        faulted = {
+            p
+            for f in json.loads(text)["findings"]
+            if f["severity"] == "error"
+            for p in f["files"]
+            if p in loads
+        }
+        target = tmp_path / f"out{n}"
+        code, out, err = _cli_all("prune", str(root), "--where", "true", "--out", str(target), "--apply")
+        if faulted:
+            assert code == 2 and not target.exists(), (rel, how, faulted, out)
+            assert any(p in err for p in faulted), (rel, how, faulted, err)
+            refused += 1
+        else:
+            assert code == 0 and "Proof: read back" in out, (rel, how, err)
+            written += 1
+        shutil.rmtree(tmp_path / str(n))
+        shutil.rmtree(target, ignore_errors=True)
+    # agg_count: every file damaged is one a restart loads; the others hold older versions it does not.
+    assert refused + written == 3 * len(files) and refused >= 6, (refused, written)
+    assert written == 0 if scenario == "agg_count" else written >= 6, (refused, written)

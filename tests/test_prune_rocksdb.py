@@ -163,8 +163,26 @@ print(json.dumps(ctx.output))
 """
 
 
+#: Restart of the aggregation scenarios' count (tests/test_prune.py ``_restart_count``) run by the PySpark
+#: of an older writer venv, RocksDB without changelogs; the new input files come after the ``argv[3]`` old
+#: ones.
+_RESTART_COUNT_IN_WRITER = """
+import json, sys
+from pathlib import Path
+from tests.spark_checkpoints import Ctx, _rocks_conf, session_conf, spark_session
+spark = spark_session()
+ctx = Ctx(name="restart", spark=spark, dir=Path(sys.argv[1]), _files=int(sys.argv[3]))
+with session_conf(spark, {"spark.sql.shuffle.partitions": "2", **_rocks_conf(changelog=False)}):
+    for i, keys in enumerate(json.loads(sys.argv[2])):
+        ctx.write_json("in", [{"key": k, "value": 1000 + i} for k in keys])
+        df = ctx.read_json_stream("in", "key STRING, value LONG", max_files=None).groupBy("key").count()
+        ctx.run(df, mode="update", trigger="once")
+print(json.dumps(ctx.output))
+"""
+
+
 def _restart_in_writer(
-    version: str, root: Path, batches: list[list[tuple[str, int]]]
+    version: str, root: Path, batches: list[Any], script: str = _RESTART_IN_WRITER, *extra: str
 ) -> list[dict[str, Any]]:
     import os
     import subprocess
@@ -177,7 +195,7 @@ def _restart_in_writer(
     env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = python
     env.pop("SPARK_HOME", None)
     proc = subprocess.run(
-        [python, "-c", _RESTART_IN_WRITER, str(root), json.dumps(batches)],
+        [python, "-c", script, str(root), json.dumps(batches), *extra],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -219,6 +237,42 @@ def test_spark_34_rocksdb_zips_pruned_and_restarted_by_spark_34(spark: Any, tmp_
     leaked_calls = {r["key"] for r in _restart_in_writer("3.4.4", control.parent, _RESTART)}
     assert leaked_calls & removed
     assert _tree_hash(source) == before
+
+
+def test_spark_35_rocksdb_zips_pruned_and_restarted_by_spark_35(spark: Any, tmp_path: Path) -> None:
+    """Spark 3.5 without changelog checkpointing (its default) keeps a zip per version (RocksDB 8): keys
+    removed in a new zip are gone for Spark 4.3's reader, and Spark 3.5 itself restarts from it, counting
+    a removed key from 1 and a kept one on from its count."""
+    from tests import oracle
+    from tests.spark_versions import versioned_checkpoint
+
+    folder = versioned_checkpoint("3.5.5", "rocks_agg")
+    assert json.loads((folder / "expected.json").read_text())["spark_version"] == "3.5.5"
+    source = folder / "checkpoint"
+    assert not list(source.rglob("*.changelog"))
+    before = _tree_hash(source)
+    target = tmp_path / "pruned" / "checkpoint"
+    doc = _prune_json(str(source), "--where", "key.key IN ('a','b')", "--out", str(target), "--apply")
+    assert doc["proof"]["ok"] and doc["findings"] == [] and not doc["forced"], doc
+    assert sorted(k["key"] for k in dry_keys(doc)) == ["a", "b"] and _tree_hash(source) == before
+    _check_written_versions(source, target, doc)
+    last = doc["last_committed_batch"]
+    original = {r[1][0]: r[2][0] for r in oracle.read_state(spark, source, batch_id=last)}
+    pruned = {r[1][0]: r[2][0] for r in oracle.read_state(spark, target, batch_id=last + 1)}
+    assert {"a", "b", "c"} <= set(original)
+    assert pruned == {k: v for k, v in original.items() if k not in ("a", "b")}
+
+    _move_file_source(target, folder / "input" / "in", target.parent / "input" / "in")
+    first = str(len(list((folder / "input" / "in").iterdir())))
+    out = _restart_in_writer("3.5.5", target.parent, [["a", "c", "z"]], _RESTART_COUNT_IN_WRITER, first)
+    assert {(r["_batch"], r["key"], r["count"]) for r in out} == {
+        (last + 2, "a", 1),  # removed: starts over
+        (last + 2, "c", original["c"] + 1),  # kept: goes on
+        (last + 2, "z", 1),
+    }
+    for part in ("0", "1"):  # Spark 3.5 loaded the zip prune wrote and wrote the next one beside it
+        assert (target / "state" / "0" / part / f"{last + 3}.zip").is_file()
+    assert not list(target.rglob("*.changelog")) and _tree_hash(source) == before
 
 
 def test_zip_of_a_newer_rocksdb_is_refused_before_writing(checkpoint: Any, tmp_path: Path) -> None:

@@ -538,13 +538,20 @@ class _Doctor:
                 **ctx,
             )
 
-    def iter_decode_files(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
-        """Decompress and scan every HDFS state file; decode a sample of rows against the schema.
+    def iter_decode_files(
+        self, cancelled: Callable[[], bool] | None, restart_only: bool = False
+    ) -> Generator[Progress, None, None]:
+        """Decompress and scan every HDFS state file (``restart_only``: those a restart loads, see
+        :meth:`_restart_reads`); decode a sample of rows against the schema.
 
         A damaged file is an error when a restart reads it (:func:`readers.restart.plan_load`), a warning
         about an older version when it does not.
         """
-        self.result.checked.append("every delta/snapshot decompresses, scans and matches its schema")
+        self.result.checked.append(
+            "every delta/snapshot a restart loads decompresses, scans and matches its schema"
+            if restart_only
+            else "every delta/snapshot decompresses, scans and matches its schema"
+        )
         jobs: list[tuple[Any, Any, Any, Any]] = []
         readers: dict[tuple[int, str], Any] = {}
         for op in self.ckpt.operators:
@@ -552,7 +559,11 @@ class _Doctor:
                 if st.provider == "hdfs":
                     reader = self.native.store(op.operator_id, st.store_name)
                     readers[(op.operator_id, st.store_name)] = reader
-                    jobs.extend((op, st, reader, sf) for sf in reader.files())
+                    chosen = reader.files()
+                    if restart_only:
+                        reads = self._restart_reads(op.operator_id, st.store_name)
+                        chosen = [sf for sf in chosen if sf.path in reads]
+                    jobs.extend((op, st, reader, sf) for sf in chosen)
         last = time.monotonic()
         damaged: dict[tuple[int, str, int], dict[str, tuple[str, str, list[str], int]]] = {}
         for n, (op, st, reader, sf) in enumerate(jobs):
@@ -789,9 +800,23 @@ class _Doctor:
                 **ctx,
             )
 
-    def iter_check_rocksdb(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
-        """Every RocksDB store: the files a restart loads, then every other retained version, then SSTs
-        that no retained zip names.
+    def _restart_reads(self, operator_id: int, store_name: str) -> set[str]:
+        """Paths of the state files a restart of the last committed batch reads from one store, every
+        partition (:func:`readers.restart.plan_load` on the files as listed)."""
+        version = self._restart_version()
+        if version is None:
+            return set()
+        reads: set[str] = set()
+        for (op_id, store, _), files in self._layout.items():
+            if (op_id, store) == (operator_id, store_name):
+                reads.update(plan_load(files, version, self.restart).reads)
+        return reads
+
+    def iter_check_rocksdb(
+        self, cancelled: Callable[[], bool] | None, restart_only: bool = False
+    ) -> Generator[Progress, None, None]:
+        """Every RocksDB store: the files a restart loads, then every other retained version
+        (``restart_only``: not those), then SSTs that no retained zip names.
 
         A restart loads version ``last commit + 1``: its newest zip (every SST and log it names, present
         with the recorded size, opened by RocksDB) and the changelogs after it. A problem there is an
@@ -829,24 +854,28 @@ class _Doctor:
                     done, total, f"checking RocksDB files of operator {op.operator_id} partition {pid}"
                 )
                 done += 1
-                self._check_rocksdb_partition(op, physical, files, pid, last)
+                self._check_rocksdb_partition(op, physical, files, pid, last, restart_only)
 
     def _check_rocksdb_partition(
-        self, op: Any, store_name: str, files: Any, pid: int, last: int | None
+        self, op: Any, store_name: str, files: Any, pid: int, last: int | None, restart_only: bool = False
     ) -> None:
         pf = files.partitions[pid]
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
         where = f"operator {op.operator_id} store {store_name} partition {pid}"
         bad: dict[str, tuple[str, str, list[str], int]] = {}  # the zip's or changelog's path -> finding
         names_by_zip: dict[int, set[str]] = {}
+        reads = self._restart_reads(op.operator_id, store_name) if restart_only else set()
+        zips = [v for v in sorted(pf.snapshots) if not restart_only or pf.snapshots[v].path in reads]
         with files.workspace() as ws:  # the partition's SSTs copied once for all its zips
-            for v in sorted(pf.snapshots):
+            for v in zips:
                 try:
                     meta = files.verify_zip(pid, v, ws)
                     names_by_zip[v] = {dfs for _, dfs, _ in meta.sst_files}
                 except StatelensError as err:
                     bad[pf.snapshots[v].path] = self._rocksdb_damage("zip", v, err, pf.snapshots[v].path)
         for v in sorted(pf.deltas):
+            if restart_only and pf.deltas[v].path not in reads:
+                continue
             try:
                 files.verify_changelog(pid, v)
             except StatelensError as err:
@@ -992,6 +1021,7 @@ def iter_doctor(
     storage_options: dict[str, Any] | None = None,
     restart: RestartConf | None = None,
     known_damage: Sequence[StatelensError] = (),
+    restart_only: bool = False,
 ) -> Generator[Progress, None, DoctorResult]:
     """Run every health check on an opened checkpoint.
 
@@ -1020,6 +1050,11 @@ def iter_doctor(
     known_damage : sequence of StatelensError
         Without ``decode_files``: state files another analysis could not read, judged by whether a
         restart reads them (:meth:`_Doctor.judge_known_damage`).
+    restart_only : bool
+        With ``decode_files``, decode only the state files a restart of the last committed batch loads
+        (per partition, the newest snapshot or zip at or below version ``last commit + 1`` and the
+        deltas or changelogs after it, :func:`readers.restart.plan_load`), not every retained version: what ``statelens prune`` checks
+        before copying a checkpoint.
 
     Yields
     ------
@@ -1044,8 +1079,8 @@ def iter_doctor(
         yield Progress(n, len(steps) + 1, what)
         step()
     if decode_files:
-        yield from doc.iter_decode_files(cancelled)
-        yield from doc.iter_check_rocksdb(cancelled)
+        yield from doc.iter_decode_files(cancelled, restart_only)
+        yield from doc.iter_check_rocksdb(cancelled, restart_only)
     elif known_damage:
         doc.judge_known_damage(known_damage)
     doc.plan_restarts()

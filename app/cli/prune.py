@@ -10,7 +10,7 @@ from typing import IO, Any
 from statelens.app.analysis._common import counted, run_to_end
 from statelens.app.cli import _common
 from statelens.app.cli._common import _open, _Progress
-from statelens.app.prune import CATEGORIES, Selection, iter_prune, read_key_lines
+from statelens.app.prune import CATEGORIES, Selection, finding_text, iter_prune, read_key_lines
 from statelens.app.repartition import iter_repartition
 
 PRUNE_EPILOG = """\
@@ -19,6 +19,9 @@ With --apply the checkpoint is copied to NEW (an empty or new folder, local or s
 written), one batch that reads no data is added to the copy with the keys removed from its state, and
 the copy is read back and compared with the original byte for byte. Restart the same query on NEW
 (same code, same configuration): it continues with the next batch.
+First, the checks of 'statelens doctor' run on what the copy carries and a restart of it loads (logs,
+metadata, schema files, the state files of the last committed version): an error there refuses the
+prune (exit code 2, nothing written) unless --force, which copies it and records it in the report.
 
 examples:
   statelens prune CKPT --zombies                       # dry run: the forgotten-remove() keys
@@ -60,6 +63,7 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
                 args.out,
                 apply=args.apply,
                 drop_uncommitted=args.drop_uncommitted,
+                force=args.force,
                 storage_options=getattr(args, "storage_options", None),
             ),
             bar,
@@ -82,6 +86,14 @@ def cmd_prune(args: argparse.Namespace, out: IO[str]) -> int:
 
 def _print_plan(plan: Any, out: IO[str]) -> None:
     w = out.write
+    if plan.findings:
+        w(
+            f"statelens doctor finds, in files the copy {'carries' if plan.applied else 'would carry'} and a "
+            "restart of it loads:\n"
+        )
+        for f in plan.findings:
+            w(f"  {f.severity}: {finding_text(f)}\n")
+        w("\n")
     verb = "Removed" if plan.applied else "Would remove"
     w(
         f"{verb} {plan.removed_rows:,} row{'' if plan.removed_rows == 1 else 's'} "
@@ -147,12 +159,21 @@ def _print_plan(plan: Any, out: IO[str]) -> None:
         "with their .crc).\n"
     )
     proof = plan.proof
+    carried = plan.carried_errors
     if proof is not None and proof.ok:
         w(
             f"Proof: read back, the copy holds {counted(proof.kept_rows, 'row')} identical to the original byte for "
             f"byte and none of the {counted(proof.gone_rows, 'row')} removed ({counted(proof.partitions, 'partition')} "
-            f"compared).\nRestart the same query on {plan.target}: it runs batch {plan.new_batch + 1} next.\n"
+            "compared).\n"
         )
+        if carried:
+            w(
+                f"Forced: the copy carries {counted(len(carried), 'error')} statelens doctor finds "
+                f"({', '.join(sorted({p for f in carried for p in f.files})) or 'listed above'}); a restart on "
+                f"{plan.target} loads them: repair them before restarting the same query there.\n"
+            )
+        else:
+            w(f"Restart the same query on {plan.target}: it runs batch {plan.new_batch + 1} next.\n")
     elif proof is not None:
         w("Proof FAILED: the copy does not read back as expected; do not restart from it.\n")
         for m in proof.mismatches:
@@ -238,7 +259,15 @@ def add_commands(sub: Any) -> None:
         "the uncommitted batch out of the copy",
     )
     p.add_argument(
-        "--report", metavar="FILE", help="write the JSON record: keys removed, files written, checksums"
+        "--force",
+        action="store_true",
+        help="copy even when 'statelens doctor' finds errors in files the copy carries and a restart of it "
+        "loads; the report records each",
+    )
+    p.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write the JSON record: keys removed, files written, checksums, doctor findings carried",
     )
     p.add_argument("--json", action="store_true", help="print the JSON record instead of text")
     p.set_defaults(func=cmd_prune)

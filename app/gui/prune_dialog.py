@@ -3,7 +3,9 @@
 It runs :func:`app.prune.iter_prune` on the app's job runner: on opening, a dry run (what would be
 removed, per partition, and the keys); with a folder chosen and "Write pruned copy" pressed, the copy,
 the added batch and the proof. A refusal (a format statelens cannot write, an uncommitted last batch, a
-folder that is not empty) is shown in the dialog, in words, with nothing written.
+folder that is not empty, errors ``statelens doctor`` finds in files the copy would carry) is shown in
+the dialog, in words, with nothing written; for the doctor's errors it offers to go on anyway (``force``),
+and the forced copy's result names what it carries instead of saying to restart on it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from statelens.app.analysis._common import counted
 from statelens.app.gui.workers import JobRunner
-from statelens.app.prune import PrunePlan, Selection, iter_prune
+from statelens.app.prune import DamagedSourceError, PrunePlan, Selection, finding_text, iter_prune
 from statelens.readers.errors import StatelensError
 
 __all__ = ["PruneDialog"]
@@ -61,6 +63,7 @@ class PruneDialog(QDialog):
         self.resize(760, 560)
         self._ckpt, self._selection, self._runner = ckpt, selection, runner
         self.plan: PrunePlan | None = None
+        self._force = False
 
         layout = QVBoxLayout(self)
         self.summary = QLabel("Dry run: reading the keys to remove…")
@@ -103,14 +106,23 @@ class PruneDialog(QDialog):
         )
         self.apply_button.setEnabled(False)
         self.apply_button.clicked.connect(self._apply)
+        self.force_button = self.buttons.addButton(
+            "Go on anyway, carrying the damage", QDialogButtonBox.ButtonRole.ActionRole
+        )
+        self.force_button.setVisible(False)
+        self.force_button.clicked.connect(self._go_on_forced)
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
+        self._dry_run()
+
+    def _dry_run(self) -> None:
         self._busy = True
         self._runner.submit(
             _CHANNEL,
             iter_prune,
-            ckpt,
-            selection,
+            self._ckpt,
+            self._selection,
+            force=self._force,
             what="prune: dry run",
             on_result=self._on_dry_run,
             on_error=self._on_error,
@@ -144,6 +156,12 @@ class PruneDialog(QDialog):
         keys = [json.dumps(k, ensure_ascii=False) for _s, p in rows for k in p.shown]
         more = f" … and {len(keys) - MAX_KEYS_SHOWN:,} more" if len(keys) > MAX_KEYS_SHOWN else ""
         self.keys.setText(("Keys: " + ", ".join(keys[:MAX_KEYS_SHOWN]) + more) if keys else "")
+        if plan.findings:
+            self.result.setStyleSheet("color: #b00020;" if plan.carried_errors else "")
+            self.result.setText(
+                "statelens doctor finds, in files the copy would carry and a restart of it loads:\n"
+                + "\n".join(f"{f.severity}: {finding_text(f)}" for f in plan.findings)
+            )
         self._update_buttons()
 
     def _on_applied(self, plan: PrunePlan) -> None:
@@ -151,13 +169,20 @@ class PruneDialog(QDialog):
         self.plan = plan
         self.progress.setVisible(False)
         proof = plan.proof
+        carried = plan.carried_errors
         if proof is not None and proof.ok:
-            self.result.setStyleSheet("color: #1b7f3b;")
+            self.result.setStyleSheet("color: #b00020;" if carried else "color: #1b7f3b;")
             self.result.setText(
                 f"Written to {plan.target}: {counted(plan.copied_files, 'file')} copied, {len(plan.written)} written. "
                 f"Proof: read back, the copy holds {counted(proof.kept_rows, 'row')} identical to the original and none "
-                f"of the {counted(proof.gone_rows, 'row')} removed. Restart the same query on {plan.target}: it runs "
-                f"batch {plan.new_batch + 1} next."
+                f"of the {counted(proof.gone_rows, 'row')} removed. "
+                + (
+                    f"Forced: the copy carries {counted(len(carried), 'error')} statelens doctor finds "
+                    f"({'; '.join(finding_text(f) for f in carried)}); a restart on {plan.target} loads them: "
+                    "repair them before restarting the same query there."
+                    if carried
+                    else f"Restart the same query on {plan.target}: it runs batch {plan.new_batch + 1} next."
+                )
             )
         else:
             self.result.setStyleSheet("color: #b00020;")
@@ -170,7 +195,21 @@ class PruneDialog(QDialog):
         self.progress.setVisible(False)
         self.result.setStyleSheet("color: #b00020;")
         text = err.message if isinstance(err, StatelensError) else f"{type(err).__name__}: {err}"
+        if isinstance(err, DamagedSourceError):  # the findings, one a line; the button stands for --force
+            text = (
+                f"The copy would carry {counted(len(err.findings), 'error')} statelens doctor finds in files a "
+                "restart of it loads:\n"
+                + "\n".join(finding_text(f) for f in err.findings)
+                + (
+                    "\n“Go on anyway” copies them and names each in the result."
+                    if err.forceable
+                    else "\nprune reads these files itself to build and prove the new version: it cannot carry them."
+                )
+            )
         self.result.setText(f"Nothing written. {text}")
+        self.force_button.setVisible(
+            isinstance(err, DamagedSourceError) and err.forceable and not self._force
+        )
         self._update_buttons()
 
     def _on_progress(self, p: Any) -> None:
@@ -180,6 +219,14 @@ class PruneDialog(QDialog):
         self.progress.setFormat(f"{p.what[:60]}  %p%")
 
     # -- actions ---------------------------------------------------------------------------------------
+    def _go_on_forced(self) -> None:
+        """Run the dry run again with ``force``: the copy written next carries the damage, named."""
+        self._force = True
+        self.force_button.setVisible(False)
+        self.result.setStyleSheet("")
+        self.result.setText("")
+        self._dry_run()
+
     def _choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Folder for the pruned copy")
         if folder:
@@ -207,6 +254,7 @@ class PruneDialog(QDialog):
             self._selection,
             self.target_edit.text().strip(),
             apply=True,
+            force=self._force,
             what="prune: writing the copy",
             on_result=self._on_applied,
             on_error=self._on_error,
