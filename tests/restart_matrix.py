@@ -4,7 +4,12 @@ Each *kind* is a small streaming query over a file source whose input folder thi
 one micro-batch per input file (``availableNow``, ``maxFilesPerTrigger=1``). Each *cell* is a copy of
 the kind's checkpoint with one damage (partition 0 of operator 0's default store unless the damage
 says otherwise), kept pristine on disk; the same query is then restarted on a second copy of it with
-one more input file (one more micro-batch), and what Spark did is recorded:
+one more input file (one more micro-batch), and what Spark did is recorded. The damages
+(:data:`DAMAGES`): the newest or oldest delta, snapshot, changelog or zip truncated to half its bytes,
+bit-flipped (the middle byte XOR 0xFF) or deleted; an SST the newest zip names deleted or bit-flipped;
+the newest commit deleted; the newest batch's offsets and commit deleted (a checkpoint rolled back one
+batch). A damaged file keeps its Hadoop ``.crc`` (which Spark's local file system checks) unless the
+damage ends in ``-nocrc`` (as a copy from an object store, which has none). The outcomes:
 
 ``failed``
     the restart ended with an exception (its class and the first line of its message are kept);
@@ -40,6 +45,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -572,6 +578,14 @@ def damage(checkpoint: Path, name: str) -> list[str]:
     """Damage a copy as ``name`` says (``newest-delta-truncated``, ``control``...); the files it touched."""
     if name == "control":
         return []
+    if name == "newest-batch-deleted":
+        # Offsets and commit of the last batch: the checkpoint rolled back one batch, state files kept.
+        n = _target(checkpoint, "newest-commit").name
+        gone = [checkpoint / "offsets" / n, checkpoint / "commits" / n]
+        for p in gone:
+            _delete(p)
+            _remove_crc(p)
+        return [p.relative_to(checkpoint).as_posix() for p in gone]
     nocrc = name.endswith("-nocrc")
     what, action = name.removesuffix("-nocrc").rsplit("-", 1)
     p = _target(checkpoint, what)
@@ -600,7 +614,7 @@ DAMAGES: dict[str, list[str]] = {
         "newest-snapshot-bitflip-nocrc",
         *_COMMON,
     ],
-    "hdfs": [*_HDFS, *_COMMON],
+    "hdfs": [*_HDFS, "newest-batch-deleted", *_COMMON],
     "rocks-changelog": [
         *_CHANGELOG,
         *_ZIP,
@@ -608,11 +622,12 @@ DAMAGES: dict[str, list[str]] = {
         "newest-changelog-bitflip-nocrc",
         "newest-zip-bitflip-nocrc",
         "newest-zip-sst-bitflip-nocrc",
+        "newest-batch-deleted",
         *_COMMON,
     ],
     "rocks": [*_ZIP, "oldest-zip-truncated", "newest-zip-sst-bitflip-nocrc", *_COMMON],
     "rocks-v2": [*_CHANGELOG, *_ZIP, "oldest-changelog-truncated", *_COMMON],
-    "stateless": _COMMON,
+    "stateless": ["newest-batch-deleted", *_COMMON],
     "tws": [*_CHANGELOG, "newest-zip-truncated", *_COMMON],
     "pandas-state": [*_HDFS, *_COMMON],
 }
@@ -678,6 +693,7 @@ class _LogTap:
     def __init__(self, spark: Any, path: Path) -> None:
         self.path = path
         self.ok = False
+        self._undo: tuple[Any, Any, Any] = (None, None, None)
         try:
             jvm = spark._jvm
             log4j = jvm.org.apache.logging.log4j
@@ -699,8 +715,18 @@ class _LogTap:
             lc.addAppender(appender, level, None)
             config.addLogger(_STATE_LOGGER, lc)
             ctx.updateLoggers()
+            self._undo = (ctx, config, appender)
             self.ok = True
         except Exception:  # a log layout this code does not know: no log lines, the outcome stands
+            self.ok = False
+
+    def close(self) -> None:
+        """Take the logger and its file away again (the session lives on for other tests)."""
+        if self.ok:
+            ctx, config, appender = self._undo
+            config.removeLogger(_STATE_LOGGER)
+            ctx.updateLoggers()
+            appender.stop()
             self.ok = False
 
     def lines(self, since: int) -> tuple[list[str], int]:
@@ -710,7 +736,7 @@ class _LogTap:
         data = self.path.read_bytes()
         text = data[since:].decode(errors="replace")
         keep = [
-            ln.strip()
+            _compact(ln)
             for ln in text.splitlines()
             if any(
                 w in ln
@@ -718,6 +744,15 @@ class _LogTap:
             )
         ]
         return keep[:20], len(data)
+
+
+def _compact(line: str) -> str:
+    """``ERROR RocksDB partition 0: Failed to load snapshot version 6 ...`` from a log line of the tap."""
+    m = re.match(r"(\w+) (\w+)\S* .*?part(?:ition)?Id=(\d+).*?(?:\]|\)): (.*)", line.strip())
+    if not m:
+        return line.strip()
+    level, cls, part, msg = m.groups()
+    return f"{level} {cls} partition {part}: {msg}"
 
 
 def _restart(run: Run, pristine: Path, work: Path, conf: dict[str, str]) -> dict[str, Any]:
@@ -741,23 +776,41 @@ def _restart(run: Run, pristine: Path, work: Path, conf: dict[str, str]) -> dict
         with _conf(run.spark, {**run.conf, **conf}):
             emitted = _start(run, work)
     except _BatchFailed as e:
-        chain = _chain(e.cause)
-        result.update(outcome="failed", errors=chain, error=_headline(chain))
+        chain = [ln.replace(str(work), "<checkpoint>") for ln in _chain(e.cause)]
+        head = _headline(chain)
+        error = head if head == chain[-1] else f"{head} <- {chain[-1]}"
+        result.update(outcome="failed", errors=chain, error=error)
     else:
         batch = _committed(work)
         result["restart_batch"] = batch
-        # The restart's last batch touched every key: its rows show the state the query loaded.
-        result["loaded"] = sorted(emitted.get(batch, []), key=repr)
-        _quiet(work / "state", settle_s=0.5, timeout_s=5.0)
+        if run.reader == "none":
+            # No state: every row the restart emitted (a rolled-back batch may come back merged with the next).
+            result["loaded"] = sorted({r for rows in emitted.values() for r in rows}, key=repr)
+        else:
+            # The restart's last batch touched every key: its rows show the state the query loaded.
+            result["loaded"] = sorted(emitted.get(batch, []), key=repr)
         try:
             with _conf(run.spark, conf):
                 result["state"] = _read_state(run, work, batch)
         except (PySparkException, Py4JJavaError) as e:
             # The restarted copy still holds the damaged file the restart skipped.
-            result["state_error"] = _headline(_chain(e))
-    _quiet(work / "state", settle_s=0.5, timeout_s=5.0)
+            chain = [ln.replace(str(work), "<checkpoint>") for ln in _chain(e)]
+            result["state_error"] = f"{_headline(chain)} <- {chain[-1]}"
+    _quiet(work / "state", settle_s=0.3, timeout_s=5.0)  # maintenance may still write there
     shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def _same(run: Run, control: dict[str, Any], res: dict[str, Any]) -> bool:
+    """Whether a restart holds what the control's restart holds: the rows its last batch emitted (one a
+    key, after the state it loaded) and, where Spark's reader can read it, the stored state. Without state,
+    whether it emitted every row the control did (none of the new input lost). The batch number may
+    differ: a checkpoint rolled back one batch runs the rest of its input as one batch."""
+    if run.reader == "none":
+        return set(control["loaded"]) <= set(res["loaded"])
+    if res["loaded"] != control["loaded"]:
+        return False
+    return res["state"] is None or res["state"] == control["state"]
 
 
 def _differs(control: dict[str, Any], res: dict[str, Any]) -> list[str]:
@@ -781,7 +834,7 @@ def _run_matrix(root: Path, kinds: list[str]) -> dict[str, Any]:
     log_at = 0
     out_cells: list[dict[str, Any]] = []
     facts: dict[str, Any] = {}
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), contextlib.closing(tap):
         warnings.simplefilter("ignore")
         for kind in kinds:
             t0 = time.monotonic()
@@ -810,13 +863,7 @@ def _run_matrix(root: Path, kinds: list[str]) -> dict[str, Any]:
                     if run.reader != "none":
                         facts[kind]["control_counts"] = {r[0]: r[1] for r in res["loaded"]}
                 if not res["outcome"]:
-                    same = (
-                        res["loaded"] == control["loaded"]
-                        and res["restart_batch"] == control["restart_batch"]
-                    )
-                    if res["state"] is not None and res["state"] != control["state"]:
-                        same = False
-                    res["outcome"] = "restarted" if same else "restarted-wrong-state"
+                    res["outcome"] = "restarted" if _same(run, control, res) else "restarted-wrong-state"
                 out_cells.append(
                     {
                         "name": f"{kind}/{dmg}{suffix}",
@@ -850,6 +897,15 @@ def _run_matrix(root: Path, kinds: list[str]) -> dict[str, Any]:
 # The table for the docs
 
 
+def short_error(cell: Cell) -> str:
+    """``[CONDITION] <- RootClass: message`` of a failed cell (Spark's error condition and what caused it)."""
+    cond = re.search(r"\[([A-Z_.]+)\]", cell.error)
+    root = cell.errors[-1] if cell.errors else cell.error
+    cls, _, msg = root.partition(": ")
+    text = f"{cls.rsplit('.', 1)[-1]}: {msg}"[:110]
+    return f"[{cond.group(1)}] <- {text}" if cond else text
+
+
 def markdown_table(rows: list[tuple[Cell, str]]) -> str:
     """The matrix as a markdown table: cell, what Spark did (and said), and the verdict beside it."""
     out = io.StringIO()
@@ -857,7 +913,7 @@ def markdown_table(rows: list[tuple[Cell, str]]) -> str:
     for cell, verdict in rows:
         spark = cell.outcome
         if cell.error:
-            spark += f": `{cell.error[:140]}`"
+            spark += f": `{short_error(cell)}`"
         repair = [ln for ln in cell.log if "Failed to load snapshot" in ln or "Repair complete" in ln]
         if repair:
             spark += f" (log: `{repair[0][:120]}`)"
