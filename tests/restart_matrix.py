@@ -8,7 +8,8 @@ one more input file (one more micro-batch), and what Spark did is recorded. The 
 (:data:`DAMAGES`): the newest or oldest delta, snapshot, changelog or zip truncated to half its bytes,
 bit-flipped (the middle byte XOR 0xFF) or deleted; an SST the newest zip names deleted or bit-flipped;
 the newest commit deleted; the newest batch's offsets and commit deleted (a checkpoint rolled back one
-batch). A damaged file keeps its Hadoop ``.crc`` (which Spark's local file system checks) unless the
+batch); the newest delta replaced by the one before it (``newest-delta-stale``: every file valid, the
+content wrong; :data:`UNDETECTABLE`). A damaged file keeps its Hadoop ``.crc`` (which Spark's local file system checks) unless the
 damage ends in ``-nocrc`` (as a copy from an object store, which has none). The outcomes:
 
 ``failed``
@@ -227,14 +228,14 @@ class Run:
         return self.dir / "checkpoint"
 
 
-def _agg_rows(i: int) -> list[dict[str, Any]]:
+def input_rows(i: int) -> list[dict[str, Any]]:
     """The rows of input file ``i``: batch ``i < BATCHES`` touches 3 keys it shares with other batches and a
     new one (both partitions change every batch); the restart's file (``i == BATCHES``) holds every key
     of the earlier files once and a new one, so what the restart's batch emits shows the state it loaded
     for every key."""
     keys = "abcdefghijklmnopqrstuvwxyz"
     if i >= BATCHES:
-        seen = sorted({r["key"] for j in range(BATCHES) for r in _agg_rows(j)})
+        seen = sorted({r["key"] for j in range(BATCHES) for r in input_rows(j)})
         picked = [*seen, keys[9 + i]]
     else:
         picked = [keys[(i + j * 3) % 9] for j in range(3)] + [keys[9 + i]]
@@ -372,7 +373,7 @@ def _make_run(kind: str, spark: Any, root: Path) -> Run:
         write_conf=k.get("write_conf", {}),
         build=k["build"],
         mode=k["mode"],
-        rows=_agg_rows,
+        rows=input_rows,
         batches=BATCHES,
         reader=k.get("reader", "statestore"),
         wait=k.get("wait", ""),
@@ -578,6 +579,16 @@ def damage(checkpoint: Path, name: str) -> list[str]:
     """Damage a copy as ``name`` says (``newest-delta-truncated``, ``control``...); the files it touched."""
     if name == "control":
         return []
+    if name == "newest-delta-stale":
+        # A valid file with the wrong content: the newest delta's bytes (and .crc) replaced by the
+        # previous delta's, as a stale copy or upload would leave it. Every file still decodes.
+        newest = _target(checkpoint, "newest-delta")
+        older = newest.with_name(f"{_version(newest) - 1}.delta")
+        shutil.copyfile(older, newest)
+        crc = older.with_name(f".{older.name}.crc")
+        if crc.exists():
+            shutil.copyfile(crc, newest.with_name(f".{newest.name}.crc"))
+        return [newest.relative_to(checkpoint).as_posix()]
     if name == "newest-batch-deleted":
         # Offsets and commit of the last batch: the checkpoint rolled back one batch, state files kept.
         n = _target(checkpoint, "newest-commit").name
@@ -614,7 +625,7 @@ DAMAGES: dict[str, list[str]] = {
         "newest-snapshot-bitflip-nocrc",
         *_COMMON,
     ],
-    "hdfs": [*_HDFS, "newest-batch-deleted", *_COMMON],
+    "hdfs": [*_HDFS, "newest-batch-deleted", "newest-delta-stale", *_COMMON],
     "rocks-changelog": [
         *_CHANGELOG,
         *_ZIP,
@@ -631,6 +642,10 @@ DAMAGES: dict[str, list[str]] = {
     "tws": [*_CHANGELOG, "newest-zip-truncated", *_COMMON],
     "pandas-state": [*_HDFS, *_COMMON],
 }
+
+#: Cells whose files all decode and agree with the logs: what Spark did there shows the oracle tells
+#: wrong state from right, but no reader of the files can know the content is stale.
+UNDETECTABLE = ["hdfs/newest-delta-stale"]
 
 REPAIR_OFF_CELLS: dict[str, list[str]] = {
     "hdfs-snap": ["newest-snapshot-truncated", "newest-snapshot-bitflip"],
