@@ -57,6 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.spark_checkpoints import session_conf
+
 REPO = Path(__file__).resolve().parent.parent
 _SOURCE_HASH = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:12]
 
@@ -387,21 +389,6 @@ def _write_input(run: Run, i: int) -> None:
     os.utime(path, (_BASE_MTIME + 10 * i, _BASE_MTIME + 10 * i))
 
 
-@contextlib.contextmanager
-def _conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
-    old = {k: spark.conf.get(k, None) for k in conf}
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-
-
 class _BatchFailed(Exception):
     """A batch of the restart raised: ``cause`` is Spark's exception as PySpark raised it."""
 
@@ -466,17 +453,17 @@ def _write_kind(run: Run) -> dict[str, Any]:
             time.sleep(0.1)
 
     if not run.wait:
-        with _conf(run.spark, {**run.conf, **run.write_conf}):
+        with session_conf(run.spark, {**run.conf, **run.write_conf}):
             _start(run, run.checkpoint)
     else:
         # The last batch runs on its own with no snapshot due, so the newest version is never one a
         # snapshot (or zip) covers: a restart needs its delta (or changelog).
         (run.input / f"part-{run.batches - 1:03d}.json").unlink()
-        with _conf(run.spark, {**run.conf, **run.write_conf}):
+        with session_conf(run.spark, {**run.conf, **run.write_conf}):
             _start(run, run.checkpoint, hook)
         _quiet(run.checkpoint / "state")
         _write_input(run, run.batches - 1)
-        with _conf(run.spark, {**run.conf, MIN_DELTAS: "1000"}):
+        with session_conf(run.spark, {**run.conf, MIN_DELTAS: "1000"}):
             _start(run, run.checkpoint)
     _quiet(run.checkpoint / "state")
     _write_input(run, run.batches)  # the restart's one more micro-batch
@@ -788,7 +775,7 @@ def _restart(run: Run, pristine: Path, work: Path, conf: dict[str, str]) -> dict
         "restart_batch": -1,
     }
     try:
-        with _conf(run.spark, {**run.conf, **conf}):
+        with session_conf(run.spark, {**run.conf, **conf}):
             emitted = _start(run, work)
     except _BatchFailed as e:
         chain = [ln.replace(str(work), "<checkpoint>") for ln in _chain(e.cause)]
@@ -805,7 +792,7 @@ def _restart(run: Run, pristine: Path, work: Path, conf: dict[str, str]) -> dict
             # The restart's last batch touched every key: its rows show the state the query loaded.
             result["loaded"] = sorted(emitted.get(batch, []), key=repr)
         try:
-            with _conf(run.spark, conf):
+            with session_conf(run.spark, conf):
                 result["state"] = _read_state(run, work, batch)
         except (PySparkException, Py4JJavaError) as e:
             # The restarted copy still holds the damaged file the restart skipped.

@@ -132,6 +132,19 @@ class PartitionRestart:
         }
 
 
+def _listed(provider: str, pf: Any, damaged: dict[str, str] | None = None) -> PartitionFiles:
+    """A store partition's files as listed (``pf``: HDFS or RocksDB partition files), for
+    :func:`readers.restart.plan_load`; RocksDB repairs only when the store writes changelogs."""
+    return PartitionFiles(
+        provider,
+        {v: f.path for v, f in pf.snapshots.items()},
+        {v: f.path for v, f in pf.deltas.items()},
+        damaged or {},
+        pf.directory,
+        changelog_checkpointing=provider != "rocksdb" or bool(pf.deltas),
+    )
+
+
 class _Doctor:
     def __init__(self, ckpt: Any, min_batches_to_retain: int, restart: RestartConf | None = None):
         self.ckpt = ckpt
@@ -445,14 +458,7 @@ class _Doctor:
         pf = reader.partitions[pid]
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
         where = f"operator {op.operator_id} store {store_name} partition {pid}"
-        self._layout[(op.operator_id, store_name, pid)] = PartitionFiles(
-            provider,
-            {v: f.path for v, f in pf.snapshots.items()},
-            {v: f.path for v, f in pf.deltas.items()},
-            {},
-            pf.directory,
-            changelog_checkpointing=provider != "rocksdb" or bool(pf.deltas),
-        )
+        self._layout[(op.operator_id, store_name, pid)] = _listed(provider, pf)
         # HDFS: <v>.delta + <v>.snapshot; RocksDB: <v>.changelog + <v>.zip (the same roles).
         delta, snapshot = ("changelog", "zip") if provider == "rocksdb" else ("delta", "snapshot")
 
@@ -599,13 +605,7 @@ class _Doctor:
             damaged.setdefault(key, {})[sf.path] = (check, message, files, sf.version)
         for (op_id, store_name, pid), bad in sorted(damaged.items()):
             pf = readers[(op_id, store_name)].partitions[pid]
-            plan_files = PartitionFiles(
-                "hdfs",
-                {v: f.path for v, f in pf.snapshots.items()},
-                {v: f.path for v, f in pf.deltas.items()},
-                {path: message for path, (_, message, _, _) in bad.items()},
-                pf.directory,
-            )
+            plan_files = _listed("hdfs", pf, {path: message for path, (_, message, _, _) in bad.items()})
             self._judge_damage(op_id, store_name, pid, plan_files, bad, pf.readable_versions())
 
     def judge_known_damage(self, damage: Sequence[StatelensError]) -> None:
@@ -648,14 +648,7 @@ class _Doctor:
                 self.result.judged.add(str(err.path))
             if not bad:
                 continue
-            plan_files = PartitionFiles(
-                provider,
-                {v: f.path for v, f in pf.snapshots.items()},
-                {v: f.path for v, f in pf.deltas.items()},
-                {path: message for path, (_, message, _, _) in bad.items()},
-                pf.directory,
-                changelog_checkpointing=provider == "hdfs" or bool(pf.deltas),
-            )
+            plan_files = _listed(provider, pf, {path: message for path, (_, message, _, _) in bad.items()})
             physical = self.ckpt.physical_store(op_id, store)
             self._judge_damage(op_id, physical, pid, plan_files, bad, pf.readable_versions())
 
@@ -885,14 +878,7 @@ class _Doctor:
                 files.verify_changelog(pid, v)
             except StatelensError as err:
                 bad[pf.deltas[v].path] = self._rocksdb_damage("changelog", v, err, pf.deltas[v].path)
-        plan_files = PartitionFiles(
-            "rocksdb",
-            {v: f.path for v, f in pf.snapshots.items()},
-            {v: f.path for v, f in pf.deltas.items()},
-            {path: message for path, (_, message, _, _) in bad.items()},
-            pf.directory,
-            changelog_checkpointing=bool(pf.deltas),
-        )
+        plan_files = _listed("rocksdb", pf, {path: message for path, (_, message, _, _) in bad.items()})
         if bad:
             self._judge_damage(op.operator_id, store_name, pid, plan_files, bad, pf.readable_versions())
         elif last is not None:
