@@ -10,7 +10,7 @@ answer about the same bytes. Documented in ``docs/api.md``.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from statelens.app.analysis._common import run_to_end
@@ -25,6 +25,7 @@ from statelens.readers.backends import BackendChooser
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import UsageError
 from statelens.readers.model import BatchInfo, OperatorInfo
+from statelens.readers.restart import RestartConf
 from statelens.readers.scan import ScanKind, StateScan
 
 if TYPE_CHECKING:
@@ -256,11 +257,26 @@ class Checkpoint:
 
         return run_to_end(iter_expired(self._ckpt, operator, backends=self._backends, **options))
 
-    def doctor(self, **options: Any) -> DoctorResult:
-        """Will a restart succeed? Every health check, worst finding first (``exit_code`` as the CLI)."""
+    def doctor(
+        self, *, spark_version: str | None = None, conf: Mapping[str, str] | None = None, **options: Any
+    ) -> DoctorResult:
+        """Will a restart succeed? Every health check, worst finding first (``exit_code`` as the CLI).
+
+        Parameters
+        ----------
+        spark_version : str, optional
+            The Spark that will restart the query (``"3.5"``, ``"4.3"``): whether auto snapshot repair
+            (Spark 4.1+) gets past a damaged newest snapshot; unknown by default, and the findings say
+            what depends on it. ``result.restart_loads`` holds each partition's plan.
+        conf : mapping, optional
+            Spark confs of the restart (``spark.sql.streaming.stateStore.autoSnapshotRepair.enabled``...).
+        **options
+            As :func:`app.analysis.doctor.iter_doctor` takes them (``decode_files``, ``event_logs``...).
+        """
 
         options.setdefault("storage_options", self._storage_options)
-        return run_to_end(iter_doctor(self._ckpt, backends=self._backends, **options))
+        restart = RestartConf.parse(spark_version, conf)
+        return run_to_end(iter_doctor(self._ckpt, backends=self._backends, restart=restart, **options))
 
     def prune(
         self,

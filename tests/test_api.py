@@ -167,3 +167,25 @@ def test_to_spark_is_sparks_own_dataframe_on_the_spark_backend(spark: Any) -> No
     changes = ck.changes(0).to_spark()
     native = statelens.open(path).changes(0).to_arrow()
     assert changes.count() == native.num_rows > 0
+
+
+def test_doctor_is_judged_for_the_spark_that_restarts(checkpoint: Any, tmp_path: Path) -> None:
+    """A cut newest snapshot (agg_many_partitions: snapshot 6 of partition 0, deltas 1-8 kept): Spark 3.5
+    fails on it, Spark 4.3 falls back to snapshot 3 (auto snapshot repair); the API says as the CLI."""
+    import shutil
+
+    root = tmp_path / "ckpt"
+    shutil.copytree(checkpoint("agg_many_partitions") / "checkpoint", root)
+    snap = root / "state/0/0/6.snapshot"
+    snap.write_bytes(snap.read_bytes()[:30])
+    ck = statelens.open(str(root))
+    old, new = ck.doctor(spark_version="3.5"), ck.doctor(spark_version="4.3")
+    assert (old.exit_code, new.exit_code) == (2, 1)
+    plans = {r.partition: r.load for r in new.restart_loads if r.operator_id == 0}
+    assert plans[0].outcome == "repaired" and plans[0].base == 3 and plans[1].outcome == "loads"
+    off = ck.doctor(
+        spark_version="4.3", conf={"spark.sql.streaming.stateStore.autoSnapshotRepair.enabled": "false"}
+    )
+    assert off.exit_code == 2 and [r.load.outcome for r in off.restart_loads if r.partition == 0] == ["fails"]
+    with pytest.raises(ValueError, match="not a Spark version"):
+        ck.doctor(spark_version="four")
