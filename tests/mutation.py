@@ -1,4 +1,4 @@
-"""Mutation testing of the decoders: ``python -m tests.mutation [MODULE ...]`` (on demand, never in CI).
+"""Mutation testing of the decoders: ``python -m tests.mutation [MODULE ...]``; ``--ci`` in CI.
 
 mutmut (https://mutmut.readthedocs.io) changes one operator, constant or call at a time in a decoder
 module and runs the module's fast tests against each change (a *mutant*); a mutant no test notices
@@ -8,7 +8,13 @@ the bytes of real files for the fuzz-style tests of logs and schemas.
 Per module, the command prints the kill rate and every surviving mutant as a diff. ``MODULE`` is one of
 :data:`MODULES` (default: all); options::
 
-    --sample N          test a random sample of N mutants per module (seeded by --seed, default 0)
+    --ci                the CI run (the last step of scripts/test.sh): from scratch, per decoder file
+                        the CI_SAMPLE mutants stable_sample picks; prints each file's score
+                        (killed / (sampled - listed equivalent)) and its survivors, compares them with
+                        tests/mutation_scores.json, and exits 1 when a file scores under FLOOR (85%)
+                        or a scenario is missing from the checkpoint cache. With --report: the last
+                        run's results again (after --retry); with --write: update the scores file
+    --sample N          test a sample of N mutants per module (stable_sample, seeded by --seed, default 0)
                         instead of all of them; the rate then comes with its 95% interval. Mutants
                         of the sample tested before keep their result: an interrupted run goes on
     --fresh             forget earlier results of these modules and test every mutant again
@@ -160,6 +166,13 @@ EQUIVALENT: dict[str, str] = {
         "zip of the layout's fields, their null masks and the Arrow type's fields, whose counts were "
         "checked equal before"
     ),
+    "statelens.readers._format.unsaferow_arrow.x__bytes_column__mutmut_68": (
+        "without null_count, Arrow counts the nulls from the validity bitmap: the same count as mask.sum()"
+    ),
+    "statelens.readers._format.unsaferow_arrow.x__column__mutmut_50": (
+        "a long-backed decimal's target is always the decimal type to_arrow_type gives it, and no other kind "
+        "of this branch has a decimal target: the condition holds for the same fields"
+    ),
     "statelens.readers._format.unsaferow_arrow.x__column__mutmut_18": (
         "pa.array infers bool from a numpy bool array, the type it is given"
     ),
@@ -179,7 +192,6 @@ EQUIVALENT: dict[str, str] = {
     "statelens.readers._format.records.x_slices__mutmut_36": _STRIDED_BOUND,
     "statelens.readers._format.records.x_slices__mutmut_37": _STRIDED_BOUND,
     "statelens.readers._format.store_base.xǁStoreReaderBaseǁapply_records__mutmut_8": _SAME_LENGTH,
-    "statelens.readers._format.hdfs_store.xǁHDFSStoreReaderǁcheck_file__mutmut_48": _SAME_LENGTH,
     "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_raw_arrays__mutmut_13": _FROMITER_COUNT,
     "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_raw_change_arrays__mutmut_20": _FROMITER_COUNT,
     "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_raw_change_arrays__mutmut_71": (
@@ -193,6 +205,26 @@ EQUIVALENT: dict[str, str] = {
     "statelens.readers._format.store_base.xǁStoreReaderBaseǁread_changes_arrow__mutmut_91": _DEFAULT_INT64,
     "statelens.readers._format.hdfs_store.xǁHDFSStoreReaderǁ_raw_arrays__mutmut_20": (
         "the version tags of _read_records are never read by positions(), the only thing taken from it"
+    ),
+    "statelens.readers._format.hdfs_store.xǁHDFSStoreReaderǁ_records__mutmut_8": _SAME_LENGTH,
+    "statelens.readers._format.hdfs_store.xǁHDFSStoreReaderǁ_records__mutmut_9": _SAME_LENGTH,
+    "statelens.readers._format.hdfs_store.xǁHDFSStoreReaderǁ_raw_arrays__mutmut_10": (
+        "the name of a read-ahead plan: on the local disk nothing is read ahead, and on remote storage "
+        "another name starts the same fetches of the same files"
+    ),
+    "statelens.readers._format.hdfs_store.x_list_partition_files__mutmut_2": (
+        "PartitionFiles.partition_id is read nowhere (each StateFile carries its own)"
+    ),
+    "statelens.readers._format.store_base.x_counts_by_key__mutmut_41": (
+        "np.bincount turns its weights into float64 whatever their dtype: 0 and 1 either way"
+    ),
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_read_ahead__mutmut_7": (
+        "the read-ahead kept under another key: setdefault returns the first one stored there on every "
+        "call (the one built and dropped each time has no effect: it starts nothing); on the local disk "
+        "the method returns before"
+    ),
+    "statelens.readers._format.store_base.xǁStoreReaderBaseǁbig__mutmut_7": (
+        "the store's size memoised under a name never read back: summed again on each call, the same sum"
     ),
     "statelens.readers._format.store_base.xǁStoreReaderBaseǁ_state_table__mutmut_2": (
         "only the partition field is taken from the empty table, and it is the same for every naming"
@@ -438,6 +470,10 @@ CI_SAMPLE = 30
 CI_SEED = 0
 FLOOR = 85.0
 SCORES = REPO / "tests" / "mutation_scores.json"
+#: Modules whose CI sample still scores under ``FLOOR``, and what their tests lack. Until tests raise
+#: one to the floor, it fails the run only when it scores under its score in ``SCORES`` (a ratchet); once
+#: it reaches the floor it fails the run until it leaves this list.
+BELOW_FLOOR: dict[str, str] = {}
 _KILLS = ("killed", "timeout", "segfault")
 
 
@@ -509,13 +545,25 @@ def ci_report(scores: dict[str, dict[str, Any]], write: bool) -> int:
             f"  {module}: {entry['killed']} killed of {len(sample)} sampled ({entry['mutants']} mutants), "
             f"{len(equivalent)} equivalent, {len(survived)} survived: {entry['score']:.1f}%"
         )
-        if entry["score"] < FLOOR or untested:
+        before = kept.get(module)
+        if untested:
             low.append(module)
-            line += f"  UNDER {FLOOR:.0f}%" if entry["score"] < FLOOR else f"  {len(untested)} NOT TESTED"
+            line += f"  {len(untested)} NOT TESTED"
+        elif module in BELOW_FLOOR:
+            if entry["score"] >= FLOOR:
+                low.append(module)
+                line += f"  REACHES {FLOOR:.0f}%: take it out of BELOW_FLOOR"
+            elif before is not None and entry["score"] < before["score"]:
+                low.append(module)
+                line += f"  UNDER {FLOOR:.0f}% AND UNDER ITS COMMITTED {before['score']:.1f}%"
+            else:
+                line += f"  (under {FLOOR:.0f}%, listed in BELOW_FLOOR: not under its committed score)"
+        elif entry["score"] < FLOOR:
+            low.append(module)
+            line += f"  UNDER {FLOOR:.0f}%"
         print(line)
         for m, text in survived.items():
             print(f"    survived {m}\n      " + str(text).replace("\n", "\n      "))
-        before = kept.get(module)
         if before is None:
             print(f"    not in {SCORES.name}")
         elif before["sample"] != sample:
@@ -535,7 +583,9 @@ def ci_report(scores: dict[str, dict[str, Any]], write: bool) -> int:
         SCORES.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
         print(f"written to {SCORES.relative_to(REPO)}")
     if low:
-        print(f"under the floor of {FLOOR:.0f}% (or not fully tested): {', '.join(low)}")
+        print(
+            f"under the floor of {FLOOR:.0f}% (or not fully tested, or off BELOW_FLOOR's terms): {', '.join(low)}"
+        )
     return 1 if low else 0
 
 

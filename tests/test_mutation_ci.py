@@ -52,7 +52,7 @@ def _scores() -> dict[str, dict[str, Any]]:
     return dict(json.loads(mutation.SCORES.read_text())["modules"])
 
 
-def test_the_committed_scores_cover_every_decoder_module_above_the_floor() -> None:
+def test_the_committed_scores_cover_every_decoder_module_at_the_floor_or_listed_under_it() -> None:
     scores = _scores()
     decoders = {f"readers/{f}" for target in mutation.MODULES.values() for f in target.files}
     assert set(scores) == decoders
@@ -64,7 +64,8 @@ def test_the_committed_scores_cover_every_decoder_module_above_the_floor() -> No
         killed = len(sample) - len(equivalent) - len(survived)
         assert entry["killed"] == killed, module
         assert entry["score"] == round(100.0 * killed / (len(sample) - len(equivalent)), 1), module
-        assert entry["score"] >= mutation.FLOOR, module
+        # at the floor, or under it and listed with what its tests lack (a ratchet: tests/mutation.py)
+        assert (entry["score"] >= mutation.FLOOR) != (module in mutation.BELOW_FLOOR), module
 
 
 def test_docs_show_the_committed_scores() -> None:
