@@ -215,6 +215,8 @@ EQUIVALENT: dict[str, str] = {
     "statelens.readers._format.hdfs_store.x_list_partition_files__mutmut_2": (
         "PartitionFiles.partition_id is read nowhere (each StateFile carries its own)"
     ),
+    "statelens.readers._format.rowchecksum.x_strip_hdfs__mutmut_7": _SAME_LENGTH,
+    "statelens.readers._format.rowchecksum.x_strip_hdfs__mutmut_11": _SAME_LENGTH,
     "statelens.readers._format.store_base.x_counts_by_key__mutmut_41": (
         "np.bincount turns its weights into float64 whatever their dtype: 0 and 1 either way"
     ),
