@@ -271,8 +271,9 @@ def test_decode_modified_utf8_errors(raw, offset):
 def test_modified_utf8_errors_say_what_is_wrong():
     with pytest.raises(CorruptFileError, match="modified UTF-8: partial character at end"):
         schemas.decode_modified_utf8(b"x\xe2\x82", "f")
-    with pytest.raises(CorruptFileError, match="modified UTF-8: bad continuation byte"):
-        schemas.decode_modified_utf8(b"\xc3\x41", "f")
+    for raw in (b"\xc3\x41", b"\xe2\x82\x41"):  # in a 2-byte and in a 3-byte character
+        with pytest.raises(CorruptFileError, match="modified UTF-8: bad continuation byte"):
+            schemas.decode_modified_utf8(raw, "f")
 
 
 @given(st.text(max_size=200))
