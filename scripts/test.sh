@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian machine, then run it.
-# Usage: bash scripts/test.sh [pytest args...]
+# Usage: bash scripts/test.sh [pytest args...]   (with arguments: pytest only after the checks, no mutation step)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,3 +35,7 @@ python -m mkdocs build --strict --site-dir "$docs_site"  # not --quiet: it hides
 # every test asserts something, and no assertion is true by its form (tests/guard.py)
 python -m tests.guard
 python -m pytest "$@"
+# Mutation testing of every decoder module on a fixed sample of its mutants (docs/testing.md): after pytest,
+# whose tests filled the checkpoint cache that the mutants are tested against; fails on a module under 85%.
+# Only on a whole run (no pytest arguments).
+if [ $# -eq 0 ]; then python -m tests.mutation --ci --max-children 2; fi

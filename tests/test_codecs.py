@@ -16,6 +16,7 @@ from typing import Any
 import cramjam
 import lz4.block
 import pytest
+import xxhash
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -588,3 +589,46 @@ def test_an_empty_file_and_a_one_byte_file_are_told_apart() -> None:
     assert "file is only 1 bytes, cut inside the 8-byte lz4 magic" in str(err)
     err = _raises(TruncatedFileError, 0, REAL["zstd"][:4])
     assert str(err).split(": ", 1)[1].startswith("file ends inside a zstd frame header (")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Frames Spark's writers do not emit but the zstd format allows (RFC 8878 §3.1.1.1), built from the real
+# frame: its header descriptor (byte 4) rewritten, the fields it announces added.
+
+
+def test_zstd_frame_with_a_dictionary_id_field() -> None:
+    """Descriptor bits 0-1 = 3: a 4-byte dictionary ID (0: no dictionary) after the window descriptor."""
+    z = REAL["zstd"]
+    framed = z[:4] + b"\x03" + z[5:6] + b"\x00" * 4 + z[6:]
+    assert decompress(framed, PATH) == decompress(z, PATH)
+    _raises(TruncatedFileError, 0, framed[:9])  # the 4-byte field counts in the header's length
+
+
+def test_zstd_frame_with_a_content_checksum() -> None:
+    """Descriptor bit 2: the frame ends with the low 4 bytes of the XXH64 of its content (little-endian);
+    a wrong one is a checksum error, not just a frame that does not decompress."""
+    z = REAL["zstd"]
+    records = decompress(z, PATH)
+    check = (xxhash.xxh64_intdigest(records) & 0xFFFFFFFF).to_bytes(4, "little")
+    framed = z[:4] + b"\x04" + z[5:] + check
+    assert decompress(framed, PATH) == records
+    _raises(ChecksumError, 0, framed[:-1] + bytes([framed[-1] ^ 0x01]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# compress (what ``statelens prune`` writes) frames streams as Spark's codecs do
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_compress_frames_a_stream_of_several_blocks_as_spark_does(codec: str) -> None:
+    """A real stream made longer than two 32 KiB blocks and two 64 KiB lzf chunks: compressed, it starts
+    as the file Spark wrote with the codec (the same magic, and for lz4 and snappy the same first header
+    bytes: block token, stream version), and reads back to the same bytes."""
+    records = decompress(REAL[codec], PATH)
+    stream = records[:-4] * 800 + records[-4:]
+    assert len(stream) > 2 * 0xFFFF
+    out = codecs.compress(stream, codec)
+    same = {"lz4": 9, "zstd": 4, "snappy": 16, "lzf": 2}[codec]
+    assert out[:same] == REAL[codec][:same]
+    assert sniff_codec(out) == codec
+    assert decompress(out, PATH, codec) == stream

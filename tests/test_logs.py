@@ -702,3 +702,26 @@ def test_offsets_v2_and_commits_v2_written_by_spark(v2_formats_checkpoint):
     with session_conf(spark, {"spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}):
         (row,) = read_state_metadata(spark, cp)
     assert (row["minBatchId"], row["maxBatchId"]) == (min(commits), max(commits))
+
+
+def test_offsets_v1_of_a_version_and_a_metadata_line_holds_no_source():
+    """``OffsetSeqLog`` reads every line after the metadata line as a source's offset: none after it is a
+    batch of no sources, not a cut file; only a file ending after its version line is refused."""
+    two_lines = b"\n".join(SPEC_OFFSETS_V1.split(b"\n")[:2])
+    e = logs.parse_offsets(two_lines, "ck/offsets/0", 0)
+    assert e.sources == () and e.timestamp_ms == 1795340810531
+    with pytest.raises(
+        TruncatedFileError, match=r"offsets file ends after its version line \(no metadata line\)"
+    ):
+        logs.parse_offsets(b"v1", "ck/offsets/0", 0)
+
+
+def test_a_bad_version_line_names_the_file_kind_and_shows_40_characters():
+    with pytest.raises(
+        CorruptFileError, match="malformed commit log file: first line '1' is not a version tag"
+    ):
+        logs.parse_commit(b"1\n{}", "ck/commits/5", 5)
+    for tag, shown in [("x" * 40, "x" * 40), ("y" * 41, "y" * 40 + "...")]:
+        with pytest.raises(CorruptFileError) as info:
+            logs.parse_commit(f"{tag}\n{{}}".encode(), "ck/commits/5", 5)
+        assert f"first line {shown!r} is not" in str(info.value)

@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.model import OperatorKind, StoreSchema, TimeColumn
-from statelens.readers.operators import find_time_columns, infer_kind
+from statelens.readers.operators import find_time_columns, fmgws_v1_long_fields, infer_kind
 
 WINDOW = StructType([StructField("start", TimestampType()), StructField("end", TimestampType())])
 SESSION_META = {"spark.sessionWindow": True, "spark.watermarkDelayMs": 10000}
@@ -86,9 +86,38 @@ def test_aggregation_v1_evicts_by_the_key_window_end() -> None:
     assert (tc.side, tc.path, tc.name) == ("key", (0, 1), "window.end")
 
 
+def test_group_state_operators_time_out_by_the_last_value_field() -> None:
+    """§7.3: (flat)MapGroupsWithState and applyInPandasWithState keep ``timeoutTimestamp`` (ms) as the last
+    value field of each store; state format 1 declares it integer while Spark writes a long."""
+    key = [StructField("k", StringType())]
+    v1 = [StructField("count", LongType()), StructField("timeoutTimestamp", IntegerType(), False)]
+    two = {**_schemas(key, v1), "other": _schemas(key, v1)["default"]}
+    for kind in (OperatorKind.FLAT_MAP_GROUPS_WITH_STATE, OperatorKind.APPLY_IN_PANDAS_WITH_STATE):
+        cols = find_time_columns(kind, two)
+        assert [(c.store_name, c.side, c.path, c.name, c.unit, c.role) for c in cols] == [
+            (store, "value", (1,), "timeoutTimestamp", "ms", "timeout") for store in ("default", "other")
+        ]
+        assert fmgws_v1_long_fields(kind, two["default"]) == frozenset({1})
+        v2 = _schemas(
+            key, [StructField("count", LongType()), StructField("timeoutTimestamp", LongType(), False)]
+        )
+        assert fmgws_v1_long_fields(kind, v2["default"]) == frozenset()
+        # the name must be last: a timeout field followed by another is not the layout Spark writes
+        moved = _schemas(key, [*reversed(v1)])
+        assert fmgws_v1_long_fields(kind, moved["default"]) == frozenset()
+        assert find_time_columns(kind, moved) == []
+    assert fmgws_v1_long_fields(OperatorKind.AGGREGATION, two["default"]) == frozenset()
+
+
 # -- real checkpoints ------------------------------------------------------------------------------
 
-NEW_KINDS = ["session_window", "dedup_within_watermark", "stream_limit", "agg_state_format_v1"]
+NEW_KINDS = [
+    "session_window",
+    "dedup_within_watermark",
+    "stream_limit",
+    "agg_state_format_v1",
+    "dedup_watermark",
+]
 
 #: scenario -> (side, path, name) of the column Spark evicts by.
 EVICTION_COLUMNS = {

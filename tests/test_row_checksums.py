@@ -108,3 +108,72 @@ def test_checksummed_stores_decode_to_the_same_rows_as_without(checkpoint: Any) 
 
     plain = latest("window_agg_watermark")
     assert plain and latest("checksum_window") == plain == latest("rocks_checksum_window")
+
+
+def _records_of(checkpoint: Any, scenario: str) -> list[tuple[bytes, bytes | None]]:
+    """Every record of partition 0's deltas as stored (checksums in place; ``None`` value: a remove)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for path in sorted((checkpoint(scenario) / "checkpoint" / "state" / "0" / "0").glob("*.delta")):
+        data = decompress(path.read_bytes(), str(path), "lz4")
+        idx = scan_records(data, str(path))
+        for i in range(idx.count):
+            k, klen, vlen = int(idx.key_start[i]), int(idx.key_len[i]), int(idx.val_len[i])
+            value = data[int(idx.val_start[i]) : int(idx.val_start[i]) + vlen] if vlen >= 0 else None
+            out.append((data[k : k + klen], value))
+    return out
+
+
+def test_checksums_spark_wrote_are_crc32c_of_key_then_row(checkpoint: Any) -> None:
+    """docs/format.md §3.6: a put's value is ``crc:u32 LE`` + row, the CRC-32C of key then row (as
+    ``java.util.zip.CRC32C`` continues over both); a remove's key is ``crc`` + key, the CRC of the key.
+    Checked with the ``crc32c`` package itself on every record Spark wrote, then stripped."""
+    import crc32c as reference
+
+    from statelens.readers._format import rowchecksum
+
+    records = _records_of(checkpoint, "checksum_window")
+    keys, values = [k for k, _ in records], [v for _, v in records]
+    assert None in values and any(v is not None for v in values)  # puts and removes
+    got_keys, got_values = rowchecksum.strip_hdfs(keys, values, "p")
+    for (key, value), k, v in zip(records, got_keys, got_values, strict=True):
+        if value is None:
+            assert v is None and k == key[4:]
+            assert int.from_bytes(key[:4], "little") == reference.crc32c(key[4:])
+            assert rowchecksum.strip_rocksdb_removed_key(key, "p", 0) == key[4:]
+        else:
+            assert k == key and v == value[4:]
+            assert int.from_bytes(value[:4], "little") == reference.crc32c(key + value[4:])
+            assert rowchecksum.crc32c(value[4:], rowchecksum.crc32c(key)) == reference.crc32c(key + value[4:])
+
+
+def test_damaged_checksummed_rows_name_the_file_and_the_record(checkpoint: Any) -> None:
+    from statelens.readers._format import rowchecksum
+    from statelens.readers.errors import CorruptFileError
+
+    records = _records_of(checkpoint, "checksum_window")
+    keys, values = [k for k, _ in records], [v for _, v in records]
+    put = next(i for i, v in enumerate(values) if v is not None)
+    gone = next(i for i, v in enumerate(values) if v is None)
+    # a value of exactly its checksum holds an empty row, whose CRC covers the key alone
+    empty = rowchecksum.crc32c(keys[put]).to_bytes(4, "little")
+    assert rowchecksum.strip_hdfs([keys[put]], [empty], "p") == ([keys[put]], [b""])
+    cut = [*values]
+    cut[put] = empty[:3]
+    with pytest.raises(
+        CorruptFileError, match=f"value of record {put} is shorter than its row checksum"
+    ) as info:
+        rowchecksum.strip_hdfs(keys, cut, "state/0/0/3.delta")
+    assert (info.value.path, info.value.context["record"]) == ("state/0/0/3.delta", put)
+    flipped = [*keys]
+    flipped[gone] = bytes([keys[gone][0] ^ 0x01]) + keys[gone][1:]
+    with pytest.raises(ChecksumError, match=f"row checksum of record {gone} \\(remove\\)") as info:
+        rowchecksum.strip_hdfs(flipped, values, "state/0/0/3.delta")
+    assert (info.value.path, info.value.context["record"]) == ("state/0/0/3.delta", gone)
+    with pytest.raises(ChecksumError, match="row checksum of record 7 \\(remove\\)") as info:
+        rowchecksum.strip_rocksdb_removed_key(flipped[gone], "c/1.changelog", 7)
+    assert (info.value.path, info.value.context["record"]) == ("c/1.changelog", 7)
+    with pytest.raises(
+        CorruptFileError, match="value of record 7 \\(7 bytes\\) is shorter than its checksum header"
+    ) as info:
+        rowchecksum.strip_rocksdb_value(b"\x00", b"\x00" * 7, "c/1.changelog", 7)
+    assert (info.value.path, info.value.context["record"]) == ("c/1.changelog", 7)

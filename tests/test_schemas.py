@@ -268,6 +268,14 @@ def test_decode_modified_utf8_errors(raw, offset):
     assert info.value.offset == 100 + offset
 
 
+def test_modified_utf8_errors_say_what_is_wrong():
+    with pytest.raises(CorruptFileError, match="modified UTF-8: partial character at end"):
+        schemas.decode_modified_utf8(b"x\xe2\x82", "f")
+    for raw in (b"\xc3\x41", b"\xe2\x82\x41"):  # in a 2-byte and in a 3-byte character
+        with pytest.raises(CorruptFileError, match="modified UTF-8: bad continuation byte"):
+            schemas.decode_modified_utf8(raw, "f")
+
+
 @given(st.text(max_size=200))
 def test_modified_utf8_round_trip(text):
     assert schemas.decode_modified_utf8(java_modified_utf8(text)) == text
@@ -616,6 +624,7 @@ def test_wrong_version_string(tag):
     assert info.value.offset == 0
     if expected is UnsupportedVersionError:
         assert repr(tag) in str(info.value)
+        assert "(statelens reads v1, v2, v3)" in str(info.value)  # the three versions of docs/format.md §5
 
 
 def test_bad_json_in_real_file():

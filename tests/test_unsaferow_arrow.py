@@ -14,6 +14,7 @@ A columnar read that falls back to rows at run time fails the test.
 from __future__ import annotations
 
 import contextlib
+import struct
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import types as T
 
 from statelens.readers._format.unsaferow import compile_layout, decode_row, decode_rows
 from statelens.readers._format.unsaferow_arrow import decode_arrow, iter_decode_arrow
@@ -30,7 +32,19 @@ from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import SchemaMismatchError, StatelensError
 from statelens.readers.values import rows_to_arrow, state_row_schema, to_arrow_array, to_arrow_type
 from tests.spark_checkpoints import SCENARIOS
-from tests.test_unsaferow import ALL_ROWS, CORRUPT, FIVE, STRUCT, _framed, _patch, _word, hexrow
+from tests.test_unsaferow import (
+    ALL_ROWS,
+    CORRUPT,
+    FIVE,
+    MAP,
+    STRUCT,
+    _fmgws_v1_long_fields,
+    _framed,
+    _patch,
+    _word,
+    hexrow,
+    one,
+)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -452,3 +466,64 @@ def test_a_row_outside_the_buffer_names_its_record_and_offset() -> None:
             data, [0, 8], [64, 64], compile_layout(FIVE[1]), to_arrow_type(FIVE[1]), path="p", records=[7, 9]
         )
     assert err.value.context["record"] == 9 and err.value.offset == 8
+
+
+def test_a_string_that_is_not_utf8_decodes_with_replacement_characters() -> None:
+    """Spark's ``UTF8String.toString`` decodes with Java's UTF-8 decoder, which replaces a malformed byte
+    with U+FFFD: a real row whose string has its second byte made 0xff reads so, in a column whose other
+    rows stay whole."""
+    good = hexrow(FIVE[2])
+    bad = bytearray(good)
+    bad[49] = 0xFF  # "abcdefghij" sits at offset 48 (its slot: offset 0x30, size 10)
+    buf, starts, lengths = _framed([good, bytes(bad), good])
+    got = decode_arrow(buf, starts, lengths, compile_layout(FIVE[1]), to_arrow_type(FIVE[1]))
+    assert got.field("s").to_pylist() == ["abcdefghij", "a\ufffdcdefghij", "abcdefghij"]
+    assert got.field("l").to_pylist() == [42, 42, 42]
+
+
+def test_a_null_map_key_is_a_typed_error_naming_the_type() -> None:
+    """Spark refuses null map keys (error class ``NULL_MAP_KEY``), and Arrow cannot hold one: the real map
+    row (docs/format.md §6.4) with its key array's null bit 0 set (the key array starts at 24, its null
+    bits at 32) is a typed error naming the type and the field."""
+    data = bytearray(hexrow(MAP[2]))
+    data[32] |= 0x01
+    buf, starts, lengths = _framed([hexrow(MAP[2]), bytes(data)])
+    with pytest.raises(SchemaMismatchError, match="values of map<string,int> that Arrow cannot hold") as err:
+        decode_arrow(
+            buf, starts, lengths, compile_layout(MAP[1]), to_arrow_type(MAP[1]), path="state/0/1/7.delta"
+        )
+    assert err.value.path == "state/0/1/7.delta"
+    assert err.value.context.get("field") == "c"
+
+
+def test_fmgws_v1_timeout_timestamp_is_a_long_column() -> None:
+    """Spec §7.3: flatMapGroupsWithState state format 1 declares ``timeoutTimestamp`` integer and writes it
+    with setLong; read with ``long_fields`` the column is int64, keeps its name and holds the 64 bits."""
+    schema = T.StructType(
+        [
+            T.StructField("count", T.LongType(), False),
+            T.StructField("last", T.StringType()),
+            T.StructField("timeoutTimestamp", T.IntegerType(), False),
+        ]
+    )
+    ts = 1_704_067_295_000  # epoch ms: does not fit an int32
+    row = b"\0" * 8 + struct.pack("<q", 1) + struct.pack("<II", 6, 32) + struct.pack("<q", ts) + b"last-5\0\0"
+    buf, starts, lengths = _framed([row, row])
+    layout = compile_layout(schema, long_fields=_fmgws_v1_long_fields(schema))
+    got = decode_arrow(buf, starts, lengths, layout, to_arrow_type(schema))
+    assert got.type.field("timeoutTimestamp").type == pa.int64()
+    assert [got.type.field(i).name for i in range(3)] == ["count", "last", "timeoutTimestamp"]
+    assert got.to_pylist() == [{"count": 1, "last": "last-5", "timeoutTimestamp": ts}] * 2
+
+
+def test_a_decimal_of_negative_scale_holds_its_unscaled_long_times_ten_to_the_scale() -> None:
+    """Spark before 3.0 allowed a negative scale (``decimal(5,-2)``): the slot holds the unscaled long
+    (docs/format.md §6.2), 123 meaning 12300. The column has the type asked for, nulls where the row's null
+    bit is set."""
+    schema = one(T.DecimalType(5, -2))
+    row = b"\0" * 8 + struct.pack("<q", 123)
+    null = (1).to_bytes(8, "little") + struct.pack("<q", 123)
+    buf, starts, lengths = _framed([row, null, row])
+    got = decode_arrow(buf, starts, lengths, compile_layout(schema), to_arrow_type(schema))
+    assert got.type == to_arrow_type(schema)
+    assert got.field("c").to_pylist() == [Decimal(12300), None, Decimal(12300)]
