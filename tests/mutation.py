@@ -138,6 +138,10 @@ NOT_DECODERS: dict[str, str] = {
     "mirror.py": "a local copy of remote files: no format",
     "model.py": "the shared dataclasses",
     "parallel.py": "runs per-partition work on threads",
+    "restart.py": (
+        "decides which listed files a restart loads (Spark's loader): no bytes; held to what Spark did by "
+        "tests/test_restart_matrix.py"
+    ),
     "rewrite.py": "writes a state version (statelens prune): an encoder, checked by decoding what it writes",
     "scan.py": "what to read and in which output form: no format",
     "textfmt.py": "formats numbers and times for people",
