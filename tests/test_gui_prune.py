@@ -113,6 +113,7 @@ def test_a_damaged_source_is_refused_then_forced(qtbot: Any, checkpoint: Any, tm
     text = dialog.result.text()
     assert text.startswith("Nothing written. The copy would carry 1 error") and f"\n{bad}: " in text, text
     assert dialog.plan is None and dialog.force_button.isVisible() and not dialog.apply_button.isEnabled()
+    assert dialog.summary.text().startswith("Dry run stopped")  # no longer says it is reading
 
     dialog.force_button.click()
     qtbot.waitUntil(lambda: dialog.plan is not None, timeout=TIMEOUT_MS)

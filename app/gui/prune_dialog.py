@@ -207,6 +207,8 @@ class PruneDialog(QDialog):
                 )
             )
         self.result.setText(f"Nothing written. {text}")
+        if self.plan is None:  # the dry run itself stopped: the heading no longer says it is reading
+            self.summary.setText("Dry run stopped: nothing to remove was chosen (see below)")
         self.force_button.setVisible(
             isinstance(err, DamagedSourceError) and err.forceable and not self._force
         )
@@ -225,6 +227,7 @@ class PruneDialog(QDialog):
         self.force_button.setVisible(False)
         self.result.setStyleSheet("")
         self.result.setText("")
+        self.summary.setText("Dry run: reading the keys to remove…")
         self._dry_run()
 
     def _choose_folder(self) -> None:
