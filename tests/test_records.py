@@ -19,8 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from statelens.readers._format import records
+from statelens.readers._format import keyids, records
 from statelens.readers._format.codecs import decompress
+from statelens.readers._format.keyids import PADDING_RATIO, PADDING_SLACK, PaddedKeys
 from statelens.readers._format.records import (
     KIND_MERGE,
     KIND_PUT,
@@ -611,40 +612,69 @@ def _partition_deltas(root: Any) -> list[tuple[list[Any], list[bytes]]]:
 
 def _sized_keys(
     datas: list[Any], allow_removes: list[bool], **kwargs: Any
-) -> tuple[np.ndarray, list[int], list[int]] | None:
+) -> tuple[Any, list[int], list[Any]] | None:
     """``records.sized_prefix`` when it takes every stream (the whole partition cut at once), else None."""
     run, taken = records.sized_prefix(datas, allow_removes, **kwargs)
     return run if taken == len(datas) else None
 
 
+def _key_rows(keys: Any) -> list[bytes]:
+    """The keys (size word in front) ``sized_prefix`` cut: rows of one width, or zero-padded rows."""
+    if isinstance(keys, PaddedKeys):
+        assert not any(row[n:].any() for row, n in zip(keys.rows, keys.lens.tolist(), strict=True))
+        return keys.to_pylist()
+    return [bytes(row) for row in keys]
+
+
+def _layout_is(layout: Any, idx: RecordIndex) -> bool:
+    """A stream's layout in ``sized_prefix``'s run says what its record index says: one key size and one
+    value size for all its records, or each record's place and sizes."""
+    if isinstance(layout, records.SizeRuns):
+        got = layout.index
+        return all(
+            np.array_equal(getattr(got, name), getattr(idx, name))
+            for name in ("key_start", "key_len", "val_start", "val_len", "kind")
+        ) and (got.eof_offset == idx.eof_offset)
+    if not idx.count:
+        return bool(layout == (0, 0))
+    return set(zip(idx.key_len.tolist(), idx.val_len.tolist(), strict=True)) == {layout}
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", ["agg_count", "window_agg_watermark", "rich_types", "join"])
 def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None:
-    """``sized_prefix`` taking a whole partition (the command line's counts: a partition's files of
-    fixed-width rows checked and cut at once) gives every record's key with its size word in front, each
-    file's records and value size,
-    as the record index has them; or ``None`` when a file is not of fixed-width rows or the key size
-    changes between files. A file damaged in its last record's value size is not taken."""
+    """``sized_prefix`` taking a whole partition (the command line's counts: a partition's files cut
+    at once, fixed-width files checked in one comparison, files of a few record sizes cut run by run)
+    gives every record's key with its size word in front, each file's records and layout, as the
+    record index has them; or ``None`` when a file's sizes change too often to be cut run by run or its
+    keys would take too much padding. A file damaged in its last record's value size is not taken."""
     partitions = _partition_deltas(checkpoint(scenario))
-    taken = refused = 0
+    taken = refused = mixed = 0
     for paths, datas in partitions:
         indexes = [scan_records(d, str(p)) for d, p in zip(datas, paths, strict=True)]
         got = _sized_keys(datas, [True] * len(datas))
         if got is None:
-            per_file = [set(zip(i.key_len.tolist(), i.val_len.tolist(), strict=True)) for i in indexes]
-            assert any(len(s) > 1 for s in per_file) or len({k for s in per_file for k, _ in s}) > 1
+            changes = [
+                1 + int(((np.diff(i.key_len) != 0) | (np.diff(i.val_len) != 0)).sum()) for i in indexes
+            ]
+            widths = np.concatenate([i.key_len for i in indexes]) + 4
+            assert (
+                max(changes) > records.MAX_SIZE_RUNS
+                or len(widths) * int(widths.max()) > (1 + PADDING_RATIO) * int(widths.sum()) + PADDING_SLACK
+            )
             refused += 1
             continue
-        block, counts, vlens = got
+        keys, counts, layouts = got
         assert counts == [i.count for i in indexes]
-        assert vlens == [int(i.val_len[0]) if i.count else 0 for i in indexes]
+        assert all(_layout_is(layout, i) for layout, i in zip(layouts, indexes, strict=True))
         expected = [
             d[s - 4 : s + n]
             for d, i in zip(datas, indexes, strict=True)
             for s, n in zip(i.key_start.tolist(), i.key_len.tolist(), strict=True)
         ]
-        assert [bytes(row) for row in block] == expected
+        assert _key_rows(keys) == expected
         taken += 1
+        mixed += isinstance(keys, PaddedKeys) or any(isinstance(x, records.SizeRuns) for x in layouts)
         last = max(range(len(datas)), key=lambda j: indexes[j].count)
         if indexes[last].count > 1:
             damaged = bytearray(datas[last])
@@ -654,10 +684,9 @@ def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None
                 _sized_keys([*datas[:last], bytes(damaged), *datas[last + 1 :]], [True] * len(datas)) is None
             )
     assert taken + refused == len(partitions)
-    if scenario in ("agg_count", "window_agg_watermark"):
-        assert taken
+    assert taken
     if scenario in ("rich_types", "join"):
-        assert refused  # strings of many lengths; a join's stores mix key and value sizes
+        assert mixed  # strings of several lengths; a join's stores mix key and value sizes
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -686,12 +715,12 @@ def test_sized_keys_of_single_files_empty_files_and_removes(checkpoint: Any) -> 
 
     got = _sized_keys([puts], [False])
     assert got is not None
-    block, counts, vlens = got
+    block, counts, layouts = got
     assert block.dtype == np.uint8 and block.shape == (2, 28)
-    assert [bytes(r) for r in block] == _keys_with_size(puts, idx) and (counts, vlens) == ([2], [16])
+    assert [bytes(r) for r in block] == _keys_with_size(puts, idx) and (counts, layouts) == ([2], [(24, 16)])
 
     got = _sized_keys([empty, puts, empty], [True, True, True])
-    assert got is not None and got[1:] == ([0, 2, 0], [0, 16, 0])
+    assert got is not None and got[1:] == ([0, 2, 0], [(0, 0), (24, 16), (0, 0)])
     assert [bytes(r) for r in got[0]] == _keys_with_size(puts, idx)
 
     only_empty = _sized_keys([empty, empty], [True, True])
@@ -699,18 +728,25 @@ def test_sized_keys_of_single_files_empty_files_and_removes(checkpoint: Any) -> 
     assert (
         only_empty[0].shape == (0, 4)
         and only_empty[0].dtype == np.uint8
-        and only_empty[1:] == ([0, 0], [0, 0])
+        and only_empty[1:] == ([0, 0], [(0, 0), (0, 0)])
     )
 
     got = _sized_keys([removes], [True])
     ridx = scan_records(removes, PATH)
     assert (
         got is not None
-        and got[1:] == ([1], [-1])
+        and got[1:] == ([1], [(32, -1)])
         and [bytes(r) for r in got[0]] == _keys_with_size(removes, ridx)
     )
     assert _sized_keys([removes], [False]) is None  # a snapshot holds no removes
-    assert _sized_keys([puts, removes], [True, True]) is None  # keys of 24 then 32 bytes
+    got = _sized_keys([puts, removes], [True, True])  # keys of 24 then 32 bytes: zero-padded to 36
+    assert got is not None and isinstance(got[0], PaddedKeys) and got[0].rows.shape == (3, 36)
+    assert _key_rows(got[0]) == _keys_with_size(puts, idx) + _keys_with_size(removes, ridx)
+    assert got[1:] == ([2, 1], [(24, 16), (32, -1)])
+    with pytest.MonkeyPatch.context() as mp:  # keys of unlike widths are not padded past the ratio
+        mp.setattr(keyids, "PADDING_RATIO", 0)
+        mp.setattr(keyids, "PADDING_SLACK", 0)
+        assert records.sized_prefix([puts, removes], [True, True])[1] == 1
 
     assert _sized_keys([puts], [True], max_record_bytes=24) is not None  # the key is the largest
     assert _sized_keys([puts], [True], max_record_bytes=23) is None
@@ -868,10 +904,11 @@ def test_runs_of_one_record_size_are_the_walked_records(scenario: str, checkpoin
 @pytest.mark.spark
 @pytest.mark.parametrize("scenario", ["rich_types", "join", "agg_count"])
 def test_sized_prefix_runs_and_indexed_files_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None:
-    """A partition's files cut a run at a time (``sized_prefix``: the leading files of one key size, then
-    the next run, a file of variable-width rows indexed alone) give every file's keys with their size
-    word, in order, as the record index has them; every file is taken exactly once."""
-    runs_of_several = indexed = 0
+    """A partition's files cut a run at a time (``sized_prefix``: the leading files it can cut without a
+    walk record by record, files of a few record sizes cut run by run among them, then the next run; a
+    file it cannot cut indexed alone) give every file's keys with their size word, in order, as the
+    record index has them; every file is taken exactly once."""
+    runs_of_several = indexed = cut_by_runs = 0
     for paths, datas in _partition_deltas(checkpoint(scenario)):
         want = [
             d[s - 4 : s + n]
@@ -893,15 +930,16 @@ def test_sized_prefix_runs_and_indexed_files_are_the_scanned_keys(scenario: str,
                 indexed += 1
                 at += 1
                 continue
-            block, counts, _ = run
-            assert 1 <= taken == len(counts) and sum(counts) == len(block)
+            keys, counts, layouts = run
+            assert 1 <= taken == len(counts) == len(layouts) and sum(counts) == len(keys)
             runs_of_several += taken > 1
-            got += [bytes(row) for row in block]
+            cut_by_runs += sum(isinstance(x, records.SizeRuns) for x in layouts)
+            got += _key_rows(keys)
             at += taken
         assert got == want, paths[0].parent
     assert runs_of_several
     if scenario in ("rich_types", "join"):
-        assert indexed  # strings of many lengths; a join's stores mix key and value sizes
+        assert cut_by_runs  # strings of several lengths; a join's stores mix key and value sizes
 
 
 def test_a_kernels_module_still_being_imported_is_not_taken_as_loaded(

@@ -427,6 +427,7 @@ def test_growth_counts_changelogs_a_group_at_a_time_and_names_a_bad_version_byte
     damaged) makes the group's check fail; the file is then indexed alone, which names it."""
     from statelens.readers._format import rocksdb_store
     from statelens.readers._format.codecs import decompress
+    from statelens.readers._format.keyids import PaddedKeys
     from statelens.readers._format.records import changelog_header, scan_changelog
 
     root = checkpoint("rocks_agg_changelog") / "checkpoint"
@@ -440,7 +441,8 @@ def test_growth_counts_changelogs_a_group_at_a_time_and_names_a_bad_version_byte
         run, taken = reader._sized_changelog_run(files, datas) if v1 else (None, 0)
         if run is not None and taken == len(files):  # the partition's changelogs cut at once
             block, counts, _ = run
-            keys = [bytes(row[4:]) for row in block]
+            rows = block.to_pylist() if isinstance(block, PaddedKeys) else [bytes(row) for row in block]
+            keys = [row[4:] for row in rows]
             want = []
             for data in datas:
                 idx = scan_changelog(data, "x")[2]
@@ -479,19 +481,20 @@ def test_growth_counts_changelogs_a_group_at_a_time_and_names_a_bad_version_byte
 def test_changelogs_are_cut_a_run_at_a_time_as_each_file_indexes(
     scenario: str, checkpoint: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A partition's changelogs are cut a run of files at a time where their rows have one width, a file
-    of another key size (or of variable-width rows) ending the run, and the records so cut are those
+    """A partition's changelogs are cut a run of files at a time, files of a few record sizes (keys of
+    a few widths, removes among puts) cut run by run inside the run, and the records so cut are those
     :func:`readers._format.records.scan_changelog` indexes file by file: each record's key (with its
     size word), key and value place, and whether it is a put, in order."""
     import numpy as np
 
     from statelens.readers._format.codecs import decompress
-    from statelens.readers._format.records import scan_changelog
+    from statelens.readers._format.records import SizeRuns, scan_changelog
     from statelens.readers._format.store_base import ReplayRecords
 
     root = checkpoint(scenario) / "checkpoint"
     reader = _reader(root)
     runs: list[tuple[int, int]] = []  # (v1 files offered, files taken) per run cut
+    cut_by_runs = 0
     real = RocksDBStoreReader._sized_changelog_run
 
     def spied(self: RocksDBStoreReader, group: Any, datas: Any) -> Any:
@@ -519,6 +522,7 @@ def test_changelogs_are_cut_a_run_at_a_time_as_each_file_indexes(
             ):
                 want.append((data[ks - 4 : ks + kn], ks + offset, kn, vs + offset, vn))
             offset += len(data)
+        cut_by_runs += sum(isinstance(layout, SizeRuns) for layout in got.layouts)
         kstart, klen, vstart, vlen = got.positions()
         keys = [
             bytes(k)
@@ -532,9 +536,8 @@ def test_changelogs_are_cut_a_run_at_a_time_as_each_file_indexes(
         assert got.put_mask().tolist() == [w[4] >= 0 for w in want]
         assert sum(got.counts) == len(want) and np.array_equal(got.put_mask(), vlen >= 0)
     assert any(taken > 1 for _, taken in runs)  # several files cut at once
-    if scenario != "rocks_agg_changelog":  # one-letter keys there: every partition's files in one run
-        assert any(0 < taken < offered for offered, taken in runs)  # a run ended by a file unlike it
-        assert any(taken == 0 for _, taken in runs)  # a file indexed alone
+    if scenario != "rocks_agg_changelog":  # one-letter keys there: every file of one record size
+        assert cut_by_runs  # files of a few record sizes (removes among puts) cut run by run in a run
 
 
 # -- the live records replayed from changelogs (the browser, rows, sql) ----------------------------------
@@ -735,3 +738,95 @@ def test_a_history_much_larger_than_its_state_is_not_replayed(
     rocksdb_opens.clear()
     assert _records(reader.live_arrays(0, 1)) == list(reader.read_raw(0, 1).items())
     assert rocksdb_opens == []
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scenario", ["rocks_agg_changelog", "rocks_dedup_changelog", "rocks_pandas_state"])
+def test_keys_sort_bytewise_as_rocksdb_iterates_them(
+    scenario: str, checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``keyids.bytewise_order`` puts the keys of every zip, shuffled, back in the order RocksDB iterates
+    them (``read_raw`` of a version loaded from its own zip), by radix passes and as opaque items
+    alike; keys derived from them that end in zero bytes or are prefixes of others sort as Python
+    sorts bytes (byte by byte, a prefix first)."""
+    import numpy as np
+
+    from statelens.readers._format import keyids
+    from statelens.readers._format.keyids import PaddedKeys, bytewise_order
+
+    def padded(keys: list[bytes]) -> PaddedKeys:
+        lens = np.array([len(k) for k in keys], dtype=np.int64)
+        width = int(lens.max())
+        rows = np.zeros((len(keys), width), dtype=np.uint8)
+        for row, key in zip(rows, keys, strict=True):
+            row[: len(key)] = np.frombuffer(key, dtype=np.uint8)
+        return PaddedKeys(rows, lens)
+
+    reader = _reader(checkpoint(scenario) / "checkpoint")
+    rng = np.random.default_rng(7)
+    zips = 0
+    for pid in reader.partition_ids():
+        pf = reader.partitions[pid]
+        for v in sorted(pf.snapshots):
+            if reader._base_for(pf, v) != v:
+                continue
+            iterated = list(reader.read_raw(pid, v))  # RocksDB's order: a fresh store, the zip alone
+            if len(iterated) < 2:
+                continue
+            zips += 1
+            shuffled = [iterated[i] for i in rng.permutation(len(iterated))]
+            derived = shuffled + [k + b"\x00" for k in shuffled[:5]] + [k[:-1] for k in shuffled[:5]]
+            for columns in (keyids.RADIX_COLUMNS, 0):
+                with monkeypatch.context() as m:
+                    m.setattr(keyids, "RADIX_COLUMNS", columns)
+                    assert [shuffled[i] for i in bytewise_order(padded(shuffled))] == iterated
+                    assert [derived[i] for i in bytewise_order(padded(derived))] == sorted(derived)
+    assert zips
+
+
+@pytest.mark.spark
+def test_a_damaged_value_version_byte_in_a_file_cut_run_by_run_is_named(
+    checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changelog whose records come in a few sizes (a deduplication's removes among its puts) is cut
+    run by run inside its run of files; a put whose value's version byte is not 00 there (a real
+    changelog, damaged) ends the run before the file, which is then indexed alone and named."""
+    from statelens.readers._format import rocksdb_store
+    from statelens.readers._format.codecs import decompress
+    from statelens.readers._format.records import SizeRuns, scan_changelog
+
+    root = checkpoint("rocks_dedup_changelog") / "checkpoint"
+    reader = _reader(root)
+    target = None
+    for pid in reader.partition_ids():
+        pf = reader.partitions[pid]
+        files = [pf.deltas[v] for v in sorted(pf.deltas)]
+        datas = [decompress((root / sf.path).read_bytes(), sf.path) for sf in files]
+        run, taken = reader._sized_changelog_run(files, datas)
+        assert run is not None and taken == len(files)
+        for sf, layout in zip(files, run[2], strict=True):
+            if isinstance(layout, SizeRuns) and (layout.index.val_len >= 0).any():
+                target = sf
+                break
+        if target is not None:
+            break
+    assert target is not None  # a file of a few record sizes, with a put
+    real = rocksdb_store.decompress
+    at: list[int] = []
+
+    def damaged(data: bytes, path: str, codec: str | None = None) -> bytes:
+        out = real(data, path, codec)
+        if path != target.path:
+            return out
+        idx = scan_changelog(out, path)[2]
+        put = int((idx.val_len >= 0).argmax())
+        at.append(int(idx.val_start[put]) + reader.value_skip - 1)  # that put's value version byte
+        broken = bytearray(out)
+        broken[at[-1]] = 0x02
+        return bytes(broken)
+
+    monkeypatch.setattr(rocksdb_store, "decompress", damaged)
+    with pytest.raises(CorruptFileError) as info:
+        reader.version_rows(target.partition_id)
+    assert info.value.path == target.path and at
+    assert "version byte" in str(info.value)

@@ -299,8 +299,9 @@ class HDFSStoreReader(StoreReaderBase):
         """The records of a partition's replay of every readable version, in order
         (:meth:`_version_files`; None where that does not apply): their keys as pieces for
         :func:`readers.arrow_values.key_ids`, each file's number of records and puts, and with ``keep``
-        the decompressed files and where their records are. Fixed-width files are checked and cut a
-        a run of files at a time (:func:`readers._format.records.sized_prefix`), other files indexed one by one."""
+        the decompressed files and where their records are. Files of fixed-width rows, and files of a few
+        record sizes, are checked and cut a run of files at a time
+        (:func:`readers._format.records.sized_prefix`), other files indexed one by one."""
         plan = self._version_files(partition_id)
         if plan is None:
             return None

@@ -61,6 +61,8 @@ __all__ = [
     "fixed_width_index",
     "frame_records",
     "gather_bytes",
+    "SizeRuns",
+    "SizedLayout",
     "sized_prefix",
 ]
 
@@ -175,61 +177,168 @@ def uniform_keys(
     return _fixed_width(buf, 4, count, klen, stride), vlen < 0
 
 
+class SizeRuns:
+    """A stream's records as a few runs of one key size and one value size each (:func:`_size_runs`),
+    its :class:`RecordIndex` built when asked for.
+
+    Parameters
+    ----------
+    runs : list of tuple
+        ``(first key's start, records, stride, key size, value size)`` per run, in stream order.
+    eof : int
+        The offset of the end marker.
+    """
+
+    __slots__ = ("_index", "eof", "runs")
+
+    def __init__(self, runs: list[tuple[int, int, int, int, int]], eof: int):
+        self.runs = runs
+        self.eof = eof
+        self._index: RecordIndex | None = None
+
+    @property
+    def index(self) -> RecordIndex:
+        """Where each record is."""
+        if self._index is None:
+            key_start, key_len, val_len = _runs_arrays(self.runs)
+            kind = np.where(val_len < 0, KIND_REMOVE, KIND_PUT).astype(np.uint8)
+            self._index = RecordIndex(key_start, key_len, key_start + key_len + 4, val_len, kind, self.eof)
+        return self._index
+
+    def puts(self) -> bool | np.ndarray:
+        """True when every record is a put, False when every one is a remove, else a boolean mask."""
+        removes = [vlen < 0 for _, _, _, _, vlen in self.runs]
+        if not any(removes):
+            return True
+        if all(removes):
+            return False
+        return np.repeat(~np.asarray(removes), [n for _, n, _, _, _ in self.runs])
+
+
+#: How a stream of :func:`sized_prefix`'s run is laid out: ``(key size, value size)`` for fixed-width
+#: rows (value size -1: removes; ``(0, 0)`` for a stream without records), or its :class:`SizeRuns`
+#: when its records come in a few runs of one size each.
+SizedLayout = tuple[int, int] | SizeRuns
+
+
 def sized_prefix(
     datas: Sequence[Buffer],
     allow_removes: Sequence[bool],
     *,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-) -> tuple[tuple[np.ndarray, list[int], list[int]] | None, int]:
+) -> tuple[tuple[Any, list[int], list[SizedLayout]] | None, int]:
     """Every record's key with its size word in front, out of the longest run of leading ``.delta`` /
-    ``.snapshot`` streams (a partition's files, in replay order) whose records all have one key size, and
-    each stream one value size (fixed-width rows, the common case): ``((records, 4 + key size) array,
-    each stream's number of records, each stream's value size (-1: its records are removes)), how many
+    ``.snapshot`` streams (a partition's files, in replay order) whose records are cut without a walk
+    record by record: ``((keys, each stream's number of records, each stream's layout), how many
     streams that is)``; ``(None, 0)`` when the first stream is not so (:func:`scan_records` then indexes
-    it and names what is wrong). A partition's files are cut a run at a time, a file of another key size
-    starting the next run and a file of variable-width rows indexed alone.
+    it and names what is wrong).
 
-    Each stream's sizes come from its first record; every record's two size words and the end markers
-    are checked in one vectorised comparison over the run (per stream only its first record is read in
-    Python)."""
-    keys: list[np.ndarray] = []
-    v_words: list[np.ndarray] = []
+    ``keys`` is a ``(records, 4 + key size)`` uint8 array when every key has one size, else a
+    :class:`readers._format.keyids.PaddedKeys` (each key zero-padded to the longest). A stream of
+    fixed-width rows (the common case) has its sizes from its first record and its length; every such
+    record's two size words and the end markers are checked in one vectorised comparison over the run
+    (per stream only its first record is read in Python). A stream whose keys or values come in a few
+    sizes (keys of a few widths, as ids with mostly the same number of digits once padded to
+    UnsafeRow's 8-byte words, wherever a batch puts them) is cut run by run (:func:`_size_runs`) and
+    stays in the run. The run ends before a stream whose sizes change more than :data:`MAX_SIZE_RUNS`
+    times (walked record by record), a stream that fails a check, or one whose keys would take more
+    padding than :data:`readers._format.keyids.PADDING_RATIO` allows.
+    """
+    from statelens.readers._format.keyids import PADDING_RATIO, PADDING_SLACK, PaddedKeys
+
+    views: list[np.ndarray] = []  # (records, 4 + key size) strided views, one per run of one key size
+    v_words: list[np.ndarray] = []  # the value size words of the fixed-width streams
+    v_want: list[int] = []  # and the value size each of those streams has
+    v_files: list[int] = []  # which stream each of those is
     counts: list[int] = []
-    vlens: list[int] = []
-    width = -1
+    layouts: list[SizedLayout] = []
+    rows = key_bytes = 0
+    widest = narrowest = 0
     for data, removes in zip(datas, allow_removes, strict=True):
         if len(data) == 4 and _I32.unpack_from(data)[0] == -1:  # type: ignore[arg-type]  # no records
             counts.append(0)
-            vlens.append(0)
+            layouts.append((0, 0))
             continue
         found = _sized_layout(data, 0)
-        if found is None:
+        buf = np.frombuffer(data, dtype=np.uint8)
+        if found is not None:  # fixed-width rows: one run, its size words checked below
+            count, klen, vlen, stride = found
+            if max(klen, vlen) > max_record_bytes or (vlen < 0 and not removes):
+                break
+            w = 4 + klen
+            if w != widest or w != narrowest:
+                wide, narrow = max(widest, w), min(narrowest, w) if narrowest else w
+                if (
+                    wide != narrow
+                    and (rows + count) * wide > (1 + PADDING_RATIO) * (key_bytes + count * w) + PADDING_SLACK
+                ):
+                    break
+                widest, narrowest = wide, narrow
+            views.append(np.ndarray((count, w), np.uint8, buf, 0, (stride, 1)))
+            v_words.append(np.ndarray((count,), ">i4", buf, w, (stride,)))
+            v_want.append(vlen)
+            v_files.append(len(counts))
+            layouts.append((klen, vlen))
+            rows += count
+            key_bytes += count * w
+            counts.append(count)
+            continue
+        split = _size_runs(buf, 0)  # a few sizes: run by run (each run's size words checked as cut)
+        if split is None or split[1] + 4 != buf.shape[0]:  # too many sizes, an oddity, bytes after
             break
-        count, klen, vlen, stride = found
-        if (width >= 0 and klen != width) or max(klen, vlen) > max_record_bytes or (vlen < 0 and not removes):
+        runs = split[0]
+        if any(max(klen, vlen) > max_record_bytes or (vlen < 0 and not removes) for *_, klen, vlen in runs):
             break
-        buf = _as_u8(data)
-        keys.append(np.ndarray((count, 4 + klen), np.uint8, buf, 0, (stride, 1)))
-        v_words.append(np.ndarray((count,), ">i4", buf, 4 + klen, (stride,)))
-        counts.append(count)
-        vlens.append(vlen)
-        width = klen
+        m = sum(n for _, n, _, _, _ in runs)
+        more = sum(n * (4 + klen) for _, n, _, klen, _ in runs)
+        wide = max(widest, *(4 + klen for *_, klen, _ in runs))
+        narrow = min(narrowest or wide, *(4 + klen for *_, klen, _ in runs))
+        if (rows + m) * wide > (1 + PADDING_RATIO) * (key_bytes + more) + PADDING_SLACK:
+            break
+        widest, narrowest = wide, narrow
+        for first, n, stride, klen, _ in runs:
+            views.append(np.ndarray((n, 4 + klen), np.uint8, buf, first - 4, (stride, 1)))
+        layouts.append(SizeRuns(runs, split[1]))
+        rows += m
+        key_bytes += more
+        counts.append(m)
     taken = len(counts)
-    if width < 0:
-        return ((np.zeros((0, 4), np.uint8), counts, vlens) if taken else None), taken
-    block = np.concatenate(keys) if len(keys) > 1 else np.ascontiguousarray(keys[0])
-    value_words = np.concatenate(v_words) if len(v_words) > 1 else v_words[0]
-    odd = np.flatnonzero(
-        (np.ndarray((block.shape[0],), ">i4", block, 0, (4 + width,)) != width)
-        | (value_words != np.repeat(np.asarray(vlens), counts))
-    )
-    if not len(odd):
-        return (block, counts, vlens), taken
-    ends = np.cumsum(counts)
-    taken = int(np.searchsorted(ends, odd[0], side="right"))  # the stream holding the first odd record
+    if not views:
+        return ((np.zeros((0, 4), np.uint8), counts, layouts) if taken else None), taken
+    if widest == narrowest:
+        block = np.concatenate(views) if len(views) > 1 else np.ascontiguousarray(views[0])
+        size_words = np.ndarray((rows,), ">i4", block, 0, (widest,))
+        odd_keys = size_words != widest - 4
+    else:
+        padded = np.zeros((rows, widest), np.uint8)
+        lens = np.empty(rows, np.int64)
+        at = 0
+        for view in views:
+            padded[at : at + len(view), : view.shape[1]] = view
+            lens[at : at + len(view)] = view.shape[1]
+            at += len(view)
+        size_words = np.ndarray((rows,), ">i4", padded, 0, (widest,))
+        odd_keys = size_words != lens - 4
+    odd = np.flatnonzero(odd_keys)  # (a run's records were checked as it was cut: only the first's)
+    stream_odd: int | None = None
+    if len(odd):
+        stream_odd = int(np.searchsorted(np.cumsum(counts), odd[0], side="right"))
+    if v_words:
+        value_words = np.concatenate(v_words) if len(v_words) > 1 else v_words[0]
+        sized = [counts[j] for j in v_files]
+        bad = np.flatnonzero(value_words != np.repeat(np.asarray(v_want), sized))
+        if len(bad):
+            j = v_files[int(np.searchsorted(np.cumsum(sized), bad[0], side="right"))]
+            stream_odd = j if stream_odd is None else min(stream_odd, j)
+    if stream_odd is None:
+        keys = block if widest == narrowest else PaddedKeys(padded, lens)
+        return (keys, counts, layouts), taken
+    taken = stream_odd  # the stream holding the first odd record ends the run before it
     if not taken:
         return None, 0
-    return (block[: ends[taken - 1]], counts[:taken], vlens[:taken]), taken
+    cut = sum(counts[:taken])
+    keys = block[:cut] if widest == narrowest else PaddedKeys(padded[:cut], lens[:cut])
+    return (keys, counts[:taken], layouts[:taken]), taken
 
 
 def scan_changelog(
@@ -451,20 +560,21 @@ _RUN_WINDOW = 4096
 _BE_I32 = np.dtype(">i4")
 
 
-def _runs_sized(buf: np.ndarray, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
-    """:func:`_walk_sized`'s arrays for a stream whose record sizes rarely change (keys mostly of one
-    width, as ids with mostly the same number of digits are once padded to UnsafeRow's 8-byte words):
-    from each run's first record, the size words of the records that would follow at its stride are
-    compared at once, and the run ends at the first that differs. None when the sizes change more than
-    :data:`MAX_SIZE_RUNS` times (the stream is walked record by record) or at the first oddity (the
-    checked walk names it).
+def _size_runs(buf: np.ndarray, pos: int) -> tuple[list[tuple[int, int, int, int, int]], int] | None:
+    """The records of a stream whose record sizes rarely change (keys mostly of one width, as ids with
+    mostly the same number of digits are once padded to UnsafeRow's 8-byte words), as runs of one key
+    size and one value size: ``(first key's start, records, stride, key size, value size)`` per run,
+    and the offset of the end marker. From each run's first record, the size words of the records that
+    would follow at its stride are compared at once, and the run ends at the first that differs. None
+    when the sizes change more than :data:`MAX_SIZE_RUNS` times (the stream is walked record by record)
+    or at the first oddity (the checked walk names it).
 
     A record found this way is a record: the first of a run is read where the one before it ended, and
     the next one can only start one stride further while the sizes stay the same.
     """
     n = buf.shape[0]
     unpack = _I32.unpack_from
-    runs: list[tuple[int, int, int, int, int]] = []  # (first key's start, records, stride, key, value size)
+    runs: list[tuple[int, int, int, int, int]] = []
     changes = 0
     while True:
         if pos + 4 > n:
@@ -486,13 +596,21 @@ def _runs_sized(buf: np.ndarray, pos: int) -> tuple[np.ndarray, np.ndarray, np.n
             odd = np.flatnonzero((k_words != klen) | (v_words != vlen))
             run = int(odd[0]) if len(odd) else fits
             if run:
-                runs.append((pos + 4, run, stride, klen, vlen))
+                if runs and runs[-1][2:] == (stride, klen, vlen):  # a window more of the same run
+                    runs[-1] = (runs[-1][0], runs[-1][1] + run, stride, klen, vlen)
+                else:
+                    runs.append((pos + 4, run, stride, klen, vlen))
             pos += run * stride
             if run < fits or pos + 8 + klen > n:
                 break
+    return runs, pos
+
+
+def _runs_arrays(runs: list[tuple[int, int, int, int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Key start, key size and value size of every record of :func:`_size_runs`' runs."""
     if not runs:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty.copy(), empty.copy(), pos
+        return empty, empty.copy(), empty.copy()
     first, count, stride_, klen_, vlen_ = (
         np.array(column, dtype=np.int64) for column in zip(*runs, strict=True)
     )
@@ -500,7 +618,17 @@ def _runs_sized(buf: np.ndarray, pos: int) -> tuple[np.ndarray, np.ndarray, np.n
     np.cumsum(count[:-1], out=before[1:])
     strides = np.repeat(stride_, count)
     key_start = np.repeat(first - stride_ * before, count) + strides * np.arange(int(before[-1] + count[-1]))
-    return key_start, np.repeat(klen_, count), np.repeat(vlen_, count), pos
+    return key_start, np.repeat(klen_, count), np.repeat(vlen_, count)
+
+
+def _runs_sized(buf: np.ndarray, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """:func:`_walk_sized`'s arrays for a stream whose record sizes rarely change, cut run by run
+    (:func:`_size_runs`); None where that answers None."""
+    split = _size_runs(buf, pos)
+    if split is None:
+        return None
+    runs, eof = split
+    return (*_runs_arrays(runs), eof)
 
 
 def _walk_typed(data: Buffer, pos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
@@ -847,6 +975,8 @@ def _checked_typed(data: Buffer, path: str, pos: int, max_record: int) -> None:
 
 def _changelog_header(data: Buffer, path: str) -> tuple[int, int, str | None]:
     """(version, offset of the first record, lineage JSON) as Spark's reader factory decides them."""
+    if len(data) < 3 or data[2] != 0x76 or not (data[0] or data[1]):  # type: ignore[index]
+        return 1, 0, None  # no "v..." string first (a v1 file's first key size): read as v1
     first = _read_utf(data, 0)
     if first is None:
         return 1, 0, None

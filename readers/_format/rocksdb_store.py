@@ -45,11 +45,14 @@ import numpy as np
 
 from statelens.readers._format.cf_codec import decode_keys, decode_values, strip_version
 from statelens.readers._format.codecs import decompress
+from statelens.readers._format.keyids import PaddedKeys, bytewise_order
 from statelens.readers._format.records import (
     KIND_MERGE,
     KIND_PUT,
     KIND_REMOVE,
     RecordIndex,
+    SizedLayout,
+    SizeRuns,
     changelog_header,
     frame_records,
     gather_bytes,
@@ -1302,8 +1305,6 @@ class RocksDBStoreReader(StoreReaderBase):
         key count differs, or changelogs up to the zip over :data:`CHANGELOG_REPLAY_RATIO` times the
         bytes of its SSTs.
         """
-        import pyarrow.compute as pc  # deferred: pyarrow (heavy)
-
         pf = self._partition(partition_id)
         if self.row_checksum or version < 1 or any(v not in pf.deltas for v in range(1, version + 1)):
             return None
@@ -1364,8 +1365,14 @@ class RocksDBStoreReader(StoreReaderBase):
         later = live & ~kept
         buf = replay.datas[0] if len(replay.datas) == 1 else b"".join(replay.datas)
         zip_rows = last[kept]
-        if len(zip_rows):
-            order = numbers(pc.sort_indices(binary_array(buf, kstart[zip_rows], klen[zip_rows])))
+        if len(zip_rows):  # in RocksDB's order: bytewise
+            padded = PaddedKeys.gather(buf, kstart[zip_rows], klen[zip_rows])
+            if padded is not None:
+                order = bytewise_order(padded)
+            else:  # a few long keys among many short ones: Arrow sorts them as they are
+                import pyarrow.compute as pc  # deferred: pyarrow (heavy)
+
+                order = numbers(pc.sort_indices(binary_array(buf, kstart[zip_rows], klen[zip_rows])))
             zip_rows = zip_rows[order]
         later_ids = np.flatnonzero(later)
         rows = np.concatenate([zip_rows, last[later_ids[np.argsort(first_put[later_ids], kind="stable")]]])
@@ -1379,9 +1386,9 @@ class RocksDBStoreReader(StoreReaderBase):
         a zip's keys alone are read). None for row checksums (checked record by record), versions with
         a gap, or a version after the first without its changelog.
 
-        Changelogs without a header (v1) whose records all have one key size and one value size (the
-        common case) are checked and cut a run of files at a time
-        (:func:`readers._format.records.sized_prefix`), as deltas are; the others are indexed one by one.
+        Changelogs without a header (v1) whose records come in one size or a few (the common case) are
+        checked and cut a run of files at a time (:func:`readers._format.records.sized_prefix`), as deltas
+        are; the others are indexed one by one.
         """
         versions = self._replay_versions(partition_id)
         if versions is None:
@@ -1401,10 +1408,9 @@ class RocksDBStoreReader(StoreReaderBase):
 
     def _add_changelog_records(self, out: ReplayRecords, changelogs: list[StateFile], keep: bool) -> None:
         """The records of ``changelogs`` in order into ``out`` (with ``keep`` the decompressed files too):
-        v1 files of fixed-width rows checked and cut a run of files at a time
-        (:meth:`_sized_changelog_run`; a file of another key size starts the next run, as deltas are cut),
-        the others indexed one by one (:meth:`_checked_index`, which names the file and record of a bad
-        one)."""
+        v1 files checked and cut a run of files at a time (:meth:`_sized_changelog_run`: files of
+        fixed-width rows, and files of a few record sizes cut run by run, as deltas are cut), the others
+        indexed one by one (:meth:`_checked_index`, which names the file and record of a bad one)."""
         for group in file_groups(changelogs):
             datas = [self._changelog_bytes(sf) for sf in group]
             at = v1_end = 0
@@ -1442,39 +1448,51 @@ class RocksDBStoreReader(StoreReaderBase):
 
     def _sized_changelog_run(
         self, group: list[StateFile], datas: list[bytes]
-    ) -> tuple[tuple[Any, list[int], list[int]] | None, int]:
-        """The keys (size word in front) of the longest run of leading v1 changelogs of fixed-width rows,
-        each file's record count and value size (:func:`readers._format.records.sized_prefix`), their
-        version bytes checked at once, and how many files that is; ``(None, 0)`` when the first file is
-        not of fixed-width rows or fails a check. The files must be v1 changelogs (no header). A run ends
-        before a file of another key size, or the first file with a version byte that is not 00 (that file
-        is then indexed alone, which names the file and record)."""
+    ) -> tuple[tuple[Any, list[int], list[SizedLayout]] | None, int]:
+        """The keys (size word in front) of the longest run of leading v1 changelogs cut without a walk
+        record by record, each file's record count and layout (:func:`readers._format.records.sized_prefix`),
+        their version bytes checked at once, and how many files that is; ``(None, 0)`` when the first file
+        cannot be cut so or fails a check. The files must be v1 changelogs (no header). A run ends where
+        :func:`readers._format.records.sized_prefix` ends it, or before the first file with a version byte
+        that is not 00 (that file is then indexed alone, which names the file and record)."""
         if not group:
             return None, 0
         run, taken = sized_prefix(datas, [True] * len(datas))
         if run is None:
             return None, 0
-        block, counts, vlens = run
-        if block.shape[1] < 5:  # no records, or keys too short for a version byte
-            return None, 0
-        bad = np.flatnonzero(block[:, 4])  # the key row's version byte, after the size word
+        keys, counts, layouts = run
+        rows, lens = (keys.rows, keys.lens) if isinstance(keys, PaddedKeys) else (keys, None)
+        if rows.shape[1] < 5 or (lens is not None and int(lens.min()) < 5):
+            return None, 0  # no records, or keys too short for a version byte
+        bad = np.flatnonzero(rows[:, 4])  # the key row's version byte, after the size word
         if len(bad):
             taken = int(np.searchsorted(np.cumsum(counts), bad[0], side="right"))
-        klen = block.shape[1] - 4
         skip = self.value_skip
-        for i, (data, count, vlen) in enumerate(zip(datas[:taken], counts, vlens, strict=False)):
-            if vlen < 0 or not count:
+        for i, (data, count, layout) in enumerate(zip(datas[:taken], counts, layouts, strict=False)):
+            if not count:
                 continue
-            stride = 8 + klen + vlen
-            at = 8 + klen + skip - 1  # each value's version byte: a strided slice, no array per file
-            if vlen < skip or bytes(data[at : at + count * stride : stride]).count(0) != count:
-                taken = i
-                break
+            if isinstance(layout, SizeRuns):  # a few runs of one size each: a strided slice per run
+                runs = layout.runs
+            else:  # each value's version byte: a strided slice, no array per file
+                klen, vlen = layout
+                if vlen < 0:
+                    continue
+                runs = [(4, count, 8 + klen + vlen, klen, vlen)]
+            for first, n, stride, klen, vlen in runs:
+                at = first + klen + 4 + skip - 1
+                if vlen >= 0 and (vlen < skip or bytes(data[at : at + n * stride : stride]).count(0) != n):
+                    taken = i
+                    break
+            else:
+                continue
+            break
         if not taken:
             return None, 0
         if taken < len(counts):
-            block, counts, vlens = block[: sum(counts[:taken])], counts[:taken], vlens[:taken]
-        return (block, counts, vlens), taken
+            cut = sum(counts[:taken])
+            keys = rows[:cut] if lens is None else PaddedKeys(rows[:cut], lens[:cut])
+            counts, layouts = counts[:taken], layouts[:taken]
+        return (keys, counts, layouts), taken
 
     def _iter_partition_stats(
         self, pid: int, cancelled: Callable[[], bool] | None

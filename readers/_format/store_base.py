@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from statelens.readers._format.keyids import PaddedKeys
-from statelens.readers._format.records import RecordIndex, gather_bytes
+from statelens.readers._format.records import RecordIndex, SizedLayout, SizeRuns, gather_bytes
 from statelens.readers._format.unsaferow import RowLayout, compile_layout, decode_rows
 from statelens.readers.arrow_values import binary_array, first_appearances, first_of_ids, key_ids, numpy_array
 from statelens.readers.errors import (
@@ -91,12 +91,14 @@ class ReplayRecords:
     layouts: list[Any] = field(default_factory=list)  # per file: (key size, value size) or its index
     datas: list[bytes] = field(default_factory=list)  # the decompressed files (kept on request)
 
-    def add_sized(self, keys: Any, counts: list[int], vlens: list[int]) -> None:
-        """Files of fixed-width rows (:func:`readers._format.records.sized_prefix`)."""
+    def add_sized(self, keys: Any, counts: list[int], layouts: list[SizedLayout]) -> None:
+        """A run of files cut without a walk record by record (:func:`readers._format.records.sized_prefix`):
+        their keys, each file's number of records and its layout."""
         self.pieces.append(keys)
         self.counts.extend(counts)
-        self.puts.extend(v >= 0 for v in vlens)
-        self.layouts.extend((keys.shape[1] - 4, v) for v in vlens)
+        for layout in layouts:
+            self.puts.append(layout.puts() if isinstance(layout, SizeRuns) else layout[1] >= 0)
+        self.layouts.extend(layouts)
 
     def add_indexed(self, data: bytes, idx: RecordIndex) -> None:
         """One file's records from its index: its keys with their size word in front, and which are
@@ -142,7 +144,7 @@ class ReplayRecords:
         vlens = np.zeros(n, dtype=np.int64)
         indexed: list[int] = []
         for j, layout in enumerate(self.layouts):
-            if isinstance(layout, RecordIndex):
+            if isinstance(layout, (RecordIndex, SizeRuns)):
                 indexed.append(j)
             else:
                 klens[j], vlens[j] = layout
@@ -155,6 +157,8 @@ class ReplayRecords:
         val_len = vlens[file_of]
         for j in indexed:
             idx = self.layouts[j]
+            if isinstance(idx, SizeRuns):
+                idx = idx.index
             rows = slice(int(firsts[j]), int(firsts[j] + counts[j]))
             key_start[rows] = idx.key_start + offsets[j]
             key_len[rows] = idx.key_len

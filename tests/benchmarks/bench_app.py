@@ -1,9 +1,9 @@
 """Benchmark: the desktop app and the state browser on the 2M-key checkpoint of ``bench_growth`` (on demand).
 
     python -m tests.benchmarks.bench_app [--partitions 200] [--batches 32] [--keys 2000000]
-        [--key-style fixed|variable] [--provider hdfs|rocksdb-changelog|rocksdb]
+        [--key-style fixed|variable] [--provider hdfs|rocksdb-changelog|rocksdb] [--pattern new|spread]
 
-(``--key-style`` and ``--provider`` pick a variant of the checkpoint: see ``bench_growth``; run once per
+(``--key-style``, ``--provider`` and ``--pattern`` pick a variant of the checkpoint: see ``bench_growth``; run once per
 variant to compare a RocksDB store with its HDFS twin.)
 
 Measured in one run, each app start in a fresh process (``statelens gui CKPT --screenshot --view V``, which
@@ -221,7 +221,7 @@ def in_fresh_process(func: str, ckpt: Path, cache: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.benchmarks.bench_growth import KEY_STYLES, PROVIDERS, build_checkpoint, measure_raw
+    from tests.benchmarks.bench_growth import KEY_STYLES, PATTERNS, PROVIDERS, build_checkpoint, measure_raw
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=200)
@@ -231,10 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         "--key-style", choices=sorted(KEY_STYLES), default="fixed", help="keys of one width or several"
     )
     ap.add_argument("--provider", choices=PROVIDERS, default="hdfs", help="the state store the job wrote")
+    ap.add_argument("--pattern", choices=PATTERNS, default="new", help="which keys each batch touches")
     ap.add_argument("--starts", type=int, default=3, help="app starts per figure (the median is reported)")
     args = ap.parse_args(argv)
     compile_package()
-    ckpt = build_checkpoint(args.partitions, args.batches, args.keys, args.key_style, args.provider)
+    ckpt = build_checkpoint(
+        args.partitions, args.batches, args.keys, args.key_style, args.provider, args.pattern
+    )
     cache = Path(tempfile.mkdtemp(prefix="statelens-bench-cache-"))
     try:
         result: dict[str, object] = {

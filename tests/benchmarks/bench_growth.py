@@ -3,12 +3,14 @@
 Run on demand (not collected by pytest)::
 
     python -m tests.benchmarks.bench_growth [--partitions 200] [--batches 32] [--keys 2000000]
-        [--key-styles fixed,variable] [--providers hdfs,rocksdb-changelog,rocksdb] [--json OUT]
+        [--key-styles fixed,variable] [--providers hdfs,rocksdb-changelog,rocksdb]
+        [--patterns new,spread] [--json OUT]
 
 It builds (once, cached under ``.cache/bench/``) checkpoints written by PySpark: a ``groupBy(key)``
 aggregation over ``--batches`` micro-batches adding ``--keys`` distinct keys in all, with some updates of
 old keys in every batch, on ``--partitions`` shuffle partitions; its keys spelled at one width
-(``key-000000001``) or at several (``user-1`` ... ``user-1999999``, like real ids), its state kept by the
+(``key-000000001``) or at several (``user-1`` ... ``user-1999999``, like real ids), each batch adding the
+next keys in order or keys from all over the key space (:data:`PATTERNS`), its state kept by the
 HDFS-backed provider or by RocksDB with and without changelog checkpointing (the same input for all).
 Then, in one run, for every checkpoint (the *variants*; the runs of each measurement interleaved, a round
 measuring every variant once, so the ratios between variants hold on a busy machine):
@@ -60,6 +62,13 @@ REPO = Path(__file__).resolve().parents[2]
 #: device ids, whose UnsafeRows differ in length.
 KEY_STYLES = {"fixed": "key-{:09d}", "variable": "user-{}"}
 
+#: Update patterns: ``new`` batches add the next keys in order (``key-000000001`` ... or ``user-1`` ...,
+#: neighbours in the key space, mostly of one width in a batch) and update a tenth as many older ones;
+#: ``spread`` batches add as many keys drawn from all over the key space (a shuffled order of the same
+#: keys, so every batch holds keys of every width) and update a tenth as many older ones alike. The same
+#: keys and the same number of records in both: only which keys a batch touches differs.
+PATTERNS = ("new", "spread")
+
 #: State store providers: the HDFS-backed one, and RocksDB with and without changelog checkpointing.
 PROVIDERS = ("hdfs", "rocksdb-changelog", "rocksdb")
 
@@ -67,26 +76,43 @@ _ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBState
 
 
 def checkpoint_name(
-    partitions: int, batches: int, keys: int, key_style: str = "fixed", provider: str = "hdfs"
+    partitions: int,
+    batches: int,
+    keys: int,
+    key_style: str = "fixed",
+    provider: str = "hdfs",
+    pattern: str = "new",
 ) -> str:
     """The cache folder of one benchmark checkpoint (the fixed-width HDFS one keeps its first name)."""
     name = f"agg-p{partitions}-b{batches}-k{keys}"
     if key_style != "fixed":
         name += f"-{key_style}"
+    if pattern != "new":
+        name += f"-{pattern}"
     if provider != "hdfs":
         name += f"-{provider}"
     return name
 
 
 def build_checkpoint(
-    partitions: int, batches: int, keys: int, key_style: str = "fixed", provider: str = "hdfs"
+    partitions: int,
+    batches: int,
+    keys: int,
+    key_style: str = "fixed",
+    provider: str = "hdfs",
+    pattern: str = "new",
 ) -> Path:
     """Generate (or reuse) the benchmark checkpoint; returns the checkpoint folder.
 
     The same input (the same keys, in the same batches, with the same updates) for every provider, so
-    an HDFS checkpoint and its RocksDB twins hold the same state.
+    an HDFS checkpoint and its RocksDB twins hold the same state; ``pattern`` (:data:`PATTERNS`) says
+    which keys each batch touches.
     """
-    root = REPO / ".cache" / "bench" / checkpoint_name(partitions, batches, keys, key_style, provider)
+    if pattern not in PATTERNS:
+        raise ValueError(f"unknown update pattern {pattern!r}; choose one of {', '.join(PATTERNS)}")
+    root = (
+        REPO / ".cache" / "bench" / checkpoint_name(partitions, batches, keys, key_style, provider, pattern)
+    )
     ckpt = root / "checkpoint"
     if (root / "done").exists():
         return ckpt
@@ -96,14 +122,17 @@ def build_checkpoint(
     spell = KEY_STYLES[key_style]
     rng = random.Random(7)
     per_batch = keys // batches
+    order = list(range(keys))  # the i-th key added
+    if pattern == "spread":
+        random.Random(11).shuffle(order)
     next_key = 0
     for b in range(batches):
         with open(inputs / f"part-{b:04d}.json", "w") as f:
             for _ in range(per_batch):
-                f.write(f'{{"k":"{spell.format(next_key)}","n":{b}}}\n')
+                f.write(f'{{"k":"{spell.format(order[next_key])}","n":{b}}}\n')
                 next_key += 1
             for _ in range(per_batch // 10 if next_key else 0):  # updates of older keys
-                f.write(f'{{"k":"{spell.format(rng.randrange(next_key))}","n":{b}}}\n')
+                f.write(f'{{"k":"{spell.format(order[rng.randrange(next_key)])}","n":{b}}}\n')
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -429,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--providers", default=",".join(PROVIDERS), help="comma-separated: " + ", ".join(PROVIDERS)
     )
+    ap.add_argument(
+        "--patterns", default="new", help="comma-separated update patterns: " + ", ".join(PATTERNS)
+    )
     ap.add_argument("--runs", type=int, default=3, help="runs of each measurement (the best is kept)")
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--skip-decode", action="store_true", help="skip the decode measurements")
@@ -440,8 +472,11 @@ def main(argv: list[str] | None = None) -> int:
     allocator.tune()  # as the statelens command does: the floor and growth run under the same malloc
     styles = [k for k in args.key_styles.split(",") if k]
     providers = [p for p in args.providers.split(",") if p]
+    patterns = [p for p in args.patterns.split(",") if p]
     # variable-width keys on every provider; fixed-width keys on HDFS (the fast paths' layout)
-    variants = [(k, p) for k in styles for p in providers if k == "variable" or p == "hdfs"]
+    variants = [
+        (k, p, u) for u in patterns for k in styles for p in providers if k == "variable" or p == "hdfs"
+    ]
     result: dict[str, Any] = {
         "partitions": args.partitions,
         "batches": args.batches,
@@ -449,10 +484,10 @@ def main(argv: list[str] | None = None) -> int:
         "variants": {},
     }
     ckpts: dict[str, Path] = {}
-    for key_style, provider in variants:
+    for key_style, provider, pattern in variants:
         t = time.perf_counter()
-        ckpt = build_checkpoint(args.partitions, args.batches, args.keys, key_style, provider)
-        name = f"{provider}/{key_style}"
+        ckpt = build_checkpoint(args.partitions, args.batches, args.keys, key_style, provider, pattern)
+        name = f"{provider}/{key_style}" + (f"/{pattern}" if pattern != "new" else "")
         ckpts[name] = ckpt
         print(f"{name}: {ckpt} (ready in {time.perf_counter() - t:.1f}s)", flush=True)
     assert ckpts, "no variant selected"
@@ -496,13 +531,13 @@ def summary(result: dict[str, Any]) -> str:
     in process, fresh, and the growth view)."""
     lines = [
         f"{result['keys']} keys, {result['partitions']} partitions, {result['batches']} batches",
-        f"{'variant':<28}{'raw s':>8}{'growth s':>10}{'x raw':>7}{'fresh s':>9}{'cpu s':>7}{'x raw':>7}"
+        f"{'variant':<35}{'raw s':>8}{'growth s':>10}{'x raw':>7}{'fresh s':>9}{'cpu s':>7}{'x raw':>7}"
         f"{'info s':>8}{'view s':>8}{'x hdfs: growth':>16}{'fresh':>7}{'view':>7}",
     ]
     variants = result["variants"]
     for name, v in variants.items():
-        provider, style = name.split("/")
-        twin = variants.get(f"hdfs/{style}")
+        provider, rest = name.split("/", 1)
+        twin = variants.get(f"hdfs/{rest}")
         vs_hdfs = ""
         if twin is not None and provider != "hdfs":
             vs_hdfs = (
@@ -511,7 +546,7 @@ def summary(result: dict[str, Any]) -> str:
                 f"{v['growth_view']['seconds'] / twin['growth_view']['seconds']:>7.2f}"
             )
         lines.append(
-            f"{name:<28}{v['raw']['seconds']:>8.3f}{v['native_growth']['seconds']:>10.3f}"
+            f"{name:<35}{v['raw']['seconds']:>8.3f}{v['native_growth']['seconds']:>10.3f}"
             f"{v['ratio_to_raw']:>7.1f}{v['fresh_growth']['seconds']:>9.2f}"
             f"{v['fresh_growth']['cpu_seconds']:>7.2f}{v['fresh_growth_ratio_to_raw']:>7.1f}"
             f"{v['fresh_info']['seconds']:>8.2f}{v['growth_view']['seconds']:>8.3f}{vs_hdfs}"

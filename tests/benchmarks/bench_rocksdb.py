@@ -2,10 +2,12 @@
 
 Run on demand (not collected by pytest)::
 
-    python -m tests.benchmarks.bench_rocksdb [--hdfs CKPT] [--rocksdb CKPT] [--rounds 3] [--json OUT]
+    python -m tests.benchmarks.bench_rocksdb [--hdfs CKPT] [--rocksdb CKPT] [--pattern new|spread]
+        [--rounds 3] [--json OUT]
 
 By default the 2,000,000-key variable-width checkpoints of ``bench_growth`` (200 partitions, 30 batches;
-the RocksDB one with changelog checkpointing), built once under ``.cache/bench/``. Each round measures,
+the RocksDB one with changelog checkpointing; ``--pattern spread``: their twins whose batches touch keys
+all over the key space), built once under ``.cache/bench/``. Each round measures,
 for both checkpoints one after the other (so a busy moment of a shared machine slows both alike):
 
 * ``growth``: ``statelens growth --json`` in a fresh process, wall and CPU seconds;
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.benchmarks.bench_app import app_start, compile_package
-from tests.benchmarks.bench_growth import build_checkpoint, fresh_command
+from tests.benchmarks.bench_growth import PATTERNS, build_checkpoint, fresh_command
 
 
 def measure_round(ckpt: Path) -> dict[str, float]:
@@ -52,13 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hdfs", type=Path, help="the HDFS checkpoint (default: bench_growth's)")
     ap.add_argument("--rocksdb", type=Path, help="its RocksDB twin (default: bench_growth's, changelogs)")
+    ap.add_argument("--pattern", default="new", choices=PATTERNS, help="the update pattern (bench_growth)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds (the median is reported)")
     ap.add_argument("--json", metavar="OUT")
     args = ap.parse_args(argv)
     compile_package()
     ckpts = {
-        "hdfs": args.hdfs or build_checkpoint(200, 30, 2_000_000, "variable", "hdfs"),
-        "rocksdb": args.rocksdb or build_checkpoint(200, 30, 2_000_000, "variable", "rocksdb-changelog"),
+        "hdfs": args.hdfs or build_checkpoint(200, 30, 2_000_000, "variable", "hdfs", args.pattern),
+        "rocksdb": args.rocksdb
+        or build_checkpoint(200, 30, 2_000_000, "variable", "rocksdb-changelog", args.pattern),
     }
     for ckpt in ckpts.values():
         fresh_command(ckpt, "info")  # files into the page cache, compiled kernels written
