@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from statelens.readers.textfmt import ranges
+
 #: The configuration keys of auto snapshot repair (Spark 4.1+).
 REPAIR_ENABLED = "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled"
 REPAIR_MAX_REPLAY = "spark.sql.streaming.stateStore.autoSnapshotRepair.maxChangeFileReplay"
@@ -190,8 +192,6 @@ class RestartLoad:
 
     def chain_text(self, files: PartitionFiles) -> str:
         """``snapshot 6 + deltas 7-8`` (or ``the empty state + ...``)."""
-        from statelens.readers.textfmt import ranges
-
         head = f"{files.snapshot_kind} {self.base}" if self.base else "the empty state"
         if self.replayed:
             return f"{head} + {files.delta_kind}s {ranges(list(self.replayed))}"
