@@ -258,6 +258,23 @@ def test_missing_end_marker() -> None:
     assert "end marker" in str(err)
 
 
+def test_a_delta_with_a_remove_is_checked_as_a_delta() -> None:
+    """A delta may hold removes: when the checked walk looks for what is wrong (a missing end marker, a
+    value over the limit after a remove), the remove is not the error. The real window delta (a put of
+    56 + 16 bytes, then a remove) cut before its end marker, and its two records swapped."""
+    err = _expect(TruncatedFileError, len(WINDOW_DELTA) - 4, scan_records, WINDOW_DELTA[:-4], PATH)
+    assert "end marker" in str(err)
+    put, remove = WINDOW_DELTA[: 4 + 56 + 4 + 16], WINDOW_DELTA[4 + 56 + 4 + 16 : -4]
+    assert len(remove) == 4 + 56 + 4 and remove[-4:] == _be32(-1)
+    swapped = remove + put + _be32(-1)
+    assert scan_records(swapped, PATH).val_len.tolist() == [-1, 16]
+    # the put's value grown to 100 bytes (its 16, then zeros): over a limit of 60, its key is not
+    grown = remove + put[: 4 + 56] + _be32(100) + put[4 + 56 + 4 :] + bytes(84) + _be32(-1)
+    value_size_at = len(remove) + 4 + 56  # the put's value size word, now after the remove
+    assert scan_records(grown, PATH).val_len.tolist() == [-1, 100]
+    _expect(LimitExceededError, value_size_at, scan_records, grown, PATH, max_record_bytes=60)
+
+
 def test_negative_sizes() -> None:
     _expect(CorruptFileError, 0, scan_records, _replace(SPEC_DELTA, 0, _be32(-2)), PATH)
     err = _expect(CorruptFileError, 28, scan_records, _replace(SPEC_DELTA, 28, _be32(-2)), PATH)
@@ -649,7 +666,7 @@ def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None
     record index has them; or ``None`` when a file's sizes change too often to be cut run by run or its
     keys would take too much padding. A file damaged in its last record's value size is not taken."""
     partitions = _partition_deltas(checkpoint(scenario))
-    taken = refused = mixed = 0
+    taken = refused = mixed = both = 0
     for paths, datas in partitions:
         indexes = [scan_records(d, str(p)) for d, p in zip(datas, paths, strict=True)]
         got = _sized_keys(datas, [True] * len(datas))
@@ -673,6 +690,13 @@ def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None
             for s, n in zip(i.key_start.tolist(), i.key_len.tolist(), strict=True)
         ]
         assert _key_rows(keys) == expected
+        for layout, data in zip(layouts, datas, strict=True):  # puts against the reference walk's sizes
+            if isinstance(layout, records.SizeRuns):
+                walked = _reference(bytes(data), True, records.DEFAULT_MAX_RECORD_BYTES)
+                assert isinstance(walked, list)
+                want = np.array([vlen >= 0 for *_, vlen in walked])
+                assert np.array_equal(np.broadcast_to(layout.puts(), want.shape), want)
+                both += bool(want.any() and not want.all())
         taken += 1
         mixed += isinstance(keys, PaddedKeys) or any(isinstance(x, records.SizeRuns) for x in layouts)
         last = max(range(len(datas)), key=lambda j: indexes[j].count)
@@ -687,6 +711,8 @@ def test_sized_keys_are_the_scanned_keys(scenario: str, checkpoint: Any) -> None
     assert taken
     if scenario in ("rich_types", "join"):
         assert mixed  # strings of several lengths; a join's stores mix key and value sizes
+    if scenario == "window_agg_watermark":
+        assert both  # windows evicted by the watermark: removes among the puts of one delta
 
 
 # ---------------------------------------------------------------------------------------------------
