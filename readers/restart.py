@@ -112,11 +112,9 @@ class RestartConf:
 
     def text(self) -> str:
         """The restarting Spark in words, e.g. ``Spark 4.3`` or ``an unknown Spark version``."""
-        return (
-            f"Spark {self.spark_version[0]}.{self.spark_version[1]}"
-            if self.spark_version
-            else ("an unknown Spark version")
-        )
+        if self.spark_version is None:
+            return "an unknown Spark version"
+        return f"Spark {self.spark_version[0]}.{self.spark_version[1]}"
 
 
 @dataclass(frozen=True)
