@@ -102,7 +102,7 @@ MODULES: dict[str, Target] = {
     ),
     "column_families": Target(
         ("_format/cf_codec.py", "_format/cf_store.py", "_format/avro_rows.py"),
-        ("tests/test_column_families.py", *_FUZZ_CASES),
+        ("tests/test_column_families.py", "tests/test_column_family_codecs.py", *_FUZZ_CASES),
     ),
     "rowchecksum": Target(("_format/rowchecksum.py",), ("tests/test_row_checksums.py",)),
     "logs": Target(("logs.py",), ("tests/test_logs.py",)),
@@ -251,6 +251,14 @@ EQUIVALENT: dict[str, str] = {
     ),
     "statelens.readers._format.cf_store.xǁColumnFamilyStoreReaderǁdecode_pairs__mutmut_39": _SAME_LENGTH,
     "statelens.readers._format.cf_store.xǁColumnFamilyStoreReaderǁ_key_column__mutmut_209": _RESHAPE,
+    "statelens.readers._format.cf_store.xǁColumnFamilyStoreReaderǁ_key_column__mutmut_82": (
+        "a prefix-scan key of exactly 4 bytes is refused either way: its prefix size is under 1 or leaves "
+        "a rest of 4 - 4 - size < 1 bytes, and both return None"
+    ),
+    "statelens.readers._format.cf_codec.x_decode_keys__mutmut_257": (
+        "zip(..., strict=True) of the non-ordering ordinals and a row decoded with a schema of exactly "
+        "those columns: their lengths are always equal"
+    ),
     "statelens.readers._format.rowchecksum.x_strip_hdfs__mutmut_7": _SAME_LENGTH,
     "statelens.readers._format.rowchecksum.x_strip_hdfs__mutmut_11": _SAME_LENGTH,
     "statelens.readers._format.store_base.x_counts_by_key__mutmut_41": (
@@ -517,20 +525,6 @@ BELOW_FLOOR: dict[str, str] = {
         "leaves out; the JVM-free ones miss listings that disagree with a zip's sizes, version bytes one "
         "byte short, split list values of one byte, the checked changelog walk of checksummed rows, "
         "zip verification and the stats walk's on-disk bytes"
-    ),
-    "readers/_format/cf_codec.py": (
-        "no test damages a column family key: the paths and texts of the errors of range-scan markers "
-        "and ordinals, timestamp keys without their 8 bytes and rows without their version byte; "
-        "timestamps before 1970 in timestamp-keyed families"
-    ),
-    "readers/_format/cf_store.py": (
-        "no damaged prefix- or range-scan key reaches the columnar key decoder (its bounds and version-byte "
-        "checks); the change feed of a column family read row by row (read_changes, iter_raw_changes) is "
-        "checked only against Spark, in tests that need a JVM"
-    ),
-    "readers/_format/avro_rows.py": (
-        "the Avro schemas of arrays and nested structs (no Avro scenario holds one), the refusals of "
-        "types not decoded natively, and the paths and texts of the errors of rows that do not decode"
     ),
     "readers/schemas.py": (
         "no damaged v3 (column family) schema file: the offsets and paths of errors in a family's value "
