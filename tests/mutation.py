@@ -528,10 +528,6 @@ BELOW_FLOOR: dict[str, str] = {
         "the Avro schemas of arrays and nested structs (no Avro scenario holds one), the refusals of "
         "types not decoded natively, and the paths and texts of the errors of rows that do not decode"
     ),
-    "readers/schemas.py": (
-        "no damaged v3 (column family) schema file: the offsets and paths of errors in a family's value "
-        "and user key schemas; lone surrogates in modified UTF-8 names"
-    ),
 }
 _KILLS = ("killed", "timeout", "segfault")
 
