@@ -508,12 +508,6 @@ SCORES = REPO / "tests" / "mutation_scores.json"
 #: one to the floor, it fails the run only when it scores under its score in ``SCORES`` (a ratchet); once
 #: it reaches the floor it fails the run until it leaves this list.
 BELOW_FLOOR: dict[str, str] = {
-    "readers/_format/rocksdb_store.py": (
-        "most of its tests compare it with Spark's own reader and need a JVM, which the mutation run "
-        "leaves out; the JVM-free ones miss listings that disagree with a zip's sizes, version bytes one "
-        "byte short, split list values of one byte, the checked changelog walk of checksummed rows, "
-        "zip verification and the stats walk's on-disk bytes"
-    ),
     "readers/_format/cf_codec.py": (
         "no test damages a column family key: the paths and texts of the errors of range-scan markers "
         "and ordinals, timestamp keys without their 8 bytes and rows without their version byte; "
