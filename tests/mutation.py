@@ -519,18 +519,7 @@ SCORES = REPO / "tests" / "mutation_scores.json"
 #: Modules whose CI sample still scores under ``FLOOR``, and what their tests lack. Until tests raise
 #: one to the floor, it fails the run only when it scores under its score in ``SCORES`` (a ratchet); once
 #: it reaches the floor it fails the run until it leaves this list.
-BELOW_FLOOR: dict[str, str] = {
-    "readers/_format/rocksdb_store.py": (
-        "most of its tests compare it with Spark's own reader and need a JVM, which the mutation run "
-        "leaves out; the JVM-free ones miss listings that disagree with a zip's sizes, version bytes one "
-        "byte short, split list values of one byte, the checked changelog walk of checksummed rows, "
-        "zip verification and the stats walk's on-disk bytes"
-    ),
-    "readers/schemas.py": (
-        "no damaged v3 (column family) schema file: the offsets and paths of errors in a family's value "
-        "and user key schemas; lone surrogates in modified UTF-8 names"
-    ),
-}
+BELOW_FLOOR: dict[str, str] = {}
 _KILLS = ("killed", "timeout", "segfault")
 
 

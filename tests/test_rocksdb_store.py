@@ -108,7 +108,7 @@ def _copy(checkpoint: Any, scenario: str, tmp_path: Path) -> Path:
     return root
 
 
-def _reader(root: Path, store: str = "default") -> RocksDBStoreReader:
+def _reader(root: Path | str, store: str = "default") -> RocksDBStoreReader:
     reader = open_checkpoint(str(root)).store_reader(0, store)
     assert isinstance(reader, RocksDBStoreReader)
     return reader
@@ -830,3 +830,158 @@ def test_a_damaged_value_version_byte_in_a_file_cut_run_by_run_is_named(
         reader.version_rows(target.partition_id)
     assert info.value.path == target.path and at
     assert "version byte" in str(info.value)
+
+
+def test_list_values_of_empty_rows() -> None:
+    """An element of one byte: the version byte and the UnsafeRow of a schema without fields, which
+    takes no bytes (docs/format.md §4.3), joined either way."""
+    empty = _element(b"")
+    assert empty == b"\x01\x00\x00\x00\x00"
+    assert split_list_value(empty + empty, "x") == [b"", b""]
+    assert split_list_value(empty + b"," + empty + _element(bytes(16)), "x") == [b"", b"", bytes(16)]
+    with pytest.raises(CorruptFileError, match="length-prefixed"):
+        split_list_value(empty + b"\x00\x00\x00\x00\x00", "x")  # an element of length 0 has no version byte
+
+
+@pytest.mark.spark
+def test_an_sst_longer_than_its_zip_records_is_corrupt(checkpoint: Any, tmp_path: Path) -> None:
+    """The real SST with 100 bytes appended: the listing says more bytes than the zip's metadata
+    records, which is not a cut-short file but a different one."""
+    root = _copy(checkpoint, "rocks_agg", tmp_path)
+    _, dfs_name, size = _reader(root).zip_metadata(0, 5).sst_files[0]
+    sst = root / "state/0/0/SSTs" / dfs_name
+    sst.write_bytes(sst.read_bytes() + bytes(100))
+    with pytest.raises(
+        CorruptFileError, match=f"is {size + 100} bytes but state/0/0/5.zip records {size}"
+    ) as info:
+        _reader(root).read_rows(0, 5)
+    assert not isinstance(info.value, TruncatedFileError)
+    assert info.value.path == f"state/0/0/SSTs/{dfs_name}"
+
+
+@pytest.mark.spark
+def test_verify_zip_opens_each_zip_and_names_a_missing_sst(checkpoint: Any, tmp_path: Path) -> None:
+    """``verify_zip`` in a workspace of its own: every zip Spark wrote opens and gives its metadata; with
+    an SST it names removed, the SST is named."""
+    root = _copy(checkpoint, "rocks_agg", tmp_path)
+    reader = _reader(root)
+    zips = sorted(reader.partitions[0].snapshots)
+    assert zips
+    for v in zips:
+        assert reader.verify_zip(0, v) == reader.zip_metadata(0, v)
+    _, dfs_name, _ = reader.zip_metadata(0, zips[-1]).sst_files[0]
+    (root / "state/0/0/SSTs" / dfs_name).unlink()
+    with pytest.raises(MissingFileError, match=f"named by state/0/0/{zips[-1]}.zip") as info:
+        _reader(root).verify_zip(0, zips[-1])
+    assert info.value.path == f"state/0/0/SSTs/{dfs_name}"
+
+
+@pytest.mark.spark
+def test_a_missing_first_changelog_before_any_zip_is_named(checkpoint: Any, tmp_path: Path) -> None:
+    """Without ``1.changelog`` and with no zip at or before version 1, version 1 cannot be rebuilt: the
+    error names the missing changelog; version 2 still loads from its zip."""
+    root = _copy(checkpoint, "rocks_agg_changelog", tmp_path)
+    assert not (root / "state/0/0/1.zip").exists()
+    (root / "state/0/0/1.changelog").unlink()
+    reader = _reader(root)
+    with pytest.raises(
+        MissingFileError, match="no zip of it, and 1.changelog is missing after the start"
+    ) as info:
+        reader.read_raw(0, 1)
+    assert info.value.path == "state/0/0/1.changelog"
+    assert reader.read_raw(0, 2)
+
+
+@pytest.mark.spark
+def test_checksummed_rows_walked_version_by_version(checkpoint: Any) -> None:
+    """A store whose rows carry checksums is walked version by version: at each version the rows are
+    the keys the chain of checked changelogs rebuilds, which at a version with a zip are the keys of
+    Spark's zip; the bytes are those of that version's changelog and zip on disk."""
+    root = checkpoint("rocks_checksum_window") / "checkpoint"
+    reader = _reader(root)
+    assert reader.row_checksum
+    stats = list(reader.iter_stats())
+    assert {(s.partition_id, s.version) for s in stats} == {
+        (pid, v) for pid in reader.partition_ids() for v in reader.versions(pid)
+    }
+    for s in stats:
+        pf = reader.partitions[s.partition_id]
+        from_changelogs_only = dict(pf.snapshots)
+        pf.snapshots.clear()
+        try:
+            chain = reader.read_raw(s.partition_id, s.version)
+        finally:
+            pf.snapshots.update(from_changelogs_only)
+        assert s.rows == len(chain)
+        if s.version in pf.snapshots:
+            assert chain == reader.read_raw(s.partition_id, s.version)  # from the zip
+        folder = root / "state/0" / str(s.partition_id)
+        on_disk = [folder / f"{s.version}.changelog", folder / f"{s.version}.zip"]
+        assert s.bytes == sum(p.stat().st_size for p in on_disk if p.exists())
+
+
+@pytest.mark.spark
+def test_a_value_of_its_version_byte_alone_is_an_empty_row(
+    checkpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real ``1.changelog`` with its first put's value cut to the version byte (its length field
+    set to 1): the value is ``00`` followed by an UnsafeRow of no bytes, read as an empty row; a value
+    cut to nothing (length 0) lacks the version byte and is named."""
+    import struct
+
+    from statelens.readers._format import rocksdb_store
+    from statelens.readers._format.records import scan_changelog
+
+    root = checkpoint("rocks_agg_changelog") / "checkpoint"
+    reader = _reader(root)
+    target = reader.partitions[0].deltas[1]
+    assert 1 not in reader.partitions[0].snapshots
+    real = rocksdb_store.decompress
+    intact = real(reader.fs.read_bytes(target.path), target.path, reader.codec)
+    idx = scan_changelog(intact, target.path)[2]
+    i = int((idx.val_len >= 0).argmax())  # the first put
+    k0, kn, v0, vn = (int(a[i]) for a in (idx.key_start, idx.key_len, idx.val_start, idx.val_len))
+    assert vn > 1
+    key = intact[k0 + 1 : k0 + kn]
+
+    def cut_to(value: bytes) -> None:
+        damaged = intact[: v0 - 4] + struct.pack(">i", len(value)) + value + intact[v0 + vn :]
+        monkeypatch.setattr(
+            rocksdb_store,
+            "decompress",
+            lambda data, path, codec=None: damaged if path == target.path else real(data, path, codec),
+        )
+
+    cut_to(b"\x00")
+    assert _reader(root).read_raw(0, 1)[key] == b""
+    cut_to(b"")
+    with pytest.raises(CorruptFileError, match=f"value of record {i} .* \\(found nothing\\)") as info:
+        _reader(root).read_raw(0, 1)
+    assert info.value.path == target.path
+
+
+@pytest.mark.spark
+def test_a_walk_on_remote_storage_reads_ahead_what_it_replays(checkpoint: Any) -> None:
+    """On remote storage (the in-memory fsspec filesystem stands in for S3) the version-by-version walk
+    of a store with row checksums first announces the zips and changelogs it replays, then gives the
+    rows and bytes it gives on the local copy."""
+    import fsspec
+
+    from tests.test_fs import _upload
+
+    local = checkpoint("rocks_checksum_window") / "checkpoint"
+    _upload(local, "memory://statelens-rocks/ck")
+    try:
+        remote = _reader("memory://statelens-rocks/ck")
+        assert not remote.fs.is_local
+        here = _reader(local)
+        for pid in remote.partition_ids():
+            # no zip at version 1: every version is reached by its changelog, from the first on
+            pf = here.partitions[pid]
+            assert 1 not in pf.snapshots and sorted(pf.deltas) == here.versions(pid)
+            assert [sf.path for sf in remote._replay_files(pid)] == [
+                pf.deltas[v].path for v in sorted(pf.deltas)
+            ]
+        assert list(remote.iter_stats()) == list(here.iter_stats())
+    finally:
+        fsspec.filesystem("memory").rm("/statelens-rocks", recursive=True)

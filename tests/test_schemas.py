@@ -384,6 +384,43 @@ def test_common_types_are_read_without_pyspark_others_with_it() -> None:
         schemas.struct_json('{"type":"struct","fields":[{"name":"v","type":"varchar(x)"}]}', "f", 7)
 
 
+def test_arrays_and_maps_of_common_types_are_read_without_pyspark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrays and maps, spelled as Spark's ``DataType.json`` spells them (``elementType`` and
+    ``containsNull``; ``keyType``, ``valueType`` and ``valueContainsNull``), of common types are kept
+    without asking pyspark, as pyspark's ``json()`` spells them."""
+    text = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {
+                    "name": "a",
+                    "type": {"type": "array", "elementType": "long", "containsNull": True},
+                    "nullable": True,
+                    "metadata": {},
+                },
+                {
+                    "name": "m",
+                    "type": {
+                        "type": "map",
+                        "keyType": "string",
+                        "valueType": "double",
+                        "valueContainsNull": False,
+                    },
+                    "nullable": False,
+                    "metadata": {},
+                },
+            ],
+        }
+    )
+    expected = schemas.struct_type_from_json(text).json()
+
+    def no_pyspark(*args: object, **kwargs: object) -> None:
+        raise AssertionError("pyspark was asked")
+
+    monkeypatch.setattr(schemas, "struct_type", no_pyspark)
+    assert schemas.struct_json(text) == expected
+
+
 def test_real_v2_surrogate_pair_field_name():
     s = schemas.parse_schema_file(REAL_SCHEMA_V2_SURROGATES, "schema")
     assert [f.name for f in s.key_schema.fields] == ["k\x00é😀x"]
@@ -423,6 +460,23 @@ def test_v2_chunk_boundary_inside_surrogate_pair():
     data = write_utf("v2") + struct.pack(">i", 2) + write_utf(first) + write_utf(second) + write_chunks(value)
     s = schemas.parse_schema_file(data, "schema")
     assert [f.name for f in s.key_schema.fields] == ["k\x00é😀x"]
+
+
+def test_v2_chunk_ending_in_a_lone_high_surrogate_keeps_it():
+    """A Java String may hold a lone surrogate, and writeUTF writes it as three bytes: the real file's
+    field name with its emoji's low half taken out, cut after the high half, reads back as that String."""
+    key, value = v2_jsons(REAL_SCHEMA_V2_SURROGATES)
+    key = key.replace("\U0001f600", "\ud83d")  # U+1F600 without its low surrogate
+    cut = key.index("\ud83d") + 1
+    data = (
+        write_utf("v2")
+        + struct.pack(">i", 2)
+        + write_utf(key[:cut])
+        + write_utf(key[cut:])
+        + write_chunks(value)
+    )
+    s = schemas.parse_schema_file(data, "schema")
+    assert [f.name for f in s.key_schema.fields] == ["k\x00\xe9\ud83dx"]
 
 
 def test_nul_written_as_c0_80_in_field_name():
@@ -634,6 +688,51 @@ def test_bad_json_in_real_file():
     with pytest.raises(CorruptFileError, match="bad schema JSON") as info:
         schemas.parse_schema_file(bytes(data), "ck/schema")
     assert info.value.offset == 4  # the key schema's chunk count
+
+
+def test_integer_too_long_for_python_in_real_file():
+    """The real file's key schema with a 5000-digit number in its field's metadata: Python refuses to
+    parse the integer (more than 4300 digits); the error names the key schema's chunk count."""
+    key, value = v2_jsons(REAL_SCHEMA_V2_AGG)
+    key = key.replace('"metadata":{}', '"metadata":{"n":' + "1" * 5000 + "}", 1)
+    with pytest.raises(CorruptFileError, match=r"^ck/schema at byte 4: bad schema JSON: .*4300") as info:
+        schemas.parse_schema_file(build_v2(key, value), "ck/schema")
+    assert (info.value.path, info.value.offset) == ("ck/schema", 4)
+
+
+def _v3_cnt_with(value: str | None = None, user: str | None = None) -> tuple[bytes, int, int]:
+    """The real transformWithState v3 file with family 'cnt''s value or user key schema replaced, and
+    where that family's value and user key schema chunk counts start (docs/format.md §5.3)."""
+    pieces = v3_pieces(REAL_SCHEMA_V3_TWS)
+    name, kid, key, vid, old_value, spec, old_user = pieces[1]
+    pieces[1] = (name, kid, key, vid, value or old_value, spec, user or old_user)
+    value_off = len(build_v3(pieces[:1])) + len(write_utf(name)) + 2 + len(write_chunks(key)) + 2
+    user_off = value_off + len(write_chunks(value or old_value)) + len(write_chunks(spec))
+    return build_v3(pieces), value_off, user_off
+
+
+def test_v3_bad_value_schema_names_its_offset():
+    _, _, _, _, value, _, _ = v3_pieces(REAL_SCHEMA_V3_TWS)[1]
+    data, value_off, _ = _v3_cnt_with(value=value.replace('"fields"', "'fields'", 1))
+    with pytest.raises(CorruptFileError, match="bad schema JSON") as info:
+        schemas.parse_schema_v3(data, "ck/schema")
+    assert (info.value.path, info.value.offset) == ("ck/schema", value_off)
+
+
+@pytest.mark.parametrize(
+    ("user", "why"),
+    [("{    ", "Expecting property name"), ('{"n":' + "1" * 5000 + "}", "4300")],
+    ids=["cut-short", "long-integer"],
+)
+def test_v3_bad_user_key_schema_names_file_and_offset(user: str, why: str) -> None:
+    """Spark writes ``{    }`` for a family without a user key; JSON that does not parse is refused, at
+    the user key schema's chunk count of the file."""
+    data, _, user_off = _v3_cnt_with(user=user)
+    with pytest.raises(
+        CorruptFileError, match=f"bad user key schema JSON of column family 'cnt': .*{why}"
+    ) as info:
+        schemas.parse_schema_v3(data, "ck/schema")
+    assert (info.value.path, info.value.offset) == ("ck/schema", user_off)
 
 
 def test_json_that_is_not_a_schema():
