@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from statelens.readers._format import keyids
 from statelens.readers.errors import (
     CorruptFileError,
     LimitExceededError,
@@ -244,8 +245,6 @@ def sized_prefix(
     times (walked record by record), a stream that fails a check, or one whose keys would take more
     padding than :data:`readers._format.keyids.PADDING_RATIO` allows.
     """
-    from statelens.readers._format.keyids import PADDING_RATIO, PADDING_SLACK, PaddedKeys
-
     views: list[np.ndarray] = []  # (records, 4 + key size) strided views, one per run of one key size
     v_words: list[np.ndarray] = []  # the value size words of the fixed-width streams
     v_want: list[int] = []  # and the value size each of those streams has
@@ -270,7 +269,8 @@ def sized_prefix(
                 wide, narrow = max(widest, w), min(narrowest, w) if narrowest else w
                 if (
                     wide != narrow
-                    and (rows + count) * wide > (1 + PADDING_RATIO) * (key_bytes + count * w) + PADDING_SLACK
+                    and (rows + count) * wide
+                    > (1 + keyids.PADDING_RATIO) * (key_bytes + count * w) + keyids.PADDING_SLACK
                 ):
                     break
                 widest, narrowest = wide, narrow
@@ -293,7 +293,7 @@ def sized_prefix(
         more = sum(n * (4 + klen) for _, n, _, klen, _ in runs)
         wide = max(widest, *(4 + klen for *_, klen, _ in runs))
         narrow = min(narrowest or wide, *(4 + klen for *_, klen, _ in runs))
-        if (rows + m) * wide > (1 + PADDING_RATIO) * (key_bytes + more) + PADDING_SLACK:
+        if (rows + m) * wide > (1 + keyids.PADDING_RATIO) * (key_bytes + more) + keyids.PADDING_SLACK:
             break
         widest, narrowest = wide, narrow
         for first, n, stride, klen, _ in runs:
@@ -331,13 +331,13 @@ def sized_prefix(
             j = v_files[int(np.searchsorted(np.cumsum(sized), bad[0], side="right"))]
             stream_odd = j if stream_odd is None else min(stream_odd, j)
     if stream_odd is None:
-        keys = block if widest == narrowest else PaddedKeys(padded, lens)
+        keys = block if widest == narrowest else keyids.PaddedKeys(padded, lens)
         return (keys, counts, layouts), taken
     taken = stream_odd  # the stream holding the first odd record ends the run before it
     if not taken:
         return None, 0
     cut = sum(counts[:taken])
-    keys = block[:cut] if widest == narrowest else PaddedKeys(padded[:cut], lens[:cut])
+    keys = block[:cut] if widest == narrowest else keyids.PaddedKeys(padded[:cut], lens[:cut])
     return (keys, counts[:taken], layouts[:taken]), taken
 
 
