@@ -630,7 +630,7 @@ def test_every_log_file_of_real_checkpoints(checkpoint, name):
     assert total_entries == len(inputs)
 
 
-# --- offsets v2 and commits v2, written by PySpark 4.3.0 in this session --------------------------
+# --- offsets v2 and commits v2, written by PySpark 4.3.0 --------------------------
 
 
 _ROCKSDB = ROCKSDB_PROVIDER
