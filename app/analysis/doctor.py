@@ -712,6 +712,7 @@ class _Doctor:
             return
         load = plan_load(files, version, self.restart)
         skipped = {path for _, path, _ in load.skipped}
+        still: list[int] | None = None  # the versions that still load, named beside each file not needed
         for path, (check, message, paths, v) in bad.items():
             if load.failure is not None and (path == load.failure[0] or path in skipped):
                 self.add(
@@ -719,15 +720,18 @@ class _Doctor:
                     "error",
                     f"{where}: {message}. A restart loads version {version} (the last commit, batch "
                     f"{version - 1}, + 1) and reads this file. The restart will fail"
-                    + self._repair_tail(load, files, version),
+                    + self._repair_tail(load, files),
                     paths,
                     batch_id=v - 1,
                     **ctx,
                 )
             elif path not in skipped:
-                still = [
-                    u for u in readable if plan_load(files, u, self.restart, repair=False).outcome != "fails"
-                ]
+                if still is None:
+                    still = [
+                        u
+                        for u in readable
+                        if plan_load(files, u, self.restart, repair=False).outcome != "fails"
+                    ]
                 self.add(
                     check,
                     "warning",
@@ -741,7 +745,7 @@ class _Doctor:
                 )
         self._judge_load(op_id, store_name, pid, files, load, reported=set(bad))
 
-    def _repair_tail(self, load: RestartLoad, files: PartitionFiles, version: int) -> str:
+    def _repair_tail(self, load: RestartLoad, files: PartitionFiles) -> str:
         if not load.skipped:
             return ""
         tried = ", ".join(f"{files.snapshot_kind} {v}" for v, _, _ in load.skipped)
@@ -792,21 +796,21 @@ class _Doctor:
                 "error",
                 f"{where}: a restart loads version {version} (the last commit, batch {version - 1}, + 1) "
                 f"from {load.chain_text(files) if load.base is not None else 'its newest snapshot'}: {why}. "
-                "The restart will fail" + self._repair_tail(load, files, version),
+                "The restart will fail" + self._repair_tail(load, files),
                 [path],
                 batch_id=version - 1,
                 **ctx,
             )
 
-    def _restart_reads(self, operator_id: int, store_name: str) -> set[str]:
-        """Paths of the state files a restart of the last committed batch reads from one store, every
-        partition (:func:`readers.restart.plan_load` on the files as listed)."""
+    def _restart_reads(self, operator_id: int, store_name: str, partition: int | None = None) -> set[str]:
+        """Paths of the state files a restart of the last committed batch reads from one store, of every
+        partition or of one (:func:`readers.restart.plan_load` on the files as listed)."""
         version = self._restart_version()
         if version is None:
             return set()
         reads: set[str] = set()
-        for (op_id, store, _), files in self._layout.items():
-            if (op_id, store) == (operator_id, store_name):
+        for (op_id, store, pid), files in self._layout.items():
+            if (op_id, store) == (operator_id, store_name) and partition in (None, pid):
                 reads.update(plan_load(files, version, self.restart).reads)
         return reads
 
@@ -825,7 +829,6 @@ class _Doctor:
             "RocksDB: the zip, SSTs and changelogs a restart loads, every other retained zip and changelog, "
             "orphan SSTs"
         )
-        last = self.ckpt.last_committed_batch_id
         jobs: list[tuple[Any, str, Any]] = []
         for op in self.ckpt.operators:
             seen: set[str] = set()
@@ -852,17 +855,17 @@ class _Doctor:
                     done, total, f"checking RocksDB files of operator {op.operator_id} partition {pid}"
                 )
                 done += 1
-                self._check_rocksdb_partition(op, physical, files, pid, last, restart_only)
+                self._check_rocksdb_partition(op, physical, files, pid, restart_only)
 
     def _check_rocksdb_partition(
-        self, op: Any, store_name: str, files: Any, pid: int, last: int | None, restart_only: bool = False
+        self, op: Any, store_name: str, files: Any, pid: int, restart_only: bool = False
     ) -> None:
         pf = files.partitions[pid]
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
         where = f"operator {op.operator_id} store {store_name} partition {pid}"
         bad: dict[str, tuple[str, str, list[str], int]] = {}  # the zip's or changelog's path -> finding
         names_by_zip: dict[int, set[str]] = {}
-        reads = self._restart_reads(op.operator_id, store_name) if restart_only else set()
+        reads = self._restart_reads(op.operator_id, store_name, pid) if restart_only else set()
         zips = [v for v in sorted(pf.snapshots) if not restart_only or pf.snapshots[v].path in reads]
         with files.workspace() as ws:  # the partition's SSTs copied once for all its zips
             for v in zips:
@@ -878,12 +881,9 @@ class _Doctor:
                 files.verify_changelog(pid, v)
             except StatelensError as err:
                 bad[pf.deltas[v].path] = self._rocksdb_damage("changelog", v, err, pf.deltas[v].path)
-        plan_files = _listed("rocksdb", pf, {path: message for path, (_, message, _, _) in bad.items()})
-        if bad:
+        if bad:  # (undamaged, a restart can only fail on a missing file: the listing checks name it)
+            plan_files = _listed("rocksdb", pf, {path: message for path, (_, message, _, _) in bad.items()})
             self._judge_damage(op.operator_id, store_name, pid, plan_files, bad, pf.readable_versions())
-        elif last is not None:
-            load = plan_load(plan_files, last + 1, self.restart)
-            self._judge_load(op.operator_id, store_name, pid, plan_files, load, reported=set())
         if len(names_by_zip) == len(pf.snapshots) and pf.sst_sizes:  # every zip's list known
             named = set().union(*names_by_zip.values()) if names_by_zip else set()
             # Only SST files: the local file system writes .<name>.crc checksum sidecars beside them.
