@@ -267,11 +267,7 @@ def sized_prefix(
             w = 4 + klen
             if w != widest or w != narrowest:
                 wide, narrow = max(widest, w), min(narrowest, w) if narrowest else w
-                if (
-                    wide != narrow
-                    and (rows + count) * wide
-                    > (1 + keyids.PADDING_RATIO) * (key_bytes + count * w) + keyids.PADDING_SLACK
-                ):
+                if wide != narrow and _too_padded(rows + count, key_bytes + count * w, wide):
                     break
                 widest, narrowest = wide, narrow
             views.append(np.ndarray((count, w), np.uint8, buf, 0, (stride, 1)))
@@ -293,7 +289,7 @@ def sized_prefix(
         more = sum(n * (4 + klen) for _, n, _, klen, _ in runs)
         wide = max(widest, *(4 + klen for *_, klen, _ in runs))
         narrow = min(narrowest or wide, *(4 + klen for *_, klen, _ in runs))
-        if (rows + m) * wide > (1 + keyids.PADDING_RATIO) * (key_bytes + more) + keyids.PADDING_SLACK:
+        if _too_padded(rows + m, key_bytes + more, wide):
             break
         widest, narrowest = wide, narrow
         for first, n, stride, klen, _ in runs:
@@ -339,6 +335,12 @@ def sized_prefix(
     cut = sum(counts[:taken])
     keys = block[:cut] if widest == narrowest else keyids.PaddedKeys(padded[:cut], lens[:cut])
     return (keys, counts[:taken], layouts[:taken]), taken
+
+
+def _too_padded(rows: int, key_bytes: int, widest: int) -> bool:
+    """``rows`` keys of ``key_bytes`` bytes in all, each zero-padded to ``widest``, would take more room than
+    :data:`readers._format.keyids.PADDING_RATIO` (and ``PADDING_SLACK``) allows."""
+    return rows * widest > (1 + keyids.PADDING_RATIO) * key_bytes + keyids.PADDING_SLACK
 
 
 def scan_changelog(
