@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from statelens.readers._format.store_base import diff_raw
-from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
+from statelens.readers.errors import (
+    BackendUnavailableError,
+    FilesUnavailableError,
+    StatelensError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,9 +36,18 @@ if TYPE_CHECKING:
     from statelens.readers.cache import StateCache
     from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
 
-__all__ = ["STATS_COLUMNS", "ScanKind", "ScanPart", "StateScan", "Unreadable", "walk_partition"]
+__all__ = [
+    "STATS_COLUMNS",
+    "Replay",
+    "ReplayStep",
+    "ScanKind",
+    "ScanPart",
+    "StateScan",
+    "Unreadable",
+    "walk_partition",
+]
 
-ScanKind = Literal["rows", "changes", "stats"]
+ScanKind = Literal["rows", "changes", "stats", "replay"]
 
 #: The columns of a ``stats`` scan's tables, in order.
 STATS_COLUMNS = ("version", "partition", "rows", "bytes")
@@ -133,14 +147,14 @@ class StateScan:
     _empty: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("rows", "changes", "stats"):
-            raise UsageError(f"unknown scan kind {self.kind!r}; choose rows, changes or stats")
+        if self.kind not in ("rows", "changes", "stats", "replay"):
+            raise UsageError(f"unknown scan kind {self.kind!r}; choose rows, changes, stats or replay")
         if self.kind == "rows" and (self.start_version is not None or self.end_version is not None):
             raise UsageError("start_version/end_version select changes; give version for rows")
         if self.raw and self.kind != "rows":
             raise UsageError("raw bytes are read with rows, not changes")
-        if self.kind == "stats" and self.cache is not None:
-            raise UsageError("a cache keeps decoded rows; stats are counted without one")
+        if self.kind in ("stats", "replay") and self.cache is not None:
+            raise UsageError(f"a cache keeps decoded rows; a {self.kind} scan reads without one")
 
     # -- what is read -------------------------------------------------------------------------------
     def partition_ids(self) -> list[int]:
@@ -213,6 +227,8 @@ class StateScan:
             raise UsageError("in_place reads rows, not changes")
         if self.kind == "stats":
             raise UsageError("a stats scan has no parts: read iter_stats() or an output (to_arrow...)")
+        if self.kind == "replay":
+            raise UsageError("a replay scan's versions are iter_replay() or replay()")
         for part in self._per_partition(lambda pid: self._read(pid, in_place)):
             if part.tables and self._empty is None:
                 self._empty = part.tables[0].slice(0, 0)  # the columns, for an answer without rows
@@ -237,6 +253,60 @@ class StateScan:
 
         yield from self._per_partition(read)
 
+    # -- stored records, replayed -------------------------------------------------------------------
+    def _files(self) -> Any:
+        """The store's files, on a backend that reads files (``capabilities.raw_records``)."""
+        if not self.backend.capabilities.raw_records:
+            raise FilesUnavailableError(
+                f"{self.backend.describe()} reads decoded rows, not the stored records of operator "
+                f"{self.operator_id}: read them with the native backend",
+                operator_id=self.operator_id,
+                store_name=self.store_name,
+            )
+        return self.backend.store(self.operator_id, self.store_name)
+
+    def iter_replay(self, *, sizes: bool = False) -> Iterator[ReplayStep]:
+        """Every version of every partition (``start_version .. end_version``, default all), replayed
+        from the files oldest first, one partition in memory at a time (kind ``replay``).
+
+        A file that cannot be read goes to :attr:`problems` (its partition, from that version, to
+        :attr:`unreadable`) and the partition's replay restarts at the next version it can rebuild; with
+        ``strict`` it is raised.
+
+        Parameters
+        ----------
+        sizes : bool
+            Keep :attr:`ReplayStep.state_bytes` (key plus value bytes) up to date.
+
+        Raises
+        ------
+        FilesUnavailableError
+            The backend reads decoded rows through an engine (Spark).
+        """
+        if self.kind != "replay":
+            raise UsageError(f"iter_replay replays a replay scan, not {self.kind}")
+        for pid in self.partition_ids():
+            replay = Replay(self, sizes, [pid])
+            known = len(self.problems)
+            yield from replay.advance()
+            if self.strict and len(self.problems) > known:
+                raise self.problems[known]
+
+    def replay(self, *, sizes: bool = False) -> Replay:
+        """This store's replay, to be fed version by version (:meth:`Replay.advance`) and resumed where it
+        stopped: every partition's state stays in memory between calls (kind ``replay``)."""
+        if self.kind != "replay":
+            raise UsageError(f"replay() replays a replay scan, not {self.kind}")
+        return Replay(self, sizes)
+
+    def decode(
+        self, partition_id: int, pairs: Sequence[tuple[bytes, bytes | None]], version: int | None = None
+    ) -> list[tuple[tuple[Any, ...], tuple[Any, ...] | None]]:
+        """Decode stored ``(key bytes, value bytes)`` pairs of one partition as the store's schema reads
+        them (a ``None`` value stays ``None``); ``version`` only names the file in an error."""
+        path = f"state/{self.operator_id}/{partition_id}" + (f"/{version}" if version is not None else "")
+        return self._files().decode_pairs(list(pairs), path)
+
     def iter_tables(self) -> Iterator[pa.Table]:
         """Arrow tables, one per partition (rows, stats) or per partition and version (changes), in
         partition order, with the scan's error policy (:meth:`_per_partition`, :meth:`iter_stats`)."""
@@ -258,8 +328,8 @@ class StateScan:
         as Python values, in partition order, with the same error policy as :meth:`iter_tables`. A
         backend whose every read is a job over the store (``capabilities.partition_reads`` False: Spark)
         answers every partition in one job: its error is raised."""
-        if self.kind == "stats":
-            raise UsageError("a stats scan's records are iter_stats()")
+        if self.kind in ("stats", "replay"):
+            raise UsageError(f"a {self.kind} scan's records are iter_{self.kind}()")
         if not self.backend.capabilities.partition_reads and self.partitions is None:
             yield from self._records(None)
             return
@@ -385,8 +455,8 @@ class StateScan:
         UsageError
             A stats scan (its counts are not rows of a DataFrame).
         """
-        if self.kind == "stats":
-            raise UsageError("a stats scan is counted, not a DataFrame: use to_arrow()")
+        if self.kind in ("stats", "replay"):
+            raise UsageError(f"a {self.kind} scan is not rows of a DataFrame: use rows or changes")
         return self.backend.dataframe(
             self.operator_id,
             self.store_name,
@@ -430,6 +500,158 @@ def _put_all(state: dict[bytes, bytes], changes: RawChanges, count_bytes: bool) 
     return grown
 
 
+@dataclass
+class ReplayStep:
+    """One version of one partition, as a replay reaches it (:meth:`StateScan.iter_replay`).
+
+    Attributes
+    ----------
+    partition_id, version : int
+    state : dict of bytes to bytes
+        The partition's live records as stored (key bytes to value bytes) after ``version``: the replay's
+        own map, changed in place by the next step; copy what must outlive the step.
+    changes : list of (bytes, bytes or None), or None
+        The records that turned the previous version into this one (a ``None`` value is a remove):
+        recorded (a delta or changelog), or the difference of the two whole states where nothing
+        records them (RocksDB without changelog checkpointing); ``None`` when the state was rebuilt
+        whole (the first version read, or after a gap or a file that could not be read).
+    state_bytes : int or None
+        Key plus value bytes of ``state`` (replays asked ``sizes=True``), kept up to date change by change.
+    """
+
+    partition_id: int
+    version: int
+    state: dict[bytes, bytes]
+    changes: RawChanges | None
+    state_bytes: int | None = None
+
+
+class _PartitionReplay:
+    """One partition's replay, oldest version first, resumable: :meth:`advance` reads only the versions
+    after the last one reached (the next delta or changelog onto the state in memory), so feeding a
+    partition version by version costs what each version wrote.
+
+    A file that cannot be read goes to ``problems`` (each message once) and the replay restarts at the
+    next version it can rebuild whole (a snapshot), as Spark's load would.
+    """
+
+    def __init__(self, reader: Any, partition_id: int, problems: list[StatelensError], sizes: bool):
+        self.reader = reader
+        self.partition_id = partition_id
+        self.problems = problems
+        self.sizes = sizes
+        self.state: dict[bytes, bytes] = {}
+        self.current: int | None = None  # the version ``state`` is at (None: nothing read, or lost)
+        self.reached: int | None = None  # the newest version fed, read or not
+        self.nbytes = 0
+        self._reported: set[str] = set()
+
+    def advance(
+        self, until: int | None = None, cancelled: Callable[[], bool] | None = None
+    ) -> Iterator[ReplayStep]:
+        """Every readable version after the last one fed, up to ``until`` (default the newest)."""
+        reader, pid = self.reader, self.partition_id
+        deltas = set(reader.delta_versions(pid))
+        for v in reader.versions(pid):
+            if (self.reached is not None and v <= self.reached) or (until is not None and v > until):
+                continue
+            if cancelled is not None and cancelled():
+                return
+            self.reached = v
+            step = self._step(v, v in deltas)
+            if step is not None:
+                yield step
+
+    def _step(self, v: int, has_delta: bool) -> ReplayStep | None:
+        reader, pid, state = self.reader, self.partition_id, self.state
+        changes: RawChanges | None
+        try:
+            if self.current is not None and v == self.current + 1 and has_delta:
+                reader.check_snapshot(pid, v)  # a damaged snapshot of v: v unreadable, as in Spark
+                changes = list(reader.iter_raw_changes(pid, v))
+                grown = _put_all(state, changes, self.sizes)
+                if grown is not None:
+                    self.nbytes += grown
+                else:
+                    for key, value in changes:
+                        old = state.pop(key, None) if value is None else state.get(key)
+                        if old is not None:
+                            self.nbytes -= len(key) + len(old)
+                        if value is not None:
+                            state[key] = value
+                            self.nbytes += len(key) + len(value)
+            elif self.current is not None and v == self.current + 1:
+                # The version before was just read but no delta/changelog continues it (RocksDB without
+                # changelog checkpointing: a zip per version, as every Spark 3.4 RocksDB store): the
+                # changes are what differs between the two whole states.
+                new = reader.read_raw(pid, v)
+                changes = diff_raw(state, new)
+                self._whole(new)
+            else:
+                self._whole(reader.read_raw(pid, v))
+                changes = None
+        except StatelensError as err:
+            if str(err) not in self._reported:
+                self._reported.add(str(err))
+                self.problems.append(err)
+            self.current = None
+            self.state = {}
+            if not reader.has_snapshot(pid, v):
+                return None
+            try:  # a damaged delta or changelog of a version that has its own snapshot: load that
+                self._whole(reader.read_raw(pid, v))
+            except StatelensError:
+                return None
+            changes = None
+        self.current = v
+        return ReplayStep(pid, v, self.state, changes, self.nbytes if self.sizes else None)
+
+    def _whole(self, state: dict[bytes, bytes]) -> None:
+        self.state = state
+        self.nbytes = _raw_bytes(state) if self.sizes else 0
+
+
+class Replay:
+    """A store's replay that can be fed version by version and resumed where it stopped
+    (:meth:`StateScan.replay`): each partition's state stays in memory between calls, so a version
+    committed since the last :meth:`advance` costs what it wrote, not the store.
+
+    Attributes
+    ----------
+    positions : dict of int to int
+        Each partition's newest version fed so far.
+    """
+
+    def __init__(self, scan: StateScan, sizes: bool, partitions: Sequence[int] | None = None):
+        self._scan = scan
+        self._sizes = sizes
+        self._partitions = partitions
+        self._parts: dict[int, _PartitionReplay] = {}
+
+    @property
+    def positions(self) -> dict[int, int]:
+        return {pid: p.reached for pid, p in self._parts.items() if p.reached is not None}
+
+    def advance(self, until: int | None = None) -> Iterator[ReplayStep]:
+        """The versions after each partition's last one fed, up to ``until`` (default the newest), in
+        partition order then version order; files that cannot be read go to the scan's problems."""
+        scan = self._scan
+        reader = scan._files()
+        for pid in self._partitions if self._partitions is not None else scan.partition_ids():
+            if scan.cancelled is not None and scan.cancelled():
+                return
+            part = self._parts.get(pid)
+            if part is None:
+                part = self._parts[pid] = _PartitionReplay(reader, pid, scan.problems, self._sizes)
+                if scan.start_version is not None:
+                    part.reached = scan.start_version - 1  # replay from start_version
+            last = until if until is not None else scan.end_version
+            known = len(scan.problems)
+            yield from part.advance(last, scan.cancelled)
+            for err in scan.problems[known:]:
+                scan.unreadable.append(Unreadable(pid, err.context.get("version"), err))
+
+
 def walk_partition(
     reader: Any,
     partition_id: int,
@@ -439,68 +661,11 @@ def walk_partition(
 ) -> Iterator[tuple[int, dict[bytes, bytes], RawChanges | None]]:
     """Walk every readable version of one store partition, oldest first, in bounded memory.
 
-    Yields ``(version, state, changes)``: ``state`` is the live raw map (key bytes to value bytes; do
-    not keep it across iterations); ``changes`` the records of ``<version>.delta`` that turned the
-    previous version into this one (a ``None`` value is a remove; the difference of the two whole states
-    when no delta or changelog continues the version before, as in RocksDB stores without changelog
-    checkpointing), or ``None`` when the state had to be rebuilt from scratch (first version, after a
-    gap or after a bad file). A file that
-    cannot be read goes into ``problems`` and the walk restarts at the next version it can rebuild.
-    When ``sizes`` is given, ``sizes["state_bytes"]`` holds the key plus value bytes of the yielded
-    state, kept up to date change by change.
+    Yields ``(version, state, changes)`` as :class:`ReplayStep` holds them (do not keep ``state``
+    across iterations). When ``sizes`` is given, ``sizes["state_bytes"]`` holds the key plus value bytes
+    of the yielded state.
     """
-    versions = reader.versions(partition_id)
-    deltas = set(reader.delta_versions(partition_id))
-    state: dict[bytes, bytes] = {}
-    current: int | None = None
-    reported: set[str] = set()
-    nbytes = 0
-    for v in versions:
-        if cancelled is not None and cancelled():
-            return
-        try:
-            if current is not None and v == current + 1 and v in deltas:
-                reader.check_snapshot(partition_id, v)  # a damaged snapshot of v: v unreadable, as in Spark
-                changes: RawChanges | None = list(reader.iter_raw_changes(partition_id, v))
-                assert changes is not None
-                grown = _put_all(state, changes, sizes is not None)
-                if grown is not None:
-                    nbytes += grown
-                else:
-                    for key, value in changes:
-                        old = state.pop(key, None) if value is None else state.get(key)
-                        if old is not None:
-                            nbytes -= len(key) + len(old)
-                        if value is not None:
-                            state[key] = value
-                            nbytes += len(key) + len(value)
-            elif current is not None and v == current + 1:
-                # The version before was just read but no delta/changelog continues it (RocksDB without
-                # changelog checkpointing: a zip per version, as every Spark 3.4 RocksDB store): the
-                # changes are what differs between the two whole states.
-                new = reader.read_raw(partition_id, v)
-                changes = diff_raw(state, new)
-                state = new
-                nbytes = _raw_bytes(state) if sizes is not None else 0
-            else:
-                state = reader.read_raw(partition_id, v)
-                changes = None
-                nbytes = _raw_bytes(state) if sizes is not None else 0
-        except StatelensError as err:
-            if str(err) not in reported:
-                reported.add(str(err))
-                problems.append(err)
-            current = None
-            state = {}
-            if not reader.has_snapshot(partition_id, v):
-                continue
-            try:  # a damaged delta or changelog of a version that has its own snapshot: load that
-                state = reader.read_raw(partition_id, v)
-            except StatelensError:
-                continue
-            changes = None
-            nbytes = _raw_bytes(state) if sizes is not None else 0
-        current = v
+    for step in _PartitionReplay(reader, partition_id, problems, sizes is not None).advance(None, cancelled):
         if sizes is not None:
-            sizes["state_bytes"] = nbytes
-        yield v, state, changes
+            sizes["state_bytes"] = step.state_bytes or 0
+        yield step.version, step.state, step.changes

@@ -48,10 +48,14 @@ class Capabilities:
     partition_reads : bool
         Reading one partition alone costs that partition (files); False when every read is a job over
         the store (an engine), so a whole store is best read in one call.
+    raw_records : bool
+        Reads the stored records themselves (raw key and value bytes, the files of each version): what
+        :class:`readers.scan.StateScan`'s ``replay`` kind, ``iter_live`` and ``decode`` need.
     """
 
     engine_queries: bool
     partition_reads: bool
+    raw_records: bool = False
 
 
 @runtime_checkable

@@ -31,7 +31,7 @@ class NativeBackend:
     """Reads state with the native decoders of an opened :class:`~readers.checkpoint.Checkpoint`."""
 
     name = "native"
-    capabilities = Capabilities(engine_queries=False, partition_reads=True)
+    capabilities = Capabilities(engine_queries=False, partition_reads=True, raw_records=True)
     reads_files = True  # for the desktop window only; analyses call store() and handle its errors
 
     def __init__(self, ckpt: Checkpoint):
