@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from statelens.readers._format.rocksdb_store import RocksDBColumnFamilyReader
+    from statelens.readers.backends.spark_engine import SparkEngine
     from statelens.readers.cache import StateCache
     from statelens.readers.checkpoint import StoreReader
     from statelens.readers.errors import StatelensError
@@ -71,11 +72,17 @@ class StateBackend(Protocol):
     reads_files : bool
         Kept for the desktop window's routing; analyses call :meth:`store` and handle
         ``FilesUnavailableError`` instead.
+    engine : readers.backends.spark_engine.SparkEngine or None
+        Where an analysis runs its own SQL over the checkpoint's frames (``capabilities.engine_queries``);
+        None on a backend without an engine.
     """
 
     name: str
     capabilities: Capabilities
     reads_files: bool
+
+    @property
+    def engine(self) -> SparkEngine | None: ...
 
     def describe(self) -> str:
         """One line for the user: which backend answered."""

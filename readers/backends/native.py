@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from statelens.readers._format.rocksdb_store import RocksDBColumnFamilyReader
+    from statelens.readers.backends.spark_engine import SparkEngine
     from statelens.readers.cache import StateCache
     from statelens.readers.checkpoint import Checkpoint, StoreReader
 
@@ -33,6 +34,9 @@ class NativeBackend:
     name = "native"
     capabilities = Capabilities(engine_queries=False, partition_reads=True, raw_records=True)
     reads_files = True  # for the desktop window only; analyses call store() and handle its errors
+    engine: SparkEngine | None = (
+        None  # no engine here: queries run where Spark runs (capabilities.engine_queries False)
+    )
 
     def __init__(self, ckpt: Checkpoint):
         self.ckpt = ckpt

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt_module
+import functools
 import itertools
 import math
 import os
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from statelens.readers.backends.base import Capabilities
+from statelens.readers.backends.spark_engine import SparkEngine
 from statelens.readers.errors import (
     BackendUnavailableError,
     FilesUnavailableError,
@@ -162,6 +164,11 @@ class SparkBackend:
         self._closed = False
         self._generation = 0  # bumped by cancel(): reads begun before it stop
         self._active_groups: set[str] = set()
+
+    @functools.cached_property
+    def engine(self) -> SparkEngine:
+        """Where an analysis runs its own SQL over this checkpoint's frames (:mod:`readers.backends.spark_engine`)."""
+        return SparkEngine(self)
 
     # -- session ---------------------------------------------------------------------------------------
     @property
