@@ -47,7 +47,7 @@ __all__ = [
     "walk_partition",
 ]
 
-ScanKind = Literal["rows", "changes", "stats", "replay"]
+ScanKind = Literal["rows", "changes", "stats", "replay", "timers"]
 
 #: The columns of a ``stats`` scan's tables, in order.
 STATS_COLUMNS = ("version", "partition", "rows", "bytes")
@@ -147,8 +147,10 @@ class StateScan:
     _empty: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("rows", "changes", "stats", "replay"):
-            raise UsageError(f"unknown scan kind {self.kind!r}; choose rows, changes, stats or replay")
+        if self.kind not in ("rows", "changes", "stats", "replay", "timers"):
+            raise UsageError(
+                f"unknown scan kind {self.kind!r}; choose rows, changes, stats, replay or timers"
+            )
         if self.kind == "rows" and (self.start_version is not None or self.end_version is not None):
             raise UsageError("start_version/end_version select changes; give version for rows")
         if self.raw and self.kind != "rows":
@@ -323,18 +325,42 @@ class StateScan:
             return b.iter_changes(op, store, start, end, pid)
         return b.iter_rows(op, store, end, pid)
 
-    def iter_records(self) -> Iterator[StateRow | StateChange]:
+    def iter_records(self) -> Iterator[Any]:
         """Decoded rows (:class:`readers.model.StateRow`) or changes (:class:`readers.model.StateChange`)
         as Python values, in partition order, with the same error policy as :meth:`iter_tables`. A
         backend whose every read is a job over the store (``capabilities.partition_reads`` False: Spark)
-        answers every partition in one job: its error is raised."""
+        answers every partition in one job: its error is raised. Kind ``timers``: ``(partition, grouping
+        key, expiry ms)`` of every timer registered at ``version`` (default the operator's latest)."""
         if self.kind in ("stats", "replay"):
             raise UsageError(f"a {self.kind} scan's records are iter_{self.kind}()")
+        if self.kind == "timers":
+            b, op = self.backend, self.operator_id
+            version = self.version if self.version is not None else b.latest_version(op)
+            for pid in self.partitions if self.partitions is not None else [None]:
+                yield from b.read_timers(op, version, pid)
+            return
         if not self.backend.capabilities.partition_reads and self.partitions is None:
             yield from self._records(None)
             return
         for records in self._per_partition(lambda pid: list(self._records(pid))):
             yield from records
+
+    def iter_entries(self) -> Iterator[tuple[Any, ...]]:
+        """The entries of a transformWithState state variable (``store_name``): rows ``(partition, key,
+        value, user_key)`` at ``version`` (default the operator's latest), or changes ``(version,
+        partition, change, key, value, user_key)`` of ``start_version .. end_version``; ``user_key`` is
+        a map state's user key (None for the other variables)."""
+        if self.kind not in ("rows", "changes") or self.store_name is None:
+            raise UsageError("a state variable's entries are read by a rows or changes scan of that variable")
+        b, op, name = self.backend, self.operator_id, self.store_name
+        for pid in self.partitions if self.partitions is not None else [None]:
+            if self.kind == "rows":
+                version = self.version if self.version is not None else b.latest_version(op)
+                yield from b.read_state_variable(op, name, version, pid)
+            else:
+                last = self.end_version if self.end_version is not None else b.latest_version(op)
+                first = self.start_version if self.start_version is not None else 1
+                yield from b.read_state_variable_changes(op, name, first, last, pid)
 
     def iter_stats(self) -> Iterator[PartitionVersionStats]:
         """Live rows and on-disk bytes of each partition at each version asked for (kind ``stats``), in
@@ -392,7 +418,7 @@ class StateScan:
         if columns[0]:
             yield pa.table(columns, schema=schema)
 
-    def _unreadable(self, pid: int, err: StatelensError) -> None:
+    def _unreadable(self, pid: int | None, err: StatelensError) -> None:
         self.problems.append(err)
         self.unreadable.append(Unreadable(pid, err.context.get("version", self.version), err))
 
@@ -466,6 +492,40 @@ class StateScan:
             end_version=self.end_version,
             partitions=list(self.partitions) if self.partitions is not None else None,
         )
+
+    def to_parquet(self, url: str) -> int:
+        """Write the rows (or change feed) as Parquet at ``url`` without collecting them here, in the
+        columns of :meth:`to_arrow`: the native decoder writes one file, a partition at a time; Spark
+        writes a folder of part files where it runs. A partition that cannot be read is recorded
+        (:attr:`problems`) and left out, as in every output. Returns the rows written.
+
+        Raises
+        ------
+        UsageError
+            A stats or replay scan, several partitions chosen (one or all), or a change feed of some
+            versions but not all (one version, or all).
+        """
+        if self.kind not in ("rows", "changes"):
+            raise UsageError(f"a {self.kind} scan is not written as Parquet rows; use to_arrow()")
+        if self.partitions is not None and len(self.partitions) != 1:
+            raise UsageError("Parquet output reads one partition or all of them")
+        version = self.version
+        if self.kind == "changes":
+            if self.start_version != self.end_version:
+                raise UsageError("a Parquet change feed is of one version (start = end) or of every version")
+            version = self.start_version
+        return self.backend.write_parquet(
+            self.operator_id,
+            self.store_name,
+            url,
+            version=version,
+            changes=self.kind == "changes",
+            partition_id=self.partitions[0] if self.partitions is not None else None,
+            on_error=None if self.strict else self._write_error,
+        )
+
+    def _write_error(self, err: StatelensError) -> None:
+        self._unreadable(err.context.get("partition_id"), err)
 
     def to_duckdb(self, connection: Any, name: str = "state") -> Any:
         """Register the rows as DuckDB view ``name`` on ``connection`` and return the relation."""

@@ -250,7 +250,7 @@ def _iter_state_tuples(
         version=args.version if not args.changes else None,
         start_version=args.version if args.changes else None,
         end_version=args.version if args.changes else None,
-        partitions=[args.partition] if args.partition is not None else None,
+        partitions=_one(args),
     )
     try:
         for rec in scan.iter_records():
@@ -269,10 +269,9 @@ def _column_family_backend(args: argparse.Namespace, ckpt: Any) -> tuple[Any, An
     return chooser, chooser.for_column_families(args.operator)
 
 
-def _latest_state_version(args: argparse.Namespace, ckpt: Any, backend: Any) -> int:
-    if args.version is not None:
-        return int(args.version)
-    return int(backend.latest_version(args.operator))
+def _one(args: argparse.Namespace) -> list[int] | None:
+    """The partition asked for (``--partition``), as a scan's ``partitions``."""
+    return [args.partition] if args.partition is not None else None
 
 
 def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iterable[tuple[Any, ...]], Any]:
@@ -304,8 +303,8 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
             ]
         )
         chooser, backend = _column_family_backend(args, ckpt)
-        version = _latest_state_version(args, ckpt, backend)
-        return schema, backend.read_timers(args.operator, version, args.partition), chooser
+        timers = StateScan(backend, args.operator, kind="timers", version=args.version, partitions=_one(args))
+        return schema, timers.iter_records(), chooser
     var = variables.get(args.state_var)
     if var is None:
         have = ", ".join(variables) or "none (not a transformWithState operator)"
@@ -327,18 +326,23 @@ def _state_variable_rows(args: argparse.Namespace, ckpt: Any) -> tuple[Any, Iter
     chooser, backend = _column_family_backend(args, ckpt)
     rows: Iterable[tuple[Any, ...]]
     if args.changes:
-        last = _latest_state_version(args, ckpt, backend) if args.version is None else args.version
-        start = args.version if args.version is not None else 1
-        changes = backend.read_state_variable_changes(
-            args.operator, args.state_var, start, last, args.partition
-        )
+        changes = StateScan(
+            backend,
+            args.operator,
+            args.state_var,
+            "changes",
+            start_version=args.version,
+            end_version=args.version,
+            partitions=_one(args),
+        ).iter_entries()
         if user_key_schema is None:
             rows = ((v, p, c, k, val) for v, p, c, k, val, _ in changes)
         else:
             rows = ((v, p, c, k, u, val) for v, p, c, k, val, u in changes)
         return StructType(fields), rows, chooser
-    version = _latest_state_version(args, ckpt, backend)
-    entries = backend.read_state_variable(args.operator, args.state_var, version, args.partition)
+    entries = StateScan(
+        backend, args.operator, args.state_var, version=args.version, partitions=_one(args)
+    ).iter_entries()
     if user_key_schema is None:
         rows = ((p, k, v) for p, k, v, _ in entries)
     else:
@@ -388,17 +392,21 @@ def cmd_rows(args: argparse.Namespace, out: IO[str]) -> int:
         if args.format == "parquet":
             if not args.output:
                 raise _usage("--format parquet needs -o FILE (a folder with --backend spark)")
-            # Straight from the backend: the native one writes each partition's Arrow table into one file;
-            # Spark writes a folder where it runs, collecting nothing here.
-            backend.write_parquet(
+            # Straight from the scan: the native decoder writes each partition's Arrow table into one
+            # file; Spark writes a folder where it runs, collecting nothing here.
+            scan = StateScan(
+                backend,
                 args.operator,
                 store.store_name,
-                args.output,
-                version=args.version,
-                changes=args.changes,
-                partition_id=args.partition,
-                on_error=ckpt.report.add,
+                "changes" if args.changes else "rows",
+                version=None if args.changes else args.version,
+                start_version=args.version if args.changes else None,
+                end_version=args.version if args.changes else None,
+                partitions=_one(args),
             )
+            scan.to_parquet(args.output)
+            for err in scan.problems:
+                ckpt.report.add(err)
             return _report_problems(ckpt)
         rows = _iter_state_tuples(args, ckpt, backend, store.store_name)
         return _write_rows(args, ckpt, row_schema, rows, out)
