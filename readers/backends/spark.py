@@ -168,7 +168,7 @@ class SparkBackend:
     @functools.cached_property
     def engine(self) -> SparkEngine:
         """Where an analysis runs its own SQL over this checkpoint's frames (:mod:`readers.backends.spark_engine`)."""
-        return SparkEngine(self)
+        return SparkEngine(self, stream_converted, _unique_column)
 
     # -- session ---------------------------------------------------------------------------------------
     @property

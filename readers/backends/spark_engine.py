@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from statelens.readers.backends.spark import SparkBackend
+from typing import Any
 
 __all__ = ["SparkEngine", "SparkFrames"]
 
@@ -32,8 +29,9 @@ class SparkFrames:
         The job's session (for ``pyspark.sql.functions`` and unions of frames).
     """
 
-    def __init__(self, backend: SparkBackend, spark: Any):
+    def __init__(self, backend: Any, spark: Any, unique_column: Callable[[str, Any], Any]):
         self._backend = backend
+        self._unique_column = unique_column
         self.spark = spark
 
     def state(self, operator_id: int, store_name: str | None, version: int) -> Any:
@@ -41,15 +39,13 @@ class SparkFrames:
         unique (``sum, sum_2``) and calendar intervals as ``struct<months, days, microseconds>``."""
         from pyspark.sql import functions as F  # deferred: pyspark (heavy)
 
-        from statelens.readers.backends.spark import _unique_column
-
         b = self._backend
         b._check_version(version)
         store = b._typed_store(operator_id, store_name)
         return b._state_frame(self.spark, operator_id, store_name, version - 1).select(
             F.col("partition_id").cast("int").alias("p"),
-            _unique_column("key", store.key_schema),
-            _unique_column("value", store.value_schema),
+            self._unique_column("key", store.key_schema),
+            self._unique_column("value", store.value_schema),
         )
 
     def history(
@@ -76,10 +72,26 @@ class SparkFrames:
 
 class SparkEngine:
     """Runs an analysis's SQL over a checkpoint's frames where Spark runs, in the backend's cancellable
-    job groups (:meth:`readers.backends.spark.SparkBackend.cancel` stops it)."""
+    job groups (:meth:`readers.backends.spark.SparkBackend.cancel` stops it).
 
-    def __init__(self, backend: SparkBackend):
+    Parameters
+    ----------
+    backend : readers.backends.spark.SparkBackend
+    convert : callable
+        ``(DataFrame, columns) -> rows``: how the backend brings an answer's rows here as Python values.
+    unique_column : callable
+        ``(name, type) -> Column``: a struct column with repeated field names made unique.
+    """
+
+    def __init__(
+        self,
+        backend: Any,
+        convert: Callable[[Any, list[str]], Iterator[tuple[Any, ...]]],
+        unique_column: Callable[[str, Any], Any],
+    ):
         self._backend = backend
+        self._convert = convert
+        self._unique_column = unique_column
 
     def query(
         self,
@@ -100,10 +112,8 @@ class SparkEngine:
         ReadCancelledError
             The backend was cancelled meanwhile.
         """
-        from statelens.readers.backends.spark import stream_converted
-
         with self._backend._job(what) as spark:
-            views = frames(SparkFrames(self._backend, spark))
+            views = frames(SparkFrames(self._backend, spark, self._unique_column))
             tables = tables or {}
             suffix = uuid.uuid4().hex[:12]
             names = {name: f"statelens_{name}_{suffix}" for name in [*views, *tables]}
@@ -112,7 +122,7 @@ class SparkEngine:
             for name, (schema, rows) in tables.items():
                 spark.createDataFrame(rows, schema).createOrReplaceTempView(names[name])
             try:
-                yield from stream_converted(spark.sql(query.format(**names)), columns)
+                yield from self._convert(spark.sql(query.format(**names)), columns)
             finally:
                 for view in names.values():
                     spark.catalog.dropTempView(view)
