@@ -10,7 +10,7 @@ from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import GrowthState
+from statelens.app.gui.controllers.growth_state import GrowthState
 from statelens.app.session import LoadedCheckpoint, growth_arrays
 from statelens.readers.errors import StatelensError
 from statelens.viewers.growth import StateGrowthView

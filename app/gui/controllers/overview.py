@@ -22,7 +22,7 @@ from statelens.app.analysis.expired import DEFAULT_MAX_EXAMPLES
 from statelens.app.analysis.summary import Summary, early_verdicts, iter_first_look, iter_summary
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import OverviewState
+from statelens.app.gui.controllers.overview_state import OverviewState
 from statelens.app.session import LoadedCheckpoint, describe_state
 from statelens.readers.errors import StatelensError
 from statelens.viewers.overview import OverviewView
