@@ -23,7 +23,6 @@ class ExpiredController(Controller):
     and opens the store with the most findings first."""
 
     name = "expired"
-    title = "Expired keys"
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, ExpiredView(ctx.selection))

@@ -22,7 +22,6 @@ class SchemaController(Controller):
     """Shows the stores' schemas at once, then the schema files read in the background."""
 
     name = "schema"
-    title = "Schema and conf"
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, SchemaConfView(ctx.selection))

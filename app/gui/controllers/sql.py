@@ -24,7 +24,6 @@ class SqlController(Controller):
     tables beside the editor."""
 
     name = "sql"
-    title = "SQL"
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, SqlView())

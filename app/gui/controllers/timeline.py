@@ -23,7 +23,6 @@ class TimelineController(Controller):
     """
 
     name = "timeline"
-    title = "Batch timeline"
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, BatchTimelineView(ctx.selection, ctx.time_zone))
