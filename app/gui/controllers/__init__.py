@@ -5,5 +5,5 @@ Each controller owns its view (from :mod:`viewers`), the jobs it runs through th
 narrow :class:`~app.gui.controllers.context.WindowContext` and its own signals, never through another
 controller's attributes. What a controller remembers, and the decisions that need no widget, live in a
 Qt-free state object beside it (``growth_state.py`` beside ``growth.py``) that the controller renders;
-the store catalog their pickers share is :mod:`~app.gui.controllers.state`.
+the store catalog their pickers share is :mod:`~app.gui.controllers.catalog`.
 """

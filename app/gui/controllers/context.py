@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QWidget
 
 from statelens.app.analysis.views import VIEWS, View
 from statelens.app.gui.controllers.backends import BackendsController
-from statelens.app.gui.controllers.state import StoreCatalog, in_order
+from statelens.app.gui.controllers.catalog import StoreCatalog, in_order
 from statelens.app.gui.errors import ProblemsPanel
 from statelens.app.session import LoadedCheckpoint, SelectionState, StoreRole
 from statelens.readers.cache import StateCache

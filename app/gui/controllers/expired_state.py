@@ -10,7 +10,7 @@ from typing import Any
 
 from statelens.app.analysis.expired import ExpiredFinding
 from statelens.app.explore import ExpiredOverview
-from statelens.app.gui.controllers.state import StoreCatalog, StoreKey
+from statelens.app.gui.controllers.catalog import StoreCatalog, StoreKey
 
 
 @dataclass

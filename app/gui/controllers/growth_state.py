@@ -8,7 +8,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from statelens.app.analysis.growth import StoreGrowth
-from statelens.app.gui.controllers.state import StoreKey
+from statelens.app.gui.controllers.catalog import StoreKey
 from statelens.app.session import StoreRole
 from statelens.readers.errors import StatelensError
 
