@@ -558,6 +558,32 @@ def test_sample_opens_with_banner(qtbot, window, raise_errors) -> None:  # type:
     assert not any("fakeSecret123" in u or "AKIAFAKEKEY" in u for u in window.recent.urls())
 
 
+def test_the_window_is_built_from_the_views_list(window) -> None:  # type: ignore[no-untyped-def]
+    """Tabs, View menu shortcuts, controllers, the jobs a new checkpoint cancels and the jobs
+    ``--screenshot`` waits for all come from :data:`app.analysis.views.VIEWS`, in its order."""
+    from statelens.app.analysis.views import VIEWS, View
+    from statelens.app.gui.controllers.context import controller_class
+    from statelens.app.gui.main import VIEW_JOBS
+    from statelens.app.gui.window import CHECKPOINT_CHANNELS
+
+    views = list(VIEWS.values())
+    assert [window.tabs.tabText(i) for i in range(window.tabs.count())] == [v.title for v in views]
+    assert [window.tabs.widget(i) for i in range(window.tabs.count())] == [
+        window.views[v.name] for v in views
+    ]
+    (view_menu,) = [a.menu() for a in window.menuBar().actions() if a.text() == "&View"]
+    shortcuts = {a.text(): a.shortcut().toString() for a in view_menu.actions()}
+    assert [shortcuts[v.title] for v in views] == [f"Ctrl+{n}" for n in range(1, len(views) + 1)]
+    assert [(name, type(ctl).__name__, ctl.title) for name, ctl in window.controllers.items()] == [
+        (v.name, v.controller, v.title) for v in views
+    ]
+    assert {job for v in views for job in v.jobs} <= set(CHECKPOINT_CHANNELS)
+    assert VIEW_JOBS == {v.name: ("load", *v.jobs) for v in views}
+    # A view whose controller is not the class its module names for it is refused, naming it.
+    with pytest.raises(TypeError, match="SqlController is not the controller of view 'schema'"):
+        controller_class(View("schema", "Schema", "", "SqlController"))
+
+
 # -- screenshot mode: what each view draws ---------------------------------------------------------------
 @pytest.fixture
 def watermark_shot(qtbot, checkpoint, tmp_path, request, raise_errors):  # type: ignore[no-untyped-def]

@@ -1,7 +1,8 @@
-"""The tab controllers' state objects (``app/gui/controllers/state.py``) decide without Qt: which store a
-picker lists first, where a verdict's link leads, which key the history follows, what the browser reads,
-which store's keys to weigh, what the SQL tab says of its answer. Tested on real checkpoints with no
-``QApplication`` (and the module imports no Qt)."""
+"""The tab controllers' state objects (``app/gui/controllers/*_state.py``, each beside its controller)
+and the store catalog (``catalog.py``) decide without Qt: which store a picker lists first, where a
+verdict's link leads, which key the history follows, what the browser reads, which store's keys to weigh,
+what the SQL tab says of its answer. Tested on real checkpoints with no
+``QApplication`` (and the modules import no Qt)."""
 
 from __future__ import annotations
 
@@ -21,21 +22,15 @@ from statelens.app.analysis.sql import iter_sql_table, iter_table_columns
 from statelens.app.analysis.summary import iter_summary
 from statelens.app.analysis.timeline import iter_progress_series
 from statelens.app.explore import iter_expired_overview, iter_key_history, read_schema_history
-from statelens.app.gui.controllers.state import (
-    NO_KEY,
-    NO_PARTITION,
-    PAGES_WAITED,
-    BrowserState,
-    ExpiredState,
-    GrowthState,
-    HistoryState,
-    OverviewState,
-    SchemaState,
-    SqlState,
-    StoreCatalog,
-    TimelineState,
-    VerdictLink,
-)
+from statelens.app.gui.controllers.browser_state import PAGES_WAITED, BrowserState
+from statelens.app.gui.controllers.catalog import StoreCatalog
+from statelens.app.gui.controllers.expired_state import ExpiredState
+from statelens.app.gui.controllers.growth_state import GrowthState
+from statelens.app.gui.controllers.history_state import NO_KEY, NO_PARTITION, HistoryState
+from statelens.app.gui.controllers.overview_state import OverviewState, VerdictLink
+from statelens.app.gui.controllers.schema_state import SchemaState
+from statelens.app.gui.controllers.sql_state import SqlState
+from statelens.app.gui.controllers.timeline_state import TimelineState
 from statelens.app.resources import sample_checkpoint_path
 from statelens.app.session import LoadedCheckpoint, SelectionState, iter_state_table
 from statelens.readers.backends import native_backend
@@ -66,15 +61,36 @@ def _state_bytes(root: Path, operator_id: int, store_name: str) -> int:
     )
 
 
-def test_the_state_module_imports_no_qt() -> None:
+def _state_modules() -> list[str]:
+    controllers = REPO / "app" / "gui" / "controllers"
+    names = sorted(["catalog", *(p.stem for p in controllers.glob("*state.py"))])
+    return [f"statelens.app.gui.controllers.{name}" for name in names]
+
+
+def test_the_state_modules_import_no_qt() -> None:
+    modules = _state_modules()
+    assert len(modules) == 10  # the catalog, one per tab and the key history's, state.py
     code = (
-        "import sys, statelens.app.gui.controllers.state; "
+        f"import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
         "print(sorted(m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph', 'statelens.viewers'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_qt_free_contract_names_every_state_module() -> None:
+    """A state module added beside its controller is held Qt-free by ``lint-imports`` too."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["name"] == "the tab controllers' state objects stay Qt-free"
+    ]
+    assert sorted(contract["source_modules"]) == _state_modules()
 
 
 # -- the overview ----------------------------------------------------------------------------------------

@@ -323,7 +323,7 @@ def test_growth_view_lists_the_heaviest_keys_of_the_picked_store(qtbot, window, 
     keys with their element counts, as ``iter_top_keys`` weighs them; a click selects the key's partition."""
     from statelens.app.analysis._common import run_to_end
     from statelens.app.analysis.heavy import iter_top_keys
-    from statelens.app.gui.window import TOP_KEYS_SHOWN
+    from statelens.app.gui.controllers.context import TOP_KEYS_SHOWN
 
     loaded = _open(qtbot, window, checkpoint("rocks_tws_timers") / "checkpoint")
     window.select_view("growth")

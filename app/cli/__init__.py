@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="open the desktop app (default command)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Open the desktop app, at a view, store, version, partition or key if asked.\n\nviews:\n"
-        + "\n".join(f"  {name:<10}{what}" for name, what in VIEWS.items()),
+        + "\n".join(f"  {name:<10}{view.what}" for name, view in VIEWS.items()),
         epilog='Example: statelens gui CKPT --view expired --operator 0 --store default --key \'{"key": "a"}\'',
     )
     p.add_argument("checkpoint", nargs="?", help="checkpoint to open (default: the bundled sample)")

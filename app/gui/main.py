@@ -23,16 +23,8 @@ if TYPE_CHECKING:
 #: Size of ``--screenshot`` images, in pixels.
 SCREENSHOT_SIZE = (1400, 900)
 
-#: Jobs (runner channels) whose results each view shows; ``--screenshot`` waits for these only.
-VIEW_JOBS = {
-    "overview": ("load", "summary"),
-    "timeline": ("load", "eventlog"),
-    "growth": ("load", "growth", "heavy"),
-    "expired": ("load", "expired"),
-    "browser": ("load", "browser", "order", "page"),
-    "schema": ("load", "schema"),
-    "sql": ("load", "sql", "sqltables"),
-}
+#: Jobs (runner channels) whose results each view shows, loading first; ``--screenshot`` waits for these only.
+VIEW_JOBS = {name: ("load", *view.jobs) for name, view in VIEWS.items()}
 
 #: Milliseconds ``--screenshot`` gives other views' jobs to stop after their cancel.
 CANCEL_WAIT_MS = 5000

@@ -31,17 +31,11 @@ from PySide6.QtWidgets import (
 from statelens.app.analysis.views import VIEWS as GUI_VIEWS
 from statelens.app.gui import errors
 from statelens.app.gui.chrome import StatusBar, dropped_folder, sample_banner
-from statelens.app.gui.controllers.browser import BrowserController
-from statelens.app.gui.controllers.context import WindowContext
-from statelens.app.gui.controllers.expired import ExpiredController
+from statelens.app.gui.controllers.context import WindowContext, controller_class
+from statelens.app.gui.controllers.export import CHANNEL as EXPORT_CHANNEL
 from statelens.app.gui.controllers.export import ExportController
-from statelens.app.gui.controllers.growth import GrowthController
+from statelens.app.gui.controllers.history import CHANNEL as HISTORY_CHANNEL
 from statelens.app.gui.controllers.history import HistoryController
-from statelens.app.gui.controllers.overview import CHANNEL as VERDICTS_CHANNEL
-from statelens.app.gui.controllers.overview import OverviewController
-from statelens.app.gui.controllers.schema import SchemaController
-from statelens.app.gui.controllers.sql import SqlController
-from statelens.app.gui.controllers.timeline import TimelineController
 from statelens.app.gui.recent import RecentCheckpoints
 from statelens.app.gui.workers import JobRunner
 from statelens.app.resources import sample_checkpoint_path
@@ -49,15 +43,15 @@ from statelens.app.session import LoadedCheckpoint, iter_load_checkpoint
 from statelens.readers.errors import UsageError
 from statelens.viewers.tables import DataTableView
 
-#: View names, as accepted by ``statelens gui --view``, in tab order.
+#: View names, as accepted by ``statelens gui --view``, in tab order (:data:`app.analysis.views.VIEWS`).
 VIEWS = tuple(GUI_VIEWS)
-#: Runner channels of per-checkpoint jobs (cancelled when another checkpoint is shown).
+#: Runner channels of per-checkpoint jobs (cancelled when another checkpoint is shown): every view's,
+#: the key history's and the export's.
 CHECKPOINT_CHANNELS = (
-    VERDICTS_CHANNEL,
-    *"growth heavy expired schema browser order history export sql eventlog".split(),
+    *(job for view in GUI_VIEWS.values() for job in view.jobs),
+    HISTORY_CHANNEL,
+    EXPORT_CHANNEL,
 )
-#: Heaviest keys listed in the growth view for the selected store.
-TOP_KEYS_SHOWN = 25
 
 
 class MainWindow(QMainWindow):
@@ -123,27 +117,15 @@ class MainWindow(QMainWindow):
     def _build_controllers(self) -> None:
         ctx = self.ctx
         # Views are built in tab order, each observing the selection before the controllers do.
-        self.overview_controller = OverviewController(ctx, TOP_KEYS_SHOWN)
-        self.timeline_controller = TimelineController(ctx)
-        self.growth_controller = GrowthController(ctx, TOP_KEYS_SHOWN)
-        self.expired_controller = ExpiredController(ctx)
-        self.browser_controller = BrowserController(ctx)
-        self.schema_controller = SchemaController(ctx)
-        self.sql_controller = SqlController(ctx)
+        self.controllers = {name: controller_class(view)(ctx) for name, view in GUI_VIEWS.items()}
         self.history_controller = HistoryController(ctx)
-        self.controllers = {
-            ctl.name: ctl
-            for ctl in (
-                self.overview_controller,
-                self.timeline_controller,
-                self.growth_controller,
-                self.expired_controller,
-                self.browser_controller,
-                self.sql_controller,
-                self.schema_controller,
-            )
-        }
         self.views = {name: ctl.view for name, ctl in self.controllers.items()}
+        c = self.controllers
+        # The controllers the window wires to each other (and tests reach through the window).
+        self.overview_controller, self.timeline_controller = c["overview"], c["timeline"]
+        self.growth_controller, self.expired_controller = c["growth"], c["expired"]
+        self.browser_controller, self.sql_controller = c["browser"], c["sql"]
+        self.schema_controller = c["schema"]
         self.overview, self.timeline = self.overview_controller.view, self.timeline_controller.view
         self.growth, self.expired = self.growth_controller.view, self.expired_controller.view
         self.browser, self.sql = self.browser_controller.view, self.sql_controller.view
@@ -224,8 +206,8 @@ class MainWindow(QMainWindow):
         self.banner = sample_banner()
         layout.addWidget(self.banner)
         self.tabs = QTabWidget()
-        for name in VIEWS:
-            self.tabs.addTab(self.views[name], self.controllers[name].title)
+        for name, view in GUI_VIEWS.items():
+            self.tabs.addTab(self.views[name], view.title)
         self.tabs.currentChanged.connect(lambda _i: self.deferred.on_view_shown(self.current_view()))
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
@@ -271,13 +253,9 @@ class MainWindow(QMainWindow):
         menu.addSeparator()
         menu.addAction(self.quit_action)
         view_menu = self.menuBar().addMenu("&View")
-        for n, name in enumerate(VIEWS, start=1):
+        for n, view in enumerate(GUI_VIEWS.values(), start=1):
             view_menu.addAction(
-                self._action(
-                    self.controllers[name].title,
-                    lambda _checked=False, v=name: self.select_view(v),
-                    f"Ctrl+{n}",
-                )
+                self._action(view.title, lambda _checked=False, v=view.name: self.select_view(v), f"Ctrl+{n}")
             )
         view_menu.addSeparator()
         view_menu.addAction(self.problems_dock.toggleViewAction())
@@ -387,10 +365,7 @@ class MainWindow(QMainWindow):
             self.recent.remember(loaded.url)
         self.problems.clear()
         self.problems.add_problems(ckpt.report.problems, where="loading")
-        c = self.controllers
-        for ctl in (c["overview"], c["timeline"], c["browser"], self.history_controller):
-            ctl.show_checkpoint(loaded)
-        for ctl in (c["growth"], c["expired"], c["schema"], c["sql"]):
+        for ctl in (*self.controllers.values(), self.history_controller):
             ctl.show_checkpoint(loaded)
         self.status_label.setText(
             f"Opened {loaded.location}: {len(ckpt.batches):,} batches, {len(ckpt.operators)} stateful operators"
@@ -401,7 +376,7 @@ class MainWindow(QMainWindow):
         # Selection last: it starts the browser's decoding job. A reload (F5) keeps what was selected.
         if not ctx.select_first_store(previous, reloading):
             self.browser_controller.show_no_store()
-        for ctl in (c["schema"], c["growth"], c["sql"], c["timeline"], c["expired"]):
+        for ctl in self.controllers.values():
             ctl.start(loaded)
         if self._start_at is not None:
             start, self._start_at = self._start_at, None
@@ -445,7 +420,7 @@ class MainWindow(QMainWindow):
         if change:
             self.selection.update(**change)
         if "operator_id" in change:
-            for ctl in (self.expired_controller, self.growth_controller):
+            for ctl in self.controllers.values():
                 ctl.show_store(change["operator_id"], change["store_name"])
 
     def select_view(self, name: str) -> None:
@@ -459,7 +434,7 @@ class MainWindow(QMainWindow):
         return next(name for name, view in self.views.items() if view is widget)
 
     def _on_selection_changed(self, changes: dict[str, Any]) -> None:
-        for ctl in (self.browser_controller, self.growth_controller, self.history_controller):
+        for ctl in (*self.controllers.values(), self.history_controller):
             ctl.on_selection_changed(changes)
 
     def _on_find_action_triggered(self) -> None:

@@ -9,13 +9,15 @@ the app is idle. :class:`Controller` is the base of every tab's controller.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from importlib import import_module
 from typing import Any
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 from PySide6.QtWidgets import QWidget
 
+from statelens.app.analysis.views import VIEWS, View
 from statelens.app.gui.controllers.backends import BackendsController
-from statelens.app.gui.controllers.state import StoreCatalog, in_order
+from statelens.app.gui.controllers.catalog import StoreCatalog, in_order
 from statelens.app.gui.errors import ProblemsPanel
 from statelens.app.session import LoadedCheckpoint, SelectionState, StoreRole
 from statelens.readers.cache import StateCache
@@ -24,6 +26,8 @@ from statelens.viewers.browser import store_label
 from statelens.viewers.timefmt import TimeZoneState
 
 SETTINGS_UTC = "times_in_utc"
+#: Heaviest keys listed for the selected store (growth view, and the verdicts' growth run).
+TOP_KEYS_SHOWN = 25
 
 
 class DeferredJobs:
@@ -356,9 +360,13 @@ class Controller(QObject):
     """
 
     updated = Signal()
-    #: The view's name (``statelens gui --view``) and its tab's title.
+    #: The view's name (``statelens gui --view``, a key of :data:`app.analysis.views.VIEWS`).
     name = ""
-    title = ""
+
+    @property
+    def title(self) -> str:
+        """The tab's title (:attr:`app.analysis.views.View.title`)."""
+        return VIEWS[self.name].title
 
     def __init__(self, ctx: WindowContext, view: Any) -> None:
         super().__init__(ctx)
@@ -377,6 +385,9 @@ class Controller(QObject):
     def show_store(self, operator_id: int, store_name: str) -> None:
         """Show this store (``open_at``), when the view has a store picker."""
 
+    def on_selection_changed(self, changes: dict[str, Any]) -> None:
+        """The shared selection changed (``changes``: the fields changed), when the view follows it."""
+
     def main_table(self) -> Any:
         """The table File › Export table writes when this view shows (None: none)."""
         return None
@@ -389,6 +400,24 @@ class Controller(QObject):
         """A job writing one of this view's tables better than as the text shown (typed rows, findings as
         JSON), or None."""
         return None
+
+
+def controller_class(view: View) -> type[Controller]:
+    """The controller class of ``view``: :attr:`View.controller` in ``app.gui.controllers.<name>``.
+
+    Parameters
+    ----------
+    view : app.analysis.views.View
+
+    Returns
+    -------
+    type
+        A :class:`Controller` whose ``name`` is the view's.
+    """
+    cls = getattr(import_module(f"{__package__}.{view.name}"), view.controller, None)
+    if not (isinstance(cls, type) and issubclass(cls, Controller) and cls.name == view.name):
+        raise TypeError(f"{view.controller} is not the controller of view {view.name!r}")
+    return cls
 
 
 def _setting_bool(value: Any) -> bool:

@@ -8,7 +8,7 @@ from statelens.app.explore import ExpiredOverview, arrange_expired, findings_tab
 from statelens.app.export import iter_export_documents
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import ExpiredState
+from statelens.app.gui.controllers.expired_state import ExpiredState
 from statelens.app.prune import Selection
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
@@ -23,7 +23,6 @@ class ExpiredController(Controller):
     and opens the store with the most findings first."""
 
     name = "expired"
-    title = "Expired keys"
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, ExpiredView(ctx.selection))

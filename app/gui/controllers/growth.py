@@ -9,8 +9,8 @@ from PySide6.QtCore import Signal
 from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
 from statelens.app.gui import errors
-from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import GrowthState
+from statelens.app.gui.controllers.context import TOP_KEYS_SHOWN, Controller, WindowContext
+from statelens.app.gui.controllers.growth_state import GrowthState
 from statelens.app.session import LoadedCheckpoint, growth_arrays
 from statelens.readers.errors import StatelensError
 from statelens.viewers.growth import StateGrowthView
@@ -28,7 +28,7 @@ class GrowthController(Controller):
     Parameters
     ----------
     ctx : WindowContext
-    top_keys : int
+    top_keys : int, optional
         Heaviest keys listed for the selected store.
 
     Signals
@@ -38,11 +38,10 @@ class GrowthController(Controller):
     """
 
     name = "growth"
-    title = "State growth"
 
     store_updated = Signal(int, str)
 
-    def __init__(self, ctx: WindowContext, top_keys: int) -> None:
+    def __init__(self, ctx: WindowContext, top_keys: int = TOP_KEYS_SHOWN) -> None:
         super().__init__(ctx, StateGrowthView(ctx.selection))
         #: What the view remembers: whether growth was measured, whose keys were asked for.
         self.state = GrowthState(top_keys=top_keys)

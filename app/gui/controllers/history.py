@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QDockWidget
 from statelens.app.explore import KeyHistory, iter_key_history
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import NO_KEY, HistoryState
+from statelens.app.gui.controllers.history_state import NO_KEY, HistoryState
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
 from statelens.viewers.history import KeyHistoryPanel

@@ -21,8 +21,8 @@ from PySide6.QtCore import Signal
 from statelens.app.analysis.expired import DEFAULT_MAX_EXAMPLES
 from statelens.app.analysis.summary import Summary, early_verdicts, iter_first_look, iter_summary
 from statelens.app.gui import errors
-from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import OverviewState
+from statelens.app.gui.controllers.context import TOP_KEYS_SHOWN, Controller, WindowContext
+from statelens.app.gui.controllers.overview_state import OverviewState
 from statelens.app.session import LoadedCheckpoint, describe_state
 from statelens.readers.errors import StatelensError
 from statelens.viewers.overview import OverviewView
@@ -51,7 +51,7 @@ class OverviewController(Controller):
     Parameters
     ----------
     ctx : WindowContext
-    top_keys : int
+    top_keys : int, optional
         Heaviest keys weighed on the verdicts' growth walk (the growth view shows them).
 
     Signals
@@ -64,12 +64,11 @@ class OverviewController(Controller):
     """
 
     name = "overview"
-    title = "Overview"
 
     summary_finished = Signal(object)
     open_requested = Signal(str, object)
 
-    def __init__(self, ctx: WindowContext, top_keys: int) -> None:
+    def __init__(self, ctx: WindowContext, top_keys: int = TOP_KEYS_SHOWN) -> None:
         super().__init__(ctx, OverviewView(ctx.selection, ctx.time_zone))
         self.top_keys = top_keys
         #: What the overview shows of the verdicts' job, and where their links lead.

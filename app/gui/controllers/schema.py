@@ -8,7 +8,7 @@ from typing import Any
 from statelens.app.explore import conf_changes, read_schema_history
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import SchemaState
+from statelens.app.gui.controllers.schema_state import SchemaState
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
@@ -22,7 +22,6 @@ class SchemaController(Controller):
     """Shows the stores' schemas at once, then the schema files read in the background."""
 
     name = "schema"
-    title = "Schema and conf"
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, SchemaConfView(ctx.selection))

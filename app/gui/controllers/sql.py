@@ -8,7 +8,7 @@ from statelens.app.analysis.sql import EXAMPLES as SQL_EXAMPLES
 from statelens.app.analysis.sql import SqlTable, iter_sql_table, iter_table_columns
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import SqlState
+from statelens.app.gui.controllers.sql_state import SqlState
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
 from statelens.viewers.sql import SqlView
@@ -24,7 +24,6 @@ class SqlController(Controller):
     tables beside the editor."""
 
     name = "sql"
-    title = "SQL"
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, SqlView())

@@ -7,7 +7,7 @@ from typing import Any
 from statelens.app.analysis.timeline import ProgressSeries, iter_progress_series
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import TimelineState
+from statelens.app.gui.controllers.timeline_state import TimelineState
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
 from statelens.viewers.timeline import BatchTimelineView
@@ -23,7 +23,6 @@ class TimelineController(Controller):
     """
 
     name = "timeline"
-    title = "Batch timeline"
 
     def __init__(self, ctx: WindowContext) -> None:
         super().__init__(ctx, BatchTimelineView(ctx.selection, ctx.time_zone))
