@@ -259,7 +259,7 @@ class _Clock:
     ],
 )
 def test_timeout_kind_decision(samples, watermarks, kind, words):
-    from statelens.app.analysis.expired import _decide_timeout_kind
+    from statelens.app.analysis.timeout_kind import _decide_timeout_kind
 
     ev = _decide_timeout_kind(samples, _Clock(watermarks))
     assert ev.timeout_kind == kind
@@ -358,9 +358,9 @@ def test_findings_are_not_retained_while_streaming(checkpoint, monkeypatch):
     """Regression: at no point are more findings alive than the examples plus one chunk."""
     import weakref
 
-    import statelens.app.analysis.expired as expired
+    import statelens.app.analysis.expired_result as expired_result
 
-    monkeypatch.setattr(expired, "_CHUNK", 2)
+    monkeypatch.setattr(expired_result, "CHUNK", 2)
     folder = checkpoint("pandas_state_event")
     alive = 0
     most = 0
