@@ -91,7 +91,6 @@ __all__ = [
     "ExpiredResult",
     "OperatorExpiry",
     "TimeoutKindEvidence",
-    "expired_json",
     "infer_timeout_kind",
     "iter_expired",
     "state_source",
@@ -298,9 +297,9 @@ def _timeout_fold(
         source.key_decoder,
         all_versions,
         version_counts,
+        ev_text,
         read_timeout=read_timeout,
         kind=kind,
-        evidence=ev_text,
         tiebreak=source.tiebreak,
         stale_after=stale_after,
     )
@@ -339,14 +338,9 @@ def _eviction_fold(
         source.key_decoder,
         all_versions,
         version_counts,
+        ev_text,
         read_time=read,
         side=side,
         unit=unit,
         note=note,
-        evidence=ev_text,
     )
-
-
-def expired_json(result: ExpiredResult) -> list[dict[str, Any]]:
-    """The kept examples as ``statelens expired --json`` objects (the command streams every finding)."""
-    return [f.to_json() for f in result.examples]

@@ -14,7 +14,8 @@ import heapq
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from statelens.app.analysis._common import BatchClock, to_ms
 from statelens.app.analysis.expired_result import Emitter, OperatorExpiry
@@ -199,28 +200,20 @@ def _eviction_candidates(
         yield k, eviction_fields(b + 1, clock.first_batch_over(t, "event_time", b), t, wm, note, evidence)
 
 
+@dataclass
 class _Fold:
     """What both folds share: where findings go, which versions report them, the keys' decoders."""
 
+    summary: OperatorExpiry
+    out: Emitter
+    clock: BatchClock
+    key_decoder: Callable[[int], Any]
+    all_versions: bool
+    version_counts: VersionCounts | None
+    evidence: str
+    _keys: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
     #: The walk must give every version's whole state (not only its changes).
-    needs_state = False
-
-    def __init__(
-        self,
-        summary: OperatorExpiry,
-        out: Emitter,
-        clock: BatchClock,
-        key_decoder: Callable[[int], Any],
-        all_versions: bool,
-        version_counts: VersionCounts | None,
-    ):
-        self.summary = summary
-        self.out = out
-        self.clock = clock
-        self.key_decoder = key_decoder
-        self.all_versions = all_versions
-        self.version_counts = version_counts
-        self._keys: dict[int, Any] = {}
+    needs_state: ClassVar[bool] = False
 
     @property
     def only_last(self) -> bool:
@@ -247,32 +240,16 @@ class _Fold:
         raise NotImplementedError
 
 
+@dataclass(kw_only=True)
 class TimeoutFold(_Fold):
     """Timeouts of one (flat)MapGroupsWithState / applyInPandasWithState store, folded version by version:
     zombies, overdue and stale keys (:class:`TimeoutState` per partition)."""
 
-    def __init__(
-        self,
-        summary: OperatorExpiry,
-        out: Emitter,
-        clock: BatchClock,
-        key_decoder: Callable[[int], Any],
-        all_versions: bool,
-        version_counts: VersionCounts | None,
-        *,
-        read_timeout: Callable[[Any], int | None],
-        kind: str | None,
-        evidence: str,
-        tiebreak: Callable[[Any], Any],
-        stale_after: int | None,
-    ):
-        super().__init__(summary, out, clock, key_decoder, all_versions, version_counts)
-        self.read_timeout = read_timeout
-        self.kind = kind
-        self.evidence = evidence
-        self.tiebreak = tiebreak
-        self.stale_after = stale_after
-        self.states: dict[int, TimeoutState] = {}
+    read_timeout: Callable[[Any], int | None]
+    kind: str | None
+    tiebreak: Callable[[Any], Any]
+    stale_after: int | None
+    states: dict[int, TimeoutState] = field(default_factory=dict, init=False, repr=False)
 
     def forget_others(self, partition_id: int) -> None:
         super().forget_others(partition_id)
@@ -300,33 +277,16 @@ class TimeoutFold(_Fold):
             _count_timeout_findings(where, ts, self.stale_after, self.version_counts)
 
 
+@dataclass(kw_only=True)
 class EvictionFold(_Fold):
     """Rows of a store Spark evicts itself (aggregation, deduplication, join, session window) whose event
     time is behind the watermark of the batch that wrote the version: each version on its own."""
 
-    needs_state = True
-
-    def __init__(
-        self,
-        summary: OperatorExpiry,
-        out: Emitter,
-        clock: BatchClock,
-        key_decoder: Callable[[int], Any],
-        all_versions: bool,
-        version_counts: VersionCounts | None,
-        *,
-        read_time: Callable[[Any], int | None],
-        side: str,
-        unit: str,
-        note: str,
-        evidence: str,
-    ):
-        super().__init__(summary, out, clock, key_decoder, all_versions, version_counts)
-        self.read_time = read_time
-        self.side = side
-        self.unit = unit
-        self.note = note
-        self.evidence = evidence
+    read_time: Callable[[Any], int | None]
+    side: str
+    unit: str
+    note: str
+    needs_state: ClassVar[bool] = True
 
     @property
     def only_last(self) -> bool:

@@ -50,7 +50,6 @@ from statelens.readers.model import Progress
 if TYPE_CHECKING:
     from statelens.app.analysis._common import BatchClock
     from statelens.app.analysis.expired_result import Emitter, OperatorExpiry
-    from statelens.app.analysis.expired_sources import RowSource
 
 # The zombie, stale and overdue rows of one store; {events}, {thr}, {series}, {ts} are tables the backend
 # registers (stream_history_query); <FIRST> etc. are substituted below.
@@ -537,7 +536,7 @@ def check_timers_in_spark(
 
 # -- running a store's check as a Spark query ---------------------------------------------------------
 def _in_spark(
-    source: RowSource,
+    source: Any,
     summary: OperatorExpiry,
     out: Emitter,
     problems: list[StatelensError],
@@ -599,7 +598,7 @@ def pushed(
 
 def timeouts_in_spark(
     op: Any,
-    source: RowSource,
+    source: Any,
     clock: BatchClock,
     kind: str | None,
     path: tuple[int, ...] | None,
@@ -642,7 +641,7 @@ def timeouts_in_spark(
 
 def eviction_in_spark(
     op: Any,
-    source: RowSource,
+    source: Any,
     clock: BatchClock,
     col: tuple[str, tuple[int, ...], str, str],
     note: str,

@@ -165,29 +165,34 @@ class _VariableAt:
     """One variable's stored records of one partition at the versions asked for, in order: a replay that
     starts at the first version asked and is resumed from there (:meth:`readers.scan.Replay.advance`)."""
 
-    def __init__(self, backend: Any, operator_id: int, name: str, pid: int, cancelled: Any):
-        self.args = (backend, operator_id, name, pid, cancelled)
-        self.scan: StateScan | None = None
+    def __init__(self, backend: Any, operator_id: int, name: str, pid: int, walk: TimerWalk):
+        self.scan = StateScan(
+            backend, operator_id, name, kind="replay", partitions=[pid], cancelled=walk.cancelled
+        )
+        self.pid = pid
+        self.is_map = name in walk.maps
         self.replay: Replay | None = None
+        self.version: int | None = None  # the version :attr:`state` is at
+        self.state: dict[bytes, bytes] | None = None
 
     def at(self, version: int) -> dict[bytes, bytes] | None:
         """The variable's records at ``version`` (None when its files cannot be read there)."""
         if self.replay is None:
-            backend, operator_id, name, pid, cancelled = self.args
-            self.scan = StateScan(
-                backend,
-                operator_id,
-                name,
-                kind="replay",
-                partitions=[pid],
-                start_version=version,
-                cancelled=cancelled,
-            )
+            self.scan.start_version = version  # nothing before it is needed
             self.replay = self.scan.replay()
-        state = None
-        for step in self.replay.advance(until=version):
-            state = step.state if step.version == version else None
-        return state
+        if version != self.version:
+            self.version, self.state = version, None
+            for step in self.replay.advance(until=version):
+                self.state = step.state if step.version == version else None
+        return self.state
+
+    def holders(self, version: int) -> set[Any] | None:
+        """The grouping keys holding records at ``version`` (a map's without the user key)."""
+        state = self.at(version)
+        if state is None:
+            return None
+        keys = [key for key, _ in self.scan.decode(self.pid, [(k, None) for k in state])]
+        return {k[0] for k in keys} if self.is_map else set(keys)
 
 
 class _PartitionTimers:
@@ -210,13 +215,12 @@ class _PartitionTimers:
     def holders(self, name: str) -> _VariableAt:
         if name not in self._holders:
             w = self.walk
-            self._holders[name] = _VariableAt(self.backend, w.operator_id, name, self.pid, w.cancelled)
+            self._holders[name] = _VariableAt(self.backend, w.operator_id, name, self.pid, w)
         return self._holders[name]
 
     def close(self) -> None:
         for got in self._holders.values():
-            if got.scan is not None:
-                self.walk.problems.extend(got.scan.problems)
+            self.walk.problems.extend(got.scan.problems)
         self._holders = {}
 
     def _decode(self, state: dict[bytes, bytes], changes: Any) -> None:
@@ -259,22 +263,14 @@ class _PartitionTimers:
         if not fired or (not latest and not walk.all_versions):
             return
         for variable in walk.variables:
-            held = self.holders(variable).at(v)
-            if held is None:
+            holders = self.holders(variable).holders(v)
+            if holders is None:
                 continue  # its files cannot be read here: in problems
-            decoded = self.variable_keys(variable, held)
-            holders = {k[0] for k in decoded} if variable in walk.maps else set(decoded)
             for key in sorted(holders & fired.keys(), key=repr):
                 b_fired, expiry = fired[key]
                 yield TimerZombie(
                     self.pid, v, variable, key, b_fired, expiry, clock.threshold(b_fired, kind), kind, latest
                 )
-
-    def variable_keys(self, variable: str, held: dict[bytes, bytes]) -> list[Any]:
-        """The decoded keys of a variable's records (the grouping key; a map's with its user key)."""
-        scan = self.holders(variable).scan
-        assert scan is not None
-        return [key for key, _ in scan.decode(self.pid, [(k, None) for k in held])]
 
 
 def check_transform_with_state(
