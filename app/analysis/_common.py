@@ -1,5 +1,6 @@
 """Helpers shared by the analyses: driving generators, batch clocks, key encoding (the raw version walk
-is the scan's: :func:`readers.scan.walk_partition`).
+is the scan's: :meth:`readers.scan.StateScan.iter_replay`; reading a field of stored bytes too:
+:meth:`readers.scan.StateScan.field_reader`).
 
 Batch/version arithmetic follows ``docs/format.md`` §1.2: state version ``v`` holds
 the state after batch ``v-1``; batch ``b`` reads version ``b`` and writes version ``b+1``. Batch

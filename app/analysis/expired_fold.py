@@ -313,8 +313,8 @@ class EvictionFold(_Fold):
         )
         if count_only:
             n = sum(1 for _ in behind)
-            if n:
-                self.version_counts[(summary.operator_id, summary.store_name, version, "eviction_lag")] += n  # type: ignore[index]
+            if n and self.version_counts is not None:
+                self.version_counts[(summary.operator_id, summary.store_name, version, "eviction_lag")] += n
             return
         found = _eviction_candidates(behind, self.clock, b, wm, self.note, self.evidence)
         self.out.emit(summary, partition_id, version, found, self.keys(partition_id))

@@ -266,13 +266,15 @@ class RowSource:
         return next(self._ties)  # decoded keys may not be comparable (None, mixed types)
 
     def check_timeouts_elsewhere(self, op: Any, *rest: Any) -> Generator[Progress, None, bool]:
-        """The timeout checks as a query where the backend's engine runs (:func:`app.analysis.expired_spark.timeouts_in_spark`):
-        True when done there, False when the rows must be walked here instead."""
+        """The timeout checks as a query where the backend's engine runs
+        (:func:`app.analysis.expired_spark.timeouts_in_spark`): True when done there, False when the rows
+        must be walked here instead."""
         return timeouts_in_spark(op, self, *rest)
 
     def check_eviction_elsewhere(self, op: Any, *rest: Any) -> Generator[Progress, None, bool]:
-        """The eviction check as a query where the backend's engine runs (:func:`app.analysis.expired_spark.eviction_in_spark`):
-        True when done there, False when the rows must be walked here instead."""
+        """The eviction check as a query where the backend's engine runs
+        (:func:`app.analysis.expired_spark.eviction_in_spark`): True when done there, False when the rows
+        must be walked here instead."""
         return eviction_in_spark(op, self, *rest)
 
 

@@ -1,7 +1,7 @@
 """The timeout and eviction checks of :mod:`app.analysis.expired` as Spark SQL queries: findings computed
 where Spark runs (a cluster), only the findings come back.
 
-The walk in :class:`app.analysis.expired._TimeoutState` replays a store version by version. Here the
+The walk in :class:`app.analysis.expired_fold.TimeoutState` replays a store version by version. Here the
 same rules are folded per key over its changes (docs in the query's comments):
 
 * a key's history is a list of **segments**: the timeout ``t`` stored at version ``a`` (the first
