@@ -26,6 +26,7 @@ from statelens.readers.errors import (
     StatelensError,
     UsageError,
 )
+from statelens.readers.scan_fields import field_reader
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -308,6 +309,13 @@ class StateScan:
         them (a ``None`` value stays ``None``); ``version`` only names the file in an error."""
         path = f"state/{self.operator_id}/{partition_id}" + (f"/{version}" if version is not None else "")
         return self._files().decode_pairs(list(pairs), path)
+
+    def field_reader(
+        self, side: Literal["key", "value"], path: tuple[int, ...]
+    ) -> Callable[[bytes], int | None]:
+        """A function reading one integer field (positional ``path``) of stored key or value bytes, as
+        :meth:`iter_replay` gives them, without decoding the rest (:mod:`readers.scan_fields`)."""
+        return field_reader(self._files(), side, path)
 
     def iter_tables(self) -> Iterator[pa.Table]:
         """Arrow tables, one per partition (rows, stats) or per partition and version (changes), in

@@ -259,7 +259,7 @@ class _Clock:
     ],
 )
 def test_timeout_kind_decision(samples, watermarks, kind, words):
-    from statelens.app.analysis.expired import _decide_timeout_kind
+    from statelens.app.analysis.timeout_kind import _decide_timeout_kind
 
     ev = _decide_timeout_kind(samples, _Clock(watermarks))
     assert ev.timeout_kind == kind
@@ -358,9 +358,9 @@ def test_findings_are_not_retained_while_streaming(checkpoint, monkeypatch):
     """Regression: at no point are more findings alive than the examples plus one chunk."""
     import weakref
 
-    import statelens.app.analysis.expired as expired
+    import statelens.app.analysis.expired_result as expired_result
 
-    monkeypatch.setattr(expired, "_CHUNK", 2)
+    monkeypatch.setattr(expired_result, "CHUNK", 2)
     folder = checkpoint("pandas_state_event")
     alive = 0
     most = 0
@@ -417,3 +417,48 @@ def test_memory_does_not_grow_with_the_number_of_findings(checkpoint):
     all_peak, all_findings = peak(all_versions=True)
     assert all_findings > 10 * latest_findings > 10_000
     assert all_peak < 1.5 * latest_peak, (all_peak, latest_peak)
+
+
+@pytest.mark.spark
+def test_the_timeout_fold_fed_batch_by_batch_from_a_resumed_replay(checkpoint):
+    """The fold a live follow feeds: one replay of the store, advanced a version at a time (never started
+    over), finds after each version exactly the zombies the function's own report expects there."""
+    from statelens.app.analysis._common import BatchClock
+    from statelens.app.analysis.expired_fold import TimeoutFold, timeout_column
+    from statelens.app.analysis.expired_result import Emitter, ExpiredResult, OperatorExpiry
+    from statelens.app.analysis.expired_sources import ScanSource, state_source
+
+    folder = checkpoint("pandas_state_processing")
+    expected = json.loads((folder / "expected.json").read_text())
+    ckpt = open_checkpoint(str(folder / "checkpoint"))
+    (op,) = ckpt.operators
+    (store,) = op.stores
+    source = state_source(ckpt, store)
+    assert isinstance(source, ScanSource)
+    found: list[ExpiredFinding] = []
+    fold = TimeoutFold(
+        OperatorExpiry(op.operator_id, op.kind.value, store.store_name, "timeouts"),
+        Emitter(ExpiredResult([], [], None, False), found.append),
+        BatchClock(ckpt),
+        source.key_decoder,
+        False,
+        None,
+        "given",
+        read_timeout=source.value_reader(timeout_column(op, store.store_name)),
+        kind="processing_time",
+        tiebreak=source.tiebreak,
+        stale_after=None,
+    )
+    replay = source.scan.replay()
+    fed: list[tuple[int, int]] = []
+    last_version = max(expected["committed_batches"]) + 1
+    for version in range(1, last_version + 1):
+        found.clear()
+        for step in replay.advance(until=version):
+            fed.append((step.partition_id, step.version))
+            fold.feed(step.partition_id, step.version, step.state, step.changes, latest=True)
+        assert set(replay.positions.values()) == {version}
+        got = {key_fields(f.key)["key"]: f.batch_id for f in found if f.category == "zombie"}
+        assert got == _expected_zombies(expected, version), f"version {version}"
+    assert len(fed) == len(set(fed))  # every version of every partition fed once
+    assert any(_expected_zombies(expected, v) for v in range(1, last_version + 1))

@@ -43,7 +43,10 @@ ALLOWED = {
     ),
     "app/analysis/sql.py": ({"one backend picked by attribute"}, "--in-spark asks for Spark SQL by name"),
     "app/cli/prune.py": ({"one backend picked by attribute"}, "repartition is a Spark job by definition"),
-    "app/cli/analyses.py": ({"result's backend compared"}, "wording only: says which engine read"),
+    "app/analysis/expired_result.py": (
+        {"result's backend compared"},
+        "wording only: OperatorExpiry.describe says which engine read",
+    ),
     "app/explore.py": ({"result's backend compared"}, "wording only: says which engine read"),
     "app/gui/controllers/browser.py": (
         {"reads_files flag"},

@@ -1,5 +1,6 @@
 """Helpers shared by the analyses: driving generators, batch clocks, key encoding (the raw version walk
-is the scan's: :func:`readers.scan.walk_partition`).
+is the scan's: :meth:`readers.scan.StateScan.iter_replay`; reading a field of stored bytes too:
+:meth:`readers.scan.StateScan.field_reader`).
 
 Batch/version arithmetic follows ``docs/format.md`` §1.2: state version ``v`` holds
 the state after batch ``v-1``; batch ``b`` reads version ``b`` and writes version ``b+1``. Batch
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import struct
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
@@ -20,8 +20,6 @@ from statelens.readers.model import Progress
 from statelens.readers.values import JsonObject, json_converter, row_to_json
 
 T = TypeVar("T")
-
-_I64 = struct.Struct("<q")
 
 
 def run_to_end(gen: Generator[Progress, None, T], progress: Callable[[Progress], None] | None = None) -> T:
@@ -223,50 +221,6 @@ class BatchClock:
         ids = [b for b, _ in self._ts_sorted]
         i = bisect.bisect_right(ids, batch_id)
         return ids[i - 1] if i else None
-
-
-def int_reader(layout: Any, path: tuple[int, ...]) -> Callable[[bytes], int | None]:
-    """A function reading one fixed-width integer field of a raw UnsafeRow by positional path.
-
-    Follows nested structs through their offset/size words (docs/format.md §6.1), so the time column of a key or
-    value is read without decoding the rest of the row. Returns ``None`` for null or out-of-range.
-    """
-    steps = []
-    rl = layout
-    for depth, index in enumerate(path):
-        fl = rl.fields[index]
-        steps.append((fl.slot, fl.null_word, fl.null_bit))
-        if depth < len(path) - 1:
-            rl = fl.type.row
-
-    if len(steps) == 1:
-        slot, word, bit = steps[0]
-        unpack = _I64.unpack_from
-        need = max(slot, 8 * word) + 8
-
-        def read_top(data: bytes) -> int | None:
-            if len(data) < need or (unpack(data, 8 * word)[0] >> bit) & 1:
-                return None
-            return int(unpack(data, slot)[0])
-
-        return read_top
-
-    def read(data: bytes) -> int | None:
-        base = 0
-        n = len(data)
-        for depth, (slot, word, bit) in enumerate(steps):
-            wpos = base + 8 * word
-            if wpos + 8 > n or base + slot + 8 > n:
-                return None
-            if (_I64.unpack_from(data, wpos)[0] >> bit) & 1:
-                return None
-            raw = _I64.unpack_from(data, base + slot)[0]
-            if depth == len(steps) - 1:
-                return int(raw)
-            base = base + ((raw >> 32) & 0xFFFFFFFF)
-        return None  # pragma: no cover
-
-    return read
 
 
 def to_ms(value: int | None, unit: str) -> int | None:

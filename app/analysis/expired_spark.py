@@ -1,7 +1,7 @@
 """The timeout and eviction checks of :mod:`app.analysis.expired` as Spark SQL queries: findings computed
 where Spark runs (a cluster), only the findings come back.
 
-The walk in :class:`app.analysis.expired._TimeoutState` replays a store version by version. Here the
+The walk in :class:`app.analysis.expired_fold.TimeoutState` replays a store version by version. Here the
 same rules are folded per key over its changes (docs in the query's comments):
 
 * a key's history is a list of **segments**: the timeout ``t`` stored at version ``a`` (the first
@@ -33,8 +33,9 @@ by Spark: those stores, and a Spark without a change feed, keep the walk (which 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statelens.app.analysis.findings import (
     eviction_fields,
@@ -43,7 +44,12 @@ from statelens.app.analysis.findings import (
     timer_fields,
     zombie_fields,
 )
+from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
+
+if TYPE_CHECKING:
+    from statelens.app.analysis._common import BatchClock
+    from statelens.app.analysis.expired_result import Emitter, OperatorExpiry
 
 # The zombie, stale and overdue rows of one store; {events}, {thr}, {series}, {ts} are tables the backend
 # registers (stream_history_query); <FIRST> etc. are substituted below.
@@ -526,3 +532,142 @@ def check_timers_in_spark(
             version_counts[(operator_id, variable, int(v), "zombie")] += int(n)
     held = sum(backend.row_counts(operator_id, variable, last).values())
     return held, len(versions)
+
+
+# -- running a store's check as a Spark query ---------------------------------------------------------
+def _in_spark(
+    source: Any,
+    summary: OperatorExpiry,
+    out: Emitter,
+    problems: list[StatelensError],
+    what: str,
+    run: Callable[
+        [Callable[[int, int, list[tuple[Any, dict[str, Any]]]], None]],
+        Generator[Progress, None, tuple[int, int]],
+    ],
+) -> Generator[Progress, None, bool]:
+    """Run one store's check as a Spark query (this module): ``run(emit)`` hands
+    findings to ``emit(partition, version, candidates)`` and returns the keys at the latest version and
+    the versions looked at. False (nothing done) when the store's versions have a gap or Spark cannot
+    run the query before its first finding (the walk then reads the rows instead)."""
+    vs = source.versions
+    if not vs or vs != list(range(vs[0], vs[-1] + 1)) or not source.backend.capabilities.engine_queries:
+        return False
+    refused = yield from pushed(summary, out, problems, source.key_decoder, len(source.partition_ids()), run)
+    if refused is not None:
+        source.feed_note = f"{what} not checked inside Spark ({refused}): rows streamed instead"
+        return False
+    return True
+
+
+def pushed(
+    summary: OperatorExpiry,
+    out: Emitter,
+    problems: list[StatelensError],
+    keys: Callable[[int], Any],
+    partitions: int,
+    run: Callable[
+        [Callable[[int, int, list[tuple[Any, dict[str, Any]]]], None]],
+        Generator[Progress, None, tuple[int, int]],
+    ],
+) -> Generator[Progress, None, str | None]:
+    """Run a check as a Spark query: ``run(emit)`` hands findings to ``emit(partition, version,
+    candidates)`` (decoded with ``keys(partition)``) and returns the keys at the latest version and the
+    versions looked at, added to ``summary``. None when done; Spark's reason when it failed before its
+    first finding (nothing reported: the caller checks another way). A failure after findings were
+    reported goes to ``problems``."""
+    emitted = 0
+
+    def emit(pid: int, v: int, candidates: list[tuple[Any, dict[str, Any]]]) -> None:
+        nonlocal emitted
+        emitted += 1
+        out.emit(summary, pid, v, candidates, keys(pid))
+
+    try:
+        keys_at_latest, walked = yield from run(emit)
+    except StatelensError as err:
+        if emitted:  # findings already reported: the rest is lost, say so
+            problems.append(err)
+            return None
+        return err.message
+    summary.keys_at_latest += keys_at_latest
+    summary.versions_read += partitions * walked
+    summary.in_spark = True
+    return None
+
+
+def timeouts_in_spark(
+    op: Any,
+    source: Any,
+    clock: BatchClock,
+    kind: str | None,
+    path: tuple[int, ...] | None,
+    evidence: str,
+    summary: OperatorExpiry,
+    out: Emitter,
+    problems: list[StatelensError],
+    stale_after: int | None,
+    all_versions: bool,
+    version_counts: Counter[tuple[int, str, int, str]] | None,
+) -> Generator[Progress, None, bool]:
+    """The timeout checks of one store computed inside Spark: only findings come back. False (nothing
+    done) when the store's keys or timeout column cannot be named in Spark SQL (or as :func:`_in_spark`)."""
+
+    timeout_sql = "NULL" if path is None else timeout_column_sql(source.schema, path)
+    if timeout_sql is None or not groupable(source.schema.key_schema):
+        return False
+    return (
+        yield from _in_spark(
+            source,
+            summary,
+            out,
+            problems,
+            "timeouts",
+            lambda emit: check_timeouts_in_spark(
+                source,
+                clock,
+                kind,
+                timeout_sql,
+                stale_after,
+                all_versions,
+                version_counts,
+                emit,
+                evidence,
+                op.operator_id,
+            ),
+        )
+    )
+
+
+def eviction_in_spark(
+    op: Any,
+    source: Any,
+    clock: BatchClock,
+    col: tuple[str, tuple[int, ...], str, str],
+    note: str,
+    evidence: str,
+    summary: OperatorExpiry,
+    out: Emitter,
+    problems: list[StatelensError],
+    all_versions: bool,
+    version_counts: Counter[tuple[int, str, int, str]] | None,
+) -> Generator[Progress, None, bool]:
+    """The eviction check of one store computed inside Spark; False where it cannot be (an event-time
+    column Spark SQL cannot read the same way, or as :func:`_in_spark`)."""
+
+    side, path, unit, _name = col
+    time_sql = event_time_sql(source.schema, side, path, unit)
+    if time_sql is None or not groupable(source.schema.key_schema):
+        return False
+    return (
+        yield from _in_spark(
+            source,
+            summary,
+            out,
+            problems,
+            "eviction",
+            lambda emit: check_eviction_in_spark(
+                source, clock, time_sql, all_versions, version_counts, emit, note, evidence, op.operator_id
+            ),
+        )
+    )

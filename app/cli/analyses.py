@@ -278,22 +278,10 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
         w("No expired-but-present keys found.\n\n")
     internal: dict[int, list[str]] = {}
     for op in result.operators:
-        tk = op.timeout_kind
         if op.check == "skipped" and op.store_name.startswith("$"):
             internal.setdefault(op.operator_id, []).append(op.store_name)  # said once per operator, below
             continue
-        line = f"operator {op.operator_id} ({op.kind}) store {op.store_name}: "
-        if op.check == "skipped":
-            line += f"not checked: {op.reason}"
-        else:
-            line += f"{op.check} checked on {op.partitions} partitions, {op.versions_read} versions read"
-            if op.backend != "native":
-                line += f" (read by {op.backend}{', checked inside Spark' if op.in_spark else ''})"
-            if tk is not None:
-                line += f"; timeout kind {tk.timeout_kind or 'unknown'} ({tk.source}: {tk.evidence})"
-            if op.reason:
-                line += f"; {op.reason}"
-        w(line + "\n")
+        w(f"operator {op.operator_id} ({op.kind}) store {op.store_name}: {op.describe()}\n")
     for op_id, names in internal.items():
         w(
             f"operator {op_id}: {len(names)} internal column families not checked (Spark's own bookkeeping: "
