@@ -489,9 +489,14 @@ class StateScan:
         UsageError
             A stats scan (its counts are not rows of a DataFrame).
         """
-        if self.kind in ("stats", "replay"):
+        if self.kind not in ("rows", "changes"):
             raise UsageError(f"a {self.kind} scan is not rows of a DataFrame: use rows or changes")
-        return self.backend.dataframe(
+        if self.backend.engine is None:
+            raise BackendUnavailableError(
+                "a Spark DataFrame comes from Spark's own readers: open the checkpoint with backend='spark' "
+                "(statelens.open(path, backend='spark', spark=spark))"
+            )
+        return self.backend.engine.dataframe(
             self.operator_id,
             self.store_name,
             changes=self.kind == "changes",

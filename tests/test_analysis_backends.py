@@ -134,6 +134,7 @@ def test_expired_through_spark_without_change_feed_reads_versions_whole(
     """When Spark's change feed fails (RocksDB without changelogs), every version is read whole and the
     summary says so; a whole state still shows the PySpark leak shape (an expired timeout kept)."""
     from statelens.readers.backends.spark import SparkBackend
+    from statelens.readers.backends.spark_engine import SparkEngine
     from statelens.readers.errors import SparkReadError
 
     def no_feed(*_args: Any, **_kw: Any) -> Any:
@@ -145,8 +146,8 @@ def test_expired_through_spark_without_change_feed_reads_versions_whole(
     ckpt = open_checkpoint(str(path))
     _, native = _run(path, BackendChooser(ckpt, "native"), stale_after=0)
     monkeypatch.setattr(SparkBackend, "read_changes", no_feed)
-    monkeypatch.setattr(SparkBackend, "iter_state_then_changes", no_feed)  # the streamed walk needs it too
-    monkeypatch.setattr(SparkBackend, "stream_history_query", no_feed)  # and the checks inside Spark
+    # The streamed walk and the checks inside Spark read the history through the engine's queries.
+    monkeypatch.setattr(SparkEngine, "query", no_feed)
     result, through = _run(path, BackendChooser(ckpt, "spark", spark=spark), stale_after=0)
     (op,) = result.operators
     assert "change feed is unavailable" in op.reason
@@ -171,6 +172,7 @@ def test_expired_through_spark_streams_partition_by_partition(
     partition by partition (no read of a whole version, no per-version job), and finds what the native
     decoder finds."""
     from statelens.readers.backends.spark import SparkBackend
+    from statelens.readers.backends.spark_engine import SparkEngine
 
     def whole(*_args: Any, **_kw: Any) -> Any:
         raise AssertionError("a whole version or one version's changes was collected")
@@ -178,18 +180,18 @@ def test_expired_through_spark_streams_partition_by_partition(
     path = checkpoint(scenario) / "checkpoint"
     ckpt = open_checkpoint(str(path))
     native, got_native = _run(path, BackendChooser(ckpt, "native"), all_versions=True)
-    streams: list[tuple[int, int]] = []
-    real = SparkBackend.iter_state_then_changes
+    streams: list[str] = []
+    real = SparkEngine.query
 
-    def counted(self: Any, op: int, store: Any, first: int, last: int) -> Any:
-        streams.append((first, last))
-        return real(self, op, store, first, last)
+    def counted(self: Any, what: str, *args: Any, **kw: Any) -> Any:
+        streams.append(what)
+        return real(self, what, *args, **kw)
 
     monkeypatch.setattr(SparkBackend, "read_rows", whole)
     monkeypatch.setattr(SparkBackend, "read_changes", whole)
-    monkeypatch.setattr(SparkBackend, "iter_state_then_changes", counted)
+    monkeypatch.setattr(SparkEngine, "query", counted)
     through, got_spark = _run(path, BackendChooser(ckpt, "spark", spark=spark), all_versions=True)
-    assert not through.problems and streams
+    assert not through.problems and any(w.startswith("state and changes") for w in streams)
     assert sorted(dumps_jsonl(f.to_json()) for f in got_spark) == sorted(
         dumps_jsonl(f.to_json()) for f in got_native
     )

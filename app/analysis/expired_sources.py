@@ -28,6 +28,17 @@ StateWalk = Generator[tuple[int, int, Mapping[Any, Any], "list[tuple[Any, Any]] 
 _KEY_CACHE = 65536
 
 
+#: The rows of the first version (change null), then the change feed (put/remove, a remove's value null),
+#: partition by partition, in the feed's order within a version.
+_EVENTS_IN_ORDER = """
+SELECT p, v,
+       CASE WHEN c IS NULL THEN NULL WHEN c = 'delete' THEN 'remove' WHEN c = 'append' THEN 'append'
+            ELSE 'put' END AS change,
+       key, CASE WHEN c = 'delete' THEN NULL ELSE value END AS value
+FROM {events} ORDER BY p, v, o
+"""
+
+
 class ScanSource:
     """One store's stored records, replayed by the scan (:meth:`readers.scan.StateScan.iter_replay`): raw
     key bytes identify keys, raw value bytes are values.
@@ -230,8 +241,12 @@ class RowSource:
     def _walk_streamed(self, cancelled: Callable[[], bool] | None) -> StateWalk:
         """Partition-major walk over Spark's stream of the first version's rows and the change feed."""
         versions = self.versions
-        rows = self.backend.iter_state_then_changes(
-            self.operator_id, self.store_name, versions[0], versions[-1]
+        first, last = versions[0], versions[-1]
+        rows = self.backend.engine.query(
+            f"state and changes of operator {self.operator_id}",
+            lambda f: {"events": f.history(self.operator_id, self.store_name, first, last)},
+            _EVENTS_IN_ORDER,
+            ["p", "v", "change", "key", "value"],
         )
         try:
             for pid, part in _group_by_partition(rows, self.pids):

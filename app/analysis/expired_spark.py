@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from statelens.app.analysis.expired_result import Emitter, OperatorExpiry
 
 # The zombie, stale and overdue rows of one store; {events}, {thr}, {series}, {ts} are tables the backend
-# registers (stream_history_query); <FIRST> etc. are substituted below.
+# registers (SparkEngine.query); <FIRST> etc. are substituted below.
 _QUERY = """
 WITH ev AS (
   SELECT p, v, o, key, coalesce(c = 'delete', false) AS removed,
@@ -285,7 +285,9 @@ def check_timeouts_in_spark(
     def run(text: str, since: int, columns: list[str], what: str) -> Any:
         """The query with its values in place (findings from version ``since`` on), streamed."""
         query = _bind(text, **params, FROM=since)
-        return backend.stream_history_query(op, store, first, last, query, tables, columns, what)
+        return backend.engine.query(
+            what, lambda f: {"events": f.history(op, store, first, last)}, query, columns, tables
+        )
 
     yield Progress(0, 1, f"operator {op}: checking timeouts in Spark")
     (keys_at_latest,) = next(iter(run(_KEYS_AT_LATEST, last, ["n"], "keys")))
@@ -420,7 +422,9 @@ def check_eviction_in_spark(
 
     def run(text: str, since: int, columns: list[str], what: str) -> Any:
         query = _bind(text, TIME=time_sql, LAST=last, FROM=since)
-        return backend.stream_history_query(op, store, first, last, query, tables, columns, what)
+        return backend.engine.query(
+            what, lambda f: {"events": f.history(op, store, first, last)}, query, columns, tables
+        )
 
     yield Progress(0, 1, f"operator {op}: checking eviction in Spark")
     (keys_at_latest,) = next(iter(run(_EVICTION_KEYS, last, ["n"], "keys")))
@@ -504,11 +508,32 @@ def check_timers_in_spark(
     since = first if all_versions or version_counts is not None else last
     tables = {"thr": ("v bigint, thr bigint", [(v, clock.threshold(v - 1, kind)) for v in versions])}
 
-    def run(text: str, start: int, columns: list[str], what: str) -> Any:
-        query = _bind(text, LAST=last, FROM=start)
-        return backend.stream_timer_query(
-            operator_id, variable, first, last, since, query, tables, columns, what
+    def frames(f: Any) -> dict[str, Any]:
+        """``{timers}``: ``p, v, key, x``, every timer registered at each version (Spark's reader has no
+        change feed of timers: each version is read whole); ``{held}``: the variable's rows at ``since``
+        then its change feed, ``u`` a map state's user key (null otherwise)."""
+        from pyspark.sql import functions as F  # deferred: pyspark (heavy)
+
+        timers = None
+        for v in range(first, last + 1):
+            one = f.timers(operator_id, v).select(
+                F.col("partition_id").cast("int").alias("p"),
+                F.lit(v).cast("long").alias("v"),
+                "key",
+                F.col("expiration_timestamp_ms").cast("long").alias("x"),
+            )
+            timers = one if timers is None else timers.unionByName(one)
+        held = f.history(
+            operator_id,
+            variable,
+            since,
+            last,
+            lambda df: [(F.col("user_map_key") if "user_map_key" in df.columns else F.lit(None)).alias("u")],
         )
+        return {"timers": timers, "held": held}
+
+    def run(text: str, start: int, columns: list[str], what: str) -> Any:
+        return backend.engine.query(what, frames, _bind(text, LAST=last, FROM=start), columns, tables)
 
     yield Progress(0, 1, f"operator {operator_id}: checking timers in Spark")
     rows = run(
@@ -530,7 +555,7 @@ def check_timers_in_spark(
     if version_counts is not None and not all_versions:
         for v, n in run(_TIMER_COUNTS, first, ["v", "n"], "counts per version"):
             version_counts[(operator_id, variable, int(v), "zombie")] += int(n)
-    held = sum(backend.row_counts(operator_id, variable, last).values())
+    held = sum(backend.engine.row_counts(operator_id, variable, last).values())
     return held, len(versions)
 
 

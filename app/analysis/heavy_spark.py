@@ -136,7 +136,7 @@ _ALL = "SELECT p, key, CAST(<KEY_SIZE> + <VALUE_SIZE> AS BIGINT) AS b FROM {stat
 
 def weight_sql(schema: Any) -> tuple[str, str] | None:
     """``(key size, value size)`` as Spark SQL over the ``key``/``value`` columns of
-    :meth:`readers.backends.spark.SparkBackend.stream_state_query`; None when a type is outside the formula."""
+    :meth:`readers.backends.spark_engine.SparkFrames.state`; None when a type is outside the formula."""
 
     key = row_size_sql(schema.key_schema, unique_struct(schema.key_schema), "key")
     value = row_size_sql(schema.value_schema, unique_struct(schema.value_schema), "value")
@@ -156,13 +156,11 @@ def top_keys_in_spark(
     keys in the partition)``, heaviest first within a partition. Raises StatelensError when Spark cannot
     read the store or run the query."""
     yield Progress(0, 1, f"heaviest keys: operator {operator_id} {store_name} in Spark")
-    rows = backend.stream_state_query(
-        operator_id,
-        store_name,
-        version,
+    rows = backend.engine.query(
+        f"heaviest keys of operator {operator_id} {store_name}",
+        lambda f: {"state": f.state(operator_id, store_name, version)},
         _sql(_TOP, sizes, n),
         ["p", "key", "b", "keys"],
-        f"heaviest keys of operator {operator_id} {store_name}",
     )
     return [(int(p), key, int(b), int(keys)) for p, key, b, keys in rows]
 
@@ -171,7 +169,10 @@ def key_weights_in_spark(
     backend: Any, operator_id: int, store_name: str, version: int, sizes: tuple[str, str]
 ) -> list[tuple[int, Any, int]]:
     """Every key's weight at ``version``: ``(partition, key, bytes)`` (for tests: all of them come back)."""
-    rows = backend.stream_state_query(
-        operator_id, store_name, version, _sql(_ALL, sizes), ["p", "key", "b"], "key weights"
+    rows = backend.engine.query(
+        "key weights",
+        lambda f: {"state": f.state(operator_id, store_name, version)},
+        _sql(_ALL, sizes),
+        ["p", "key", "b"],
     )
     return [(int(p), key, int(b)) for p, key, b in rows]

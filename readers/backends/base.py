@@ -42,10 +42,8 @@ class Capabilities:
     Attributes
     ----------
     engine_queries : bool
-        Runs SQL over a store's rows and history where its engine runs (:meth:`StateBackend.stream_history_query`,
-        :meth:`~StateBackend.stream_state_query`, :meth:`~StateBackend.stream_timer_query`,
-        :meth:`~StateBackend.iter_state_then_changes`, :meth:`~StateBackend.dataframe`): only the answer
-        comes to this process. False: those raise ``BackendUnavailableError``.
+        Has an engine (:attr:`StateBackend.engine`) that runs an analysis's SQL over a store's rows and
+        history where it runs, and gives Spark DataFrames of them: only the answer comes to this process.
     partition_reads : bool
         Reading one partition alone costs that partition (files); False when every read is a job over
         the store (an engine), so a whole store is best read in one call.
@@ -259,72 +257,6 @@ class StateBackend(Protocol):
         self, operator_id: int, version: int, partition_id: int | None = None
     ) -> list[tuple[int, Any, int]]:
         """Registered timers of a transformWithState operator: ``(partition, grouping key, expiry ms)``."""
-        ...
-
-    def dataframe(
-        self,
-        operator_id: int,
-        store_name: str | None,
-        *,
-        changes: bool = False,
-        version: int | None = None,
-        start_version: int | None = None,
-        end_version: int | None = None,
-        partitions: list[int] | None = None,
-    ) -> Any:
-        """Spark's own DataFrame of one store's rows (or change feed), lazy, where Spark runs; raises
-        ``BackendUnavailableError`` on a backend that is not Spark."""
-        ...
-
-    def iter_state_then_changes(
-        self, operator_id: int, store_name: str | None, first: int, last: int
-    ) -> Iterator[tuple[int, int, str | None, Any, Any]]:
-        """One store's rows at ``first``, then its change feed up to ``last``, partition by partition, in
-        one engine job (``capabilities.engine_queries``; else ``BackendUnavailableError``)."""
-        ...
-
-    def stream_history_query(
-        self,
-        operator_id: int,
-        store_name: str | None,
-        first: int,
-        last: int,
-        query: str,
-        tables: dict[str, tuple[str, list[tuple[Any, ...]]]],
-        columns: list[str],
-        what: str,
-    ) -> Iterator[tuple[Any, ...]]:
-        """A SQL ``query`` over one store's history, run where the engine runs
-        (``capabilities.engine_queries``; else ``BackendUnavailableError``)."""
-        ...
-
-    def stream_state_query(
-        self,
-        operator_id: int,
-        store_name: str | None,
-        version: int,
-        query: str,
-        columns: list[str],
-        what: str,
-    ) -> Iterator[tuple[Any, ...]]:
-        """A SQL ``query`` over one store's rows at ``version``, run where the engine runs
-        (``capabilities.engine_queries``; else ``BackendUnavailableError``)."""
-        ...
-
-    def stream_timer_query(
-        self,
-        operator_id: int,
-        variable: str,
-        first: int,
-        last: int,
-        held_from: int,
-        query: str,
-        tables: dict[str, tuple[str, list[tuple[Any, ...]]]],
-        columns: list[str],
-        what: str,
-    ) -> Iterator[tuple[Any, ...]]:
-        """A SQL ``query`` over a transformWithState operator's timers and one of its variables, run where
-        the engine runs (``capabilities.engine_queries``; else ``BackendUnavailableError``)."""
         ...
 
     def cancel(self) -> None:
