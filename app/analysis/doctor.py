@@ -27,6 +27,8 @@ from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.restart import REPAIR_ENABLED, PartitionFiles, RestartConf, RestartLoad, plan_load
+from statelens.readers.scan import StateScan
+from statelens.readers.scan_files import FileCheck, StoreFiles
 from statelens.readers.textfmt import ranges as _ranges
 
 SEVERITIES = ("error", "warning", "info")
@@ -39,8 +41,6 @@ GAP_MIN_EXTRA_MS = 30_000
 #: (minDeltasForSnapshot, default 10) and maintenance running behind. "Far beyond" = more than
 #: twice minBatchesToRetain plus this.
 RETENTION_MARGIN = 10
-#: Records decoded per state file to check the rows against the schema.
-SAMPLE_ROWS = 64
 _FILES_SHOWN = 20
 
 
@@ -132,23 +132,10 @@ class PartitionRestart:
         }
 
 
-def _listed(provider: str, pf: Any, damaged: dict[str, str] | None = None) -> PartitionFiles:
-    """A store partition's files as listed (``pf``: HDFS or RocksDB partition files), for
-    :func:`readers.restart.plan_load`; RocksDB repairs only when the store writes changelogs."""
-    return PartitionFiles(
-        provider,
-        {v: f.path for v, f in pf.snapshots.items()},
-        {v: f.path for v, f in pf.deltas.items()},
-        damaged or {},
-        pf.directory,
-        changelog_checkpointing=provider != "rocksdb" or bool(pf.deltas),
-    )
-
-
 class _Doctor:
     def __init__(self, ckpt: Any, min_batches_to_retain: int, restart: RestartConf | None = None):
         self.ckpt = ckpt
-        self.native = native_backend(ckpt)  # files, raw records and their checks
+        self.native = native_backend(ckpt)  # the files, their checks and raw records
         self.min_retain = min_batches_to_retain
         self.restart = restart or RestartConf()
         self.result = DoctorResult(restart=self.restart)
@@ -431,9 +418,8 @@ class _Doctor:
                 if physical in seen:
                     continue
                 seen.add(physical)
-                try:
-                    reader = self.native.store(op.operator_id, st.store_name)
-                except StatelensError as err:
+                files = StoreFiles(self.native, op.operator_id, st.store_name)
+                for err in files.problems:
                     self.add(
                         "unreadable_store",
                         "error",
@@ -441,33 +427,25 @@ class _Doctor:
                         operator_id=op.operator_id,
                         store_name=physical,
                     )
-                    continue
-                for pid in reader.partition_ids():
-                    self._check_partition(op, physical, reader, pid, expected, planned, st.provider)
+                for pid in files.partition_ids():
+                    self._check_partition(op, physical, files, pid, expected, planned)
 
     def _check_partition(
-        self,
-        op: Any,
-        store_name: str,
-        reader: Any,
-        pid: int,
-        expected: int | None,
-        planned: int | None,
-        provider: str = "hdfs",
+        self, op: Any, store_name: str, files: StoreFiles, pid: int, expected: int | None, planned: int | None
     ) -> None:
-        pf = reader.partitions[pid]
+        pf = files.listing(pid)
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
         where = f"operator {op.operator_id} store {store_name} partition {pid}"
-        self._layout[(op.operator_id, store_name, pid)] = _listed(provider, pf)
+        self._layout[(op.operator_id, store_name, pid)] = files.restart_files(pid)
         # HDFS: <v>.delta + <v>.snapshot; RocksDB: <v>.changelog + <v>.zip (the same roles).
-        delta, snapshot = ("changelog", "zip") if provider == "rocksdb" else ("delta", "snapshot")
+        delta, snapshot = ("changelog", "zip") if files.provider == "rocksdb" else ("delta", "snapshot")
 
         def path(v: int) -> str:
             sf = pf.deltas.get(v) or pf.snapshots.get(v)
             return sf.path if sf is not None else f"{pf.directory}/{v}.{delta}"
 
-        files = sorted(set(pf.deltas) | set(pf.snapshots))
-        if not files:
+        versions = sorted(set(pf.deltas) | set(pf.snapshots))
+        if not versions:
             self.add(
                 "no_state_files",
                 "error" if expected else "info",
@@ -476,7 +454,7 @@ class _Doctor:
                 **ctx,
             )
             return
-        latest = max(files)
+        latest = max(versions)
         readable = set(pf.readable_versions())
         if expected is not None:
             if latest < expected or (expected <= latest and expected not in readable):
@@ -503,7 +481,7 @@ class _Doctor:
                         **ctx,
                     )
                 else:
-                    extra = [v for v in files if v > expected]
+                    extra = [v for v in versions if v > expected]
                     # Spark loads version `expected` and writes the later ones again as it re-runs the
                     # batches (the restart matrix: offsets and commit of the last batch deleted, restarted
                     # with the control's state): the offsets or commits were lost, not the state
@@ -529,7 +507,7 @@ class _Doctor:
                     batch_id=expected - 1,
                     **ctx,
                 )
-        oldest = min(files)
+        oldest = min(versions)
         holes = [v for v in range(oldest + 1, latest + 1) if v not in readable]
         if holes and (expected is None or expected in readable or expected > latest):
             self.add(
@@ -563,50 +541,51 @@ class _Doctor:
             if restart_only
             else "every delta/snapshot decompresses, scans and matches its schema"
         )
-        jobs: list[tuple[Any, Any, Any, Any]] = []
-        readers: dict[tuple[int, str], Any] = {}
+        jobs: list[tuple[int, str, StoreFiles, list[Any]]] = []
         for op in self.ckpt.operators:
             for st in op.stores:
                 if st.provider == "hdfs":
-                    reader = self.native.store(op.operator_id, st.store_name)
-                    readers[(op.operator_id, st.store_name)] = reader
-                    chosen = reader.files()
-                    if restart_only:
-                        reads = self._restart_reads(op.operator_id, st.store_name)
-                        chosen = [sf for sf in chosen if sf.path in reads]
-                    jobs.extend((op, st, reader, sf) for sf in chosen)
+                    files = StoreFiles(self.native, op.operator_id, st.store_name)
+                    reads = self._restart_reads(op.operator_id, st.store_name) if restart_only else None
+                    jobs.append((op.operator_id, st.store_name, files, files.state_files(only=reads)))
         last = time.monotonic()
+        total, n = sum(len(chosen) for *_, chosen in jobs), 0
         damaged: dict[tuple[int, str, int], dict[str, tuple[str, str, list[str], int]]] = {}
-        for n, (op, st, reader, sf) in enumerate(jobs):
-            if cancelled is not None and cancelled():
-                return
-            if time.monotonic() - last > 0.1:
-                last = time.monotonic()
-                yield Progress(n, len(jobs), f"checking {sf.path}")
-            failed = reader.check_file(sf, SAMPLE_ROWS)
-            if failed is None:
-                continue
-            stage, err = failed
-            if stage == "scan":
-                check = "undecodable_file"
-                message = f"{sf.kind} {sf.version} cannot be decoded: {type(err).__name__}: {err.message}" + (
-                    f" at byte {err.offset}" if err.offset is not None else ""
-                )
-                files = [sf.path]
-            elif stage == "row_checksum":
-                check = "row_checksum"
-                message = f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}"
-                files = [sf.path]
-            else:
-                check = "rows_disagree_with_schema"
-                message = f"{sf.kind} {sf.version}: rows do not fit the store's schema: {err.message}"
-                files = [sf.path, f"state/{op.operator_id}/0/_metadata/schema"]
-            key = (op.operator_id, st.store_name, sf.partition_id)
-            damaged.setdefault(key, {})[sf.path] = (check, message, files, sf.version)
+        for op_id, store_name, files, chosen in jobs:
+            for checked in files.iter_checks(chosen):
+                if cancelled is not None and cancelled():
+                    return
+                n += 1
+                if time.monotonic() - last > 0.1:
+                    last = time.monotonic()
+                    yield Progress(n, total, f"checking {checked.file.path}")
+                if checked.error is not None:
+                    key = (op_id, store_name, checked.file.partition_id)
+                    damaged.setdefault(key, {})[checked.file.path] = self._decode_damage(op_id, checked)
+        stores = {(op_id, store_name): files for op_id, store_name, files, _ in jobs}
         for (op_id, store_name, pid), bad in sorted(damaged.items()):
-            pf = readers[(op_id, store_name)].partitions[pid]
-            plan_files = _listed("hdfs", pf, {path: message for path, (_, message, _, _) in bad.items()})
-            self._judge_damage(op_id, store_name, pid, plan_files, bad, pf.readable_versions())
+            files = stores[(op_id, store_name)]
+            plan_files = files.restart_files(pid, {path: message for path, (_, message, _, _) in bad.items()})
+            self._judge_damage(
+                op_id, store_name, pid, plan_files, bad, files.listing(pid).readable_versions()
+            )
+
+    @staticmethod
+    def _decode_damage(op_id: int, checked: FileCheck) -> tuple[str, str, list[str], int]:
+        """A damaged HDFS file as :meth:`_judge_damage` takes it."""
+        sf, err, files = checked.file, checked.error, [checked.file.path]
+        assert err is not None
+        if checked.stage == "scan":
+            at = f" at byte {err.offset}" if err.offset is not None else ""
+            check, message = "undecodable_file", f"{type(err).__name__}: {err.message}{at}"
+            message = f"{sf.kind} {sf.version} cannot be decoded: {message}"
+        elif checked.stage == "row_checksum":
+            check, message = "row_checksum", f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}"
+        else:
+            check = "rows_disagree_with_schema"
+            message = f"{sf.kind} {sf.version}: rows do not fit the store's schema: {err.message}"
+            files.append(f"state/{op_id}/0/_metadata/schema")
+        return check, message, files, sf.version
 
     def judge_known_damage(self, damage: Sequence[StatelensError]) -> None:
         """Without reading every file (``decode_files=False``): judge the state files another analysis
@@ -620,59 +599,26 @@ class _Doctor:
             if err.path and op_id is not None and store is not None and pid is not None:
                 by_partition.setdefault((op_id, store, pid), []).append(err)
         for (op_id, store, pid), errs in sorted(by_partition.items(), key=lambda kv: kv[0]):
-            try:
-                reader = self.native.store(op_id, store)
-            except StatelensError:
-                continue  # the listing checks report an unreadable store
-            provider = self._provider(op_id, store)
-            files = reader.physical_rocksdb() if provider == "rocksdb" else reader
-            pf = files.partitions.get(pid) if files is not None else None
-            if pf is None:
+            files = StoreFiles(self.native, op_id, store)  # (an unreadable store: the listing checks say so)
+            if files.listing(pid) is None:
                 continue
             bad: dict[str, tuple[str, str, list[str], int]] = {}
             for err in errs:
-                own = self._state_file_of(pf, err)
-                if own is None:
+                sf = files.file_of(pid, err)
+                if sf is None:
                     continue
-                kind, v, path = own
-                check = f"rocksdb_{kind}" if provider == "rocksdb" else "undecodable_file"
-                bad.setdefault(
-                    path,
-                    (
-                        check,
-                        f"{kind} {v} cannot be read: {type(err).__name__}: {err.message}",
-                        [err.path or path],
-                        v,
-                    ),
-                )
+                check = f"rocksdb_{sf.kind}" if files.provider == "rocksdb" else "undecodable_file"
+                message = f"{sf.kind} {sf.version} cannot be read: {type(err).__name__}: {err.message}"
+                bad.setdefault(sf.path, (check, message, [err.path or sf.path], sf.version))
                 self.result.judged.add(str(err.path))
-            if not bad:
-                continue
-            plan_files = _listed(provider, pf, {path: message for path, (_, message, _, _) in bad.items()})
-            physical = self.ckpt.physical_store(op_id, store)
-            self._judge_damage(op_id, physical, pid, plan_files, bad, pf.readable_versions())
-
-    @staticmethod
-    def _state_file_of(pf: Any, err: StatelensError) -> tuple[str, int, str] | None:
-        """``(kind, version, path)`` of the state file an error is about: the file itself, or the zip
-        whose SST it names."""
-        for v, sf in pf.snapshots.items():
-            if sf.path == err.path:
-                return ("zip" if sf.path.endswith(".zip") else "snapshot"), v, sf.path
-        for v, sf in pf.deltas.items():
-            if sf.path == err.path:
-                return ("changelog" if sf.path.endswith(".changelog") else "delta"), v, sf.path
-        version = err.context.get("version")
-        if "/SSTs/" in str(err.path) and isinstance(version, int) and version in pf.snapshots:
-            return "zip", version, pf.snapshots[version].path
-        return None
-
-    def _provider(self, operator_id: int, store_name: str) -> str:
-        for op in self.ckpt.operators:
-            for st in op.stores:
-                if op.operator_id == operator_id and st.store_name == store_name:
-                    return str(st.provider)
-        return "hdfs"
+            if bad:
+                plan_files = files.restart_files(
+                    pid, {path: message for path, (_, message, _, _) in bad.items()}
+                )
+                physical = self.ckpt.physical_store(op_id, store)
+                self._judge_damage(
+                    op_id, physical, pid, plan_files, bad, files.listing(pid).readable_versions()
+                )
 
     def plan_restarts(self) -> None:
         """How a restart loads every store partition the listing showed, with the damage found."""
@@ -829,7 +775,7 @@ class _Doctor:
             "RocksDB: the zip, SSTs and changelogs a restart loads, every other retained zip and changelog, "
             "orphan SSTs"
         )
-        jobs: list[tuple[Any, str, Any]] = []
+        jobs: list[tuple[Any, str, StoreFiles]] = []
         for op in self.ckpt.operators:
             seen: set[str] = set()
             for st in op.stores:
@@ -837,14 +783,8 @@ class _Doctor:
                 if st.provider != "rocksdb" or physical in seen:
                     continue
                 seen.add(physical)
-                try:
-                    reader = self.native.store(op.operator_id, st.store_name)
-                except StatelensError:
-                    continue  # reported by the state-version checks
-                # A column family shown as a store reads its files through the physical store's reader.
-                files = reader.physical_rocksdb()
-                if files is not None:
-                    jobs.append((op, physical, files))
+                # (a store that cannot be listed is reported by the state-version checks)
+                jobs.append((op, physical, StoreFiles(self.native, op.operator_id, st.store_name)))
         total = sum(len(files.partition_ids()) for _, _, files in jobs)
         done = 0
         for op, physical, files in jobs:
@@ -858,59 +798,38 @@ class _Doctor:
                 self._check_rocksdb_partition(op, physical, files, pid, restart_only)
 
     def _check_rocksdb_partition(
-        self, op: Any, store_name: str, files: Any, pid: int, restart_only: bool = False
+        self, op: Any, store_name: str, files: StoreFiles, pid: int, restart_only: bool = False
     ) -> None:
-        pf = files.partitions[pid]
+        pf = files.listing(pid)
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
         where = f"operator {op.operator_id} store {store_name} partition {pid}"
-        bad: dict[str, tuple[str, str, list[str], int]] = {}  # the zip's or changelog's path -> finding
-        names_by_zip: dict[int, set[str]] = {}
-        reads = self._restart_reads(op.operator_id, store_name, pid) if restart_only else set()
-        zips = [v for v in sorted(pf.snapshots) if not restart_only or pf.snapshots[v].path in reads]
-        with files.workspace() as ws:  # the partition's SSTs copied once for all its zips
-            for v in zips:
-                try:
-                    meta = files.verify_zip(pid, v, ws)
-                    names_by_zip[v] = {dfs for _, dfs, _ in meta.sst_files}
-                except StatelensError as err:
-                    bad[pf.snapshots[v].path] = self._rocksdb_damage("zip", v, err, pf.snapshots[v].path)
-        for v in sorted(pf.deltas):
-            if restart_only and pf.deltas[v].path not in reads:
-                continue
-            try:
-                files.verify_changelog(pid, v)
-            except StatelensError as err:
-                bad[pf.deltas[v].path] = self._rocksdb_damage("changelog", v, err, pf.deltas[v].path)
-        if bad:  # (undamaged, a restart can only fail on a missing file: the listing checks name it)
-            plan_files = _listed("rocksdb", pf, {path: message for path, (_, message, _, _) in bad.items()})
-            self._judge_damage(op.operator_id, store_name, pid, plan_files, bad, pf.readable_versions())
-        if len(names_by_zip) == len(pf.snapshots) and pf.sst_sizes:  # every zip's list known
-            named = set().union(*names_by_zip.values()) if names_by_zip else set()
-            # Only SST files: the local file system writes .<name>.crc checksum sidecars beside them.
-            orphans = sorted(
-                n for n in pf.sst_sizes if n.endswith(".sst") and not n.startswith(".") and n not in named
+        reads = self._restart_reads(op.operator_id, store_name, pid) if restart_only else None
+        checks = list(files.iter_checks(files.state_files(pid, reads)))
+        # the zip's or changelog's path -> finding (naming the file at fault: an SST the zip names, or itself)
+        bad = {
+            c.file.path: (
+                f"rocksdb_{c.stage}",
+                f"the {c.stage} of version {c.file.version} cannot be read: {type(c.error).__name__}: "
+                f"{c.error.message}",
+                [c.error.path or c.file.path],
+                c.file.version,
             )
-            if orphans:
-                size = sum(pf.sst_sizes[n] for n in orphans)
-                self.add(
-                    "rocksdb_orphan_sst",
-                    "info",
-                    f"{where}: {len(orphans)} SST file(s), {size:,} bytes, named by no retained zip (left by "
-                    "versions cleaned up, or by batches that were retried; Spark deletes them in maintenance)",
-                    [f"{pf.directory}/SSTs/{n}" for n in orphans],
-                    **ctx,
-                )
-
-    @staticmethod
-    def _rocksdb_damage(kind: str, v: int, err: StatelensError, own: str) -> tuple[str, str, list[str], int]:
-        """A damaged zip or changelog as :meth:`_judge_damage` takes it (the file named is the one at
-        fault: an SST the zip names, or the zip itself)."""
-        return (
-            f"rocksdb_{kind}",
-            f"the {kind} of version {v} cannot be read: {type(err).__name__}: {err.message}",
-            [err.path or own],
-            v,
-        )
+            for c in checks
+            if c.error is not None
+        }
+        if bad:  # (undamaged, a restart can only fail on a missing file: the listing checks name it)
+            plan_files = files.restart_files(pid, {path: message for path, (_, message, _, _) in bad.items()})
+            self._judge_damage(op.operator_id, store_name, pid, plan_files, bad, pf.readable_versions())
+        orphans = files.orphan_ssts(pid, checks)
+        if orphans:
+            self.add(
+                "rocksdb_orphan_sst",
+                "info",
+                f"{where}: {len(orphans)} SST file(s), {sum(orphans.values()):,} bytes, named by no retained zip "
+                "(left by versions cleaned up, or by batches that were retried; Spark deletes them in maintenance)",
+                [f"{pf.directory}/SSTs/{n}" for n in orphans],
+                **ctx,
+            )
 
     def iter_spark_cross_check(
         self, backends: Any, cancelled: Callable[[], bool] | None
@@ -959,21 +878,21 @@ class _Doctor:
                     **ctx,
                 )
                 continue
-            try:
-                reader = self.native.store(op.operator_id, st.store_name)
-            except StatelensError as err:
+            files = StoreFiles(self.native, op.operator_id, st.store_name)
+            if files.problems:
                 self.add(
                     "spark_not_compared",
                     "info",
                     f"{where}: Spark reads version {version} ({sum(counted.values()):,} rows); the native "
-                    f"decoder cannot, nothing to compare: {err.message}",
+                    f"decoder cannot, nothing to compare: {files.problems[0].message}",
                     [folder],
                     **ctx,
                 )
                 continue
-            for pid in sorted(set(reader.partition_ids()) | set(counted)):
+            for pid in sorted(set(files.partition_ids()) | set(counted)):
                 spark_rows = counted.get(pid, 0)
-                if pid not in reader.partitions or version not in reader.versions(pid):
+                pf = files.listing(pid)
+                if pf is None or version not in pf.readable_versions():
                     if spark_rows:
                         self.add(
                             "spark_native_disagree",
@@ -985,10 +904,19 @@ class _Doctor:
                             **ctx,
                         )
                     continue
-                try:
-                    native_rows = len(reader.read_raw(pid, version))
-                except StatelensError:
-                    continue  # reported by the decode and state-version checks
+                scan = StateScan(
+                    self.native,
+                    op.operator_id,
+                    st.store_name,
+                    kind="replay",
+                    start_version=version,
+                    end_version=version,
+                    partitions=[pid],
+                )
+                read = [len(step.state) for step in scan.iter_replay()]
+                if not read:
+                    continue  # unreadable: reported by the decode and state-version checks
+                native_rows = read[0]
                 if native_rows != spark_rows:
                     self.add(
                         "spark_native_disagree",
