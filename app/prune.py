@@ -550,7 +550,7 @@ def _plan_store(
 
     def flush() -> None:
         chosen_by_where = (
-            _where_matches([t for _, t in pending], st, sel.where, base, con) if sel.where else {}
+            _where_matches([t for _, t in pending], st, sel.where, base, con) if sel.where and pending else {}
         )
         for pid, table in pending:
             keys = wanted.get(pid, set()) | wanted.get(None, set())
