@@ -1,14 +1,8 @@
-"""The files of one store, listed and checked (``statelens doctor``): a sibling of
-:class:`readers.scan.StateScan` with its error policy, for what the scan's kinds do not give, each state
-file by itself.
-
-:class:`StoreFiles` lists a store's state files per partition and version (what a restart of the query
-loads is planned from that listing, :meth:`StoreFiles.restart_files`) and checks them as a read would use
-them (:meth:`StoreFiles.iter_checks`): every file comes with its error or ``None``. A store whose files
-cannot be listed, and every file that cannot be read, goes to :attr:`StoreFiles.problems` (the error
-names the file and, where known, the offset) and :attr:`StoreFiles.unreadable`; with ``strict`` it is
-raised. A RocksDB store that is a column family of another is listed and checked through the files of the
-store that holds it.
+"""The files of one store, listed and checked one by one (``statelens doctor``): a sibling of
+:class:`readers.scan.StateScan` with its error policy. A store that cannot be listed, and every file that
+cannot be read, goes to :attr:`StoreFiles.problems` (the error names the file and, where known, the
+offset) and :attr:`StoreFiles.unreadable`; with ``strict`` it is raised. A column family shown as a store
+is listed and checked through the files of the store that holds it.
 """
 
 from __future__ import annotations
@@ -70,7 +64,6 @@ class StoreFiles:
     Attributes
     ----------
     problems : list of StatelensError
-        The store's listing when it cannot be had, and every file a check found unreadable.
     unreadable : list of readers.scan.Unreadable
         Where they are: the store (partition ``None``), or a partition at a version.
     """
@@ -122,34 +115,24 @@ class StoreFiles:
         )
 
     def file_of(self, partition_id: int, err: StatelensError) -> StateFile | None:
-        """The state file of one partition an error is about: the file itself, or the zip whose SST it
-        names."""
+        """The state file of one partition an error is about: itself, or the zip whose SST it names."""
         pf = self.listing(partition_id)
-        for sf in (*pf.snapshots.values(), *pf.deltas.values()):
-            if sf.path == err.path:
-                return sf  # type: ignore[no-any-return]
         version = err.context.get("version")
         if "/SSTs/" in str(err.path) and isinstance(version, int) and version in pf.snapshots:
             return pf.snapshots[version]  # type: ignore[no-any-return]
-        return None
+        return next((sf for sf in (*pf.snapshots.values(), *pf.deltas.values()) if sf.path == err.path), None)
 
     def state_files(
         self, partition_id: int | None = None, only: Container[str] | None = None
     ) -> list[StateFile]:
-        """The files :meth:`iter_checks` checks, in its order (partition by partition; HDFS deltas then
-        snapshots, RocksDB zips then changelogs, by version), of one partition or all, ``only`` those
-        whose path is in it."""
-        if self._reader is None or (self.provider == "rocksdb" and self._reader.physical_rocksdb() is None):
+        """The files :meth:`iter_checks` checks, in its order (partition by partition, HDFS deltas then
+        snapshots, RocksDB zips then changelogs), of one partition or all, ``only`` those whose path is in
+        it."""
+        if self._reader is None:
             return []
-        if self.provider == "rocksdb":
-            listed = [
-                pf[v]
-                for pid in self.partition_ids()
-                for pf in (self.listing(pid).snapshots, self.listing(pid).deltas)
-                for v in sorted(pf)
-            ]
-        else:
-            listed = self._reader.files()
+        listed = self._reader.files()  # partition by partition: deltas or changelogs, then snapshots or zips
+        if self.provider == "rocksdb":  # zips first: a restart starts from one
+            listed.sort(key=lambda sf: (sf.partition_id, sf.kind != "zip", sf.version))
         return [
             sf
             for sf in listed

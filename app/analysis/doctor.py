@@ -564,11 +564,7 @@ class _Doctor:
                     damaged.setdefault(key, {})[checked.file.path] = self._decode_damage(op_id, checked)
         stores = {(op_id, store_name): files for op_id, store_name, files, _ in jobs}
         for (op_id, store_name, pid), bad in sorted(damaged.items()):
-            files = stores[(op_id, store_name)]
-            plan_files = files.restart_files(pid, {path: message for path, (_, message, _, _) in bad.items()})
-            self._judge_damage(
-                op_id, store_name, pid, plan_files, bad, files.listing(pid).readable_versions()
-            )
+            self._judge_damage(op_id, store_name, pid, stores[(op_id, store_name)], bad)
 
     @staticmethod
     def _decode_damage(op_id: int, checked: FileCheck) -> tuple[str, str, list[str], int]:
@@ -612,13 +608,7 @@ class _Doctor:
                 bad.setdefault(sf.path, (check, message, [err.path or sf.path], sf.version))
                 self.result.judged.add(str(err.path))
             if bad:
-                plan_files = files.restart_files(
-                    pid, {path: message for path, (_, message, _, _) in bad.items()}
-                )
-                physical = self.ckpt.physical_store(op_id, store)
-                self._judge_damage(
-                    op_id, physical, pid, plan_files, bad, files.listing(pid).readable_versions()
-                )
+                self._judge_damage(op_id, self.ckpt.physical_store(op_id, store), pid, files, bad)
 
     def plan_restarts(self) -> None:
         """How a restart loads every store partition the listing showed, with the damage found."""
@@ -638,16 +628,15 @@ class _Doctor:
         op_id: int,
         store_name: str,
         pid: int,
-        files: PartitionFiles,
+        listed: StoreFiles,
         bad: dict[str, tuple[str, str, list[str], int]],
-        readable: list[int],
     ) -> None:
         """Report each damaged file of one partition by whether a restart reads it.
 
-        ``bad`` maps each damaged file's path to ``(check, message, files, version)``; ``readable`` are
-        the versions the listing can rebuild (those that still load are named beside a damaged file a
-        restart does not need).
+        ``bad`` maps each damaged file's path to ``(check, message, files, version)``; the versions the
+        listing can rebuild that still load are named beside a damaged file a restart does not need.
         """
+        files = listed.restart_files(pid, {path: message for path, (_, message, _, _) in bad.items()})
         ctx = {"operator_id": op_id, "partition": pid, "store_name": store_name}
         where = f"operator {op_id} store {store_name} partition {pid}"
         self._damage.setdefault((op_id, store_name, pid), {}).update(files.damaged)
@@ -675,7 +664,7 @@ class _Doctor:
                 if still is None:
                     still = [
                         u
-                        for u in readable
+                        for u in listed.listing(pid).readable_versions()
                         if plan_load(files, u, self.restart, repair=False).outcome != "fails"
                     ]
                 self.add(
@@ -818,8 +807,7 @@ class _Doctor:
             if c.error is not None
         }
         if bad:  # (undamaged, a restart can only fail on a missing file: the listing checks name it)
-            plan_files = files.restart_files(pid, {path: message for path, (_, message, _, _) in bad.items()})
-            self._judge_damage(op.operator_id, store_name, pid, plan_files, bad, pf.readable_versions())
+            self._judge_damage(op.operator_id, store_name, pid, files, bad)
         orphans = files.orphan_ssts(pid, checks)
         if orphans:
             self.add(
