@@ -41,7 +41,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statelens.readers._format.codecs import compress, decompress, sniff_codec
 from statelens.readers._format.hdfs_store import HDFSStoreReader
@@ -55,9 +55,6 @@ from statelens.readers._format.rocksdb_store import (
 )
 from statelens.readers._format.rowchecksum import crc32c
 from statelens.readers.errors import CorruptFileError, StatelensError, UnsupportedVersionError
-
-if TYPE_CHECKING:
-    from statelens.readers.backends.base import StateBackend
 
 __all__ = [
     "NewFile",
@@ -106,18 +103,14 @@ def crc_sidecar_path(path: str) -> str:
     return posixpath.join(folder, f".{name}.crc")
 
 
-def cannot_write(backend: StateBackend, operator_id: int, store_name: str, base: int) -> str | None:
+def cannot_write(backend: Any, operator_id: int, store_name: str, base: int) -> str | None:
     """Why a removal version on top of version ``base`` cannot be written for this store (None when it
     can): every partition must be at ``base`` and, for RocksDB, have its changelog in format v1 or, without
     changelogs, a zip of a plain store (no column families, no archived WAL files) written by a RocksDB
     no newer than the one ``rocksdict`` bundles.
 
     Reads the changelog of ``base`` (its header) or the zip of ``base`` of each RocksDB partition.
-
-    Raises
-    ------
-    BackendUnavailableError
-        The backend does not read this store's files.
+    Raises ``BackendUnavailableError`` when the backend does not read this store's files.
     """
     reader = backend.store(operator_id, store_name)
     kind = type(reader)
@@ -218,12 +211,7 @@ def bundled_rocksdb_version(temp_dir: str | None = None) -> tuple[int, ...]:
 
 
 def removal_files(
-    backend: StateBackend,
-    operator_id: int,
-    store_name: str,
-    partition_id: int,
-    version: int,
-    keys: Iterable[bytes],
+    backend: Any, operator_id: int, store_name: str, partition_id: int, version: int, keys: Iterable[bytes]
 ) -> list[NewFile]:
     """The state files of ``version`` of one store partition that remove ``keys`` (stored key rows, as a
     raw scan's ``key_bytes`` gives them) from version ``version - 1``: one delta or changelog; for a

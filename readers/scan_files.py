@@ -20,10 +20,7 @@ if TYPE_CHECKING:
     from statelens.readers.backends.base import StateBackend
     from statelens.readers.model import StateFile
 
-__all__ = ["SAMPLE_ROWS", "FileCheck", "StoreFiles"]
-
-#: Records decoded per HDFS state file to check its rows against the schema.
-SAMPLE_ROWS = 64
+__all__ = ["FileCheck", "StoreFiles"]
 
 
 @dataclass(frozen=True)
@@ -34,10 +31,9 @@ class FileCheck:
     ----------
     file : readers.model.StateFile
     error : StatelensError or None
-        What is wrong with it (naming the file, or the SST of a zip that is at fault); ``None``: sound.
+        What is wrong (naming the file, or the SST of a zip at fault); ``None``: the file is sound.
     stage : str or None
-        What failed: ``scan`` (it decompresses and its records frame), ``row_checksum`` or ``schema`` (the
-        first rows) for HDFS files; ``zip`` or ``changelog`` for RocksDB files.
+        What failed: ``scan``, ``row_checksum`` or ``schema`` (HDFS), ``zip`` or ``changelog`` (RocksDB).
     sst_names : frozenset of str
         A sound zip: the SST files its ``metadata`` names.
     """
@@ -139,11 +135,12 @@ class StoreFiles:
             if partition_id in (None, sf.partition_id) and (only is None or sf.path in only)
         ]
 
-    def iter_checks(self, files: Sequence[StateFile], sample_rows: int = SAMPLE_ROWS) -> Iterator[FileCheck]:
+    def iter_checks(self, files: Sequence[StateFile], sample_rows: int = 64) -> Iterator[FileCheck]:
         """Check each file of :meth:`state_files` as a read uses it, in order.
 
-        HDFS: it decompresses and its records frame, and its first ``sample_rows`` rows carry valid row
-        checksums (where the store writes them) and decode against the store's schema. RocksDB: a zip
+        HDFS: it decompresses and its records frame (stage ``scan``), and its first ``sample_rows`` rows
+        carry valid row checksums where the store writes them (``row_checksum``) and decode against the
+        store's schema (``schema``). RocksDB: a zip
         opens with Spark's ``metadata``, every SST and log it names is there with the recorded size, and
         RocksDB opens the snapshot and reads every key (one workspace per partition: each SST copied once
         for all its zips); a changelog decompresses and frames whole records. A file at fault goes to

@@ -527,31 +527,40 @@ class _Doctor:
                 **ctx,
             )
 
-    def iter_decode_files(
+    def iter_check_files(
         self, cancelled: Callable[[], bool] | None, restart_only: bool = False
     ) -> Generator[Progress, None, None]:
-        """Decompress and scan every HDFS state file (``restart_only``: those a restart loads, see
-        :meth:`_restart_reads`); decode a sample of rows against the schema.
+        """Every state file (``restart_only``: those a restart loads, see :meth:`_restart_reads`) as a read
+        uses it (:meth:`readers.scan_files.StoreFiles.iter_checks`: an HDFS file decompresses, scans and
+        a sample of its rows matches the schema; a RocksDB zip opens with every SST and log it names, a
+        changelog frames whole records), then SSTs that no retained zip names.
 
-        A damaged file is an error when a restart reads it (:func:`readers.restart.plan_load`), a warning
-        about an older version when it does not.
+        A damaged file is an error when a restart of the last committed batch reads it
+        (:func:`readers.restart.plan_load`: the restart will fail), a warning about an older version when
+        it does not. SSTs no retained zip names are a note.
         """
         self.result.checked.append(
             "every delta/snapshot a restart loads decompresses, scans and matches its schema"
             if restart_only
             else "every delta/snapshot decompresses, scans and matches its schema"
         )
+        self.result.checked.append(
+            "RocksDB: the zip, SSTs and changelogs a restart loads, every other retained zip and changelog, "
+            "orphan SSTs"
+        )
         jobs: list[tuple[int, str, StoreFiles, list[Any]]] = []
         for op in self.ckpt.operators:
+            seen: set[str] = set()
             for st in op.stores:
-                if st.provider == "hdfs":
+                physical = self.ckpt.physical_store(op.operator_id, st.store_name)
+                if physical not in seen:  # column families shown as stores: their store's files, once
+                    seen.add(physical)
                     files = StoreFiles(self.native, op.operator_id, st.store_name)
-                    reads = self._restart_reads(op.operator_id, st.store_name) if restart_only else None
-                    jobs.append((op.operator_id, st.store_name, files, files.state_files(only=reads)))
-        last = time.monotonic()
-        total, n = sum(len(chosen) for *_, chosen in jobs), 0
-        damaged: dict[tuple[int, str, int], dict[str, tuple[str, str, list[str], int]]] = {}
+                    reads = self._restart_reads(op.operator_id, physical) if restart_only else None
+                    jobs.append((op.operator_id, physical, files, files.state_files(only=reads)))
+        last, n, total = time.monotonic(), 0, sum(len(chosen) for *_, chosen in jobs)
         for op_id, store_name, files, chosen in jobs:
+            checks: dict[int, list[FileCheck]] = {}
             for checked in files.iter_checks(chosen):
                 if cancelled is not None and cancelled():
                     return
@@ -559,18 +568,26 @@ class _Doctor:
                 if time.monotonic() - last > 0.1:
                     last = time.monotonic()
                     yield Progress(n, total, f"checking {checked.file.path}")
-                if checked.error is not None:
-                    key = (op_id, store_name, checked.file.partition_id)
-                    damaged.setdefault(key, {})[checked.file.path] = self._decode_damage(op_id, checked)
-        stores = {(op_id, store_name): files for op_id, store_name, files, _ in jobs}
-        for (op_id, store_name, pid), bad in sorted(damaged.items()):
-            self._judge_damage(op_id, store_name, pid, stores[(op_id, store_name)], bad)
+                checks.setdefault(checked.file.partition_id, []).append(checked)
+            for pid in files.partition_ids():
+                bad = {c.file.path: self._damage_of(op_id, c) for c in checks.get(pid, []) if c.error}
+                if (
+                    bad
+                ):  # (RocksDB undamaged: a restart can only fail on a missing file, the listing names it)
+                    self._judge_damage(op_id, store_name, pid, files, bad)
+                self._orphan_ssts(op_id, store_name, pid, files, checks.get(pid, []))
 
     @staticmethod
-    def _decode_damage(op_id: int, checked: FileCheck) -> tuple[str, str, list[str], int]:
-        """A damaged HDFS file as :meth:`_judge_damage` takes it."""
+    def _damage_of(op_id: int, checked: FileCheck) -> tuple[str, str, list[str], int]:
+        """A damaged file as :meth:`_judge_damage` takes it: ``(check, message, files, version)`` (a zip's
+        finding names the file at fault: an SST it names, or itself)."""
         sf, err, files = checked.file, checked.error, [checked.file.path]
         assert err is not None
+        if checked.stage in ("zip", "changelog"):
+            message = (
+                f"the {sf.kind} of version {sf.version} cannot be read: {type(err).__name__}: {err.message}"
+            )
+            return f"rocksdb_{sf.kind}", message, [err.path or sf.path], sf.version
         if checked.stage == "scan":
             at = f" at byte {err.offset}" if err.offset is not None else ""
             check, message = "undecodable_file", f"{type(err).__name__}: {err.message}{at}"
@@ -582,6 +599,23 @@ class _Doctor:
             message = f"{sf.kind} {sf.version}: rows do not fit the store's schema: {err.message}"
             files.append(f"state/{op_id}/0/_metadata/schema")
         return check, message, files, sf.version
+
+    def _orphan_ssts(
+        self, op_id: int, store_name: str, pid: int, files: StoreFiles, checks: list[FileCheck]
+    ) -> None:
+        orphans = files.orphan_ssts(pid, checks)
+        if orphans:
+            self.add(
+                "rocksdb_orphan_sst",
+                "info",
+                f"operator {op_id} store {store_name} partition {pid}: {len(orphans)} SST file(s), "
+                f"{sum(orphans.values()):,} bytes, named by no retained zip (left by versions cleaned up, or by "
+                "batches that were retried; Spark deletes them in maintenance)",
+                [f"{files.listing(pid).directory}/SSTs/{n}" for n in orphans],
+                operator_id=op_id,
+                partition=pid,
+                store_name=store_name,
+            )
 
     def judge_known_damage(self, damage: Sequence[StatelensError]) -> None:
         """Without reading every file (``decode_files=False``): judge the state files another analysis
@@ -737,87 +771,17 @@ class _Doctor:
                 **ctx,
             )
 
-    def _restart_reads(self, operator_id: int, store_name: str, partition: int | None = None) -> set[str]:
-        """Paths of the state files a restart of the last committed batch reads from one store, of every
-        partition or of one (:func:`readers.restart.plan_load` on the files as listed)."""
+    def _restart_reads(self, operator_id: int, store_name: str) -> set[str]:
+        """Paths of the state files a restart of the last committed batch reads from one store
+        (:func:`readers.restart.plan_load` on the files as listed)."""
         version = self._restart_version()
         if version is None:
             return set()
         reads: set[str] = set()
-        for (op_id, store, pid), files in self._layout.items():
-            if (op_id, store) == (operator_id, store_name) and partition in (None, pid):
+        for (op_id, store, _), files in self._layout.items():
+            if (op_id, store) == (operator_id, store_name):
                 reads.update(plan_load(files, version, self.restart).reads)
         return reads
-
-    def iter_check_rocksdb(
-        self, cancelled: Callable[[], bool] | None, restart_only: bool = False
-    ) -> Generator[Progress, None, None]:
-        """Every RocksDB store: the files a restart loads, then every other retained version
-        (``restart_only``: not those), then SSTs that no retained zip names.
-
-        A restart loads version ``last commit + 1``: its newest zip (every SST and log it names, present
-        with the recorded size, opened by RocksDB) and the changelogs after it. A problem there is an
-        error: the restart will fail. The same problem in another retained version is a warning (that
-        version cannot be read; the restart does not need it). SSTs no retained zip names are a note.
-        """
-        self.result.checked.append(
-            "RocksDB: the zip, SSTs and changelogs a restart loads, every other retained zip and changelog, "
-            "orphan SSTs"
-        )
-        jobs: list[tuple[Any, str, StoreFiles]] = []
-        for op in self.ckpt.operators:
-            seen: set[str] = set()
-            for st in op.stores:
-                physical = self.ckpt.physical_store(op.operator_id, st.store_name)
-                if st.provider != "rocksdb" or physical in seen:
-                    continue
-                seen.add(physical)
-                # (a store that cannot be listed is reported by the state-version checks)
-                jobs.append((op, physical, StoreFiles(self.native, op.operator_id, st.store_name)))
-        total = sum(len(files.partition_ids()) for _, _, files in jobs)
-        done = 0
-        for op, physical, files in jobs:
-            for pid in files.partition_ids():
-                if cancelled is not None and cancelled():
-                    return
-                yield Progress(
-                    done, total, f"checking RocksDB files of operator {op.operator_id} partition {pid}"
-                )
-                done += 1
-                self._check_rocksdb_partition(op, physical, files, pid, restart_only)
-
-    def _check_rocksdb_partition(
-        self, op: Any, store_name: str, files: StoreFiles, pid: int, restart_only: bool = False
-    ) -> None:
-        pf = files.listing(pid)
-        ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
-        where = f"operator {op.operator_id} store {store_name} partition {pid}"
-        reads = self._restart_reads(op.operator_id, store_name, pid) if restart_only else None
-        checks = list(files.iter_checks(files.state_files(pid, reads)))
-        # the zip's or changelog's path -> finding (naming the file at fault: an SST the zip names, or itself)
-        bad = {
-            c.file.path: (
-                f"rocksdb_{c.stage}",
-                f"the {c.stage} of version {c.file.version} cannot be read: {type(c.error).__name__}: "
-                f"{c.error.message}",
-                [c.error.path or c.file.path],
-                c.file.version,
-            )
-            for c in checks
-            if c.error is not None
-        }
-        if bad:  # (undamaged, a restart can only fail on a missing file: the listing checks name it)
-            self._judge_damage(op.operator_id, store_name, pid, files, bad)
-        orphans = files.orphan_ssts(pid, checks)
-        if orphans:
-            self.add(
-                "rocksdb_orphan_sst",
-                "info",
-                f"{where}: {len(orphans)} SST file(s), {sum(orphans.values()):,} bytes, named by no retained zip "
-                "(left by versions cleaned up, or by batches that were retried; Spark deletes them in maintenance)",
-                [f"{pf.directory}/SSTs/{n}" for n in orphans],
-                **ctx,
-            )
 
     def iter_spark_cross_check(
         self, backends: Any, cancelled: Callable[[], bool] | None
@@ -866,21 +830,25 @@ class _Doctor:
                     **ctx,
                 )
                 continue
-            files = StoreFiles(self.native, op.operator_id, st.store_name)
-            if files.problems:
+            # every partition at that version, as stored (a replay from the version's own files)
+            scan = StateScan(self.native, op.operator_id, st.store_name, "replay", None, version, version)
+            try:
+                native = {step.partition_id: len(step.state) for step in scan.iter_replay()}
+            except StatelensError as err:
                 self.add(
                     "spark_not_compared",
                     "info",
                     f"{where}: Spark reads version {version} ({sum(counted.values()):,} rows); the native "
-                    f"decoder cannot, nothing to compare: {files.problems[0].message}",
+                    f"decoder cannot, nothing to compare: {err.message}",
                     [folder],
                     **ctx,
                 )
                 continue
-            for pid in sorted(set(files.partition_ids()) | set(counted)):
+            unreadable = {u.partition_id for u in scan.unreadable}  # reported by the decode checks
+            for pid in sorted((set(native) | set(counted)) - unreadable):
                 spark_rows = counted.get(pid, 0)
-                pf = files.listing(pid)
-                if pf is None or version not in pf.readable_versions():
+                native_rows = native.get(pid)
+                if native_rows is None:  # no files rebuild the version
                     if spark_rows:
                         self.add(
                             "spark_native_disagree",
@@ -892,19 +860,6 @@ class _Doctor:
                             **ctx,
                         )
                     continue
-                scan = StateScan(
-                    self.native,
-                    op.operator_id,
-                    st.store_name,
-                    kind="replay",
-                    start_version=version,
-                    end_version=version,
-                    partitions=[pid],
-                )
-                read = [len(step.state) for step in scan.iter_replay()]
-                if not read:
-                    continue  # unreadable: reported by the decode and state-version checks
-                native_rows = read[0]
                 if native_rows != spark_rows:
                     self.add(
                         "spark_native_disagree",
@@ -986,8 +941,7 @@ def iter_doctor(
         yield Progress(n, len(steps) + 1, what)
         step()
     if decode_files:
-        yield from doc.iter_decode_files(cancelled, restart_only)
-        yield from doc.iter_check_rocksdb(cancelled, restart_only)
+        yield from doc.iter_check_files(cancelled, restart_only)
     elif known_damage:
         doc.judge_known_damage(known_damage)
     doc.plan_restarts()
