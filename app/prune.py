@@ -346,22 +346,21 @@ def _last_committed(ckpt: Any, drop_uncommitted: bool) -> tuple[int, list[int]]:
     return last, later
 
 
-def _writable_stores(ckpt: Any, backend: Any, base: int) -> list[tuple[Any, Any]]:
-    """Every store of every operator with its reader, refused when one of them cannot be written: Spark
-    loads every store at the new version, so every store needs its file."""
+def _writable_stores(ckpt: Any, backend: Any, base: int) -> list[Any]:
+    """Every store of every operator, refused when one of them cannot be written: Spark loads every store
+    at the new version, so every store needs its file."""
 
-    out: list[tuple[Any, Any]] = []
+    out: list[Any] = []
     for op in ckpt.operators:
         for st in op.stores:
             where = f"operator {op.operator_id} store {st.store_name!r}"
             try:
-                reader = backend.store(op.operator_id, st.store_name)
+                reason = cannot_write(backend, op.operator_id, st.store_name, base)
             except BackendUnavailableError as err:
                 raise RefusedError(f"{where} cannot be written: {err.message}", path=err.path) from err
-            reason = cannot_write(reader, base)
             if reason is not None:
                 raise RefusedError(f"{where} cannot be written: {reason}", path=f"state/{op.operator_id}")
-            if reader.schema is None:
+            if not backend.can_read(op.operator_id, st.store_name):  # no schema
                 unread = [
                     e
                     for e in ckpt.report.problems
@@ -377,7 +376,7 @@ def _writable_stores(ckpt: Any, backend: Any, base: int) -> list[tuple[Any, Any]
                     + ": its rows cannot be decoded to choose keys (not even with --force)",
                     path=unread[0].path if unread else None,
                 )
-            out.append((st, reader))
+            out.append(st)
     if not out:
         raise RefusedError("this checkpoint has no state stores: nothing to prune")
     return out
@@ -447,7 +446,7 @@ def _listed_keys(keys: Sequence[dict[str, Any]]) -> list[tuple[int | None, str |
     ]
 
 
-def _key_matches(table: Any, reader: Any, st: Any, wanted: set[str | bytes]) -> set[int]:
+def _key_matches(table: Any, scan: StateScan, st: Any, pid: int, wanted: set[str | bytes]) -> set[int]:
     """Row positions of one partition's table whose key is one of ``wanted``: stored key bytes (compared
     column-wise), or canonical JSON (the partition's keys decoded to compare)."""
     import pyarrow as pa  # deferred: pyarrow (heavy)
@@ -460,7 +459,7 @@ def _key_matches(table: Any, reader: Any, st: Any, wanted: set[str | bytes]) -> 
         out.update(np.flatnonzero(hit.to_numpy(zero_copy_only=False)).tolist())
     text = {k for k in wanted if isinstance(k, str)}
     if text:
-        shown = _shown(reader, st, table.column("key_bytes").to_pylist())
+        shown = _shown(scan, st, pid, table.column("key_bytes").to_pylist())
         out.update(i for i, key in enumerate(shown) if _canonical(key) in text)
     return out
 
@@ -502,14 +501,14 @@ def _where_matches(tables: list[Any], st: Any, where: str, base: int, con: Any) 
     return out
 
 
-def _shown(reader: Any, st: Any, keys: list[bytes]) -> list[Any]:
+def _shown(scan: StateScan, st: Any, pid: int, keys: list[bytes]) -> list[Any]:
     """Keys as statelens prints them (``statelens rows``/``expired``), from their stored bytes."""
 
-    decoded = reader.decode_pairs([(k, None) for k in keys], f"state/{st.operator_id}")
+    decoded = scan.decode(pid, [(k, None) for k in keys])
     return [_plain(row_to_json(key, st.schema.key_schema)) for key, _ in decoded]
 
 
-def _removal(reader: Any, st: Any, pid: int, table: Any, picks: list[int]) -> PartitionPrune:
+def _removal(scan: StateScan, st: Any, pid: int, table: Any, picks: list[int]) -> PartitionPrune:
     """What removing rows ``picks`` of one partition's table removes: rows, bytes as stored, the keys."""
     import pyarrow as pa  # deferred: pyarrow (heavy)
 
@@ -521,14 +520,13 @@ def _removal(reader: Any, st: Any, pid: int, table: Any, picks: list[int]) -> Pa
         part.keys = kb
         part.removed_rows = len(kb)
         part.removed_bytes = sum(len(k) + len(v) for k, v in zip(kb, vb, strict=True))
-        part.shown = _shown(reader, st, kb)
+        part.shown = _shown(scan, st, pid, kb)
     return part
 
 
 def _plan_store(
     backend: Any,
     st: Any,
-    reader: Any,
     sel: Selection,
     base: int,
     wanted: dict[int | None, set[str | bytes]],
@@ -545,20 +543,19 @@ def _plan_store(
     chooses = in_scope and (bool(wanted) or bool(sel.where))
     scan = StateScan(backend, st.operator_id, st.store_name, version=base, raw=chooses, strict=True)
     if not chooses:
-        for pid in reader.partition_ids():
-            out.partitions.append(PartitionPrune(pid, rows=None))
+        out.partitions.extend(PartitionPrune(pid, rows=None) for pid in scan.partition_ids())
         return out
     seen: set[int] = set()
     pending: list[tuple[int, Any]] = []
 
     def flush() -> None:
         chosen_by_where = (
-            _where_matches([t for _, t in pending], st, sel.where, base, con) if sel.where else {}
+            _where_matches([t for _, t in pending], st, sel.where, base, con) if sel.where and pending else {}
         )
         for pid, table in pending:
             keys = wanted.get(pid, set()) | wanted.get(None, set())
-            picks = _key_matches(table, reader, st, keys) | chosen_by_where.get(pid, set())
-            out.partitions.append(_removal(reader, st, pid, table, sorted(picks)))
+            picks = _key_matches(table, scan, st, pid, keys) | chosen_by_where.get(pid, set())
+            out.partitions.append(_removal(scan, st, pid, table, sorted(picks)))
         pending.clear()
 
     for table in scan.iter_tables():
@@ -577,9 +574,7 @@ def _plan_store(
         if sum(t.num_rows for _, t in pending) >= WHERE_ROWS_PER_QUERY:
             flush()
     flush()
-    for pid in reader.partition_ids():
-        if pid not in seen:
-            out.partitions.append(PartitionPrune(pid, rows=0))
+    out.partitions.extend(PartitionPrune(pid, rows=0) for pid in scan.partition_ids() if pid not in seen)
     out.partitions.sort(key=lambda p: p.partition)
     return out
 
@@ -711,10 +706,9 @@ def _skip_uncommitted(ckpt: Any, last: int, later: list[int]) -> Callable[[str],
     return skip
 
 
-def _log_files(ckpt: Any, last: int, unique_ids: dict[tuple[int, str, int], str]) -> list[tuple[str, bytes]]:
-    """``offsets/N+1`` and ``commits/N+1`` of the new batch, from those of batch N; with checkpoint format
-    v2 the commit names ``unique_ids`` (operator, store, partition -> the id of the file written), as
-    ``stateUniqueIds`` lists them: per operator, per partition, per store in the join's order."""
+def _log_files(ckpt: Any, last: int) -> tuple[bytes, bytes]:
+    """``offsets/N+1`` and ``commits/N+1`` of the new batch, from those of batch N (the commit as it is:
+    :func:`_with_unique_ids` names the files written)."""
 
     offsets = ckpt.fs.read_bytes(f"offsets/{last}").decode("utf-8", "replace")
     lines = offsets.split("\n")
@@ -730,7 +724,13 @@ def _log_files(ckpt: Any, last: int, unique_ids: dict[tuple[int, str, int], str]
         )
     meta["batchWatermarkMs"] = ckpt.commits[last].next_watermark_ms
     lines[1] = json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
-    commit = ckpt.fs.read_bytes(f"commits/{last}")
+    return "\n".join(lines).encode("utf-8"), ckpt.fs.read_bytes(f"commits/{last}")
+
+
+def _with_unique_ids(commit: bytes, unique_ids: dict[tuple[int, str, int], str]) -> bytes:
+    """With checkpoint format v2, the commit names ``unique_ids`` (operator, store, partition -> the id of
+    the file written), as ``stateUniqueIds`` lists them: per operator, per partition, per store in the
+    join's order."""
     if unique_ids:
         head, _, body = commit.decode("utf-8").partition("\n")
         doc = json.loads(body)
@@ -749,7 +749,7 @@ def _log_files(ckpt: Any, last: int, unique_ids: dict[tuple[int, str, int], str]
             parts[pid].append(uid)
         doc["stateUniqueIds"] = ids
         commit = (head + "\n" + json.dumps(doc, separators=(",", ":"))).encode("utf-8")
-    return [(f"offsets/{last + 1}", "\n".join(lines).encode("utf-8")), (f"commits/{last + 1}", commit)]
+    return commit
 
 
 def _raw_partition(backend: Any, op: int, name: str, version: int, pid: int) -> dict[bytes, bytes]:
@@ -761,9 +761,7 @@ def _raw_partition(backend: Any, op: int, name: str, version: int, pid: int) -> 
     )
 
 
-def _prove(
-    ckpt: Any, copy: Any, plan: PrunePlan, readers: list[tuple[Any, Any]]
-) -> Generator[Progress, None, Proof]:
+def _prove(ckpt: Any, copy: Any, plan: PrunePlan) -> Generator[Progress, None, Proof]:
     """Read every store of the copy at the new version and the original at the base version, a partition
     at a time (memory: two partitions): the copy must hold every original row byte for byte except the
     removed keys, which must be gone."""
@@ -777,7 +775,7 @@ def _prove(
         (s.operator_id, s.store_name, p.partition): set(p.keys) for s in plan.stores for p in s.partitions
     }
     original, pruned = NativeBackend(ckpt), NativeBackend(copy)
-    jobs = [(st.operator_id, st.store_name, pid) for st, reader in readers for pid in reader.partition_ids()]
+    jobs = [(st.operator_id, st.store_name, p.partition) for st in plan.stores for p in st.partitions]
     for n, (op, name, pid) in enumerate(jobs):
         yield Progress(n, len(jobs), f"proof: operator {op} {name} partition {pid}")
         old = _raw_partition(original, op, name, plan.base_version, pid)
@@ -871,7 +869,7 @@ def iter_prune(
     if selection.operator_id is not None or selection.store_name is not None:
         chosen = [
             st
-            for st, _ in stores
+            for st in stores
             if selection.operator_id in (None, st.operator_id)
             and selection.store_name in (None, st.store_name)
         ]
@@ -884,7 +882,7 @@ def iter_prune(
             wanted.setdefault((op, name), {}).setdefault(pid, set()).update(keys)
     if selection.keys is not None:
         for want_op, want_store, want_pid, key in _listed_keys(selection.keys):
-            for st, _ in stores:
+            for st in stores:
                 if want_op in (None, st.operator_id) and want_store in (None, st.store_name):
                     wanted.setdefault((st.operator_id, st.store_name), {}).setdefault(want_pid, set()).add(
                         key
@@ -900,7 +898,7 @@ def iter_prune(
     )
     con = duckdb.connect(":memory:")
     try:
-        for n, (st, reader) in enumerate(stores):
+        for n, st in enumerate(stores):
             if cancelled is not None and cancelled():
                 raise StatelensError("prune cancelled before anything was written")
             yield Progress(n, len(stores), f"operator {st.operator_id} {st.store_name}")
@@ -908,7 +906,6 @@ def iter_prune(
                 _plan_store(
                     backend,
                     st,
-                    reader,
                     selection,
                     base,
                     wanted.get((st.operator_id, st.store_name), {}),
@@ -921,34 +918,34 @@ def iter_prune(
     if not apply:
         return plan
     assert root is not None
-    _log_files(ckpt, last, {})  # the added batch's logs can be made, before anything is written
-    yield from _apply(ckpt, plan, stores, root, skip, cancelled)
+    logs = _log_files(ckpt, last)  # the added batch's logs can be made, before anything is written
+    yield from _apply(ckpt, backend, plan, logs, root, skip, cancelled)
     return plan
 
 
 def _apply(
     ckpt: Any,
+    backend: Any,
     plan: PrunePlan,
-    stores: list[tuple[Any, Any]],
+    logs: tuple[bytes, bytes],
     root: Any,
     skip: Callable[[str], bool] | None,
     cancelled: Callable[[], bool] | None,
 ) -> Generator[Progress, None, None]:
     plan.copied_files = yield from root.copy(ckpt, skip, cancelled)
     # State first, logs last: a copy stopped half-way has no batch that points at missing state.
-    by_store = {(s.operator_id, s.store_name): s for s in plan.stores}
     unique_ids: dict[tuple[int, str, int], str] = {}
-    for st, reader in stores:
-        parts = {p.partition: p for p in by_store[(st.operator_id, st.store_name)].partitions}
-        for pid in reader.partition_ids():
-            part = parts.get(pid)
-            for new in removal_files(reader, pid, plan.new_version, part.keys if part is not None else []):
+    for st in plan.stores:
+        for part in st.partitions:
+            where = (st.operator_id, st.store_name, part.partition)
+            for new in removal_files(backend, *where, plan.new_version, part.keys):
                 root.write(new.path, new.data, plan.written)
                 if new.unique_id is not None:
-                    unique_ids[(st.operator_id, st.store_name, pid)] = new.unique_id
-    for rel, data in _log_files(ckpt, plan.last_batch, unique_ids):
-        root.write(rel, data, plan.written)
+                    unique_ids[where] = new.unique_id
+    offsets, commit = logs
+    root.write(f"offsets/{plan.new_batch}", offsets, plan.written)
+    root.write(f"commits/{plan.new_batch}", _with_unique_ids(commit, unique_ids), plan.written)
     plan.applied = True
     options = getattr(root, "options", None)
     copy = open_checkpoint(root.url, storage_options=options, mirror=False)
-    plan.proof = yield from _prove(ckpt, copy, plan, stores)
+    plan.proof = yield from _prove(ckpt, copy, plan)

@@ -103,14 +103,16 @@ def crc_sidecar_path(path: str) -> str:
     return posixpath.join(folder, f".{name}.crc")
 
 
-def cannot_write(reader: Any, base: int) -> str | None:
+def cannot_write(backend: Any, operator_id: int, store_name: str, base: int) -> str | None:
     """Why a removal version on top of version ``base`` cannot be written for this store (None when it
     can): every partition must be at ``base`` and, for RocksDB, have its changelog in format v1 or, without
     changelogs, a zip of a plain store (no column families, no archived WAL files) written by a RocksDB
     no newer than the one ``rocksdict`` bundles.
 
     Reads the changelog of ``base`` (its header) or the zip of ``base`` of each RocksDB partition.
+    Raises ``BackendUnavailableError`` when the backend does not read this store's files.
     """
+    reader = backend.store(operator_id, store_name)
     kind = type(reader)
     if kind is HDFSStoreReader:
         return None
@@ -208,14 +210,17 @@ def bundled_rocksdb_version(temp_dir: str | None = None) -> tuple[int, ...]:
     return version
 
 
-def removal_files(reader: Any, partition_id: int, version: int, keys: Iterable[bytes]) -> list[NewFile]:
-    """The state files of ``version`` of one partition that remove ``keys`` (raw key rows, as
-    :meth:`~readers._format.store_base.StoreReaderBase.read_raw` gives them) from version ``version - 1``:
-    one delta or changelog; for a RocksDB store without changelogs the new SST files, then the zip.
+def removal_files(
+    backend: Any, operator_id: int, store_name: str, partition_id: int, version: int, keys: Iterable[bytes]
+) -> list[NewFile]:
+    """The state files of ``version`` of one store partition that remove ``keys`` (stored key rows, as a
+    raw scan's ``key_bytes`` gives them) from version ``version - 1``: one delta or changelog; for a
+    RocksDB store without changelogs the new SST files, then the zip.
 
     The codec is the one the partition's newest earlier file is written in (its magic bytes decide, as when
     reading). Call :func:`cannot_write` first: this assumes the store can be written.
     """
+    reader = backend.store(operator_id, store_name)
     pf = reader.partitions[partition_id]
     rocks = type(reader) is RocksDBStoreReader
     if rocks and version - 1 not in pf.deltas:

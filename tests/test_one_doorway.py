@@ -35,8 +35,6 @@ AROUND = {
 ALLOWED: dict[str, int] = {
     "app/session.py": 6,
     "app/explore.py": 3,
-    "app/prune.py": 2,
-    "app/analysis/doctor.py": 6,
     "app/analysis/growth.py": 5,
     "app/analysis/heavy.py": 2,
     "app/gui/controllers/backends.py": 1,

@@ -312,6 +312,16 @@ def test_formats_it_cannot_write_are_refused_before_writing(
     assert not target.exists()
 
 
+def test_a_where_that_picks_no_row_of_a_join_removes_nothing(checkpoint: Any) -> None:
+    """A join's stores are read a partition at a time, each partition's rows put before the predicate
+    alone: nothing is left over for the predicate after the last one."""
+    source = checkpoint("join") / "checkpoint"
+    plan = _run_prune(source, "--where", "false")
+    assert plan.removed_rows == 0 and not plan.applied
+    assert len(plan.stores) == 4 and all(p.rows is not None for s in plan.stores for p in s.partitions)
+    assert sum(p.rows for s in plan.stores for p in s.partitions) > 0
+
+
 def test_never_writes_into_the_source_or_a_non_empty_folder(checkpoint: Any, tmp_path: Path) -> None:
     source = checkpoint("pandas_state_event") / "checkpoint"
     before = _tree_hash(source)

@@ -27,6 +27,8 @@ from statelens.readers.backends import native_backend
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.restart import REPAIR_ENABLED, PartitionFiles, RestartConf, RestartLoad, plan_load
+from statelens.readers.scan import StateScan
+from statelens.readers.scan_files import FileCheck, StoreFiles
 from statelens.readers.textfmt import ranges as _ranges
 
 SEVERITIES = ("error", "warning", "info")
@@ -39,8 +41,6 @@ GAP_MIN_EXTRA_MS = 30_000
 #: (minDeltasForSnapshot, default 10) and maintenance running behind. "Far beyond" = more than
 #: twice minBatchesToRetain plus this.
 RETENTION_MARGIN = 10
-#: Records decoded per state file to check the rows against the schema.
-SAMPLE_ROWS = 64
 _FILES_SHOWN = 20
 
 
@@ -132,23 +132,10 @@ class PartitionRestart:
         }
 
 
-def _listed(provider: str, pf: Any, damaged: dict[str, str] | None = None) -> PartitionFiles:
-    """A store partition's files as listed (``pf``: HDFS or RocksDB partition files), for
-    :func:`readers.restart.plan_load`; RocksDB repairs only when the store writes changelogs."""
-    return PartitionFiles(
-        provider,
-        {v: f.path for v, f in pf.snapshots.items()},
-        {v: f.path for v, f in pf.deltas.items()},
-        damaged or {},
-        pf.directory,
-        changelog_checkpointing=provider != "rocksdb" or bool(pf.deltas),
-    )
-
-
 class _Doctor:
     def __init__(self, ckpt: Any, min_batches_to_retain: int, restart: RestartConf | None = None):
         self.ckpt = ckpt
-        self.native = native_backend(ckpt)  # files, raw records and their checks
+        self.native = native_backend(ckpt)  # the files, their checks and raw records
         self.min_retain = min_batches_to_retain
         self.restart = restart or RestartConf()
         self.result = DoctorResult(restart=self.restart)
@@ -431,9 +418,8 @@ class _Doctor:
                 if physical in seen:
                     continue
                 seen.add(physical)
-                try:
-                    reader = self.native.store(op.operator_id, st.store_name)
-                except StatelensError as err:
+                files = StoreFiles(self.native, op.operator_id, st.store_name)
+                for err in files.problems:
                     self.add(
                         "unreadable_store",
                         "error",
@@ -441,33 +427,25 @@ class _Doctor:
                         operator_id=op.operator_id,
                         store_name=physical,
                     )
-                    continue
-                for pid in reader.partition_ids():
-                    self._check_partition(op, physical, reader, pid, expected, planned, st.provider)
+                for pid in files.partition_ids():
+                    self._check_partition(op, physical, files, pid, expected, planned)
 
     def _check_partition(
-        self,
-        op: Any,
-        store_name: str,
-        reader: Any,
-        pid: int,
-        expected: int | None,
-        planned: int | None,
-        provider: str = "hdfs",
+        self, op: Any, store_name: str, files: StoreFiles, pid: int, expected: int | None, planned: int | None
     ) -> None:
-        pf = reader.partitions[pid]
+        pf = files.listing(pid)
         ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
         where = f"operator {op.operator_id} store {store_name} partition {pid}"
-        self._layout[(op.operator_id, store_name, pid)] = _listed(provider, pf)
+        self._layout[(op.operator_id, store_name, pid)] = files.restart_files(pid)
         # HDFS: <v>.delta + <v>.snapshot; RocksDB: <v>.changelog + <v>.zip (the same roles).
-        delta, snapshot = ("changelog", "zip") if provider == "rocksdb" else ("delta", "snapshot")
+        delta, snapshot = ("changelog", "zip") if files.provider == "rocksdb" else ("delta", "snapshot")
 
         def path(v: int) -> str:
             sf = pf.deltas.get(v) or pf.snapshots.get(v)
             return sf.path if sf is not None else f"{pf.directory}/{v}.{delta}"
 
-        files = sorted(set(pf.deltas) | set(pf.snapshots))
-        if not files:
+        versions = sorted(set(pf.deltas) | set(pf.snapshots))
+        if not versions:
             self.add(
                 "no_state_files",
                 "error" if expected else "info",
@@ -476,7 +454,7 @@ class _Doctor:
                 **ctx,
             )
             return
-        latest = max(files)
+        latest = max(versions)
         readable = set(pf.readable_versions())
         if expected is not None:
             if latest < expected or (expected <= latest and expected not in readable):
@@ -503,7 +481,7 @@ class _Doctor:
                         **ctx,
                     )
                 else:
-                    extra = [v for v in files if v > expected]
+                    extra = [v for v in versions if v > expected]
                     # Spark loads version `expected` and writes the later ones again as it re-runs the
                     # batches (the restart matrix: offsets and commit of the last batch deleted, restarted
                     # with the control's state): the offsets or commits were lost, not the state
@@ -529,7 +507,7 @@ class _Doctor:
                     batch_id=expected - 1,
                     **ctx,
                 )
-        oldest = min(files)
+        oldest = min(versions)
         holes = [v for v in range(oldest + 1, latest + 1) if v not in readable]
         if holes and (expected is None or expected in readable or expected > latest):
             self.add(
@@ -549,64 +527,95 @@ class _Doctor:
                 **ctx,
             )
 
-    def iter_decode_files(
+    def iter_check_files(
         self, cancelled: Callable[[], bool] | None, restart_only: bool = False
     ) -> Generator[Progress, None, None]:
-        """Decompress and scan every HDFS state file (``restart_only``: those a restart loads, see
-        :meth:`_restart_reads`); decode a sample of rows against the schema.
+        """Every state file (``restart_only``: those a restart loads, see :meth:`_restart_reads`) as a read
+        uses it (:meth:`readers.scan_files.StoreFiles.iter_checks`: an HDFS file decompresses, scans and
+        a sample of its rows matches the schema; a RocksDB zip opens with every SST and log it names, a
+        changelog frames whole records), then SSTs that no retained zip names.
 
-        A damaged file is an error when a restart reads it (:func:`readers.restart.plan_load`), a warning
-        about an older version when it does not.
+        A damaged file is an error when a restart of the last committed batch reads it
+        (:func:`readers.restart.plan_load`: the restart will fail), a warning about an older version when
+        it does not. SSTs no retained zip names are a note.
         """
         self.result.checked.append(
             "every delta/snapshot a restart loads decompresses, scans and matches its schema"
             if restart_only
             else "every delta/snapshot decompresses, scans and matches its schema"
         )
-        jobs: list[tuple[Any, Any, Any, Any]] = []
-        readers: dict[tuple[int, str], Any] = {}
+        self.result.checked.append(
+            "RocksDB: the zip, SSTs and changelogs a restart loads, every other retained zip and changelog, "
+            "orphan SSTs"
+        )
+        jobs: list[tuple[int, str, StoreFiles, list[Any]]] = []
         for op in self.ckpt.operators:
+            seen: set[str] = set()
             for st in op.stores:
-                if st.provider == "hdfs":
-                    reader = self.native.store(op.operator_id, st.store_name)
-                    readers[(op.operator_id, st.store_name)] = reader
-                    chosen = reader.files()
-                    if restart_only:
-                        reads = self._restart_reads(op.operator_id, st.store_name)
-                        chosen = [sf for sf in chosen if sf.path in reads]
-                    jobs.extend((op, st, reader, sf) for sf in chosen)
-        last = time.monotonic()
-        damaged: dict[tuple[int, str, int], dict[str, tuple[str, str, list[str], int]]] = {}
-        for n, (op, st, reader, sf) in enumerate(jobs):
-            if cancelled is not None and cancelled():
-                return
-            if time.monotonic() - last > 0.1:
-                last = time.monotonic()
-                yield Progress(n, len(jobs), f"checking {sf.path}")
-            failed = reader.check_file(sf, SAMPLE_ROWS)
-            if failed is None:
-                continue
-            stage, err = failed
-            if stage == "scan":
-                check = "undecodable_file"
-                message = f"{sf.kind} {sf.version} cannot be decoded: {type(err).__name__}: {err.message}" + (
-                    f" at byte {err.offset}" if err.offset is not None else ""
-                )
-                files = [sf.path]
-            elif stage == "row_checksum":
-                check = "row_checksum"
-                message = f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}"
-                files = [sf.path]
-            else:
-                check = "rows_disagree_with_schema"
-                message = f"{sf.kind} {sf.version}: rows do not fit the store's schema: {err.message}"
-                files = [sf.path, f"state/{op.operator_id}/0/_metadata/schema"]
-            key = (op.operator_id, st.store_name, sf.partition_id)
-            damaged.setdefault(key, {})[sf.path] = (check, message, files, sf.version)
-        for (op_id, store_name, pid), bad in sorted(damaged.items()):
-            pf = readers[(op_id, store_name)].partitions[pid]
-            plan_files = _listed("hdfs", pf, {path: message for path, (_, message, _, _) in bad.items()})
-            self._judge_damage(op_id, store_name, pid, plan_files, bad, pf.readable_versions())
+                physical = self.ckpt.physical_store(op.operator_id, st.store_name)
+                if physical not in seen:  # column families shown as stores: their store's files, once
+                    seen.add(physical)
+                    files = StoreFiles(self.native, op.operator_id, st.store_name)
+                    reads = self._restart_reads(op.operator_id, physical) if restart_only else None
+                    jobs.append((op.operator_id, physical, files, files.state_files(only=reads)))
+        last, n, total = time.monotonic(), 0, sum(len(chosen) for *_, chosen in jobs)
+        for op_id, store_name, files, chosen in jobs:
+            checks: dict[int, list[FileCheck]] = {}
+            for checked in files.iter_checks(chosen):
+                if cancelled is not None and cancelled():
+                    return
+                n += 1
+                if time.monotonic() - last > 0.1:
+                    last = time.monotonic()
+                    yield Progress(n, total, f"checking {checked.file.path}")
+                checks.setdefault(checked.file.partition_id, []).append(checked)
+            for pid in files.partition_ids():
+                bad = {c.file.path: self._damage_of(op_id, c) for c in checks.get(pid, []) if c.error}
+                if (
+                    bad
+                ):  # (RocksDB undamaged: a restart can only fail on a missing file, the listing names it)
+                    self._judge_damage(op_id, store_name, pid, files, bad)
+                self._orphan_ssts(op_id, store_name, pid, files, checks.get(pid, []))
+
+    @staticmethod
+    def _damage_of(op_id: int, checked: FileCheck) -> tuple[str, str, list[str], int]:
+        """A damaged file as :meth:`_judge_damage` takes it: ``(check, message, files, version)`` (a zip's
+        finding names the file at fault: an SST it names, or itself)."""
+        sf, err, files = checked.file, checked.error, [checked.file.path]
+        assert err is not None
+        if checked.stage in ("zip", "changelog"):
+            message = (
+                f"the {sf.kind} of version {sf.version} cannot be read: {type(err).__name__}: {err.message}"
+            )
+            return f"rocksdb_{sf.kind}", message, [err.path or sf.path], sf.version
+        if checked.stage == "scan":
+            at = f" at byte {err.offset}" if err.offset is not None else ""
+            check, message = "undecodable_file", f"{type(err).__name__}: {err.message}{at}"
+            message = f"{sf.kind} {sf.version} cannot be decoded: {message}"
+        elif checked.stage == "row_checksum":
+            check, message = "row_checksum", f"{sf.kind} {sf.version}: {type(err).__name__}: {err.message}"
+        else:
+            check = "rows_disagree_with_schema"
+            message = f"{sf.kind} {sf.version}: rows do not fit the store's schema: {err.message}"
+            files.append(f"state/{op_id}/0/_metadata/schema")
+        return check, message, files, sf.version
+
+    def _orphan_ssts(
+        self, op_id: int, store_name: str, pid: int, files: StoreFiles, checks: list[FileCheck]
+    ) -> None:
+        orphans = files.orphan_ssts(pid, checks)
+        if orphans:
+            self.add(
+                "rocksdb_orphan_sst",
+                "info",
+                f"operator {op_id} store {store_name} partition {pid}: {len(orphans)} SST file(s), "
+                f"{sum(orphans.values()):,} bytes, named by no retained zip (left by versions cleaned up, or by "
+                "batches that were retried; Spark deletes them in maintenance)",
+                [f"{files.listing(pid).directory}/SSTs/{n}" for n in orphans],
+                operator_id=op_id,
+                partition=pid,
+                store_name=store_name,
+            )
 
     def judge_known_damage(self, damage: Sequence[StatelensError]) -> None:
         """Without reading every file (``decode_files=False``): judge the state files another analysis
@@ -620,59 +629,20 @@ class _Doctor:
             if err.path and op_id is not None and store is not None and pid is not None:
                 by_partition.setdefault((op_id, store, pid), []).append(err)
         for (op_id, store, pid), errs in sorted(by_partition.items(), key=lambda kv: kv[0]):
-            try:
-                reader = self.native.store(op_id, store)
-            except StatelensError:
-                continue  # the listing checks report an unreadable store
-            provider = self._provider(op_id, store)
-            files = reader.physical_rocksdb() if provider == "rocksdb" else reader
-            pf = files.partitions.get(pid) if files is not None else None
-            if pf is None:
+            files = StoreFiles(self.native, op_id, store)  # (an unreadable store: the listing checks say so)
+            if files.listing(pid) is None:
                 continue
             bad: dict[str, tuple[str, str, list[str], int]] = {}
             for err in errs:
-                own = self._state_file_of(pf, err)
-                if own is None:
+                sf = files.file_of(pid, err)
+                if sf is None:
                     continue
-                kind, v, path = own
-                check = f"rocksdb_{kind}" if provider == "rocksdb" else "undecodable_file"
-                bad.setdefault(
-                    path,
-                    (
-                        check,
-                        f"{kind} {v} cannot be read: {type(err).__name__}: {err.message}",
-                        [err.path or path],
-                        v,
-                    ),
-                )
+                check = f"rocksdb_{sf.kind}" if files.provider == "rocksdb" else "undecodable_file"
+                message = f"{sf.kind} {sf.version} cannot be read: {type(err).__name__}: {err.message}"
+                bad.setdefault(sf.path, (check, message, [err.path or sf.path], sf.version))
                 self.result.judged.add(str(err.path))
-            if not bad:
-                continue
-            plan_files = _listed(provider, pf, {path: message for path, (_, message, _, _) in bad.items()})
-            physical = self.ckpt.physical_store(op_id, store)
-            self._judge_damage(op_id, physical, pid, plan_files, bad, pf.readable_versions())
-
-    @staticmethod
-    def _state_file_of(pf: Any, err: StatelensError) -> tuple[str, int, str] | None:
-        """``(kind, version, path)`` of the state file an error is about: the file itself, or the zip
-        whose SST it names."""
-        for v, sf in pf.snapshots.items():
-            if sf.path == err.path:
-                return ("zip" if sf.path.endswith(".zip") else "snapshot"), v, sf.path
-        for v, sf in pf.deltas.items():
-            if sf.path == err.path:
-                return ("changelog" if sf.path.endswith(".changelog") else "delta"), v, sf.path
-        version = err.context.get("version")
-        if "/SSTs/" in str(err.path) and isinstance(version, int) and version in pf.snapshots:
-            return "zip", version, pf.snapshots[version].path
-        return None
-
-    def _provider(self, operator_id: int, store_name: str) -> str:
-        for op in self.ckpt.operators:
-            for st in op.stores:
-                if op.operator_id == operator_id and st.store_name == store_name:
-                    return str(st.provider)
-        return "hdfs"
+            if bad:
+                self._judge_damage(op_id, self.ckpt.physical_store(op_id, store), pid, files, bad)
 
     def plan_restarts(self) -> None:
         """How a restart loads every store partition the listing showed, with the damage found."""
@@ -692,16 +662,15 @@ class _Doctor:
         op_id: int,
         store_name: str,
         pid: int,
-        files: PartitionFiles,
+        listed: StoreFiles,
         bad: dict[str, tuple[str, str, list[str], int]],
-        readable: list[int],
     ) -> None:
         """Report each damaged file of one partition by whether a restart reads it.
 
-        ``bad`` maps each damaged file's path to ``(check, message, files, version)``; ``readable`` are
-        the versions the listing can rebuild (those that still load are named beside a damaged file a
-        restart does not need).
+        ``bad`` maps each damaged file's path to ``(check, message, files, version)``; the versions the
+        listing can rebuild that still load are named beside a damaged file a restart does not need.
         """
+        files = listed.restart_files(pid, {path: message for path, (_, message, _, _) in bad.items()})
         ctx = {"operator_id": op_id, "partition": pid, "store_name": store_name}
         where = f"operator {op_id} store {store_name} partition {pid}"
         self._damage.setdefault((op_id, store_name, pid), {}).update(files.damaged)
@@ -729,7 +698,7 @@ class _Doctor:
                 if still is None:
                     still = [
                         u
-                        for u in readable
+                        for u in listed.listing(pid).readable_versions()
                         if plan_load(files, u, self.restart, repair=False).outcome != "fails"
                     ]
                 self.add(
@@ -802,115 +771,17 @@ class _Doctor:
                 **ctx,
             )
 
-    def _restart_reads(self, operator_id: int, store_name: str, partition: int | None = None) -> set[str]:
-        """Paths of the state files a restart of the last committed batch reads from one store, of every
-        partition or of one (:func:`readers.restart.plan_load` on the files as listed)."""
+    def _restart_reads(self, operator_id: int, store_name: str) -> set[str]:
+        """Paths of the state files a restart of the last committed batch reads from one store
+        (:func:`readers.restart.plan_load` on the files as listed)."""
         version = self._restart_version()
         if version is None:
             return set()
         reads: set[str] = set()
-        for (op_id, store, pid), files in self._layout.items():
-            if (op_id, store) == (operator_id, store_name) and partition in (None, pid):
+        for (op_id, store, _), files in self._layout.items():
+            if (op_id, store) == (operator_id, store_name):
                 reads.update(plan_load(files, version, self.restart).reads)
         return reads
-
-    def iter_check_rocksdb(
-        self, cancelled: Callable[[], bool] | None, restart_only: bool = False
-    ) -> Generator[Progress, None, None]:
-        """Every RocksDB store: the files a restart loads, then every other retained version
-        (``restart_only``: not those), then SSTs that no retained zip names.
-
-        A restart loads version ``last commit + 1``: its newest zip (every SST and log it names, present
-        with the recorded size, opened by RocksDB) and the changelogs after it. A problem there is an
-        error: the restart will fail. The same problem in another retained version is a warning (that
-        version cannot be read; the restart does not need it). SSTs no retained zip names are a note.
-        """
-        self.result.checked.append(
-            "RocksDB: the zip, SSTs and changelogs a restart loads, every other retained zip and changelog, "
-            "orphan SSTs"
-        )
-        jobs: list[tuple[Any, str, Any]] = []
-        for op in self.ckpt.operators:
-            seen: set[str] = set()
-            for st in op.stores:
-                physical = self.ckpt.physical_store(op.operator_id, st.store_name)
-                if st.provider != "rocksdb" or physical in seen:
-                    continue
-                seen.add(physical)
-                try:
-                    reader = self.native.store(op.operator_id, st.store_name)
-                except StatelensError:
-                    continue  # reported by the state-version checks
-                # A column family shown as a store reads its files through the physical store's reader.
-                files = reader.physical_rocksdb()
-                if files is not None:
-                    jobs.append((op, physical, files))
-        total = sum(len(files.partition_ids()) for _, _, files in jobs)
-        done = 0
-        for op, physical, files in jobs:
-            for pid in files.partition_ids():
-                if cancelled is not None and cancelled():
-                    return
-                yield Progress(
-                    done, total, f"checking RocksDB files of operator {op.operator_id} partition {pid}"
-                )
-                done += 1
-                self._check_rocksdb_partition(op, physical, files, pid, restart_only)
-
-    def _check_rocksdb_partition(
-        self, op: Any, store_name: str, files: Any, pid: int, restart_only: bool = False
-    ) -> None:
-        pf = files.partitions[pid]
-        ctx = {"operator_id": op.operator_id, "partition": pid, "store_name": store_name}
-        where = f"operator {op.operator_id} store {store_name} partition {pid}"
-        bad: dict[str, tuple[str, str, list[str], int]] = {}  # the zip's or changelog's path -> finding
-        names_by_zip: dict[int, set[str]] = {}
-        reads = self._restart_reads(op.operator_id, store_name, pid) if restart_only else set()
-        zips = [v for v in sorted(pf.snapshots) if not restart_only or pf.snapshots[v].path in reads]
-        with files.workspace() as ws:  # the partition's SSTs copied once for all its zips
-            for v in zips:
-                try:
-                    meta = files.verify_zip(pid, v, ws)
-                    names_by_zip[v] = {dfs for _, dfs, _ in meta.sst_files}
-                except StatelensError as err:
-                    bad[pf.snapshots[v].path] = self._rocksdb_damage("zip", v, err, pf.snapshots[v].path)
-        for v in sorted(pf.deltas):
-            if restart_only and pf.deltas[v].path not in reads:
-                continue
-            try:
-                files.verify_changelog(pid, v)
-            except StatelensError as err:
-                bad[pf.deltas[v].path] = self._rocksdb_damage("changelog", v, err, pf.deltas[v].path)
-        if bad:  # (undamaged, a restart can only fail on a missing file: the listing checks name it)
-            plan_files = _listed("rocksdb", pf, {path: message for path, (_, message, _, _) in bad.items()})
-            self._judge_damage(op.operator_id, store_name, pid, plan_files, bad, pf.readable_versions())
-        if len(names_by_zip) == len(pf.snapshots) and pf.sst_sizes:  # every zip's list known
-            named = set().union(*names_by_zip.values()) if names_by_zip else set()
-            # Only SST files: the local file system writes .<name>.crc checksum sidecars beside them.
-            orphans = sorted(
-                n for n in pf.sst_sizes if n.endswith(".sst") and not n.startswith(".") and n not in named
-            )
-            if orphans:
-                size = sum(pf.sst_sizes[n] for n in orphans)
-                self.add(
-                    "rocksdb_orphan_sst",
-                    "info",
-                    f"{where}: {len(orphans)} SST file(s), {size:,} bytes, named by no retained zip (left by "
-                    "versions cleaned up, or by batches that were retried; Spark deletes them in maintenance)",
-                    [f"{pf.directory}/SSTs/{n}" for n in orphans],
-                    **ctx,
-                )
-
-    @staticmethod
-    def _rocksdb_damage(kind: str, v: int, err: StatelensError, own: str) -> tuple[str, str, list[str], int]:
-        """A damaged zip or changelog as :meth:`_judge_damage` takes it (the file named is the one at
-        fault: an SST the zip names, or the zip itself)."""
-        return (
-            f"rocksdb_{kind}",
-            f"the {kind} of version {v} cannot be read: {type(err).__name__}: {err.message}",
-            [err.path or own],
-            v,
-        )
 
     def iter_spark_cross_check(
         self, backends: Any, cancelled: Callable[[], bool] | None
@@ -959,8 +830,10 @@ class _Doctor:
                     **ctx,
                 )
                 continue
+            # every partition at that version, as stored (a replay from the version's own files)
+            scan = StateScan(self.native, op.operator_id, st.store_name, "replay", None, version, version)
             try:
-                reader = self.native.store(op.operator_id, st.store_name)
+                native = {step.partition_id: len(step.state) for step in scan.iter_replay()}
             except StatelensError as err:
                 self.add(
                     "spark_not_compared",
@@ -971,9 +844,11 @@ class _Doctor:
                     **ctx,
                 )
                 continue
-            for pid in sorted(set(reader.partition_ids()) | set(counted)):
+            unreadable = {u.partition_id for u in scan.unreadable}  # reported by the decode checks
+            for pid in sorted((set(native) | set(counted)) - unreadable):
                 spark_rows = counted.get(pid, 0)
-                if pid not in reader.partitions or version not in reader.versions(pid):
+                native_rows = native.get(pid)
+                if native_rows is None:  # no files rebuild the version
                     if spark_rows:
                         self.add(
                             "spark_native_disagree",
@@ -985,10 +860,6 @@ class _Doctor:
                             **ctx,
                         )
                     continue
-                try:
-                    native_rows = len(reader.read_raw(pid, version))
-                except StatelensError:
-                    continue  # reported by the decode and state-version checks
                 if native_rows != spark_rows:
                     self.add(
                         "spark_native_disagree",
@@ -1070,8 +941,7 @@ def iter_doctor(
         yield Progress(n, len(steps) + 1, what)
         step()
     if decode_files:
-        yield from doc.iter_decode_files(cancelled, restart_only)
-        yield from doc.iter_check_rocksdb(cancelled, restart_only)
+        yield from doc.iter_check_files(cancelled, restart_only)
     elif known_damage:
         doc.judge_known_damage(known_damage)
     doc.plan_restarts()

@@ -915,15 +915,6 @@ class RocksDBStoreReader(StoreReaderBase):
             _fmt, _lineage, idx = scan_changelog(data, sf.path)
         return int(idx.count)
 
-    def restart_chain(self, partition_id: int, version: int) -> tuple[int | None, list[int]]:
-        """The files a restart loads for ``version``: the zip version it starts from (``0``: from empty,
-        ``None``: no chain reaches it) and the changelog versions replayed after it."""
-        pf = self._partition(partition_id)
-        base = self._base_for(pf, version)
-        if base is None:
-            return None, []
-        return base, list(range(base + 1, version + 1))
-
     def _zip_file(self, partition_id: int, version: int) -> StateFile:
         pf = self._partition(partition_id)
         if version not in pf.snapshots:

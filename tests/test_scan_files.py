@@ -1,0 +1,113 @@
+"""``readers.scan_files.StoreFiles``: a store's state files listed and checked with the scan's error policy,
+on copies of real PySpark checkpoints damaged one way each (what is wrong, and where, is what the test did
+to the copy)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statelens.readers.backends.native import NativeBackend
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import MissingFileError, StatelensError
+from statelens.readers.scan_files import StoreFiles
+
+pytestmark = pytest.mark.spark
+
+
+def _copy(checkpoint: Any, name: str, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    dst = tmp_path / name
+    shutil.copytree(checkpoint(name) / "checkpoint", dst)
+    return dst, json.loads((checkpoint(name) / "expected.json").read_text())
+
+
+def _files(root: Path, **kw: Any) -> StoreFiles:
+    return StoreFiles(NativeBackend(open_checkpoint(str(root), mirror=False)), 0, "default", **kw)
+
+
+def _on_disk(root: Path, pattern: str) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.glob(pattern)}
+
+
+def test_a_clean_hdfs_store_lists_every_file_on_disk_and_checks_each_sound(
+    checkpoint: Any, tmp_path: Path
+) -> None:
+    root, _ = _copy(checkpoint, "agg_many_partitions", tmp_path)
+    files = _files(root)
+    listed = files.state_files()
+    assert {sf.path for sf in listed} == _on_disk(root, "state/0/*/*.delta") | _on_disk(
+        root, "state/0/*/*.snapshot"
+    )
+    checks = list(files.iter_checks(listed))
+    assert [c.file for c in checks] == listed
+    assert [c.error for c in checks] == [None] * len(listed)
+    assert files.problems == [] and files.unreadable == []
+    plan = files.restart_files(0)
+    assert plan.provider == "hdfs"
+    assert set(plan.snapshots.values()) == _on_disk(root, "state/0/0/*.snapshot")
+    assert set(plan.deltas.values()) == _on_disk(root, "state/0/0/*.delta")
+
+
+def test_a_truncated_delta_comes_with_its_error_naming_it_and_goes_to_problems(
+    checkpoint: Any, tmp_path: Path
+) -> None:
+    root, expected = _copy(checkpoint, "agg_count", tmp_path)
+    last = max(expected["committed_batches"]) + 1
+    delta = root / f"state/0/0/{last}.delta"
+    delta.write_bytes(delta.read_bytes()[: delta.stat().st_size // 2])
+    files = _files(root)
+    checks = list(files.iter_checks(files.state_files(partition_id=0)))
+    (bad,) = [c for c in checks if c.error is not None]
+    assert bad.file.path == f"state/0/0/{last}.delta" and bad.stage == "scan"
+    assert bad.error.path == bad.file.path
+    assert files.problems == [bad.error]
+    assert [(u.partition_id, u.version) for u in files.unreadable] == [(0, last)]
+    assert files.file_of(0, bad.error) == bad.file
+    strict = _files(root, strict=True)
+    chosen = strict.state_files(only={bad.file.path})
+    with pytest.raises(StatelensError) as raised:
+        list(strict.iter_checks(chosen))
+    assert raised.value.path == bad.file.path
+
+
+def test_a_zip_whose_sst_is_gone_names_the_sst_and_a_planted_sst_is_an_orphan(
+    checkpoint: Any, tmp_path: Path
+) -> None:
+    root, _ = _copy(checkpoint, "rocks_agg", tmp_path)
+    files = _files(root)
+    clean = list(files.iter_checks(files.state_files(partition_id=0)))
+    assert [c.error for c in clean] == [None] * len(clean) and clean
+    assert files.orphan_ssts(0, clean) == {}
+    zips = sorted(root.glob("state/0/0/*.zip"), key=lambda p: int(p.name.split(".")[0]))
+    ssts = sorted((root / "state/0/0/SSTs").glob("*.sst"))
+    planted = root / "state/0/0/SSTs" / f"999999-{'0' * 8}-0000-0000-0000-{'0' * 12}.sst"
+    shutil.copyfile(ssts[0], planted)
+    files = _files(root)
+    checks = list(files.iter_checks(files.state_files(partition_id=0)))
+    assert files.orphan_ssts(0, checks) == {planted.name: planted.stat().st_size}
+    named = next(c for c in checks if c.file.path == zips[-1].relative_to(root).as_posix()).sst_names
+    gone = root / "state/0/0/SSTs" / sorted(named)[0]
+    gone.unlink()
+    files = _files(root)
+    checks = list(files.iter_checks(files.state_files(partition_id=0)))
+    bad = [c for c in checks if c.error is not None]
+    assert bad and all(c.stage == "zip" and isinstance(c.error, MissingFileError) for c in bad)
+    assert {c.error.path for c in bad} == {gone.relative_to(root).as_posix()}
+    assert zips[-1].relative_to(root).as_posix() in {c.file.path for c in bad}
+    assert files.orphan_ssts(0, checks) == {}  # not every zip read: which SSTs they name is not known
+    assert files.file_of(0, bad[-1].error) == bad[-1].file
+
+
+def test_a_store_that_cannot_be_listed_is_a_problem_not_an_empty_answer(checkpoint: Any) -> None:
+    root = checkpoint("agg_count") / "checkpoint"
+    backend = NativeBackend(open_checkpoint(str(root), mirror=False))
+    files = StoreFiles(backend, 0, "no-such-store")
+    assert files.partition_ids() == [] and files.state_files() == []
+    (err,) = files.problems
+    assert "no-such-store" in str(err) and files.unreadable[0].partition_id is None
+    with pytest.raises(StatelensError):
+        StoreFiles(backend, 0, "no-such-store", strict=True)
