@@ -113,11 +113,11 @@ def iter_export_state_table(
     rows: Sequence[int] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, int]:
-    """Write decoded state rows (an :class:`app.session.StateTable`) as ``statelens rows`` does.
+    """Write decoded state rows (an :class:`app.state_table.StateTable`) as ``statelens rows`` does.
 
     Parameters
     ----------
-    table : app.session.StateTable
+    table : app.state_table.StateTable
         Rows (``StateRow``) or a diff (``DiffRow``: written as a change feed, ``version, partition,
         change, key, value, derived``, with ``value`` the old value of removed rows and ``derived`` true:
         a diff is the difference of two versions).
@@ -186,7 +186,7 @@ def iter_export_query_table(
 
     Parameters
     ----------
-    table : app.session.StateTable
+    table : app.state_table.StateTable
         With ``query`` (an :class:`app.state_query.QueryStateTable`).
     path : str
     fmt : {"csv", "parquet"}

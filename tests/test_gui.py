@@ -290,14 +290,19 @@ def test_large_version_is_paged_by_duckdb(
     from statelens.app.analysis._common import run_to_end
     from statelens.app.export import iter_export_state_table
     from statelens.app.session import iter_state_table
+    from statelens.readers.backends import native_backend
     from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.scan import StateScan
     from statelens.viewers.tables import row_order
 
     monkeypatch.setattr("statelens.viewers.tables.PAGE_ROWS", 4)
     monkeypatch.setattr("statelens.app.gui.controllers.browser.PAGE_ROWS", 4)
     path = checkpoint("agg_many_partitions") / "checkpoint"
-    reader = open_checkpoint(str(path)).store_reader(0, None)
-    held = run_to_end(iter_state_table(reader, reader.latest_version()))
+    ckpt = open_checkpoint(str(path))
+    reader = ckpt.store_reader(0, None)
+    held = run_to_end(
+        iter_state_table(StateScan(native_backend(ckpt), 0, reader.store_name), reader.latest_version())
+    )
     n = held.total_rows
     assert n > 8
     window.browser_controller.paged_rows = 0
@@ -379,14 +384,19 @@ def test_paged_table_finds_a_key_selected_elsewhere(
     (DuckDB), scrolls there, reads that page and selects the row."""
     from statelens.app.analysis._common import run_to_end
     from statelens.app.session import iter_state_table
+    from statelens.readers.backends import native_backend
     from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.scan import StateScan
     from statelens.viewers.tables import row_order
 
     monkeypatch.setattr("statelens.viewers.tables.PAGE_ROWS", 2)
     monkeypatch.setattr("statelens.app.gui.controllers.browser.PAGE_ROWS", 2)
     path = checkpoint("agg_many_partitions") / "checkpoint"
-    reader = open_checkpoint(str(path)).store_reader(0, None)
-    held = run_to_end(iter_state_table(reader, reader.latest_version()))
+    ckpt = open_checkpoint(str(path))
+    reader = ckpt.store_reader(0, None)
+    held = run_to_end(
+        iter_state_table(StateScan(native_backend(ckpt), 0, reader.store_name), reader.latest_version())
+    )
     n = held.total_rows
     window.resize(1400, 420)  # a few rows on screen: the last pages are not read
     window.browser_controller.paged_rows = 0
