@@ -218,10 +218,10 @@ def iter_backend_table(
     time_columns: Sequence[Any] = (),
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, StateTable]:
-    """Read one store at one version as decoded rows through a backend's scan into display columns.
+    """Read one store at one version through a backend that reads through an engine into display columns.
 
-    For a backend that reads through an engine (Spark answers in one job, cancelled through its job
-    group); the table is the same shape as :func:`iter_state_table`'s.
+    Spark answers in one job (collected, cancelled through its job group); the table is the same shape
+    as :func:`iter_state_table`'s.
 
     Parameters
     ----------
@@ -243,7 +243,7 @@ def iter_backend_table(
     Raises
     ------
     StatelensError
-        As the scan's ``iter_records`` (``UsageError`` for versions Spark cannot read,
+        As the backend's ``read_rows`` (``UsageError`` for versions Spark cannot read,
         ``BackendUnavailableError`` without PySpark or Java).
     """
     if store.schema is None:
@@ -252,14 +252,7 @@ def iter_backend_table(
         )
     what = f"reading operator {store.operator_id} {store.store_name} version {version} through {backend.name}"
     yield Progress(0, 0, what)  # one job with no steps to count: a busy indicator
-    scan = StateScan(
-        backend,
-        store.operator_id,
-        store.store_name,
-        version=version,
-        partitions=None if partition_id is None else [partition_id],
-    )
-    rows = list(scan.iter_records())
+    rows = backend.read_rows(store.operator_id, store.store_name, version, partition_id)
     if cancelled is not None and cancelled():
         rows = []
     rows.sort(key=lambda r: r.partition_id)
@@ -278,7 +271,7 @@ def iter_backend_table(
         rows,
         len(rows),
         [],
-        list(scan.problems),
+        [],
         backend.describe(),
         key_schema=store.schema.key_schema,
         value_schema=store.schema.value_schema,
