@@ -1,8 +1,6 @@
-"""Display columns of decoded state (Qt-free): which columns a store's rows show (the flattened key and
-value, times as UTC text), their text formatted on demand, and their sort keys, read from Arrow arrays
-where they can be.
-
-:func:`format_value` turns a decoded Spark value into display text (plain text, never markup).
+"""Display columns of decoded state (Qt-free): a store's flattened key and value fields, their text made on
+demand (:func:`format_value`: plain text, never markup; times as UTC) and sort keys, from Arrow arrays where
+they can be.
 """
 
 from __future__ import annotations

@@ -7,10 +7,7 @@ Everything here runs without Qt so it can be tested headless and reused by other
 * :class:`LoadedCheckpoint` holds an opened checkpoint with where it came from.
 * ``iter_*`` generators are the long jobs the GUI runs through ``app/gui/workers.py``: they yield
   :class:`~readers.model.Progress` records and return their result (the state browser's are in
-  :mod:`app.state_table`).
-
-What each store holds is told by :mod:`app.store_roles`, and decoded values are shown by
-:mod:`app.columns`; their names the app imports from here are kept here too.
+  :mod:`app.state_table`; what stores hold is :mod:`app.store_roles`, display columns :mod:`app.columns`).
 """
 
 from __future__ import annotations
@@ -21,39 +18,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from statelens.app.columns import (
-    ColumnSpec,
-    DisplayColumn,
-    ValueColumn,
-    display_time_columns,
-    format_value,
-    state_columns,
-)
-from statelens.app.state_table import StateTable, iter_backend_table, iter_state_diff, iter_state_table
-from statelens.app.store_roles import StoreRole, describe_state, store_roles
+from statelens.app.columns import display_time_columns as display_time_columns
+from statelens.app.state_table import StateTable as StateTable
+from statelens.app.store_roles import StoreRole as StoreRole
+from statelens.app.store_roles import describe_state as describe_state
+from statelens.app.store_roles import store_roles
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import Checkpoint, iter_open_checkpoint
 from statelens.readers.errors import UsageError
 from statelens.readers.model import OperatorInfo, OperatorKind, Progress, StoreInfo
-
-__all__ = [
-    "ColumnSpec",
-    "DisplayColumn",
-    "LoadedCheckpoint",
-    "SelectionState",
-    "StateTable",
-    "StoreRole",
-    "ValueColumn",
-    "describe_state",
-    "display_time_columns",
-    "format_value",
-    "growth_arrays",
-    "iter_backend_table",
-    "iter_load_checkpoint",
-    "iter_state_diff",
-    "iter_state_table",
-    "state_columns",
-]
 
 #: Callback of a :class:`SelectionState` observer: receives ``{field: new_value}`` of what changed.
 SelectionCallback = Callable[[dict[str, Any]], None]
@@ -207,10 +180,6 @@ class LoadedCheckpoint:
     def location(self) -> str:
         """The checkpoint's location with credentials removed."""
         return str(self.checkpoint.location)
-
-    def hdfs_stores(self) -> list[tuple[OperatorInfo, StoreInfo]]:
-        """Every ``(operator, store)`` of the HDFS-backed provider."""
-        return [(op, s) for op in self.checkpoint.operators for s in op.stores if s.provider == "hdfs"]
 
     def decodable_stores(self) -> list[tuple[OperatorInfo, StoreInfo]]:
         """Every ``(operator, store)`` with a schema whose files the native readers can open (HDFS and

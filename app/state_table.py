@@ -1,10 +1,6 @@
 """The state browser's jobs (Qt-free): one store version, or the difference of two, read through the scan
-(:class:`readers.scan.StateScan`) into a :class:`StateTable` of lazy display columns.
-
-A version of more rows than the table holds stays in the state cache, one Parquet file per partition, and
-is served a page at a time by DuckDB (:mod:`app.state_query`). The jobs yield
-:class:`~readers.model.Progress` records and return their table (the GUI runs them through
-``app/gui/workers.py``).
+into a :class:`StateTable` of lazy display columns; a version too large to hold stays in the state cache,
+paged by DuckDB (:mod:`app.state_query`).
 """
 
 from __future__ import annotations
@@ -87,6 +83,44 @@ class StateTable:
         return self.compare_version is not None
 
 
+def _table(
+    store: StateScan | StoreInfo,
+    partition_id: int | None,
+    version: int,
+    schema: Any,
+    specs: Sequence[ColumnSpec],
+    records: Sequence[Any],
+    total: int,
+    notes: list[str] | None = None,
+    problems: list[StatelensError] | None = None,
+    query: QueryStateTable | None = None,
+) -> StateTable:
+    """A :class:`StateTable` of ``store``'s ``records`` shown as ``specs`` (Arrow-backed records sort and
+    format from their arrays), or of the rows ``query`` pages from the cache."""
+    if query is None:
+        headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
+        columns, sort_keys = _arrow_columns(records, specs, columns, sort_keys)
+    else:
+        headers, columns, sort_keys, keys = query.headers, [], [], []
+    return StateTable(
+        store.operator_id,
+        store.store_name or "",
+        partition_id,
+        version,
+        headers,
+        columns,
+        sort_keys,
+        keys,
+        records,
+        total,
+        notes or [],
+        problems or [],
+        key_schema=schema.key_schema,
+        value_schema=schema.value_schema,
+        query=query,
+    )
+
+
 def _require_schema(scan: StateScan) -> Any:
     schema = scan.schema
     if schema is None:
@@ -150,10 +184,9 @@ def iter_state_table(
         When the one requested partition cannot be read (bad or missing file).
     """
     schema = _require_schema(scan)
-    pids = _partitions(scan, partition_id)
+    pids, readable, skipped = _partitions(scan, partition_id, (version,))
     notes: list[str] = []
     what = f"decoding operator {scan.operator_id} {scan.store_name} version {version}"
-    readable, skipped = _readable(scan, pids, (version,))
     # Large versions stay in the cache (one Parquet file per partition) for DuckDB to page through.
     in_cache = paged_over is not None and cache is not None and max_rows is None
     rows = dataclasses.replace(
@@ -176,9 +209,8 @@ def iter_state_table(
     specs = state_columns(schema, scan.store_name or "", time_columns)
     if files:
         yield Progress(len(pids), len(pids), what)
-        return _paged_table(
-            scan, partition_id, version, files, specs, schema, total, notes, rows.problems, cache
-        )
+        query = QueryStateTable(files, specs, schema.key_schema, schema.value_schema, total, cache)
+        return _table(scan, partition_id, version, schema, specs, (), total, notes, rows.problems, query)
     tables: list[Any] = []
     kept = 0
     for part in parts:
@@ -190,24 +222,7 @@ def iter_state_table(
         notes.append(f"showing the first {kept:,} of {total:,} rows")
     records = ArrowStateRows(tables, schema.key_schema, schema.value_schema)
     yield Progress(len(pids), len(pids), what)
-    headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
-    columns, sort_keys = _arrow_columns(records, specs, columns, sort_keys)
-    return StateTable(
-        scan.operator_id,
-        scan.store_name or "",
-        partition_id,
-        version,
-        headers,
-        columns,
-        sort_keys,
-        keys,
-        records,
-        total,
-        notes,
-        rows.problems,
-        key_schema=schema.key_schema,
-        value_schema=schema.value_schema,
-    )
+    return _table(scan, partition_id, version, schema, specs, records, total, notes, rows.problems)
 
 
 def iter_backend_table(
@@ -258,35 +273,28 @@ def iter_backend_table(
     rows.sort(key=lambda r: r.partition_id)
     yield Progress(1, 1, what)
     specs = state_columns(store.schema, store.store_name, time_columns)
-    headers, columns, sort_keys, keys = _build_table(rows, specs, store.schema.key_schema)
-    return StateTable(
-        store.operator_id,
-        store.store_name,
-        partition_id,
-        version,
-        headers,
-        columns,
-        sort_keys,
-        keys,
-        rows,
-        len(rows),
-        [],
-        [],
-        backend.describe(),
-        key_schema=store.schema.key_schema,
-        value_schema=store.schema.value_schema,
-    )
+    table = _table(store, partition_id, version, store.schema, specs, rows, len(rows))
+    return dataclasses.replace(table, backend=backend.describe())
 
 
-def _readable(scan: StateScan, pids: Sequence[int], versions: Sequence[int]) -> tuple[list[int], list[int]]:
-    """The partitions where every one of ``versions`` can be read (version 0, empty, always can), and the
-    others."""
+def _partitions(
+    scan: StateScan, partition_id: int | None, versions: Sequence[int]
+) -> tuple[list[int], list[int], list[int]]:
+    """The partitions asked for, those where every one of ``versions`` can be read (version 0, empty,
+    always can), and the others."""
+    pids = scan.partition_ids()
+    if partition_id is not None and partition_id not in pids:
+        raise UsageError(
+            f"store {scan.store_name!r} of operator {scan.operator_id} has no partition {partition_id}",
+            operator_id=scan.operator_id,
+        )
+    pids = pids if partition_id is None else [partition_id]
     readable: list[int] = []
     skipped: list[int] = []
     for pid in pids:
         have = scan.versions(pid)
         (skipped if any(v != 0 and v not in have for v in versions) else readable).append(pid)
-    return readable, skipped
+    return pids, readable, skipped
 
 
 def _gather(
@@ -299,15 +307,11 @@ def _gather(
     reread: Callable[[int], Any],
     seen: Callable[[Any], None] | None = None,
 ) -> Generator[Progress, None, tuple[list[Any], list[Any], int]]:
-    """Every readable partition's Arrow table, from the ``parts`` of ``scan`` (each table also given to
-    ``seen``). A partition whose files fail is in the scan's problems; raised when it is the only
-    partition asked for.
-
-    Returns ``(files, tables, rows)``: when every partition is in the cache and more than ``paged_over``
-    rows came, the cache files (for DuckDB to page) and no table; else no file and the tables in
-    partition order. Tables are held while the rows stay within ``paged_over`` (or the cache cannot
-    take them); those let go are read again with ``reread(pid)`` if they are needed after all.
-    """
+    """``(files, tables, rows)`` of the ``parts`` of ``scan`` (each table also given to ``seen``; a
+    partition that fails is in the scan's problems, raised when it alone was asked for): the cache files
+    (for DuckDB to page) when every partition is in the cache and more than ``paged_over`` rows came, else
+    the tables in partition order. Tables let go once paged are read again with ``reread(pid)`` if
+    needed after all."""
     answered: list[int] = []
     files: list[Any] = []
     tables: dict[int, Any] = {}
@@ -340,54 +344,6 @@ def _gather(
     if files and paged():
         return files, [], total
     return [], [tables[pid] if pid in tables else reread(pid) for pid in answered], total
-
-
-def _paged_table(
-    scan: StateScan,
-    partition_id: int | None,
-    version: int,
-    files: list[Any],
-    specs: list[ColumnSpec],
-    schema: Any,
-    total: int,
-    notes: list[str],
-    problems: list[StatelensError],
-    cache: Any,
-    compare_version: int | None = None,
-) -> StateTable:
-    """A :class:`StateTable` whose rows (or differences, with ``compare_version``) stay in the cache's
-    ``files``, queried a page at a time by DuckDB."""
-    query = QueryStateTable(
-        files, specs, schema.key_schema, schema.value_schema, total, cache, diff=compare_version is not None
-    )
-    return StateTable(
-        scan.operator_id,
-        scan.store_name or "",
-        partition_id,
-        version,
-        query.headers,
-        [],
-        [],
-        [],
-        (),
-        total,
-        notes,
-        problems,
-        compare_version=compare_version,
-        key_schema=schema.key_schema,
-        value_schema=schema.value_schema,
-        query=query,
-    )
-
-
-def _partitions(scan: StateScan, partition_id: int | None) -> list[int]:
-    pids = scan.partition_ids()
-    if partition_id is not None and partition_id not in pids:
-        raise UsageError(
-            f"store {scan.store_name!r} of operator {scan.operator_id} has no partition {partition_id}",
-            operator_id=scan.operator_id,
-        )
-    return pids if partition_id is None else [partition_id]
 
 
 def _check_skipped(
@@ -460,12 +416,11 @@ def iter_state_diff(
         Unknown partition, or a version readable in no partition.
     """
     schema = _require_schema(scan)
-    pids = _partitions(scan, partition_id)
+    pids, readable, skipped = _partitions(scan, partition_id, (old_version, new_version))
     notes: list[str] = []
     what = (
         f"comparing versions {old_version} and {new_version} of operator {scan.operator_id} {scan.store_name}"
     )
-    readable, skipped = _readable(scan, pids, (old_version, new_version))
     in_cache = paged_over is not None and cache is not None
     counts = {"added": 0, "changed": 0, "removed": 0}
     diff = dataclasses.replace(
@@ -508,38 +463,13 @@ def iter_state_diff(
         ),
     ]
     if files:
-        return _paged_table(
-            scan,
-            partition_id,
-            new_version,
-            files,
-            specs,
-            schema,
-            total,
-            notes,
-            diff.problems,
-            cache,
-            old_version,
-        )
-    records = [r for part in parts for r in diff_rows(part, schema.key_schema, schema.value_schema)]
-    headers, columns, sort_keys, keys = _build_table(records, specs, schema.key_schema)
-    return StateTable(
-        scan.operator_id,
-        scan.store_name or "",
-        partition_id,
-        new_version,
-        headers,
-        columns,
-        sort_keys,
-        keys,
-        records,
-        len(records),
-        notes,
-        diff.problems,
-        compare_version=old_version,
-        key_schema=schema.key_schema,
-        value_schema=schema.value_schema,
-    )
+        query = QueryStateTable(files, specs, schema.key_schema, schema.value_schema, total, cache, diff=True)
+        table = _table(scan, partition_id, new_version, schema, specs, (), total, notes, diff.problems, query)
+    else:
+        records = [r for part in parts for r in diff_rows(part, schema.key_schema, schema.value_schema)]
+        n = len(records)
+        table = _table(scan, partition_id, new_version, schema, specs, records, n, notes, diff.problems)
+    return dataclasses.replace(table, compare_version=old_version)
 
 
 def _change_counts(table: Any) -> dict[str, int]:

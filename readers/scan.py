@@ -301,13 +301,11 @@ class StateScan:
 
     @property
     def schema(self) -> StoreSchema | None:
-        """The schema the store's files are decoded with (None: no schema file), on a backend that reads
-        files (``capabilities.raw_records``)."""
+        """The schema the store's files are decoded with (``capabilities.raw_records``)."""
         return self._files().schema  # type: ignore[no-any-return]
 
     def versions(self, partition_id: int | None) -> list[int]:
-        """The versions one partition's files (or any partition's, with None) can rebuild, ascending
-        (``capabilities.raw_records``)."""
+        """The versions one partition's (or with None any partition's) files can rebuild, ascending."""
         return list(self._files().versions(partition_id))
 
     def decode(

@@ -1,16 +1,12 @@
-"""The difference of two versions of one store, partition by partition, as stored (:meth:`StateScan.iter_diff`).
-
-Both versions are rebuilt as raw key and value bytes (UnsafeRow bytes of equal values are equal) and only
-the rows that differ are decoded, into one Arrow table per partition: ``change`` (``added``, ``changed``,
-``removed``), ``partition``, ``key``, ``value`` (the newer value; the old one for removed rows) and
-``before`` (the older value of a changed row). With the scan's ``cache`` the tables are kept there (one
-Parquet file per partition and pair of versions) and found again.
+"""The difference of two versions of one store, partition by partition, through the scan's files: both
+versions rebuilt as raw key and value bytes (UnsafeRow bytes of equal values are equal), only the rows that
+differ decoded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from statelens.readers.scan import ScanPart
 from statelens.readers.values import rows_to_arrow
@@ -20,36 +16,26 @@ if TYPE_CHECKING:
 
     from statelens.readers.scan import StateScan
 
-__all__ = ["diff_schema", "iter_diff"]
-
-
-def diff_schema(schema: Any) -> Any:
-    """Spark schema of a diff table (``change, partition, key, value, before``) of a store's schema."""
-    from pyspark.sql import types as T  # deferred: pyspark (heavy)
-
-    return T.StructType(
-        [
-            T.StructField("change", T.StringType()),
-            T.StructField("partition", T.IntegerType()),
-            T.StructField("key", schema.key_schema),
-            T.StructField("value", schema.value_schema),
-            T.StructField("before", schema.value_schema),
-        ]
-    )
+__all__ = ["iter_diff"]
 
 
 def iter_diff(
     scan: StateScan, old_version: int, new_version: int, *, in_place: bool = False, threads: int = 1
 ) -> Iterator[ScanPart]:
-    """The differences of each partition of ``scan`` between ``old_version`` and ``new_version``, in
-    partition order, with the scan's error policy; a part's version is ``new_version``.
+    """Each partition's differences between two versions as one Arrow table (``change`` added, changed or
+    removed, ``partition, key, value`` (the newer value; the old one of a removed row), ``before`` (the
+    older value of a changed row)), in partition order, with the scan's error policy, ``threads`` at once.
 
-    With ``in_place`` and the scan's ``cache``, each table is kept in the cache and comes with its file
-    (:attr:`ScanPart.cache_file`); without ``in_place`` a table the cache holds is read from it.
-    ``threads`` partitions are compared at once.
+    With the scan's ``cache`` the tables are kept there and found again; ``in_place`` gives each with its
+    file (:attr:`ScanPart.cache_file`).
     """
+    from pyspark.sql import types as T  # deferred: pyspark (heavy)
+
     reader, cache = scan._files(), scan.cache
-    schema = diff_schema(reader.schema)
+    kt, vt = reader.schema.key_schema, reader.schema.value_schema
+    names = ("change", "partition", "key", "value", "before")
+    types = (T.StringType(), T.IntegerType(), kt, vt, vt)
+    schema = T.StructType([T.StructField(n, t) for n, t in zip(names, types, strict=True)])
 
     def differences(pid: int) -> pa.Table:
         old = reader.read_raw(pid, old_version)

@@ -12,7 +12,7 @@ import pytest
 
 from statelens.app.analysis._common import run_to_end
 from statelens.app.columns import _build_table, state_columns
-from statelens.app.session import iter_state_table
+from statelens.app.state_table import iter_state_table
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.scan import StateScan
@@ -118,7 +118,7 @@ def test_arrow_table_shows_sorts_and_filters_as_python_rows(scenario: str, check
 _PAGED_PROBE = """
 import json, sys
 from statelens.app.analysis._common import run_to_end
-from statelens.app.session import iter_state_table
+from statelens.app.state_table import iter_state_table
 from statelens.readers.cache import StateCache
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint

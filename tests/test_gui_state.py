@@ -37,7 +37,8 @@ from statelens.app.gui.controllers.state import (
     VerdictLink,
 )
 from statelens.app.resources import sample_checkpoint_path
-from statelens.app.session import LoadedCheckpoint, SelectionState, iter_state_table
+from statelens.app.session import LoadedCheckpoint, SelectionState
+from statelens.app.state_table import iter_state_table
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import StatelensError, UsageError

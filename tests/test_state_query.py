@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from statelens.app.analysis._common import run_to_end
-from statelens.app.session import iter_state_table
+from statelens.app.state_table import iter_state_table
 from statelens.readers.backends import native_backend
 from statelens.readers.cache import StateCache
 from statelens.readers.checkpoint import open_checkpoint
@@ -198,7 +198,7 @@ def test_paged_diff_matches_the_held_diff(scenario: str, checkpoint: Any, tmp_pa
     """A diff of two versions kept in the cache per partition: held when small (the same records as
     without the cache), paged by DuckDB when large (the same rows, counts, order and export)."""
     from statelens.app.export import iter_export_query_table, iter_export_state_table
-    from statelens.app.session import iter_state_diff
+    from statelens.app.state_table import iter_state_diff
 
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
     compared = 0
@@ -332,7 +332,7 @@ def test_a_cache_file_removed_under_an_open_table_is_a_clear_error(checkpoint: A
 def test_a_cache_that_cannot_be_written_keeps_the_version_in_memory(checkpoint: Any, tmp_path: Path) -> None:
     """No room in the cache (here its folder is a file): the version and the diff are held, as without
     a cache, never lost."""
-    from statelens.app.session import iter_state_diff
+    from statelens.app.state_table import iter_state_diff
 
     ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
     reader = _scan(ckpt, 0, None)

@@ -129,7 +129,7 @@ def compile_package() -> None:
 
 def browser_work(ckpt: Path, cache: Path) -> dict[str, float]:
     from statelens.app.analysis._common import run_to_end
-    from statelens.app.session import iter_state_table
+    from statelens.app.state_table import iter_state_table
     from statelens.readers.backends import native_backend
     from statelens.readers.cache import StateCache
     from statelens.readers.checkpoint import open_checkpoint
@@ -170,8 +170,8 @@ def paged_work(ckpt: Path, cache: Path) -> dict[str, float]:
     (the count of matching rows plus the first page, as the app's worker asks).
     """
     from statelens.app.analysis._common import run_to_end
-    from statelens.app.session import iter_state_table
     from statelens.app.state_query import PAGED_ROWS
+    from statelens.app.state_table import iter_state_table
     from statelens.readers.backends import native_backend
     from statelens.readers.cache import StateCache
     from statelens.readers.checkpoint import open_checkpoint

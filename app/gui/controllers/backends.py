@@ -230,7 +230,7 @@ class BackendsController(QObject):
     def cancel_spark_read(self) -> None:
         """Cancel the Spark job group of the browser's read (a Spark job never yields to the runner)."""
         backend, self._spark_reading = self._spark_reading, None
-        if backend is not None and hasattr(backend, "cancel"):
+        if backend is not None:
             backend.cancel()
 
     def _on_timer_timeout(self) -> None:

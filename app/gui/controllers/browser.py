@@ -135,7 +135,7 @@ class BrowserController(Controller):
                 **done,
             )
             return
-        if backend is None or backend.reads_files:
+        if native:
             self.view.set_loading(f"Decoding operator {op} {name}, {where}, version {version}…")
             ctx.runner.submit(
                 CHANNEL,
