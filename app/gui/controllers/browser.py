@@ -107,7 +107,7 @@ class BrowserController(Controller):
         try:
             backend = ctx.backends.for_store(op, name)
             # Spark reads stores the native readers cannot open (column families); diffs are native.
-            native = read.is_diff or backend is None or backend.reads_files
+            native = read.is_diff or backend is None or backend.capabilities.raw_records
             scan = ctx.backends.reader(op, name) if native else None
         except StatelensError as err:
             self.view.clear_table(f"Cannot read this store: {err}")
