@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from statelens.app.state_table import iter_state_table
 from statelens.readers.backends import native_backend
 from statelens.readers.cache import StateCache
 from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import StatelensError
 from statelens.readers.scan import StateScan
 from tests.test_browser_arrow import SCENARIOS, expected_order  # the held table's own test
 
@@ -413,3 +415,31 @@ def test_column_family_stores_page_as_they_are_held(scenario: str, checkpoint: A
             finally:
                 paged.query.close()
     assert compared >= 3
+
+
+def test_a_damaged_delta_leaves_its_partition_out_of_the_version_and_the_diff(
+    checkpoint: Any, tmp_path: Path
+) -> None:
+    """A delta cut short (version 2 of partition 0): the last version and the diff up to it name the file
+    among their problems and show the other partition whole, never an empty partition in its place; the
+    partition asked for alone raises the error (the scan's policy)."""
+    from statelens.app.state_table import iter_state_diff
+
+    folder = checkpoint("agg_count") / "checkpoint"
+    shutil.copytree(folder, tmp_path / "checkpoint")
+    delta = tmp_path / "checkpoint" / "state" / "0" / "0" / "2.delta"
+    delta.write_bytes(delta.read_bytes()[:-7])
+    scan = _scan(open_checkpoint(str(tmp_path / "checkpoint")), 0, None)
+    whole = _scan(open_checkpoint(str(folder)), 0, None)
+    table = run_to_end(iter_state_table(scan, 4))
+    diff = run_to_end(iter_state_diff(scan, 1, 4))
+    for got, want in (
+        (table, run_to_end(iter_state_table(whole, 4, 1))),
+        (diff, run_to_end(iter_state_diff(whole, 1, 4, 1))),
+    ):
+        assert [e.path for e in got.problems] == ["state/0/0/2.delta"]
+        assert want.records and list(got.records) == list(want.records)  # partition 1's, as undamaged
+    with pytest.raises(StatelensError, match="2.delta"):
+        run_to_end(iter_state_table(scan, 4, 0))
+    with pytest.raises(StatelensError, match="2.delta"):
+        run_to_end(iter_state_diff(scan, 1, 4, 0))
