@@ -16,6 +16,7 @@ Version ``v`` is the state after batch ``v-1`` (``docs/format.md`` §1.2).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Generator, Mapping, Sequence
@@ -31,18 +32,12 @@ from statelens.app.analysis.expired import (
     iter_expired,
 )
 from statelens.app.analysis.finding_text import batch_text
-from statelens.app.session import (
-    ColumnSpec,
-    DisplayColumn,
-    ValueColumn,
-    _require_schema,
-    sort_getter,
-    state_columns,
-)
+from statelens.app.columns import ColumnSpec, DisplayColumn, ValueColumn, sort_getter, state_columns
+from statelens.app.state_table import _require_schema
 from statelens.readers import schemas
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import BatchInfo, Progress, StoreSchema
-from statelens.readers.scan import walk_partition
+from statelens.readers.scan import StateScan
 from statelens.readers.textfmt import format_duration_ms, format_epoch_ms
 
 #: Category labels for legends and tables.
@@ -428,7 +423,7 @@ class _HistoryRow:
 
 
 def iter_key_history(
-    reader: Any,
+    scan: StateScan,
     partition_id: int,
     key: Any,
     time_columns: Sequence[Any] = (),
@@ -437,14 +432,16 @@ def iter_key_history(
     time_text: Callable[[int | None], str] = format_epoch_ms,
     zone: str = "UTC",
 ) -> Generator[Progress, None, KeyHistory]:
-    """Follow one key through every readable version of one store partition.
+    """Follow one key through every readable version of one store partition (the partition's replay,
+    :meth:`readers.scan.StateScan.iter_replay`).
 
     Keys are matched on their raw UnsafeRow bytes once found: each distinct key of the partition is
     decoded at most once (until the key is found), and its value only when its bytes change.
 
     Parameters
     ----------
-    reader : store reader (HDFS or RocksDB)
+    scan : readers.scan.StateScan
+        The store's scan (its backend, operator and store name), on a backend that reads files.
     partition_id : int
     key : tuple or JsonObject
         The decoded key (positional tuple) or its JSON form.
@@ -475,25 +472,25 @@ def iter_key_history(
     SchemaMismatchError
         The store has no schema.
     """
-    schema = _require_schema(reader)
-    if partition_id not in reader.partition_ids():
+    schema = _require_schema(scan)
+    if partition_id not in scan.partition_ids():
         raise UsageError(
-            f"store {reader.store_name!r} of operator {reader.operator_id} has no partition {partition_id}"
+            f"store {scan.store_name!r} of operator {scan.operator_id} has no partition {partition_id}"
         )
+    replay = dataclasses.replace(scan, kind="replay", partitions=[partition_id], cancelled=cancelled)
     convert = row_converter(schema.key_schema)
     target = convert(key) if isinstance(key, tuple) else key
-    path = f"state/{reader.operator_id}/{partition_id}"
-    problems: list[StatelensError] = []
     checked: set[bytes] = set()
     raw_key: bytes | None = None
     decoded_key: Any = None
     prev_value: bytes | None = None
     prev_decoded: Any = None
     rows: list[_HistoryRow] = []
-    total = len(reader.versions(partition_id))
+    total = len(scan.versions(partition_id))
     last_tick = time.monotonic()
     read = 0
-    for n, (v, state, changes) in enumerate(walk_partition(reader, partition_id, problems, cancelled)):
+    for n, step in enumerate(replay.iter_replay()):
+        v, state, changes = step.version, step.state, step.changes
         read += 1
         if time.monotonic() - last_tick > 0.1:
             last_tick = time.monotonic()
@@ -508,7 +505,7 @@ def iter_key_history(
             for start in range(0, len(cands), 10_000):
                 chunk = cands[start : start + 10_000]
                 for raw, (dk, _) in zip(
-                    chunk, reader.decode_pairs([(k, None) for k in chunk], path), strict=True
+                    chunk, replay.decode(partition_id, [(k, None) for k in chunk]), strict=True
                 ):
                     if convert(dk) == target:
                         raw_key, decoded_key = raw, dk
@@ -534,12 +531,12 @@ def iter_key_history(
         else:
             change = "unchanged"
         if value != prev_value or prev_decoded is None:
-            prev_decoded = reader.decode_pairs([(raw_key, value)], f"{path}/{v}")[0][1]
+            prev_decoded = replay.decode(partition_id, [(raw_key, value)], v)[0][1]
         prev_value = value
         rows.append(_HistoryRow(v, change, partition_id, decoded_key, prev_decoded))
     yield Progress(total, total, "key history")
     value_specs = [
-        s for s in state_columns(schema, reader.store_name, time_columns) if s.header.startswith("value.")
+        s for s in state_columns(schema, scan.store_name or "", time_columns) if s.header.startswith("value.")
     ]
     # Time columns (the timeout) first: they are what a history is read for, next to the watermark.
     value_specs.sort(key=lambda spec: spec.unit is None)
@@ -571,8 +568,8 @@ def iter_key_history(
         columns.append(col)
         sort_keys.append(ValueColumn(rows, sort_getter(spec)) if spec.numeric else col)
     return KeyHistory(
-        reader.operator_id,
-        reader.store_name,
+        scan.operator_id,
+        scan.store_name or "",
         partition_id,
         target,
         [s.header for s in specs],
@@ -582,7 +579,7 @@ def iter_key_history(
         [r.change for r in rows],
         [r.version for r in rows],
         read,
-        problems,
+        replay.problems,
     )
 
 

@@ -113,11 +113,11 @@ def iter_export_state_table(
     rows: Sequence[int] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, int]:
-    """Write decoded state rows (an :class:`app.session.StateTable`) as ``statelens rows`` does.
+    """Write decoded state rows (an :class:`app.state_table.StateTable`) as ``statelens rows`` does.
 
     Parameters
     ----------
-    table : app.session.StateTable
+    table : app.state_table.StateTable
         Rows (``StateRow``) or a diff (``DiffRow``: written as a change feed, ``version, partition,
         change, key, value, derived``, with ``value`` the old value of removed rows and ``derived`` true:
         a diff is the difference of two versions).
@@ -137,38 +137,18 @@ def iter_export_state_table(
         Rows written.
     """
 
-    _check_format(fmt)
     records = table.records
     order = range(len(records)) if rows is None else rows
-    n = len(order)
-    diff = table.is_diff
-    schema = state_row_schema(table.key_schema, table.value_schema, changes=diff)
-
-    def tuples() -> Iterable[tuple[Any, ...]]:
-        for i in order:
-            r = records[i]
-            if diff:
-                yield (table.version, r.partition_id, r.change, r.key, r.value, True)
-            else:
-                yield (r.partition_id, r.key, r.value)
-
-    what = f"writing {n:,} rows to {os.path.basename(path)}"
-    with _Partial(path) as tmp:
-        if fmt == "parquet":
-            yield Progress(0, n, what)
-            data = []
-            for j, t in enumerate(tuples()):
-                if j % _STEP == 0:
-                    _stopped(cancelled)
-                data.append(t)
-            write_parquet(data, tmp, schema)
-        else:
-            cells = (
-                [csv_cell(v) for _, v in flatten_row(row_to_json(t, schema), "", schema)] for t in tuples()
-            )
-            yield from _write_csv_rows(tmp, flat_columns(schema), cells, n, what, cancelled)
-    yield Progress(n, n, what)
-    return n
+    if fmt != "parquet":  # a row at a time
+        return (
+            yield from _write_records(table, ([records[i]] for i in order), len(order), path, fmt, cancelled)
+        )
+    data = []  # written as one table
+    for j, i in enumerate(order):
+        if j % _STEP == 0:
+            _stopped(cancelled)
+        data.append(records[i])
+    return (yield from _write_records(table, [data], len(order), path, fmt, cancelled))
 
 
 def iter_export_query_table(
@@ -186,7 +166,7 @@ def iter_export_query_table(
 
     Parameters
     ----------
-    table : app.session.StateTable
+    table : app.state_table.StateTable
         With ``query`` (an :class:`app.state_query.QueryStateTable`).
     path : str
     fmt : {"csv", "parquet"}
@@ -199,11 +179,25 @@ def iter_export_query_table(
     int
         Rows written.
     """
+    _check_format(fmt)
+    query = table.query
+    batches = query.iter_rows(column, descending, needle, cancelled=cancelled)
+    return (yield from _write_records(table, batches, query.count(needle), path, fmt, cancelled))
+
+
+def _write_records(
+    table: Any,
+    batches: Iterable[Sequence[Any]],
+    n: int,
+    path: str,
+    fmt: str,
+    cancelled: Callable[[], bool] | None,
+) -> Generator[Progress, None, int]:
+    """Write ``n`` records of ``table`` (``StateRow``, or ``DiffRow`` of a diff), given a batch at a time,
+    as ``statelens rows`` does: each batch a Parquet row group, or CSV rows; returns the rows written."""
     import pyarrow.parquet as pq  # deferred: pyarrow (heavy)
 
     _check_format(fmt)
-    query = table.query
-    n = query.count(needle)
     diff = table.is_diff
     schema = state_row_schema(table.key_schema, table.value_schema, changes=diff)
 
@@ -219,7 +213,7 @@ def iter_export_query_table(
         if fmt == "parquet":
             writer = None
             try:
-                for rows in query.iter_rows(column, descending, needle, cancelled=cancelled):
+                for rows in batches:
                     part = rows_to_arrow(tuples(rows), schema, unique_names=True)
                     if writer is None:
                         writer = pq.ParquetWriter(tmp, part.schema)
@@ -235,7 +229,7 @@ def iter_export_query_table(
 
             def cells() -> Iterable[list[str]]:
                 nonlocal done
-                for rows in query.iter_rows(column, descending, needle, cancelled=cancelled):
+                for rows in batches:
                     for t in tuples(rows):
                         doc = row_to_json(t, schema)
                         yield [csv_cell(v) for _, v in flatten_row(doc, "", schema)]

@@ -7,7 +7,7 @@ value`` are read in the requested order with ``LIMIT``/``OFFSET``. Only a page a
 Python objects (and display text), so the app's memory does not grow with the store; DuckDB itself is
 capped (:data:`DUCKDB_MEMORY`) and spills to a private temporary folder, never next to the checkpoint.
 
-The order and the filter follow the in-memory table's (``app.session.iter_state_table``):
+The order and the filter follow the in-memory table's (``app.state_table.iter_state_table``):
 
 * rows come in partition order, then in file order, and ties of a sort keep that order (reversed
   for a descending sort, as a reversed stable sort does);
@@ -79,7 +79,7 @@ class QueryStateTable:
     files : sequence of path
         One Parquet file per partition (``partition int32, key struct, value struct``), in partition
         order.
-    specs : sequence of app.session.ColumnSpec
+    specs : sequence of app.columns.ColumnSpec
         The display columns (``partition``, the flattened key, the flattened value).
     key_schema, value_schema : pyspark.sql.types.StructType
     total_rows : int

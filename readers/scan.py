@@ -26,6 +26,7 @@ from statelens.readers.errors import (
     StatelensError,
     UsageError,
 )
+from statelens.readers.parallel import in_order
 from statelens.readers.scan_fields import field_reader
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from statelens.readers.backends.base import StateBackend
     from statelens.readers.cache import StateCache
-    from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
+    from statelens.readers.model import PartitionVersionStats, StateChange, StateRow, StoreSchema
 
 __all__ = [
     "STATS_COLUMNS",
@@ -80,9 +81,10 @@ class ScanPart:
         Rows: the version read; changes: the last version of the feed read.
     tables : list of pyarrow.Table
         Rows: one table (``partition, key, value``); changes: one per version (``version, partition,
-        change, key, value, derived``). Empty when ``cache_file`` holds the rows.
+        change, key, value, derived``).
     cache_file : pathlib.Path, optional
-        With ``in_place``: the cache's Parquet file that holds this partition's rows, read where it is.
+        With ``in_place``: the cache's Parquet file that also holds this partition's rows, to be read where
+        it is (drop ``tables`` then, to keep them out of memory).
     """
 
     partition_id: int
@@ -193,38 +195,36 @@ class StateScan:
             return ScanPart(pid, end, [b.read_arrow(op, store, end, pid, unique_names=True, raw=True)])
         if in_place and self.cache is not None:
             path, table = b.arrow_entry(op, store, end, pid, self.cache, unique_names=True)
-            return ScanPart(pid, end, [], path) if path is not None else ScanPart(pid, end, [table])
+            return ScanPart(pid, end, [table], path)
         return ScanPart(pid, end, [b.read_arrow(op, store, end, pid, unique_names=True, cache=self.cache)])
 
-    def _per_partition(self, read: Callable[[int], T]) -> Iterator[T]:
+    def _per_partition(self, read: Callable[[int], T], threads: int = 1) -> Iterator[T]:
         """``read(pid)`` of each partition in order, with the scan's error policy: a partition whose
         read raises is recorded (:attr:`problems`, :attr:`unreadable`) and left out, or the error raised
         (``strict``, or that partition asked for alone). Read whole before it is given, so a damaged file
-        never leaves half a partition in the answer."""
+        never leaves half a partition in the answer. ``threads`` > 1 reads that many partitions at once
+        (:func:`readers.parallel.in_order`; answered in order all the same)."""
         pids = self.partition_ids()
         alone = self.partitions is not None and len(pids) == 1
-        for pid in pids:
-            if self.cancelled is not None and self.cancelled():
-                return
-            try:
-                got = read(pid)
-            except StatelensError as err:
+        for pid, got, err in in_order(read, pids, workers=threads, cancelled=self.cancelled):
+            if err is not None:
                 if self.strict or alone:
-                    raise
+                    raise err
                 self._unreadable(pid, err)
                 continue
-            yield got
+            yield got  # type: ignore[misc]
 
-    def iter_parts(self, *, in_place: bool = False) -> Iterator[ScanPart]:
+    def iter_parts(self, *, in_place: bool = False, threads: int = 1) -> Iterator[ScanPart]:
         """What was read of each partition, in partition order, with the scan's error policy
         (:meth:`_per_partition`): the version read and its Arrow tables.
 
         Parameters
         ----------
         in_place : bool
-            Rows with a ``cache``: a partition the cache holds (or can hold) as a file comes as that file
-            (:attr:`ScanPart.cache_file`, to be read where it is, e.g. by DuckDB; pin it meanwhile), not
-            as a table.
+            Rows with a ``cache``: a partition the cache holds (or can hold) as a file comes with that file
+            (:attr:`ScanPart.cache_file`, to be read where it is, e.g. by DuckDB; pin it meanwhile).
+        threads : int
+            Partitions read at once (decoding lets go of the GIL), still given in partition order.
         """
         if in_place and self.kind != "rows":
             raise UsageError("in_place reads rows, not changes")
@@ -232,7 +232,7 @@ class StateScan:
             raise UsageError("a stats scan has no parts: read iter_stats() or an output (to_arrow...)")
         if self.kind == "replay":
             raise UsageError("a replay scan's versions are iter_replay() or replay()")
-        for part in self._per_partition(lambda pid: self._read(pid, in_place)):
+        for part in self._per_partition(lambda pid: self._read(pid, in_place), threads):
             if part.tables and self._empty is None:
                 self._empty = part.tables[0].slice(0, 0)  # the columns, for an answer without rows
             yield part
@@ -301,6 +301,15 @@ class StateScan:
         if self.kind != "replay":
             raise UsageError(f"replay() replays a replay scan, not {self.kind}")
         return Replay(self, sizes)
+
+    @property
+    def schema(self) -> StoreSchema | None:
+        """The schema the store's files are decoded with (``capabilities.raw_records``)."""
+        return self._files().schema  # type: ignore[no-any-return]
+
+    def versions(self, partition_id: int | None) -> list[int]:
+        """The versions one partition's (or with None any partition's) files can rebuild, ascending."""
+        return list(self._files().versions(partition_id))
 
     def decode(
         self, partition_id: int, pairs: Sequence[tuple[bytes, bytes | None]], version: int | None = None

@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from statelens.app.analysis._common import run_to_end
-from statelens.app.session import _build_table, iter_state_table, state_columns
+from statelens.app.columns import _build_table, state_columns
+from statelens.app.state_table import iter_state_table
+from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.scan import StateScan
 from statelens.viewers.tables import row_order
 
 pytestmark = pytest.mark.spark
@@ -77,7 +80,9 @@ def test_arrow_table_shows_sorts_and_filters_as_python_rows(scenario: str, check
                     len(reader.read_rows(p, v)) for p in reader.partition_ids() if v in reader.versions(p)
                 ),
             )
-            table = run_to_end(iter_state_table(reader, version))
+            table = run_to_end(
+                iter_state_table(StateScan(native_backend(ckpt), op.operator_id, store.store_name), version)
+            )
             rows = list(table.records)  # plain Python rows: the reference path
             specs = state_columns(reader.schema, reader.store_name)
             headers, columns, sort_keys, keys = _build_table(rows, specs, reader.schema.key_schema)
@@ -113,17 +118,19 @@ def test_arrow_table_shows_sorts_and_filters_as_python_rows(scenario: str, check
 _PAGED_PROBE = """
 import json, sys
 from statelens.app.analysis._common import run_to_end
-from statelens.app.session import iter_state_table
+from statelens.app.state_table import iter_state_table
 from statelens.readers.cache import StateCache
+from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.scan import StateScan
 ckpt = open_checkpoint(sys.argv[1])
 rows = {}
 for op in ckpt.operators:
     for store in op.stores:
         if store.schema is None or not store.versions:
             continue
-        reader = ckpt.store_reader(op.operator_id, store.store_name)
-        table = run_to_end(iter_state_table(reader, store.versions[-1], cache=StateCache(sys.argv[2]), paged_over=0))
+        scan = StateScan(native_backend(ckpt), op.operator_id, store.store_name)
+        table = run_to_end(iter_state_table(scan, store.versions[-1], cache=StateCache(sys.argv[2]), paged_over=0))
         if table.query is not None:
             table.query.first_page(-1, True, "", 10)
             table.query.close()

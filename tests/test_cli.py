@@ -623,7 +623,7 @@ def test_csv_of_a_map_state_names_columns_as_the_browser(
     app's browser and ``rows --state-var`` name them (not the composite ``key.key.<field>``)."""
     import csv
 
-    from statelens.app.session import state_columns
+    from statelens.app.columns import state_columns
 
     root = checkpoint("rocks_tws_timers") / "checkpoint"
     code, _, _ = run(

@@ -25,7 +25,8 @@ from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QThreadPool, QUrl 
 from PySide6.QtGui import QDropEvent, QImage  # noqa: E402
 
 import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 6.12.0 refcount guard before any signal is emitted
-from statelens.app.session import SelectionState, format_value  # noqa: E402
+from statelens.app.columns import format_value  # noqa: E402
+from statelens.app.session import SelectionState  # noqa: E402
 from statelens.readers.errors import TruncatedFileError  # noqa: E402
 from statelens.readers.model import BatchInfo, CommitLogEntry, OffsetLogEntry  # noqa: E402
 from tests._gui import open_window, screenshot_window, widget_texts
@@ -289,15 +290,20 @@ def test_large_version_is_paged_by_duckdb(
     the same rows, order, filter, keys and export as the held table; its database closes with it."""
     from statelens.app.analysis._common import run_to_end
     from statelens.app.export import iter_export_state_table
-    from statelens.app.session import iter_state_table
+    from statelens.app.state_table import iter_state_table
+    from statelens.readers.backends import native_backend
     from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.scan import StateScan
     from statelens.viewers.tables import row_order
 
     monkeypatch.setattr("statelens.viewers.tables.PAGE_ROWS", 4)
     monkeypatch.setattr("statelens.app.gui.controllers.browser.PAGE_ROWS", 4)
     path = checkpoint("agg_many_partitions") / "checkpoint"
-    reader = open_checkpoint(str(path)).store_reader(0, None)
-    held = run_to_end(iter_state_table(reader, reader.latest_version()))
+    ckpt = open_checkpoint(str(path))
+    reader = ckpt.store_reader(0, None)
+    held = run_to_end(
+        iter_state_table(StateScan(native_backend(ckpt), 0, reader.store_name), reader.latest_version())
+    )
     n = held.total_rows
     assert n > 8
     window.browser_controller.paged_rows = 0
@@ -378,15 +384,20 @@ def test_paged_table_finds_a_key_selected_elsewhere(
     """A key selected in another view whose page was never read: the paged table finds where it stands
     (DuckDB), scrolls there, reads that page and selects the row."""
     from statelens.app.analysis._common import run_to_end
-    from statelens.app.session import iter_state_table
+    from statelens.app.state_table import iter_state_table
+    from statelens.readers.backends import native_backend
     from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.scan import StateScan
     from statelens.viewers.tables import row_order
 
     monkeypatch.setattr("statelens.viewers.tables.PAGE_ROWS", 2)
     monkeypatch.setattr("statelens.app.gui.controllers.browser.PAGE_ROWS", 2)
     path = checkpoint("agg_many_partitions") / "checkpoint"
-    reader = open_checkpoint(str(path)).store_reader(0, None)
-    held = run_to_end(iter_state_table(reader, reader.latest_version()))
+    ckpt = open_checkpoint(str(path))
+    reader = ckpt.store_reader(0, None)
+    held = run_to_end(
+        iter_state_table(StateScan(native_backend(ckpt), 0, reader.store_name), reader.latest_version())
+    )
     n = held.total_rows
     window.resize(1400, 420)  # a few rows on screen: the last pages are not read
     window.browser_controller.paged_rows = 0

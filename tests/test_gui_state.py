@@ -32,10 +32,12 @@ from statelens.app.gui.controllers.schema_state import SchemaState
 from statelens.app.gui.controllers.sql_state import SqlState
 from statelens.app.gui.controllers.timeline_state import TimelineState
 from statelens.app.resources import sample_checkpoint_path
-from statelens.app.session import LoadedCheckpoint, SelectionState, iter_state_table
+from statelens.app.session import LoadedCheckpoint, SelectionState
+from statelens.app.state_table import iter_state_table
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import StatelensError, UsageError
+from statelens.readers.scan import StateScan
 from tests.eventlog_gen import get_event_log
 
 REPO = Path(__file__).resolve().parent.parent
@@ -280,7 +282,7 @@ def test_the_history_follows_the_selected_key_in_its_partition() -> None:
     }
     assert request.first_start_s == min(o["batchTimestampMs"] for o in offsets.values()) / 1000
     assert request.loading_text.endswith(f"through the versions of partition {finding.partition}…")
-    reader = native_backend(loaded.checkpoint).store(0, "default")
+    reader = StateScan(native_backend(loaded.checkpoint), 0, "default")
     history = run_to_end(
         iter_key_history(
             reader, request.partition_id, request.key, request.time_columns, dict(request.batch_times)
@@ -407,7 +409,7 @@ def test_the_browser_waits_for_the_last_pages_asked_for() -> None:
 
 def test_the_browser_describes_the_rows_it_shows() -> None:
     ckpt = open_checkpoint(str(sample_checkpoint_path()))
-    reader = native_backend(ckpt).store(0, "default")
+    reader = StateScan(native_backend(ckpt), 0, "default")
     version = ckpt.operator(0).store("default").versions[-1]
     table = run_to_end(iter_state_table(reader, version, 0))
     text = BrowserState().describe(table, "grouping state")

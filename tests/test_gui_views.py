@@ -708,7 +708,9 @@ def test_key_history_follows_removal_and_return() -> None:
     """ok1 times out and is removed, comes back with a new event, and is removed again."""
     from statelens.app.analysis._common import run_to_end
     from statelens.app.explore import iter_key_history
+    from statelens.readers.backends import native_backend
     from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.scan import StateScan
     from statelens.readers.values import JsonObject
 
     ckpt = open_checkpoint(str(_sample()))
@@ -721,7 +723,8 @@ def test_key_history_follows_removal_and_return() -> None:
     )
     present = [v for v in reader.versions(pid) if any(_kt(k) == "ok1" for k in _keys_at(reader, pid, v))]
     times = {b: (e.timestamp_ms, e.watermark_ms) for b, e in ckpt.offsets.items()}
-    history = run_to_end(iter_key_history(reader, pid, key, ckpt.operator(0).time_columns, times))
+    scan = StateScan(native_backend(ckpt), 0, "default")
+    history = run_to_end(iter_key_history(scan, pid, key, ckpt.operator(0).time_columns, times))
     assert history.versions == present
     assert history.changes.count("removed") == 2 and history.changes.count("added") == 2
     removed_at = [v for v, c in zip(history.row_versions, history.changes, strict=True) if c == "removed"]
@@ -730,7 +733,7 @@ def test_key_history_follows_removal_and_return() -> None:
     assert history.headers.index("value.timeoutTimestamp") < history.headers.index("value.groupState.cnt")
     # A key that was never in the partition: an empty history, said so.
     other = 1 - pid if len(reader.partition_ids()) == 2 else pid
-    empty = run_to_end(iter_key_history(reader, other, key))
+    empty = run_to_end(iter_key_history(scan, other, key))
     assert empty.versions == [] and "not found" in empty.describe()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -12,15 +13,23 @@ from typing import Any
 import pytest
 
 from statelens.app.analysis._common import run_to_end
-from statelens.app.session import iter_state_table
+from statelens.app.state_table import iter_state_table
+from statelens.readers.backends import native_backend
 from statelens.readers.cache import StateCache
 from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.errors import StatelensError
+from statelens.readers.scan import StateScan
 from tests.test_browser_arrow import SCENARIOS, expected_order  # the held table's own test
 
 pytestmark = pytest.mark.spark
 
 #: Columns whose filter text in DuckDB is exactly the display text (see the module's docstring).
 _PLAIN = ("byte", "short", "integer", "long", "string", "boolean", "date", "timestamp", "timestamp_ntz")
+
+
+def _scan(ckpt: Any, operator_id: int, store_name: str | None) -> StateScan:
+    """The scan of a store, by the native decoder, as the browser's jobs take it."""
+    return StateScan(native_backend(ckpt), operator_id, ckpt.store_reader(operator_id, store_name).store_name)
 
 
 def _tables(reader: Any, version: int, cache_dir: Path) -> tuple[Any, Any]:
@@ -55,7 +64,7 @@ def test_paged_table_pages_sorts_and_filters_as_the_held_one(
         for store in op.stores:
             if store.schema is None or not store.versions:
                 continue
-            reader = ckpt.store_reader(op.operator_id, store.store_name)
+            reader = _scan(ckpt, op.operator_id, store.store_name)
             version = store.versions[-1]
             held, paged = _tables(reader, version, tmp_path / "cache")
             query = paged.query
@@ -129,8 +138,8 @@ def test_small_versions_stay_in_memory_and_large_ones_pin_their_cache_files(
     checkpoint: Any, tmp_path: Path
 ) -> None:
     ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
-    reader = ckpt.store_reader(0, None)
-    version = reader.latest_version()
+    reader = _scan(ckpt, 0, None)
+    version = reader.versions(None)[-1]
     cache = StateCache(tmp_path / "cache")
     held = run_to_end(iter_state_table(reader, version, cache=cache, paged_over=10**9))
     assert held.query is None and len(held.records) == held.total_rows > 0
@@ -161,8 +170,8 @@ def test_export_of_a_paged_table_matches_the_held_one(checkpoint: Any, tmp_path:
     from statelens.app.export import iter_export_query_table, iter_export_state_table
 
     ckpt = open_checkpoint(str(checkpoint("rich_types") / "checkpoint"))
-    reader = ckpt.store_reader(0, None)
-    version = reader.latest_version()
+    reader = _scan(ckpt, 0, None)
+    version = reader.versions(None)[-1]
     held, paged = _tables(reader, version, tmp_path / "cache")
     try:
         n = held.total_rows
@@ -191,7 +200,7 @@ def test_paged_diff_matches_the_held_diff(scenario: str, checkpoint: Any, tmp_pa
     """A diff of two versions kept in the cache per partition: held when small (the same records as
     without the cache), paged by DuckDB when large (the same rows, counts, order and export)."""
     from statelens.app.export import iter_export_query_table, iter_export_state_table
-    from statelens.app.session import iter_state_diff
+    from statelens.app.state_table import iter_state_diff
 
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
     compared = 0
@@ -199,7 +208,7 @@ def test_paged_diff_matches_the_held_diff(scenario: str, checkpoint: Any, tmp_pa
         for store in op.stores:
             if store.schema is None or len(store.versions) < 2:
                 continue
-            reader = ckpt.store_reader(op.operator_id, store.store_name)
+            reader = _scan(ckpt, op.operator_id, store.store_name)
             old, new = store.versions[(len(store.versions) - 1) // 2], store.versions[-1]
             held = run_to_end(iter_state_diff(reader, old, new))
             cache = StateCache(tmp_path / "cache")
@@ -255,8 +264,8 @@ def test_first_page_counts_with_or_without_a_second_scan(
 
     monkeypatch.setattr(state_query, "ONE_SCAN_ROWS", one_scan_rows)
     ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
-    reader = ckpt.store_reader(0, None)
-    held, paged = _tables(reader, reader.latest_version(), tmp_path / "cache")
+    reader = _scan(ckpt, 0, None)
+    held, paged = _tables(reader, reader.versions(None)[-1], tmp_path / "cache")
     query = paged.query
     try:
         n = held.total_rows
@@ -291,9 +300,9 @@ def test_a_cache_file_removed_under_an_open_table_is_a_clear_error(checkpoint: A
 
     folder = checkpoint("agg_many_partitions")
     ckpt = open_checkpoint(str(folder / "checkpoint"))
-    reader = ckpt.store_reader(0, None)
+    reader = _scan(ckpt, 0, None)
     cache = StateCache(tmp_path / "cache")
-    paged = run_to_end(iter_state_table(reader, reader.latest_version(), cache=cache, paged_over=0))
+    paged = run_to_end(iter_state_table(reader, reader.versions(None)[-1], cache=cache, paged_over=0))
     query = paged.query
     # Before the cache is cleared, queries over its files answer: every key of the last batch, and the
     # keys whose name or count holds a digit no partition id (0-3) has, as the generator recorded them.
@@ -315,7 +324,7 @@ def test_a_cache_file_removed_under_an_open_table_is_a_clear_error(checkpoint: A
     assert not set(Path(tempfile.gettempdir()).glob("statelens-duckdb-*")) - before  # none left behind
     assert not cache._pinned
     # Opened again, the version is decoded afresh into the cache.
-    again = run_to_end(iter_state_table(reader, reader.latest_version(), cache=cache, paged_over=0))
+    again = run_to_end(iter_state_table(reader, reader.versions(None)[-1], cache=cache, paged_over=0))
     try:
         assert again.query.count("") == paged.total_rows and all(f.is_file() for f in again.query.files)
     finally:
@@ -325,14 +334,14 @@ def test_a_cache_file_removed_under_an_open_table_is_a_clear_error(checkpoint: A
 def test_a_cache_that_cannot_be_written_keeps_the_version_in_memory(checkpoint: Any, tmp_path: Path) -> None:
     """No room in the cache (here its folder is a file): the version and the diff are held, as without
     a cache, never lost."""
-    from statelens.app.session import iter_state_diff
+    from statelens.app.state_table import iter_state_diff
 
     ckpt = open_checkpoint(str(checkpoint("agg_many_partitions") / "checkpoint"))
-    reader = ckpt.store_reader(0, None)
+    reader = _scan(ckpt, 0, None)
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")
     cache = StateCache(blocked)
-    latest = reader.latest_version()
+    latest = reader.versions(None)[-1]
     held = run_to_end(iter_state_table(reader, latest))
     got = run_to_end(iter_state_table(reader, latest, cache=cache, paged_over=0))
     assert got.query is None and got.total_rows == held.total_rows > 0
@@ -348,8 +357,8 @@ def test_a_cache_that_cannot_be_written_keeps_the_version_in_memory(checkpoint: 
 def test_position_of_a_key_is_its_row_in_the_order(scenario: str, checkpoint: Any, tmp_path: Path) -> None:
     """Where a key selected elsewhere stands in the paged table's current order and filter."""
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
-    reader = ckpt.store_reader(0, None)
-    held, paged = _tables(reader, reader.latest_version(), tmp_path / "cache")
+    reader = _scan(ckpt, 0, None)
+    held, paged = _tables(reader, reader.versions(None)[-1], tmp_path / "cache")
     query = paged.query
     try:
         n = held.total_rows
@@ -385,8 +394,6 @@ def test_position_of_a_key_is_its_row_in_the_order(scenario: str, checkpoint: An
 def test_column_family_stores_page_as_they_are_held(scenario: str, checkpoint: Any, tmp_path: Path) -> None:
     """transformWithState variables, their TTL indexes and timers, and a join's families in state format
     4 (RocksDB column families, Avro values too): the paged rows are the held rows."""
-    from statelens.readers.backends import native_backend
-
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
     native = native_backend(ckpt)
     compared = 0
@@ -394,7 +401,7 @@ def test_column_family_stores_page_as_they_are_held(scenario: str, checkpoint: A
         for store in op.stores:
             if store.schema is None or not store.versions:
                 continue
-            reader = native.store(op.operator_id, store.store_name)
+            reader = StateScan(native, op.operator_id, store.store_name)
             held, paged = _tables(reader, store.versions[-1], tmp_path / "cache")
             if not held.total_rows:
                 assert paged.query is None
@@ -408,3 +415,31 @@ def test_column_family_stores_page_as_they_are_held(scenario: str, checkpoint: A
             finally:
                 paged.query.close()
     assert compared >= 3
+
+
+def test_a_damaged_delta_leaves_its_partition_out_of_the_version_and_the_diff(
+    checkpoint: Any, tmp_path: Path
+) -> None:
+    """A delta cut short (version 2 of partition 0): the last version and the diff up to it name the file
+    among their problems and show the other partition whole, never an empty partition in its place; the
+    partition asked for alone raises the error (the scan's policy)."""
+    from statelens.app.state_table import iter_state_diff
+
+    folder = checkpoint("agg_count") / "checkpoint"
+    shutil.copytree(folder, tmp_path / "checkpoint")
+    delta = tmp_path / "checkpoint" / "state" / "0" / "0" / "2.delta"
+    delta.write_bytes(delta.read_bytes()[:-7])
+    scan = _scan(open_checkpoint(str(tmp_path / "checkpoint")), 0, None)
+    whole = _scan(open_checkpoint(str(folder)), 0, None)
+    table = run_to_end(iter_state_table(scan, 4))
+    diff = run_to_end(iter_state_diff(scan, 1, 4))
+    for got, want in (
+        (table, run_to_end(iter_state_table(whole, 4, 1))),
+        (diff, run_to_end(iter_state_diff(whole, 1, 4, 1))),
+    ):
+        assert [e.path for e in got.problems] == ["state/0/0/2.delta"]
+        assert want.records and list(got.records) == list(want.records)  # partition 1's, as undamaged
+    with pytest.raises(StatelensError, match="2.delta"):
+        run_to_end(iter_state_table(scan, 4, 0))
+    with pytest.raises(StatelensError, match="2.delta"):
+        run_to_end(iter_state_diff(scan, 1, 4, 0))

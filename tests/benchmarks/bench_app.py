@@ -129,9 +129,11 @@ def compile_package() -> None:
 
 def browser_work(ckpt: Path, cache: Path) -> dict[str, float]:
     from statelens.app.analysis._common import run_to_end
-    from statelens.app.session import iter_state_table
+    from statelens.app.state_table import iter_state_table
+    from statelens.readers.backends import native_backend
     from statelens.readers.cache import StateCache
     from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.scan import StateScan
     from statelens.viewers.tables import row_order
 
     c = open_checkpoint(str(ckpt))
@@ -139,7 +141,9 @@ def browser_work(ckpt: Path, cache: Path) -> dict[str, float]:
     version = reader.latest_version()
     out: dict[str, float] = {}
     t = time.perf_counter()
-    table = run_to_end(iter_state_table(reader, version, cache=StateCache(cache)))
+    table = run_to_end(
+        iter_state_table(StateScan(native_backend(c), 0, reader.store_name), version, cache=StateCache(cache))
+    )
     out["decode_into_table_seconds"] = round(time.perf_counter() - t, 2)
     n = table.total_rows
     value_col = table.headers.index(next(h for h in table.headers if h.startswith("value.")))
@@ -166,10 +170,12 @@ def paged_work(ckpt: Path, cache: Path) -> dict[str, float]:
     (the count of matching rows plus the first page, as the app's worker asks).
     """
     from statelens.app.analysis._common import run_to_end
-    from statelens.app.session import iter_state_table
     from statelens.app.state_query import PAGED_ROWS
+    from statelens.app.state_table import iter_state_table
+    from statelens.readers.backends import native_backend
     from statelens.readers.cache import StateCache
     from statelens.readers.checkpoint import open_checkpoint
+    from statelens.readers.scan import StateScan
     from statelens.viewers.tables import PAGE_ROWS
 
     c = open_checkpoint(str(ckpt))
@@ -178,7 +184,12 @@ def paged_work(ckpt: Path, cache: Path) -> dict[str, float]:
     out: dict[str, float] = {}
     t = time.perf_counter()
     table = run_to_end(
-        iter_state_table(reader, version, cache=StateCache(cache), paged_over=min(PAGED_ROWS, 1))
+        iter_state_table(
+            StateScan(native_backend(c), 0, reader.store_name),
+            version,
+            cache=StateCache(cache),
+            paged_over=min(PAGED_ROWS, 1),
+        )
     )
     out["open_cached_seconds"] = round(time.perf_counter() - t, 2)
     query = table.query

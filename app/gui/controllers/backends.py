@@ -4,8 +4,8 @@ The toolbar's backend picker and Spark master field, and the Backend menu, are b
 
 :class:`BackendsController` keeps the backend chosen (toolbar, Backend menu, settings), the Spark master
 or Spark Connect endpoint, the checkpoint's :class:`~readers.backends.BackendChooser` (Spark starts when
-first needed), the store readers of the checkpoint shown, and the Spark read running for the state
-browser, whose task counts it polls for the status bar.
+first needed), the scans of the stores the native decoder reads (:meth:`BackendsController.reader`), and
+the Spark read running for the state browser, whose task counts it polls for the status bar.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QComboBox, QInputDialog, QLabel, QLineEdit, QToolB
 from statelens.readers.backends import BackendChooser, native_backend
 from statelens.readers.backends.spark import DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, stop_gateway
 from statelens.readers.errors import UsageError
+from statelens.readers.scan import StateScan
 
 #: Backends of the state browser (``readers.backends``), as shown in the picker.
 BACKENDS = {"native": "native decoder", "spark": "Spark", "auto": "auto (native, else Spark)"}
@@ -68,7 +69,7 @@ class BackendsController(QObject):
         self._ckpt: Any = None
         self._spark_session: Any = None
         self._spark_reading: Any = None
-        self._readers: dict[tuple[int, str], Any] = {}
+        self._opened: set[tuple[int, str]] = set()
         #: Polls Spark's status tracker while the browser reads through Spark (tasks done in the progress bar).
         self._timer = QTimer(self)
         self._timer.setInterval(SPARK_PROGRESS_MS)
@@ -143,7 +144,7 @@ class BackendsController(QObject):
         """Read ``ckpt`` from now on (the previous checkpoint's backends are closed)."""
         self.close()
         self._ckpt = ckpt
-        self._readers = {}
+        self._opened = set()
 
     def choose(self, name: str, master: str | None = None, spark: Any = None, remember: bool = True) -> bool:
         """Read the browser's state with ``native``, ``spark`` or ``auto`` (native where it can decode).
@@ -205,14 +206,17 @@ class BackendsController(QObject):
             )
         return self.chooser
 
-    def reader(self, operator_id: int, store_name: str) -> Any:
-        """The native reader of a store (made once per checkpoint, on the GUI thread; jobs only use it)."""
-        key = (operator_id, store_name)
-        if key not in self._readers:
-            if self._ckpt is None:
-                raise UsageError("no checkpoint is open")
-            self._readers[key] = native_backend(self._ckpt, self.chooser).store(operator_id, store_name)
-        return self._readers[key]
+    def reader(self, operator_id: int, store_name: str) -> StateScan:
+        """The scan of a store read by the native decoder (the jobs set what they read of it: version,
+        partitions, cache). The store is opened once per checkpoint, on the GUI thread (its listing is
+        read then): a store that cannot be opened raises here."""
+        if self._ckpt is None:
+            raise UsageError("no checkpoint is open")
+        scan = StateScan(native_backend(self._ckpt, self.chooser), operator_id, store_name)
+        if (operator_id, store_name) not in self._opened:
+            scan.partition_ids()
+            self._opened.add((operator_id, store_name))
+        return scan
 
     # -- a read running in Spark -----------------------------------------------------------------------
     def start_spark_read(self, backend: Any) -> None:
@@ -226,7 +230,7 @@ class BackendsController(QObject):
     def cancel_spark_read(self) -> None:
         """Cancel the Spark job group of the browser's read (a Spark job never yields to the runner)."""
         backend, self._spark_reading = self._spark_reading, None
-        if backend is not None and hasattr(backend, "cancel"):
+        if backend is not None:
             backend.cancel()
 
     def _on_timer_timeout(self) -> None:

@@ -7,19 +7,14 @@ from typing import Any
 
 from PySide6.QtCore import Signal
 
+from statelens.app.columns import display_time_columns
 from statelens.app.export import iter_export_query_table, iter_export_state_table, iter_spark_parquet
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import Controller, WindowContext
 from statelens.app.gui.controllers.state import BrowserState, backend_text
-from statelens.app.session import (
-    LoadedCheckpoint,
-    StateTable,
-    display_time_columns,
-    iter_backend_table,
-    iter_state_diff,
-    iter_state_table,
-)
+from statelens.app.session import LoadedCheckpoint
 from statelens.app.state_query import PAGED_ROWS
+from statelens.app.state_table import StateTable, iter_backend_table, iter_state_diff, iter_state_table
 from statelens.readers.errors import StatelensError, UsageError
 from statelens.readers.model import Progress
 from statelens.viewers.browser import StateBrowserView
@@ -112,8 +107,8 @@ class BrowserController(Controller):
         try:
             backend = ctx.backends.for_store(op, name)
             # Spark reads stores the native readers cannot open (column families); diffs are native.
-            native = read.is_diff or backend is None or backend.reads_files
-            reader = ctx.backends.reader(op, name) if native else None
+            native = read.is_diff or backend is None or backend.capabilities.raw_records
+            scan = ctx.backends.reader(op, name) if native else None
         except StatelensError as err:
             self.view.clear_table(f"Cannot read this store: {err}")
             self.updated.emit()
@@ -129,7 +124,7 @@ class BrowserController(Controller):
             ctx.runner.submit(
                 CHANNEL,
                 iter_state_diff,
-                reader,
+                scan,
                 old,
                 new,
                 pid,
@@ -140,12 +135,12 @@ class BrowserController(Controller):
                 **done,
             )
             return
-        if backend is None or backend.reads_files:
+        if native:
             self.view.set_loading(f"Decoding operator {op} {name}, {where}, version {version}…")
             ctx.runner.submit(
                 CHANNEL,
                 iter_state_table,
-                reader,
+                scan,
                 version,
                 pid,
                 time_columns=time_columns,
