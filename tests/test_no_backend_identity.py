@@ -29,9 +29,6 @@ OUTSIDE_READERS = {"store format compared"}
 
 #: ``path: (pattern names allowed there, why)``. Keep it short.
 ALLOWED = {
-    "readers/backends/base.py": ({"reads_files flag"}, "the protocol keeps the flag for app/gui only"),
-    "readers/backends/native.py": ({"reads_files flag"}, "its value, for app/gui only"),
-    "readers/backends/spark.py": ({"reads_files flag"}, "its value, for app/gui only"),
     "readers/backends/__init__.py": (
         {"one backend picked by attribute", "backend name compared"},
         "BackendChooser is the one place that picks a backend (--backend native|spark|auto)",
@@ -48,10 +45,6 @@ ALLOWED = {
         "wording only: OperatorExpiry.describe says which engine read",
     ),
     "app/explore.py": ({"result's backend compared"}, "wording only: says which engine read"),
-    "app/gui/controllers/browser.py": (
-        {"reads_files flag"},
-        "still routes on it: capabilities.raw_records says the same",
-    ),
     "app/gui/controllers/backends.py": (
         {"backend name compared", "backend attribute probed"},
         "self.name is the user's choice (a request, as args.backend); cancel and job_progress are probed",
@@ -60,7 +53,6 @@ ALLOWED = {
         {"store format compared"},
         "wording only: a store's label names a provider but HDFS",
     ),
-    "app/session.py": ({"store format compared"}, "hdfs_stores: the stores prune rewrites"),
     "app/analysis/growth.py": ({"store format compared"}, "the old files it counts are HDFS-backed stores'"),
 }
 

@@ -67,9 +67,6 @@ class StateBackend(Protocol):
         ``native`` or ``spark``: for the user (``describe``), never for routing.
     capabilities : Capabilities
         What this backend does beyond reading rows and changes (asked instead of its name).
-    reads_files : bool
-        Kept for the desktop window's routing; analyses call :meth:`store` and handle
-        ``FilesUnavailableError`` instead.
     engine : readers.backends.spark_engine.SparkEngine or None
         Where an analysis runs its own SQL over the checkpoint's frames (``capabilities.engine_queries``);
         None on a backend without an engine.
@@ -77,7 +74,6 @@ class StateBackend(Protocol):
 
     name: str
     capabilities: Capabilities
-    reads_files: bool
 
     @property
     def engine(self) -> SparkEngine | None: ...

@@ -33,7 +33,6 @@ class NativeBackend:
 
     name = "native"
     capabilities = Capabilities(engine_queries=False, partition_reads=True, raw_records=True)
-    reads_files = True  # for the desktop window only; analyses call store() and handle its errors
     engine: SparkEngine | None = (
         None  # no engine here: queries run where Spark runs (capabilities.engine_queries False)
     )

@@ -141,7 +141,6 @@ class SparkBackend:
 
     name = "spark"
     capabilities = Capabilities(engine_queries=True, partition_reads=False)
-    reads_files = False  # for the desktop window only; analyses call store() (FilesUnavailableError here)
 
     def __init__(
         self,
