@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from statelens.readers.backends.base import StateBackend
     from statelens.readers.cache import StateCache
-    from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
+    from statelens.readers.model import PartitionVersionStats, StateChange, StateRow, StoreSchema
 
 __all__ = [
     "STATS_COLUMNS",
@@ -306,6 +306,20 @@ class StateScan:
         them (a ``None`` value stays ``None``); ``version`` only names the file in an error."""
         path = f"state/{self.operator_id}/{partition_id}" + (f"/{version}" if version is not None else "")
         return self._files().decode_pairs(list(pairs), path)
+
+    def versions(self, partition_id: int) -> list[int]:
+        """The versions the files of one partition can rebuild, ascending (from the listing)."""
+        return list(self._files().versions(partition_id))
+
+    def store_schema(self) -> StoreSchema | None:
+        """The schema the store's records are decoded with (:meth:`decode`); None without a schema file."""
+        return self._files().schema  # type: ignore[no-any-return]
+
+    def element_grouping(self) -> tuple[str | None, Callable[[bytes], bytes] | None]:
+        """How stored records group into keys: ``(kind, key bytes -> grouping key bytes)``, where ``kind``
+        is ``list`` (elements), ``map`` (entries) or ``values`` (join format 4); ``(None, None)`` when
+        every record is a key of its own."""
+        return self._files().element_grouping()  # type: ignore[no-any-return]
 
     def iter_tables(self) -> Iterator[pa.Table]:
         """Arrow tables, one per partition (rows, stats) or per partition and version (changes), in

@@ -279,18 +279,18 @@ def _assert_arrays_are_the_walks(reader: Any, pid: int, arrays: Any, what: Any) 
 def _growth(root: Path, monkeypatch: pytest.MonkeyPatch, walk: bool) -> tuple[Any, list[tuple[int, str]]]:
     """The growth view's result (heaviest keys too), and the partitions it walked (``walk``: every
     RocksDB partition is walked, as before ``version_arrays`` applied to them)."""
-    from statelens.app.analysis import growth
+    from statelens.readers import scan_sizes
     from statelens.readers._format.rocksdb_store import RocksDBStoreReader
-    from statelens.readers.scan import walk_partition
 
     walked: list[tuple[int, str]] = []
+    replay = scan_sizes._walk
 
-    def spy(reader: Any, pid: int, *args: Any, **kwargs: Any) -> Any:
+    def spy(scan: Any, reader: Any, pid: int, *args: Any, **kwargs: Any) -> Any:
         walked.append((pid, reader.store_name))
-        return walk_partition(reader, pid, *args, **kwargs)
+        return replay(scan, reader, pid, *args, **kwargs)
 
     with monkeypatch.context() as patched:
-        patched.setattr(growth, "walk_partition", spy)
+        patched.setattr(scan_sizes, "_walk", spy)
         if walk:
             patched.setattr(RocksDBStoreReader, "version_arrays", lambda self, pid: None)
         result = run_to_end(iter_growth(open_checkpoint(str(root)), top_keys=3))

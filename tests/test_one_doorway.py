@@ -37,9 +37,7 @@ ALLOWED: dict[str, int] = {
     "app/explore.py": 3,
     "app/prune.py": 2,
     "app/analysis/doctor.py": 6,
-    "app/analysis/growth.py": 5,
     "app/analysis/expired.py": 5,
-    "app/analysis/heavy.py": 2,
     "app/analysis/tws.py": 2,
     "app/gui/controllers/backends.py": 1,
 }

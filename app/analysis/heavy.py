@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from statelens.app.analysis._common import key_text
 from statelens.app.analysis.heavy_spark import top_keys_in_spark, weight_sql
 from statelens.readers.arrow_values import binary_array, numbers
 from statelens.readers.backends import native_backend
-from statelens.readers.errors import BackendUnavailableError, StatelensError
+from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.scan import StateScan
 from statelens.readers.values import row_to_json
@@ -90,11 +90,6 @@ class StoreTopKeys:
             },
             "skipped": self.skipped or None,
         }
-
-
-def _grouping(reader: Any) -> tuple[str | None, Callable[[bytes], bytes] | None]:
-    """How raw entries of a store group into keys: ``(kind, raw key -> grouping key bytes)``."""
-    return reader.element_grouping()  # type: ignore[no-any-return]
 
 
 def _top_of_arrays(
@@ -171,47 +166,45 @@ def _top_of_state(
 
 
 class StoreWeigher:
-    """Weighs the keys of one store partition by partition, from raw states handed to it (a read of one
-    version, or the last state of ``growth``'s walk), keeping only each partition's top ``n`` decoded.
+    """Weighs the keys of one store partition by partition, from the live records handed to it (a read of
+    one version, or the last state of ``growth``'s count), keeping only each partition's top ``n`` decoded.
 
     Parameters
     ----------
-    reader : store reader
-        The native reader of the store (it decodes the chosen keys); its schema must be known.
-    operator_id, store_name :
-        The store.
+    scan : readers.scan.StateScan
+        A scan of the store on a backend that reads its records as stored (it groups and decodes the
+        chosen keys); the store's schema must be known.
     n : int
         Keys kept per partition and per store.
     """
 
-    def __init__(self, reader: Any, operator_id: int, store_name: str, n: int):
+    def __init__(self, scan: StateScan, n: int):
         if n < 1:
             raise ValueError(f"top keys: n must be at least 1, not {n}")
-        self.reader = reader
+        self.scan = scan
         self.n = n
-        self.kind, self.group = _grouping(reader)
-        self.operator_id, self.store_name = operator_id, store_name
-        key_schema = reader.schema.key_schema
+        self.kind, self.group = scan.element_grouping()
+        self.operator_id, self.store_name = scan.operator_id, str(scan.store_name)
+        schema = scan.store_schema()
+        if schema is None:
+            raise UsageError("no schema file: keys cannot be decoded")
+        key_schema = schema.key_schema
         if self.kind == "map":  # the grouping key is the key's first numColsPrefixKey columns
             from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
 
-            prefix = int((reader.schema.key_encoder or {}).get("numColsPrefixKey", 1))
+            prefix = int((schema.key_encoder or {}).get("numColsPrefixKey", 1))
             key_schema = StructType(key_schema.fields[:prefix])
         self.key_schema = key_schema
         self._parts: dict[int, tuple[int, int, list[HeavyKey]]] = {}  # pid -> (version, keys, top)
 
-    def weigh(self, partition_id: int, version: int, raw: dict[bytes, bytes]) -> None:
-        """Weigh one partition's raw state at ``version``; raises StatelensError when a key cannot be decoded."""
-        top, count = _top_of_state(raw, self.n, self.group, self.kind != "map")
-        self._keep(partition_id, version, top, count)
-
-    def weigh_arrays(self, partition_id: int, version: int, live: tuple[Any, Any, Any, Any, Any]) -> None:
-        """:meth:`weigh` from a state as one buffer and offset arrays ``(buffer, key_start, key_len,
-        value_start, value_len)``: only the chosen keys become Python bytes."""
+    def weigh(self, partition_id: int, version: int, live: tuple[Any, Any, Any, Any, Any]) -> None:
+        """Weigh one partition's live records at ``version``, as one buffer and offset arrays ``(buffer,
+        key_start, key_len, value_start, value_len)``: only the chosen keys become Python bytes (list and
+        map state are grouped per key in Python). Raises StatelensError when a key cannot be decoded."""
         buf, ks, kl, vs, vl = live
-        if self.group is not None:  # list/map state: grouped per key in Python
+        if self.group is not None:
             raw = {buf[a : a + b]: buf[c : c + d] for a, b, c, d in zip(ks, kl, vs, vl, strict=True)}
-            self.weigh(partition_id, version, raw)
+            self._keep(partition_id, version, *_top_of_state(raw, self.n, self.group, self.kind != "map"))
             return
         self._keep(partition_id, version, _top_of_arrays(buf, ks, kl, vs, vl, self.n), len(ks))
 
@@ -225,9 +218,7 @@ class StoreWeigher:
         """Decode and keep one partition's heaviest keys (``(bytes, elements, raw key, raw value)``)."""
 
         kind = self.kind
-        decoded = self.reader.decode_pairs(
-            [(k, v) for _, _, k, v in top], f"{self.store_name} partition {partition_id}"
-        )
+        decoded = self.scan.decode(partition_id, [(k, v) for _, _, k, v in top], version)
         ncols = len(self.key_schema.fields)  # map state: the grouping key is the key's first columns
         self._parts[partition_id] = (
             version,
@@ -317,37 +308,33 @@ def iter_top_keys(
         if in_spark is not None:
             out[-1] = in_spark
             continue
+        scan = StateScan(native, op.operator_id, st.store_name, cancelled=cancelled)
         try:
-            reader = native.store(op.operator_id, st.store_name)  # the store's grouping and decoding
+            result.grouping = scan.element_grouping()[0]
         except BackendUnavailableError as err:
             result.skipped = err.message
             continue
-        result.grouping = _grouping(reader)[0]
-        pids = reader.partition_ids()
+        versions = {pid: scan.versions(pid) for pid in scan.partition_ids()}
         chosen = (
-            version
-            if version is not None
-            else max((max(reader.versions(p), default=0) for p in pids), default=0)
+            version if version is not None else max((max(v, default=0) for v in versions.values()), default=0)
         )
         result.version = chosen or None
         if not chosen:
             result.skipped = "no readable version"
             continue
-        if reader.schema is None:
+        if scan.store_schema() is None:
             result.skipped = "no schema file: keys cannot be decoded"
             continue
-        weigher = StoreWeigher(reader, op.operator_id, st.store_name, n)
-        holding = [pid for pid in pids if chosen in reader.versions(pid)]  # older partitions are left out
-        scan = StateScan(
-            native, op.operator_id, st.store_name, version=chosen, partitions=holding, cancelled=cancelled
-        )
+        weigher = StoreWeigher(scan, n)
+        holding = [pid for pid, v in versions.items() if chosen in v]  # older partitions are left out
+        scan = replace(scan, version=chosen, partitions=holding)
         try:
             for pid, _, live in scan.iter_live():  # as stored: only the chosen keys are decoded
                 yield Progress(
                     done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}"
                 )
                 try:
-                    weigher.weigh_arrays(pid, chosen, live)
+                    weigher.weigh(pid, chosen, live)
                 except StatelensError as err:  # a key that cannot be decoded
                     problems.append(err)
         except StatelensError as err:  # the one partition asked for cannot be read

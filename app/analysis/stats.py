@@ -13,13 +13,13 @@ from statelens.readers.backends import BackendChooser
 from statelens.readers.model import Progress
 from statelens.readers.scan import StateScan
 
-__all__ = ["GROWTH_FIELDS", "iter_growth", "store_growth"]
+__all__ = ["GROWTH_FIELDS", "iter_growth_records", "store_growth"]
 
 #: The fields of each record, in order.
 GROWTH_FIELDS = ("operator_id", "store_name", "version", "batch_id", "partition_id", "rows", "bytes")
 
 
-def iter_growth(
+def iter_growth_records(
     ckpt: Any, progress: Callable[[Any], None] | None = None, backends: Any = None
 ) -> Iterable[dict[str, Any]]:
     """Rows and on-disk bytes for every operator, store, version and partition (streamed), counted by a
