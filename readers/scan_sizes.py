@@ -1,27 +1,19 @@
-"""What a store's versions hold and what its files weigh, beside :class:`readers.scan.StateScan` and with
-its error policy: rows, key + value bytes (records as stored) and file bytes of every partition at every
-version (:func:`iter_sizes`, what ``growth`` folds), and the state files no partition's newest version
-needs (:func:`superseded_state_files`, from the listing alone).
-
-Rows and bytes are counted from every version's records at once where the store reader can
-(``StoreReaderBase.iter_version_arrays``: HDFS deltas and RocksDB changelogs replayed as arrays with no
-Python object per record, RocksDB zips counted one by one, a big store a few partitions at once); else
-the partition is replayed version by version (the scan's ``replay`` kind), which reports a file that
-cannot be read: its error goes to the scan's ``problems``, the partition (from that version) to its
-``unreadable``, and the replay restarts at the next version it can rebuild.
+"""Sizes of a store beside :class:`readers.scan.StateScan`, with its error policy: rows, key + value bytes
+and file bytes of every partition at every version (:func:`iter_sizes`, what ``growth`` folds), and the
+state files no partition's newest version needs (:func:`superseded_state_files`, from the listing).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from statelens.readers.errors import UsageError
-from statelens.readers.scan import StateScan, Unreadable, _PartitionReplay
+from statelens.readers.scan import StateScan
 
 if TYPE_CHECKING:
     from statelens.readers.checkpoint import Checkpoint
@@ -32,46 +24,28 @@ __all__ = ["PartitionSizes", "iter_sizes", "superseded_state_files"]
 
 @dataclass
 class PartitionSizes:
-    """One partition at every version :func:`iter_sizes` read, oldest first.
-
-    Attributes
-    ----------
-    partition_id : int
-    versions, rows, state_bytes, file_bytes : list of int
-        Each version, its live rows, their key plus value bytes as stored, and the bytes of the files
-        written for it (``<v>.delta`` / ``<v>.snapshot``, ``<v>.changelog`` / ``<v>.zip``). Empty when
-        no version could be read (the error is in the scan's ``problems``).
-    live : tuple, optional
-        With ``live``: the live records at the last version as stored, ``(buffer, key_start, key_len,
-        value_start, value_len)`` (as :meth:`StateScan.iter_live` gives them).
-    """
+    """One partition: its live rows, their key plus value bytes as stored and the bytes of the files written
+    for it, by version (oldest first; none when nothing could be read: the error is in the scan's
+    ``problems``), and when asked the live records at the last version (as :meth:`StateScan.iter_live`)."""
 
     partition_id: int
-    versions: list[int]
-    rows: list[int]
-    state_bytes: list[int]
-    file_bytes: list[int]
+    rows: dict[int, int] = field(default_factory=dict)
+    state_bytes: dict[int, int] = field(default_factory=dict)
+    file_bytes: dict[int, int] = field(default_factory=dict)
     live: tuple[Any, Any, Any, Any, Any] | None = None
 
 
 def iter_sizes(scan: StateScan, *, live: bool = False) -> Iterator[PartitionSizes]:
-    """Rows, key + value bytes and file bytes of every version of each partition of a ``stats`` scan (its
-    ``partitions``, default all), in partition order, with the scan's error policy (``strict`` raises).
-
-    Parameters
-    ----------
-    scan : StateScan
-        Kind ``stats``, no version bounds (every version is counted).
-    live : bool
-        Also hand out each partition's live records at its last version (:attr:`PartitionSizes.live`).
+    """Each partition of a ``stats`` scan at every version, in partition order, counted from every
+    version's records at once where the files allow (HDFS deltas and RocksDB changelogs replayed as
+    arrays, zips one by one; a big store a few partitions at once), else replayed version by version
+    (the scan's ``replay`` kind: a file that cannot be read goes to ``problems`` and ``unreadable``).
 
     Raises
     ------
-    FilesUnavailableError
-        The backend reads decoded rows through an engine (Spark): its ``iter_stats`` counts rows and file
-        bytes, not key + value bytes. Raised here, before any partition is read.
     BackendUnavailableError
-        A store the native readers cannot read.
+        At once: a store the native readers cannot read, or ``FilesUnavailableError`` on a backend that
+        reads decoded rows (Spark: its ``iter_stats`` counts rows and file bytes, not key + value bytes).
     """
     if scan.kind != "stats" or {scan.version, scan.start_version, scan.end_version} != {None}:
         raise UsageError("sizes are counted by a stats scan over every version")
@@ -82,48 +56,39 @@ def _sizes(scan: StateScan, reader: Any, live: bool) -> Iterator[PartitionSizes]
     for pid, arrays in reader.iter_version_arrays(scan.partition_ids(), scan.cancelled):
         if scan.cancelled is not None and scan.cancelled():
             return
-        if arrays is not None:
-            versions, counts, nbytes, last = arrays
-            yield PartitionSizes(
-                pid,
-                list(versions),
-                list(map(int, counts)),
-                list(map(int, nbytes)),
-                [reader.bytes_on_disk(pid, v) for v in versions],
-                last if live else None,
-            )
+        if arrays is None:
+            yield _walk(scan, reader, pid, live)
             continue
-        yield _walk(scan, reader, pid, live)
+        versions, counts, nbytes, last = arrays
+        yield PartitionSizes(
+            pid,
+            dict(zip(versions, map(int, counts), strict=True)),
+            dict(zip(versions, map(int, nbytes), strict=True)),
+            {v: reader.bytes_on_disk(pid, v) for v in versions},
+            last if live else None,
+        )
 
 
 def _walk(scan: StateScan, reader: Any, pid: int, live: bool) -> PartitionSizes:
-    """One partition replayed version by version, where it cannot be counted at once (or a file of it
-    cannot be read)."""
-    out = PartitionSizes(pid, [], [], [], [])
-    known = len(scan.problems)
+    out = PartitionSizes(pid)
+    replay = replace(scan, kind="replay", partitions=[pid])
     state: dict[bytes, bytes] | None = None
-    for step in _PartitionReplay(reader, pid, scan.problems, sizes=True).advance(None, scan.cancelled):
-        out.versions.append(step.version)
-        out.rows.append(len(step.state))
-        out.state_bytes.append(step.state_bytes or 0)
-        out.file_bytes.append(reader.bytes_on_disk(pid, step.version))
+    for step in replay.iter_replay(sizes=True):
+        out.rows[step.version], out.state_bytes[step.version] = len(step.state), step.state_bytes or 0
+        out.file_bytes[step.version] = reader.bytes_on_disk(pid, step.version)
         state = step.state
-    for err in scan.problems[known:]:
-        if scan.strict:
-            raise err
-        scan.unreadable.append(Unreadable(pid, err.context.get("version"), err))
-    if live and state is not None:
-        out.live = _as_arrays(state)
+    scan.problems.extend(replay.problems)
+    scan.unreadable.extend(replay.unreadable)
+    out.live = _as_arrays(state) if live and state is not None else None
     return out
 
 
 def _as_arrays(state: dict[bytes, bytes]) -> tuple[Any, Any, Any, Any, Any]:
-    """A raw state as one buffer and offset arrays, each key followed by its value, in the state's order."""
-    lengths = np.fromiter(map(len, itertools.chain.from_iterable(state.items())), np.int64, 2 * len(state))
-    starts = np.zeros(len(lengths), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    buf = b"".join(itertools.chain.from_iterable(state.items()))
-    return buf, starts[0::2], lengths[0::2], starts[1::2], lengths[1::2]
+    """A raw state as one buffer (each key, then its value) and offset arrays, in the state's order."""
+    pieces = list(itertools.chain.from_iterable(state.items()))
+    lengths = np.fromiter(map(len, pieces), np.int64, len(pieces))
+    starts = np.cumsum(lengths) - lengths
+    return b"".join(pieces), starts[0::2], lengths[0::2], starts[1::2], lengths[1::2]
 
 
 def superseded_state_files(ckpt: Checkpoint) -> list[StateFile]:

@@ -18,20 +18,17 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statelens.app.analysis._common import BatchClock, finite
 from statelens.app.analysis.heavy import StoreTopKeys, StoreWeigher
-from statelens.readers.backends import native_backend
+from statelens.readers.backends import BackendChooser, native_backend
 from statelens.readers.errors import BackendUnavailableError, FilesUnavailableError, StatelensError
 from statelens.readers.model import Progress
 from statelens.readers.scan import StateScan
 from statelens.readers.scan_sizes import iter_sizes, superseded_state_files
-
-if TYPE_CHECKING:
-    from statelens.readers.backends import BackendChooser
 
 #: Files below this size count as small (object stores and HDFS pay per file, not per byte).
 SMALL_FILE_BYTES = 64 * 1024
@@ -219,10 +216,6 @@ class GrowthResult:
         }
 
 
-def _is_temp(name: str) -> bool:
-    return name.startswith(".") and name.endswith(".tmp")
-
-
 def _area(path: str) -> str:
     head = path.split("/", 1)[0]
     if head.startswith(".") and head.endswith(".crc"):  # Hadoop sidecar of a top-level file (§1.3)
@@ -252,7 +245,7 @@ def footprint(ckpt: Any) -> Footprint:
         a[1] += e.size_bytes
         if e.size_bytes < SMALL_FILE_BYTES:
             small += 1
-        if _is_temp(e.name):
+        if e.name.startswith(".") and e.name.endswith(".tmp"):  # a write Spark did not finish (§1.3)
             temps.append(e.path)
     old = superseded_state_files(ckpt)
     return Footprint(areas, small, temps, len(old), sum(f.size_bytes for f in old))
@@ -322,23 +315,19 @@ def iter_growth(
         except FilesUnavailableError:  # rows decoded by an engine (Spark): no key + value bytes
             yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}: read by {backend.name}")
             _growth_from_stats(backend, g, problems)
-            if zombie_rows is not None:
-                g.zombie_rows = zombie_rows.get((op.operator_id, st.store_name))
-            continue
+            weigher, parts = None, iter(())
         except BackendUnavailableError as err:  # e.g. RocksDB column families (transformWithState)
             g.skipped = err.message
             continue
         seen = 0  # the scan's problems passed on so far (in partition order, each before the weighing's)
         for part in parts:
             pid = part.partition_id
-            g.rows[pid] = dict(zip(part.versions, part.rows, strict=True))
-            g.state_bytes[pid] = dict(zip(part.versions, part.state_bytes, strict=True))
-            g.file_bytes[pid] = dict(zip(part.versions, part.file_bytes, strict=True))
+            g.rows[pid], g.state_bytes[pid], g.file_bytes[pid] = part.rows, part.state_bytes, part.file_bytes
             problems.extend(scan.problems[seen:])
             seen = len(scan.problems)
-            if weigher is not None and part.live is not None and part.versions:
+            if weigher is not None and part.live is not None and part.rows:
                 try:
-                    weigher.weigh(pid, part.versions[-1], part.live)
+                    weigher.weigh(pid, max(part.rows), part.live)
                 except StatelensError as err:
                     problems.append(err)
             if time.monotonic() - last_tick > 0.1:
@@ -424,8 +413,8 @@ def iter_latest_growth(
 
 
 def _growth_from_stats(backend: Any, g: StoreGrowth, problems: list[StatelensError]) -> None:
-    """Fill ``g`` from the backend's per-version statistics (rows and file bytes; key + value bytes are
-    not known): for a backend that reads decoded rows, not files."""
+    """Fill ``g``'s rows and file bytes from the backend's per-version statistics (key + value bytes are
+    not known): for a backend that reads decoded rows, not files; the caller sets ``g.versions``."""
     g.backend = backend.name
     g.state_bytes_known = False
     scan = StateScan(backend, g.operator_id, g.store_name, "stats")
@@ -437,4 +426,40 @@ def _growth_from_stats(backend: Any, g: StoreGrowth, problems: list[StatelensErr
         problems.append(err)
         g.skipped = f"{backend.describe()} could not read this store: {err.message}"
     problems.extend(scan.problems)
-    g.versions = sorted({v for per in g.rows.values() for v in per})
+
+
+#: The fields of each record, in order.
+GROWTH_FIELDS = ("operator_id", "store_name", "version", "batch_id", "partition_id", "rows", "bytes")
+
+
+def iter_growth_records(
+    ckpt: Any, progress: Callable[[Any], None] | None = None, backends: Any = None
+) -> Iterable[dict[str, Any]]:
+    """Rows and on-disk bytes for every operator, store, version and partition as plain records
+    (streamed), counted by a stats scan of each store (:func:`store_growth`): what ``statelens growth
+    --json`` prints and :meth:`statelens.Checkpoint.growth_table` holds (no key + value bytes)."""
+    backends = backends or BackendChooser(ckpt, "native")
+    stores = [(op, s) for op in ckpt.operators for s in op.stores]
+    for n, (op, s) in enumerate(stores):
+        if progress:
+            progress(Progress(n, len(stores), f"operator {op.operator_id} {s.store_name}"))
+        yield from store_growth(ckpt, backends, op.operator_id, s.store_name)
+
+
+def store_growth(ckpt: Any, backends: Any, operator_id: int, store_name: str) -> Iterator[dict[str, Any]]:
+    """One store's records (:data:`GROWTH_FIELDS`), counted by a stats scan
+    (:class:`readers.scan.StateScan`) of the backend ``backends`` picks for it; what the scan could not
+    read goes to the checkpoint's report."""
+    scan = StateScan(backends.for_store(operator_id, store_name), operator_id, store_name, "stats")
+    for st in scan.iter_stats():
+        yield {
+            "operator_id": st.operator_id,
+            "store_name": st.store_name,
+            "version": st.version,
+            "batch_id": st.version - 1,
+            "partition_id": st.partition_id,
+            "rows": st.rows,
+            "bytes": st.bytes,
+        }
+    for err in scan.problems:
+        ckpt.report.add(err)

@@ -16,7 +16,7 @@ column families, state format 4 joins) natively where the native decoder can rea
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -95,8 +95,8 @@ class StoreTopKeys:
 def _top_of_arrays(
     buf: bytes, ks: Any, kl: Any, vs: Any, vl: Any, n: int
 ) -> list[tuple[int, int | None, bytes, bytes | None]]:
-    """:func:`_top_of_state` of an ungrouped state held as offset arrays: the same keys in the same order
-    (heaviest first; of keys tied in weight the smallest key bytes, sorted by Arrow)."""
+    """The ``n`` heaviest ``(bytes, None, raw key, raw value)`` of an ungrouped state held as offset arrays,
+    heaviest first; of keys tied in weight the smallest key bytes (sorted by Arrow)."""
     import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     count = len(ks)
@@ -121,34 +121,13 @@ def _top_of_arrays(
 
 
 def _top_of_state(
-    raw: dict[bytes, bytes],
-    n: int,
-    group: Callable[[bytes], bytes] | None,
-    list_like: bool = True,
+    raw: dict[bytes, bytes], n: int, group: Callable[[bytes], bytes], list_like: bool = True
 ) -> tuple[list[tuple[int, int | None, bytes, bytes | None]], int]:
-    """The ``n`` heaviest ``(bytes, elements, raw key, raw value)`` of one partition's raw state, and its
-    key count. Keys of equal weight rank by their key bytes, whatever order the state was built in.
-
-    For grouped stores the raw key and value are those of the group's first element (enough to decode
-    the grouping key).
+    """The ``n`` heaviest ``(bytes, elements, raw key, raw value)`` grouping keys of one partition's raw
+    state of list or map state (or join values), and their count. Keys of equal weight rank by their key
+    bytes, whatever order the state was built in; the raw key and value are those of the group's first
+    element (enough to decode the grouping key).
     """
-
-    if group is None:
-        keys = list(raw)
-        if not keys:
-            return [], 0
-        sizes = np.fromiter(map(len, keys), np.int64, len(keys)) + np.fromiter(
-            map(len, raw.values()), np.int64, len(keys)
-        )
-        take = min(n, len(keys))
-        chosen: Sequence[int] = range(len(keys))
-        if take < len(keys):  # the ``take`` heaviest; of keys tied at the cut, the smallest key bytes
-            cut = np.partition(sizes, len(keys) - take)[len(keys) - take]
-            above = np.flatnonzero(sizes > cut).tolist()
-            tied = np.flatnonzero(sizes == cut).tolist()
-            chosen = above + heapq.nsmallest(take - len(above), tied, key=keys.__getitem__)
-        order = sorted(chosen, key=lambda i: (-int(sizes[i]), keys[i]))  # heaviest first, ties by key bytes
-        return [(int(sizes[i]), None, keys[i], raw[keys[i]]) for i in order], len(keys)
     # A list is stored as one key and its elements; every map entry is a key of its own (grouping key +
     # user key) with its value. Flat list keys end in a 4-byte position that is not stored.
     entry_key_bytes = not list_like
@@ -184,7 +163,6 @@ class StoreWeigher:
         self.scan = scan
         self.n = n
         self.kind, self.group = scan.element_grouping()
-        self.operator_id, self.store_name = scan.operator_id, str(scan.store_name)
         schema = scan.store_schema()
         if schema is None:
             raise UsageError("no schema file: keys cannot be decoded")
@@ -204,19 +182,9 @@ class StoreWeigher:
         buf, ks, kl, vs, vl = live
         if self.group is not None:
             raw = {buf[a : a + b]: buf[c : c + d] for a, b, c, d in zip(ks, kl, vs, vl, strict=True)}
-            self._keep(partition_id, version, *_top_of_state(raw, self.n, self.group, self.kind != "map"))
-            return
-        self._keep(partition_id, version, _top_of_arrays(buf, ks, kl, vs, vl, self.n), len(ks))
-
-    def _keep(
-        self,
-        partition_id: int,
-        version: int,
-        top: list[tuple[int, int | None, bytes, bytes | None]],
-        count: int,
-    ) -> None:
-        """Decode and keep one partition's heaviest keys (``(bytes, elements, raw key, raw value)``)."""
-
+            top, count = _top_of_state(raw, self.n, self.group, self.kind != "map")
+        else:
+            top, count = _top_of_arrays(buf, ks, kl, vs, vl, self.n), len(ks)
         kind = self.kind
         decoded = self.scan.decode(partition_id, [(k, v) for _, _, k, v in top], version)
         ncols = len(self.key_schema.fields)  # map state: the grouping key is the key's first columns
@@ -240,7 +208,7 @@ class StoreWeigher:
         chosen = (
             version if version is not None else max((v for v, _, _ in self._parts.values()), default=None)
         )
-        out = StoreTopKeys(self.operator_id, self.store_name, chosen, self.kind)
+        out = StoreTopKeys(self.scan.operator_id, str(self.scan.store_name), chosen, self.kind)
         for pid in sorted(self._parts):
             v, count, heavy = self._parts[pid]
             if v != chosen:
@@ -315,9 +283,7 @@ def iter_top_keys(
             result.skipped = err.message
             continue
         versions = {pid: scan.versions(pid) for pid in scan.partition_ids()}
-        chosen = (
-            version if version is not None else max((max(v, default=0) for v in versions.values()), default=0)
-        )
+        chosen = version if version is not None else max((v[-1] for v in versions.values() if v), default=0)
         result.version = chosen or None
         if not chosen:
             result.skipped = "no readable version"

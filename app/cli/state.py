@@ -12,9 +12,9 @@ from json.encoder import encode_basestring_ascii as quote
 from typing import IO, Any
 
 from statelens.app.analysis._common import key_text, run_to_end, write_json
+from statelens.app.analysis.growth import iter_growth_records
 from statelens.app.analysis.heavy import iter_top_keys, with_top_keys
 from statelens.app.analysis.sql import answer_rows, iter_sql, write_answer
-from statelens.app.analysis.stats import iter_growth_records
 from statelens.app.cli import _common
 from statelens.app.cli._common import (
     _open,
