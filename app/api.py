@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING, Any
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.doctor import iter_doctor
 from statelens.app.analysis.expired import iter_expired
-from statelens.app.analysis.growth import iter_growth
+from statelens.app.analysis.growth import GROWTH_FIELDS, iter_growth, iter_growth_records
 from statelens.app.analysis.sql import iter_sql
-from statelens.app.analysis.stats import GROWTH_FIELDS
-from statelens.app.analysis.stats import iter_growth as iter_growth_records
 from statelens.app.prune import Selection, iter_prune
 from statelens.readers.backends import BackendChooser
 from statelens.readers.checkpoint import open_checkpoint

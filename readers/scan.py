@@ -326,6 +326,11 @@ class StateScan:
         :meth:`iter_replay` gives them, without decoding the rest (:mod:`readers.scan_fields`)."""
         return field_reader(self._files(), side, path)
 
+    def element_grouping(self) -> tuple[str | None, Callable[[bytes], bytes] | None]:
+        """How stored records group into keys: ``(kind, key bytes -> grouping key bytes)`` (``list``,
+        ``map`` or join ``values``), or ``(None, None)`` when every record is a key of its own."""
+        return self._files().element_grouping()  # type: ignore[no-any-return]
+
     def iter_tables(self) -> Iterator[pa.Table]:
         """Arrow tables, one per partition (rows, stats) or per partition and version (changes), in
         partition order, with the scan's error policy (:meth:`_per_partition`, :meth:`iter_stats`)."""
@@ -739,15 +744,11 @@ def walk_partition(
     partition_id: int,
     problems: list[StatelensError],
     cancelled: Callable[[], bool] | None = None,
-    sizes: dict[str, int] | None = None,
 ) -> Iterator[tuple[int, dict[bytes, bytes], RawChanges | None]]:
     """Walk every readable version of one store partition, oldest first, in bounded memory.
 
     Yields ``(version, state, changes)`` as :class:`ReplayStep` holds them (do not keep ``state``
-    across iterations). When ``sizes`` is given, ``sizes["state_bytes"]`` holds the key plus value bytes
-    of the yielded state.
+    across iterations).
     """
-    for step in _PartitionReplay(reader, partition_id, problems, sizes is not None).advance(None, cancelled):
-        if sizes is not None:
-            sizes["state_bytes"] = step.state_bytes or 0
+    for step in _PartitionReplay(reader, partition_id, problems, False).advance(None, cancelled):
         yield step.version, step.state, step.changes

@@ -98,7 +98,7 @@ def test_zombie_share(checkpoint):
 def test_walk_gives_every_version_as_read_whole(scenario: str, checkpoint: Any) -> None:
     """The walk replays deltas (puts-only files in one C-level update, others record by record) onto
     the state it carries: each version it yields, and its key + value bytes, equal the version read whole."""
-    from statelens.readers.scan import walk_partition
+    from statelens.readers.scan import _PartitionReplay
 
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
     walked = 0
@@ -106,12 +106,11 @@ def test_walk_gives_every_version_as_read_whole(scenario: str, checkpoint: Any) 
         for st in op.stores:
             reader = ckpt.store_reader(op.operator_id, st.store_name)
             for pid in reader.partition_ids():
-                sizes: dict[str, int] = {}
                 problems: list[Any] = []
-                for v, state, _ in walk_partition(reader, pid, problems, sizes=sizes):
-                    whole = reader.read_raw(pid, v)
-                    assert state == whole, (scenario, st.store_name, pid, v)
-                    assert sizes["state_bytes"] == sum(len(k) + len(x) for k, x in whole.items())
+                for step in _PartitionReplay(reader, pid, problems, True).advance():
+                    whole = reader.read_raw(pid, step.version)
+                    assert step.state == whole, (scenario, st.store_name, pid, step.version)
+                    assert step.state_bytes == sum(len(k) + len(x) for k, x in whole.items())
                     walked += 1
                 assert not problems
     assert walked > 0
@@ -141,10 +140,10 @@ def test_version_arrays_count_what_the_walk_counts(
     the walk's heaviest keys, ties in the same order. The command line's row counts
     (``iter_stats``, counted from the keys' ids: fixed-width files a group at a time, variable-width
     ones indexed, removes grouped by key) are the walk's over a set of keys."""
-    from statelens.app.analysis.heavy import _top_of_arrays, _top_of_state
+    from statelens.app.analysis.heavy import _top_of_arrays
     from statelens.readers._format.hdfs_store import HDFSStoreReader
     from statelens.readers._format.store_base import StoreReaderBase
-    from statelens.readers.scan import walk_partition
+    from statelens.readers.scan import _PartitionReplay
 
     monkeypatch.setattr(HDFSStoreReader, "big", lambda self: big)
     ckpt = open_checkpoint(str(checkpoint(scenario) / "checkpoint"))
@@ -170,17 +169,17 @@ def test_version_arrays_count_what_the_walk_counts(
                 if arrays is None:
                     continue
                 versions, rows, nbytes, live = arrays
-                sizes: dict[str, int] = {}
                 walked = {}
                 state: dict[bytes, bytes] = {}
-                for v, state, _ in walk_partition(reader, pid, [], sizes=sizes):
-                    walked[v] = (len(state), sizes["state_bytes"])
+                for step in _PartitionReplay(reader, pid, [], True).advance():
+                    walked[step.version] = (len(step.state), step.state_bytes)
+                    state = step.state
                 assert walked == {v: (int(r), int(b)) for v, r, b in zip(versions, rows, nbytes, strict=True)}
                 buf, ks, kl, vs, vl = live
                 got = {buf[a : a + b]: buf[c : c + d] for a, b, c, d in zip(ks, kl, vs, vl, strict=True)}
                 assert got == state, (scenario, st.store_name, pid)
                 for n in (1, 3, 1000):
-                    assert _top_of_arrays(*live, n) == _top_of_state(state, n, None)[0]
+                    assert _top_of_arrays(*live, n) == _heaviest(state, n)
                 compared += 1
     assert compared > 0
 
@@ -227,6 +226,12 @@ def test_counts_of_a_damaged_store_equal_the_walks(
     }
 
 
+def _heaviest(state: dict[bytes, bytes], n: int) -> list[tuple[int, None, bytes, bytes]]:
+    """The ``n`` heaviest records of a raw state by key + value bytes, ties by key bytes: every record
+    sorted (the oracle of the heaviest keys' selection)."""
+    return sorted(((len(k) + len(v), None, k, v) for k, v in state.items()), key=lambda t: (-t[0], t[2]))[:n]
+
+
 #: RocksDB scenarios whose stores (all plain key/value ones) the growth view reads: a zip per version
 #: (no changelogs), then with changelog checkpointing and zips every two versions; the last with row
 #: checksums.
@@ -243,21 +248,21 @@ ROCKS_GROWTH = [
 
 def _walked_arrays(reader: Any, pid: int) -> tuple[dict[int, tuple[int, int]], dict[bytes, bytes]]:
     """Rows and key + value bytes at every version, and the last state, from the per-version walk."""
-    from statelens.readers.scan import walk_partition
+    from statelens.readers.scan import _PartitionReplay
 
-    sizes: dict[str, int] = {}
     walked: dict[int, tuple[int, int]] = {}
     state: dict[bytes, bytes] = {}
     problems: list[Any] = []
-    for v, state, _ in walk_partition(reader, pid, problems, sizes=sizes):
-        walked[v] = (len(state), sizes["state_bytes"])
+    for step in _PartitionReplay(reader, pid, problems, True).advance():
+        walked[step.version] = (len(step.state), step.state_bytes)
+        state = step.state
     assert not problems
     return walked, dict(state)
 
 
 def _assert_arrays_are_the_walks(reader: Any, pid: int, arrays: Any, what: Any) -> None:
     """``version_arrays``' rows, bytes and live records (and heaviest keys) are the walk's."""
-    from statelens.app.analysis.heavy import _top_of_arrays, _top_of_state
+    from statelens.app.analysis.heavy import _top_of_arrays
 
     versions, rows, nbytes, live = arrays
     walked, state = _walked_arrays(reader, pid)
@@ -267,7 +272,7 @@ def _assert_arrays_are_the_walks(reader: Any, pid: int, arrays: Any, what: Any) 
     got = {buf[a : a + b]: buf[c : c + d] for a, b, c, d in zip(ks, kl, vs, vl, strict=True)}
     assert len(got) == len(ks) and got == state, what
     for n in (1, 3, 1000):
-        assert _top_of_arrays(*live, n) == _top_of_state(state, n, None)[0], what
+        assert _top_of_arrays(*live, n) == _heaviest(state, n), what
     counted = reader.version_rows(pid)
     if not reader.delta_versions(pid):  # a zip per version: counted by the walk over sets of keys
         assert counted is None, what
@@ -279,18 +284,18 @@ def _assert_arrays_are_the_walks(reader: Any, pid: int, arrays: Any, what: Any) 
 def _growth(root: Path, monkeypatch: pytest.MonkeyPatch, walk: bool) -> tuple[Any, list[tuple[int, str]]]:
     """The growth view's result (heaviest keys too), and the partitions it walked (``walk``: every
     RocksDB partition is walked, as before ``version_arrays`` applied to them)."""
-    from statelens.app.analysis import growth
+    from statelens.readers import scan_sizes
     from statelens.readers._format.rocksdb_store import RocksDBStoreReader
-    from statelens.readers.scan import walk_partition
 
     walked: list[tuple[int, str]] = []
+    replay = scan_sizes._walk
 
-    def spy(reader: Any, pid: int, *args: Any, **kwargs: Any) -> Any:
+    def spy(scan: Any, reader: Any, pid: int, *args: Any, **kwargs: Any) -> Any:
         walked.append((pid, reader.store_name))
-        return walk_partition(reader, pid, *args, **kwargs)
+        return replay(scan, reader, pid, *args, **kwargs)
 
     with monkeypatch.context() as patched:
-        patched.setattr(growth, "walk_partition", spy)
+        patched.setattr(scan_sizes, "_walk", spy)
         if walk:
             patched.setattr(RocksDBStoreReader, "version_arrays", lambda self, pid: None)
         result = run_to_end(iter_growth(open_checkpoint(str(root)), top_keys=3))

@@ -3,10 +3,10 @@
 For every store partition, rows and key+value bytes of the state at each version (what an executor holds
 in memory, give or take the JVM's overhead), and the bytes of the files written for that version
 (``<v>.delta`` / ``<v>.snapshot``, ``docs/format.md`` §3; ``<v>.changelog`` / ``<v>.zip``, §4). Version
-``v`` is the state after batch ``v-1`` (§1.2). They are counted from every version's records at once
-where the reader can (``StoreReaderBase.iter_version_arrays``: HDFS deltas and RocksDB changelogs
-replayed as arrays, RocksDB zips counted one by one), else the versions are streamed once
-(``readers.scan.walk_partition``), which also reports a file that cannot be read.
+``v`` is the state after batch ``v-1`` (§1.2). A fold over a stats scan of each store
+(:func:`readers.scan_sizes.iter_sizes`: counted from every version's records at once where the files
+allow, else replayed version by version, which also reports a file that cannot be read); through an
+engine (Spark), rows and file bytes from its change feed.
 
 Footprint: every file under the checkpoint by area (state, offsets, commits, sources, metadata...),
 small files, leftover temp files (§1.3), and the state files older than the newest snapshot each
@@ -18,19 +18,17 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from statelens.app.analysis._common import BatchClock, finite
 from statelens.app.analysis.heavy import StoreTopKeys, StoreWeigher
-from statelens.readers.backends import native_backend
+from statelens.readers.backends import BackendChooser, native_backend
 from statelens.readers.errors import BackendUnavailableError, FilesUnavailableError, StatelensError
 from statelens.readers.model import Progress
-from statelens.readers.scan import StateScan, walk_partition
-
-if TYPE_CHECKING:
-    from statelens.readers.backends import BackendChooser
+from statelens.readers.scan import StateScan
+from statelens.readers.scan_sizes import iter_sizes, superseded_state_files
 
 #: Files below this size count as small (object stores and HDFS pay per file, not per byte).
 SMALL_FILE_BYTES = 64 * 1024
@@ -218,10 +216,6 @@ class GrowthResult:
         }
 
 
-def _is_temp(name: str) -> bool:
-    return name.startswith(".") and name.endswith(".tmp")
-
-
 def _area(path: str) -> str:
     head = path.split("/", 1)[0]
     if head.startswith(".") and head.endswith(".crc"):  # Hadoop sidecar of a top-level file (§1.3)
@@ -229,14 +223,6 @@ def _area(path: str) -> str:
     if head in ("offsets", "commits", "sources", "state", "metadata"):
         return head
     return "other"
-
-
-def _base_for(pf: Any, version: int) -> int:
-    """Newest snapshot ``<= version`` with every delta after it up to ``version`` (else 0), docs/format.md §3.4."""
-    for s in sorted((s for s in pf.snapshots if s <= version), reverse=True):
-        if all(v in pf.deltas for v in range(s + 1, version + 1)):
-            return int(s)
-    return 0
 
 
 def footprint(ckpt: Any) -> Footprint:
@@ -259,25 +245,10 @@ def footprint(ckpt: Any) -> Footprint:
         a[1] += e.size_bytes
         if e.size_bytes < SMALL_FILE_BYTES:
             small += 1
-        if _is_temp(e.name):
+        if e.name.startswith(".") and e.name.endswith(".tmp"):  # a write Spark did not finish (§1.3)
             temps.append(e.path)
-    old_files = old_bytes = 0
-    native = native_backend(ckpt)
-    for op in ckpt.operators:
-        for st in op.stores:
-            if st.provider != "hdfs":
-                continue
-            reader = native.store(op.operator_id, st.store_name)
-            for pid in reader.partition_ids():
-                pf = reader.partitions[pid]
-                latest = pf.latest_version()
-                base = _base_for(pf, latest) if latest else 0
-                for sf in [*pf.deltas.values(), *pf.snapshots.values()]:
-                    needed = sf.version > base or (sf.kind == "snapshot" and sf.version == base)
-                    if not needed:
-                        old_files += 1
-                        old_bytes += sf.size_bytes
-    return Footprint(areas, small, temps, old_files, old_bytes)
+    old = superseded_state_files(ckpt)
+    return Footprint(areas, small, temps, len(old), sum(f.size_bytes for f in old))
 
 
 def _store_jobs(ckpt: Any, backends: BackendChooser | None) -> list[tuple[Any, Any, Any]]:
@@ -316,7 +287,7 @@ def iter_growth(
         the listing; key + value bytes are not known (``state_bytes`` stays empty).
     top_keys : int, optional
         Also weigh the heaviest keys of each natively read store with a schema, this many per partition
-        and per store (``StoreGrowth.top_keys``), from the last state the walk reaches in each partition
+        and per store (``StoreGrowth.top_keys``), from the last state the count reaches in each partition
         (the store's newest version; partitions whose newest version is older are left out, as in
         :func:`app.analysis.heavy.iter_top_keys`).
 
@@ -336,61 +307,32 @@ def iter_growth(
         yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}")
         g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), list(st.versions))
         stores.append(g)
+        scan = StateScan(backend, op.operator_id, st.store_name, "stats", cancelled=cancelled)
         try:
-            reader = backend.store(op.operator_id, st.store_name)
+            # The heaviest keys come from the count's last state of each partition: no second read.
+            weigher = StoreWeigher(scan, top_keys) if top_keys and scan.schema is not None else None
+            parts = iter_sizes(scan, live=weigher is not None)
         except FilesUnavailableError:  # rows decoded by an engine (Spark): no key + value bytes
             yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}: read by {backend.name}")
             _growth_from_stats(backend, g, problems)
-            if zombie_rows is not None:
-                g.zombie_rows = zombie_rows.get((op.operator_id, st.store_name))
-            continue
+            weigher, parts = None, iter(())
         except BackendUnavailableError as err:  # e.g. RocksDB column families (transformWithState)
             g.skipped = err.message
             continue
-        # The heaviest keys come from the walk's last state of each partition: no second read.
-        weigher = (
-            StoreWeigher(reader, op.operator_id, st.store_name, top_keys)
-            if top_keys and reader.schema
-            else None
-        )
-        # Counted from the keys' ids where that applies (None: the walk below reads what it can and
-        # reports the file); big stores replay a few partitions at once.
-        for pid, arrays in reader.iter_version_arrays(reader.partition_ids(), cancelled):
-            rows = g.rows.setdefault(pid, {})
-            sbytes = g.state_bytes.setdefault(pid, {})
-            fbytes = g.file_bytes.setdefault(pid, {})
-            if cancelled is not None and cancelled():
-                break
-            if arrays is not None:  # counted from the record indexes: no Python object per record
-                versions, counts, nbytes, live = arrays
-                for i, v in enumerate(versions):
-                    rows[v] = int(counts[i])
-                    sbytes[v] = int(nbytes[i])
-                    fbytes[v] = reader.bytes_on_disk(pid, v)
-                if weigher is not None and versions:
-                    try:
-                        weigher.weigh_arrays(pid, versions[-1], live)
-                    except StatelensError as err:
-                        problems.append(err)
-                if time.monotonic() - last_tick > 0.1:
-                    last_tick = time.monotonic()
-                    yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid}")
-                continue
-            sizes: dict[str, int] = {}
-            last: tuple[int, dict[bytes, bytes]] | None = None
-            for v, state, _ in walk_partition(reader, pid, problems, cancelled, sizes):
-                rows[v] = len(state)
-                sbytes[v] = sizes["state_bytes"]
-                fbytes[v] = reader.bytes_on_disk(pid, v)
-                last = (v, state)
-                if time.monotonic() - last_tick > 0.1:
-                    last_tick = time.monotonic()
-                    yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid} v{v}")
-            if weigher is not None and last is not None:
+        seen = 0  # the scan's problems passed on so far (in partition order, each before the weighing's)
+        for part in parts:
+            pid = part.partition_id
+            g.rows[pid], g.state_bytes[pid], g.file_bytes[pid] = part.rows, part.state_bytes, part.file_bytes
+            problems.extend(scan.problems[seen:])
+            seen = len(scan.problems)
+            if weigher is not None and part.live is not None and part.rows:
                 try:
-                    weigher.weigh(pid, *last)
+                    weigher.weigh(pid, max(part.rows), part.live)
                 except StatelensError as err:
                     problems.append(err)
+            if time.monotonic() - last_tick > 0.1:
+                last_tick = time.monotonic()
+                yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid}")
         if weigher is not None:
             g.top_keys = weigher.result()
         g.versions = sorted({v for per in g.rows.values() for v in per})
@@ -449,21 +391,20 @@ def iter_latest_growth(
         yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name}: latest version")
         g = StoreGrowth(op.operator_id, st.store_name, op.kind.value, list(st.partitions), [])
         stores.append(g)
-        try:
-            backend.store(op.operator_id, st.store_name)
-        except FilesUnavailableError:
+        if not backend.capabilities.raw_records:
             g.skipped = f"read by {backend.name}: counted with every version"
             continue
-        except BackendUnavailableError as err:  # e.g. RocksDB column families (transformWithState)
+        scan = StateScan(backend, op.operator_id, st.store_name, "rows", cancelled=cancelled)
+        try:
+            for pid, version, (_buf, kstart, klen, _vstart, vlen) in scan.iter_live():
+                g.rows[pid] = {version: len(kstart)}
+                g.state_bytes[pid] = {version: int(klen.sum()) + int(vlen.sum())}
+                if time.monotonic() - last_tick > 0.1:
+                    last_tick = time.monotonic()
+                    yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid}")
+        except BackendUnavailableError as err:  # a store the native readers cannot read
             g.skipped = err.message
             continue
-        scan = StateScan(backend, op.operator_id, st.store_name, "rows", cancelled=cancelled)
-        for pid, version, (_buf, kstart, klen, _vstart, vlen) in scan.iter_live():
-            g.rows[pid] = {version: len(kstart)}
-            g.state_bytes[pid] = {version: int(klen.sum()) + int(vlen.sum())}
-            if time.monotonic() - last_tick > 0.1:
-                last_tick = time.monotonic()
-                yield Progress(n, len(jobs), f"operator {op.operator_id} {st.store_name} p{pid}")
         problems.extend(scan.problems)
         latest = [v for per in g.rows.values() for v in per]
         g.versions = [max(latest)] if latest else []
@@ -472,8 +413,8 @@ def iter_latest_growth(
 
 
 def _growth_from_stats(backend: Any, g: StoreGrowth, problems: list[StatelensError]) -> None:
-    """Fill ``g`` from the backend's per-version statistics (rows and file bytes; key + value bytes are
-    not known): for a backend that reads decoded rows, not files."""
+    """Fill ``g``'s rows and file bytes from the backend's per-version statistics (key + value bytes are
+    not known): for a backend that reads decoded rows, not files; the caller sets ``g.versions``."""
     g.backend = backend.name
     g.state_bytes_known = False
     scan = StateScan(backend, g.operator_id, g.store_name, "stats")
@@ -485,4 +426,40 @@ def _growth_from_stats(backend: Any, g: StoreGrowth, problems: list[StatelensErr
         problems.append(err)
         g.skipped = f"{backend.describe()} could not read this store: {err.message}"
     problems.extend(scan.problems)
-    g.versions = sorted({v for per in g.rows.values() for v in per})
+
+
+#: The fields of each record, in order.
+GROWTH_FIELDS = ("operator_id", "store_name", "version", "batch_id", "partition_id", "rows", "bytes")
+
+
+def iter_growth_records(
+    ckpt: Any, progress: Callable[[Any], None] | None = None, backends: Any = None
+) -> Iterable[dict[str, Any]]:
+    """Rows and on-disk bytes for every operator, store, version and partition as plain records
+    (streamed), counted by a stats scan of each store (:func:`store_growth`): what ``statelens growth
+    --json`` prints and :meth:`statelens.Checkpoint.growth_table` holds (no key + value bytes)."""
+    backends = backends or BackendChooser(ckpt, "native")
+    stores = [(op, s) for op in ckpt.operators for s in op.stores]
+    for n, (op, s) in enumerate(stores):
+        if progress:
+            progress(Progress(n, len(stores), f"operator {op.operator_id} {s.store_name}"))
+        yield from store_growth(ckpt, backends, op.operator_id, s.store_name)
+
+
+def store_growth(ckpt: Any, backends: Any, operator_id: int, store_name: str) -> Iterator[dict[str, Any]]:
+    """One store's records (:data:`GROWTH_FIELDS`), counted by a stats scan
+    (:class:`readers.scan.StateScan`) of the backend ``backends`` picks for it; what the scan could not
+    read goes to the checkpoint's report."""
+    scan = StateScan(backends.for_store(operator_id, store_name), operator_id, store_name, "stats")
+    for st in scan.iter_stats():
+        yield {
+            "operator_id": st.operator_id,
+            "store_name": st.store_name,
+            "version": st.version,
+            "batch_id": st.version - 1,
+            "partition_id": st.partition_id,
+            "rows": st.rows,
+            "bytes": st.bytes,
+        }
+    for err in scan.problems:
+        ckpt.report.add(err)

@@ -16,8 +16,8 @@ column families, state format 4 joins) natively where the native decoder can rea
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from statelens.app.analysis._common import key_text
 from statelens.app.analysis.heavy_spark import top_keys_in_spark, weight_sql
 from statelens.readers.arrow_values import binary_array, numbers
 from statelens.readers.backends import native_backend
-from statelens.readers.errors import BackendUnavailableError, StatelensError
+from statelens.readers.errors import BackendUnavailableError, StatelensError, UsageError
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.scan import StateScan
 from statelens.readers.values import row_to_json
@@ -92,16 +92,11 @@ class StoreTopKeys:
         }
 
 
-def _grouping(reader: Any) -> tuple[str | None, Callable[[bytes], bytes] | None]:
-    """How raw entries of a store group into keys: ``(kind, raw key -> grouping key bytes)``."""
-    return reader.element_grouping()  # type: ignore[no-any-return]
-
-
 def _top_of_arrays(
     buf: bytes, ks: Any, kl: Any, vs: Any, vl: Any, n: int
 ) -> list[tuple[int, int | None, bytes, bytes | None]]:
-    """:func:`_top_of_state` of an ungrouped state held as offset arrays: the same keys in the same order
-    (heaviest first; of keys tied in weight the smallest key bytes, sorted by Arrow)."""
+    """The ``n`` heaviest ``(bytes, None, raw key, raw value)`` of an ungrouped state held as offset arrays,
+    heaviest first; of keys tied in weight the smallest key bytes (sorted by Arrow)."""
     import pyarrow.compute as pc  # deferred: pyarrow (heavy)
 
     count = len(ks)
@@ -126,34 +121,13 @@ def _top_of_arrays(
 
 
 def _top_of_state(
-    raw: dict[bytes, bytes],
-    n: int,
-    group: Callable[[bytes], bytes] | None,
-    list_like: bool = True,
+    raw: dict[bytes, bytes], n: int, group: Callable[[bytes], bytes], list_like: bool = True
 ) -> tuple[list[tuple[int, int | None, bytes, bytes | None]], int]:
-    """The ``n`` heaviest ``(bytes, elements, raw key, raw value)`` of one partition's raw state, and its
-    key count. Keys of equal weight rank by their key bytes, whatever order the state was built in.
-
-    For grouped stores the raw key and value are those of the group's first element (enough to decode
-    the grouping key).
+    """The ``n`` heaviest ``(bytes, elements, raw key, raw value)`` grouping keys of one partition's raw
+    state of list or map state (or join values), and their count. Keys of equal weight rank by their key
+    bytes, whatever order the state was built in; the raw key and value are those of the group's first
+    element (enough to decode the grouping key).
     """
-
-    if group is None:
-        keys = list(raw)
-        if not keys:
-            return [], 0
-        sizes = np.fromiter(map(len, keys), np.int64, len(keys)) + np.fromiter(
-            map(len, raw.values()), np.int64, len(keys)
-        )
-        take = min(n, len(keys))
-        chosen: Sequence[int] = range(len(keys))
-        if take < len(keys):  # the ``take`` heaviest; of keys tied at the cut, the smallest key bytes
-            cut = np.partition(sizes, len(keys) - take)[len(keys) - take]
-            above = np.flatnonzero(sizes > cut).tolist()
-            tied = np.flatnonzero(sizes == cut).tolist()
-            chosen = above + heapq.nsmallest(take - len(above), tied, key=keys.__getitem__)
-        order = sorted(chosen, key=lambda i: (-int(sizes[i]), keys[i]))  # heaviest first, ties by key bytes
-        return [(int(sizes[i]), None, keys[i], raw[keys[i]]) for i in order], len(keys)
     # A list is stored as one key and its elements; every map entry is a key of its own (grouping key +
     # user key) with its value. Flat list keys end in a 4-byte position that is not stored.
     entry_key_bytes = not list_like
@@ -171,63 +145,48 @@ def _top_of_state(
 
 
 class StoreWeigher:
-    """Weighs the keys of one store partition by partition, from raw states handed to it (a read of one
-    version, or the last state of ``growth``'s walk), keeping only each partition's top ``n`` decoded.
+    """Weighs the keys of one store partition by partition, from the live records handed to it (a read of
+    one version, or the last state of ``growth``'s count), keeping only each partition's top ``n`` decoded.
 
     Parameters
     ----------
-    reader : store reader
-        The native reader of the store (it decodes the chosen keys); its schema must be known.
-    operator_id, store_name :
-        The store.
+    scan : readers.scan.StateScan
+        A scan of the store on a backend that reads its records as stored (it groups and decodes the
+        chosen keys); the store's schema must be known.
     n : int
         Keys kept per partition and per store.
     """
 
-    def __init__(self, reader: Any, operator_id: int, store_name: str, n: int):
+    def __init__(self, scan: StateScan, n: int):
         if n < 1:
             raise ValueError(f"top keys: n must be at least 1, not {n}")
-        self.reader = reader
+        self.scan = scan
         self.n = n
-        self.kind, self.group = _grouping(reader)
-        self.operator_id, self.store_name = operator_id, store_name
-        key_schema = reader.schema.key_schema
+        self.kind, self.group = scan.element_grouping()
+        schema = scan.schema
+        if schema is None:
+            raise UsageError("no schema file: keys cannot be decoded")
+        key_schema = schema.key_schema
         if self.kind == "map":  # the grouping key is the key's first numColsPrefixKey columns
             from pyspark.sql.types import StructType  # deferred: pyspark (heavy)
 
-            prefix = int((reader.schema.key_encoder or {}).get("numColsPrefixKey", 1))
+            prefix = int((schema.key_encoder or {}).get("numColsPrefixKey", 1))
             key_schema = StructType(key_schema.fields[:prefix])
         self.key_schema = key_schema
         self._parts: dict[int, tuple[int, int, list[HeavyKey]]] = {}  # pid -> (version, keys, top)
 
-    def weigh(self, partition_id: int, version: int, raw: dict[bytes, bytes]) -> None:
-        """Weigh one partition's raw state at ``version``; raises StatelensError when a key cannot be decoded."""
-        top, count = _top_of_state(raw, self.n, self.group, self.kind != "map")
-        self._keep(partition_id, version, top, count)
-
-    def weigh_arrays(self, partition_id: int, version: int, live: tuple[Any, Any, Any, Any, Any]) -> None:
-        """:meth:`weigh` from a state as one buffer and offset arrays ``(buffer, key_start, key_len,
-        value_start, value_len)``: only the chosen keys become Python bytes."""
+    def weigh(self, partition_id: int, version: int, live: tuple[Any, Any, Any, Any, Any]) -> None:
+        """Weigh one partition's live records at ``version``, as one buffer and offset arrays ``(buffer,
+        key_start, key_len, value_start, value_len)``: only the chosen keys become Python bytes (list and
+        map state are grouped per key in Python). Raises StatelensError when a key cannot be decoded."""
         buf, ks, kl, vs, vl = live
-        if self.group is not None:  # list/map state: grouped per key in Python
+        if self.group is not None:
             raw = {buf[a : a + b]: buf[c : c + d] for a, b, c, d in zip(ks, kl, vs, vl, strict=True)}
-            self.weigh(partition_id, version, raw)
-            return
-        self._keep(partition_id, version, _top_of_arrays(buf, ks, kl, vs, vl, self.n), len(ks))
-
-    def _keep(
-        self,
-        partition_id: int,
-        version: int,
-        top: list[tuple[int, int | None, bytes, bytes | None]],
-        count: int,
-    ) -> None:
-        """Decode and keep one partition's heaviest keys (``(bytes, elements, raw key, raw value)``)."""
-
+            top, count = _top_of_state(raw, self.n, self.group, self.kind != "map")
+        else:
+            top, count = _top_of_arrays(buf, ks, kl, vs, vl, self.n), len(ks)
         kind = self.kind
-        decoded = self.reader.decode_pairs(
-            [(k, v) for _, _, k, v in top], f"{self.store_name} partition {partition_id}"
-        )
+        decoded = self.scan.decode(partition_id, [(k, v) for _, _, k, v in top], version)
         ncols = len(self.key_schema.fields)  # map state: the grouping key is the key's first columns
         self._parts[partition_id] = (
             version,
@@ -249,7 +208,7 @@ class StoreWeigher:
         chosen = (
             version if version is not None else max((v for v, _, _ in self._parts.values()), default=None)
         )
-        out = StoreTopKeys(self.operator_id, self.store_name, chosen, self.kind)
+        out = StoreTopKeys(self.scan.operator_id, str(self.scan.store_name), chosen, self.kind)
         for pid in sorted(self._parts):
             v, count, heavy = self._parts[pid]
             if v != chosen:
@@ -317,37 +276,31 @@ def iter_top_keys(
         if in_spark is not None:
             out[-1] = in_spark
             continue
+        scan = StateScan(native, op.operator_id, st.store_name, cancelled=cancelled)
         try:
-            reader = native.store(op.operator_id, st.store_name)  # the store's grouping and decoding
+            result.grouping = scan.element_grouping()[0]
         except BackendUnavailableError as err:
             result.skipped = err.message
             continue
-        result.grouping = _grouping(reader)[0]
-        pids = reader.partition_ids()
-        chosen = (
-            version
-            if version is not None
-            else max((max(reader.versions(p), default=0) for p in pids), default=0)
-        )
+        versions = {pid: scan.versions(pid) for pid in scan.partition_ids()}
+        chosen = version if version is not None else max((v[-1] for v in versions.values() if v), default=0)
         result.version = chosen or None
         if not chosen:
             result.skipped = "no readable version"
             continue
-        if reader.schema is None:
+        if scan.schema is None:
             result.skipped = "no schema file: keys cannot be decoded"
             continue
-        weigher = StoreWeigher(reader, op.operator_id, st.store_name, n)
-        holding = [pid for pid in pids if chosen in reader.versions(pid)]  # older partitions are left out
-        scan = StateScan(
-            native, op.operator_id, st.store_name, version=chosen, partitions=holding, cancelled=cancelled
-        )
+        weigher = StoreWeigher(scan, n)
+        holding = [pid for pid, v in versions.items() if chosen in v]  # older partitions are left out
+        scan = replace(scan, version=chosen, partitions=holding)
         try:
             for pid, _, live in scan.iter_live():  # as stored: only the chosen keys are decoded
                 yield Progress(
                     done, len(jobs), f"heaviest keys: operator {op.operator_id} {st.store_name} p{pid}"
                 )
                 try:
-                    weigher.weigh_arrays(pid, chosen, live)
+                    weigher.weigh(pid, chosen, live)
                 except StatelensError as err:  # a key that cannot be decoded
                     problems.append(err)
         except StatelensError as err:  # the one partition asked for cannot be read

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from statelens.app.analysis.expired import iter_expired
-from statelens.app.analysis.stats import store_growth
+from statelens.app.analysis.growth import store_growth
 from statelens.app.analysis.timeline import iter_timeline
 from statelens.app.output import dumps_jsonl
 from statelens.readers.backends import BackendChooser

@@ -33,7 +33,7 @@ from statelens.app.cli._common import (
     parse_storage_options,
     storage_option_value,
 )
-from statelens.app.cli.state import info_json, iter_growth
+from statelens.app.cli.state import info_json, iter_growth_records
 from statelens.readers.errors import BackendUnavailableError, StatelensError, StorageError
 from statelens.readers.fs import is_unreachable
 from statelens.readers.values import JsonObject
@@ -47,7 +47,7 @@ __all__ = [
     "build_parser",
     "format_table",
     "info_json",
-    "iter_growth",
+    "iter_growth_records",
     "main",
     "parse_storage_options",
     "storage_option_value",

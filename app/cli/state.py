@@ -12,9 +12,9 @@ from json.encoder import encode_basestring_ascii as quote
 from typing import IO, Any
 
 from statelens.app.analysis._common import key_text, run_to_end, write_json
+from statelens.app.analysis.growth import iter_growth_records
 from statelens.app.analysis.heavy import iter_top_keys, with_top_keys
 from statelens.app.analysis.sql import answer_rows, iter_sql, write_answer
-from statelens.app.analysis.stats import iter_growth
 from statelens.app.cli import _common
 from statelens.app.cli._common import (
     _open,
@@ -475,7 +475,7 @@ def cmd_growth(args: argparse.Namespace, out: IO[str]) -> int:
         raise _usage(f"--top-keys must be at least 1, not {args.top_keys}")
     heavy: list[Any] = []
     try:
-        records = list(iter_growth(ckpt, bar, chooser))
+        records = list(iter_growth_records(ckpt, bar, chooser))
         if args.top_keys:
             heavy, problems = run_to_end(iter_top_keys(ckpt, args.top_keys, backends=chooser), bar)
             for err in problems:

@@ -198,13 +198,13 @@ def measure_raw(ckpt: Path) -> dict[str, float]:
 
 
 def measure_native_growth(ckpt: Path) -> dict[str, float]:
-    from statelens.app.cli import iter_growth
+    from statelens.app.cli import iter_growth_records
     from statelens.readers.checkpoint import open_checkpoint
 
     t = time.perf_counter()
     c = open_checkpoint(str(ckpt))
     opened = time.perf_counter()
-    records = list(iter_growth(c))
+    records = list(iter_growth_records(c))
     secs = time.perf_counter() - t
     latest = max(r["version"] for r in records)
     total = sum(r["rows"] for r in records if r["version"] == latest)
