@@ -54,6 +54,7 @@ from statelens.readers._format.rocksdb_store import (
     read_zip,
 )
 from statelens.readers._format.rowchecksum import crc32c
+from statelens.readers.backends.base import files_of
 from statelens.readers.errors import CorruptFileError, StatelensError, UnsupportedVersionError
 
 __all__ = [
@@ -112,7 +113,7 @@ def cannot_write(backend: Any, operator_id: int, store_name: str, base: int) -> 
     Reads the changelog of ``base`` (its header) or the zip of ``base`` of each RocksDB partition.
     Raises ``BackendUnavailableError`` when the backend does not read this store's files.
     """
-    reader = backend.store(operator_id, store_name)
+    reader = files_of(backend, operator_id, store_name)
     kind = type(reader)
     if kind is HDFSStoreReader:
         return None
@@ -220,7 +221,7 @@ def removal_files(
     The codec is the one the partition's newest earlier file is written in (its magic bytes decide, as when
     reading). Call :func:`cannot_write` first: this assumes the store can be written.
     """
-    reader = backend.store(operator_id, store_name)
+    reader = files_of(backend, operator_id, store_name)
     pf = reader.partitions[partition_id]
     rocks = type(reader) is RocksDBStoreReader
     if rocks and version - 1 not in pf.deltas:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from statelens.readers._format.store_base import diff_raw
+from statelens.readers.backends.base import files_of
 from statelens.readers.errors import (
     BackendUnavailableError,
-    FilesUnavailableError,
     StatelensError,
     UsageError,
 )
@@ -46,7 +46,6 @@ __all__ = [
     "ScanPart",
     "StateScan",
     "Unreadable",
-    "walk_partition",
 ]
 
 ScanKind = Literal["rows", "changes", "stats", "replay", "timers"]
@@ -252,21 +251,15 @@ class StateScan:
 
         def read(pid: int) -> tuple[int, int, tuple[Any, Any, Any, Any, Any]]:
             version = self._versions(pid)[1]
-            return pid, version, self.backend.live_records(self.operator_id, self.store_name, version, pid)
+            return pid, version, self._files().live_arrays(pid, version)
 
         yield from self._per_partition(read)
 
     # -- stored records, replayed -------------------------------------------------------------------
     def _files(self) -> Any:
-        """The store's files, on a backend that reads files (``capabilities.raw_records``)."""
-        if not self.backend.capabilities.raw_records:
-            raise FilesUnavailableError(
-                f"{self.backend.describe()} reads decoded rows, not the stored records of operator "
-                f"{self.operator_id}: read them with the native backend",
-                operator_id=self.operator_id,
-                store_name=self.store_name,
-            )
-        return self.backend.store(self.operator_id, self.store_name)
+        """The store's files, on a backend that reads files (``capabilities.raw_records``; else
+        ``FilesUnavailableError``)."""
+        return files_of(self.backend, self.operator_id, self.store_name)
 
     def iter_replay(self, *, sizes: bool = False) -> Iterator[ReplayStep]:
         """Every version of every partition (``start_version .. end_version``, default all), replayed
@@ -737,18 +730,3 @@ class Replay:
             yield from part.advance(last, scan.cancelled)
             for err in scan.problems[known:]:
                 scan.unreadable.append(Unreadable(pid, err.context.get("version"), err))
-
-
-def walk_partition(
-    reader: Any,
-    partition_id: int,
-    problems: list[StatelensError],
-    cancelled: Callable[[], bool] | None = None,
-) -> Iterator[tuple[int, dict[bytes, bytes], RawChanges | None]]:
-    """Walk every readable version of one store partition, oldest first, in bounded memory.
-
-    Yields ``(version, state, changes)`` as :class:`ReplayStep` holds them (do not keep ``state``
-    across iterations).
-    """
-    for step in _PartitionReplay(reader, partition_id, problems, False).advance(None, cancelled):
-        yield step.version, step.state, step.changes

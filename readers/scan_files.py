@@ -12,6 +12,7 @@ from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from statelens.readers.backends.base import files_of
 from statelens.readers.errors import StatelensError
 from statelens.readers.restart import PartitionFiles
 from statelens.readers.scan import Unreadable
@@ -72,7 +73,7 @@ class StoreFiles:
         self.unreadable: list[Unreadable] = []
         self._reader: Any = None
         try:
-            self._reader = backend.store(operator_id, store_name)
+            self._reader = files_of(backend, operator_id, store_name)
         except StatelensError as err:
             self._problem(None, None, err)
 

@@ -305,9 +305,10 @@ def test_consumers_reach_state_only_through_a_backend() -> None:
                     calls.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
     assert calls == [], calls
     members = [n for n in vars(StateBackend) if not n.startswith("_")] + list(StateBackend.__annotations__)
-    assert {"read_arrow", "read_changes_arrow", "iter_stats", "capabilities", "store", "cancel"} <= set(
+    assert {"read_arrow", "read_changes_arrow", "iter_stats", "capabilities", "engine", "cancel"} <= set(
         members
     )
+    assert not {"store", "column_families", "live_records", "reads_files"} & set(members)
     for cls in (NativeBackend, SparkBackend):
         missing = [m for m in members if not hasattr(cls, m)]
         assert missing == [], (cls.__name__, missing)
@@ -318,16 +319,20 @@ def test_capabilities_say_what_each_backend_answers_and_the_rest_raises(checkpoi
     """What only files answer raises FilesUnavailableError on Spark (with the way out in the message); the
     native backend has no engine (queries run where Spark runs); capabilities say so first,
     and a transformWithState operator has a latest version on both (its stores' newest)."""
+    from statelens.readers.backends.base import files_of
     from statelens.readers.errors import FilesUnavailableError
+    from statelens.readers.scan import StateScan
 
     ckpt = open_checkpoint(str(checkpoint("agg_count") / "checkpoint"))
     native, sparkb = NativeBackend(ckpt), SparkBackend(ckpt, spark=spark)
     assert native.capabilities.partition_reads and not native.capabilities.engine_queries
     assert sparkb.capabilities.engine_queries and not sparkb.capabilities.partition_reads
-    assert native.store(0).partition_ids() == sparkb.partition_ids(0)
-    for call in (lambda: sparkb.store(0), lambda: sparkb.column_families(0)):
-        with pytest.raises(FilesUnavailableError, match="native backend"):
-            call()
+    assert files_of(native, 0).partition_ids() == sparkb.partition_ids(0)
+    assert native.capabilities.raw_records and not sparkb.capabilities.raw_records
+    with pytest.raises(FilesUnavailableError, match="native backend"):
+        files_of(sparkb, 0)
+    with pytest.raises(FilesUnavailableError, match="native backend"):
+        StateScan(sparkb, 0, kind="replay").replay().advance().__next__()
     assert native.engine is None and sparkb.engine is not None
     latest = native.latest_version(0)
     path, table = sparkb.arrow_entry(0, None, latest, 0, cache=None)  # type: ignore[arg-type]

@@ -53,7 +53,6 @@ ALLOWED = {
         {"store format compared"},
         "wording only: a store's label names a provider but HDFS",
     ),
-    "app/analysis/growth.py": ({"store format compared"}, "the old files it counts are HDFS-backed stores'"),
 }
 
 

@@ -3,7 +3,8 @@ records around :class:`readers.scan.StateScan`.
 
 An AST walk over ``app/`` and ``viewers/`` (the import contracts cannot see it: store readers arrive as
 return values, not imports). A fetch is a call of a method that hands out a store's files or raw records
-(``store``/``column_families`` on a backend, ``store_reader``/``column_family_reader`` on a checkpoint),
+(``files_of``, ``store_files``/``family_files`` of a backend that reads files, ``store`` on a backend,
+``store_reader``/``column_family_reader`` on a checkpoint),
 or of a private format reader's own walk (``walk_partition``, ``decode_pairs``, ``read_raw``, ...). A
 planted fetch fails the check (the last test), so the check cannot pass vacuously.
 """
@@ -16,7 +17,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Methods that hand out a store reader, whatever the receiver.
-FETCHES = {"store_reader", "column_family_reader", "column_families"}
+FETCHES = {
+    "store_reader",
+    "column_family_reader",
+    "column_families",
+    "files_of",
+    "store_files",
+    "family_files",
+}
 #: ``.store(...)`` is a fetch on a backend; on an operator's description it names a store (metadata).
 BACKEND_NAMES = ("backend", "native", "chooser")
 #: What only a store reader answers: reading stored records around the scan.
@@ -81,14 +89,25 @@ def test_no_store_reader_outside_readers() -> None:
     assert not stale, f"fewer fetches than allowed: lower ALLOWED to what is left: {stale}"
 
 
+def test_the_protocol_hands_out_no_store_reader() -> None:
+    """What a consumer holds is a backend; its files are reached only by readers' own scans."""
+    from statelens.readers.backends import NativeBackend, StateBackend
+    from statelens.readers.backends.spark import SparkBackend
+
+    for cls in (StateBackend, NativeBackend, SparkBackend):
+        assert not {"store", "column_families", "live_records", "reads_files"} & set(dir(cls)), cls
+
+
 def test_a_planted_fetch_fails_the_check() -> None:
     planted = [
         "def f(backends, op):\n    return backends.for_store(op).store(op, 'default')\n",
         "def f(ckpt):\n    return native_backend(ckpt).column_families(0)\n",
         "def f(ckpt):\n    return ckpt.store_reader(0).read_raw(0, 1)\n",
-        "from statelens.readers.scan import walk_partition\n"
         "def f(reader):\n    return list(walk_partition(reader, 0, []))\n",
         "def f(self):\n    return self.native.store(0, 'left')\n",
+        "from statelens.readers.backends.base import files_of\n"
+        "def f(backend):\n    return files_of(backend, 0).read_raw(0, 1)\n",
+        "def f(chooser):\n    return chooser.native.store_files(0).versions()\n",
     ]
     for source in planted:
         assert fetches(source), source

@@ -496,8 +496,8 @@ class StoreReaderBase:
 
     def version_arrays(self, partition_id: int) -> VersionArrays | None:
         """Rows and key + value bytes of a partition at every version and its live records at the last,
-        computed without a Python object per record; None where a reader has no such path (the walk of
-        :func:`readers.scan.walk_partition` then)."""
+        computed without a Python object per record; None where a reader has no such path (the scan's
+        ``replay`` kind then)."""
         return None
 
     def iter_version_arrays(

@@ -92,7 +92,7 @@ class BackendChooser:
 
     def _native_reads_families(self, operator_id: int) -> bool:
         try:
-            self.native.column_families(operator_id)
+            self.native.family_files(operator_id)
         except StatelensError:
             return False
         return True

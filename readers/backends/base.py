@@ -7,20 +7,21 @@ backend (:mod:`readers.backends.native`) decodes files itself, the Spark backend
 does (version ``v`` = the state after batch ``v-1``) and return :mod:`readers.model` types or Arrow
 tables.
 
-Every backend implements every method. What only files can answer (the raw bytes of keys and values,
-the state files of a version, their integrity: :meth:`StateBackend.store`,
-:meth:`StateBackend.column_families`) raises :class:`~readers.errors.FilesUnavailableError` on a
-backend that does not read files; queries that run where an engine runs (``stream_*_query``) raise
-:class:`~readers.errors.BackendUnavailableError` on a backend without one, and
-:attr:`StateBackend.capabilities` says so beforehand. An analysis handles the error or asks the
-capability, never the backend's name or class.
+Every backend implements every method of :class:`StateBackend`; what goes beyond it is declared, never a
+method that raises: a backend that reads the checkpoint's files (``capabilities.raw_records``) is also a
+:class:`FileBackend`, whose store files the scans of ``readers/`` reach through :func:`files_of` (nothing
+outside ``readers/`` does: ``tests/test_one_doorway.py``); a backend with an engine has
+:attr:`StateBackend.engine` (:mod:`readers.backends.spark_engine`). An analysis asks the capability,
+never the backend's name or class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+
+from statelens.readers.errors import FilesUnavailableError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -86,28 +87,6 @@ class StateBackend(Protocol):
         """True when this backend can read the store."""
         ...
 
-    def store(self, operator_id: int, store_name: str | None = None) -> StoreReader:
-        """The files of one store and their raw records (versions, files, raw key and value bytes).
-
-        Raises
-        ------
-        FilesUnavailableError
-            The backend reads decoded rows through an engine, not files (Spark).
-        BackendUnavailableError
-            A store read per state variable (transformWithState: :meth:`column_families`).
-        """
-        ...
-
-    def column_families(self, operator_id: int) -> RocksDBColumnFamilyReader:
-        """The files of a transformWithState operator's state variables and timers.
-
-        Raises
-        ------
-        FilesUnavailableError
-            The backend reads decoded rows through an engine, not files (Spark).
-        """
-        ...
-
     def partition_ids(self, operator_id: int, store_name: str | None = None) -> list[int]: ...
 
     def latest_version(
@@ -137,20 +116,6 @@ class StateBackend(Protocol):
         partition_id: int | None = None,
     ) -> Iterator[StateChange]:
         """:meth:`read_changes`, streamed."""
-        ...
-
-    def live_records(
-        self, operator_id: int, store_name: str | None, version: int, partition_id: int
-    ) -> tuple[Any, Any, Any, Any, Any]:
-        """The live records of one partition at ``version`` as stored, not decoded: one buffer and the
-        ``key_start, key_len, value_start, value_len`` int64 arrays into it (for weighing keys by their
-        bytes); read through :class:`readers.scan.StateScan`.
-
-        Raises
-        ------
-        FilesUnavailableError
-            The backend reads decoded rows through an engine, not files (Spark).
-        """
         ...
 
     def read_arrow(
@@ -262,3 +227,39 @@ class StateBackend(Protocol):
     def close(self) -> None:
         """Release what the backend holds (a Spark session it started)."""
         ...
+
+
+@runtime_checkable
+class FileBackend(StateBackend, Protocol):
+    """A backend that reads the checkpoint's files (``capabilities.raw_records``): the store readers behind
+    the scan's raw kinds (``replay``, ``iter_live``, ``decode``) and its siblings (``scan_files``,
+    ``scan_sizes``, ``scan_diff``, ``rewrite``). Reached inside ``readers/`` only, through
+    :func:`files_of`."""
+
+    def store_files(self, operator_id: int, store_name: str | None = None) -> StoreReader:
+        """The files of one store and their raw records."""
+        ...
+
+    def family_files(self, operator_id: int) -> RocksDBColumnFamilyReader:
+        """The files of a transformWithState operator's state variables and timers."""
+        ...
+
+
+def files_of(backend: StateBackend, operator_id: int, store_name: str | None = None) -> StoreReader:
+    """The files of one store, on a backend that reads them (``capabilities.raw_records``).
+
+    Raises
+    ------
+    FilesUnavailableError
+        The backend reads decoded rows through an engine (Spark).
+    BackendUnavailableError
+        A store the native readers cannot open (e.g. an unknown encoding).
+    """
+    if not backend.capabilities.raw_records:
+        raise FilesUnavailableError(
+            f"{backend.describe()} reads decoded rows, not the state files and raw bytes of operator "
+            f"{operator_id}: they are read by the native backend (--backend native)",
+            operator_id=operator_id,
+            store_name=store_name,
+        )
+    return cast(FileBackend, backend).store_files(operator_id, store_name)

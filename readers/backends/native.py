@@ -45,7 +45,7 @@ class NativeBackend:
         return "native decoder"
 
     # -- what only files answer ------------------------------------------------------------------------
-    def store(self, operator_id: int, store_name: str | None = None) -> StoreReader:
+    def store_files(self, operator_id: int, store_name: str | None = None) -> StoreReader:
         """The files of one store and their raw records: partitions, versions and the files behind them,
         raw key/value bytes (``read_raw``, ``iter_raw_changes``), decoding of chosen pairs. For the
         analyses that need bytes (growth's key + value bytes, the heaviest keys, zombie detection on raw
@@ -60,7 +60,7 @@ class NativeBackend:
         """
         return self.ckpt.store_reader(operator_id, store_name)
 
-    def column_families(self, operator_id: int) -> RocksDBColumnFamilyReader:
+    def family_files(self, operator_id: int) -> RocksDBColumnFamilyReader:
         """The state variables and timers of a transformWithState operator (RocksDB column families)."""
         return self.ckpt.column_family_reader(operator_id)
 
@@ -120,12 +120,6 @@ class NativeBackend:
         for pid in [partition_id] if partition_id is not None else reader.partition_ids():
             for v in reader.change_versions_between(pid, start_version, end_version):
                 yield from reader.read_changes(pid, v)
-
-    def live_records(
-        self, operator_id: int, store_name: str | None, version: int, partition_id: int
-    ) -> tuple[Any, Any, Any, Any, Any]:
-        """The live records of one partition at ``version`` as stored (``StoreReaderBase.live_arrays``)."""
-        return self.ckpt.store_reader(operator_id, store_name).live_arrays(partition_id, version)
 
     def read_arrow(
         self,

@@ -104,15 +104,6 @@ def check_spark_available() -> None:
         )
 
 
-def _no_files(operator_id: int, store_name: str | None) -> FilesUnavailableError:
-    return FilesUnavailableError(
-        "Spark answers with decoded rows: the state files and the raw bytes of keys and values are "
-        "read by the native backend (--backend native)",
-        operator_id=operator_id,
-        store_name=store_name,
-    )
-
-
 class SparkBackend:
     """Reads a checkpoint through Spark's state data sources.
 
@@ -618,31 +609,6 @@ class SparkBackend:
                 "the native backend can still show it"
             )
 
-    # -- what only files answer ------------------------------------------------------------------------
-    def store(self, operator_id: int, store_name: str | None = None) -> Any:
-        """Spark answers with decoded rows, not files.
-
-        Raises
-        ------
-        FilesUnavailableError
-            Always: the files and raw bytes of a store are read by the native backend.
-        """
-        raise _no_files(operator_id, store_name)
-
-    def column_families(self, operator_id: int) -> Any:
-        """Spark answers with decoded rows, not files.
-
-        Raises
-        ------
-        FilesUnavailableError
-            Always: the column family files are read by the native backend.
-        """
-        raise FilesUnavailableError(
-            "Spark answers with decoded rows: the column family files are read by the native backend "
-            "(--backend native)",
-            operator_id=operator_id,
-        )
-
     def arrow_entry(
         self,
         operator_id: int,
@@ -731,18 +697,6 @@ class SparkBackend:
                 yield StateChange(
                     int(b) + 1, int(p), _CHANGE_KINDS.get(t, "put"), k, v if t != "delete" else None, derived
                 )
-
-    def live_records(
-        self, operator_id: int, store_name: str | None, version: int, partition_id: int
-    ) -> tuple[Any, Any, Any, Any, Any]:
-        """Stored bytes are read from files, which Spark does not hand out.
-
-        Raises
-        ------
-        FilesUnavailableError
-            Always (:meth:`store`).
-        """
-        raise _no_files(operator_id, store_name)
 
     def read_arrow(
         self,
