@@ -71,7 +71,7 @@ def _state_modules() -> list[str]:
 
 def test_the_state_modules_import_no_qt() -> None:
     modules = _state_modules()
-    assert len(modules) == 10  # the catalog, one per tab and the key history's, state.py
+    assert len(modules) == 9  # the catalog, one per tab and the key history's
     code = (
         f"import sys, importlib; [importlib.import_module(m) for m in {modules!r}]; "
         "print(sorted(m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph', 'statelens.viewers'))))"

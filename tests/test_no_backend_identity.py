@@ -46,8 +46,8 @@ ALLOWED = {
     ),
     "app/explore.py": ({"result's backend compared"}, "wording only: says which engine read"),
     "app/gui/controllers/backends.py": (
-        {"backend name compared", "backend attribute probed"},
-        "self.name is the user's choice (a request, as args.backend); cancel and job_progress are probed",
+        {"backend name compared"},
+        "self.name is the user's choice (a request, as args.backend)",
     ),
     "viewers/browser.py": (
         {"store format compared"},

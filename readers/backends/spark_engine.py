@@ -127,6 +127,11 @@ class SparkEngine:
                 for view in names.values():
                     spark.catalog.dropTempView(view)
 
+    def job_progress(self) -> Any:
+        """How far the Spark jobs in flight are (a :class:`readers.model.Progress`, or None when none
+        runs or Spark Connect gives no tracker here)."""
+        return self._backend.job_progress()
+
     def row_counts(self, operator_id: int, store_name: str | None, version: int) -> dict[int, int]:
         """Rows per partition of one store at ``version``."""
         return self._backend.row_counts(operator_id, store_name, version)

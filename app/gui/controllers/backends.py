@@ -238,7 +238,7 @@ class BackendsController(QObject):
         if backend is None or self.runner.current("browser") is None:
             self._timer.stop()
             return
-        progress = backend.job_progress() if hasattr(backend, "job_progress") else None
+        progress = backend.engine.job_progress() if backend.engine is not None else None
         if progress is not None:
             self.spark_progressed.emit(progress)
 

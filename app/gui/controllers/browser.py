@@ -10,8 +10,8 @@ from PySide6.QtCore import Signal
 from statelens.app.columns import display_time_columns
 from statelens.app.export import iter_export_query_table, iter_export_state_table, iter_spark_parquet
 from statelens.app.gui import errors
+from statelens.app.gui.controllers.browser_state import BrowserState, backend_text
 from statelens.app.gui.controllers.context import Controller, WindowContext
-from statelens.app.gui.controllers.state import BrowserState, backend_text
 from statelens.app.session import LoadedCheckpoint
 from statelens.app.state_query import PAGED_ROWS
 from statelens.app.state_table import StateTable, iter_backend_table, iter_state_diff, iter_state_table
