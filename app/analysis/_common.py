@@ -94,7 +94,7 @@ def finite(x: float | None) -> float | None:
 def write_json(obj: Any, out: Any) -> None:
     """Write a JSON document (lists one item per line) keeping repeated struct names in keys."""
 
-    if isinstance(obj, list) and not _is_json_object(obj):
+    if isinstance(obj, list) and not isinstance(obj, JsonObject):
         if not obj:
             out.write("[]\n")
             return
@@ -125,10 +125,6 @@ class JsonArrayWriter:
     def close(self) -> None:
         """End the list (``[]`` when nothing was written)."""
         self.out.write("[]\n" if self.items == 0 else "\n]\n")
-
-
-def _is_json_object(obj: Any) -> bool:
-    return isinstance(obj, JsonObject)
 
 
 # -- batch clock ---------------------------------------------------------------------------------------
