@@ -518,8 +518,8 @@ class StateScan:
     def to_parquet(self, url: str) -> int:
         """Write the rows (or change feed) as Parquet at ``url`` without collecting them here, in the
         columns of :meth:`to_arrow`: a backend reading partitions writes one file, a partition at a time;
-        an engine (Spark) writes a folder of part files where it runs. A partition that cannot be read is recorded
-        (:attr:`problems`) and left out, as in every output. Returns the rows written.
+        an engine (Spark) writes a folder of part files where it runs. A partition that cannot be read is
+        recorded (:attr:`problems`) and left out, as in every output. Returns the rows written.
 
         Raises
         ------
