@@ -40,14 +40,6 @@ from statelens.readers.model import BatchInfo, Progress, StoreSchema
 from statelens.readers.scan import StateScan
 from statelens.readers.textfmt import format_duration_ms, format_epoch_ms
 
-#: Category labels for legends and tables.
-CATEGORY_LABELS = {
-    "zombie": "zombie (timed out, still there)",
-    "overdue": "overdue (next batch would time it out)",
-    "stale": "stale (no timeout, not written for a while)",
-    "eviction_lag": "eviction lag (behind the watermark)",
-}
-
 
 # -- expired keys --------------------------------------------------------------------------------------
 @dataclass
@@ -281,23 +273,6 @@ def arrange_expired(
             )
         )
     return ExpiredOverview(stores, result, result.problems)
-
-
-#: Columns of the findings table (in UTC; :func:`findings_table` names the zone it is given).
-FINDING_HEADERS = (
-    "category",
-    "store",
-    "partition",
-    "key",
-    "timeout / event time (UTC)",
-    "stored timeout",
-    "threshold",
-    "age (batches)",
-    "age (time)",
-    "expired in batch",
-    "version",
-    "note",
-)
 
 
 def findings_table(

@@ -399,8 +399,8 @@ def iter_spark_parquet(
     cancelled: Callable[[], bool] | None = None,
 ) -> Generator[Progress, None, int]:
     """Spark writes one store version (or one partition of it) as Parquet to ``url`` where it runs
-    (:meth:`readers.backends.spark.SparkBackend.write_parquet`); returns the rows written."""
+    (:meth:`readers.backends.spark_engine.SparkEngine.write_parquet`); returns the rows written."""
     yield Progress(0, 1, f"Spark is writing operator {operator_id} {store_name} version {version} to {url}")
-    return int(
-        backend.write_parquet(operator_id, store_name, url, version=version, partition_id=partition_id)
+    return backend.engine.write_parquet(
+        operator_id, store_name, url, version=version, partition_id=partition_id
     )

@@ -23,11 +23,13 @@ from statelens.readers._format.store_base import diff_raw
 from statelens.readers.backends.base import files_of
 from statelens.readers.errors import (
     BackendUnavailableError,
+    SchemaMismatchError,
     StatelensError,
     UsageError,
 )
 from statelens.readers.parallel import in_order
 from statelens.readers.scan_fields import field_reader
+from statelens.readers.values import rows_to_arrow, state_row_schema
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -515,9 +517,9 @@ class StateScan:
 
     def to_parquet(self, url: str) -> int:
         """Write the rows (or change feed) as Parquet at ``url`` without collecting them here, in the
-        columns of :meth:`to_arrow`: the native decoder writes one file, a partition at a time; Spark
-        writes a folder of part files where it runs. A partition that cannot be read is recorded
-        (:attr:`problems`) and left out, as in every output. Returns the rows written.
+        columns of :meth:`to_arrow`: a backend reading partitions writes one file, a partition at a time;
+        an engine (Spark) writes a folder of part files where it runs. A partition that cannot be read is
+        recorded (:attr:`problems`) and left out, as in every output. Returns the rows written.
 
         Raises
         ------
@@ -534,18 +536,43 @@ class StateScan:
             if self.start_version != self.end_version:
                 raise UsageError("a Parquet change feed is of one version (start = end) or of every version")
             version = self.start_version
-        return self.backend.write_parquet(
-            self.operator_id,
-            self.store_name,
-            url,
-            version=version,
-            changes=self.kind == "changes",
-            partition_id=self.partitions[0] if self.partitions is not None else None,
-            on_error=None if self.strict else self._write_error,
-        )
+        engine = self.backend.engine
+        if not self.backend.capabilities.partition_reads and engine is not None:
+            return engine.write_parquet(
+                self.operator_id,
+                self.store_name,
+                url,
+                version=version,
+                changes=self.kind == "changes",
+                partition_id=self.partitions[0] if self.partitions is not None else None,
+            )
+        import pyarrow.parquet as pq  # deferred: pyarrow (heavy)
 
-    def _write_error(self, err: StatelensError) -> None:
-        self._unreadable(err.context.get("partition_id"), err)
+        writer: Any = None
+        written = 0
+        try:
+            for table in self.iter_tables():
+                if writer is None:
+                    writer = pq.ParquetWriter(url, table.schema)
+                writer.write_table(table.cast(writer.schema) if table.schema != writer.schema else table)
+                written += table.num_rows
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None:  # no rows at all: an empty file with the columns
+            pq.write_table(self._empty if self._empty is not None else self._no_rows(), url)
+        return written
+
+    def _no_rows(self) -> pa.Table:
+        """The empty table of this store's rows (or changes), typed from its schema file."""
+        schema = self.schema
+        if schema is None:
+            raise SchemaMismatchError(
+                "this store has no readable schema file, so its rows cannot be typed",
+                path=f"state/{self.operator_id}/0/_metadata/schema",
+            )
+        row_schema = state_row_schema(schema.key_schema, schema.value_schema, changes=self.kind == "changes")
+        return rows_to_arrow([], row_schema, unique_names=True)
 
     def to_duckdb(self, connection: Any, name: str = "state") -> Any:
         """Register the rows as DuckDB view ``name`` on ``connection`` and return the relation."""

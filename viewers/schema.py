@@ -269,9 +269,6 @@ class SchemaConfView(QWidget):
             + (f": {len(diff)} key{'s' if len(diff) != 1 else ''} changed" if diff else "")
         )
 
-    def shown_conf_batch(self) -> str:
-        return self.conf_box.title()
-
     # -- selection -----------------------------------------------------------------------------------
     def show_batch(self, batch_id: int | None) -> None:
         if batch_id is None or batch_id not in self._batch_ids:

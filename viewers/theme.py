@@ -36,11 +36,6 @@ def palette() -> QPalette:
     return app.palette() if isinstance(app, QApplication) else QPalette()
 
 
-def is_dark() -> bool:
-    """True when the palette's window colour is dark."""
-    return palette().color(QPalette.ColorRole.Window).lightness() < 128
-
-
 def background() -> QColor:
     return palette().color(QPalette.ColorRole.Base)
 

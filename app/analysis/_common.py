@@ -10,14 +10,13 @@ timestamps and watermarks come from ``offsets/<b>`` (§2.2), the next batch's wa
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from statelens.app.output import dumps_jsonl
 from statelens.readers.model import Progress
-from statelens.readers.values import JsonObject, json_converter, row_to_json
+from statelens.readers.values import JsonObject, json_converter
 
 T = TypeVar("T")
 
@@ -58,27 +57,8 @@ def as_step(step: int, steps: int, gen: Generator[Progress, None, T]) -> Generat
 
 
 # -- keys ----------------------------------------------------------------------------------------------
-def encode_row(row: tuple[Any, ...] | None, schema: Any) -> Any:
-    """A decoded row in the JSON form ``statelens rows`` prints (``readers.values.row_to_json``).
-
-    Parameters
-    ----------
-    row : tuple or None
-        Positional values as decoded.
-    schema : pyspark.sql.types.StructType
-        The row's schema.
-
-    Returns
-    -------
-    readers.values.JsonObject or None
-        An ordered list of ``(name, value)`` pairs (struct names may repeat).
-    """
-
-    return row_to_json(row, schema)
-
-
 def row_converter(schema: Any) -> Callable[[tuple[Any, ...] | None], Any]:
-    """:func:`encode_row` compiled once for ``schema`` (use it in loops)."""
+    """:func:`readers.values.row_to_json` compiled once for ``schema`` (use it in loops)."""
 
     return json_converter(schema)
 
@@ -114,7 +94,7 @@ def finite(x: float | None) -> float | None:
 def write_json(obj: Any, out: Any) -> None:
     """Write a JSON document (lists one item per line) keeping repeated struct names in keys."""
 
-    if isinstance(obj, list) and not _is_json_object(obj):
+    if isinstance(obj, list) and not isinstance(obj, JsonObject):
         if not obj:
             out.write("[]\n")
             return
@@ -145,10 +125,6 @@ class JsonArrayWriter:
     def close(self) -> None:
         """End the list (``[]`` when nothing was written)."""
         self.out.write("[]\n" if self.items == 0 else "\n]\n")
-
-
-def _is_json_object(obj: Any) -> bool:
-    return isinstance(obj, JsonObject)
 
 
 # -- batch clock ---------------------------------------------------------------------------------------
@@ -216,11 +192,6 @@ class BatchClock:
 
     def batches_with_timestamp(self) -> list[int]:
         return [b for b, _ in self._ts_sorted]
-
-    def nearest_batch_before(self, batch_id: int) -> int | None:
-        ids = [b for b, _ in self._ts_sorted]
-        i = bisect.bisect_right(ids, batch_id)
-        return ids[i - 1] if i else None
 
 
 def to_ms(value: int | None, unit: str) -> int | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statelens.app.analysis import svg
-from statelens.app.analysis._common import as_step, key_text, run_to_end
+from statelens.app.analysis._common import as_step, key_text
 from statelens.app.analysis.doctor import DoctorResult, iter_doctor
 from statelens.app.analysis.expired import CATEGORIES, DEFAULT_STALE_AFTER, ExpiredResult, iter_expired
 from statelens.app.analysis.finding_text import batch_text
@@ -845,8 +845,3 @@ def iter_report(
     for p in [*timeline.problems, *growth.problems, *expired.problems, *heavy_problems]:
         problems.setdefault(str(p), p)
     return ReportResult(text, list(problems.values()), doctor.exit_code)
-
-
-def read_report(ckpt: Any, **kw: Any) -> str:
-    """The report's HTML (:func:`iter_report` run to its end)."""
-    return run_to_end(iter_report(ckpt, **kw)).html

@@ -161,10 +161,6 @@ def _stored_timeout(ms: int | None) -> str:
     return format_epoch_ms(ms) if ms >= 0 else f"{ms} (none)"
 
 
-def _backend_chooser(args: argparse.Namespace, ckpt: Any) -> Any:
-    return _common._backends(args, ckpt)
-
-
 def _close_backends(args: argparse.Namespace, chooser: Any) -> None:
     _say_backend(args, chooser)
     chooser.close()
@@ -175,7 +171,7 @@ def _run_analysis(args: argparse.Namespace, analysis: Callable[[Any, Any], Any])
     progress bar, and close the backends it used, saying which answered: ``(ckpt, result)``."""
 
     ckpt = _open(args)
-    chooser = _backend_chooser(args, ckpt)
+    chooser = _common._backends(args, ckpt)
     try:
         return ckpt, _drive(analysis(ckpt, chooser))
     finally:
@@ -249,7 +245,7 @@ def cmd_expired(args: argparse.Namespace, out: IO[str]) -> int:
     else:
         table = _StreamingTable(out, EXPIRED_HEADERS, clear)
         sink = lambda f: table.add(_expired_row(f))  # noqa: E731
-    chooser = _backend_chooser(args, ckpt)
+    chooser = _common._backends(args, ckpt)
     try:
         result = run_to_end(
             iter_expired(

@@ -172,22 +172,6 @@ class StateBackend(Protocol):
         ``version, partition, change, key, value``."""
         ...
 
-    def write_parquet(
-        self,
-        operator_id: int,
-        store_name: str | None,
-        url: str,
-        *,
-        version: int | None = None,
-        changes: bool = False,
-        partition_id: int | None = None,
-        on_error: Callable[[StatelensError], None] | None = None,
-    ) -> int:
-        """Write one store's rows at ``version`` (or its change feed) as Parquet, in ``rows --format
-        parquet``'s columns, without collecting the rows to this process; returns the rows written. The
-        native backend writes one file; Spark writes a folder of part files where it runs."""
-        ...
-
     def iter_stats(
         self,
         operator_id: int,

@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from statelens.readers.backends.base import Capabilities
-from statelens.readers.errors import BackendUnavailableError, SchemaMismatchError, StatelensError
+from statelens.readers.errors import BackendUnavailableError, StatelensError
 from statelens.readers.model import PartitionVersionStats, StateChange, StateRow
-from statelens.readers.values import rows_to_arrow, state_row_schema
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -175,67 +174,6 @@ class NativeBackend:
             reader.read_changes_arrow(partition_id, v, unique_names=unique_names)
             for v in reader.change_versions_between(partition_id, start_version, end_version)
         ]
-
-    def write_parquet(
-        self,
-        operator_id: int,
-        store_name: str | None,
-        url: str,
-        *,
-        version: int | None = None,
-        changes: bool = False,
-        partition_id: int | None = None,
-        on_error: Callable[[StatelensError], None] | None = None,
-    ) -> int:
-        """One store's rows (or change feed) as one Parquet file, written partition by partition from each
-        partition's Arrow table (memory: one partition's columns, never a Python object per row).
-
-        ``version``: the state version (default: each partition's newest); with ``changes``, that
-        version's changes only (default: every version). A partition whose files cannot be read goes to
-        ``on_error`` and is left out (raised when it was asked for alone, or without ``on_error``).
-        Returns the rows written.
-        """
-        import pyarrow.parquet as pq  # deferred: pyarrow (heavy)
-
-        op = self.ckpt.operator(operator_id)
-        store = op.stores[0] if store_name is None else op.store(store_name)
-        pids = [partition_id] if partition_id is not None else self.partition_ids(operator_id, store_name)
-        writer: Any = None
-        written = 0
-        try:
-            for pid in pids:
-                try:
-                    latest = self.latest_version(operator_id, store_name, pid)
-                    if changes:
-                        start, end = (version, version) if version is not None else (1, latest)
-                        tables = self.read_changes_arrow(
-                            operator_id, store_name, start, end, pid, unique_names=True
-                        )
-                    else:
-                        v = version if version is not None else latest
-                        tables = [self.read_arrow(operator_id, store_name, v, pid, unique_names=True)]
-                except StatelensError as err:
-                    if partition_id is not None or on_error is None:
-                        raise
-                    on_error(err)  # one bad file: report it, keep the other partitions
-                    continue
-                for table in tables:
-                    if writer is None:
-                        writer = pq.ParquetWriter(url, table.schema)
-                    writer.write_table(table.cast(writer.schema) if table.schema != writer.schema else table)
-                    written += table.num_rows
-        finally:
-            if writer is not None:
-                writer.close()
-        if writer is None:  # no rows at all: an empty file with the columns
-            if store.key_schema is None or store.value_schema is None:
-                raise SchemaMismatchError(
-                    "this store has no readable schema file, so its rows cannot be typed",
-                    path=f"state/{operator_id}/0/_metadata/schema",
-                )
-            schema = state_row_schema(store.key_schema, store.value_schema, changes=changes)
-            pq.write_table(rows_to_arrow([], schema, unique_names=True), url)
-        return written
 
     def read_state_variable(
         self, operator_id: int, name: str, version: int, partition_id: int | None = None

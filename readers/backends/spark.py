@@ -774,7 +774,6 @@ class SparkBackend:
         version: int | None = None,
         changes: bool = False,
         partition_id: int | None = None,
-        on_error: Callable[[StatelensError], None] | None = None,
     ) -> int:
         """Write one store's rows (or its change feed) as Parquet with Spark, where Spark runs: nothing is
         collected to this process, whatever the store's size.
@@ -794,8 +793,6 @@ class SparkBackend:
             The change feed instead of the rows at one version.
         partition_id : int, optional
             One partition only.
-        on_error : callable, optional
-            Unused: Spark reads every partition in one job, and a failure fails it (raised).
 
         Returns
         -------

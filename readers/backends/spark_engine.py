@@ -157,3 +157,19 @@ class SparkEngine:
             end_version=end_version,
             partitions=partitions,
         )
+
+    def write_parquet(
+        self,
+        operator_id: int,
+        store_name: str | None,
+        url: str,
+        *,
+        version: int | None = None,
+        changes: bool = False,
+        partition_id: int | None = None,
+    ) -> int:
+        """One store's rows (or change feed) as a folder of Parquet part files written where Spark runs
+        (:meth:`readers.backends.spark.SparkBackend.write_parquet`); returns the rows written."""
+        return self._backend.write_parquet(
+            operator_id, store_name, url, version=version, changes=changes, partition_id=partition_id
+        )
