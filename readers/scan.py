@@ -250,10 +250,11 @@ class StateScan:
         """
         if self.kind != "rows":
             raise UsageError(f"stored records are read with rows, not {self.kind}")
+        files = self._files()  # on a backend that reads no files: raised at once
 
         def read(pid: int) -> tuple[int, int, tuple[Any, Any, Any, Any, Any]]:
             version = self._versions(pid)[1]
-            return pid, version, self._files().live_arrays(pid, version)
+            return pid, version, files.live_arrays(pid, version)
 
         yield from self._per_partition(read)
 

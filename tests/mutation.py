@@ -126,6 +126,7 @@ NOT_DECODERS: dict[str, str] = {
     "backends/base.py": "the backend protocol and shared plumbing: no format",
     "backends/native.py": "wires the decoders into the backend protocol: no format of its own",
     "backends/spark.py": "asks Spark's own state sources through a JVM: Spark decodes",
+    "backends/spark_engine.py": "Spark's frames of a store and an analysis's SQL over them: Spark decodes",
     "cache.py": "statelens' own Parquet cache of decoded state: a format statelens writes",
     "checkpoint.py": "lists a checkpoint's folders and hands their files to the decoders",
     "errors.py": "the error classes",
@@ -144,6 +145,13 @@ NOT_DECODERS: dict[str, str] = {
     ),
     "rewrite.py": "writes a state version (statelens prune): an encoder, checked by decoding what it writes",
     "scan.py": "what to read and in which output form: no format",
+    "scan_diff.py": "compares two versions' stored records as bytes; the store readers decode them",
+    "scan_files.py": "lists a store's files and hands each to the decoders for its check: no format",
+    "scan_fields.py": (
+        "reads one fixed-width integer field of a stored UnsafeRow through the layout unsaferow.py compiles "
+        "(docs/format.md §6.1); held to the decoded rows by tests/test_analysis_expired.py"
+    ),
+    "scan_sizes.py": "counts the records the store readers replay: no format",
     "textfmt.py": "formats numbers and times for people",
     "values.py": "JSON, CSV and Parquet forms of decoded values: after decoding",
 }
