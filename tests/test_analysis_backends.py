@@ -145,7 +145,7 @@ def test_expired_through_spark_without_change_feed_reads_versions_whole(
     path = folder / "checkpoint"
     ckpt = open_checkpoint(str(path))
     _, native = _run(path, BackendChooser(ckpt, "native"), stale_after=0)
-    monkeypatch.setattr(SparkBackend, "read_changes", no_feed)
+    monkeypatch.setattr(SparkBackend, "iter_changes", no_feed)
     # The streamed walk and the checks inside Spark read the history through the engine's queries.
     monkeypatch.setattr(SparkEngine, "query", no_feed)
     result, through = _run(path, BackendChooser(ckpt, "spark", spark=spark), stale_after=0)
@@ -187,8 +187,8 @@ def test_expired_through_spark_streams_partition_by_partition(
         streams.append(what)
         return real(self, what, *args, **kw)
 
-    monkeypatch.setattr(SparkBackend, "read_rows", whole)
-    monkeypatch.setattr(SparkBackend, "read_changes", whole)
+    for name in ("read_rows", "read_changes", "iter_rows", "iter_changes"):
+        monkeypatch.setattr(SparkBackend, name, whole)
     monkeypatch.setattr(SparkEngine, "query", counted)
     through, got_spark = _run(path, BackendChooser(ckpt, "spark", spark=spark), all_versions=True)
     assert not through.problems and any(w.startswith("state and changes") for w in streams)

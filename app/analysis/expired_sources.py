@@ -146,8 +146,8 @@ class RowSource:
 
     Keys are identified by their decoded key tuple, values are decoded rows. Such a backend answers for
     every partition of a version in one job, so the walk goes version by version (then partition): the
-    first version, and any version after a failed read, is read whole (``read_rows``); the others
-    through Spark's change feed for that one batch (``read_changes``), or whole again when the feed
+    first version, and any version after a failed read, is read whole (a rows scan); the others
+    through Spark's change feed for that one batch (a changes scan), or whole again when the feed
     is unavailable (RocksDB without changelog checkpointing). Only committed versions are read.
     """
 
@@ -209,7 +209,10 @@ class RowSource:
                 return
             if use_feed and previous == v - 1:
                 try:
-                    records = self.backend.read_changes(op, store, v, v)
+                    feed = StateScan(
+                        self.backend, op, store, "changes", start_version=v, end_version=v, strict=True
+                    )
+                    records = list(feed.iter_records())
                 except StatelensError as err:
                     use_feed = False
                     self.feed_note = f"Spark's change feed is unavailable ({err}): every version read whole"
@@ -222,7 +225,8 @@ class RowSource:
                         yield pid, v, {}, changes.pop(pid, [])
                     continue
             # The version whole, streamed in partition order: one partition in memory at a time.
-            rows = ((r.partition_id, r.key, r.value) for r in self.backend.iter_rows(op, store, v))
+            whole = StateScan(self.backend, op, store, version=v, strict=True)
+            rows = ((r.partition_id, r.key, r.value) for r in whole.iter_records())
             try:
                 for pid, part in _group_by_partition(rows, self.pids):
                     yield pid, v, {_identity(k): val for _, k, val in part}, None
