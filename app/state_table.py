@@ -258,7 +258,7 @@ def iter_backend_table(
     Raises
     ------
     StatelensError
-        As the backend's ``read_rows`` (``UsageError`` for versions Spark cannot read,
+        As the backend's read (``UsageError`` for versions Spark cannot read,
         ``BackendUnavailableError`` without PySpark or Java).
     """
     if store.schema is None:
@@ -267,7 +267,15 @@ def iter_backend_table(
         )
     what = f"reading operator {store.operator_id} {store.store_name} version {version} through {backend.name}"
     yield Progress(0, 0, what)  # one job with no steps to count: a busy indicator
-    rows = backend.read_rows(store.operator_id, store.store_name, version, partition_id)
+    scan = StateScan(
+        backend,
+        store.operator_id,
+        store.store_name,
+        version=version,
+        partitions=[partition_id] if partition_id is not None else None,
+        strict=True,
+    )
+    rows = scan.collect()
     if cancelled is not None and cancelled():
         rows = []
     rows.sort(key=lambda r: r.partition_id)

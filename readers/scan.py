@@ -363,6 +363,17 @@ class StateScan:
         for records in self._per_partition(lambda pid: list(self._records(pid))):
             yield from records
 
+    def collect(self) -> list[Any]:
+        """:meth:`iter_records` as a list. An engine (``capabilities.partition_reads`` False) reads a
+        version's rows in one collected job, the one job a cancel stops (the desktop browser's read)."""
+        if self.kind == "rows" and not self.backend.capabilities.partition_reads:
+            pids = self.partitions
+            if pids is None or len(pids) == 1:
+                version = self.version if self.version is not None else self._versions(None)[1]
+                pid = pids[0] if pids is not None else None
+                return list(self.backend.read_rows(self.operator_id, self.store_name, version, pid))
+        return list(self.iter_records())
+
     def iter_entries(self) -> Iterator[tuple[Any, ...]]:
         """The entries of a transformWithState state variable (``store_name``): rows ``(partition, key,
         value, user_key)`` at ``version`` (default the operator's latest), or changes ``(version,
