@@ -1,0 +1,302 @@
+"""Follow mode: a copy of a real checkpoint grows batch by batch (as Spark writes one: the batch's offsets,
+then its state files, then its commit) while the app follows it.
+
+Expected batch ids and state versions are the names of the files Spark wrote (``offsets/<id>``,
+``commits/<id>``, ``<version>.delta``); the views must show what a poll found without losing what the
+user picked. Polls are started by the test (``FollowController.poll_now``) and waited for through the
+``polled`` signal, never by time.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+pytest.importorskip("pyqtgraph")
+pytest.importorskip("superqt")
+
+import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 6.12.0 refcount guard before any signal is emitted
+from statelens.app.follow import FollowLog, FollowPoll, ReopeningPoller, follow_status  # noqa: E402
+from tests._gui import open_window  # noqa: E402
+
+pytestmark = pytest.mark.qt_log_ignore("propagateSizeHints")
+
+LOAD_TIMEOUT_MS = 60_000
+SCENARIO = "agg_many_partitions"
+#: Batches the copy holds when the app opens it.
+FIRST = 4
+
+_STATE_FILE = re.compile(r"^\.?(\d+)\.(delta|snapshot|zip|changelog)(\.crc)?$")
+_LOG_FILE = re.compile(r"^\.?(\d+)(\.crc)?$")
+
+
+# -- a checkpoint that grows ---------------------------------------------------------------------------
+def _batch_of(rel: Path) -> int | None:
+    """The batch that wrote a file of the checkpoint (None: written before the first batch, or shared)."""
+    top = rel.parts[0]
+    if top in ("offsets", "commits", "sources"):
+        m = _LOG_FILE.match(rel.name)
+        return int(m.group(1)) if m else None
+    if top == "state":
+        m = _STATE_FILE.match(rel.name)
+        return int(m.group(1)) - 1 if m else None  # version v is written by batch v - 1
+    return None
+
+
+class GrowingCheckpoint:
+    """A copy of a real checkpoint, written batch by batch in Spark's order: offsets, state, commit."""
+
+    def __init__(self, source: Path, dest: Path) -> None:
+        self.source, self.dest = source, dest
+        self.files: dict[int | None, list[Path]] = {}
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                rel = path.relative_to(source)
+                self.files.setdefault(_batch_of(rel), []).append(rel)
+        self.batches = sorted(b for b in self.files if b is not None)
+        self.written = -1
+        for rel in self.files.get(None, []):
+            self._copy(rel)
+
+    def _copy(self, rel: Path) -> None:
+        (self.dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(self.source / rel, self.dest / rel)
+
+    def write_batch(self) -> int:
+        """Write the next batch: its offsets, then its state files, then its commit."""
+        batch = self.written + 1
+        rels = self.files.get(batch, [])
+        commits = [r for r in rels if r.parts[0] == "commits"]
+        for rel in [r for r in rels if r.parts[0] != "commits"] + commits:
+            self._copy(rel)
+        self.written = batch
+        return batch
+
+    def write_until(self, batch: int) -> None:
+        while self.written < batch:
+            self.write_batch()
+
+    def committed(self) -> list[int]:
+        """Batch ids of the commit files written (Spark's names)."""
+        return sorted(int(p.name) for p in (self.dest / "commits").iterdir() if p.name.isdigit())
+
+
+@pytest.fixture
+def growing(checkpoint, tmp_path: Path) -> GrowingCheckpoint:  # type: ignore[no-untyped-def]
+    grown = GrowingCheckpoint(checkpoint(SCENARIO) / "checkpoint", tmp_path / "live")
+    assert len(grown.batches) > FIRST + 2
+    grown.write_until(FIRST)
+    return grown
+
+
+@pytest.fixture
+def raise_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATELENS_RAISE", "1")
+
+
+@pytest.fixture
+def window(qtbot, tmp_path: Path):  # type: ignore[no-untyped-def]
+    yield from open_window(qtbot, tmp_path)
+
+
+def _open(qtbot, win, path: Path):  # type: ignore[no-untyped-def]
+    with qtbot.waitSignal(win.checkpoint_loaded, timeout=LOAD_TIMEOUT_MS):
+        win.open_checkpoint(str(path))
+    qtbot.waitUntil(win.settled, timeout=LOAD_TIMEOUT_MS)
+
+
+def _poll(qtbot, win) -> FollowPoll:  # type: ignore[no-untyped-def]
+    """Start a poll and wait until it and the refresh it started are done."""
+    qtbot.waitUntil(win.settled, timeout=LOAD_TIMEOUT_MS)
+    with qtbot.waitSignal(win.follow.polled, timeout=LOAD_TIMEOUT_MS) as got:
+        assert win.follow.poll_now()
+    qtbot.waitUntil(win.settled, timeout=LOAD_TIMEOUT_MS)
+    poll = got.args[0]
+    assert isinstance(poll, FollowPoll)
+    return poll
+
+
+def _versions(win) -> list[float]:  # type: ignore[no-untyped-def]
+    """The versions the growth view's total curve is drawn at."""
+    xs = win.growth.total_curve.getData()[0]
+    return [] if xs is None else [float(x) for x in xs]
+
+
+# -- Qt-free: the poller and the status line ------------------------------------------------------------
+@pytest.mark.spark
+def test_poller_reports_each_committed_batch_once(growing: GrowingCheckpoint) -> None:
+    poller = ReopeningPoller(str(growing.dest), last_committed=FIRST)
+    assert poller.poll().new_batches == ()
+    growing.write_batch()
+    growing.write_batch()
+    first = poller.poll()
+    assert first.new_batches == tuple(growing.committed()[FIRST + 1 :]) == (FIRST + 1, FIRST + 2)
+    assert first.checkpoint is not None and first.checkpoint.last_committed_batch_id == FIRST + 2
+    assert poller.poll().new_batches == ()
+
+    # A batch planned (offsets written) but not committed yet is not new; its commit makes it new.
+    batch = FIRST + 3
+    for rel in growing.files[batch]:
+        if rel.parts[0] != "commits":
+            growing._copy(rel)
+    assert poller.poll().new_batches == ()
+    for rel in growing.files[batch]:
+        growing._copy(rel)
+    assert poller.poll().new_batches == (batch,)
+
+
+@pytest.mark.spark
+def test_poller_says_why_it_cannot_read(growing: GrowingCheckpoint) -> None:
+    poller = ReopeningPoller(str(growing.dest), last_committed=FIRST)
+    shutil.rmtree(growing.dest)
+    poll = poller.poll()
+    assert poll.problem and not poll.changed and poll.checkpoint is None
+    assert poll.last_committed == FIRST
+
+
+def test_follow_status_lines() -> None:
+    log = FollowLog(interval_s=5)
+    clock = {0: "12:00:00", 3_000: "12:00:03", 70_000: "12:01:10"}.__getitem__
+    log.start(0)
+    assert follow_status(log, 0, clock) == "Following (every 5 s) · waiting for the first poll"
+    log.record(FollowPoll(new_batches=(41, 42), last_committed=42, batch_time_ms=0), 3_000)
+    assert follow_status(log, 3_000, clock) == (
+        "Following (every 5 s) · polled 12:00:03: batch 42 started 3 s ago; 2 new batches"
+    )
+    log.record(FollowPoll(last_committed=42, batch_time_ms=0), 70_000)
+    assert follow_status(log, 70_000, clock).endswith(
+        "batch 42 started 70 s ago; no new batch for 67 s — query stopped?"
+    )
+    log.record(FollowPoll(last_committed=42, problem="file not found: commits/43"), 70_000)
+    assert "could not read the checkpoint (file not found: commits/43); trying again" in follow_status(
+        log, 70_000, clock
+    )
+    log.record(FollowPoll(last_committed=40, restarted=True), 70_000)
+    assert "the commit log went back to batch 40" in follow_status(log, 70_000, clock)
+
+
+# -- the app follows -------------------------------------------------------------------------------------
+@pytest.mark.spark
+def test_follow_refreshes_views_and_keeps_what_the_user_picked(
+    qtbot, window, growing: GrowingCheckpoint, monkeypatch, raise_errors
+) -> None:  # type: ignore[no-untyped-def]
+    win = window
+    # The browser's rows are paged by DuckDB, 4 a page, as a big store's are.
+    monkeypatch.setattr("statelens.viewers.tables.PAGE_ROWS", 4)
+    monkeypatch.setattr("statelens.app.gui.controllers.browser.PAGE_ROWS", 4)
+    win.browser_controller.paged_rows = 0
+    browser = win.browser
+    browser.table.setMaximumHeight(140)  # fewer rows than the version holds fit: the browser scrolls
+    win.select_view("browser")
+    _open(qtbot, win, growing.dest)
+    model = browser.query_model
+    n = model.rowCount()
+    qtbot.waitUntil(lambda: browser.model is model and n > 0 and model.is_loaded(0), timeout=LOAD_TIMEOUT_MS)
+    bar = browser.table.verticalScrollBar()
+    assert bar.maximum() > 0  # the rows do not all fit: a page further down is read when scrolled to
+    bar.setValue(bar.maximum())
+    qtbot.waitUntil(lambda: model.is_loaded(n - 1), timeout=LOAD_TIMEOUT_MS)
+    browser.table.selectRow(n - 1)
+    qtbot.waitUntil(lambda: win.selection.key is not None, timeout=5000)
+    scrolled, picked, table = bar.value(), browser.selected_key(), win.browser_controller.state_table()
+    before = win.selection.snapshot()
+
+    # The overview's batch table scrolled to its end (it is filled again at every refresh).
+    win.select_view("overview")
+    batches_table = win.overview.batch_table
+    batches_table.setMaximumHeight(90)
+    qtbot.waitUntil(lambda: batches_table.verticalScrollBar().maximum() > 0, timeout=5000)
+    batches_bar = batches_table.verticalScrollBar()
+    batches_bar.setValue(batches_bar.maximum())
+    assert batches_bar.value() > 0
+
+    # The timeline zoomed in on its first batches; the growth plot shows all its versions.
+    win.select_view("timeline")
+    timeline = win.timeline
+    t0, t1 = timeline.x_range()
+    zoom = (t0, t0 + (t1 - t0) / 3)
+    timeline.batch_plot.setXRange(*zoom, padding=0)
+    zoom = timeline.x_range()
+    win.select_view("growth")
+    qtbot.waitUntil(lambda: _versions(win) != [], timeout=LOAD_TIMEOUT_MS)
+    versions_before = _versions(win)
+    assert versions_before[-1] == FIRST + 1
+
+    win.follow.set_interval(3600)  # the test polls itself
+    qtbot.waitUntil(win.settled, timeout=LOAD_TIMEOUT_MS)  # the first poll waits for the views
+    with qtbot.waitSignal(win.follow.polled, timeout=LOAD_TIMEOUT_MS) as first:
+        win.follow.set_following(True)
+    assert first.args[0].new_batches == () and not first.args[0].changed
+    assert "no new batch" in win.follow.label.text()
+
+    batch = growing.write_batch()
+    poll = _poll(qtbot, win)
+    assert poll.new_batches == (batch,) == tuple(growing.committed()[FIRST + 1 :])
+    label = win.follow.label.text()
+    assert (
+        f"batch {batch} started" in label and "1 new batch" in label and label.startswith("Following (every")
+    )
+
+    # Every view shows the new batch.
+    assert list(timeline.committed_points.getData()[1]) == [float(b) for b in growing.committed()]
+    assert win.overview.batch_table.model().rowCount() == len(growing.committed())
+    qtbot.waitUntil(lambda: _versions(win)[-1:] == [batch + 1], timeout=LOAD_TIMEOUT_MS)
+    assert _versions(win) == [*versions_before, batch + 1]
+    assert win.overview_controller.summary is not None
+    store = win.loaded.checkpoint.operator(before["operator_id"]).store(before["store_name"])
+    assert store.versions[-1] == batch + 1
+    assert browser.version_combo.itemData(0) == batch + 1  # the picker lists the new version
+
+    # ...and what the user picked stays: selection, key, the browser's rows, page and scroll, the zoom.
+    assert win.selection.snapshot() == before
+    assert browser.selected_key() == picked
+    assert win.browser_controller.state_table() is table
+    assert bar.value() == scrolled
+    assert batches_bar.value() == batches_bar.maximum() > 0  # still at its end: the new batch in sight
+    assert timeline.x_range() == pytest.approx(zoom, rel=0, abs=1e-3)  # seconds since the epoch
+    growth_range = win.growth.total_plot.viewRange()[0]
+    assert growth_range[1] > batch + 1  # the full-range plot extended to the new version
+
+    # Follow off: no poll starts, the timer is stopped, a batch written now is not shown.
+    win.follow.set_following(False)
+    assert not win.follow.timer.isActive() and not win.follow.poll_now()
+    growing.write_batch()
+    assert win.runner.current("follow") is None
+    assert win.loaded.checkpoint.last_committed_batch_id == batch
+    assert win.follow.label.text() == "Not following"
+
+
+@pytest.mark.spark
+def test_follow_survives_files_vanishing(qtbot, window, growing: GrowingCheckpoint, raise_errors) -> None:  # type: ignore[no-untyped-def]
+    win = window
+    _open(qtbot, win, growing.dest)
+    win.follow.set_interval(3600)
+    qtbot.waitUntil(win.settled, timeout=LOAD_TIMEOUT_MS)
+    with qtbot.waitSignal(win.follow.polled, timeout=LOAD_TIMEOUT_MS):
+        win.follow.set_following(True)
+
+    # A new batch whose delta of partition 0 is gone by the time it is read (cleaned up, or not
+    # uploaded yet): the views refresh and name the file; nothing raises.
+    batch = growing.write_batch()
+    gone = growing.dest / "state" / "0" / "0" / f"{batch + 1}.delta"
+    assert gone.is_file()
+    gone.unlink()
+    poll = _poll(qtbot, win)
+    assert poll.new_batches == (batch,)
+    assert win.loaded.checkpoint.last_committed_batch_id == batch
+
+    # The whole folder gone between two polls: a status line, and the views keep what they showed.
+    shutil.rmtree(growing.dest)
+    poll = _poll(qtbot, win)
+    assert poll.problem and not poll.changed
+    assert "could not read the checkpoint" in win.follow.label.text()
+    assert win.loaded.checkpoint.last_committed_batch_id == batch
+    assert win.follow.following and win.follow.timer.isActive()
