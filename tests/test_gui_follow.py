@@ -300,3 +300,21 @@ def test_follow_survives_files_vanishing(qtbot, window, growing: GrowingCheckpoi
     assert "could not read the checkpoint" in win.follow.label.text()
     assert win.loaded.checkpoint.last_committed_batch_id == batch
     assert win.follow.following and win.follow.timer.isActive()
+
+
+# -- the command line --------------------------------------------------------------------------------------
+def test_gui_follow_options_reach_the_app(tmp_path: Path) -> None:
+    from statelens.app.cli import main
+
+    seen: list = []
+    assert (
+        main([str(tmp_path), "--follow", "--interval", "2.5"], gui_runner=lambda a: seen.append(a) or 0) == 0
+    )
+    assert main(["gui", str(tmp_path)], gui_runner=lambda a: seen.append(a) or 0) == 0
+    assert [(a.checkpoint, a.follow, a.follow_interval) for a in seen] == [
+        (str(tmp_path), True, 2.5),
+        (str(tmp_path), False, None),
+    ]
+    with pytest.raises(SystemExit) as refused:
+        main(["gui", str(tmp_path), "--follow", "--interval", "0"], gui_runner=lambda a: 0)
+    assert refused.value.code == 2
