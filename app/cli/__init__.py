@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--follow",
         action="store_true",
         help="follow the checkpoint: poll it and show new batches as they commit, keeping what is selected "
-        "(View > Follow in the app)",
+        "(File > Follow the checkpoint in the app)",
     )
     p.add_argument(
         "--interval",

@@ -1,6 +1,6 @@
 """Follow mode: poll the checkpoint shown and refresh every view as batches commit.
 
-:class:`FollowController` owns the checkable Follow action (View › Follow, Ctrl+F5) and a timer. Every
+:class:`FollowController` owns the checkable Follow action (File › Follow the checkpoint, Ctrl+F5, also on the toolbar) and a timer. Every
 ``interval_s`` seconds, once the views have finished their previous refresh, it runs one poll
 (:func:`app.follow.iter_poll` through a :class:`~app.follow.Poller`) on the runner's ``follow`` channel,
 off the GUI thread. When batches committed, the window shows the checkpoint as the poll opened it
@@ -30,6 +30,8 @@ from statelens.app.session import LoadedCheckpoint
 CHANNEL = "follow"
 #: The Follow action's shortcut.
 SHORTCUT = "Ctrl+F5"
+#: Milliseconds between two renderings of the status line while following.
+STATUS_TICK_MS = 1000
 
 
 @dataclass
@@ -153,6 +155,10 @@ class FollowController(QObject):
         self.memory: ViewMemory | None = None
         self.timer = QTimer(self)
         self.timer.timeout.connect(self._on_timer_timeout)
+        #: Ages the status line ("started 3 s ago") between polls.
+        self.tick = QTimer(self)
+        self.tick.setInterval(STATUS_TICK_MS)
+        self.tick.timeout.connect(self._show_status)
         self.action = QAction("&Follow the checkpoint", window)
         self.action.setCheckable(True)
         self.action.setShortcut(QKeySequence(SHORTCUT))
@@ -194,10 +200,12 @@ class FollowController(QObject):
             self.log.start(self.clock())
             self.label.setVisible(True)
             self.timer.start(int(self.log.interval_s * 1000))
+            self.tick.start()
             self._show_status()
             self.poll_now()
         else:
             self.timer.stop()
+            self.tick.stop()
             self.ctx.runner.cancel(CHANNEL)
             self.poller, self._poller_url = None, None
             if self.memory is not None:
@@ -269,6 +277,7 @@ class FollowController(QObject):
     def stop(self) -> None:
         """Stop polling for good (the window closes)."""
         self.timer.stop()
+        self.tick.stop()
         self.ctx.runner.cancel(CHANNEL)
 
 
