@@ -41,6 +41,9 @@ class FollowPoll:
     batch_time_ms : int or None
         When ``last_committed`` started (its offsets file's batch timestamp), epoch milliseconds.
     restarted : bool
+        The query restarted (a new run) since the previous poll, when the poller can tell
+        (:class:`ReopeningPoller` cannot: Spark's logs of format 1 name no run).
+    went_back : bool
         The commit log went back: the checkpoint was replaced, or its newest commits were deleted.
     checkpoint : Checkpoint or None
         The checkpoint as this poll opened it (the app shows it when batches committed).
@@ -52,13 +55,14 @@ class FollowPoll:
     last_committed: int | None = None
     batch_time_ms: int | None = None
     restarted: bool = False
+    went_back: bool = False
     checkpoint: Checkpoint | None = field(default=None, compare=False, repr=False)
     problem: str = ""
 
     @property
     def changed(self) -> bool:
         """Whether the views have something new to show."""
-        return bool(self.new_batches) or self.restarted
+        return bool(self.new_batches) or self.restarted or self.went_back
 
 
 class Poller(Protocol):
@@ -97,18 +101,18 @@ class ReopeningPoller:
             return FollowPoll(last_committed=self.last_committed, problem=str(err))
         last = ckpt.last_committed_batch_id
         before = self.last_committed
-        restarted = before is not None and (last is None or last < before)
-        if restarted or before is None:
-            new = tuple(sorted(ckpt.commits)) if not restarted else ()
+        went_back = before is not None and (last is None or last < before)
+        if went_back:
+            new: tuple[int, ...] = ()
         else:
-            new = tuple(b for b in sorted(ckpt.commits) if b > before)
+            new = tuple(b for b in sorted(ckpt.commits) if before is None or b > before)
         entry = ckpt.offsets.get(last) if last is not None else None
         self.last_committed = last
         return FollowPoll(
             new_batches=new,
             last_committed=last,
             batch_time_ms=entry.timestamp_ms if entry is not None else None,
-            restarted=restarted,
+            went_back=went_back,
             checkpoint=ckpt,
         )
 
@@ -201,11 +205,14 @@ def follow_status(log: FollowLog, now_ms: int, clock: Callable[[int], str]) -> s
     latest = f"batch {poll.last_committed}"
     if poll.batch_time_ms is not None:
         latest += f" started {_seconds(max(0, now_ms - poll.batch_time_ms) / 1000)} ago"
-    if poll.restarted:
-        return f"{head}: restarted — the commit log went back to {latest}"
+    if poll.went_back:
+        return f"{head}: the commit log went back to {latest} (commits deleted, or the checkpoint replaced)"
     if poll.new_batches:
         n = len(poll.new_batches)
-        return f"{head}: {latest}; {n} new batch{'es' if n != 1 else ''}"
+        found = f"{n} new batch{'es' if n != 1 else ''}"
+        return f"{head}: {latest}; {found}" + ("; the query restarted" if poll.restarted else "")
+    if poll.restarted:
+        return f"{head}: {latest}; the query restarted"
     quiet_s = (now_ms - (log.last_new_ms or now_ms)) / 1000
     if quiet_s >= QUIET_POLLS * log.interval_s:
         return f"{head}: {latest}; no new batch for {_seconds(quiet_s)} — query stopped?"

@@ -102,10 +102,16 @@ def test_poller_reports_each_committed_batch_once(growing: GrowingCheckpoint) ->
 @pytest.mark.spark
 def test_poller_says_why_it_cannot_read(growing: GrowingCheckpoint) -> None:
     poller = ReopeningPoller(str(growing.dest), last_committed=FIRST)
+    # The newest commit deleted: the commit log went back, nothing is new.
+    (growing.dest / "commits" / str(FIRST)).unlink()
+    poll = poller.poll()
+    assert poll.went_back and poll.changed and poll.new_batches == ()
+    assert poll.last_committed == growing.committed()[-1] == FIRST - 1
+    assert poller.poll().went_back is False
     shutil.rmtree(growing.dest)
     poll = poller.poll()
     assert poll.problem and not poll.changed and poll.checkpoint is None
-    assert poll.last_committed == FIRST
+    assert poll.last_committed == FIRST - 1
 
 
 def test_follow_status_lines() -> None:
@@ -125,8 +131,10 @@ def test_follow_status_lines() -> None:
     assert "could not read the checkpoint (file not found: commits/43); trying again" in follow_status(
         log, 70_000, clock
     )
-    log.record(FollowPoll(last_committed=40, restarted=True), 70_000)
+    log.record(FollowPoll(last_committed=40, went_back=True), 70_000)
     assert "the commit log went back to batch 40" in follow_status(log, 70_000, clock)
+    log.record(FollowPoll(new_batches=(43,), last_committed=43, restarted=True), 70_000)
+    assert follow_status(log, 70_000, clock).endswith("batch 43; 1 new batch; the query restarted")
 
 
 # -- the app follows -------------------------------------------------------------------------------------
