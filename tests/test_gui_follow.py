@@ -191,6 +191,8 @@ def test_follow_refreshes_views_and_keeps_what_the_user_picked(
     assert first.args[0].new_batches == () and not first.args[0].changed
     assert "no new batch" in win.follow.label.text()
 
+    batches_bar.setValue(batches_bar.maximum())  # at its end as laid out now
+    assert batches_bar.value() == batches_bar.maximum() > 0
     batch = growing.write_batch()
     poll = _poll(qtbot, win)
     assert poll.new_batches == (batch,) == tuple(growing.committed()[FIRST + 1 :])
@@ -272,3 +274,19 @@ def test_gui_follow_options_reach_the_app(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as refused:
         main(["gui", str(tmp_path), "--follow", "--interval", "0"], gui_runner=lambda a: 0)
     assert refused.value.code == 2
+
+
+def test_follow_action_is_a_checkable_toggle_in_the_menu_and_toolbar(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtWidgets import QToolBar
+
+    action = window.follow.action
+    assert action.isCheckable() and action.shortcut().toString() == "Ctrl+F5"
+    file_menu = window.menuBar().actions()[0].menu()
+    assert action in file_menu.actions()
+    assert any(action in bar.actions() for bar in window.findChildren(QToolBar))
+    action.trigger()  # no checkpoint shown yet: following waits for one
+    assert window.follow.following and window.follow.timer.isActive()
+    assert window.follow.label.text() == "Following (every 5 s) · waiting for the first poll"
+    assert window.runner.current("follow") is None
+    action.trigger()
+    assert not window.follow.following and not window.follow.timer.isActive()

@@ -49,6 +49,35 @@ class _PlotSpot:
     y_range: tuple[float, float]
 
 
+class _EndPin(QObject):
+    """Keeps a table scrolled to its end while its rows change (a view filled again lays its table out
+    later, hidden tabs when shown); let go of as soon as the user scrolls elsewhere."""
+
+    def __init__(self, table: QAbstractItemView) -> None:
+        super().__init__(table)
+        self.bar = table.verticalScrollBar()
+        self.bar.rangeChanged.connect(self._on_bar_range_changed)
+        self.bar.actionTriggered.connect(self._on_bar_action_triggered)
+        self.to_end()
+
+    def to_end(self) -> None:
+        self.bar.setValue(self.bar.maximum())
+
+    def _on_bar_range_changed(self, _low: int, _high: int) -> None:
+        self.to_end()
+
+    def _on_bar_action_triggered(self, _action: int) -> None:
+        # The user moved the bar (drag, wheel, arrows, page): the table goes where the user takes it.
+        self.release()
+
+    def release(self) -> None:
+        """Stop keeping the table at its end."""
+        self.bar.rangeChanged.disconnect(self._on_bar_range_changed)
+        self.bar.actionTriggered.disconnect(self._on_bar_action_triggered)
+        self.setParent(None)  # no longer found among the table's children
+        self.deleteLater()
+
+
 class ViewMemory:
     """Where the user looked before a refresh: the tables' scroll positions and the plots the user
     zoomed into (a plot showing all its data is left to extend to the new data).
@@ -62,6 +91,7 @@ class ViewMemory:
     def __init__(self, root: QWidget) -> None:
         self.tables: list[_TableSpot] = []
         self.plots: list[_PlotSpot] = []
+        release_end_pins(root)  # the previous refresh's: whether a table is at its end is looked at again
         for table in root.findChildren(QAbstractItemView):
             bar = table.verticalScrollBar()
             v, h = bar.value(), table.horizontalScrollBar().value()
@@ -81,7 +111,8 @@ class ViewMemory:
         for spot in self.tables:
             bar, side = spot.table.verticalScrollBar(), spot.table.horizontalScrollBar()
             if spot.at_end:
-                bar.setValue(bar.maximum())
+                if not spot.table.findChildren(_EndPin):
+                    _EndPin(spot.table)  # stays at the end until the user scrolls, past this refresh
             elif bar.maximum() >= spot.vertical:
                 bar.setValue(spot.vertical)
             if side.maximum() >= spot.horizontal:
@@ -94,6 +125,12 @@ class ViewMemory:
     def forget(self) -> None:
         """Stop putting things back (the refresh is over, or the user moved on)."""
         self.tables, self.plots = [], []
+
+
+def release_end_pins(root: QWidget) -> None:
+    """Let every table under ``root`` kept at its end by a refresh go."""
+    for pin in root.findChildren(_EndPin):
+        pin.release()
 
 
 def is_zoomed(box: Any) -> bool:
@@ -210,6 +247,7 @@ class FollowController(QObject):
             self.poller, self._poller_url = None, None
             if self.memory is not None:
                 self.memory.forget()
+            release_end_pins(self.window)
             self.label.setText("Not following")
 
     # -- polling -------------------------------------------------------------------------------------
