@@ -193,7 +193,8 @@ def follow_status(log: FollowLog, now_ms: int, clock: Callable[[int], str]) -> s
     str
         e.g. ``Following (every 5 s) · polled 12:03:07: batch 42 started 3 s ago; 2 new batches``.
     """
-    head = f"Following (every {_seconds(log.interval_s)})"
+    every = f"{log.interval_s:g} s" if log.interval_s < 120 else _seconds(log.interval_s)
+    head = f"Following (every {every})"
     poll = log.last
     if poll is None or log.last_poll_ms is None:
         return f"{head} · waiting for the first poll"

@@ -290,3 +290,49 @@ def test_follow_action_is_a_checkable_toggle_in_the_menu_and_toolbar(qtbot, wind
     assert window.runner.current("follow") is None
     action.trigger()
     assert not window.follow.following and not window.follow.timer.isActive()
+
+
+@pytest.mark.spark
+def test_gui_command_follows_from_the_start(
+    qtbot, growing: GrowingCheckpoint, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """``statelens gui CKPT --follow --interval S``: the window opens following, polls once the checkpoint
+    is shown, and sees a batch committed after it opened."""
+    import argparse
+
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from statelens.app.gui import main as gui_main
+    from statelens.app.gui.window import MainWindow
+
+    monkeypatch.setattr(
+        "statelens.app.gui.window.QSettings",
+        lambda *_: QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat),
+    )
+    seen: dict = {}
+
+    def watch() -> None:
+        win = next((w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)), None)
+        if win is None or win.loaded is None:
+            return
+        seen.setdefault("interval", win.follow.interval_s)
+        if "wrote" not in seen and win.follow.log.last is not None:
+            seen["first"] = win.follow.log.last
+            seen["wrote"] = growing.write_batch()
+        elif "wrote" in seen and win.follow.log.last is not seen["first"] and win.settled():
+            seen["found"] = win.follow.log.last
+            seen["label"] = win.follow.label.text()
+            timer.stop()
+            win.close()
+            QApplication.instance().quit()
+
+    timer = QTimer()
+    timer.timeout.connect(watch)
+    timer.start(20)
+    args = argparse.Namespace(checkpoint=str(growing.dest), follow=True, follow_interval=0.2, view="overview")
+    assert gui_main.run_gui(args) == 0
+    assert seen["interval"] == 0.2
+    assert seen["first"].new_batches == ()
+    assert seen["found"].new_batches == (seen["wrote"],) == (FIRST + 1,)
+    assert seen["label"].startswith("Following (every 0.2 s)") and "1 new batch" in seen["label"]
