@@ -189,6 +189,8 @@ def test_follow_refreshes_views_and_keeps_what_the_user_picked(
     with qtbot.waitSignal(win.follow.polled, timeout=LOAD_TIMEOUT_MS) as first:
         win.follow.set_following(True)
     assert first.args[0].new_batches == () and not first.args[0].changed
+    # A poll that finds nothing shows no progress bar and leaves the status line as it was.
+    assert not win.progress_bar.isVisible() and not win.status_label.text().endswith("…")
     assert "no new batch" in win.follow.label.text()
 
     batches_bar.setValue(batches_bar.maximum())  # at its end as laid out now
@@ -320,7 +322,8 @@ def test_gui_command_follows_from_the_start(
         if "wrote" not in seen and win.follow.log.last is not None:
             seen["first"] = win.follow.log.last
             seen["wrote"] = growing.write_batch()
-        elif "wrote" in seen and win.follow.log.last is not seen["first"] and win.settled():
+        elif "wrote" in seen and win.follow.log.last.new_batches and win.settled():
+            # (a poll that started before the batch was written finds nothing: the next one finds it)
             seen["found"] = win.follow.log.last
             seen["label"] = win.follow.label.text()
             timer.stop()
@@ -330,9 +333,18 @@ def test_gui_command_follows_from_the_start(
     timer = QTimer()
     timer.timeout.connect(watch)
     timer.start(20)
+    guard = QTimer()  # the asserts below say what was missed
+    guard.setSingleShot(True)
+    guard.timeout.connect(QApplication.instance().quit)
+    guard.start(LOAD_TIMEOUT_MS)
     args = argparse.Namespace(checkpoint=str(growing.dest), follow=True, follow_interval=0.2, view="overview")
-    assert gui_main.run_gui(args) == 0
+    try:
+        assert gui_main.run_gui(args) == 0
+    finally:
+        guard.stop()
+        timer.stop()
     assert seen["interval"] == 0.2
     assert seen["first"].new_batches == ()
+    assert "found" in seen, seen
     assert seen["found"].new_batches == (seen["wrote"],) == (FIRST + 1,)
     assert seen["label"].startswith("Following (every 0.2 s)") and "1 new batch" in seen["label"]

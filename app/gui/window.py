@@ -36,6 +36,7 @@ from statelens.app.gui.controllers.export import CHANNEL as EXPORT_CHANNEL
 from statelens.app.gui.controllers.export import ExportController
 from statelens.app.gui.controllers.history import CHANNEL as HISTORY_CHANNEL
 from statelens.app.gui.controllers.history import HistoryController
+from statelens.app.gui.follow import CHANNEL as FOLLOW_CHANNEL
 from statelens.app.gui.follow import FollowController
 from statelens.app.gui.recent import RecentCheckpoints
 from statelens.app.gui.workers import JobRunner
@@ -226,6 +227,7 @@ class MainWindow(QMainWindow):
             self.runner,
             self.cancel_jobs,
             lambda: f"Showing {self.loaded.location}" if self.loaded else "Ready",
+            quiet_channels=(FOLLOW_CHANNEL,),
         )
         self.status_label, self.progress_bar = self.status.label, self.status.progress_bar
         self.cancel_button, self.backend_label = self.status.cancel_button, self.status.backend_label
