@@ -193,6 +193,12 @@ def test_follow_refreshes_views_and_keeps_what_the_user_picked(
     assert not win.progress_bar.isVisible() and not win.status_label.text().endswith("…")
     assert "no new batch" in win.follow.label.text()
 
+    # The selected key's history shows in its dock.
+    with qtbot.waitSignal(win.history_controller.updated, timeout=LOAD_TIMEOUT_MS):
+        win.history_controller.show_key_history()
+    history = win.history_controller.history
+    assert history is not None and history.key == win.selection.key
+
     batches_bar.setValue(batches_bar.maximum())  # at its end as laid out now
     assert batches_bar.value() == batches_bar.maximum() > 0
     batch = growing.write_batch()
@@ -209,6 +215,11 @@ def test_follow_refreshes_views_and_keeps_what_the_user_picked(
     qtbot.waitUntil(lambda: _versions(win)[-1:] == [batch + 1], timeout=LOAD_TIMEOUT_MS)
     assert _versions(win) == [*versions_before, batch + 1]
     assert win.overview_controller.summary is not None
+    # The key is followed again, through the new version too.
+    qtbot.waitUntil(lambda: win.history_controller.history is not history, timeout=LOAD_TIMEOUT_MS)
+    again = win.history_controller.history
+    assert again is not None and again.key == history.key
+    assert again.versions_read == history.versions_read + 1
     store = win.loaded.checkpoint.operator(before["operator_id"]).store(before["store_name"])
     assert store.versions[-1] == batch + 1
     assert browser.version_combo.itemData(0) == batch + 1  # the picker lists the new version
