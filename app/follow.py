@@ -4,9 +4,10 @@ The desktop app's follow mode (:mod:`app.gui.follow`) runs :func:`iter_poll` on 
 few seconds. A poll goes through one small adapter, a :class:`Poller`, whose :meth:`Poller.poll` says
 which batches committed since the last poll; :class:`ReopeningPoller` opens the checkpoint again (one
 listing, the logs and the operators, no state file read) and compares its newest committed batch with
-the one seen before. The checkpoint it opened is handed on, so the app's refresh lists nothing twice;
-the views then read their state through the on-disk cache of decoded versions (:mod:`readers.cache`),
-so a version read before is not decoded again.
+the one seen before. The checkpoint it opened is handed on, so the app's refresh lists nothing twice.
+What the views read then: the state browser nothing (its rows stay), the browser and the SQL view
+versions decoded before from the on-disk cache (:mod:`readers.cache`); the verdicts, growth and expired
+keys are computed again from the state files.
 
 :func:`follow_status` turns the polls into the line the status bar shows ("batch 42 started 3 s ago; 2
 new batches", "no new batch for 60 s — query stopped?").

@@ -1,7 +1,8 @@
 """Follow mode: poll the checkpoint shown and refresh every view as batches commit.
 
-:class:`FollowController` owns the checkable Follow action (File › Follow the checkpoint, Ctrl+F5, also on the toolbar) and a timer. Every
-``interval_s`` seconds, once the views have finished their previous refresh, it runs one poll
+:class:`FollowController` owns the checkable Follow action (File › Follow the checkpoint, Ctrl+F5, also
+on the toolbar) and a timer. Every ``interval_s`` seconds, once the views have finished their previous
+refresh, it runs one poll
 (:func:`app.follow.iter_poll` through a :class:`~app.follow.Poller`) on the runner's ``follow`` channel,
 off the GUI thread. When batches committed, the window shows the checkpoint as the poll opened it
 (:meth:`MainWindow.refresh_checkpoint`): the selection, the selected key and the browser's rows stay;
