@@ -252,15 +252,19 @@ def test_follow_survives_files_vanishing(qtbot, window, growing: GrowingCheckpoi
     with qtbot.waitSignal(win.follow.polled, timeout=LOAD_TIMEOUT_MS):
         win.follow.set_following(True)
 
-    # A new batch whose delta of partition 0 is gone by the time it is read (cleaned up, or not
-    # uploaded yet): the views refresh and name the file; nothing raises.
+    # Two new batches; the delta of partition 0 the second wrote is gone by the time it is read (cleaned
+    # up, or not uploaded yet; no snapshot of that version stands in for it): the views refresh, a
+    # verdict names the file; nothing raises.
+    growing.write_batch()
     batch = growing.write_batch()
     gone = growing.dest / "state" / "0" / "0" / f"{batch + 1}.delta"
-    assert gone.is_file()
+    assert gone.is_file() and not gone.with_suffix(".snapshot").exists()
     gone.unlink()
     poll = _poll(qtbot, win)
-    assert poll.new_batches == (batch,)
+    assert poll.new_batches == (batch - 1, batch)
     assert win.loaded.checkpoint.last_committed_batch_id == batch
+    verdicts = win.overview_controller.summary.verdicts
+    assert any(v.severity == "error" and f"{batch + 1}.delta" in v.text for v in verdicts), verdicts
 
     # The whole folder gone between two polls: a status line, and the views keep what they showed.
     shutil.rmtree(growing.dest)
