@@ -425,7 +425,7 @@ def _row(ckpt: Any, path: str, options: FleetOptions, cancelled: Callable[[], bo
             native.close()
         if any(o.check != "skipped" for o in expired.operators):
             zombies = expired.counts()["zombie"]
-    unreadable = summary.verdicts and next((v for v in summary.verdicts if v.check == "unreadable"), None)
+    unreadable = next((v for v in summary.verdicts if v.check == "unreadable"), None)
     last = ckpt.last_committed_batch_id
     batch = next((b for b in ckpt.batches if b.batch_id == last), None) if last is not None else None
     state_files = sum(e.size_bytes for e in ckpt.fs.walk_files("state"))
@@ -442,7 +442,7 @@ def _row(ckpt: Any, path: str, options: FleetOptions, cancelled: Callable[[], bo
         state_bytes=sbytes,
         state_file_bytes=state_files,
         zombies=zombies,
-        unreadable=int(unreadable.value or 0) if unreadable else 0,
+        unreadable=int(unreadable.value or 0) if unreadable is not None else 0,
         problems=[p.to_json() for p in summary.problems],
         exit_code=summary.exit_code,
         checked_ms=int(time.time() * 1000),
