@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -57,8 +58,8 @@ class FoundCheckpoint:
 
 @dataclass
 class Discovery:
-    """What a search listed: folders listed and ``metadata`` files read (one request each on an object
-    store, retries aside)."""
+    """What a search cost: folders listed (those that failed included) and ``metadata`` files read (one
+    request each on an object store, retries aside)."""
 
     listings: int = 0
     metadata_reads: int = 0
@@ -133,6 +134,7 @@ def iter_discover(
     stats = stats if stats is not None else Discovery()
     fs = CheckpointFS(root, storage_options, cancelled=cancelled, mirror=False, keep_bytes=0, listed=False)
     base = fs.url
+    counting = threading.Lock()
     seen_local: set[str] = set()  # real paths of local folders listed: a link back up is not followed twice
 
     def found(rel: str, error: StatelensError | None = None) -> FoundCheckpoint:
@@ -141,13 +143,15 @@ def iter_discover(
 
     def visit(rel: str) -> tuple[str, bool, list[str], StatelensError | None]:
         """List ``rel``: (rel, is a checkpoint, subfolders to search, error)."""
+        with counting:
+            stats.listings += 1  # a listing that fails counts too: it was a request
         entries = fs.list_prefix(rel, cancelled=cancelled)
-        stats.listings += 1
         dirs, files = _names(entries)
         if "offsets" in dirs and "commits" in dirs:
             return rel, True, [], None
         if "metadata" in files:
-            stats.metadata_reads += 1
+            with counting:
+                stats.metadata_reads += 1
             try:
                 data = fs.read_bytes(
                     posixpath.join(rel, "metadata") if rel else "metadata", cancelled=cancelled
@@ -163,9 +167,10 @@ def iter_discover(
             fresh = []
             for s in subs:
                 real = os.path.realpath(fs.full_path(s))
-                if real not in seen_local:
-                    seen_local.add(real)
-                    fresh.append(s)
+                with counting:
+                    if real not in seen_local:  # two links to one folder: it is searched once
+                        seen_local.add(real)
+                        fresh.append(s)
             subs = fresh
         return rel, False, subs, None
 
