@@ -516,7 +516,7 @@ class FleetResult:
     rows: list[FleetRow]
     scanned_ms: int
     discovery: Discovery = field(default_factory=Discovery)
-    #: folders below the root that could not be searched (their rows are in ``rows`` too)
+    #: rows reused from the cache of rows (their checkpoint's files had not changed)
     cached: int = 0
     #: paths of a previous run (``--since``) no longer found
     gone: list[str] = field(default_factory=list)
