@@ -463,6 +463,7 @@ def fleet(
     cache: bool = True,
     since: Mapping[str, Any] | None = None,
     on_row: Any = None,
+    spark: Any = None,
 ) -> Fleet:
     """Every checkpoint below a folder or prefix, one row each with its first verdicts, worst first
     (``statelens fleet``; ``docs/fleet.md``).
@@ -490,6 +491,9 @@ def fleet(
         A previous run's :meth:`Fleet.to_json`: each row then says what changed.
     on_row : callable, optional
         Called with each :class:`app.analysis.fleet.FleetRow` as it is done.
+    spark : pyspark.sql.SparkSession, optional
+        Read the checkpoints in Spark tasks next to the data (e.g. a Databricks notebook's ``spark``;
+        statelens installed on the executors); the search for them runs here.
 
     Returns
     -------
@@ -527,6 +531,7 @@ def fleet(
         max_depth=_fleet.DEFAULT_MAX_DEPTH if max_depth is None else max_depth,
         memory_bytes=memory_budget or _fleet.DEFAULT_MEMORY_BYTES,
         on_row=on_row,
+        spark=spark,
     )
     if since is not None:
         _fleet.compare(result, dict(since))

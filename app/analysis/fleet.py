@@ -560,6 +560,7 @@ def iter_fleet(
     cancelled: Callable[[], bool] | None = None,
     on_row: Callable[[FleetRow], None] | None = None,
     stats: Discovery | None = None,
+    spark: Any = None,
 ) -> Iterator[Progress | FleetRow]:
     """Find the checkpoints below ``root`` and check them ``jobs`` at a time: a :class:`Progress` record
     as each is found or done, each :class:`FleetRow` as it is done (in the order they finish), then
@@ -582,12 +583,21 @@ def iter_fleet(
         Called with each row as it is done (the app fills its table from it).
     stats : Discovery, optional
         Counts the listings and reads the search made.
+    spark : pyspark.sql.SparkSession, optional
+        Compute the rows in Spark tasks (:mod:`app.analysis.fleet_spark`) instead of threads here:
+        the search runs here first, then every checkpoint found goes to Spark (``jobs`` and
+        ``memory_bytes`` are then Spark's business).
 
     Yields
     ------
     Progress or FleetRow
     """
     options = options or FleetOptions()
+    if spark is not None:
+        yield from _iter_spark_fleet(
+            root, storage_options, options, max_depth, cancelled, on_row, stats, spark
+        )
+        return
     cache = RowCache() if options.cache else None
     budget = MemoryBudget(memory_bytes)
     found = 0
@@ -646,6 +656,39 @@ def iter_fleet(
                 fut.cancel()
 
 
+def _iter_spark_fleet(
+    root: str,
+    storage_options: dict[str, Any] | None,
+    options: FleetOptions,
+    max_depth: int,
+    cancelled: Callable[[], bool] | None,
+    on_row: Callable[[FleetRow], None] | None,
+    stats: Discovery | None,
+    spark: Any,
+) -> Iterator[Progress | FleetRow]:
+    from statelens.app.analysis.fleet_spark import iter_spark_rows  # deferred: only with Spark
+
+    found: list[FoundCheckpoint] = []
+    done = 0
+    for f in iter_discover(root, storage_options, max_depth=max_depth, cancelled=cancelled, stats=stats):
+        if f.error is not None:
+            row = _error_row(f.path, f.display, f.error)
+            done += 1
+            if on_row is not None:
+                on_row(row)
+            yield row
+        else:
+            found.append(f)
+        yield Progress(done, done + len(found), f"found {f.display}")
+    total = done + len(found)
+    for row in iter_spark_rows(spark, found, storage_options, options, cancelled):
+        done += 1
+        if on_row is not None:
+            on_row(row)
+        yield row
+        yield Progress(done, total, f"{done}/{total} {row.location}")
+
+
 def fleet(
     root: str,
     storage_options: dict[str, Any] | None = None,
@@ -657,12 +700,13 @@ def fleet(
     cancelled: Callable[[], bool] | None = None,
     progress: Callable[[Progress], None] | None = None,
     on_row: Callable[[FleetRow], None] | None = None,
+    spark: Any = None,
 ) -> FleetResult:
     """Run :func:`iter_fleet` to its end: every row, worst first.
 
     Parameters
     ----------
-    root, storage_options, options, jobs, max_depth, memory_bytes, cancelled, on_row
+    root, storage_options, options, jobs, max_depth, memory_bytes, cancelled, on_row, spark
         As :func:`iter_fleet`.
     progress : callable, optional
         Called with every progress record.
@@ -689,6 +733,7 @@ def fleet(
         cancelled=cancelled,
         on_row=on_row,
         stats=stats,
+        spark=spark,
     )
     for item in gen:
         if isinstance(item, FleetRow):

@@ -177,6 +177,15 @@ def cmd_fleet(args: argparse.Namespace, out: IO[str]) -> int:
             raise _common._usage(
                 f"--since {args.since}: cannot read a previous --json output: {err}"
             ) from None
+    spark = None
+    if args.backend == "spark":
+        from statelens.app.analysis.fleet_spark import spark_session  # deferred: pyspark (heavy)
+        from statelens.readers.backends.spark import parse_spark_defaults
+
+        conf = parse_spark_defaults(args.spark_conf) if args.spark_conf else None
+        spark = spark_session(args.spark_master, args.spark_remote, conf)
+    elif args.spark_master or args.spark_remote or args.spark_conf:
+        raise _common._usage("--spark-master, --spark-remote and --spark-conf go with --backend spark")
     bar = _Progress()
     stream_rows = args.jsonl and previous is None
 
@@ -195,9 +204,12 @@ def cmd_fleet(args: argparse.Namespace, out: IO[str]) -> int:
             memory_bytes=args.memory_budget,
             progress=bar,
             on_row=on_row,
+            spark=spark,
         )
     finally:
         bar.close()
+        if spark is not None:
+            spark.stop()
     if previous is not None:
         compare(result, previous)
     if not result.rows:
@@ -326,4 +338,21 @@ def add_commands(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="a Spark conf of the restarts, repeatable (as summary's --conf)",
     )
+    p.add_argument(
+        "--backend",
+        choices=("native", "spark"),
+        default="native",
+        help="where the checkpoints are read: threads of this process (native, default), or Spark tasks, "
+        "each reading its checkpoints with statelens next to the data (spark: statelens installed on the "
+        "executors; this process holds the list of paths and the rows)",
+    )
+    p.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master for --backend spark (default: $STATELENS_SPARK_MASTER or local[*])",
+    )
+    p.add_argument(
+        "--spark-remote", metavar="sc://HOST:PORT", help="run --backend spark through Spark Connect"
+    )
+    p.add_argument("--spark-conf", metavar="FILE", help="spark-defaults style file of extra Spark confs")
     p.set_defaults(func=cmd_fleet)
