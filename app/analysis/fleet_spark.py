@@ -59,8 +59,9 @@ def arrow_rows(batches: Iterable[Any], storage_options_json: str, options_json: 
 
 def spark_session(
     master: str | None = None, remote: str | None = None, conf: dict[str, str] | None = None
-) -> Any:
-    """A SparkSession for the fleet (Spark Connect when ``remote``), or the one running in this process.
+) -> tuple[Any, bool]:
+    """A SparkSession for the fleet (Spark Connect when ``remote``), or the one running in this process,
+    and whether it was started here (then the caller stops it; one found running is left running).
 
     Raises
     ------
@@ -84,6 +85,14 @@ def spark_session(
         )
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
+    if remote:
+        from pyspark.sql.connect.session import SparkSession as RemoteSession  # deferred: pyspark
+
+        owned = RemoteSession.getActiveSession() is None
+    else:
+        from pyspark import SparkContext  # deferred: pyspark
+
+        owned = SparkContext._active_spark_context is None
     try:
         spark = builder.getOrCreate()
     except Exception as err:  # noqa: BLE001 - py4j/grpc start-up errors have no common type
@@ -92,7 +101,7 @@ def spark_session(
         ) from err
     if not remote:
         spark.sparkContext.setLogLevel("ERROR")  # the rows say what failed
-    return spark
+    return spark, owned
 
 
 def iter_spark_rows(

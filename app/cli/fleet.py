@@ -177,13 +177,13 @@ def cmd_fleet(args: argparse.Namespace, out: IO[str]) -> int:
             raise _common._usage(
                 f"--since {args.since}: cannot read a previous --json output: {err}"
             ) from None
-    spark = None
+    spark, owned = None, False
     if args.backend == "spark":
         from statelens.app.analysis.fleet_spark import spark_session  # deferred: pyspark (heavy)
         from statelens.readers.backends.spark import parse_spark_defaults
 
         conf = parse_spark_defaults(args.spark_conf) if args.spark_conf else None
-        spark = spark_session(args.spark_master, args.spark_remote, conf)
+        spark, owned = spark_session(args.spark_master, args.spark_remote, conf)
     elif args.spark_master or args.spark_remote or args.spark_conf:
         raise _common._usage("--spark-master, --spark-remote and --spark-conf go with --backend spark")
     bar = _Progress()
@@ -208,7 +208,7 @@ def cmd_fleet(args: argparse.Namespace, out: IO[str]) -> int:
         )
     finally:
         bar.close()
-        if spark is not None:
+        if spark is not None and owned:  # a session found running (a notebook's) is not ours to stop
             spark.stop()
     if previous is not None:
         compare(result, previous)
