@@ -6,7 +6,8 @@ As a library::
     ck = statelens.open("s3://bucket/checkpoints/job")
     ck.state(0).to_pandas()
 
-(:func:`open`, :class:`Checkpoint`: ``docs/api.md``.)
+(:func:`open`, :class:`Checkpoint`: ``docs/api.md``; :func:`fleet`, every checkpoint below a folder
+or prefix: ``docs/fleet.md``.)
 
 The installed distribution has this one import root. In the repository, ``app/``, ``readers/`` and
 ``viewers/`` stay at the top level (the product's layout) and this folder links them in as

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 
 import statelens
 from statelens.app.analysis import fleet as fleet_module
-from statelens.app.analysis.fleet import FleetOptions, FleetRow, compare, fleet
+from statelens.app.analysis.fleet import FleetOptions, FleetRow, MemoryBudget, compare, fleet
 from statelens.app.api import FLEET_COLUMNS
 from statelens.app.cli import main
 from statelens.readers.discover import Discovery, iter_discover
@@ -377,3 +378,42 @@ def test_api_rows_as_arrow_and_pandas(tree, row_cache):
     assert f.to_json()["checkpoints"][0]["path"] == f.rows[0].path
     with pytest.raises(UsageError):
         statelens.fleet(str(tree["root"]), spark_version="four")
+
+
+def test_memory_budget_holds_a_checkpoint_until_the_others_fit():
+    budget = MemoryBudget(100)
+    entered = threading.Event()
+
+    def second() -> None:
+        with budget.hold(60):
+            entered.set()
+
+    with budget.hold(60):
+        t = threading.Thread(target=second)
+        t.start()
+        assert not entered.wait(0.3)  # 60 + 60 > 100: the second waits
+        assert budget.used == 60
+    t.join(10)
+    assert entered.is_set()
+    assert budget.peak == 60
+    with budget.hold(10_000):  # heavier than the whole budget: runs alone, counted at the budget
+        assert budget.used == 100
+    assert budget.used == 0
+
+
+def test_cli_since_prints_the_changes(tree, row_cache, tmp_path, capsys):
+    root = tmp_path / "two"
+    root.mkdir()
+    (root / "orders").symlink_to(get_checkpoint("agg_count") / "checkpoint")
+    assert main(["fleet", str(root), "--json"]) == 0
+    previous = tmp_path / "monday.json"
+    previous.write_text(capsys.readouterr().out)
+    (root / "sessions").symlink_to(get_checkpoint("uncommitted") / "checkpoint")
+    assert main(["fleet", str(root), "--since", str(previous)]) == 1
+    out = capsys.readouterr().out
+    assert "sessions: new checkpoint" in out
+    assert "orders: stalled: no batch committed since the previous run (last batch 3)" in out
+    with pytest.raises(SystemExit) as usage:
+        main(["fleet", str(root), "--since", str(tmp_path / "missing.json")])
+    assert usage.value.code == 2
+    assert "cannot read a previous --json output" in capsys.readouterr().err
