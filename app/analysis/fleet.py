@@ -31,6 +31,7 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -41,7 +42,7 @@ from typing import Any
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.expired import iter_expired
 from statelens.app.analysis.growth import footprint
-from statelens.app.analysis.summary import SEVERITIES, Verdict, iter_first_look
+from statelens.app.analysis.summary import SEVERITIES, Verdict, expired_verdicts, iter_first_look
 from statelens.readers.backends import BackendChooser
 from statelens.readers.cache import CACHE_ENV, default_cache_dir
 from statelens.readers.checkpoint import open_checkpoint
@@ -417,14 +418,26 @@ def _row(ckpt: Any, path: str, options: FleetOptions, cancelled: Callable[[], bo
             rows = sum(g.total_rows()[-1] for g in counted)
             sbytes = sum(g.total_state_bytes()[-1] for g in counted)
     zombies: int | None = None
+    verdicts = list(summary.verdicts)
+    exit_code = summary.exit_code
     if options.zombies:
         native = BackendChooser(ckpt, "native")  # never a JVM for a count beside the verdicts
+        earlier: Counter[tuple[int, str, int, str]] = Counter()
         try:
-            expired = run_to_end(iter_expired(ckpt, cancelled=cancelled, max_examples=0, backends=native))
+            expired = run_to_end(
+                iter_expired(
+                    ckpt, cancelled=cancelled, max_examples=0, backends=native, version_counts=earlier
+                )
+            )
         finally:
             native.close()
         if any(o.check != "skipped" for o in expired.operators):
             zombies = expired.counts()["zombie"]
+        # the full summary's expired verdicts: a leaking query ranks as ``summary`` ranks it
+        found = expired_verdicts(ckpt, expired, earlier)
+        verdicts = sorted([*verdicts, *found], key=lambda v: _severity_rank(v.severity))
+        if any(v.severity in ("error", "warning") for v in found):
+            exit_code = 1
     unreadable = next((v for v in summary.verdicts if v.check == "unreadable"), None)
     last = ckpt.last_committed_batch_id
     batch = next((b for b in ckpt.batches if b.batch_id == last), None) if last is not None else None
@@ -432,7 +445,7 @@ def _row(ckpt: Any, path: str, options: FleetOptions, cancelled: Callable[[], bo
     return FleetRow(
         path=path,
         location=str(ckpt.location),
-        verdicts=list(summary.verdicts),
+        verdicts=verdicts,
         query_id=ckpt.query_id,
         last_batch=last,
         last_batch_ms=batch.timestamp_ms if batch is not None else None,
@@ -444,7 +457,7 @@ def _row(ckpt: Any, path: str, options: FleetOptions, cancelled: Callable[[], bo
         zombies=zombies,
         unreadable=int(unreadable.value or 0) if unreadable is not None else 0,
         problems=[p.to_json() for p in summary.problems],
-        exit_code=summary.exit_code,
+        exit_code=exit_code,
         checked_ms=int(time.time() * 1000),
     )
 
