@@ -317,7 +317,7 @@ def test_gui_command_follows_from_the_start(
     is shown, and sees a batch committed after it opened."""
     import argparse
 
-    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtCore import QEventLoop, QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
     from statelens.app.gui import main as gui_main
@@ -328,6 +328,8 @@ def test_gui_command_follows_from_the_start(
         lambda *_: QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat),
     )
     seen: dict = {}
+    loop = QEventLoop()
+    windows: list = []
 
     def watch() -> None:
         win = next((w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)), None)
@@ -341,23 +343,30 @@ def test_gui_command_follows_from_the_start(
             # (a poll that started before the batch was written finds nothing: the next one finds it)
             seen["found"] = win.follow.log.last
             seen["label"] = win.follow.label.text()
-            timer.stop()
-            win.close()
-            QApplication.instance().quit()
+            windows.append(win)
+            loop.quit()
 
-    timer = QTimer()
-    timer.timeout.connect(watch)
-    timer.start(20)
-    guard = QTimer()  # the asserts below say what was missed
-    guard.setSingleShot(True)
-    guard.timeout.connect(QApplication.instance().quit)
-    guard.start(LOAD_TIMEOUT_MS)
-    args = argparse.Namespace(checkpoint=str(growing.dest), follow=True, follow_interval=0.2, view="overview")
-    try:
-        assert gui_main.run_gui(args) == 0
-    finally:
-        guard.stop()
+    def app_exec(_app: object) -> int:
+        # The app's event loop, as run_gui starts it, ended by the test (not by quitting the application
+        # the other tests share).
+        timer = QTimer()
+        timer.timeout.connect(watch)
+        timer.start(20)
+        guard = QTimer()  # the asserts below say what was missed
+        guard.setSingleShot(True)
+        guard.timeout.connect(loop.quit)
+        guard.start(LOAD_TIMEOUT_MS)
+        loop.exec()
         timer.stop()
+        guard.stop()
+        for win in windows:
+            win.close()
+            win.deleteLater()
+        return 0
+
+    monkeypatch.setattr(QApplication, "exec", app_exec)
+    args = argparse.Namespace(checkpoint=str(growing.dest), follow=True, follow_interval=0.2, view="overview")
+    assert gui_main.run_gui(args) == 0
     assert seen["interval"] == 0.2
     assert seen["first"].new_batches == ()
     assert "found" in seen, seen
