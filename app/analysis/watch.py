@@ -181,7 +181,7 @@ class _StoreWatch:
     """One store's replays (one per partition, so a partition that must be read again does not hold
     back the others) and its expired-keys fold."""
 
-    def __init__(self, ckpt: Checkpoint, op: Any, st: Any, clock: BatchClock, first_version: int):
+    def __init__(self, ckpt: Checkpoint, op: Any, st: Any, clock: BatchClock):
         self.operator_id = op.operator_id
         self.store_name = st.store_name
         self.backend = native_backend(ckpt)
@@ -197,11 +197,12 @@ class _StoreWatch:
         self._replays: dict[int, tuple[StateScan, Replay]] = {}
         self.pids = list(st.partitions)
         for pid in self.pids:
-            self.restart(pid, first_version)
+            self.restart(pid, None)
         self._build_fold(ckpt, op, st, clock)
 
-    def restart(self, pid: int, version: int) -> None:
-        """Read partition ``pid`` whole at ``version`` next (the first version, or after a failed read)."""
+    def restart(self, pid: int, version: int | None) -> None:
+        """Read partition ``pid`` whole at ``version`` next (after a failed read), or from its oldest
+        version (the first poll: the folds need the history, as ``statelens expired`` reads it)."""
         scan = StateScan(
             self.backend, self.operator_id, self.store_name, kind="replay", start_version=version
         )
@@ -408,14 +409,14 @@ class Watcher:
             return {}
         return {p.batch_id: p for p in read.progress}
 
-    def _ensure_stores(self, version: int) -> list[_StoreWatch]:
+    def _ensure_stores(self) -> list[_StoreWatch]:
         ckpt, clock = self.ckpt, self._batch_clock
         assert ckpt is not None and clock is not None
         for op in ckpt.operators:
             for st in op.stores:
                 key = (op.operator_id, st.store_name)
                 if key not in self._stores:
-                    self._stores[key] = _StoreWatch(ckpt, op, st, clock, version)
+                    self._stores[key] = _StoreWatch(ckpt, op, st, clock)
         return [self._stores[k] for k in sorted(self._stores)]
 
     def _batch(self, b: int, out: WatchPoll, progress: dict[int, Any]) -> BatchReport | None:
@@ -429,7 +430,7 @@ class Watcher:
             offsets.watermark_ms if offsets is not None else None,
             self._commit_time(b),
         )
-        stores = self._ensure_stores(v)
+        stores = self._ensure_stores()
         # Every partition of every store must list version v (the commit is written after the state).
         for sw in stores:
             for pid in sw.pids:

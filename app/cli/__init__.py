@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from statelens.app.analysis.views import VIEWS
-from statelens.app.cli import analyses, prune, state
+from statelens.app.cli import analyses, prune, state, watch
 from statelens.app.cli._common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -68,6 +68,7 @@ SUBCOMMANDS = (
     "mirror",
     "prune",
     "repartition",
+    "watch",
 )
 
 
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_commands(sub)
     analyses.add_commands(sub)
     prune.add_commands(sub)
+    watch.add_commands(sub)
 
     p = sub.add_parser(
         "gui",
