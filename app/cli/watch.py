@@ -54,9 +54,12 @@ def cmd_watch(
     args: argparse.Namespace,
     out: IO[str],
     *,
-    sleep: Callable[[float], None] = time.sleep,
-    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] | None = None,
+    monotonic: Callable[[], float] | None = None,
 ) -> int:
+    """Run ``statelens watch`` (``sleep`` and ``monotonic`` default to :mod:`time`'s, looked up when called)."""
+    sleep = sleep or time.sleep
+    monotonic = monotonic or time.monotonic
     err = sys.stderr
     watcher = Watcher(
         args.checkpoint,
