@@ -281,7 +281,7 @@ class _StoreWatch:
                 waiting.extend(f"partition {pid}: {e}" for e in transient or new)
                 if not (transient or new):
                     waiting.append(f"partition {pid}: version {version} not readable yet")
-                self.restart(pid, version)
+                self.restart(pid, None)  # the fold's history of this partition is fed again too
                 continue
             self.problems.extend(new)
             self.rows[pid] = len(last.state)
