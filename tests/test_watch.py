@@ -232,3 +232,34 @@ def test_cli_ctrl_c_stops_cleanly(
     assert "rows 8" in out  # agg_count's final state: 8 keys
     assert "watch stopped" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.spark
+def test_rows_are_spark_num_rows_total_and_the_event_log_joins(tmp_path: Path) -> None:
+    # Two runs of one query on one checkpoint, with the event log and the progress the query reported.
+    from tests.eventlog_gen import get_event_log
+
+    folder = get_event_log("restart")
+    runs = json.loads((folder / "progress.json").read_text())
+    progress = {p["batchId"]: p for run in runs for p in run}
+    first_run_last = max(p["batchId"] for p in runs[0])
+    src, dst = folder / "checkpoint", tmp_path / "ckpt"
+    grow_to(src, dst, first_run_last)
+    watcher = Watcher(str(dst), event_logs=[str(folder / "events")], from_batch=0)
+    poll = watcher.poll()
+    seen = list(poll.batches)
+    assert not poll.restarted
+    grow_to(src, dst, max(progress))
+    poll = watcher.poll()
+    seen.extend(poll.batches)
+    assert [b.batch_id for b in seen] == sorted(progress)
+    (line,) = poll.restarted
+    assert f"batch {first_run_last + 1}" in line
+    assert runs[1][0]["runId"] in line
+    assert [b.batch_id for b in seen if b.restart] == [first_run_last + 1]
+    for batch in seen:
+        p = progress[batch.batch_id]
+        assert [s.rows for s in batch.stores] == [op["numRowsTotal"] for op in p["stateOperators"]]
+        assert batch.duration_ms == p["durationMs"]["triggerExecution"]
+        assert batch.input_rows == p["numInputRows"]
+        assert batch.run_id == p["runId"]

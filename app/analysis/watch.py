@@ -51,6 +51,7 @@ from statelens.readers.errors import (
     StatelensError,
     StorageError,
 )
+from statelens.readers.eventlog import iter_read_event_logs
 from statelens.readers.model import OperatorKind
 from statelens.readers.scan import Replay, StateScan
 
@@ -124,6 +125,8 @@ class BatchReport:
         From the event log's progress of the batch, when one is given.
     run_id : str or None
         The run that wrote it (event log).
+    restart : str or None
+        A restart of the query seen just before this batch (a new run id, or a long gap), in words.
     """
 
     batch_id: int
@@ -136,6 +139,7 @@ class BatchReport:
     duration_ms: int | None = None
     input_rows: int | None = None
     run_id: str | None = None
+    restart: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -146,6 +150,7 @@ class BatchReport:
             "duration_ms": self.duration_ms,
             "input_rows": self.input_rows,
             "run_id": self.run_id,
+            "restart": self.restart,
             "gone": self.gone,
             "stores": [s.to_json() for s in self.stores],
             "findings": [f.to_json() for f in self.findings],
@@ -400,8 +405,6 @@ class Watcher:
         """The event log's progress by batch id (the last run's, where a batch was run twice)."""
         if not self.event_logs:
             return {}
-        from statelens.readers.eventlog import iter_read_event_logs
-
         try:
             read = run_to_end(iter_read_event_logs(self.event_logs, self.storage_options))
         except StatelensError as err:
@@ -487,9 +490,9 @@ class Watcher:
                 )  # fmt: skip
         p = progress.get(b)
         if p is not None:
-            raw = p.raw
-            report.duration_ms = (raw.get("durationMs") or {}).get("triggerExecution")
-            report.input_rows = raw.get("numInputRows")
+            doc = p.to_json()  # event logs leave the query-level input rows out: summed over the sources
+            report.duration_ms = doc["duration_ms"].get("triggerExecution")
+            report.input_rows = doc["num_input_rows"]
             report.run_id = p.run_id
         self._restart_seen(report, out)
         return report
@@ -512,7 +515,8 @@ class Watcher:
         b = report.batch_id
         if report.run_id is not None:
             if self._last_run is not None and report.run_id != self._last_run:
-                out.restarted.append(f"restart before batch {b}: new run {report.run_id} (event log)")
+                report.restart = f"restart before batch {b}: new run {report.run_id} (event log)"
+                out.restarted.append(report.restart)
             self._last_run = report.run_id
             return
         clock = self._batch_clock
@@ -524,10 +528,11 @@ class Watcher:
         if len(self._intervals) >= 3:
             median = sorted(self._intervals)[len(self._intervals) // 2]
             if gap > GAP_FACTOR * median and gap - median >= GAP_MIN_EXTRA_MS:
-                out.restarted.append(
+                report.restart = (
                     f"restart before batch {b}? {gap / 1000:.0f} s since batch {b - 1} "
                     f"(batches come every {median / 1000:.1f} s)"
                 )
+                out.restarted.append(report.restart)
         self._intervals.append(gap)
 
     def _status(self, out: WatchPoll) -> str:

@@ -76,18 +76,16 @@ def cmd_watch(
         while True:
             poll = watcher.poll()
             last = poll
-            for line in poll.restarted:
-                err.write(f"statelens: {line}\n") if args.jsonl else out.write(f"-- {line}\n")
             for batch in poll.batches:
                 if args.until_batch is not None and batch.batch_id > args.until_batch:
                     break
                 for f in batch.findings:
                     worst = max(worst, 2 if f.severity == "error" else 1 if f.severity == "warning" else 0)
                 if args.jsonl:
-                    doc = batch.to_json()
-                    doc["restart"] = [r for r in poll.restarted if f"batch {batch.batch_id}" in r] or None
-                    out.write(dumps_jsonl(doc) + "\n")
+                    out.write(dumps_jsonl(batch.to_json()) + "\n")
                 else:
+                    if batch.restart:
+                        out.write(f"-- {batch.restart}\n")
                     out.write(batch_line(batch) + "\n")
                     for f in batch.findings:
                         out.write(f"  {f.severity.upper():8s} {f.check}: {f.message}\n")
