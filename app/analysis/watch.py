@@ -335,6 +335,8 @@ class Watcher:
         Polls without a new batch after which the query is said to have stopped.
     clock : callable
         Wall-clock time in seconds (for the status line).
+    mirror : bool
+        Keep remote files read in the local mirror (:mod:`readers.mirror`); False for ``--no-cache``.
     """
 
     def __init__(
@@ -346,7 +348,9 @@ class Watcher:
         from_batch: int | None = None,
         stop_after: int = DEFAULT_STOP_AFTER,
         clock: Callable[[], float] = time.time,
+        mirror: bool = True,
     ):
+        self.mirror = mirror
         self.url = ckpt_url
         self.storage_options = storage_options
         self.event_logs = list(event_logs or [])
@@ -375,7 +379,7 @@ class Watcher:
         """
         out = WatchPoll()
         if self.ckpt is None:
-            self.ckpt = open_checkpoint(self.url, self.storage_options)
+            self.ckpt = open_checkpoint(self.url, self.storage_options, mirror=self.mirror)
         else:
             refresh = self.ckpt.refresh()
             out.waiting.extend(refresh.waiting)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from statelens.app.analysis.watch import BatchReport, Watcher, WatchPoll
+from statelens.app.cli._common import no_cache
 from statelens.app.output import dumps_jsonl
 from statelens.readers.textfmt import format_epoch_ms
 
@@ -67,6 +68,7 @@ def cmd_watch(
         event_logs=args.event_log,
         from_batch=args.from_batch,
         stop_after=args.stopped_after,
+        mirror=not no_cache(args),
     )
     deadline = None if args.for_seconds is None else monotonic() + args.for_seconds
     worst = 0
