@@ -263,3 +263,21 @@ def test_rows_are_spark_num_rows_total_and_the_event_log_joins(tmp_path: Path) -
         assert batch.duration_ms == p["durationMs"]["triggerExecution"]
         assert batch.input_rows == p["numInputRows"]
         assert batch.run_id == p["runId"]
+
+
+@pytest.mark.spark
+def test_a_checkpoint_that_appears_later_is_waited_for(
+    checkpoint: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from statelens.readers.errors import NotACheckpointError
+
+    dst = tmp_path / "later"
+    with pytest.raises(NotACheckpointError):
+        Watcher(str(dst)).poll()
+    watcher = Watcher(str(dst), from_batch=0, wait_for_checkpoint=True)
+    poll = watcher.poll()
+    assert poll.batches == []
+    assert poll.waiting
+    assert "no checkpoint there yet" in poll.status
+    grow_to(checkpoint("agg_count") / "checkpoint", dst, 1)
+    assert [b.batch_id for b in watcher.poll().batches] == [0, 1]

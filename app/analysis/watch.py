@@ -48,6 +48,7 @@ from statelens.readers.errors import (
     BackendUnavailableError,
     FileChangedError,
     MissingFileError,
+    NotACheckpointError,
     StatelensError,
     StorageError,
 )
@@ -337,6 +338,9 @@ class Watcher:
         Wall-clock time in seconds (for the status line).
     mirror : bool
         Keep remote files read in the local mirror (:mod:`readers.mirror`); False for ``--no-cache``.
+    wait_for_checkpoint : bool
+        A location that is not a checkpoint yet (a query about to start) is polled again instead of
+        raising :class:`readers.errors.NotACheckpointError`.
     """
 
     def __init__(
@@ -349,8 +353,10 @@ class Watcher:
         stop_after: int = DEFAULT_STOP_AFTER,
         clock: Callable[[], float] = time.time,
         mirror: bool = True,
+        wait_for_checkpoint: bool = False,
     ):
         self.mirror = mirror
+        self.wait_for_checkpoint = wait_for_checkpoint
         self.url = ckpt_url
         self.storage_options = storage_options
         self.event_logs = list(event_logs or [])
@@ -373,13 +379,20 @@ class Watcher:
         Raises
         ------
         NotACheckpointError
-            At the first poll, when the location is not a checkpoint.
+            At the first poll, when the location is not a checkpoint (unless ``wait_for_checkpoint``).
         StorageError
             When the storage cannot be listed.
         """
         out = WatchPoll()
         if self.ckpt is None:
-            self.ckpt = open_checkpoint(self.url, self.storage_options, mirror=self.mirror)
+            try:
+                self.ckpt = open_checkpoint(self.url, self.storage_options, mirror=self.mirror)
+            except NotACheckpointError as err:
+                if not self.wait_for_checkpoint:
+                    raise
+                out.waiting.append(str(err))
+                out.status = f"polled {self._now()} UTC: no checkpoint there yet ({err})"
+                return out
         else:
             refresh = self.ckpt.refresh()
             out.waiting.extend(refresh.waiting)
@@ -539,8 +552,11 @@ class Watcher:
                 out.restarted.append(report.restart)
         self._intervals.append(gap)
 
+    def _now(self) -> str:
+        return time.strftime("%H:%M:%S", time.gmtime(self._clock()))
+
     def _status(self, out: WatchPoll) -> str:
-        when = time.strftime("%H:%M:%S", time.gmtime(self._clock()))
+        when = self._now()
         ckpt = self.ckpt
         assert ckpt is not None
         last = max(ckpt.commits) if ckpt.commits else None

@@ -69,15 +69,20 @@ def cmd_watch(
         from_batch=args.from_batch,
         stop_after=args.stopped_after,
         mirror=not no_cache(args),
+        wait_for_checkpoint=True,
     )
     deadline = None if args.for_seconds is None else monotonic() + args.for_seconds
     worst = 0
     said_stopped = False
+    said_waiting = False
     last: WatchPoll | None = None
     try:
         while True:
             poll = watcher.poll()
             last = poll
+            if watcher.ckpt is None and not said_waiting:
+                err.write(f"statelens: waiting for a checkpoint at {args.checkpoint}: {poll.waiting[0]}\n")
+                said_waiting = True
             for batch in poll.batches:
                 if args.until_batch is not None and batch.batch_id > args.until_batch:
                     break
