@@ -194,3 +194,31 @@ def test_s3_objects_appearing_and_listed_before_they_can_be_read(
     poll = watcher.poll()
     assert [b.batch_id for b in poll.batches] == [4]
     check_batch(poll.batches[0], expected, before)
+
+
+@pytest.mark.spark
+def test_a_listing_that_fails_is_tried_again_at_the_next_poll(
+    grown: tuple[Path, Path, dict[str, Any]],
+) -> None:
+    from statelens.readers.errors import StorageError
+
+    src, dst, expected = grown
+    watcher = Watcher(str(dst), from_batch=0)
+    before = first_polls(watcher, expected)
+    for step in batch_steps(src, dst, 3):
+        step()
+    assert watcher.ckpt is not None
+    fs = watcher.ckpt.fs
+    relist = fs.relist
+
+    def fail() -> None:
+        fs.relist = relist  # type: ignore[method-assign]
+        raise StorageError("listing failed: connection reset (after 5 attempts)", path=str(dst))
+
+    fs.relist = fail  # type: ignore[method-assign]
+    poll = watcher.poll()
+    assert poll.batches == []
+    assert "could not be listed" in poll.status
+    poll = watcher.poll()
+    assert [b.batch_id for b in poll.batches] == [3]
+    check_batch(poll.batches[0], expected, before)

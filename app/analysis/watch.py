@@ -381,7 +381,8 @@ class Watcher:
         NotACheckpointError
             At the first poll, when the location is not a checkpoint (unless ``wait_for_checkpoint``).
         StorageError
-            When the storage cannot be listed.
+            When the storage cannot be listed at the first poll (later, the poll says so in ``status``
+            and ``waiting`` and the next one lists again).
         """
         out = WatchPoll()
         if self.ckpt is None:
@@ -394,7 +395,13 @@ class Watcher:
                 out.status = f"polled {self._now()} UTC: no checkpoint there yet ({err})"
                 return out
         else:
-            refresh = self.ckpt.refresh()
+            try:
+                refresh = self.ckpt.refresh()
+            except StorageError as err:  # the listing failed after its retries: the next poll lists again
+                out.waiting.append(str(err))
+                self._idle_polls += 1
+                out.status = f"polled {self._now()} UTC: the checkpoint could not be listed ({err})"
+                return out
             out.waiting.extend(refresh.waiting)
             if refresh.reshaped:
                 self._stores = {}
