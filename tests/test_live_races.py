@@ -169,6 +169,8 @@ def test_s3_objects_appearing_and_listed_before_they_can_be_read(
     batches = watcher.poll().batches
     assert [b.batch_id for b in batches] == [0, 1, 2]
     before = batches[-1]
+    assert watcher.ckpt is not None
+    fetched_before = dict(watcher.ckpt.fs.fetched)
     # Batch 3 uploaded in Spark's order, polled after each step.
     for n, keep in enumerate(
         (
@@ -181,6 +183,10 @@ def test_s3_objects_appearing_and_listed_before_they_can_be_read(
         poll = watcher.poll()
         assert [b.batch_id for b in poll.batches] == ([3] if n == 2 else [])
     check_batch(poll.batches[0], expected, before)
+    # Only what batch 3 wrote was read, each file once: its log files and the deltas of version 4.
+    fetched = watcher.ckpt.fs.fetched
+    new_reads = {p: n - fetched_before.get(p, 0) for p, n in fetched.items() if n != fetched_before.get(p, 0)}
+    assert new_reads == {p: 1 for p in ("offsets/3", "commits/3", "state/0/0/4.delta", "state/0/1/4.delta")}
     before = poll.batches[0]
     # Batch 4: a delta is listed, then gone when it is read (a GET after the listing answers 404).
     put(lambda rel: file_batch(rel) == 4)
