@@ -228,3 +228,37 @@ def test_a_listing_that_fails_is_tried_again_at_the_next_poll(
     poll = watcher.poll()
     assert [b.batch_id for b in poll.batches] == [3]
     check_batch(poll.batches[0], expected, before)
+
+
+@pytest.mark.spark
+def test_a_damaged_delta_is_reported_as_damage_not_waited_for(
+    grown: tuple[Path, Path, dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from statelens.app.cli import main
+
+    src, dst, expected = grown
+    watcher = Watcher(str(dst), from_batch=0)
+    first_polls(watcher, expected)
+    for step in batch_steps(src, dst, 3):
+        step()
+    delta = dst / "state/0/1/4.delta"
+    data = delta.read_bytes()
+    delta.write_bytes(data[: len(data) - 7])  # cut short, as a crash mid-write would leave it
+    poll = watcher.poll()
+    (batch,) = poll.batches
+    assert batch.batch_id == 3
+    (store,) = batch.stores
+    assert store.rows is None and store.zombies is None
+    (finding,) = [f for f in batch.findings if f.severity == "error"]
+    assert "state/0/1/4.delta" in finding.files
+    # Nothing rebuilds partition 1 after it (no snapshot): the next batch cannot count it either.
+    for step in batch_steps(src, dst, 4):
+        step()
+    (batch,) = watcher.poll().batches
+    assert batch.stores[0].rows is None
+    # The doctor's exit code: an unreadable state file is an error.
+    rc = main(["watch", str(dst), "--from-batch", "3", "--until-batch", "3"])
+    out = capsys.readouterr().out
+    assert rc == 2
+    assert "rows ?" in out
+    assert "ERROR" in out

@@ -191,7 +191,7 @@ class _StoreWatch:
         self.operator_id = op.operator_id
         self.store_name = st.store_name
         self.backend = native_backend(ckpt)
-        self.rows: dict[int, int] = {}
+        self.rows: dict[int, int | None] = {}
         self.at: dict[int, int] = {}  # partition -> version fed
         self.prev_rows: int | None = None
         self.prev_zombies: int | None = None
@@ -275,28 +275,32 @@ class _StoreWatch:
             known = len(scan.problems)
             last = None
             for step in replay.advance(until=version):
-                if len(scan.problems) > known:
+                if any(isinstance(e, _TRANSIENT) for e in scan.problems[known:]):
                     break
                 if self.fold is not None:
                     self.fold.feed(pid, step.version, step.state, step.changes, False)
                 last = step
             new = scan.problems[known:]
             transient = [e for e in new if isinstance(e, _TRANSIENT)]
-            if transient or last is None or last.version != version:
+            # The replay names each error once: damage met before still explains a version not rebuilt.
+            damaged = any(not isinstance(e, _TRANSIENT) for e in scan.problems)
+            if transient or (not damaged and (last is None or last.version != version)):
                 # Renamed, uploaded or deleted under the reader: this partition is read whole next time.
-                waiting.extend(f"partition {pid}: {e}" for e in transient or new)
-                if not (transient or new):
+                waiting.extend(f"partition {pid}: {e}" for e in transient)
+                if not transient:
                     waiting.append(f"partition {pid}: version {version} not readable yet")
                 self.restart(pid, None)  # the fold's history of this partition is fed again too
                 continue
+            # Damage is reported, not waited for: the version as a restart would load it, or no rows.
             self.problems.extend(new)
-            self.rows[pid] = len(last.state)
+            self.rows[pid] = len(last.state) if last is not None and last.version == version else None
             self.at[pid] = version
         return waiting
 
     def report(self, batch_id: int) -> StoreReport:
         version = batch_id + 1
-        rows = sum(self.rows.get(pid, 0) for pid in self.pids)
+        counted = [self.rows.get(pid) for pid in self.pids]
+        rows = None if None in counted else sum(n or 0 for n in counted)
         zombies: int | None = None
         zombies_new: int | None = None
         if self.fold is not None:
@@ -313,7 +317,9 @@ class _StoreWatch:
             elif self.prev_zombies is not None:
                 zombies_new = zombies - self.prev_zombies
             self.counts.clear()
-        delta = None if self.prev_rows is None else rows - self.prev_rows
+        if rows is None:  # a partition that cannot be read: no count of the store stands
+            zombies = zombies_new = None
+        delta = None if self.prev_rows is None or rows is None else rows - self.prev_rows
         self.prev_rows, self.prev_zombies = rows, zombies
         return StoreReport(self.operator_id, self.store_name, rows, delta, zombies, zombies_new, self.check)
 
