@@ -210,9 +210,14 @@ class _StoreWatch:
         """Read partition ``pid`` whole at ``version`` next (after a failed read), or from its oldest
         version (the first poll: the folds need the history, as ``statelens expired`` reads it)."""
         scan = StateScan(
-            self.backend, self.operator_id, self.store_name, kind="replay", start_version=version
+            self.backend,
+            self.operator_id,
+            self.store_name,
+            kind="replay",
+            partitions=[pid],
+            start_version=version,
         )
-        self._replays[pid] = (scan, Replay(scan, False, [pid]))
+        self._replays[pid] = (scan, scan.replay())
         self.at.pop(pid, None)
 
     def _build_fold(self, ckpt: Checkpoint, op: Any, st: Any, clock: BatchClock) -> None:
