@@ -281,3 +281,27 @@ def test_a_checkpoint_that_appears_later_is_waited_for(
     assert "no checkpoint there yet" in poll.status
     grow_to(checkpoint("agg_count") / "checkpoint", dst, 1)
     assert [b.batch_id for b in watcher.poll().batches] == [0, 1]
+
+
+@pytest.mark.spark
+def test_cleanup_behind_a_watcher_that_lags(checkpoint: Callable[[str], Path], tmp_path: Path) -> None:
+    # The watcher has read batch 1; before its next poll the query runs on and cleanup deletes every
+    # version before the zip of version 4: batch 2 is gone, the rest is read from that zip on.
+    folder = checkpoint("rocks_pandas_state")
+    expected = json.loads((folder / "expected.json").read_text())
+    src, dst = folder / "checkpoint", tmp_path / "ckpt"
+    grow_to(src, dst, 1)
+    watcher = Watcher(str(dst), from_batch=0)
+    assert [b.batch_id for b in watcher.poll().batches] == [0, 1]
+    last = max(expected["committed_batches"])
+    grow_to(src, dst, last)
+    for p in (dst / "state").rglob("*"):
+        m = _STATE_FILE.match(p.name)
+        if m and (int(m.group(1)) < 4 or (int(m.group(1)) == 4 and m.group(2) == "changelog")):
+            p.unlink()
+    poll = watcher.poll()
+    assert [b.batch_id for b in poll.batches] == list(range(2, last + 1))
+    assert [b.batch_id for b in poll.batches if b.gone] == [2]
+    for batch in poll.batches[1:]:
+        assert batch.stores[0].rows == expected_rows(expected, batch.batch_id)
+        assert not [f for f in batch.findings if f.severity == "error"]
