@@ -423,7 +423,8 @@ class Watcher:
             self._batch_clock.__dict__.update(BatchClock(ckpt).__dict__)
         if self.next_batch is None and ckpt.commits:
             self.next_batch = max(ckpt.commits)
-        progress = self._progress()
+        # The event log is read again only when a batch is to be reported (it grows with the query).
+        progress = self._progress() if self.next_batch in ckpt.commits else {}
         while self.next_batch is not None and self.next_batch in ckpt.commits:
             batch = self._batch(self.next_batch, out, progress)
             if batch is None:
