@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from statelens.app.analysis.views import VIEWS
-from statelens.app.cli import analyses, fleet, prune, state
+from statelens.app.cli import analyses, fleet, prune, state, watch
 from statelens.app.cli._common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -69,6 +69,7 @@ SUBCOMMANDS = (
     "prune",
     "repartition",
     "fleet",
+    "watch",
 )
 
 
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyses.add_commands(sub)
     prune.add_commands(sub)
     fleet.add_commands(sub)
+    watch.add_commands(sub)
 
     p = sub.add_parser(
         "gui",
