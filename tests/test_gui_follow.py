@@ -2,8 +2,9 @@
 then its state files, then its commit) while the app follows it.
 
 Expected batch ids and state versions are the names of the files Spark wrote (``offsets/<id>``,
-``commits/<id>``, ``<version>.delta``); the views must show what a poll found without losing what the
-user picked. Polls are started by the test (``FollowController.poll_now``) and waited for through the
+``commits/<id>``, ``<version>.delta``); zombies are what the writing query's state function recorded
+(``expected.json``), a restart the run ids the query reported in its progress; the views must show what
+a poll found without losing what the user picked. Polls are started by the test (``FollowController.poll_now``) and waited for through the
 ``polled`` signal, never by time.
 """
 
@@ -13,6 +14,7 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import json
 import shutil
 from pathlib import Path
 
@@ -23,7 +25,7 @@ pytest.importorskip("pyqtgraph")
 pytest.importorskip("superqt")
 
 import statelens.app.gui  # noqa: E402,F401 - applies the PySide6 6.12.0 refcount guard before any signal is emitted
-from statelens.app.follow import FollowLog, FollowPoll, ReopeningPoller, follow_status  # noqa: E402
+from statelens.app.follow import FollowLog, FollowPoll, WatcherPoller, follow_status  # noqa: E402
 from tests._growing import GrowingCheckpoint  # noqa: E402
 from tests._gui import open_window  # noqa: E402
 
@@ -79,16 +81,20 @@ def _versions(win) -> list[float]:  # type: ignore[no-untyped-def]
 # -- Qt-free: the poller and the status line ------------------------------------------------------------
 @pytest.mark.spark
 def test_poller_reports_each_committed_batch_once(growing: GrowingCheckpoint) -> None:
-    poller = ReopeningPoller(str(growing.dest), last_committed=FIRST)
-    assert poller.poll().new_batches == ()
+    poller = WatcherPoller(str(growing.dest), last_committed=FIRST)
+    quiet = poller.poll()
+    assert quiet.new_batches == () and quiet.checkpoint is None  # nothing new: nothing opened for the views
     growing.write_batch()
     growing.write_batch()
     first = poller.poll()
     assert first.new_batches == tuple(growing.committed()[FIRST + 1 :]) == (FIRST + 1, FIRST + 2)
     assert first.checkpoint is not None and first.checkpoint.last_committed_batch_id == FIRST + 2
+    # The views get a checkpoint of their own: the watcher's is refreshed in place by the next poll.
+    assert first.checkpoint is not poller.watcher.ckpt
     assert poller.poll().new_batches == ()
 
-    # A batch planned (offsets written) but not committed yet is not new; its commit makes it new.
+    # A batch planned (offsets written) and its state written but not committed yet is not new; its
+    # commit makes it new.
     batch = FIRST + 3
     for rel in growing.files[batch]:
         if rel.parts[0] != "commits":
@@ -101,17 +107,86 @@ def test_poller_reports_each_committed_batch_once(growing: GrowingCheckpoint) ->
 
 @pytest.mark.spark
 def test_poller_says_why_it_cannot_read(growing: GrowingCheckpoint) -> None:
-    poller = ReopeningPoller(str(growing.dest), last_committed=FIRST)
+    poller = WatcherPoller(str(growing.dest), last_committed=FIRST)
+    assert poller.poll().new_batches == ()
     # The newest commit deleted: the commit log went back, nothing is new.
     (growing.dest / "commits" / str(FIRST)).unlink()
     poll = poller.poll()
     assert poll.went_back and poll.changed and poll.new_batches == ()
     assert poll.last_committed == growing.committed()[-1] == FIRST - 1
+    assert poll.checkpoint is not None and poll.checkpoint.last_committed_batch_id == FIRST - 1
     assert poller.poll().went_back is False
+    # Written again, the batch is new once more (followed from where the commit log went back to).
+    growing._copy(Path("commits") / str(FIRST))
+    assert poller.poll().new_batches == (FIRST,)
     shutil.rmtree(growing.dest)
     poll = poller.poll()
     assert poll.problem and not poll.changed and poll.checkpoint is None
-    assert poll.last_committed == FIRST - 1
+    assert poll.last_committed == FIRST
+    assert poller.poll().problem  # and again at the next poll, nothing raises
+
+
+@pytest.mark.spark
+def test_status_says_the_zombies_the_new_batches_left(checkpoint, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.test_analysis_expired import _expected_zombies
+
+    folder = checkpoint("pandas_state_event")
+    expected = json.loads((folder / "expected.json").read_text())
+    grown = GrowingCheckpoint(folder / "checkpoint", tmp_path / "live")
+    grown.write_until(0)
+    poller = WatcherPoller(str(grown.dest), last_committed=0)
+    log = FollowLog(interval_s=5)
+    log.start(0)
+    seen = []
+    for b in grown.batches[1:]:
+        assert grown.write_batch() == b
+        poll = poller.poll()
+        assert poll.new_batches == (b,)
+        zombies = _expected_zombies(expected, b + 1)  # the keys left in the state after batch b
+        fired = sum(1 for at in zombies.values() if at == b)
+        assert (poll.zombies_new, poll.zombies) == (fired, len(zombies)), b
+        log.record(poll, 0)
+        text = follow_status(log, 0, lambda _ms: "12:00:00")
+        if fired:
+            assert (
+                f"; 1 new batch; +{fired} zombie key{'s' if fired > 1 else ''} ({len(zombies)} in all)"
+                in text
+            )
+            seen.append(b)
+        else:
+            assert "zombie" not in text
+    assert seen  # the query left zombies in some batch
+
+
+@pytest.mark.spark
+def test_status_says_the_query_restarted(tmp_path: Path) -> None:
+    # Two runs of one query on one checkpoint, with the event log and the progress the query reported.
+    from tests.eventlog_gen import get_event_log
+
+    folder = get_event_log("restart")
+    runs = json.loads((folder / "progress.json").read_text())
+    first_run_last = max(p["batchId"] for p in runs[0])
+    second_run = sorted(p["batchId"] for p in runs[1])
+    assert second_run[0] == first_run_last + 1 and runs[1][0]["runId"] != runs[0][0]["runId"]
+    grown = GrowingCheckpoint(folder / "checkpoint", tmp_path / "live")
+    grown.write_until(first_run_last)
+    poller = WatcherPoller(str(grown.dest), last_committed=0, event_logs=[str(folder / "events")])
+    poll = poller.poll()
+    assert poll.new_batches == tuple(range(1, first_run_last + 1)) and not poll.restarted
+    log = FollowLog(interval_s=5)
+    log.start(0)
+    assert grown.write_batch() == second_run[0]
+    poll = poller.poll()
+    assert poll.new_batches == (second_run[0],) and poll.restarted and poll.changed
+    log.record(poll, 0)
+    assert follow_status(log, 0, lambda _ms: "12:00:00").endswith(
+        f"batch {second_run[0]} started 0 s ago; 1 new batch; the query restarted"
+    )
+    # The next batches of the same run are no restart.
+    assert len(second_run) > 1
+    grown.write_until(second_run[-1])
+    poll = poller.poll()
+    assert poll.new_batches == tuple(second_run[1:]) and not poll.restarted
 
 
 def test_follow_status_lines() -> None:
@@ -261,7 +336,10 @@ def test_follow_survives_files_vanishing(qtbot, window, growing: GrowingCheckpoi
     assert gone.is_file() and not gone.with_suffix(".snapshot").exists()
     gone.unlink()
     poll = _poll(qtbot, win)
-    assert poll.new_batches == (batch - 1, batch)
+    # The batch whose delta is not there is not readable yet: the poll waits for it; the views show the
+    # checkpoint as listed, the verdict naming the file.
+    assert poll.new_batches == (batch - 1,) and poll.waiting
+    assert "waiting for" in win.follow.label.text()
     assert win.loaded.checkpoint.last_committed_batch_id == batch
     verdicts = win.overview_controller.summary.verdicts
     assert any(v.severity == "error" and f"{batch + 1}.delta" in v.text for v in verdicts), verdicts

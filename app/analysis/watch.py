@@ -174,6 +174,8 @@ class WatchPoll:
         A restart seen before a batch of this poll (one line each).
     waiting : list of str
         What is not readable yet (read again at the next poll).
+    unlisted : str
+        Why the checkpoint could not be listed ("" when it was); the next poll lists again.
     """
 
     batches: list[BatchReport] = field(default_factory=list)
@@ -181,6 +183,7 @@ class WatchPoll:
     stopped: bool = False
     restarted: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
+    unlisted: str = ""
 
 
 class _StoreWatch:
@@ -410,6 +413,7 @@ class Watcher:
                 refresh = self.ckpt.refresh()
             except StorageError as err:  # the listing failed after its retries: the next poll lists again
                 out.waiting.append(str(err))
+                out.unlisted = str(err)
                 self._idle_polls += 1
                 out.status = f"polled {self._now()} UTC: the checkpoint could not be listed ({err})"
                 return out

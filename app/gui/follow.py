@@ -24,7 +24,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QAbstractItemView, QLabel, QWidget
 
-from statelens.app.follow import DEFAULT_INTERVAL_S, FollowLog, FollowPoll, Poller, ReopeningPoller, iter_poll
+from statelens.app.follow import DEFAULT_INTERVAL_S, FollowLog, FollowPoll, Poller, WatcherPoller, iter_poll
 from statelens.app.session import LoadedCheckpoint
 
 #: The runner channel of the polls.
@@ -161,8 +161,8 @@ class FollowController(QObject):
     interval_s : float
         Seconds between polls.
     poller_factory : callable, optional
-        ``(loaded, ctx) -> Poller``: how a poll reads the checkpoint (:class:`ReopeningPoller` unless
-        given).
+        ``(loaded, ctx) -> Poller``: how a poll reads the checkpoint (a :class:`~app.follow.WatcherPoller`
+        unless given).
     clock : callable, optional
         Epoch milliseconds now (tests pass a fixed one).
 
@@ -185,11 +185,11 @@ class FollowController(QObject):
         super().__init__(window)
         self.window = window
         self.ctx = window.ctx
-        self.poller_factory = poller_factory or _reopening_poller
+        self.poller_factory = poller_factory or _watcher_poller
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.log = FollowLog(interval_s=interval_s)
         self.poller: Poller | None = None
-        self._poller_url: str | None = None
+        self._poller_key: tuple[str, tuple[str, ...]] | None = None
         self.memory: ViewMemory | None = None
         self.timer = QTimer(self)
         self.timer.timeout.connect(self._on_timer_timeout)
@@ -245,7 +245,7 @@ class FollowController(QObject):
             self.timer.stop()
             self.tick.stop()
             self.ctx.runner.cancel(CHANNEL)
-            self.poller, self._poller_url = None, None
+            self.poller, self._poller_key = None, None
             if self.memory is not None:
                 self.memory.forget()
             release_end_pins(self.window)
@@ -262,9 +262,11 @@ class FollowController(QObject):
             return False
         if not self.window.settled():
             return False  # the previous refresh still reads: poll when it is shown
-        if self.poller is None or self._poller_url != loaded.url:
+        # A new poller for another checkpoint, or when event logs were added (their run ids say restarts).
+        key = (loaded.url, tuple(self.ctx.event_logs or ()))
+        if self.poller is None or self._poller_key != key:
             self.poller = self.poller_factory(loaded, self.ctx)
-            self._poller_url = loaded.url
+            self._poller_key = key
         runner.submit(
             CHANNEL,
             iter_poll,
@@ -320,9 +322,10 @@ class FollowController(QObject):
         self.ctx.runner.cancel(CHANNEL)
 
 
-def _reopening_poller(loaded: LoadedCheckpoint, ctx: Any) -> Poller:
-    return ReopeningPoller(
+def _watcher_poller(loaded: LoadedCheckpoint, ctx: Any) -> Poller:
+    return WatcherPoller(
         loaded.url,
         None if loaded.is_sample else (ctx.storage_options or None),
         loaded.checkpoint.last_committed_batch_id,
+        event_logs=list(ctx.event_logs or []),
     )
