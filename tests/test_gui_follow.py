@@ -210,6 +210,12 @@ def test_follow_status_lines() -> None:
     assert "the commit log went back to batch 40" in follow_status(log, 70_000, clock)
     log.record(FollowPoll(new_batches=(43,), last_committed=43, restarted=True), 70_000)
     assert follow_status(log, 70_000, clock).endswith("batch 43; 1 new batch; the query restarted")
+    log.record(FollowPoll(new_batches=(44, 45), last_committed=45, gone=(44,), waiting=2), 70_000)
+    assert follow_status(log, 70_000, clock).endswith(
+        "batch 45; 2 new batches; batch 44 cleaned up before read; waiting for 2 files not readable yet"
+    )
+    log.record(FollowPoll(new_batches=(46,), last_committed=46, zombies_new=-3, zombies=9), 70_000)
+    assert follow_status(log, 70_000, clock).endswith("batch 46; 1 new batch; -3 zombie keys (9 in all)")
 
 
 # -- the app follows -------------------------------------------------------------------------------------
