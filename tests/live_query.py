@@ -14,9 +14,10 @@ whatever the wall clock does), each writing its own checkpoint under ``root``:
     it calls ``state.remove()`` (the fix).
 
 Both write to Spark's ``noop`` sink. The subprocess appends every batch's progress, as the query
-reported it (``StreamingQueryProgress.json``: ``batchId``, ``runId``, ``stateOperators[].numRowsTotal``,
-...), to ``progress.jsonl`` under ``root``, one JSON object per line with the query's name in
-``"query"``; a line ``{"event": "started", "query", "runId", "fixed"}`` comes first for every start.
+reported it (``StreamingQueryProgress.json``: ``id``, ``batchId``, ``runId``,
+``stateOperators[].numRowsTotal``, ...), to ``<name>.progress.jsonl`` under ``root``, one JSON object per
+line (progress JSON lines, as ``--event-log`` reads them); ``starts.jsonl`` gets
+``{"query", "runId", "fixed"}`` for every start.
 It stops when every query has reported batch ``until_batch`` (or at once when ``root/stop`` appears),
 so the same checkpoints can be restarted with the leak fixed.
 
@@ -97,7 +98,6 @@ def _run(root: Path, fixed: bool, until_batch: int | None, trigger_ms: int, quer
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    progress_path = root / "progress.jsonl"
     stop_path = root / "stop"
 
     def source() -> Any:
@@ -136,10 +136,8 @@ def _run(root: Path, fixed: bool, until_batch: int | None, trigger_ms: int, quer
             .start()
         )
         started[name] = q
-        with progress_path.open("a") as f:
-            f.write(
-                json.dumps({"event": "started", "query": name, "runId": str(q.runId), "fixed": fixed}) + "\n"
-            )
+        with (root / "starts.jsonl").open("a") as f:
+            f.write(json.dumps({"query": name, "runId": str(q.runId), "fixed": fixed}) + "\n")
     seen: dict[str, int] = {name: -1 for name in started}
     status = 0
     try:
@@ -148,9 +146,9 @@ def _run(root: Path, fixed: bool, until_batch: int | None, trigger_ms: int, quer
                 reports = [json.loads(p.json) if hasattr(p, "json") else p for p in q.recentProgress]
                 new = [p for p in reports if p["batchId"] > seen[name]]
                 if new:
-                    with progress_path.open("a") as f:
+                    with (root / f"{name}.progress.jsonl").open("a") as f:
                         for p in sorted(new, key=lambda p: p["batchId"]):
-                            f.write(json.dumps({"query": name, **p}) + "\n")
+                            f.write(json.dumps(p) + "\n")
                     seen[name] = max(p["batchId"] for p in new)
                 if q.exception() is not None:
                     print(f"{name}: {q.exception()}", file=sys.stderr)
@@ -167,13 +165,22 @@ def _run(root: Path, fixed: bool, until_batch: int | None, trigger_ms: int, quer
     return status
 
 
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    # Only whole lines: the subprocess may be writing the last one.
+    lines = path.read_text().split("\n")[:-1]
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 class LiveQuery:
     """The live queries of one test: their root folder, the running subprocess, what they reported.
 
     Parameters
     ----------
     root : Path
-        Holds ``agg/`` and ``leak/`` (the checkpoints), ``progress.jsonl`` and the subprocess's log.
+        Holds ``agg/`` and ``leak/`` (the checkpoints), their progress, the starts and the subprocess's
+        log.
     queries : tuple of str
         Which of :data:`QUERIES` to run.
     trigger_ms : int
@@ -196,7 +203,14 @@ class LiveQuery:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         (self.root / "stop").unlink(missing_ok=True)
         env = {**os.environ, "TZ": "UTC", "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
-        args = [sys.executable, "-m", "tests.live_query", str(self.root), "--trigger-ms", str(self.trigger_ms)]
+        args = [
+            sys.executable,
+            "-m",
+            "tests.live_query",
+            str(self.root),
+            "--trigger-ms",
+            str(self.trigger_ms),
+        ]
         args += ["--queries", ",".join(self.queries)]
         if fixed:
             args.append("--fixed")
@@ -231,20 +245,17 @@ class LiveQuery:
                 raise TimeoutError(f"no batch {batch_id} of {name} within {timeout_s} s")
             time.sleep(0.2)
 
-    def lines(self) -> list[dict[str, Any]]:
-        """Every line of ``progress.jsonl`` so far."""
-        path = self.root / "progress.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    def progress_path(self, name: str) -> Path:
+        """Query ``name``'s progress JSON lines (what ``--event-log`` reads)."""
+        return self.root / f"{name}.progress.jsonl"
 
     def progress(self, name: str) -> list[dict[str, Any]]:
         """Query ``name``'s progress reports, in the order reported (a re-run batch appears twice)."""
-        return [d for d in self.lines() if d.get("query") == name and "batchId" in d]
+        return _json_lines(self.progress_path(name))
 
     def runs(self, name: str) -> list[str]:
         """The run ids of query ``name``'s starts, in order."""
-        return [d["runId"] for d in self.lines() if d.get("event") == "started" and d["query"] == name]
+        return [d["runId"] for d in _json_lines(self.root / "starts.jsonl") if d["query"] == name]
 
     def log(self) -> str:
         """The subprocess's output."""

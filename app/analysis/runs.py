@@ -9,7 +9,13 @@ metadata file names it. So the runs come, in this order of trust, from
    (a batch re-run after a restart is reported by the run that committed it);
 2. else the batch timestamps (``batchTimestampMs``, §2.2): a run starts at a batch whose start is more
    than :data:`GAP_FACTOR` times the median interval and :data:`GAP_MIN_MS` after the batch before it
-   (a restart costs at least a JVM's start; a slow batch or a stop of less than that is not told apart);
+   (a restart costs at least a JVM's start; a slow batch or a stop of less than that is not told apart),
+   unless the batch before it starts a run (a run's first batch is slow: the gap after it is its
+   duration; verified on a live query restarted under load, whose first batch took 7.8 s). A restart
+   re-runs the batch its predecessor planned but did not commit, and ``offsets/<b>`` keeps the stopped
+   run's timestamp (verified on Spark 4.3): so a gap at batch ``b`` says the new run started at ``b`` or,
+   when it re-ran one, at ``b - 1``; the rates then leave version ``b`` (the state after ``b - 1``) out
+   of *before* (``margin``);
 3. or the batch the user names (``fix_batch``).
 
 :func:`before_after` then sets, per store, the rate of state growth (rows per batch, from
@@ -41,6 +47,7 @@ __all__ = [
     "expired_per_version",
     "find_runs",
     "fix_batch_of",
+    "fix_margin",
 ]
 
 #: A batch starting this many median intervals after the one before it starts a new run (no event log).
@@ -152,8 +159,10 @@ def find_runs(
         gaps = {b: stamps[b] - stamps[a] for a, b in zip(ordered, ordered[1:], strict=False) if b == a + 1}
         if len(gaps) >= 2:
             median = statistics.median(gaps.values())
-            for b, gap in gaps.items():
-                if gap > GAP_FACTOR * median and gap >= GAP_MIN_MS + median:
+            for b, gap in sorted(gaps.items()):
+                # A run's first batch is slow (state loaded, code compiled, a busy machine): the gap
+                # after it is that batch's duration, not another restart.
+                if b - 1 not in starts and gap > GAP_FACTOR * median and gap >= GAP_MIN_MS + median:
                     starts[b] = ("gap", None)
     if fix_batch is not None:
         if fix_batch not in batches:
@@ -169,8 +178,8 @@ def find_runs(
         last = firsts[i + 1] - 1 if i + 1 < len(firsts) else batches[-1]
         evidence, run_id = starts[first]
         prev_stamp = stamps.get(first - 1)
-        gap = stamps[first] - prev_stamp if first in stamps and prev_stamp is not None else None
-        runs.append(Run(i, first, last, run_id, stamps.get(first), evidence, gap if i else None))
+        gap_ms = stamps[first] - prev_stamp if first in stamps and prev_stamp is not None else None
+        runs.append(Run(i, first, last, run_id, stamps.get(first), evidence, gap_ms if i else None))
     return runs
 
 
@@ -182,6 +191,12 @@ def fix_batch_of(runs: Sequence[Run], fix_batch: int | None = None) -> int | Non
     if fix_batch is not None:
         return fix_batch
     return runs[-1].first_batch if len(runs) > 1 else None
+
+
+def fix_margin(runs: Sequence[Run], fix_batch: int) -> int:
+    """Versions before the fix batch that may hold the fixed run's state: 1 when the run starting
+    there was found by a gap (it may have re-run the batch before), else 0."""
+    return next((1 for r in runs if r.first_batch == fix_batch and r.evidence == "gap"), 0)
 
 
 @dataclass(frozen=True)
@@ -294,12 +309,14 @@ def expired_per_version(
     return out
 
 
-def _around(series: Mapping[int, int], fix_batch: int) -> BeforeAfter:
-    fix_version = fix_batch + 1
+def _around(series: Mapping[int, int], fix_batch: int, margin: int) -> BeforeAfter:
+    fix_version, last_before = fix_batch + 1, fix_batch - margin
     versions = sorted(series)
-    before = [v for v in versions if v <= fix_batch]
+    before = [v for v in versions if v <= last_before]
     after = [v for v in versions if v >= fix_version]
-    at_fix = series[fix_version] - series[fix_batch] if fix_version in series and fix_batch in series else None
+    at_fix = (
+        series[fix_version] - series[last_before] if fix_version in series and last_before in series else None
+    )
     return BeforeAfter(_rate(series, before), _rate(series, after), at_fix)
 
 
@@ -309,6 +326,7 @@ def before_after(
     expired: Any = None,
     version_counts: Counter[tuple[int, str, int, str]] | None = None,
     store_versions: Mapping[tuple[int, str], Sequence[int]] | None = None,
+    margin: int = 0,
 ) -> list[StoreBeforeAfter]:
     """Per store, rows and expired keys per batch before and after ``fix_batch``.
 
@@ -322,6 +340,9 @@ def before_after(
         With ``version_counts`` from the same ``iter_expired`` run: expired keys per version.
     store_versions : mapping, optional
         ``(operator_id, store_name)`` -> the store's versions, so a version without findings counts 0.
+    margin : int
+        Leave this many versions before the fix batch's out of *before* (:func:`fix_margin`); ``at_fix``
+        is then the change from the last of *before* to the first of *after*.
 
     Returns
     -------
@@ -338,11 +359,11 @@ def before_after(
                 for v, r in zip(st.versions, st.total_rows(), strict=True)
                 if st.partitions_at(v) == len(st.rows)
             }
-            rows[(st.operator_id, st.store_name)] = _around(full, fix_batch)
+            rows[(st.operator_id, st.store_name)] = _around(full, fix_batch, margin)
     zombies: dict[tuple[int, str], BeforeAfter] = {}
     if expired is not None:
         for key, series in expired_per_version(expired, version_counts, store_versions).items():
-            zombies[key] = _around(series, fix_batch)
+            zombies[key] = _around(series, fix_batch, margin)
     return [
         StoreBeforeAfter(op, store, rows.get((op, store)), zombies.get((op, store)))
         for op, store in sorted(set(rows) | set(zombies))
