@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from statelens.viewers import theme
+from statelens.viewers.fixmark import FixMarker
 from statelens.viewers.stores import StorePickerMixin
 from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
@@ -159,6 +160,9 @@ class ExpiredView(StorePickerMixin, QWidget):
         self.unreadable_text = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 1.0))
         self.partition_plot.addItem(self.unreadable_text, ignoreBounds=True)
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
+        # The fix batch (a restart with the fix, or the user's choice) and the rates around it.
+        self.fix = FixMarker([self.version_plot])
+        layout.insertWidget(2, self.fix.label)
 
         table_box = QWidget()
         table_layout = QVBoxLayout(table_box)
@@ -289,7 +293,26 @@ class ExpiredView(StorePickerMixin, QWidget):
         self._update_count()
 
     # -- drawing -------------------------------------------------------------------------------------
+    def set_fix(
+        self, fix_batch: int | None, title: str = "", texts: Mapping[tuple[int, str], str] | None = None
+    ) -> None:
+        """Mark the fix batch on the per-version plot and say, per store, its expired keys per batch
+        before and after.
+
+        Parameters
+        ----------
+        fix_batch : int or None
+            None: no fix to show.
+        title : str
+            Where the fix is and why (shown above the store's text).
+        texts : mapping, optional
+            ``(operator_id, store_name)`` -> that store's before/after line.
+        """
+        self.fix.set_fix(fix_batch, title, texts)
+        self.fix.show(self._shown)
+
     def _redraw(self) -> None:
+        self.fix.show(self._shown)
         data = self._data.get(self._shown) if self._shown is not None else None
         self.status.setText(self._status.get(self._shown, "") if self._shown is not None else "")
         self.legend.clear()

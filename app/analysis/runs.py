@@ -43,11 +43,15 @@ __all__ = [
     "Rate",
     "Run",
     "StoreBeforeAfter",
+    "around",
     "before_after",
+    "describe_change",
+    "describe_fix",
     "expired_per_version",
     "find_runs",
     "fix_batch_of",
     "fix_margin",
+    "fix_view",
 ]
 
 #: A batch starting this many median intervals after the one before it starts a new run (no event log).
@@ -309,7 +313,8 @@ def expired_per_version(
     return out
 
 
-def _around(series: Mapping[int, int], fix_batch: int, margin: int) -> BeforeAfter:
+def around(series: Mapping[int, int], fix_batch: int, margin: int = 0) -> BeforeAfter:
+    """A series (version -> count) before and after ``fix_batch`` (see :func:`before_after`)."""
     fix_version, last_before = fix_batch + 1, fix_batch - margin
     versions = sorted(series)
     before = [v for v in versions if v <= last_before]
@@ -359,12 +364,68 @@ def before_after(
                 for v, r in zip(st.versions, st.total_rows(), strict=True)
                 if st.partitions_at(v) == len(st.rows)
             }
-            rows[(st.operator_id, st.store_name)] = _around(full, fix_batch, margin)
+            rows[(st.operator_id, st.store_name)] = around(full, fix_batch, margin)
     zombies: dict[tuple[int, str], BeforeAfter] = {}
     if expired is not None:
         for key, series in expired_per_version(expired, version_counts, store_versions).items():
-            zombies[key] = _around(series, fix_batch, margin)
+            zombies[key] = around(series, fix_batch, margin)
     return [
         StoreBeforeAfter(op, store, rows.get((op, store)), zombies.get((op, store)))
         for op, store in sorted(set(rows) | set(zombies))
     ]
+
+
+def _per_batch(rate: float | None) -> str:
+    return "unknown" if rate is None else f"{rate:+,.1f}" if rate else "0"
+
+
+def describe_change(change: BeforeAfter, what: str) -> str:
+    """One line: ``"expired keys +4.0 per batch before, 0 after (-20 at the fix)"``."""
+    text = (
+        f"{what} {_per_batch(change.before.per_batch)} per batch before, "
+        f"{_per_batch(change.after.per_batch)} after"
+    )
+    if change.at_fix:
+        text += f" ({change.at_fix:+,} at the fix)"
+    return text
+
+
+def describe_fix(runs: Sequence[Run], fix_batch: int) -> str:
+    """Where the fix is and why there: ``"Fix at batch 6: run 2 of 2 started there (run id 5fa54b0b)"``."""
+    run = next((r for r in runs if r.first_batch == fix_batch), None)
+    text = f"Fix at batch {fix_batch} (state version {fix_batch + 1} on)"
+    if run is None or run.evidence == "chosen":
+        return text + ": chosen"
+    where = f"run {run.index + 1} of {len(runs)} started there"
+    if run.evidence == "run id" and run.run_id:
+        return f"{text}: {where} (run id {run.run_id[:8]})"
+    if run.evidence == "gap" and run.gap_ms is not None:
+        return (
+            f"{text}: {where}, after a {run.gap_ms / 1000:,.1f} s gap in the batch times (or at batch "
+            f"{fix_batch - 1}, if it re-ran that one: version {fix_batch} is counted on neither side)"
+        )
+    return f"{text}: {where}"
+
+
+def fix_view(
+    runs: Sequence[Run], series: Mapping[tuple[int, str], Mapping[int, int]], what: str
+) -> tuple[int | None, str, dict[tuple[int, str], str]]:
+    """What a view over versions shows of the fix: its batch (None with one run), where it is and why,
+    and per store the line of :func:`describe_change` for ``series`` (version -> count).
+
+    Parameters
+    ----------
+    runs : sequence of Run
+        :func:`find_runs` (with a chosen batch, that one is the fix).
+    series : mapping
+        ``(operator_id, store_name)`` -> version -> rows or expired keys.
+    what : str
+        What the series counts (``"rows"``, ``"expired keys"``).
+    """
+    chosen = next((r.first_batch for r in runs if r.evidence == "chosen"), None)
+    fix = fix_batch_of(runs, chosen)
+    if fix is None:
+        return None, "", {}
+    margin = fix_margin(runs, fix)
+    texts = {key: describe_change(around(s, fix, margin), what) for key, s in series.items()}
+    return fix, describe_fix(runs, fix), texts

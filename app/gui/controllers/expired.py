@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from statelens.app.analysis.runs import find_runs, fix_view
 from statelens.app.explore import ExpiredOverview, arrange_expired, findings_table, iter_expired_overview
 from statelens.app.export import iter_export_documents
 from statelens.app.gui import errors
@@ -70,7 +71,12 @@ class ExpiredController(Controller):
         )
 
     def adopt(self, summary: Any) -> None:
-        """Show the verdicts' expired run when this view's own has not started (no second read)."""
+        """Show the verdicts' expired run when this view's own has not started (no second read); take
+        their runs (from the event logs' run ids, when given)."""
+        if summary.runs:
+            self.state.runs = list(summary.runs)
+            if self.overview is not None:
+                self._show_fix(self.overview)
         if self.ctx.loaded is None or summary.expired is None or summary.version_counts is None:
             return
         if self.ctx.deferred.take(CHANNEL):
@@ -130,7 +136,24 @@ class ExpiredController(Controller):
         self._show_tables(overview)
         for st in overview.stores:
             self.view.set_store_status(st.operator_id, st.store_name, st.describe())
+        self._show_fix(overview)
         self.updated.emit()
+
+    def _show_fix(self, overview: ExpiredOverview) -> None:
+        """Mark the fix batch (the last restart) and each store's expired keys per batch around it."""
+        if self.ctx.loaded is None:
+            return
+        if self.state.runs is None:
+            self.state.runs = find_runs(self.ctx.loaded.checkpoint)
+        series = {
+            (st.operator_id, st.store_name): {
+                v: sum(n[i] for c, n in st.counts.items() if c != "overdue")
+                for i, v in enumerate(st.versions)
+            }
+            for st in overview.stores
+            if st.summary.check != "skipped"
+        }
+        self.view.set_fix(*fix_view(self.state.runs, series, "expired keys"))
 
     def _show_tables(self, overview: ExpiredOverview) -> None:
         zone = self.ctx.time_zone

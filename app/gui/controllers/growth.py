@@ -8,6 +8,7 @@ from PySide6.QtCore import Signal
 
 from statelens.app.analysis.growth import iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
+from statelens.app.analysis.runs import find_runs, fix_view
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import TOP_KEYS_SHOWN, Controller, WindowContext
 from statelens.app.gui.controllers.growth_state import GrowthState
@@ -86,7 +87,12 @@ class GrowthController(Controller):
         )
 
     def adopt(self, summary: Any) -> None:
-        """Show the verdicts' growth run when this view's own has not started (no second read)."""
+        """Show the verdicts' growth run when this view's own has not started (no second read); take
+        their runs (from the event logs' run ids, when given)."""
+        if summary.runs:
+            self.state.runs = list(summary.runs)
+            if self.state.rows:
+                self._show_fix()
         if summary.growth is not None and self.ctx.deferred.take(CHANNEL):
             self._on_growth_finished(summary.growth)
 
@@ -106,6 +112,11 @@ class GrowthController(Controller):
             if store.skipped:
                 self.view.set_store_status(store.operator_id, store.store_name, store.skipped)
                 continue
+            self.state.rows[(store.operator_id, store.store_name)] = {
+                v: r
+                for v, r in zip(store.versions, store.total_rows(), strict=True)
+                if store.partitions_at(v) == len(store.rows)
+            }
             pids, versions, metrics = growth_arrays(store)
             self.view.set_growth(store.operator_id, store.store_name, pids, versions, metrics)
             role = self.ctx.roles.get((store.operator_id, store.store_name))
@@ -113,11 +124,20 @@ class GrowthController(Controller):
             self.view.set_store_status(store.operator_id, store.store_name, notes)
             self.store_updated.emit(store.operator_id, store.store_name)
 
+        self._show_fix()
         weighed = [s.top_keys for s in result.stores if s.top_keys is not None]
         self.state.weighed.update((t.operator_id, t.store_name) for t in weighed)
         self._show_top_keys(weighed)
         self.state.done = True
         self._request_top_keys()
+
+    def _show_fix(self) -> None:
+        """Mark the fix batch (the last restart) and each store's rows per batch around it."""
+        if self.ctx.loaded is None:
+            return
+        if self.state.runs is None:
+            self.state.runs = find_runs(self.ctx.loaded.checkpoint)
+        self.view.set_fix(*fix_view(self.state.runs, self.state.rows, "rows"))
 
     def _on_growth_errored(self, err: BaseException) -> None:
         if isinstance(err, StatelensError):
