@@ -27,7 +27,7 @@ from statelens.readers.errors import UsageError
 from tests.live_query import LiveQuery
 from tests.oracle import read_state
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.qt_log_ignore("propagateSizeHints")]
 
 LEAK_UNTIL = 4  # the leaking run stops after this batch...
 FIXED_UNTIL = 8  # ...the fixed run after this one
@@ -239,3 +239,36 @@ def test_summary_before_after(
     assert json.loads(capsys.readouterr().out)["fix_batch"] == 2
     assert main(["summary", str(ckpt_dir), "--quick", "--fix-batch", "99"]) == 2
     assert "batch 99 is not in the checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("view", ["expired", "growth"])
+def test_views_mark_the_fix(
+    restarted: LiveQuery, leak_zombies: dict[int, int], view: str, qtbot: Any, tmp_path: Path
+) -> None:
+    """The app's screenshot of either view marks the fix (found from the batch times: no event log)
+    and gives the store's rate before and after it, as Spark's state and the query's progress say."""
+    from tests._gui import screenshot_window
+
+    ckpt_dir = restarted.checkpoint("leak")
+    reported = _reported(restarted, "leak")
+    rows = {b + 1: p["stateOperators"][0]["numRowsTotal"] for b, p in reported.items()}
+    last = max(reported) + 1
+    ckpt = open_checkpoint(str(ckpt_dir))
+    gap_fix = runs_mod.find_runs(ckpt)[-1].first_batch
+    series = leak_zombies if view == "expired" else rows
+    what = "expired keys" if view == "expired" else "rows"
+    before = _rate(series, 1, gap_fix - 1)
+    after = _rate(series, gap_fix + 1, last)
+    for win in screenshot_window(qtbot, tmp_path, ckpt_dir, view):
+        marker = win.views[view].fix
+        assert [line.value() for line in marker.lines] == [gap_fix + 0.5] * len(marker.lines)
+        assert all(line.isVisible() for line in marker.lines)
+        assert marker.lines[0].label.textItem.toPlainText() == f"fix: batch {gap_fix}"
+        title, store_line = marker.label.text().split("\n")
+        assert title.startswith(f"Fix at batch {gap_fix} (state version {gap_fix + 1} on): run 2 of 2")
+        assert store_line == (
+            f"Before and after the fix: {what} {before:+,.1f} per batch before, "
+            + ("0" if after == 0 else f"{after:+,.1f}")
+            + f" after ({series[gap_fix + 1] - series[gap_fix - 1]:+,} at the fix)"
+        )
+    assert leak_zombies[last] == 0
