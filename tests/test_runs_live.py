@@ -271,4 +271,15 @@ def test_views_mark_the_fix(
             + ("0" if after == 0 else f"{after:+,.1f}")
             + f" after ({series[gap_fix + 1] - series[gap_fix - 1]:+,} at the fix)"
         )
+        # The user's choice: batch 2 (the leak still running on both sides).
+        marker.chooser.setValue(2)
+        assert [line.value() for line in marker.lines] == [2.5] * len(marker.lines)
+        title, store_line = marker.label.text().split("\n")
+        assert title == "Fix at batch 2 (state version 3 on): chosen"
+        assert store_line.startswith(
+            f"Before and after the fix: {what} {_rate(series, 1, 2):+,.1f} per batch before, "
+            f"{_rate(series, 3, last):+,.1f} after"
+        )
+        marker.chooser.setValue(-1)  # back to the last restart
+        assert marker.label.text().startswith(f"Fix at batch {gap_fix} ")
     assert leak_zombies[last] == 0

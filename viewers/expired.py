@@ -58,6 +58,8 @@ class ExpiredView(StorePickerMixin, QWidget):
     store_selected(int operator_id, str store_name)
     version_selected(int version)
         A bar of the versions plot was clicked.
+    fix_batch_chosen(object batch_id)
+        The user chose the fix batch (None: the last restart).
     partition_selected(object partition_id)
         A bar of the partitions plot was clicked.
     finding_selected(int partition_id, int version, object key)
@@ -69,6 +71,7 @@ class ExpiredView(StorePickerMixin, QWidget):
     store_selected = Signal(int, str)
     version_selected = Signal(int)
     partition_selected = Signal(object)
+    fix_batch_chosen = Signal(object)
     finding_selected = Signal(int, int, object)
     prune_requested = Signal(int, str)
 
@@ -163,6 +166,10 @@ class ExpiredView(StorePickerMixin, QWidget):
         # The fix batch (a restart with the fix, or the user's choice) and the rates around it.
         self.fix = FixMarker([self.version_plot])
         layout.insertWidget(2, self.fix.label)
+        bar.addSpacing(12)
+        bar.addWidget(self.fix.chooser_label)
+        bar.addWidget(self.fix.chooser)
+        self.fix.chooser.valueChanged.connect(lambda _v: self.fix_batch_chosen.emit(self.fix.chosen()))
 
         table_box = QWidget()
         table_layout = QVBoxLayout(table_box)

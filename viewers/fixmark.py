@@ -12,10 +12,9 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel
+from PySide6.QtWidgets import QLabel, QSpinBox
 
 from statelens.viewers import theme
-
 
 
 class FixMarker:
@@ -46,6 +45,16 @@ class FixMarker:
         self.label.setTextFormat(Qt.TextFormat.PlainText)
         self.label.setWordWrap(True)
         self.label.setVisible(False)
+        # The user's choice of fix batch; its lowest value means "the last restart" (the default).
+        self.chooser_label = QLabel("Fix at batch:")
+        self.chooser = QSpinBox()
+        self.chooser.setRange(-1, -1)
+        self.chooser.setSpecialValueText("last restart")
+        self.chooser.setToolTip(
+            "The batch the fix went in with: expired keys and rows per batch are compared before and "
+            "after it (by default the last restart the run ids or the batch times show)"
+        )
+        self.chooser.setKeyboardTracking(False)
         self.fix_batch: int | None = None
         self.title = ""
         self.texts: dict[tuple[int, str], str] = {}
@@ -58,6 +67,19 @@ class FixMarker:
         self.fix_batch = fix_batch
         self.title = title
         self.texts = dict(texts or {})
+
+    def set_batches(self, last_batch: int | None) -> None:
+        """The batches the user can choose from (0 to ``last_batch``; None: none, the choice is off)."""
+        self.chooser.blockSignals(True)
+        self.chooser.setRange(-1, -1 if last_batch is None else last_batch)
+        self.chooser.setValue(-1)
+        self.chooser.blockSignals(False)
+        self.chooser.setEnabled(last_batch is not None)
+
+    def chosen(self) -> int | None:
+        """The batch the user chose (None: the last restart)."""
+        value = self.chooser.value()
+        return None if value < 0 else value
 
     def show(self, store: tuple[int, str] | None) -> None:
         """Draw the mark and the text of ``store`` (hidden without a fix)."""

@@ -48,6 +48,8 @@ class StateGrowthView(StorePickerMixin, QWidget):
     store_selected(int operator_id, str store_name)
     metric_selected(str metric)
         A key of :data:`METRICS`.
+    fix_batch_chosen(object batch_id)
+        The user chose the fix batch (None: the last restart).
     partition_selected(object partition_id)
         The user clicked near a partition's line.
     """
@@ -55,6 +57,7 @@ class StateGrowthView(StorePickerMixin, QWidget):
     store_selected = Signal(int, str)
     metric_selected = Signal(str)
     partition_selected = Signal(object)
+    fix_batch_chosen = Signal(object)
     hide_empty_status = True
 
     def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
@@ -191,6 +194,10 @@ class StateGrowthView(StorePickerMixin, QWidget):
         # The fix batch (a restart with the fix, or the user's choice) and the rates around it.
         self.fix = FixMarker([self.total_plot, self.partition_plot])
         layout.insertWidget(2, self.fix.label)
+        bar.addSpacing(12)
+        bar.addWidget(self.fix.chooser_label)
+        bar.addWidget(self.fix.chooser)
+        self.fix.chooser.valueChanged.connect(lambda _v: self.fix_batch_chosen.emit(self.fix.chosen()))
         self._apply_labels()
         self._x_span: tuple[float, float] | None = None
         self.partition_plot.vb.sigResized.connect(self._fit_x)

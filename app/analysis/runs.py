@@ -408,7 +408,10 @@ def describe_fix(runs: Sequence[Run], fix_batch: int) -> str:
 
 
 def fix_view(
-    runs: Sequence[Run], series: Mapping[tuple[int, str], Mapping[int, int]], what: str
+    runs: Sequence[Run],
+    series: Mapping[tuple[int, str], Mapping[int, int]],
+    what: str,
+    fix_batch: int | None = None,
 ) -> tuple[int | None, str, dict[tuple[int, str], str]]:
     """What a view over versions shows of the fix: its batch (None with one run), where it is and why,
     and per store the line of :func:`describe_change` for ``series`` (version -> count).
@@ -421,9 +424,11 @@ def fix_view(
         ``(operator_id, store_name)`` -> version -> rows or expired keys.
     what : str
         What the series counts (``"rows"``, ``"expired keys"``).
+    fix_batch : int, optional
+        The user's choice (default: a chosen run's start, else the last run's).
     """
     chosen = next((r.first_batch for r in runs if r.evidence == "chosen"), None)
-    fix = fix_batch_of(runs, chosen)
+    fix = fix_batch_of(runs, fix_batch if fix_batch is not None else chosen)
     if fix is None:
         return None, "", {}
     margin = fix_margin(runs, fix)

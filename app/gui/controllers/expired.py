@@ -34,6 +34,7 @@ class ExpiredController(Controller):
         self.view.partition_selected.connect(ctx.select_partition)
         self.view.finding_selected.connect(self._on_view_finding_selected)
         self.view.prune_requested.connect(self.open_prune_dialog)
+        self.view.fix_batch_chosen.connect(self._on_fix_batch_chosen)
         #: The prune dialog last opened (kept for tests and to keep it alive while shown).
         self.prune_dialog: Any = None
         # Tables built from the analysis are rebuilt in the new zone (no re-analysis).
@@ -47,6 +48,7 @@ class ExpiredController(Controller):
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
         self.state.reset()
         self.view.clear()
+        self.view.fix.set_batches(max(loaded.checkpoint.offsets, default=None))
         items = self.ctx.store_items(self.state.store_order(self.ctx.catalog))  # by rows until analysed
         self.view.set_stores(items, self.ctx.store_groups(), self.ctx.store_tips())
 
@@ -153,7 +155,12 @@ class ExpiredController(Controller):
             for st in overview.stores
             if st.summary.check != "skipped"
         }
-        self.view.set_fix(*fix_view(self.state.runs, series, "expired keys"))
+        self.view.set_fix(*fix_view(self.state.runs, series, "expired keys", self.state.chosen))
+
+    def _on_fix_batch_chosen(self, batch_id: int | None) -> None:
+        self.state.chosen = batch_id
+        if self.overview is not None:
+            self._show_fix(self.overview)
 
     def _show_tables(self, overview: ExpiredOverview) -> None:
         zone = self.ctx.time_zone

@@ -23,16 +23,21 @@ class ExpiredState:
     overview : app.explore.ExpiredOverview or None
     runs : list of Run or None
         The checkpoint's runs (None until looked at).
+    chosen : int or None
+        The fix batch the user chose (None: the last restart).
     """
 
     overview: ExpiredOverview | None = None
     #: The checkpoint's runs: from its batch times, or the verdicts' (the event logs' run ids) when in.
     runs: list[Run] | None = None
+    #: The fix batch the user chose (None: the last restart).
+    chosen: int | None = None
 
     def reset(self) -> None:
         """Forget the previous checkpoint's analysis."""
         self.overview = None
         self.runs = None
+        self.chosen = None
 
     def store_order(self, catalog: StoreCatalog) -> list[StoreKey]:
         """The picker's order: by rows until the analysis is done, then the stores with the most findings

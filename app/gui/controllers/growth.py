@@ -48,6 +48,7 @@ class GrowthController(Controller):
         self.state = GrowthState(top_keys=top_keys)
         self.view.store_selected.connect(ctx.select_store)
         self.view.partition_selected.connect(ctx.select_partition)
+        self.view.fix_batch_chosen.connect(self._on_fix_batch_chosen)
 
     @property
     def top_keys(self) -> int:
@@ -62,6 +63,7 @@ class GrowthController(Controller):
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
         self.state.reset()
         self.view.clear()
+        self.view.fix.set_batches(max(loaded.checkpoint.offsets, default=None))
         self.view.set_stores(
             [self.ctx.store_item(op, s) for op, s in self.ctx.stores],
             self.ctx.store_groups(),
@@ -137,7 +139,12 @@ class GrowthController(Controller):
             return
         if self.state.runs is None:
             self.state.runs = find_runs(self.ctx.loaded.checkpoint)
-        self.view.set_fix(*fix_view(self.state.runs, self.state.rows, "rows"))
+        self.view.set_fix(*fix_view(self.state.runs, self.state.rows, "rows", self.state.chosen))
+
+    def _on_fix_batch_chosen(self, batch_id: int | None) -> None:
+        self.state.chosen = batch_id
+        if self.state.rows:
+            self._show_fix()
 
     def _on_growth_errored(self, err: BaseException) -> None:
         if isinstance(err, StatelensError):

@@ -28,6 +28,8 @@ class GrowthState:
         Stores whose heaviest keys were asked for (or came with growth).
     runs : list of Run or None
         The checkpoint's runs (None until looked at).
+    chosen : int or None
+        The fix batch the user chose (None: the last restart).
     rows : dict
         Rows per version of every store measured, every partition present.
     """
@@ -37,6 +39,8 @@ class GrowthState:
     weighed: set[StoreKey] = field(default_factory=set)
     #: The checkpoint's runs: from its batch times, or the verdicts' (the event logs' run ids) when in.
     runs: list[Run] | None = None
+    #: The fix batch the user chose (None: the last restart).
+    chosen: int | None = None
     #: Rows per version of every store measured (for the rates before and after the fix).
     rows: dict[StoreKey, dict[int, int]] = field(default_factory=dict)
 
@@ -45,6 +49,7 @@ class GrowthState:
         self.done = False
         self.weighed = set()
         self.runs = None
+        self.chosen = None
         self.rows = {}
 
     def to_weigh(
