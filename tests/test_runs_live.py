@@ -27,7 +27,12 @@ from statelens.readers.errors import UsageError
 from tests.live_query import LiveQuery
 from tests.oracle import read_state
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.qt_log_ignore("propagateSizeHints")]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.live,
+    pytest.mark.qt_log_ignore("propagateSizeHints"),
+]
 
 LEAK_UNTIL = 4  # the leaking run stops after this batch...
 FIXED_UNTIL = 8  # ...the fixed run after this one
@@ -239,6 +244,19 @@ def test_summary_before_after(
     assert json.loads(capsys.readouterr().out)["fix_batch"] == 2
     assert main(["summary", str(ckpt_dir), "--quick", "--fix-batch", "99"]) == 2
     assert "batch 99 is not in the checkpoint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["agg", "leak"])
+def test_growth_rows_are_what_the_query_reported(restarted: LiveQuery, name: str) -> None:
+    """Rows of every version, both runs, equal the numRowsTotal the query reported for the batch that
+    wrote it (the last report of a batch a restart re-ran)."""
+    reported = _reported(restarted, name)
+    ckpt = open_checkpoint(str(restarted.checkpoint(name)))
+    (store,) = run_to_end(iter_growth(ckpt)).stores
+    rows = dict(zip(store.versions, store.total_rows(), strict=True))
+    expected = {b + 1: p["stateOperators"][0]["numRowsTotal"] for b, p in reported.items()}
+    assert len(expected) > FIXED_UNTIL
+    assert {v: rows[v] for v in expected} == expected
 
 
 @pytest.mark.parametrize("view", ["expired", "growth"])
