@@ -7,7 +7,11 @@ metadata file names it. So the runs come, in this order of trust, from
 1. the run ids of the query's progress reports (event logs, driver logs or progress JSON lines:
    ``readers/eventlog.py``), batch by batch: a run starts at the first batch reported with its run id
    (a batch re-run after a restart is reported by the run that committed it);
-2. else the batch timestamps (``batchTimestampMs``, §2.2): a run starts at a batch whose start is more
+2. else, for queries whose operators write operator metadata v2 (transformWithState, joins of state
+   format v3 and later: ``state/<op>/_metadata/v2/<b>``, §8.2), the batch ids of those files: Spark
+   writes one at the first batch of every run (verified on a transformWithStateInPandas query run twice
+   on Spark 4.3: files ``0`` and ``6``, its second run's first batch);
+3. else the batch timestamps (``batchTimestampMs``, §2.2): a run starts at a batch whose start is more
    than :data:`GAP_FACTOR` times the median interval and :data:`GAP_MIN_MS` after the batch before it
    (a restart costs at least a JVM's start; a slow batch or a stop of less than that is not told apart),
    unless the batch before it starts a run (a run's first batch is slow: the gap after it is its
@@ -16,7 +20,7 @@ metadata file names it. So the runs come, in this order of trust, from
    run's timestamp (verified on Spark 4.3): so a gap at batch ``b`` says the new run started at ``b`` or,
    when it re-ran one, at ``b - 1``; the rates then leave version ``b`` (the state after ``b - 1``) out
    of *before* (``margin``);
-3. or the batch the user names (``fix_batch``).
+4. or the batch the user names (``fix_batch``).
 
 :func:`before_after` then sets, per store, the rate of state growth (rows per batch, from
 :mod:`app.analysis.growth`) and of new expired-but-unremoved keys (from the expired analysis' counts per
@@ -75,8 +79,9 @@ class Run:
     started_ms : int or None
         ``batchTimestampMs`` of its first batch.
     evidence : str
-        Why a run starts here: ``"first batch"``, ``"run id"`` (the progress reports), ``"gap"`` (the
-        batch timestamps) or ``"chosen"`` (the user's fix batch).
+        Why a run starts here: ``"first batch"``, ``"run id"`` (the progress reports), ``"operator
+        metadata"`` (a ``_metadata/v2/<b>`` file), ``"gap"`` (the batch timestamps) or ``"chosen"`` (the
+        user's fix batch).
     gap_ms : int or None
         The time from the previous batch's start to this run's first batch's start.
     """
@@ -113,6 +118,16 @@ def _progress(timeline: Any, event_logs_progress: Mapping[int, Any] | None) -> d
     if timeline is not None:
         return {r.batch_id: r.progress for r in timeline.rows if r.progress is not None}
     return {}
+
+
+def _metadata_batches(ckpt: Any) -> list[int]:
+    """Batch ids of the operator metadata v2 files of every operator (from the listing: no read)."""
+    out: set[int] = set()
+    for op in ckpt.operators:
+        for e in ckpt.fs.list_dir(f"state/{op.operator_id}/_metadata/v2"):
+            if not e.is_dir and e.name.isdigit():
+                out.add(int(e.name))
+    return sorted(out)
 
 
 def find_runs(
@@ -158,6 +173,10 @@ def find_runs(
                 elif b == batches[0] or b not in starts:
                     starts[batches[0]] = ("first batch", p.run_id)
                 prev = p.run_id
+    elif meta := _metadata_batches(ckpt):
+        for b in meta:
+            if b > batches[0]:
+                starts[b] = ("operator metadata", None)
     else:
         ordered = [b for b in batches if b in stamps]
         gaps = {b: stamps[b] - stamps[a] for a, b in zip(ordered, ordered[1:], strict=False) if b == a + 1}
@@ -399,6 +418,8 @@ def describe_fix(runs: Sequence[Run], fix_batch: int) -> str:
     where = f"run {run.index + 1} of {len(runs)} started there"
     if run.evidence == "run id" and run.run_id:
         return f"{text}: {where} (run id {run.run_id[:8]})"
+    if run.evidence == "operator metadata":
+        return f"{text}: {where} (its operator metadata file state/<op>/_metadata/v2/{fix_batch})"
     if run.evidence == "gap" and run.gap_ms is not None:
         return (
             f"{text}: {where}, after a {run.gap_ms / 1000:,.1f} s gap in the batch times (or at batch "

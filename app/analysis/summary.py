@@ -451,6 +451,8 @@ def _runs_verdict(runs: list[Run], fix_batch: int) -> Verdict:
         )
         if r.evidence == "gap" and r.gap_ms is not None:
             how = f"after a {format_duration_ms(r.gap_ms)} gap, or from batch {r.first_batch - 1} if it re-ran it"
+        elif r.evidence == "operator metadata":
+            how = "operator metadata written"
         elif r.evidence == "first batch" and r.run_id:
             how = f"run {r.run_id[:8]}"
         return f"{span} ({how})" if how else span
