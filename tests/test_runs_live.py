@@ -223,8 +223,8 @@ def test_summary_before_after(
     assert f"2 runs: batches 0–{fix - 1} (run {restarted.runs('leak')[0][:8]}), batches {fix}–" in text
     line = next(ln for ln in text.splitlines() if f"before/after batch {fix}: expired keys" in ln)
     assert line.startswith("ok ")
-    assert f"{_rate(leak_zombies, 1, fix):+,.1f} a batch before, 0 after" in line
-    assert f"stopped; rows {_rate(rows, 1, fix):+,.1f} a batch before" in line
+    assert f"expired keys {_rate(leak_zombies, 1, fix):+,.1f} per batch before, 0 after" in line
+    assert f"stopped; rows {_rate(rows, 1, fix):+,.1f} per batch before" in line
 
     # Without the progress: the runs from the batch timestamps; before ends a version earlier, where
     # the state is surely the leaking run's, whether or not the new run re-ran a batch.

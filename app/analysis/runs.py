@@ -395,7 +395,8 @@ def before_after(
 
 
 def _per_batch(rate: float | None) -> str:
-    return "unknown" if rate is None else f"{rate:+,.1f}" if rate else "0"
+    """A rate as text: signed, one decimal; ``0``; ``"not known"`` (fewer than two versions)."""
+    return "not known" if rate is None else f"{rate:+,.1f}" if rate else "0"
 
 
 def describe_change(change: BeforeAfter, what: str) -> str:

@@ -51,6 +51,7 @@ from statelens.app.analysis.runs import (
     Run,
     StoreBeforeAfter,
     before_after,
+    describe_change,
     find_runs,
     fix_batch_of,
     fix_margin,
@@ -75,6 +76,8 @@ SKEW_WARN = 3.0
 SKEW_MIN_ROWS = 100
 #: Batches without a watermark move, while batches ran, before the watermark counts as stuck.
 STUCK_BATCHES = 3
+#: Runs named in the ``runs`` verdict (the first and the last halves of them).
+RUNS_SHOWN = 4
 #: Slowest batches named.
 SLOWEST_SHOWN = 3
 #: A batch this many times slower than the median is worth a look.
@@ -435,10 +438,6 @@ def _growth_verdicts(growth: GrowthResult) -> list[Verdict]:
     return out
 
 
-def _per_batch(rate: float | None) -> str:
-    return "unknown" if rate is None else f"{rate:+,.1f}" if rate else "0"
-
-
 def _runs_verdict(runs: list[Run], fix_batch: int) -> Verdict:
     def one(r: Run) -> str:
         span = (
@@ -457,27 +456,27 @@ def _runs_verdict(runs: list[Run], fix_batch: int) -> Verdict:
             how = f"run {r.run_id[:8]}"
         return f"{span} ({how})" if how else span
 
-    text = (
-        f"{counted(len(runs), 'run')}: "
-        + ", ".join(one(r) for r in runs)
-        + f"; before/after batch {fix_batch}"
-    )
+    shown = [one(r) for r in runs]
+    if len(shown) > RUNS_SHOWN:  # the first and the last ones
+        half = RUNS_SHOWN // 2
+        shown = [*shown[:half], f"… {len(shown) - 2 * half} more …", *shown[-half:]]
+    text = f"{counted(len(runs), 'run')}: " + ", ".join(shown) + f"; before/after batch {fix_batch}"
     return Verdict("runs", "info", text, float(len(runs)), "timeline", batch_id=fix_batch)
 
 
 def _fix_verdicts(stores: list[StoreBeforeAfter], fix_batch: int) -> list[Verdict]:
     out: list[Verdict] = []
     for s in stores:
+        if s.store_name.startswith("$") or s.store_name.endswith("keyToNumValues"):
+            continue  # Spark's own bookkeeping, a join's index of its rows store (as for growth)
         parts: list[str] = []
         severity = "info"
         view = "growth"
         if s.expired is not None:
             view = "expired"
-            b, a = s.expired.before.per_batch, s.expired.after.per_batch
-            part = f"expired keys {_per_batch(b)} a batch before, {_per_batch(a)} after"
-            if s.expired.at_fix:
-                part += f" ({s.expired.at_fix:+,} at the fix)"
-            if a is not None and a > 0:
+            part = describe_change(s.expired, "expired keys")
+            after = s.expired.after.per_batch
+            if after is not None and after > 0:
                 severity = "warning"
                 part += ": still rising"
             elif s.expired.stopped:
@@ -485,10 +484,7 @@ def _fix_verdicts(stores: list[StoreBeforeAfter], fix_batch: int) -> list[Verdic
                 part += ": stopped"
             parts.append(part)
         if s.rows is not None:
-            part = f"rows {_per_batch(s.rows.before.per_batch)} a batch before, {_per_batch(s.rows.after.per_batch)} after"
-            if s.rows.at_fix:
-                part += f" ({s.rows.at_fix:+,} at the fix)"
-            parts.append(part)
+            parts.append(describe_change(s.rows, "rows"))
         if not parts:
             continue
         text = f"{_store_text(s.operator_id, s.store_name)}, before/after batch {fix_batch}: " + "; ".join(
