@@ -301,3 +301,20 @@ def test_views_mark_the_fix(
         marker.chooser.setValue(-1)  # back to the last restart
         assert marker.label.text().startswith(f"Fix at batch {gap_fix} ")
     assert leak_zombies[last] == 0
+
+
+def test_views_take_the_run_ids_of_the_event_logs(restarted: LiveQuery, qtbot: Any, tmp_path: Path) -> None:
+    """With the query's progress as event log, the views' fix is the first batch of the second run id."""
+    from tests._gui import screenshot_window
+
+    fix = _fix_batch(restarted, "leak")
+    second = restarted.runs("leak")[1]
+    events = [restarted.progress_path("leak")]
+    for win in screenshot_window(qtbot, tmp_path, restarted.checkpoint("leak"), "growth", event_logs=events):
+        marker = win.views["growth"].fix
+        assert [line.value() for line in marker.lines] == [fix + 0.5] * 2
+        title = marker.label.text().split("\n")[0]
+        assert (
+            title
+            == f"Fix at batch {fix} (state version {fix + 1} on): run 2 of 2 started there (run id {second[:8]})"
+        )

@@ -361,7 +361,10 @@ class ExpiredView(StorePickerMixin, QWidget):
             totals[name] = int(h.sum())
         if len(x):
             self.version_plot.setXRange(float(x.min()) - 0.6, float(x.max()) + 0.6, padding=0)
-            self.version_plot.setYRange(0, max(float(base.max(initial=0.0)), 1.0) * 1.15, padding=0)
+            # Room above the bars for the legend (top left, a line per category shown): it hides none.
+            rows = sum(1 for name in self.version_bars if data["counts"][name].any())
+            top_share = 1.15 + 0.13 * rows
+            self.version_plot.setYRange(0, max(float(base.max(initial=0.0)), 1.0) * top_share, padding=0)
         bad = [p for p in data["unreadable"] if p in set(px.tolist())]
         self.unreadable_marks.setData(x=bad, y=[0] * len(bad))
         top = max(float(pbase.max(initial=0.0)), 1.0) * 1.15

@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from statelens.readers.errors import UsageError
+from statelens.readers.errors import StatelensError, UsageError
+from statelens.readers.eventlog import iter_read_event_logs
+from statelens.readers.model import Progress
 
 __all__ = [
     "GAP_FACTOR",
@@ -56,6 +58,7 @@ __all__ = [
     "fix_batch_of",
     "fix_margin",
     "fix_view",
+    "iter_runs",
 ]
 
 #: A batch starting this many median intervals after the one before it starts a new run (no event log).
@@ -456,3 +459,29 @@ def fix_view(
     margin = fix_margin(runs, fix)
     texts = {key: describe_change(around(s, fix, margin), what) for key, s in series.items()}
     return fix, describe_fix(runs, fix), texts
+
+
+def iter_runs(
+    ckpt: Any,
+    event_logs: Sequence[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, list[Run]]:
+    """:func:`find_runs`, reading the event logs first when given (their run ids); an event log that
+    cannot be read leaves the runs to the checkpoint's own evidence (the timeline reports the error).
+
+    Yields
+    ------
+    Progress
+
+    Returns
+    -------
+    list of Run
+    """
+    if not event_logs:
+        return find_runs(ckpt)
+    try:
+        read = yield from iter_read_event_logs(list(event_logs), storage_options, cancelled)
+    except StatelensError:
+        return find_runs(ckpt)
+    return find_runs(ckpt, event_logs_progress=read.for_query(ckpt.query_id))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from typing import Any
 
-from statelens.app.analysis.runs import find_runs, fix_view
+from statelens.app.analysis.runs import Run, find_runs, fix_view, iter_runs
 from statelens.app.explore import ExpiredOverview, arrange_expired, findings_table, iter_expired_overview
 from statelens.app.export import iter_export_documents
 from statelens.app.gui import errors
@@ -13,10 +14,20 @@ from statelens.app.gui.controllers.expired_state import ExpiredState
 from statelens.app.prune import Selection
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
+from statelens.readers.model import Progress
 from statelens.viewers.expired import ExpiredView
 
 #: The runner channel of the expired keys' job (and the view's name: it waits for the view).
 CHANNEL = "expired"
+
+
+def _expired_and_runs(
+    ckpt: Any, event_logs: list[str], storage_options: Any, cancelled: Callable[[], bool] | None = None
+) -> Generator[Progress, None, tuple[ExpiredOverview, list[Run]]]:
+    """The expired keys, then the checkpoint's runs (the event logs' run ids when given): one job."""
+    overview = yield from iter_expired_overview(ckpt, cancelled=cancelled)
+    runs = yield from iter_runs(ckpt, event_logs, storage_options, cancelled)
+    return overview, runs
 
 
 class ExpiredController(Controller):
@@ -64,10 +75,12 @@ class ExpiredController(Controller):
             CHANNEL,
             lambda: self.ctx.runner.submit(
                 CHANNEL,
-                iter_expired_overview,
+                _expired_and_runs,
                 ckpt,
+                list(self.ctx.event_logs),
+                self.ctx.storage_options or None,
                 what="Looking for expired keys",
-                on_result=self._on_expired_finished,
+                on_result=self._on_expired_and_runs_finished,
                 on_error=self._on_expired_errored,
             ),
         )
@@ -120,6 +133,12 @@ class ExpiredController(Controller):
         findings = self.state.store_findings(self.view.shown_store())
         rows = source.visible_source_rows()
         return (iter_export_documents, (findings[i].to_json() for i in rows), out, fmt)  # built in the worker
+
+    def _on_expired_and_runs_finished(self, result: tuple[ExpiredOverview, list[Run]]) -> None:
+        overview, runs = result
+        if self.state.runs is None:  # the verdicts' runs, when they came first, are as good
+            self.state.runs = runs
+        self._on_expired_finished(overview)
 
     def _on_expired_finished(self, overview: ExpiredOverview) -> None:
         self.state.overview = overview

@@ -2,24 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from typing import Any
 
 from PySide6.QtCore import Signal
 
-from statelens.app.analysis.growth import iter_growth
+from statelens.app.analysis.growth import GrowthResult, iter_growth
 from statelens.app.analysis.heavy import StoreTopKeys, iter_top_keys
-from statelens.app.analysis.runs import find_runs, fix_view
+from statelens.app.analysis.runs import Run, find_runs, fix_view, iter_runs
 from statelens.app.gui import errors
 from statelens.app.gui.controllers.context import TOP_KEYS_SHOWN, Controller, WindowContext
 from statelens.app.gui.controllers.growth_state import GrowthState
 from statelens.app.session import LoadedCheckpoint, growth_arrays
 from statelens.readers.errors import StatelensError
+from statelens.readers.model import Progress
 from statelens.viewers.growth import StateGrowthView
 
 #: The runner channel of the growth job (and the view's name: it waits for the view).
 CHANNEL = "growth"
 #: The runner channel of weighing one store's keys.
 HEAVY_CHANNEL = "heavy"
+
+
+def _growth_and_runs(
+    ckpt: Any,
+    event_logs: list[str],
+    storage_options: Any,
+    top_keys: int,
+    cancelled: Callable[[], bool] | None = None,
+) -> Generator[Progress, None, tuple[GrowthResult, list[Run]]]:
+    """State growth, then the checkpoint's runs (the event logs' run ids when given): one job."""
+    growth = yield from iter_growth(ckpt, cancelled=cancelled, top_keys=top_keys)
+    runs = yield from iter_runs(ckpt, event_logs, storage_options, cancelled)
+    return growth, runs
 
 
 class GrowthController(Controller):
@@ -79,11 +94,13 @@ class GrowthController(Controller):
             CHANNEL,
             lambda: self.ctx.runner.submit(
                 CHANNEL,
-                iter_growth,
+                _growth_and_runs,
                 loaded.checkpoint,
-                top_keys=self.top_keys,  # weighed on growth's own walk: no second read
+                list(self.ctx.event_logs),
+                self.ctx.storage_options or None,
+                self.top_keys,  # weighed on growth's own walk: no second read
                 what="Measuring state growth",
-                on_result=self._on_growth_finished,
+                on_result=self._on_growth_and_runs_finished,
                 on_error=self._on_growth_errored,
             ),
         )
@@ -107,6 +124,12 @@ class GrowthController(Controller):
     def on_selection_changed(self, changes: dict[str, Any]) -> None:
         if {"operator_id", "store_name"} & set(changes):
             self._request_top_keys()
+
+    def _on_growth_and_runs_finished(self, result: tuple[Any, list[Run]]) -> None:
+        growth, runs = result
+        if self.state.runs is None:  # the verdicts' runs, when they came first, are as good
+            self.state.runs = runs
+        self._on_growth_finished(growth)
 
     def _on_growth_finished(self, result: Any) -> None:
         self.ctx.problems.add_problems(result.problems, where="state growth")
