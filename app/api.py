@@ -21,7 +21,7 @@ from statelens.app.analysis.sql import iter_sql
 from statelens.app.prune import Selection, iter_prune
 from statelens.readers.backends import BackendChooser
 from statelens.readers.checkpoint import open_checkpoint
-from statelens.readers.errors import UsageError
+from statelens.readers.errors import BackendUnavailableError, UsageError
 from statelens.readers.model import BatchInfo, OperatorInfo
 from statelens.readers.restart import RestartConf
 from statelens.readers.scan import ScanKind, StateScan
@@ -31,10 +31,11 @@ if TYPE_CHECKING:
 
     from statelens.app.analysis.doctor import DoctorResult
     from statelens.app.analysis.expired import ExpiredResult
+    from statelens.app.analysis.fleet import FleetResult, FleetRow
     from statelens.app.analysis.growth import GrowthResult
     from statelens.app.prune import PrunePlan
 
-__all__ = ["Checkpoint", "open"]
+__all__ = ["Checkpoint", "Fleet", "fleet", "open"]
 
 
 def open(  # noqa: A001  # statelens.open, as io.open / fsspec.open
@@ -419,3 +420,234 @@ def _partitions(partition: int | Sequence[int] | None) -> list[int] | None:
     if isinstance(partition, int):
         return [partition]
     return [int(p) for p in partition]
+
+
+# -- many checkpoints ----------------------------------------------------------------------------------
+#: The columns of :meth:`Fleet.to_arrow`, in order (``docs/fleet.md``).
+FLEET_COLUMNS = (
+    "path",
+    "location",
+    "query_id",
+    "severity",
+    "exit_code",
+    "error",
+    "last_batch",
+    "last_batch_ms",
+    "age_ms",
+    "uncommitted",
+    "stores",
+    "rows",
+    "state_bytes",
+    "state_file_bytes",
+    "rows_change",
+    "zombies",
+    "restart",
+    "unreadable",
+    "finding",
+    "verdicts",
+    "changes",
+    "cached",
+)
+
+
+def fleet(
+    root: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    jobs: int | None = None,
+    max_depth: int | None = None,
+    memory_budget: int | None = None,
+    zombies: bool = True,
+    spark_version: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    cache: bool = True,
+    since: Mapping[str, Any] | None = None,
+    on_row: Any = None,
+    spark: Any = None,
+) -> Fleet:
+    """Every checkpoint below a folder or prefix, one row each with its first verdicts, worst first
+    (``statelens fleet``; ``docs/fleet.md``).
+
+    Parameters
+    ----------
+    root : str
+        A local folder or any fsspec URL (``s3://bucket/prefix``).
+    storage_options : dict, optional
+        fsspec options.
+    jobs : int, optional
+        Checkpoints read at once (default :data:`app.analysis.fleet.DEFAULT_JOBS`).
+    max_depth : int, optional
+        Folder levels searched below ``root`` (default :data:`readers.discover.DEFAULT_MAX_DEPTH`).
+    memory_budget : int, optional
+        Estimated bytes of decoded state in memory at once (default 2 GiB).
+    zombies : bool
+        Count zombie keys at each partition's latest version.
+    spark_version, conf : optional
+        The Spark that will restart the queries, for the restart verdict (as ``summary``'s options).
+    cache : bool
+        Reuse rows of checkpoints whose files did not change since an earlier run, and keep remote files
+        read in the mirror (False: ``--no-cache``).
+    since : mapping, optional
+        A previous run's :meth:`Fleet.to_json`: each row then says what changed.
+    on_row : callable, optional
+        Called with each :class:`app.analysis.fleet.FleetRow` as it is done.
+    spark : pyspark.sql.SparkSession, optional
+        Read the checkpoints in Spark tasks next to the data (e.g. a Databricks notebook's ``spark``;
+        statelens installed on the executors); the search for them runs here.
+
+    Returns
+    -------
+    Fleet
+
+    Raises
+    ------
+    statelens.readers.errors.StatelensError
+        When ``root`` itself cannot be listed (a checkpoint that cannot be read is a row with its error).
+
+    Examples
+    --------
+    >>> import statelens
+    >>> f = statelens.fleet("s3://company-checkpoints/prod")  # doctest: +SKIP
+    >>> f.to_pandas()[["path", "severity", "rows", "zombies"]]  # doctest: +SKIP
+    """
+    from statelens.app.analysis import fleet as _fleet  # deferred: only for fleets
+
+    options = _fleet.FleetOptions(
+        spark_version=spark_version,
+        conf=tuple(sorted((conf or {}).items())),
+        zombies=zombies,
+        mirror=cache,
+        cache=cache,
+    )
+    try:
+        options.restart()
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    result = _fleet.fleet(
+        root,
+        storage_options,
+        options=options,
+        jobs=jobs or _fleet.DEFAULT_JOBS,
+        max_depth=_fleet.DEFAULT_MAX_DEPTH if max_depth is None else max_depth,
+        memory_bytes=memory_budget or _fleet.DEFAULT_MEMORY_BYTES,
+        on_row=on_row,
+        spark=spark,
+    )
+    if since is not None:
+        _fleet.compare(result, dict(since))
+    return Fleet(result)
+
+
+class Fleet:
+    """The rows of :func:`fleet`, worst first: iterate them, or take them as a table (``to_arrow``,
+    ``to_pandas``, ``to_polars``) or as JSON (``to_json``, what ``statelens fleet --json`` prints)."""
+
+    def __init__(self, result: FleetResult):
+        self.result = result
+
+    @property
+    def rows(self) -> list[FleetRow]:
+        """One :class:`app.analysis.fleet.FleetRow` per checkpoint, worst first."""
+        return list(self.result.rows)
+
+    @property
+    def exit_code(self) -> int:
+        """``summary``'s exit code for the worst checkpoint (2: one could not be read, or none found)."""
+        return self.result.exit_code
+
+    def __len__(self) -> int:
+        return len(self.result.rows)
+
+    def __iter__(self) -> Any:
+        return iter(self.result.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        """The document ``statelens fleet --json`` prints."""
+        return self.result.to_json()
+
+    def to_arrow(self) -> pa.Table:
+        """One row per checkpoint, worst first; columns :data:`FLEET_COLUMNS` (``verdicts`` a list of
+        ``check, severity, text`` structs; times are epoch milliseconds)."""
+        import pyarrow as pa
+
+        now = self.result.scanned_ms
+        verdict = pa.struct([("check", pa.string()), ("severity", pa.string()), ("text", pa.string())])
+        schema = pa.schema(
+            [
+                ("path", pa.string()),
+                ("location", pa.string()),
+                ("query_id", pa.string()),
+                ("severity", pa.string()),
+                ("exit_code", pa.int8()),
+                ("error", pa.string()),
+                ("last_batch", pa.int64()),
+                ("last_batch_ms", pa.int64()),
+                ("age_ms", pa.int64()),
+                ("uncommitted", pa.list_(pa.int64())),
+                ("stores", pa.int32()),
+                ("rows", pa.int64()),
+                ("state_bytes", pa.int64()),
+                ("state_file_bytes", pa.int64()),
+                ("rows_change", pa.int64()),
+                ("zombies", pa.int64()),
+                ("restart", pa.string()),
+                ("unreadable", pa.int64()),
+                ("finding", pa.string()),
+                ("verdicts", pa.list_(verdict)),
+                ("changes", pa.list_(pa.string())),
+                ("cached", pa.bool_()),
+            ]
+        )
+        records = [
+            {
+                "path": r.path,
+                "location": r.location,
+                "query_id": r.query_id,
+                "severity": r.severity,
+                "exit_code": r.exit_code,
+                "error": None if r.error is None else str(r.error.get("message")),
+                "last_batch": r.last_batch,
+                "last_batch_ms": r.last_batch_ms,
+                "age_ms": r.age_ms(now),
+                "uncommitted": list(r.uncommitted),
+                "stores": r.stores,
+                "rows": r.rows,
+                "state_bytes": r.state_bytes,
+                "state_file_bytes": r.state_file_bytes,
+                "rows_change": r.rows_change,
+                "zombies": r.zombies,
+                "restart": r.restart or None,
+                "unreadable": r.unreadable,
+                "finding": r.headline(),
+                "verdicts": [{"check": v.check, "severity": v.severity, "text": v.text} for v in r.verdicts],
+                "changes": list(r.changes),
+                "cached": r.cached,
+            }
+            for r in self.result.rows
+        ]
+        return pa.Table.from_pylist(records, schema=schema)
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame (``to_arrow().to_pandas()``)."""
+        return self.to_arrow().to_pandas()
+
+    def to_polars(self) -> Any:
+        """A polars DataFrame (needs polars installed).
+
+        Raises
+        ------
+        BackendUnavailableError
+            polars is not installed (the message says how to install it).
+        """
+        try:
+            import polars as pl
+        except ImportError as err:
+            raise BackendUnavailableError("to_polars needs polars: pip install polars") from err
+        return pl.from_arrow(self.to_arrow())
+
+    def __repr__(self) -> str:
+        c = self.result.counts()
+        return (
+            f"<statelens fleet {self.result.root}: {len(self)} checkpoints, {c['error']} with errors, "
+            f"{c['warning']} with warnings>"
+        )

@@ -525,11 +525,15 @@ def iter_open_checkpoint(
     storage_options: dict[str, Any] | None = None,
     cancelled: Callable[[], bool] | None = None,
     mirror: bool = True,
+    *,
+    fs: CheckpointFS | None = None,
 ) -> Iterator[Progress | Checkpoint]:
     """Open a checkpoint, yielding :class:`Progress` records, then the :class:`Checkpoint` last.
 
     ``mirror=False`` reads a remote checkpoint without the local mirror of its files
-    (:mod:`readers.mirror`; ``--no-cache``).
+    (:mod:`readers.mirror`; ``--no-cache``). ``fs``: the checkpoint's listing already made (``url``,
+    ``storage_options`` and ``mirror`` are then those it was made with), e.g. by a caller that looked at
+    the listing first.
 
     Raises
     ------
@@ -538,7 +542,8 @@ def iter_open_checkpoint(
     StorageError
         When the storage cannot be listed.
     """
-    fs = CheckpointFS(url, storage_options, cancelled=cancelled, mirror=mirror)
+    if fs is None:
+        fs = CheckpointFS(url, storage_options, cancelled=cancelled, mirror=mirror)
     if not _looks_like_checkpoint(fs):
         raise NotACheckpointError(
             "not a Structured Streaming checkpoint: no metadata, offsets/, commits/ or state/ inside",
@@ -557,13 +562,15 @@ def open_checkpoint(
     progress: Callable[[Progress], None] | None = None,
     cancelled: Callable[[], bool] | None = None,
     mirror: bool = True,
+    *,
+    fs: CheckpointFS | None = None,
 ) -> Checkpoint:
     """Open a checkpoint and return it (see :func:`iter_open_checkpoint`).
 
     ``cancelled`` is polled by the storage layer (listing, reads, retry waits): when it returns true
     the open stops within about a second with :class:`readers.errors.ReadCancelledError`.
     """
-    for item in iter_open_checkpoint(url, storage_options, cancelled, mirror):
+    for item in iter_open_checkpoint(url, storage_options, cancelled, mirror, fs=fs):
         if isinstance(item, Checkpoint):
             return item
         if progress is not None:

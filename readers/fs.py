@@ -417,6 +417,25 @@ def _local_find(root: str) -> dict[str, FileEntry]:
     return found
 
 
+def _local_ls(folder: str, rel_dir: str) -> list[FileEntry]:
+    """The entries of one local folder, relative paths under ``rel_dir``; a symbolic link to a folder is a
+    folder (a tree of links to checkpoints is searched like the checkpoints themselves)."""
+    out: list[FileEntry] = []
+    prefix = rel_dir + "/" if rel_dir else ""
+    with os.scandir(folder) as it:
+        for e in it:
+            try:
+                st = e.stat(follow_symlinks=True)
+            except FileNotFoundError:  # removed while listing, or a dangling link
+                continue
+            except OSError as err:
+                raise _named(err, folder, e.name) from None
+            out.append(
+                FileEntry(prefix + e.name, st.st_size, stat.S_ISDIR(st.st_mode), f"mtime={st.st_mtime}")
+            )
+    return out
+
+
 def _named(err: OSError, root: str, rel: str) -> OSError:
     """``err`` naming ``root/rel`` (a call through a folder's descriptor names only what is in it)."""
     return type(err)(err.errno, err.strerror, os.path.join(root, rel) if rel else root)
@@ -529,6 +548,7 @@ class CheckpointFS:
         cancelled: Cancelled = None,
         mirror: FileMirror | bool | None = True,
         keep_bytes: int | None = None,
+        listed: bool = True,
     ):
         if "://" not in url:
             url = os.path.abspath(os.path.expanduser(url))
@@ -570,7 +590,8 @@ class CheckpointFS:
         self._ahead_running = 0
         self._ahead_stop = threading.Event()
         self._ahead_pool: ThreadPoolExecutor | None = None
-        self._list_tree()
+        if listed:
+            self._list_tree()
 
     # -- storage calls, retried ---------------------------------------------------------------------
     def _count(self, key: str) -> None:
@@ -748,6 +769,60 @@ class CheckpointFS:
                 self._children.setdefault(rel, [])
         for rel, entry in self._entries.items():
             self._children.setdefault(rel.rpartition("/")[0], []).append(entry)
+
+    def list_prefix(self, path: str = "", *, cancelled: Cancelled = None) -> list[FileEntry]:
+        """List one folder (one ``ls``, retried; a paginated listing of one prefix on object stores),
+        not the tree below it. Folders reached through a symbolic link on the local disk are folders.
+        The entries are remembered, so that files listed here can be read with :meth:`read_bytes`.
+
+        Parameters
+        ----------
+        path : str
+            Relative to the root ("" for the root itself).
+        cancelled : callable or threading.Event, optional
+
+        Returns
+        -------
+        list of FileEntry
+            Sorted by path, relative to the root.
+
+        Raises
+        ------
+        NotACheckpointError
+            When the root does not exist or is a file (listing the root only).
+        StorageError
+            When the folder cannot be listed (after retries); the message names it.
+        ReadCancelledError
+        """
+        stop = self._check(cancelled)
+        full = self.full_path(path)
+        where = posixpath.join(self.display_root, path) if path else self.display_root
+        if self.is_local and os.sep == "/":
+            if not path:
+                self._check_folder(where, stop)
+            entries = self._retrying("listing", where, _local_ls, (full, path), stop)
+        else:
+            self._fs.invalidate_cache(full)
+            found = self._retrying("listing", where, "ls", (full,), stop, detail=True)
+            if not found and not path:
+                self._check_folder(where, stop)
+            prefix = full.rstrip("/") + "/"
+            entries = []
+            for info in found:
+                name = str(info.get("name", "")).rstrip("/")
+                if not name.startswith(prefix):
+                    continue  # the folder itself (some filesystems list it)
+                rel = posixpath.join(path, name[len(prefix) :]) if path else name[len(prefix) :]
+                entries.append(
+                    FileEntry(
+                        rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info)
+                    )
+                )
+        entries.sort(key=lambda e: e.path)
+        with self._lock:
+            for e in entries:
+                self._entries[e.path] = e
+        return entries
 
     def _check_folder(self, where: str, stop: Callable[[], bool]) -> None:
         """Raise :class:`NotACheckpointError` unless the root is a folder."""

@@ -40,6 +40,8 @@ EXPIRED = [
 EXPIRED_FLAGS = ["--json", "--all-versions", "--stale-after", "1"]
 GROWTH = ["agg_many_partitions", "rocks_agg_changelog"]
 ROWS = ["window_agg_watermark", "rich_types"]
+#: ``fleet --backend spark``: checkpoints read by Spark tasks, one row each.
+FLEET = ["pandas_state_event", "rocks_agg_changelog", "uncommitted"]
 #: ``sql --in-spark``: (scenario, query), the same text valid in DuckDB (the native answer) and Spark SQL.
 SQL = [
     ("agg_many_partitions", "SELECT partition_id, count(*) AS n FROM state GROUP BY partition_id ORDER BY 1"),
@@ -99,6 +101,11 @@ def cluster_run(
         commands[f"sql-parquet-{i}"] = [
             *["sql", root, query, "--in-spark", "--parquet", "-o", str(base / f"sql-parquet-{i}")]
         ]
+    fleet = base / "fleet"  # statelens fleet --backend spark: a row per checkpoint from Spark tasks
+    fleet.mkdir()
+    for s in FLEET:
+        (fleet / s).symlink_to(checkpoint(s) / "checkpoint")
+    commands["fleet"] = ["fleet", str(fleet), "--json", "--no-cache", "--backend", "spark"]
     spec = base / "commands.json"
     spec.write_text(json.dumps(commands))
     out = base / "out"
@@ -256,3 +263,18 @@ def test_an_unreachable_connect_server_is_a_clear_error(
     assert main(["growth", root, "--json", "--backend", "spark"]) == 2
     err = capsys.readouterr().err
     assert f"Spark Connect at sc://127.0.0.1:{port} is unreachable" in err and "Traceback" not in err
+
+
+def test_fleet_on_the_cluster_equals_native(
+    cluster_run: ClusterRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, err = cluster_run.result("fleet")
+    doc = json.loads(out)
+    capsys.readouterr()
+    native_rc = main(["fleet", doc["root"], "--json", "--no-cache"])
+    native = json.loads(capsys.readouterr().out)
+    assert rc == native_rc == 1, err  # the uncommitted batch's warning
+    volatile = ("checked_ms", "age_ms", "cached")
+    rows = lambda d: [{k: v for k, v in r.items() if k not in volatile} for r in d["checkpoints"]]  # noqa: E731
+    assert [r["path"] for r in doc["checkpoints"]] == sorted(FLEET, key=lambda s: s != "uncommitted")
+    assert rows(doc) == rows(native)

@@ -711,7 +711,6 @@ class ReportResult:
 
     html: str
     problems: list[StatelensError] = field(default_factory=list)
-    doctor_exit_code: int = 0
 
 
 def _iter_unweighed_top_keys(
@@ -844,4 +843,4 @@ def iter_report(
     problems: dict[str, StatelensError] = {}
     for p in [*timeline.problems, *growth.problems, *expired.problems, *heavy_problems]:
         problems.setdefault(str(p), p)
-    return ReportResult(text, list(problems.values()), doctor.exit_code)
+    return ReportResult(text, list(problems.values()))

@@ -376,6 +376,30 @@ def _expired(
     return out
 
 
+def expired_verdicts(
+    ckpt: Any, expired: ExpiredResult, version_counts: Counter[tuple[int, str, int, str]] | None
+) -> list[Verdict]:
+    """The ``expired`` verdicts :func:`summarize` gives for these results (the fleet's rows add them to
+    :func:`iter_first_look`'s, so a leaking query ranks as a full summary ranks it).
+
+    Parameters
+    ----------
+    ckpt : readers.checkpoint.Checkpoint
+    expired : ExpiredResult
+    version_counts : Counter, optional
+        ``iter_expired(version_counts=...)`` of the same run: the trend over versions.
+
+    Returns
+    -------
+    list of Verdict
+        Most keys first.
+    """
+    store_versions = {
+        (op.operator_id, st.store_name): st.versions for op in ckpt.operators for st in op.stores
+    }
+    return _expired(expired, version_counts, store_versions)
+
+
 def _growth(store: StoreGrowth) -> list[Verdict]:
     if store.skipped or not store.versions:
         return []
@@ -677,10 +701,7 @@ def summarize(
     for p in [*ckpt.report.problems, *timeline.problems, *growth.problems, *expired.problems]:
         problems.setdefault(str(p), p)
     verdicts = [_restart(ckpt, doctor), _commit(ckpt)]
-    store_versions = {
-        (op.operator_id, st.store_name): st.versions for op in ckpt.operators for st in op.stores
-    }
-    verdicts += _expired(expired, version_counts, store_versions)
+    verdicts += expired_verdicts(ckpt, expired, version_counts)
     verdicts += _growth_verdicts(growth)
     wm = _watermark(timeline)
     if wm is not None:

@@ -1,8 +1,8 @@
 """The ``statelens`` command line.
 
-Commands live in ``state`` (``info``, ``rows``, ``growth``, ``sql``, ``cache``, ``mirror``) and ``analyses``
-(``summary``, ``expired``, ``timeline``, ``doctor``, ``report``); what they share is in ``_common``; this module
-parses arguments and runs one (``gui`` opens the desktop app through the launcher).
+Commands live in ``state`` (``info``, ``rows``, ``growth``, ``sql``, ``cache``, ``mirror``), ``analyses``
+(``summary``, ``expired``, ``timeline``, ``doctor``, ``report``) and ``fleet`` (every checkpoint below a
+root); what they share is in ``_common``; this module parses arguments and runs one (``gui`` opens the desktop app through the launcher).
 
 Tables for people, ``--json`` (or JSON lines) for scripts. Exit codes: 0 success; 1 the command ran
 but some files could not be read (each named on stderr); 2 the request failed (not a checkpoint,
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from statelens.app.analysis.views import VIEWS
-from statelens.app.cli import analyses, prune, state
+from statelens.app.cli import analyses, fleet, prune, state
 from statelens.app.cli._common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -68,6 +68,7 @@ SUBCOMMANDS = (
     "mirror",
     "prune",
     "repartition",
+    "fleet",
 )
 
 
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_commands(sub)
     analyses.add_commands(sub)
     prune.add_commands(sub)
+    fleet.add_commands(sub)
 
     p = sub.add_parser(
         "gui",

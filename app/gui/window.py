@@ -34,13 +34,14 @@ from statelens.app.gui.chrome import StatusBar, dropped_folder, sample_banner
 from statelens.app.gui.controllers.context import WindowContext, controller_class
 from statelens.app.gui.controllers.export import CHANNEL as EXPORT_CHANNEL
 from statelens.app.gui.controllers.export import ExportController
+from statelens.app.gui.controllers.fleet import FleetController
 from statelens.app.gui.controllers.history import CHANNEL as HISTORY_CHANNEL
 from statelens.app.gui.controllers.history import HistoryController
 from statelens.app.gui.recent import RecentCheckpoints
 from statelens.app.gui.workers import JobRunner
 from statelens.app.resources import sample_checkpoint_path
 from statelens.app.session import LoadedCheckpoint, iter_load_checkpoint
-from statelens.readers.errors import UsageError
+from statelens.readers.errors import NotACheckpointError, UsageError
 from statelens.viewers.tables import DataTableView
 
 #: View names, as accepted by ``statelens gui --view``, in tab order (:data:`app.analysis.views.VIEWS`).
@@ -140,6 +141,9 @@ class MainWindow(QMainWindow):
         self.overview_controller.summary_finished.connect(self.growth_controller.adopt)
         self.overview_controller.open_requested.connect(lambda view, target: self.open_at(view, **target))
         self.history.refresh_requested.connect(self.browser_controller.request_history)
+        # A folder of checkpoints opens as a table of them; a double-click opens one here.
+        self.fleet_controller = FleetController(self.runner, ctx.storage_options, self)
+        self.fleet_controller.open_requested.connect(self.open_checkpoint)
 
     def _action(self, text: str, slot: Any, shortcut: Any = None, tip: str = "") -> QAction:
         action = QAction(text, self)
@@ -387,6 +391,14 @@ class MainWindow(QMainWindow):
                 errors.show_error(err, title="Cannot open there")
 
     def _on_load_errored(self, err: BaseException) -> None:
+        url = self._loading_url
+        if isinstance(err, NotACheckpointError) and url:  # perhaps a folder of checkpoints: look below it
+            self.status_label.setText(f"Not a checkpoint; looking for checkpoints below {_short(url)}")
+            self.fleet_controller.scan(url, not_found=lambda _why: self._load_failed(err))
+            return
+        self._load_failed(err)
+
+    def _load_failed(self, err: BaseException) -> None:
         self.status_label.setText(f"Could not open {_short(self._loading_url or '')}")
         self.load_failed.emit(errors.short_message(err))
         errors.show_error(err, title="Could not open the checkpoint")

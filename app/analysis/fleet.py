@@ -1,0 +1,831 @@
+"""Every checkpoint below a folder or prefix at once (``statelens fleet``, ``statelens.fleet()``): one row
+per checkpoint with its first verdicts, worst first.
+
+A row's verdicts are :func:`app.analysis.summary.iter_first_look`'s for that checkpoint, the verdicts
+``statelens summary --latest`` prints (same backends: ``auto``, so a store only Spark reads is skipped,
+never read by a JVM here), never a fleet-only path. Beside them the row carries what a fleet table
+shows: the query id, the last committed batch and its time, stores, rows and key + value bytes at the
+latest versions, zombies (keys whose timeout fired and are still in the state, counted at each
+partition's latest version as ``statelens expired`` does), the restart verdict and the files that could
+not be read. A checkpoint that cannot be opened or read is a row with its error.
+
+:func:`check_checkpoint` computes one row from ``(url, storage_options, options)`` alone, so it can run
+anywhere the checkpoint can be read (a thread here; a Spark task later). :func:`iter_fleet` finds the
+checkpoints (:mod:`readers.discover`) and checks them ``jobs`` at a time, no more state bytes in flight
+than a memory budget allows, handing out rows as they are done.
+
+Incremental: a row is kept in a cache folder under a key made of the checkpoint's listing (every file's
+path, size and ETag or modification time), the options and :data:`FORMAT`; a checkpoint whose listing
+did not change is not read again (its listing is all a second run costs), and one that changed is read
+through the file mirror and the decoded-state cache like any other command. :func:`compare` tells what
+changed against a previous run's JSON (``--since``): new checkpoints, new leaks, new stalls, verdicts
+that got worse.
+
+Qt-free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from statelens.app.analysis._common import run_to_end
+from statelens.app.analysis.expired import iter_expired
+from statelens.app.analysis.growth import footprint
+from statelens.app.analysis.summary import SEVERITIES, Verdict, expired_verdicts, iter_first_look
+from statelens.readers.backends import BackendChooser
+from statelens.readers.cache import CACHE_ENV, default_cache_dir
+from statelens.readers.checkpoint import open_checkpoint
+from statelens.readers.discover import DEFAULT_MAX_DEPTH, Discovery, FoundCheckpoint, iter_discover
+from statelens.readers.errors import ReadCancelledError, StatelensError, UsageError, redact
+from statelens.readers.fs import CheckpointFS
+from statelens.readers.lru import LRUFolder
+from statelens.readers.model import Progress
+from statelens.readers.restart import RestartConf
+
+__all__ = [
+    "DEFAULT_JOBS",
+    "DEFAULT_MEMORY_BYTES",
+    "FORMAT",
+    "FleetOptions",
+    "FleetResult",
+    "FleetRow",
+    "MemoryBudget",
+    "RowCache",
+    "check_checkpoint",
+    "compare",
+    "fleet",
+    "iter_fleet",
+    "worst_first",
+]
+
+#: Bump when a row's content or the verdicts' code changes: cached rows are then never found.
+FORMAT = 1
+#: Checkpoints checked at once.
+DEFAULT_JOBS = 4
+#: Estimated bytes of decoded state in flight at once (see :class:`MemoryBudget`).
+DEFAULT_MEMORY_BYTES = 2 << 30
+#: Decoded state held while a partition is read, per byte of its state files (compressed, and the
+#: numpy arrays of a partition's records beside the bytes): the estimate a checkpoint weighs.
+EXPANSION = 4
+#: Bytes the cache of rows may hold.
+ROW_CACHE_BYTES = 64 << 20
+#: Exit codes as ``statelens summary``'s: 0 fine, 1 a finding or damage, 2 could not be read.
+EXIT_ERROR = 2
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """What a row is computed with (plain values: a row can be computed in another process).
+
+    Attributes
+    ----------
+    spark_version : str, optional
+        The Spark that will restart the queries (``--spark-version``), for the restart verdict.
+    conf : tuple of (str, str)
+        Spark confs of the restart (``--conf``).
+    zombies : bool
+        Count zombies at each partition's latest version (reads those versions' keys a second time).
+    mirror : bool
+        Keep remote files read in the local mirror (``--no-cache``: False).
+    cache : bool
+        Reuse and keep rows of checkpoints whose listing did not change (``--no-cache``: False).
+    """
+
+    spark_version: str | None = None
+    conf: tuple[tuple[str, str], ...] = ()
+    zombies: bool = True
+    mirror: bool = True
+    cache: bool = True
+
+    def restart(self) -> RestartConf:
+        """The restart's Spark, as ``summary --spark-version --conf`` parses it."""
+        return RestartConf.parse(self.spark_version, dict(self.conf))
+
+    def key(self) -> dict[str, Any]:
+        """What a cached row depends on."""
+        return {"spark_version": self.spark_version, "conf": sorted(self.conf), "zombies": self.zombies}
+
+
+def _severity_rank(severity: str) -> int:
+    return SEVERITIES.index(severity) if severity in SEVERITIES else 0
+
+
+@dataclass
+class FleetRow:
+    """One checkpoint of the fleet.
+
+    Attributes
+    ----------
+    path : str
+        Relative to the root ("" when the root is the checkpoint).
+    location : str
+        Where it is (without credentials).
+    verdicts : list of Verdict
+        ``summary --latest``'s verdicts, worst first (empty when ``error``).
+    error : dict or None
+        The error that kept the checkpoint from being read (``StatelensError.to_json()``).
+    query_id : str or None
+    last_batch : int or None
+        The last committed batch.
+    last_batch_ms : int or None
+        Its timestamp (the offsets log's ``batchTimestampMs``).
+    uncommitted : list of int
+        Batches planned but not committed.
+    stores : int
+        State stores (of every operator).
+    rows, state_bytes : int or None
+        Rows and key + value bytes at each partition's latest version, every store (Spark's own
+        bookkeeping stores included); None when no store could be counted.
+    state_file_bytes : int
+        Bytes of state files listed (the checkpoint's ``state/`` folder).
+    zombies : int or None
+        Zombie keys at the latest versions (None: not counted, or no store checkable).
+    unreadable : int
+        Files that could not be read or decoded (the ``unreadable`` verdict's count).
+    problems : list of dict
+        Every problem met, as ``summary --json`` lists them.
+    exit_code : int
+        ``summary --latest``'s exit code for this checkpoint (2 for a row with ``error``).
+    checked_ms : int
+        When the row was computed (epoch ms).
+    cached : bool
+        True when the row was reused from an earlier run (the checkpoint's listing had not changed).
+    changes : list of str
+        What changed since a previous run (:func:`compare`).
+    rows_change : int or None
+        Rows against the previous run.
+    """
+
+    path: str
+    location: str
+    verdicts: list[Verdict] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    query_id: str | None = None
+    last_batch: int | None = None
+    last_batch_ms: int | None = None
+    uncommitted: list[int] = field(default_factory=list)
+    stores: int = 0
+    rows: int | None = None
+    state_bytes: int | None = None
+    state_file_bytes: int = 0
+    zombies: int | None = None
+    unreadable: int = 0
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    exit_code: int = 0
+    checked_ms: int = 0
+    cached: bool = False
+    changes: list[str] = field(default_factory=list)
+    rows_change: int | None = None
+
+    @property
+    def severity(self) -> str:
+        """The worst verdict's severity (``error`` for a checkpoint that could not be read)."""
+        if self.error is not None:
+            return "error"
+        if not self.verdicts:
+            return "ok"
+        return min((v.severity for v in self.verdicts), key=_severity_rank)
+
+    def verdict(self, check: str) -> Verdict | None:
+        """The first verdict of ``check`` (``restart``, ``commit``, ``growth``...)."""
+        return next((v for v in self.verdicts if v.check == check), None)
+
+    @property
+    def restart(self) -> str:
+        """The restart verdict's severity ("" when the checkpoint could not be read)."""
+        v = self.verdict("restart")
+        return v.severity if v is not None else ""
+
+    def headline(self) -> str:
+        """The worst verdict's text, or the error."""
+        if self.error is not None:
+            return f"cannot read: {self.error.get('message')}"
+        return self.verdicts[0].text if self.verdicts else ""
+
+    def age_ms(self, now_ms: int) -> int | None:
+        """Time since the last committed batch's timestamp."""
+        return None if self.last_batch_ms is None else max(0, now_ms - self.last_batch_ms)
+
+    def to_json(self, now_ms: int | None = None) -> dict[str, Any]:
+        """The row as ``statelens fleet --json`` prints it (``age_ms`` from ``now_ms``)."""
+        restart = self.verdict("restart")
+        return {
+            "path": self.path,
+            "location": self.location,
+            "query_id": self.query_id,
+            "severity": self.severity,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "last_batch": self.last_batch,
+            "last_batch_ms": self.last_batch_ms,
+            "age_ms": self.age_ms(now_ms) if now_ms is not None else None,
+            "uncommitted": list(self.uncommitted),
+            "stores": self.stores,
+            "rows": self.rows,
+            "state_bytes": self.state_bytes,
+            "state_file_bytes": self.state_file_bytes,
+            "rows_change": self.rows_change,
+            "zombies": self.zombies,
+            "restart": None if restart is None else {"severity": restart.severity, "text": restart.text},
+            "unreadable": self.unreadable,
+            "verdicts": [v.to_json() for v in self.verdicts],
+            "problems": list(self.problems),
+            "checked_ms": self.checked_ms,
+            "cached": self.cached,
+            "changes": list(self.changes),
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> FleetRow:
+        """A row from :meth:`to_json` (a cached row, or a previous run's)."""
+        verdicts = [
+            Verdict(
+                v["check"],
+                v["severity"],
+                v["text"],
+                v["value"],
+                v["view"],
+                v.get("operator_id"),
+                v.get("store_name"),
+                v.get("batch_id"),
+                v.get("partition"),
+                tuple(v.get("files") or ()),
+            )
+            for v in obj.get("verdicts", [])
+        ]
+        return cls(
+            path=obj["path"],
+            location=obj["location"],
+            verdicts=verdicts,
+            error=obj.get("error"),
+            query_id=obj.get("query_id"),
+            last_batch=obj.get("last_batch"),
+            last_batch_ms=obj.get("last_batch_ms"),
+            uncommitted=list(obj.get("uncommitted") or []),
+            stores=int(obj.get("stores") or 0),
+            rows=obj.get("rows"),
+            state_bytes=obj.get("state_bytes"),
+            state_file_bytes=int(obj.get("state_file_bytes") or 0),
+            zombies=obj.get("zombies"),
+            unreadable=int(obj.get("unreadable") or 0),
+            problems=list(obj.get("problems") or []),
+            exit_code=int(obj.get("exit_code") or 0),
+            checked_ms=int(obj.get("checked_ms") or 0),
+            cached=bool(obj.get("cached")),
+            changes=list(obj.get("changes") or []),
+            rows_change=obj.get("rows_change"),
+        )
+
+
+def _sort_key(row: FleetRow) -> tuple[Any, ...]:
+    counts = {s: sum(1 for v in row.verdicts if v.severity == s) for s in ("error", "warning")}
+    return (
+        row.error is None,  # a checkpoint that could not be read first
+        _severity_rank(row.severity),
+        -counts["error"],
+        -counts["warning"],
+        -(row.zombies or 0),
+        -(row.state_bytes or 0),
+        row.path,
+    )
+
+
+def worst_first(rows: Sequence[FleetRow]) -> list[FleetRow]:
+    """Rows that could not be read, then by worst severity, errors and warnings, zombies, bytes, path."""
+    return sorted(rows, key=_sort_key)
+
+
+# -- the memory budget ---------------------------------------------------------------------------------
+class MemoryBudget:
+    """Estimated bytes of decoded state in flight, across the checkpoints read at once.
+
+    A checkpoint weighs :data:`EXPANSION` times the bytes of its live state files (those a version still
+    retained loads, from the listing: nothing read). It starts when its weight fits beside the others in
+    flight; one heavier than the whole budget starts alone.
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max(1, max_bytes)
+        self.used = 0
+        self.peak = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def hold(self, weight: int, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
+        """Hold ``weight`` bytes (capped at the budget) while the block runs."""
+        n = min(max(0, weight), self.max_bytes)
+        with self._cond:
+            while self.used and self.used + n > self.max_bytes:
+                if cancelled is not None and cancelled():
+                    raise ReadCancelledError("cancelled while waiting for memory")
+                self._cond.wait(0.1)
+            self.used += n
+            self.peak = max(self.peak, self.used)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.used -= n
+                self._cond.notify_all()
+
+
+# -- the cache of rows ---------------------------------------------------------------------------------
+def _row_cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return default_cache_dir() / "fleet"
+    return default_cache_dir().parent / "fleet"
+
+
+class RowCache:
+    """Rows of checkpoints by a key of their listing (see the module docstring); a cache never fails a
+    run: an entry that cannot be read or written is ignored."""
+
+    def __init__(self, root: Path | None = None, max_bytes: int = ROW_CACHE_BYTES):
+        self.folder = LRUFolder(root or _row_cache_dir(), max_bytes, ".json", "statelens fleet cache")
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(fs: CheckpointFS, options: FleetOptions) -> str:
+        """A hash of the location, every file's path, size and version tag, the options and :data:`FORMAT`."""
+        h = hashlib.sha256()
+        h.update(json.dumps([FORMAT, fs.display_root, options.key()], sort_keys=True).encode())
+        for e in fs.walk_files(""):
+            h.update(f"\n{e.path}\t{e.size_bytes}\t{e.version_tag}".encode())
+        return h.hexdigest()
+
+    def get(self, key: str) -> FleetRow | None:
+        path = self.folder.path(key)
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+            row = FleetRow.from_json(obj)
+        except (OSError, ValueError, KeyError, TypeError):
+            self.misses += 1
+            return None
+        self.folder.touch(path)
+        self.hits += 1
+        return row
+
+    def put(self, key: str, row: FleetRow) -> None:
+        text = json.dumps(row.to_json())
+
+        def fill(tmp: str) -> None:
+            Path(tmp).write_text(text, encoding="utf-8")
+
+        self.folder.write(key, fill)
+
+
+# -- one checkpoint ------------------------------------------------------------------------------------
+def _error_row(path: str, location: str, err: BaseException) -> FleetRow:
+    if isinstance(err, StatelensError):
+        error = err.to_json()
+    else:  # not a typed error: still one row, the run goes on
+        error = {"error": type(err).__name__, "path": None, "offset": None, "message": str(err)}
+    return FleetRow(path, location, error=error, exit_code=EXIT_ERROR, checked_ms=int(time.time() * 1000))
+
+
+def _live_state_bytes(ckpt: Any) -> int:
+    fp = footprint(ckpt)
+    return max(0, fp.areas.get("state", [0, 0])[1] - fp.old_state_bytes)
+
+
+def _row(ckpt: Any, path: str, options: FleetOptions, cancelled: Callable[[], bool] | None) -> FleetRow:
+    """The row of an opened checkpoint: ``summary --latest``'s verdicts and the counts beside them."""
+    chooser = BackendChooser(ckpt, "auto")  # summary's default: a store only Spark reads is skipped there
+    try:
+        summary = run_to_end(
+            iter_first_look(ckpt, backends=chooser, restart=options.restart(), cancelled=cancelled)
+        )
+    finally:
+        chooser.close()
+    growth = summary.growth
+    rows: int | None = None
+    sbytes: int | None = None
+    if growth is not None:
+        counted = [g for g in growth.stores if not g.skipped and g.versions]
+        if counted:
+            rows = sum(g.total_rows()[-1] for g in counted)
+            sbytes = sum(g.total_state_bytes()[-1] for g in counted)
+    zombies: int | None = None
+    verdicts = list(summary.verdicts)
+    exit_code = summary.exit_code
+    if options.zombies:
+        native = BackendChooser(ckpt, "native")  # never a JVM for a count beside the verdicts
+        earlier: Counter[tuple[int, str, int, str]] = Counter()
+        try:
+            expired = run_to_end(
+                iter_expired(
+                    ckpt, cancelled=cancelled, max_examples=0, backends=native, version_counts=earlier
+                )
+            )
+        finally:
+            native.close()
+        if any(o.check != "skipped" for o in expired.operators):
+            zombies = expired.counts()["zombie"]
+        # the full summary's expired verdicts: a leaking query ranks as ``summary`` ranks it
+        found = expired_verdicts(ckpt, expired, earlier)
+        verdicts = sorted([*verdicts, *found], key=lambda v: _severity_rank(v.severity))
+        if any(v.severity in ("error", "warning") for v in found):
+            exit_code = 1
+    unreadable = next((v for v in summary.verdicts if v.check == "unreadable"), None)
+    last = ckpt.last_committed_batch_id
+    batch = next((b for b in ckpt.batches if b.batch_id == last), None) if last is not None else None
+    state_files = sum(e.size_bytes for e in ckpt.fs.walk_files("state"))
+    return FleetRow(
+        path=path,
+        location=str(ckpt.location),
+        verdicts=verdicts,
+        query_id=ckpt.query_id,
+        last_batch=last,
+        last_batch_ms=batch.timestamp_ms if batch is not None else None,
+        uncommitted=list(ckpt.uncommitted_batches()),
+        stores=sum(len(op.stores) for op in ckpt.operators),
+        rows=rows,
+        state_bytes=sbytes,
+        state_file_bytes=state_files,
+        zombies=zombies,
+        unreadable=int(unreadable.value or 0) if unreadable is not None else 0,
+        problems=[p.to_json() for p in summary.problems],
+        exit_code=exit_code,
+        checked_ms=int(time.time() * 1000),
+    )
+
+
+def _check(
+    url: str,
+    storage_options: dict[str, Any] | None,
+    options: FleetOptions,
+    *,
+    path: str = "",
+    display: str | None = None,
+    cache: RowCache | None = None,
+    budget: MemoryBudget | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> FleetRow:
+    location = display or url
+    try:
+        fs = CheckpointFS(url, storage_options, cancelled=cancelled, mirror=options.mirror)
+        key = RowCache.key(fs, options) if cache is not None else ""
+        if cache is not None:
+            kept = cache.get(key)
+            if kept is not None:
+                kept.path, kept.location, kept.cached = path, fs.display_root, True
+                return kept
+        ckpt = open_checkpoint(url, storage_options, cancelled=cancelled, mirror=options.mirror, fs=fs)
+        if budget is None:
+            row = _row(ckpt, path, options, cancelled)
+        else:
+            with budget.hold(EXPANSION * _live_state_bytes(ckpt), cancelled):
+                row = _row(ckpt, path, options, cancelled)
+        row.location = fs.display_root
+    except ReadCancelledError:
+        raise
+    except Exception as err:  # one checkpoint that cannot be read is a row, never the end
+        if not isinstance(err, StatelensError) and os.environ.get("STATELENS_RAISE") == "1":
+            raise  # a bug, not a checkpoint's damage: shown whole when asked (the tests ask)
+        return _error_row(path, location, err)
+    if cache is not None:
+        cache.put(key, row)
+    return row
+
+
+def check_checkpoint(url: str, storage_options: dict[str, Any] | None, options: FleetOptions) -> FleetRow:
+    """One checkpoint's row, from its location alone (no state shared with other checkpoints; runs in
+    a thread, a process or a Spark task next to the data).
+
+    Parameters
+    ----------
+    url : str
+        The checkpoint (local path or fsspec URL).
+    storage_options : dict or None
+        fsspec options.
+    options : FleetOptions
+
+    Returns
+    -------
+    FleetRow
+        With ``error`` set when the checkpoint could not be opened or read; never raises for that.
+    """
+    return _check(url, storage_options, options, cache=RowCache() if options.cache else None)
+
+
+# -- the fleet -----------------------------------------------------------------------------------------
+@dataclass
+class FleetResult:
+    """Every row, worst first, and what the run cost."""
+
+    root: str
+    rows: list[FleetRow]
+    scanned_ms: int
+    discovery: Discovery = field(default_factory=Discovery)
+    #: rows reused from the cache of rows (their checkpoint's files had not changed)
+    cached: int = 0
+    #: paths of a previous run (``--since``) no longer found
+    gone: list[str] = field(default_factory=list)
+    since_ms: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """``summary``'s exit code for the worst checkpoint (2 when none was found)."""
+        if not self.rows:
+            return EXIT_ERROR
+        return max(r.exit_code for r in self.rows)
+
+    def counts(self) -> dict[str, int]:
+        """Checkpoints per worst severity, every severity present."""
+        return {s: sum(1 for r in self.rows if r.severity == s) for s in SEVERITIES}
+
+    def to_json(self) -> dict[str, Any]:
+        """``statelens fleet --json``."""
+        return {
+            "root": self.root,
+            "format": FORMAT,
+            "scanned_ms": self.scanned_ms,
+            "since_ms": self.since_ms,
+            "exit_code": self.exit_code,
+            "counts": self.counts(),
+            "listings": self.discovery.listings,
+            "cached": self.cached,
+            "gone": list(self.gone),
+            "checkpoints": [r.to_json(self.scanned_ms) for r in self.rows],
+        }
+
+
+def iter_fleet(
+    root: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    options: FleetOptions | None = None,
+    jobs: int = DEFAULT_JOBS,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    cancelled: Callable[[], bool] | None = None,
+    on_row: Callable[[FleetRow], None] | None = None,
+    stats: Discovery | None = None,
+    spark: Any = None,
+) -> Iterator[Progress | FleetRow]:
+    """Find the checkpoints below ``root`` and check them ``jobs`` at a time: a :class:`Progress` record
+    as each is found or done, each :class:`FleetRow` as it is done (in the order they finish), then
+    the :class:`FleetResult` is what :func:`fleet` returns.
+
+    Parameters
+    ----------
+    root : str
+        Local folder or fsspec URL.
+    storage_options : dict, optional
+    options : FleetOptions, optional
+    jobs : int
+        Checkpoints read at once (threads: reads are I/O, the decoders release the GIL in numpy).
+    max_depth : int
+        Folder levels searched below the root (:func:`readers.discover.iter_discover`).
+    memory_bytes : int
+        Estimated decoded-state bytes in flight at once (:class:`MemoryBudget`).
+    cancelled : callable, optional
+    on_row : callable, optional
+        Called with each row as it is done (the app fills its table from it).
+    stats : Discovery, optional
+        Counts the listings and reads the search made.
+    spark : pyspark.sql.SparkSession, optional
+        Compute the rows in Spark tasks (:mod:`app.analysis.fleet_spark`) instead of threads here:
+        the search runs here first, then every checkpoint found goes to Spark (``jobs`` and
+        ``memory_bytes`` are then Spark's business).
+
+    Yields
+    ------
+    Progress or FleetRow
+    """
+    options = options or FleetOptions()
+    if spark is not None:
+        yield from _iter_spark_fleet(
+            root, storage_options, options, max_depth, cancelled, on_row, stats, spark
+        )
+        return
+    cache = RowCache() if options.cache else None
+    budget = MemoryBudget(memory_bytes)
+    found = 0
+    done = 0
+    stats = stats if stats is not None else Discovery()
+    discovering = True
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="statelens-fleet") as pool:
+        futures: dict[Future[FleetRow], FoundCheckpoint] = {}
+
+        def finished(block: bool) -> Iterator[Progress | FleetRow]:
+            nonlocal done
+            if not futures:
+                return
+            ready, _ = wait(list(futures), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+            for fut in ready:
+                f = futures.pop(fut)
+                row = fut.result()
+                done += 1
+                if on_row is not None:
+                    on_row(row)
+                yield row
+                yield Progress(done, found, f"{done}/{found}{'+' if discovering else ''} {f.display}")
+
+        try:
+            for f in iter_discover(
+                root, storage_options, max_depth=max_depth, cancelled=cancelled, stats=stats
+            ):
+                found += 1
+                if f.error is not None:
+                    row = _error_row(f.path, f.display, f.error)
+                    done += 1
+                    if on_row is not None:
+                        on_row(row)
+                    yield row
+                    continue
+                futures[
+                    pool.submit(
+                        _check,
+                        f.url,
+                        storage_options,
+                        options,
+                        path=f.path,
+                        display=f.display,
+                        cache=cache,
+                        budget=budget,
+                        cancelled=cancelled,
+                    )
+                ] = f
+                yield Progress(done, found, f"found {f.display}")
+                yield from finished(block=False)
+            discovering = False
+            while futures:
+                yield from finished(block=True)
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+
+def _iter_spark_fleet(
+    root: str,
+    storage_options: dict[str, Any] | None,
+    options: FleetOptions,
+    max_depth: int,
+    cancelled: Callable[[], bool] | None,
+    on_row: Callable[[FleetRow], None] | None,
+    stats: Discovery | None,
+    spark: Any,
+) -> Iterator[Progress | FleetRow]:
+    from statelens.app.analysis.fleet_spark import iter_spark_rows  # deferred: only with Spark
+
+    found: list[FoundCheckpoint] = []
+    done = 0
+    for f in iter_discover(root, storage_options, max_depth=max_depth, cancelled=cancelled, stats=stats):
+        if f.error is not None:
+            row = _error_row(f.path, f.display, f.error)
+            done += 1
+            if on_row is not None:
+                on_row(row)
+            yield row
+        else:
+            found.append(f)
+        yield Progress(done, done + len(found), f"found {f.display}")
+    total = done + len(found)
+    for row in iter_spark_rows(spark, found, storage_options, options, cancelled):
+        done += 1
+        if on_row is not None:
+            on_row(row)
+        yield row
+        yield Progress(done, total, f"{done}/{total} {row.location}")
+
+
+def fleet(
+    root: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    options: FleetOptions | None = None,
+    jobs: int = DEFAULT_JOBS,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    cancelled: Callable[[], bool] | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    on_row: Callable[[FleetRow], None] | None = None,
+    spark: Any = None,
+) -> FleetResult:
+    """Run :func:`iter_fleet` to its end: every row, worst first.
+
+    Parameters
+    ----------
+    root, storage_options, options, jobs, max_depth, memory_bytes, cancelled, on_row, spark
+        As :func:`iter_fleet`.
+    progress : callable, optional
+        Called with every progress record.
+
+    Returns
+    -------
+    FleetResult
+
+    Raises
+    ------
+    NotACheckpointError, StorageError
+        When the root itself cannot be listed.
+    """
+    started = int(time.time() * 1000)
+    rows: list[FleetRow] = []
+    stats = Discovery()
+    gen = iter_fleet(
+        root,
+        storage_options,
+        options=options,
+        jobs=jobs,
+        max_depth=max_depth,
+        memory_bytes=memory_bytes,
+        cancelled=cancelled,
+        on_row=on_row,
+        stats=stats,
+        spark=spark,
+    )
+    for item in gen:
+        if isinstance(item, FleetRow):
+            rows.append(item)
+        elif progress is not None:
+            progress(item)
+    return FleetResult(
+        redact(root), worst_first(rows), started, stats, cached=sum(1 for r in rows if r.cached)
+    )
+
+
+# -- what changed since a previous run ----------------------------------------------------------------
+def _worst_by_check(verdicts: Sequence[Verdict]) -> dict[str, Verdict]:
+    out: dict[str, Verdict] = {}
+    for v in verdicts:
+        if v.check not in out or _severity_rank(v.severity) < _severity_rank(out[v.check].severity):
+            out[v.check] = v
+    return out
+
+
+def compare(result: FleetResult, previous: dict[str, Any]) -> None:
+    """Tell each row what changed since ``previous`` (a ``statelens fleet --json`` document): sets
+    each row's ``changes`` and ``rows_change``, and the result's ``gone`` and ``since_ms``.
+
+    Changes named: a new checkpoint; one that could be read and no longer can (or the reverse); no batch
+    committed since the previous run (a stall); the first batch committed; zombies where there were
+    none (a new leak) or more of them; a check whose worst verdict got worse, or a new warning or error.
+
+    Parameters
+    ----------
+    result : FleetResult
+    previous : dict
+        The previous run's JSON.
+
+    Raises
+    ------
+    UsageError
+        When ``previous`` is not a fleet JSON document.
+    """
+    if not isinstance(previous, dict) or not isinstance(previous.get("checkpoints"), list):
+        raise UsageError("not the JSON of 'statelens fleet --json' (no 'checkpoints' list)")
+    before = {}
+    for obj in previous["checkpoints"]:
+        try:
+            before[obj["path"]] = FleetRow.from_json(obj)
+        except (KeyError, TypeError, ValueError) as err:
+            raise UsageError(f"a checkpoint of the previous run cannot be read: {err!r}") from None
+    result.since_ms = previous.get("scanned_ms")
+    now = {r.path for r in result.rows}
+    result.gone = sorted(p for p in before if p not in now)
+    for row in result.rows:
+        old = before.get(row.path)
+        if old is None:
+            row.changes.append("new checkpoint")
+            continue
+        if row.error is not None:
+            if old.error is None:
+                row.changes.append(f"cannot be read any more: {row.error.get('message')}")
+            continue
+        if old.error is not None:
+            row.changes.append("readable again")
+        if row.rows is not None and old.rows is not None:
+            row.rows_change = row.rows - old.rows
+        if row.last_batch is not None and row.last_batch == old.last_batch:
+            row.changes.append(
+                f"stalled: no batch committed since the previous run (last batch {row.last_batch})"
+            )
+        elif row.last_batch is not None and old.last_batch is None:
+            row.changes.append(f"first batch committed ({row.last_batch})")
+        if row.zombies:
+            if not old.zombies:
+                row.changes.append(f"new leak: {row.zombies:,} zombie keys (none before)")
+            elif row.zombies > old.zombies:
+                row.changes.append(f"more zombie keys: {old.zombies:,} -> {row.zombies:,}")
+        was = _worst_by_check(old.verdicts)
+        for check, v in _worst_by_check(row.verdicts).items():
+            prior = was.get(check)
+            if prior is None:
+                if v.severity in ("error", "warning"):
+                    row.changes.append(f"{check}: new {v.severity}: {v.text}")
+            elif _severity_rank(v.severity) < _severity_rank(prior.severity):
+                row.changes.append(f"{check}: {prior.severity} -> {v.severity}: {v.text}")
