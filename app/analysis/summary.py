@@ -712,6 +712,9 @@ def summarize(
     fix = fix_batch_of(runs, fix_batch)
     around: list[StoreBeforeAfter] = []
     if fix is not None:
+        store_versions = {
+            (op.operator_id, st.store_name): st.versions for op in ckpt.operators for st in op.stores
+        }
         around = before_after(fix, growth, expired, version_counts, store_versions, fix_margin(runs, fix))
         verdicts.append(_runs_verdict(runs, fix))
         verdicts += _fix_verdicts(around, fix)
