@@ -78,3 +78,16 @@ def test_around_and_its_text() -> None:
     rising = around({1: 0, 2: 1, 3: 3, 4: 5}, 2)
     assert (rising.after.per_batch, rising.stopped) == (2.0, False)
     assert around({1: 3}, 0).before.per_batch is None
+
+
+def test_the_api_gives_the_runs() -> None:
+    """``statelens.open(...).runs()``: the same runs as find_runs, on the transformWithState restart."""
+    import statelens
+    from tests.restart_matrix import BATCHES, cells
+
+    kind = cells()[0].path.parents[3] / "kinds" / "tws" / "checkpoint"
+    with statelens.open(str(kind)) as ckpt:
+        assert [(r.first_batch, r.evidence) for r in ckpt.runs()] == [
+            (0, "first batch"),
+            (BATCHES - 1, "operator metadata"),
+        ]
