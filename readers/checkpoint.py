@@ -8,6 +8,7 @@ rest of the checkpoint stays usable; only "this is not a checkpoint at all" is r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from statelens.readers import logs, opmeta, schemas
@@ -52,6 +53,26 @@ def _is_int(name: str) -> bool:
     return name.isdigit()
 
 
+@dataclass(frozen=True)
+class Refresh:
+    """What :meth:`Checkpoint.refresh` found new.
+
+    Attributes
+    ----------
+    new_offsets, new_commits : list of int
+        Batch ids whose offsets / commit file was read for the first time, ascending.
+    waiting : list of str
+        Log files listed but not readable yet (or deleted under the reader), left for the next refresh.
+    reshaped : bool
+        Operators or partitions appeared: the operators were listed again, readers must be fetched again.
+    """
+
+    new_offsets: list[int]
+    new_commits: list[int]
+    waiting: list[str]
+    reshaped: bool
+
+
 class Checkpoint:
     """A checkpoint opened read-only: its logs, batches, operators and state stores.
 
@@ -94,6 +115,8 @@ class Checkpoint:
         self._readers: dict[tuple[int, str], StoreReader] = {}
         #: Things worth knowing that are not errors (e.g. state files of retried batches, ignored).
         self.notes: list[str] = []
+        #: Operator and partition folders when the operators were listed (:meth:`refresh`).
+        self._listed_layout: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
     # -- public helpers ------------------------------------------------------------------------------
     @property
@@ -503,6 +526,110 @@ class Checkpoint:
             )
         return stores, schemas_
 
+    # -- following a running query ------------------------------------------------------------------
+    def refresh(self) -> Refresh:
+        """List the checkpoint again and take in what a running query wrote since: new offsets and
+        commit files, and each store partition's state files.
+
+        One listing of the storage (:meth:`readers.fs.CheckpointFS.relist`), then only the new log files
+        are read; nothing is read twice. A log file listed but not readable (renamed, uploaded or deleted
+        under the reader, an S3 object listed before it can be read) is left for the next refresh, not
+        reported as damage. The store readers handed out before see the new files (their file maps are
+        updated in place). When operators or partitions appear (a query's first batch), the operators
+        are listed again and ``reshaped`` says so: readers handed out before must be fetched again.
+
+        Returns
+        -------
+        Refresh
+            The batch ids newly planned and newly committed, and the log files left for later.
+
+        Raises
+        ------
+        StorageError
+            When the storage cannot be listed.
+        """
+        self.fs.relist()
+        paths: list[tuple[str, str, int]] = []
+        for folder, known in (("offsets", self.offsets), ("commits", self.commits)):
+            for entry in self.fs.list_dir(folder):
+                if not entry.is_dir and logs.is_batch_file_name(entry.name) and int(entry.name) not in known:
+                    paths.append((folder, entry.path, int(entry.name)))
+        contents = self.fs.read_many(p for _, p, _ in paths)
+        new_offsets: list[int] = []
+        new_commits: list[int] = []
+        waiting: list[str] = []
+        for folder, path, batch_id in paths:
+            data = contents[path]
+            try:
+                if isinstance(data, StatelensError):
+                    raise data
+                if folder == "offsets":
+                    self.offsets[batch_id] = logs.parse_offsets(data, path, batch_id)
+                    new_offsets.append(batch_id)
+                else:
+                    self.commits[batch_id] = logs.parse_commit(data, path, batch_id)
+                    new_commits.append(batch_id)
+            except StatelensError as err:  # not all there yet, or gone: read again at the next refresh
+                waiting.append(str(err))
+        if paths:
+            ids = sorted(set(self.offsets) | set(self.commits))
+            self.batches = [BatchInfo(b, self.offsets.get(b), self.commits.get(b)) for b in ids]
+            if not self.conf and self.offsets:
+                self.conf = logs.effective_conf([self.offsets[b] for b in sorted(self.offsets)])
+        reshaped = self._state_layout() != self._listed_layout
+        if reshaped:
+            self._reload_operators()
+            self._listed_layout = self._state_layout()
+        else:
+            self._relist_state_files()
+        return Refresh(sorted(new_offsets), sorted(new_commits), waiting, reshaped)
+
+    def _state_layout(self) -> tuple[tuple[int, tuple[str, ...]], ...]:
+        """Operator folders and their partition folders as listed now."""
+        out = []
+        for e in self.fs.list_dir("state"):
+            if e.is_dir and _is_int(e.name):
+                parts = tuple(
+                    sorted(p.name for p in self.fs.list_dir(e.path) if p.is_dir and _is_int(p.name))
+                )
+                out.append((int(e.name), parts))
+        return tuple(sorted(out))
+
+    def _reload_operators(self) -> None:
+        self.operators = []
+        self.operator_metadata = {}
+        self._store_files = {}
+        self._store_families = {}
+        self._virtual_stores = {}
+        self._family_readers = {}
+        self._readers = {}
+        for _ in self._iter_load_operators():
+            pass
+
+    def _relist_state_files(self) -> None:
+        """Each store partition's files from the new listing, into the maps the readers hold."""
+        for (op_id, store_name), files in self._store_files.items():
+            for pid, pf in list(files.items()):
+                if isinstance(pf, RocksDBPartitionFiles):
+                    files[pid] = list_rocksdb_partition_files(
+                        self.fs, pf.directory, pid, self._unique_ids(op_id, pid, store_name)
+                    )
+                else:
+                    files[pid] = list_partition_files(self.fs, pf.directory, pid)
+        ops = []
+        for op in self.operators:
+            stores = []
+            for st in op.stores:
+                parts = self._store_files.get(
+                    (op.operator_id, self.physical_store(op.operator_id, st.store_name))
+                )
+                versions: set[int] = set()
+                for pf in (parts or {}).values():
+                    versions.update(pf.readable_versions())
+                stores.append(replace(st, versions=tuple(sorted(versions))))
+            ops.append(replace(op, stores=tuple(stores)))
+        self.operators = ops
+
     def iter_state_files(self) -> Iterator[tuple[int, str, StateFile]]:
         """Every state file as ``(operator_id, store_name, file)``: deltas and snapshots (HDFS), changelogs
         and zips (RocksDB; the SSTs they share are not listed)."""
@@ -553,6 +680,7 @@ def iter_open_checkpoint(
     ckpt._load_metadata()
     yield from ckpt._iter_load_logs()
     yield from ckpt._iter_load_operators()
+    ckpt._listed_layout = ckpt._state_layout()
     yield ckpt
 
 

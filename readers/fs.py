@@ -824,6 +824,26 @@ class CheckpointFS:
                 self._entries[e.path] = e
         return entries
 
+    def relist(self) -> None:
+        """List the checkpoint again (one listing, as at open), for a checkpoint a query is still writing.
+
+        Files renamed into place, uploaded or deleted since the last listing are seen; a file read
+        afterwards is checked against the new listing (its size, on S3 its ETag).
+
+        Raises
+        ------
+        StorageError
+            When the storage cannot be listed (the previous listing is kept).
+        """
+        with self._lock:
+            entries, children = self._entries, self._children
+            self._entries, self._children = {}, {}
+            try:
+                self._list_tree()
+            except BaseException:
+                self._entries, self._children = entries, children
+                raise
+
     def _check_folder(self, where: str, stop: Callable[[], bool]) -> None:
         """Raise :class:`NotACheckpointError` unless the root is a folder."""
         if not self._retrying("checking the folder", where, "isdir", (self._root,), stop):

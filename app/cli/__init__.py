@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from statelens.app.analysis.views import VIEWS
-from statelens.app.cli import analyses, fleet, prune, state
+from statelens.app.cli import analyses, fleet, prune, state, watch
 from statelens.app.cli._common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -69,6 +69,7 @@ SUBCOMMANDS = (
     "prune",
     "repartition",
     "fleet",
+    "watch",
 )
 
 
@@ -91,6 +92,7 @@ _OPTIONS_WITH_VALUES = (
     "--version",
     "--partition",
     "--key",
+    "--interval",
 )
 
 
@@ -101,6 +103,17 @@ def _json_key(text: str) -> Any:
         return json.loads(text, object_pairs_hook=JsonObject)
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"not JSON: {err}") from err
+
+
+def _positive_seconds(text: str) -> float:
+    """``--interval``: a number of seconds above zero."""
+    try:
+        seconds = float(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from err
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
+    return seconds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     analyses.add_commands(sub)
     prune.add_commands(sub)
     fleet.add_commands(sub)
+    watch.add_commands(sub)
 
     p = sub.add_parser(
         "gui",
@@ -168,6 +182,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH_OR_URL",
         help="event log, driver log or progress JSON lines of the query (repeatable): durations, rows and "
         "rates on the batch timeline",
+    )
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="follow the checkpoint: poll it and show new batches as they commit, keeping what is selected "
+        "(File > Follow the checkpoint in the app)",
+    )
+    p.add_argument(
+        "--interval",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        dest="follow_interval",
+        help="seconds between two polls of --follow (default: 5)",
     )
     p.set_defaults(func=cmd_gui)
     # Also after the command (``statelens info s3://b/p --storage-option anon=true``); kept apart from

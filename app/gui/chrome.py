@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QUrl
@@ -30,13 +30,23 @@ class StatusBar(QObject):
         What the Cancel button does.
     idle_text : callable
         The line shown when the last job ends (``Showing ...``).
+    quiet_channels : collection of str
+        Runner channels whose jobs show no progress (follow mode's polls, every few seconds, say what
+        they found on a line of their own).
     """
 
     def __init__(
-        self, bar: QStatusBar, runner: Any, cancel: Callable[[], None], idle_text: Callable[[], str]
+        self,
+        bar: QStatusBar,
+        runner: Any,
+        cancel: Callable[[], None],
+        idle_text: Callable[[], str],
+        quiet_channels: Collection[str] = (),
     ):
         super().__init__(bar)
         self.idle_text = idle_text
+        self.runner = runner
+        self.quiet_channels = frozenset(quiet_channels)
         self.label = QLabel("Ready")
         self.label.setTextFormat(Qt.TextFormat.PlainText)
         bar.addWidget(self.label, 1)
@@ -55,7 +65,9 @@ class StatusBar(QObject):
         self.backend_label.setToolTip("Which backend answered the last state read")
         bar.addPermanentWidget(self.backend_label)
         runner.job_started.connect(self._on_runner_job_started)
-        runner.job_progressed.connect(lambda _channel, progress: self.show_progress(progress))
+        runner.job_progressed.connect(
+            lambda channel, progress: None if channel in self.quiet_channels else self.show_progress(progress)
+        )
         runner.idle_changed.connect(self._on_runner_idle_changed)
 
     def show_progress(self, progress: Progress) -> None:
@@ -68,13 +80,17 @@ class StatusBar(QObject):
         if progress.what:
             self.label.setText(f"{progress.what}…")
 
-    def _on_runner_job_started(self, _channel: str, what: str) -> None:
+    def _on_runner_job_started(self, channel: str, what: str) -> None:
+        if channel in self.quiet_channels:
+            return
         self.label.setText(f"{what}…")
         self.progress_bar.setRange(0, 0)
         self.progress_bar.setVisible(True)
         self.cancel_button.setVisible(True)
 
     def _on_runner_idle_changed(self, idle: bool) -> None:
+        if not idle and all(job.channel in self.quiet_channels for job in self.runner.running_jobs()):
+            return  # a quiet job alone: shown when a job of another channel starts
         self.progress_bar.setVisible(not idle)
         self.cancel_button.setVisible(not idle)
         if idle and self.label.text().endswith("…"):

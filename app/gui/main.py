@@ -40,7 +40,8 @@ def run_gui(args: argparse.Namespace) -> int:
     ----------
     args : argparse.Namespace
         ``checkpoint`` (path or URL, or None), ``screenshot`` (PNG path or None), ``view``,
-        ``storage_options`` (fsspec options from ``--storage-option``, or None); where to open:
+        ``storage_options`` (fsspec options from ``--storage-option``, or None), ``follow`` and
+        ``follow_interval`` (``--follow``, ``--interval``: poll the checkpoint); where to open:
         ``operator_id``, ``store_name``, ``state_version``, ``partition_id``, ``key`` (each optional).
 
     Returns
@@ -97,6 +98,11 @@ def run_gui(args: argparse.Namespace) -> int:
     errors.install_excepthooks()
     window = MainWindow(storage_options=storage_options)
     window.event_logs = list(getattr(args, "event_log", None) or [])
+    follow_interval = getattr(args, "follow_interval", None)
+    if follow_interval is not None:
+        window.follow.set_interval(follow_interval)
+    if getattr(args, "follow", False):
+        window.follow.set_following(True)  # polls once the checkpoint is shown
     window.select_view(view)
     if any(v is not None for v in target.values()):
         window.start_at(view, **target)

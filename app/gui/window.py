@@ -37,6 +37,8 @@ from statelens.app.gui.controllers.export import ExportController
 from statelens.app.gui.controllers.fleet import FleetController
 from statelens.app.gui.controllers.history import CHANNEL as HISTORY_CHANNEL
 from statelens.app.gui.controllers.history import HistoryController
+from statelens.app.gui.follow import CHANNEL as FOLLOW_CHANNEL
+from statelens.app.gui.follow import FollowController
 from statelens.app.gui.recent import RecentCheckpoints
 from statelens.app.gui.workers import JobRunner
 from statelens.app.resources import sample_checkpoint_path
@@ -70,6 +72,9 @@ class MainWindow(QMainWindow):
     -------
     checkpoint_loaded(object loaded)
         A :class:`~app.session.LoadedCheckpoint` is shown.
+    checkpoint_refreshed(object loaded)
+        The checkpoint shown, grown by new batches, is shown in its place (follow mode,
+        :meth:`refresh_checkpoint`).
     load_failed(str message)
         Opening failed (the previous checkpoint, if any, stays shown).
 
@@ -78,6 +83,7 @@ class MainWindow(QMainWindow):
     """
 
     checkpoint_loaded = Signal(object)
+    checkpoint_refreshed = Signal(object)
     load_failed = Signal(str)
 
     def __init__(
@@ -103,6 +109,8 @@ class MainWindow(QMainWindow):
         self.resize(1400, 900)
         errors.set_dialog_parent(self)
         self._build_controllers()
+        #: Follow mode: polls the checkpoint shown and refreshes the views as batches commit.
+        self.follow = FollowController(self)
         self._build_actions()
         self._build_toolbar()
         self._build_central()
@@ -187,6 +195,7 @@ class MainWindow(QMainWindow):
         bar.setMovable(False)
         bar.addAction(self.open_action)
         bar.addAction(self.reload_action)
+        bar.addAction(self.follow.action)
         bar.addSeparator()
         bar.addWidget(QLabel(" Path or URL: "))
         self.url_edit = QLineEdit()
@@ -222,10 +231,12 @@ class MainWindow(QMainWindow):
             self.runner,
             self.cancel_jobs,
             lambda: f"Showing {self.loaded.location}" if self.loaded else "Ready",
+            quiet_channels=(FOLLOW_CHANNEL,),
         )
         self.status_label, self.progress_bar = self.status.label, self.status.progress_bar
         self.cancel_button, self.backend_label = self.status.cancel_button, self.status.backend_label
         self.backends.spark_progressed.connect(self.status.show_progress)  # Spark's tasks
+        self.statusBar().addPermanentWidget(self.follow.label)
 
     def _build_docks(self) -> None:
         self.problems_dock = QDockWidget("Problems", self)
@@ -253,6 +264,7 @@ class MainWindow(QMainWindow):
         menu.aboutToShow.connect(self.exporter.update_actions)
         menu.addSeparator()
         menu.addAction(self.reload_action)
+        menu.addAction(self.follow.action)
         menu.addAction(self.cancel_action)
         menu.addSeparator()
         menu.addAction(self.quit_action)
@@ -390,6 +402,32 @@ class MainWindow(QMainWindow):
                 self.status_label.setText(str(err))
                 errors.show_error(err, title="Cannot open there")
 
+    def refresh_checkpoint(self, loaded: LoadedCheckpoint) -> None:
+        """Show ``loaded``, the checkpoint shown as opened again with new batches (follow mode), in its
+        place: the selection (store, partition, version, key) stays, so the browser keeps its rows and
+        reads nothing; every other view is filled again from ``loaded`` (state versions decoded before
+        come from the on-disk cache)."""
+        for channel in CHECKPOINT_CHANNELS:
+            self.runner.cancel(channel)
+        self.backends.cancel_spark_read()
+        ctx = self.ctx
+        previous = self.selection.snapshot()
+        self.backends.set_checkpoint(loaded.checkpoint)  # closes the previous one's
+        ctx.set_checkpoint(loaded)
+        self.deferred.clear()
+        self.problems.clear()
+        self.problems.add_problems(loaded.checkpoint.report.problems, where="loading")
+        for ctl in (*self.controllers.values(), self.history_controller):
+            ctl.refresh(loaded)
+        ctx.open_readers()
+        # Only fields that changed reach the views: a store, version or key still there stays as it was.
+        opening = ctx.catalog.opening(previous, True, loaded.default_store())
+        if opening is not None:
+            self.selection.update(**opening)
+        for ctl in self.controllers.values():
+            ctl.start(loaded)
+        self.checkpoint_refreshed.emit(loaded)
+
     def _on_load_errored(self, err: BaseException) -> None:
         url = self._loading_url
         if isinstance(err, NotACheckpointError) and url:  # perhaps a folder of checkpoints: look below it
@@ -509,6 +547,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.deferred.jobs.clear()  # closing: fill no hidden view
+        self.follow.stop()
         self.deferred.hold()
         self.backends.cancel_all()  # first, or the runner would wait in vain for a Spark job to yield
         if not self.runner.shutdown():

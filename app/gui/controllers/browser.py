@@ -65,6 +65,15 @@ class BrowserController(Controller):
         )
         self.view.compare_combo.setCurrentIndex(0)
 
+    def refresh(self, loaded: LoadedCheckpoint) -> None:
+        """The pickers list the new versions; the rows shown stay (with their page and scroll
+        position): they are read again only when the selection moves to another version."""
+        s = self.ctx.selection
+        self.view.set_operators(
+            loaded.checkpoint.operators, self.ctx.roles, self.ctx.store_groups(), self.ctx.catalog.by_rows()
+        )
+        self.view.show_selection(s.operator_id, s.store_name, s.partition_id, s.version)
+
     def show_no_store(self) -> None:
         self.view.clear_table("This checkpoint has no state store the native reader can decode.")
         self.updated.emit()

@@ -379,6 +379,12 @@ class Controller(QObject):
     def start(self, loaded: LoadedCheckpoint) -> None:
         """Start (or schedule) the view's jobs on ``loaded``, once the selection is set."""
 
+    def refresh(self, loaded: LoadedCheckpoint) -> None:
+        """Show ``loaded``, the checkpoint shown grown by new batches (follow mode), keeping what the
+        user picked; :meth:`start` runs after. By default the view is filled again
+        (:meth:`show_checkpoint`)."""
+        self.show_checkpoint(loaded)
+
     def cancel(self) -> None:
         """The user cancelled every job (Esc): say so where it matters."""
 

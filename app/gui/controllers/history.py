@@ -48,6 +48,13 @@ class HistoryController(Controller):
         self.state.reset()
         self.view.clear_history(NO_KEY)
 
+    def refresh(self, loaded: LoadedCheckpoint) -> None:
+        """The key followed is followed again through the new versions when the dock shows it."""
+        if self.dock.isVisible() and self.ctx.selection.key is not None and self.state.history is not None:
+            self.show_key_history()
+        else:
+            self.show_checkpoint(loaded)
+
     def on_selection_changed(self, changes: dict[str, Any]) -> None:
         if self.state.follows_change(changes, self.dock.isVisible(), self.ctx.selection.key):
             self.show_key_history()
