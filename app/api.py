@@ -17,6 +17,7 @@ from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.doctor import iter_doctor
 from statelens.app.analysis.expired import iter_expired
 from statelens.app.analysis.growth import GROWTH_FIELDS, iter_growth, iter_growth_records
+from statelens.app.analysis.runs import Run, iter_runs
 from statelens.app.analysis.sql import iter_sql
 from statelens.app.prune import Selection, iter_prune
 from statelens.readers.backends import BackendChooser
@@ -255,6 +256,13 @@ class Checkpoint:
         """
 
         return run_to_end(iter_expired(self._ckpt, operator, backends=self._backends, **options))
+
+    def runs(self, event_logs: Sequence[str] | None = None) -> list[Run]:
+        """The runs (starts and restarts) of the checkpoint's query, oldest first: from the event logs'
+        run ids when given, else from its operator metadata files or the gaps in its batch times
+        (:func:`app.analysis.runs.find_runs`; ``before_after`` gives the rates around the last one)."""
+
+        return run_to_end(iter_runs(self._ckpt, event_logs, self._storage_options))
 
     def doctor(
         self, *, spark_version: str | None = None, conf: Mapping[str, str] | None = None, **options: Any

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from statelens.viewers import theme
+from statelens.viewers.fixmark import FixMarker
 from statelens.viewers.stores import StorePickerMixin
 from statelens.viewers.tables import ColumnFilterProxyModel, ColumnTableModel, DataTableView
 
@@ -57,6 +58,8 @@ class ExpiredView(StorePickerMixin, QWidget):
     store_selected(int operator_id, str store_name)
     version_selected(int version)
         A bar of the versions plot was clicked.
+    fix_batch_chosen(object batch_id)
+        The user chose the fix batch (None: the last restart).
     partition_selected(object partition_id)
         A bar of the partitions plot was clicked.
     finding_selected(int partition_id, int version, object key)
@@ -68,6 +71,7 @@ class ExpiredView(StorePickerMixin, QWidget):
     store_selected = Signal(int, str)
     version_selected = Signal(int)
     partition_selected = Signal(object)
+    fix_batch_chosen = Signal(object)
     finding_selected = Signal(int, int, object)
     prune_requested = Signal(int, str)
 
@@ -159,6 +163,13 @@ class ExpiredView(StorePickerMixin, QWidget):
         self.unreadable_text = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 1.0))
         self.partition_plot.addItem(self.unreadable_text, ignoreBounds=True)
         self.graphics.scene().sigMouseClicked.connect(self._on_scene_mouse_clicked)
+        # The fix batch (a restart with the fix, or the user's choice) and the rates around it.
+        self.fix = FixMarker([self.version_plot])
+        layout.insertWidget(2, self.fix.label)
+        bar.addSpacing(12)
+        bar.addWidget(self.fix.chooser_label)
+        bar.addWidget(self.fix.chooser)
+        self.fix.chooser.valueChanged.connect(lambda _v: self.fix_batch_chosen.emit(self.fix.chosen()))
 
         table_box = QWidget()
         table_layout = QVBoxLayout(table_box)
@@ -289,7 +300,26 @@ class ExpiredView(StorePickerMixin, QWidget):
         self._update_count()
 
     # -- drawing -------------------------------------------------------------------------------------
+    def set_fix(
+        self, fix_batch: int | None, title: str = "", texts: Mapping[tuple[int, str], str] | None = None
+    ) -> None:
+        """Mark the fix batch on the per-version plot and say, per store, its expired keys per batch
+        before and after.
+
+        Parameters
+        ----------
+        fix_batch : int or None
+            None: no fix to show.
+        title : str
+            Where the fix is and why (shown above the store's text).
+        texts : mapping, optional
+            ``(operator_id, store_name)`` -> that store's before/after line.
+        """
+        self.fix.set_fix(fix_batch, title, texts)
+        self.fix.show(self._shown)
+
     def _redraw(self) -> None:
+        self.fix.show(self._shown)
         data = self._data.get(self._shown) if self._shown is not None else None
         self.status.setText(self._status.get(self._shown, "") if self._shown is not None else "")
         self.legend.clear()
@@ -331,7 +361,10 @@ class ExpiredView(StorePickerMixin, QWidget):
             totals[name] = int(h.sum())
         if len(x):
             self.version_plot.setXRange(float(x.min()) - 0.6, float(x.max()) + 0.6, padding=0)
-            self.version_plot.setYRange(0, max(float(base.max(initial=0.0)), 1.0) * 1.15, padding=0)
+            # Room above the bars for the legend (top left, a line per category shown): it hides none.
+            rows = sum(1 for name in self.version_bars if data["counts"][name].any())
+            top_share = 1.15 + 0.13 * rows
+            self.version_plot.setYRange(0, max(float(base.max(initial=0.0)), 1.0) * top_share, padding=0)
         bad = [p for p in data["unreadable"] if p in set(px.tolist())]
         self.unreadable_marks.setData(x=bad, y=[0] * len(bad))
         top = max(float(pbase.max(initial=0.0)), 1.0) * 1.15

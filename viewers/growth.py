@@ -8,7 +8,7 @@ so hundreds of partitions stay fast. Items are built once and updated with ``set
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSplitter, QVBoxLayout, QWidget
 
 from statelens.viewers import theme
+from statelens.viewers.fixmark import FixMarker
 from statelens.viewers.stores import StorePickerMixin
 from statelens.viewers.tables import ColumnTableModel, DataTableView
 
@@ -47,6 +48,8 @@ class StateGrowthView(StorePickerMixin, QWidget):
     store_selected(int operator_id, str store_name)
     metric_selected(str metric)
         A key of :data:`METRICS`.
+    fix_batch_chosen(object batch_id)
+        The user chose the fix batch (None: the last restart).
     partition_selected(object partition_id)
         The user clicked near a partition's line.
     """
@@ -54,6 +57,7 @@ class StateGrowthView(StorePickerMixin, QWidget):
     store_selected = Signal(int, str)
     metric_selected = Signal(str)
     partition_selected = Signal(object)
+    fix_batch_chosen = Signal(object)
     hide_empty_status = True
 
     def __init__(self, selection: Any = None, parent: QWidget | None = None) -> None:
@@ -187,6 +191,13 @@ class StateGrowthView(StorePickerMixin, QWidget):
         self.partition_plot.addItem(self.selected_label, ignoreBounds=True)
         self.message = pg.TextItem("", color=theme.foreground(), anchor=(0.5, 0.5))
         self.partition_plot.addItem(self.message, ignoreBounds=True)
+        # The fix batch (a restart with the fix, or the user's choice) and the rates around it.
+        self.fix = FixMarker([self.total_plot, self.partition_plot])
+        layout.insertWidget(2, self.fix.label)
+        bar.addSpacing(12)
+        bar.addWidget(self.fix.chooser_label)
+        bar.addWidget(self.fix.chooser)
+        self.fix.chooser.valueChanged.connect(lambda _v: self.fix_batch_chosen.emit(self.fix.chosen()))
         self._apply_labels()
         self._x_span: tuple[float, float] | None = None
         self.partition_plot.vb.sigResized.connect(self._fit_x)
@@ -325,7 +336,25 @@ class StateGrowthView(StorePickerMixin, QWidget):
             f"{title}: per partition", color=theme.foreground().name(), size=theme.TITLE_SIZE
         )
 
+    def set_fix(
+        self, fix_batch: int | None, title: str = "", texts: Mapping[tuple[int, str], str] | None = None
+    ) -> None:
+        """Mark the fix batch on the plots and say, per store, its rows per batch before and after.
+
+        Parameters
+        ----------
+        fix_batch : int or None
+            None: no fix to show.
+        title : str
+            Where the fix is and why (shown above the store's text).
+        texts : mapping, optional
+            ``(operator_id, store_name)`` -> that store's before/after line.
+        """
+        self.fix.set_fix(fix_batch, title, texts)
+        self.fix.show(self._shown)
+
     def _redraw(self) -> None:
+        self.fix.show(self._shown)
         self._show_heavy()
         data = self._data.get(self._shown) if self._shown is not None else None
         self.legend.clear()

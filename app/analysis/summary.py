@@ -23,6 +23,10 @@ Every verdict comes from an existing analysis and names the view that proves it:
     what the query reported (event logs): the slowest batches, rows dropped by the watermark.
 ``unreadable``
     every file an analysis could not read (their ``problems`` lists and doctor's decode checks).
+``runs``, ``fix``
+    when the checkpoint holds two or more runs of its query (:mod:`app.analysis.runs`: the event logs'
+    run ids, else a gap in the batch timestamps), or the user names the fix batch: the runs, and per
+    store expired keys and rows per batch before and after the fix batch (the last run's first batch).
 
 :func:`summarize` builds the verdicts from results already computed (the report does); :func:`iter_summary`
 runs the analyses first. :func:`early_verdicts` (no state file) and :func:`iter_first_look` (each store's
@@ -43,6 +47,15 @@ from statelens.app.analysis._common import as_step, counted, run_to_end
 from statelens.app.analysis.doctor import DoctorResult, iter_doctor
 from statelens.app.analysis.expired import CATEGORIES, ExpiredResult, iter_expired
 from statelens.app.analysis.growth import GrowthResult, StoreGrowth, iter_growth, iter_latest_growth
+from statelens.app.analysis.runs import (
+    Run,
+    StoreBeforeAfter,
+    before_after,
+    describe_change,
+    find_runs,
+    fix_batch_of,
+    fix_margin,
+)
 from statelens.app.analysis.timeline import Timeline, iter_timeline
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import Progress
@@ -63,6 +76,8 @@ SKEW_WARN = 3.0
 SKEW_MIN_ROWS = 100
 #: Batches without a watermark move, while batches ran, before the watermark counts as stuck.
 STUCK_BATCHES = 3
+#: Runs named in the ``runs`` verdict (the first and the last halves of them).
+RUNS_SHOWN = 4
 #: Slowest batches named.
 SLOWEST_SHOWN = 3
 #: A batch this many times slower than the median is worth a look.
@@ -88,7 +103,7 @@ class Verdict:
     ----------
     check : str
         ``restart``, ``commit``, ``expired``, ``growth``, ``skew``, ``watermark``, ``slow_batches``,
-        ``dropped_rows``, ``event_logs`` or ``unreadable``.
+        ``dropped_rows``, ``event_logs``, ``unreadable``, ``runs`` or ``fix``.
     severity : str
         One of :data:`SEVERITIES`.
     text : str
@@ -144,6 +159,10 @@ class Summary:
     growth: GrowthResult | None = None
     #: False for :func:`iter_first_look`'s verdicts (from the latest versions' files only).
     complete: bool = True
+    #: The query's runs (:func:`app.analysis.runs.find_runs`), the fix batch and the stores around it.
+    runs: list[Run] = field(default_factory=list)
+    fix_batch: int | None = None
+    before_after: list[StoreBeforeAfter] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -157,7 +176,8 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         """``statelens summary --json``: the checkpoint, whether every check ran (``complete``; False
-        with ``--latest``), exit code, counts, verdicts and problems."""
+        with ``--latest``), exit code, counts, verdicts, problems, the runs, the fix batch (null with
+        one run and none chosen) and per store the rates before and after it."""
         return {
             "checkpoint": self.location,
             "complete": self.complete,
@@ -165,6 +185,9 @@ class Summary:
             "counts": self.counts(),
             "verdicts": [v.to_json() for v in self.verdicts],
             "problems": [p.to_json() for p in self.problems],
+            "runs": [r.to_json() for r in self.runs],
+            "fix_batch": self.fix_batch,
+            "before_after": [s.to_json() for s in self.before_after],
         }
 
 
@@ -439,6 +462,67 @@ def _growth_verdicts(growth: GrowthResult) -> list[Verdict]:
     return out
 
 
+def _runs_verdict(runs: list[Run], fix_batch: int) -> Verdict:
+    def one(r: Run) -> str:
+        span = (
+            f"batches {r.first_batch}–{r.last_batch}"
+            if r.last_batch > r.first_batch
+            else f"batch {r.first_batch}"
+        )
+        how = {"run id": f"run {r.run_id[:8]}" if r.run_id else "", "gap": "", "chosen": "chosen"}.get(
+            r.evidence, ""
+        )
+        if r.evidence == "gap" and r.gap_ms is not None:
+            how = f"after a {format_duration_ms(r.gap_ms)} gap, or from batch {r.first_batch - 1} if it re-ran it"
+        elif r.evidence == "operator metadata":
+            how = "operator metadata written"
+        elif r.evidence == "first batch" and r.run_id:
+            how = f"run {r.run_id[:8]}"
+        return f"{span} ({how})" if how else span
+
+    shown = [one(r) for r in runs]
+    if len(shown) > RUNS_SHOWN:  # the first and the last ones
+        half = RUNS_SHOWN // 2
+        shown = [*shown[:half], f"… {len(shown) - 2 * half} more …", *shown[-half:]]
+    text = f"{counted(len(runs), 'run')}: " + ", ".join(shown) + f"; before/after batch {fix_batch}"
+    return Verdict("runs", "info", text, float(len(runs)), "timeline", batch_id=fix_batch)
+
+
+def _fix_verdicts(stores: list[StoreBeforeAfter], fix_batch: int) -> list[Verdict]:
+    out: list[Verdict] = []
+    for s in stores:
+        if s.store_name.startswith("$") or s.store_name.endswith("keyToNumValues"):
+            continue  # Spark's own bookkeeping, a join's index of its rows store (as for growth)
+        parts: list[str] = []
+        severity = "info"
+        view = "growth"
+        if s.expired is not None:
+            view = "expired"
+            part = describe_change(s.expired, "expired keys")
+            after = s.expired.after.per_batch
+            if after is not None and after > 0:
+                severity = "warning"
+                part += ": still rising"
+            elif s.expired.stopped:
+                severity = "ok"
+                part += ": stopped"
+            parts.append(part)
+        if s.rows is not None:
+            parts.append(describe_change(s.rows, "rows"))
+        if not parts:
+            continue
+        text = f"{_store_text(s.operator_id, s.store_name)}, before/after batch {fix_batch}: " + "; ".join(
+            parts
+        )
+        rate = (
+            s.expired.after.per_batch if s.expired is not None else s.rows.after.per_batch if s.rows else None
+        )
+        out.append(
+            Verdict("fix", severity, text, rate, view, s.operator_id, s.store_name, batch_id=fix_batch)
+        )
+    return out
+
+
 def _worst_first(verdicts: list[Verdict]) -> list[Verdict]:
     """Worst severity first, in topic order within one (a stable sort)."""
     order = {s: i for i, s in enumerate(SEVERITIES)}
@@ -587,6 +671,7 @@ def summarize(
     *,
     version_counts: Counter[tuple[int, str, int, str]] | None = None,
     decoded: bool = True,
+    fix_batch: int | None = None,
 ) -> Summary:
     """The verdicts from results already computed.
 
@@ -599,11 +684,18 @@ def summarize(
         ``iter_expired(version_counts=...)`` of the same run: the expired-keys trend over versions.
     decoded : bool
         Doctor read every state file (else the ``unreadable`` verdict says they were not decoded).
+    fix_batch : int, optional
+        The batch the fix went in with (default: the last run's first batch, when there are two runs).
 
     Returns
     -------
     Summary
         Verdicts worst first (in topic order within a severity); problems without duplicates.
+
+    Raises
+    ------
+    UsageError
+        ``fix_batch`` is not a batch of the checkpoint.
     """
     problems: dict[str, StatelensError] = {}
     for p in [*ckpt.report.problems, *timeline.problems, *growth.problems, *expired.problems]:
@@ -616,8 +708,29 @@ def summarize(
         verdicts.append(wm)
     verdicts += _event_logs(timeline)
     verdicts.append(_unreadable(list(problems.values()), doctor, decoded))
+    runs = find_runs(ckpt, timeline, fix_batch=fix_batch)
+    fix = fix_batch_of(runs, fix_batch)
+    around: list[StoreBeforeAfter] = []
+    if fix is not None:
+        store_versions = {
+            (op.operator_id, st.store_name): st.versions for op in ckpt.operators for st in op.stores
+        }
+        around = before_after(fix, growth, expired, version_counts, store_versions, fix_margin(runs, fix))
+        verdicts.append(_runs_verdict(runs, fix))
+        verdicts += _fix_verdicts(around, fix)
     verdicts = _worst_first(verdicts)
-    return Summary(ckpt.location, verdicts, list(problems.values()), doctor, expired, version_counts, growth)
+    return Summary(
+        ckpt.location,
+        verdicts,
+        list(problems.values()),
+        doctor,
+        expired,
+        version_counts,
+        growth,
+        runs=runs,
+        fix_batch=fix,
+        before_after=around,
+    )
 
 
 def early_verdicts(ckpt: Any) -> list[Verdict]:
@@ -654,6 +767,7 @@ def iter_summary(
     max_examples: int = 0,
     top_keys: int | None = None,
     restart: RestartConf | None = None,
+    fix_batch: int | None = None,
 ) -> Generator[Progress, None, Summary]:
     """Run the timeline, health checks, expired keys and growth, then :func:`summarize`.
 
@@ -675,6 +789,8 @@ def iter_summary(
         (the verdicts need neither; the app shows the expired and growth results in their views too).
     restart : readers.restart.RestartConf, optional
         The Spark that will restart the query (see :func:`app.analysis.doctor.iter_doctor`).
+    fix_batch : int, optional
+        The batch the fix went in with (see :func:`summarize`).
 
     Yields
     ------
@@ -702,7 +818,16 @@ def iter_summary(
     )
     growth = yield from sub(3, iter_growth(ckpt, cancelled=cancelled, backends=backends, top_keys=top_keys))
     yield Progress(steps, steps, "verdicts")
-    return summarize(ckpt, timeline, doctor, expired, growth, version_counts=earlier, decoded=decode_files)
+    return summarize(
+        ckpt,
+        timeline,
+        doctor,
+        expired,
+        growth,
+        version_counts=earlier,
+        decoded=decode_files,
+        fix_batch=fix_batch,
+    )
 
 
 def iter_first_look(

@@ -411,10 +411,10 @@ def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
     (``--latest``: the verdicts of each store's latest version only, as the app's overview shows first)."""
 
     if args.latest:
-        if args.backend == "spark" or args.event_log or args.quick:
+        if args.backend == "spark" or args.event_log or args.quick or args.fix_batch is not None:
             raise _common._usage(
                 "--latest reads the files of each store's latest version natively: use it without "
-                "--backend spark, --event-log and --quick"
+                "--backend spark, --event-log, --quick and --fix-batch"
             )
         restart = _restart_conf(args)
         ckpt, result = _run_analysis(
@@ -422,7 +422,10 @@ def cmd_summary(args: argparse.Namespace, out: IO[str]) -> int:
         )
     else:
         ckpt, result = _run_analysis(
-            args, lambda ckpt, chooser: iter_summary(ckpt, backends=chooser, **_check_options(args))
+            args,
+            lambda ckpt, chooser: iter_summary(
+                ckpt, backends=chooser, fix_batch=args.fix_batch, **_check_options(args)
+            ),
         )
     if args.json:
         write_json(result.to_json(), out)
@@ -495,8 +498,15 @@ def add_commands(sub: Any) -> None:
         action="append",
         default=[],
         metavar="PATH_OR_URL",
-        help="event log, driver log or progress JSON lines of the query (repeatable): slowest batches and "
-        "rows dropped by the watermark",
+        help="event log, driver log or progress JSON lines of the query (repeatable): slowest batches, "
+        "rows dropped by the watermark, and the runs (restarts) by their run ids",
+    )
+    p.add_argument(
+        "--fix-batch",
+        type=int,
+        metavar="N",
+        help="the batch the fix went in with: expired keys and rows per batch before and after it (default: "
+        "the last restart, when the checkpoint holds two or more runs)",
     )
     _add_restart_options(p)
     add_backend_options(p)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from typing import Any
 
+from statelens.app.analysis.runs import Run, find_runs, fix_view, iter_runs
 from statelens.app.explore import ExpiredOverview, arrange_expired, findings_table, iter_expired_overview
 from statelens.app.export import iter_export_documents
 from statelens.app.gui import errors
@@ -12,10 +14,20 @@ from statelens.app.gui.controllers.expired_state import ExpiredState
 from statelens.app.prune import Selection
 from statelens.app.session import LoadedCheckpoint
 from statelens.readers.errors import StatelensError
+from statelens.readers.model import Progress
 from statelens.viewers.expired import ExpiredView
 
 #: The runner channel of the expired keys' job (and the view's name: it waits for the view).
 CHANNEL = "expired"
+
+
+def _expired_and_runs(
+    ckpt: Any, event_logs: list[str], storage_options: Any, cancelled: Callable[[], bool] | None = None
+) -> Generator[Progress, None, tuple[ExpiredOverview, list[Run]]]:
+    """The expired keys, then the checkpoint's runs (the event logs' run ids when given): one job."""
+    overview = yield from iter_expired_overview(ckpt, cancelled=cancelled)
+    runs = yield from iter_runs(ckpt, event_logs, storage_options, cancelled)
+    return overview, runs
 
 
 class ExpiredController(Controller):
@@ -33,6 +45,7 @@ class ExpiredController(Controller):
         self.view.partition_selected.connect(ctx.select_partition)
         self.view.finding_selected.connect(self._on_view_finding_selected)
         self.view.prune_requested.connect(self.open_prune_dialog)
+        self.view.fix_batch_chosen.connect(self._on_fix_batch_chosen)
         #: The prune dialog last opened (kept for tests and to keep it alive while shown).
         self.prune_dialog: Any = None
         # Tables built from the analysis are rebuilt in the new zone (no re-analysis).
@@ -46,6 +59,7 @@ class ExpiredController(Controller):
     def show_checkpoint(self, loaded: LoadedCheckpoint) -> None:
         self.state.reset()
         self.view.clear()
+        self.view.fix.set_batches(max(loaded.checkpoint.offsets, default=None))
         items = self.ctx.store_items(self.state.store_order(self.ctx.catalog))  # by rows until analysed
         self.view.set_stores(items, self.ctx.store_groups(), self.ctx.store_tips())
 
@@ -61,16 +75,23 @@ class ExpiredController(Controller):
             CHANNEL,
             lambda: self.ctx.runner.submit(
                 CHANNEL,
-                iter_expired_overview,
+                _expired_and_runs,
                 ckpt,
+                list(self.ctx.event_logs),
+                self.ctx.storage_options or None,
                 what="Looking for expired keys",
-                on_result=self._on_expired_finished,
+                on_result=self._on_expired_and_runs_finished,
                 on_error=self._on_expired_errored,
             ),
         )
 
     def adopt(self, summary: Any) -> None:
-        """Show the verdicts' expired run when this view's own has not started (no second read)."""
+        """Show the verdicts' expired run when this view's own has not started (no second read); take
+        their runs (from the event logs' run ids, when given)."""
+        if summary.runs:
+            self.state.runs = list(summary.runs)
+            if self.overview is not None:
+                self._show_fix(self.overview)
         if self.ctx.loaded is None or summary.expired is None or summary.version_counts is None:
             return
         if self.ctx.deferred.take(CHANNEL):
@@ -113,6 +134,12 @@ class ExpiredController(Controller):
         rows = source.visible_source_rows()
         return (iter_export_documents, (findings[i].to_json() for i in rows), out, fmt)  # built in the worker
 
+    def _on_expired_and_runs_finished(self, result: tuple[ExpiredOverview, list[Run]]) -> None:
+        overview, runs = result
+        if self.state.runs is None:  # the verdicts' runs, when they came first, are as good
+            self.state.runs = runs
+        self._on_expired_finished(overview)
+
     def _on_expired_finished(self, overview: ExpiredOverview) -> None:
         self.state.overview = overview
         ctx = self.ctx
@@ -130,7 +157,29 @@ class ExpiredController(Controller):
         self._show_tables(overview)
         for st in overview.stores:
             self.view.set_store_status(st.operator_id, st.store_name, st.describe())
+        self._show_fix(overview)
         self.updated.emit()
+
+    def _show_fix(self, overview: ExpiredOverview) -> None:
+        """Mark the fix batch (the last restart) and each store's expired keys per batch around it."""
+        if self.ctx.loaded is None:
+            return
+        if self.state.runs is None:
+            self.state.runs = find_runs(self.ctx.loaded.checkpoint)
+        series = {
+            (st.operator_id, st.store_name): {
+                v: sum(n[i] for c, n in st.counts.items() if c != "overdue")
+                for i, v in enumerate(st.versions)
+            }
+            for st in overview.stores
+            if st.summary.check != "skipped"
+        }
+        self.view.set_fix(*fix_view(self.state.runs, series, "expired keys", self.state.chosen))
+
+    def _on_fix_batch_chosen(self, batch_id: int | None) -> None:
+        self.state.chosen = batch_id
+        if self.overview is not None:
+            self._show_fix(self.overview)
 
     def _show_tables(self, overview: ExpiredOverview) -> None:
         zone = self.ctx.time_zone

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statelens.app.analysis.expired import ExpiredFinding
+from statelens.app.analysis.runs import Run
 from statelens.app.explore import ExpiredOverview
 from statelens.app.gui.controllers.catalog import StoreCatalog, StoreKey
 
@@ -20,13 +21,23 @@ class ExpiredState:
     Attributes
     ----------
     overview : app.explore.ExpiredOverview or None
+    runs : list of Run or None
+        The checkpoint's runs (None until looked at).
+    chosen : int or None
+        The fix batch the user chose (None: the last restart).
     """
 
     overview: ExpiredOverview | None = None
+    #: The checkpoint's runs: from its batch times, or the verdicts' (the event logs' run ids) when in.
+    runs: list[Run] | None = None
+    #: The fix batch the user chose (None: the last restart).
+    chosen: int | None = None
 
     def reset(self) -> None:
         """Forget the previous checkpoint's analysis."""
         self.overview = None
+        self.runs = None
+        self.chosen = None
 
     def store_order(self, catalog: StoreCatalog) -> list[StoreKey]:
         """The picker's order: by rows until the analysis is done, then the stores with the most findings

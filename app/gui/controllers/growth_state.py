@@ -8,6 +8,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from statelens.app.analysis.growth import StoreGrowth
+from statelens.app.analysis.runs import Run
 from statelens.app.gui.controllers.catalog import StoreKey
 from statelens.app.session import StoreRole
 from statelens.readers.errors import StatelensError
@@ -25,16 +26,31 @@ class GrowthState:
         Growth was measured for the checkpoint shown (its keys are weighed after).
     weighed : set of StoreKey
         Stores whose heaviest keys were asked for (or came with growth).
+    runs : list of Run or None
+        The checkpoint's runs (None until looked at).
+    chosen : int or None
+        The fix batch the user chose (None: the last restart).
+    rows : dict
+        Rows per version of every store measured, every partition present.
     """
 
     top_keys: int = 10
     done: bool = False
     weighed: set[StoreKey] = field(default_factory=set)
+    #: The checkpoint's runs: from its batch times, or the verdicts' (the event logs' run ids) when in.
+    runs: list[Run] | None = None
+    #: The fix batch the user chose (None: the last restart).
+    chosen: int | None = None
+    #: Rows per version of every store measured (for the rates before and after the fix).
+    rows: dict[StoreKey, dict[int, int]] = field(default_factory=dict)
 
     def reset(self) -> None:
         """Forget the previous checkpoint."""
         self.done = False
         self.weighed = set()
+        self.runs = None
+        self.chosen = None
+        self.rows = {}
 
     def to_weigh(
         self, selected: tuple[int | None, str | None], decodable: Collection[StoreKey]
