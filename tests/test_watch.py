@@ -263,6 +263,19 @@ def test_rows_are_spark_num_rows_total_and_the_event_log_joins(tmp_path: Path) -
         assert batch.duration_ms == p["durationMs"]["triggerExecution"]
         assert batch.input_rows == p["numInputRows"]
         assert batch.run_id == p["runId"]
+    # From the restart on, each store's rows per batch before and after it, from the query's own counts
+    # (batch b's report is version b + 1; runs.around).
+    fix, last = first_run_last + 1, max(progress)
+    assert all(s.since_fix is None for b in seen if b.batch_id < fix for s in b.stores)
+    total = {b: progress[b]["stateOperators"][0]["numRowsTotal"] for b in progress}
+    first = min(progress)
+    change = seen[-1].stores[0].since_fix
+    assert change is not None and change["fix_batch"] == fix
+    if fix - 1 > first:
+        assert change["rows"].before.per_batch == (total[fix - 1] - total[first]) / (fix - 1 - first)
+    if last > fix:
+        assert change["rows"].after.per_batch == (total[last] - total[fix]) / (last - fix)
+    assert seen[-1].stores[0].since_fix_text().startswith(f"since the restart at batch {fix}: rows ")
 
 
 @pytest.mark.spark

@@ -16,9 +16,10 @@ A live checkpoint is read while it is written (docs/format.md §1.3, §3.5):
   it can be read) puts that partition back to be read whole at the next poll, never into the numbers;
 * a version cleaned up before it was read (a watch started far behind) is reported as *gone*, with no
   rows;
-* no new batch for ``stop_after`` polls: the query is said to have stopped; a new batch after a long
-  gap (or a new run id in the event log) is a restart (docs/format.md §2.1: run ids are not in the
-  checkpoint).
+* no new batch for ``stop_after`` polls: the query is said to have stopped; a restart is found as
+  ``statelens summary`` finds it (:func:`app.analysis.runs.find_runs`: a new run id in the event log,
+  operator metadata written at a run's first batch, or a gap in the batch times; docs/format.md §2.7),
+  and from then on each batch says, per store, zombies and rows per batch before and after it.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statelens.app.analysis._common import BatchClock, run_to_end
-from statelens.app.analysis.doctor import GAP_FACTOR, GAP_MIN_EXTRA_MS, DoctorFinding
+from statelens.app.analysis.doctor import DoctorFinding
 from statelens.app.analysis.expired import TIMEOUT_KINDS
 from statelens.app.analysis.expired_fold import (
     EvictionFold,
@@ -41,6 +42,7 @@ from statelens.app.analysis.expired_fold import (
 from statelens.app.analysis.expired_result import Emitter, ExpiredResult, OperatorExpiry, TimeoutKindEvidence
 from statelens.app.analysis.expired_sources import ScanSource
 from statelens.app.analysis.findings import NO_TIMESTAMP
+from statelens.app.analysis.runs import around, describe_change, find_runs, fix_margin
 from statelens.app.analysis.timeout_kind import infer_timeout_kind
 from statelens.readers.backends import native_backend
 from statelens.readers.checkpoint import Checkpoint, open_checkpoint
@@ -84,6 +86,9 @@ class StoreReport:
         before (eviction lag).
     check : str
         ``timeouts``, ``eviction`` or why none applies.
+    since_fix : dict, optional
+        Once a restart was seen: ``fix_batch`` and, for ``zombies`` and ``rows``, the
+        :class:`app.analysis.runs.BeforeAfter` of what this watch saw around it.
     """
 
     operator_id: int
@@ -93,6 +98,7 @@ class StoreReport:
     zombies: int | None
     zombies_new: int | None
     check: str = ""
+    since_fix: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,7 +109,17 @@ class StoreReport:
             "zombies": self.zombies,
             "zombies_new": self.zombies_new,
             "check": self.check,
+            "since_fix": None
+            if self.since_fix is None
+            else {k: v if k == "fix_batch" else v.to_json() for k, v in self.since_fix.items()},
         }
+
+    def since_fix_text(self) -> str:
+        """``"since the fix at batch 5: zombies +4.0 per batch before, 0 after; rows ..."`` ("" before one)."""
+        if self.since_fix is None:
+            return ""
+        parts = [describe_change(self.since_fix[k], k) for k in ("zombies", "rows") if k in self.since_fix]
+        return f"since the restart at batch {self.since_fix['fix_batch']}: " + "; ".join(parts)
 
 
 @dataclass
@@ -127,7 +143,8 @@ class BatchReport:
     run_id : str or None
         The run that wrote it (event log).
     restart : str or None
-        A restart of the query seen just before this batch (a new run id, or a long gap), in words.
+        A restart of the query found at this poll, in words (at this batch, or at an earlier one whose
+        run id the event log gave only later).
     """
 
     batch_id: int
@@ -381,8 +398,11 @@ class Watcher:
         self._stores: dict[tuple[int, str], _StoreWatch] = {}
         self._batch_clock: BatchClock | None = None
         self._idle_polls = 0
-        self._last_run: str | None = None
-        self._intervals: list[int] = []
+        self._restarts: set[int] = set()
+        self._fix: tuple[int, int] | None = None  # the last restart's batch, and runs.fix_margin
+        #: per store, version -> zombies and version -> rows, as reported
+        self._series: dict[tuple[int, str], dict[str, dict[int, int]]] = {}
+        self._first_reported: int | None = None
         self.problems: list[StatelensError] = []
         self.reported = 0
 
@@ -435,6 +455,8 @@ class Watcher:
                 break
             out.batches.append(batch)
             self.next_batch += 1
+        if out.batches:
+            self._runs_seen(out, progress)
         self._idle_polls = 0 if out.batches else self._idle_polls + 1
         out.stopped = self._idle_polls >= self.stop_after and bool(ckpt.commits)
         out.status = self._status(out)
@@ -531,7 +553,6 @@ class Watcher:
             report.duration_ms = doc["duration_ms"].get("triggerExecution")
             report.input_rows = doc["num_input_rows"]
             report.run_id = p.run_id
-        self._restart_seen(report, out)
         return report
 
     def _commit_time(self, b: int) -> int | None:
@@ -547,30 +568,55 @@ class Watcher:
                 return None
         return None
 
-    def _restart_seen(self, report: BatchReport, out: WatchPoll) -> None:
-        """A new run id in the event log, else a long gap before the batch (docs/format.md §2.1)."""
-        b = report.batch_id
-        if report.run_id is not None:
-            if self._last_run is not None and report.run_id != self._last_run:
-                report.restart = f"restart before batch {b}: new run {report.run_id} (event log)"
-                out.restarted.append(report.restart)
-            self._last_run = report.run_id
+    def _runs_seen(self, out: WatchPoll, progress: dict[int, Any]) -> None:
+        """Restarts, found as ``statelens summary`` finds them (:func:`app.analysis.runs.find_runs`), and
+        per store the rates before and after the last one, on the batches of this poll."""
+        ckpt = self.ckpt
+        assert ckpt is not None
+        runs = find_runs(ckpt, event_logs_progress=progress or None)
+        first = self._first_reported if self._first_reported is not None else out.batches[0].batch_id
+        self._first_reported = first
+        last = out.batches[-1].batch_id
+        by_batch = {r.batch_id: r for r in out.batches}
+        for run in runs[1:]:
+            b = run.first_batch
+            if b in self._restarts or b > last:
+                continue
+            self._restarts.add(b)
+            self._fix = (b, fix_margin(runs, b))
+            if b < first:
+                continue  # before this watch began: the base of the rates, not news
+            why = {
+                "run id": f"new run {run.run_id} (event log)",
+                "operator metadata": "operator metadata written at a run's first batch",
+                "gap": f"{(run.gap_ms or 0) / 1000:.0f} s after the batch before",
+            }.get(run.evidence, run.evidence)
+            text = f"restart at batch {b}: {why}"
+            target = by_batch.get(b, out.batches[0])
+            target.restart = text if target.restart is None else f"{target.restart}; {text}"
+            out.restarted.append(text)
+        for batch in out.batches:
+            for sr in batch.stores:
+                series = self._series.setdefault((sr.operator_id, sr.store_name), {"zombies": {}, "rows": {}})
+                for what, n in (("zombies", sr.zombies), ("rows", sr.rows)):
+                    if n is not None:
+                        series[what][batch.batch_id + 1] = n
+        if self._fix is None:
             return
-        clock = self._batch_clock
-        assert clock is not None
-        now, before = clock.timestamp_ms.get(b), clock.timestamp_ms.get(b - 1)
-        if now is None or before is None:
-            return
-        gap = now - before
-        if len(self._intervals) >= 3:
-            median = sorted(self._intervals)[len(self._intervals) // 2]
-            if gap > GAP_FACTOR * median and gap - median >= GAP_MIN_EXTRA_MS:
-                report.restart = (
-                    f"restart before batch {b}? {gap / 1000:.0f} s since batch {b - 1} "
-                    f"(batches come every {median / 1000:.1f} s)"
-                )
-                out.restarted.append(report.restart)
-        self._intervals.append(gap)
+        fix, margin = self._fix
+        for batch in out.batches:
+            if batch.batch_id < fix:
+                continue
+            stores = []
+            for sr in batch.stores:
+                series = self._series.get((sr.operator_id, sr.store_name), {})
+                seen = {
+                    what: around({v: n for v, n in vs.items() if v <= batch.batch_id + 1}, fix, margin)
+                    for what, vs in series.items()
+                    if vs
+                }
+                stores.append(replace(sr, since_fix={"fix_batch": fix, **seen}) if seen else sr)
+            batch.stores = stores
 
     def _now(self) -> str:
         return time.strftime("%H:%M:%S", time.gmtime(self._clock()))

@@ -94,6 +94,9 @@ def cmd_watch(
                     if batch.restart:
                         out.write(f"-- {batch.restart}\n")
                     out.write(batch_line(batch) + "\n")
+                    for s in batch.stores:
+                        if s.since_fix is not None:
+                            out.write(f"  op {s.operator_id} {s.store_name}: {s.since_fix_text()}\n")
                     for f in batch.findings:
                         out.write(f"  {f.severity.upper():8s} {f.check}: {f.message}\n")
                 out.flush()
