@@ -33,21 +33,37 @@ def _offsets(lengths: np.ndarray) -> np.ndarray:
 
 
 def _take(blob: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The segments ``rows`` of ``blob`` (in that order) as a new buffer and its offsets."""
+    """The segments ``rows`` of ``blob`` (in that order) as a new buffer and its offsets: each run of
+    consecutive rows is copied as one slice (a rebuild keeps most rows in place, so there are about as
+    many runs as records changed)."""
     starts = offsets[rows].astype(np.int64)
     lengths = offsets[rows + 1].astype(np.int64) - starts
     new = _offsets(lengths)
-    total = int(new[-1])
-    if total == 0:
+    if len(rows) == 0:
         return np.zeros(0, np.uint8), new
-    index = np.repeat(starts - new[:-1].astype(np.int64), lengths) + np.arange(total, dtype=np.int64)
-    return blob[index], new
+    cut = np.flatnonzero(np.diff(rows) != 1) + 1
+    first = np.concatenate([[0], cut])
+    last = np.concatenate([cut, [len(rows)]]) - 1
+    begin = starts[first].tolist()
+    end = (starts[last] + lengths[last]).tolist()
+    data = memoryview(blob)
+    joined = b"".join([data[a:b] for a, b in zip(begin, end, strict=True)])
+    return np.frombuffer(joined, np.uint8), new
 
 
 def _pack(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     """Byte strings as one buffer and its offsets."""
     lengths = np.fromiter(map(len, items), np.int64, len(items))
-    return np.frombuffer(b"".join(items), np.uint8).copy(), _offsets(lengths)
+    return np.frombuffer(b"".join(items), np.uint8), _offsets(lengths)
+
+
+def _append(blob: np.ndarray, offsets: np.ndarray, items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``blob`` and its offsets with ``items`` appended."""
+    nb, no = _pack(items)
+    return (
+        np.concatenate([blob, nb]),
+        np.concatenate([offsets[:-1].astype(np.int64), no.astype(np.int64) + len(blob)]),
+    )
 
 
 class CompactState(MutableMapping[bytes, bytes]):
@@ -93,33 +109,40 @@ class CompactState(MutableMapping[bytes, bytes]):
         i = self._row(key)
         return None if i < 0 else self._vblob[self._voff[i] : self._voff[i + 1]].tobytes()
 
+    def _rows(self, keys: list[bytes]) -> np.ndarray:
+        """The rows of ``keys`` in the arrays (-1 where absent), the hashes searched at once."""
+        hashes, n = self._hashes, len(self._hashes)
+        h = np.fromiter(map(hash, keys), np.int64, len(keys))
+        out = np.full(len(keys), -1, np.int64)
+        if n == 0 or not keys:
+            return out
+        pos = np.searchsorted(hashes, h)
+        hit = np.flatnonzero(hashes[np.minimum(pos, n - 1)] == h)
+        for i in hit.tolist():  # only keys whose hash is held: compared byte for byte
+            out[i] = self._row(keys[i])
+        return out
+
     def compact(self) -> None:
         """Fold the records changed since the last rebuild into the arrays."""
         over = self._over
         if not over:
             return
-        keep = np.ones(len(self._hashes), bool)
-        for key in over:
-            i = self._row(key)
-            if i >= 0:
-                keep[i] = False
+        n = len(self._hashes)
+        keep = np.ones(n, bool)
+        gone = self._rows(list(over))
+        keep[gone[gone >= 0]] = False
         new_keys = [k for k, v in over.items() if v is not None]
         new_values: list[bytes] = [v for v in over.values() if v is not None]
         rows = np.flatnonzero(keep)
         new_hashes = np.fromiter(map(hash, new_keys), np.int64, len(new_keys))
         hashes = np.concatenate([self._hashes[rows], new_hashes])
         order = np.argsort(hashes, kind="stable")
-        kb, ko = _take(self._kblob, self._koff, rows)
-        vb, vo = _take(self._vblob, self._voff, rows)
-        nkb, nko = _pack(new_keys)
-        nvb, nvo = _pack(new_values)
-        kb = np.concatenate([kb, nkb])
-        vb = np.concatenate([vb, nvb])
-        ko = np.concatenate([ko[:-1].astype(np.int64), nko.astype(np.int64) + len(kb) - len(nkb)])
-        vo = np.concatenate([vo[:-1].astype(np.int64), nvo.astype(np.int64) + len(vb) - len(nvb)])
+        # The kept rows and the new ones as rows of one buffer (the old, then the new appended), taken
+        # once in hash order.
+        take = np.concatenate([rows, np.arange(n, n + len(new_keys))])[order]
         self._hashes = hashes[order]
-        self._kblob, self._koff = _take(kb, ko, order)
-        self._vblob, self._voff = _take(vb, vo, order)
+        self._kblob, self._koff = _take(*_append(self._kblob, self._koff, new_keys), take)
+        self._vblob, self._voff = _take(*_append(self._vblob, self._voff, new_values), take)
         self._over = {}
         self._len = len(hashes)
 
@@ -193,10 +216,23 @@ class CompactState(MutableMapping[bytes, bytes]):
         self._maybe_compact()
         return got
 
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:
-        items = other.items() if isinstance(other, Mapping) else other
-        for key, value in items:
-            self[key] = value
+    def update(self, other: Any = (), /) -> None:  # type: ignore[override]
+        """Put every record of ``other`` (a mapping or pairs): the keys are looked up in the arrays at
+        once (a version's puts)."""
+        batch = dict(other.items() if isinstance(other, Mapping) else other)
+        if len(batch) < 16:
+            for key, value in batch.items():
+                self[key] = value
+            return
+        over = self._over
+        unknown = [k for k in batch if k not in over]
+        held = self._rows(unknown)
+        self._len += int((held < 0).sum())
+        for key, value in batch.items():
+            if over.get(key, value) is None:
+                self._len += 1  # removed since the last rebuild: back
+        over.update(batch)
+        self._maybe_compact()
 
     def _base_items(self) -> Iterator[tuple[bytes, bytes]]:
         kb, vb = self._kblob.tobytes(), self._vblob.tobytes()

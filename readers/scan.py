@@ -285,7 +285,7 @@ class StateScan:
         if self.kind != "replay":
             raise UsageError(f"iter_replay replays a replay scan, not {self.kind}")
         for pid in self.partition_ids():
-            replay = Replay(self, sizes, [pid])
+            replay = Replay(self, sizes, [pid], compact=False)  # one partition at a time: dicts
             known = len(self.problems)
             yield from replay.advance()
             if self.strict and len(self.problems) > known:
@@ -756,7 +756,8 @@ class Replay:
     (:meth:`StateScan.replay`): each partition's state stays in memory between calls, so a version
     committed since the last :meth:`advance` costs what it wrote, not the store.
 
-    With ``compact`` (what :meth:`StateScan.replay` asks) the states are held in arrays
+    With ``compact`` (the default; :meth:`StateScan.iter_replay`, which holds one partition at a time,
+    keeps dicts) the states are held in arrays
     (:class:`readers.replay_state.CompactState`, some 16 bytes a record over its key and value bytes,
     where a dict takes some 200): a store of millions of keys can be followed in a few hundred MB.
 
@@ -771,7 +772,7 @@ class Replay:
         scan: StateScan,
         sizes: bool,
         partitions: Sequence[int] | None = None,
-        compact: bool = False,
+        compact: bool = True,
     ):
         self._scan = scan
         self._sizes = sizes
