@@ -24,6 +24,10 @@ __all__ = ["CompactState"]
 
 _MISSING: Any = object()
 
+#: The arrays are rebuilt once the dict of changes holds more than this many records plus an eighth of
+#: the arrays' (tests set -1: a rebuild at every change).
+REBUILD_MIN = 64
+
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:
     """Offsets (``n + 1``, starting at 0) of segments of ``lengths``, int32 while they fit."""
@@ -147,7 +151,7 @@ class CompactState(MutableMapping[bytes, bytes]):
         self._len = len(hashes)
 
     def _maybe_compact(self) -> None:
-        if len(self._over) > 64 + len(self._hashes) // 8:
+        if len(self._over) > REBUILD_MIN + len(self._hashes) // 8:
             self.compact()
 
     @property
