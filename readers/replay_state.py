@@ -7,7 +7,8 @@ bytes in one buffer and every value's in another, with their offsets, ordered by
 is found by a binary search), plus a small dict of the records changed since the arrays were last
 rebuilt (a removed key maps to ``None``). Applying a version's changes costs what the version wrote (the
 dict grows); the arrays are rebuilt once the dict holds an eighth as many records as they do, which
-amortises to a constant per change.
+amortises to a constant per change (the first time after a whole build, after one to eight eighths of
+that, so partitions built together do not rebuild together).
 
 The hash is Python's own ``hash`` of the key bytes: the arrays live in one process only and are never
 written anywhere, so its per-process seed does not matter.
@@ -16,6 +17,7 @@ written anywhere, so its per-process seed does not matter.
 from __future__ import annotations
 
 from collections.abc import ItemsView, Iterator, Mapping, MutableMapping, ValuesView
+import itertools
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,11 @@ _MISSING: Any = object()
 #: The arrays are rebuilt once the dict of changes holds more than this many records plus an eighth of
 #: the arrays' (tests set -1: a rebuild at every change).
 REBUILD_MIN = 64
+
+#: Staggers the first rebuild of states built whole together (a replay's catch-up, every partition at
+#: once): after ``k/8`` of the usual changes, ``k`` from 1 to 8 in turn, so the partitions of a store
+#: followed batch by batch do not all rebuild in the same batch.
+_stagger = itertools.count()
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:
@@ -50,7 +57,7 @@ def _take(blob: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.n
     last = np.concatenate([cut, [len(rows)]]) - 1
     begin = starts[first].tolist()
     end = (starts[last] + lengths[last]).tolist()
-    data = memoryview(blob)
+    data = blob.data  # a memoryview of the bytes
     joined = b"".join([data[a:b] for a, b in zip(begin, end, strict=True)])
     return np.frombuffer(joined, np.uint8), new
 
@@ -80,11 +87,12 @@ class CompactState(MutableMapping[bytes, bytes]):
         The records to start from (a version read whole).
     """
 
-    __slots__ = ("_hashes", "_kblob", "_koff", "_vblob", "_voff", "_over", "_len")
+    __slots__ = ("_hashes", "_kblob", "_koff", "_vblob", "_voff", "_over", "_len", "_limit")
 
     def __init__(self, records: Mapping[bytes, bytes] | None = None):
         self._over: dict[bytes, bytes | None] = {}
         self._build(list(records.keys()) if records else [], list(records.values()) if records else [])
+        self._limit = len(self._hashes) // 8 * (next(_stagger) % 8 + 1) // 8
 
     # -- the arrays -------------------------------------------------------------------------------------
     def _build(self, keys: list[bytes], values: list[bytes]) -> None:
@@ -149,9 +157,10 @@ class CompactState(MutableMapping[bytes, bytes]):
         self._vblob, self._voff = _take(*_append(self._vblob, self._voff, new_values), take)
         self._over = {}
         self._len = len(hashes)
+        self._limit = len(hashes) // 8
 
     def _maybe_compact(self) -> None:
-        if len(self._over) > REBUILD_MIN + len(self._hashes) // 8:
+        if len(self._over) > REBUILD_MIN + self._limit:
             self.compact()
 
     @property

@@ -689,20 +689,34 @@ class _PartitionReplay:
     def advance(
         self, until: int | None = None, cancelled: Callable[[], bool] | None = None
     ) -> Iterator[ReplayStep]:
-        """Every readable version after the last one fed, up to ``until`` (default the newest)."""
+        """Every readable version after the last one fed, up to ``until`` (default the newest).
+
+        A compact replay fed several versions at once (catching up) replays them onto a dict, as
+        :meth:`StateScan.iter_replay` does, and packs the state into arrays again when it is done: one
+        partition's dict at a time, and the C-level dict updates of :func:`_put_all`."""
         reader, pid = self.reader, self.partition_id
         deltas = set(reader.delta_versions(pid))
-        for v in reader.versions(pid):
-            if (self.reached is not None and v <= self.reached) or (until is not None and v > until):
-                continue
-            if cancelled is not None and cancelled():
-                return
-            self.reached = v
-            step = self._step(v, v in deltas)
-            if step is not None:
-                yield step
+        todo = [
+            v
+            for v in reader.versions(pid)
+            if not (self.reached is not None and v <= self.reached) and not (until is not None and v > until)
+        ]
+        unpacked = self.compact and len(todo) > 1
+        if unpacked and not isinstance(self.state, dict):
+            self.state = dict(self.state.items())
+        try:
+            for v in todo:
+                if cancelled is not None and cancelled():
+                    return
+                self.reached = v
+                step = self._step(v, v in deltas, unpacked)
+                if step is not None:
+                    yield step
+        finally:
+            if unpacked and isinstance(self.state, dict):
+                self.state = _held(self.state, True)
 
-    def _step(self, v: int, has_delta: bool) -> ReplayStep | None:
+    def _step(self, v: int, has_delta: bool, unpacked: bool = False) -> ReplayStep | None:
         reader, pid, state = self.reader, self.partition_id, self.state
         changes: RawChanges | None
         try:
@@ -726,29 +740,29 @@ class _PartitionReplay:
                 # changes are what differs between the two whole states.
                 new = reader.read_raw(pid, v)
                 changes = diff_raw(state if isinstance(state, dict) else dict(state.items()), new)
-                self._whole(new)
+                self._whole(new, unpacked)
             else:
-                self._whole(reader.read_raw(pid, v))
+                self._whole(reader.read_raw(pid, v), unpacked)
                 changes = None
         except StatelensError as err:
             if str(err) not in self._reported:
                 self._reported.add(str(err))
                 self.problems.append(err)
             self.current = None
-            self.state = _held({}, self.compact)
+            self.state = _held({}, self.compact and not unpacked)
             if not reader.has_snapshot(pid, v):
                 return None
             try:  # a damaged delta or changelog of a version that has its own snapshot: load that
-                self._whole(reader.read_raw(pid, v))
+                self._whole(reader.read_raw(pid, v), unpacked)
             except StatelensError:
                 return None
             changes = None
         self.current = v
         return ReplayStep(pid, v, self.state, changes, self.nbytes if self.sizes else None)
 
-    def _whole(self, state: dict[bytes, bytes]) -> None:
+    def _whole(self, state: dict[bytes, bytes], unpacked: bool = False) -> None:
         self.nbytes = _raw_bytes(state) if self.sizes else 0
-        self.state = _held(state, self.compact)
+        self.state = _held(state, self.compact and not unpacked)
 
 
 class Replay:

@@ -149,10 +149,12 @@ def _new_files(ckpt: Path, version: int) -> list[Path]:
 def measure_follow(ckpt: Path, first: int, last: int) -> dict[str, Any]:
     """Follow operator 0's store from version ``first`` (the catch-up) to ``last``, one version a batch;
     see the module's docstring."""
+    from statelens.app import allocator
     from statelens.readers.backends import native_backend
     from statelens.readers.checkpoint import open_checkpoint
     from statelens.readers.scan import StateScan
 
+    allocator.tune()  # as the statelens command does
     base_kib = _status_kib("VmRSS")
     _reset_peak()
     t = time.perf_counter()
@@ -175,7 +177,8 @@ def measure_follow(ckpt: Path, first: int, last: int) -> dict[str, Any]:
         raw = time.perf_counter() - t
         _reset_peak()
         t = time.perf_counter()
-        open_checkpoint(str(ckpt))  # the re-listing a poll makes
+        open_checkpoint(str(ckpt))  # the re-listing a poll makes (the whole checkpoint opened again)
+        relist = time.perf_counter() - t
         before = sum(rows.values())
         for step in replay.advance(until=version):
             rows[step.partition_id] = len(step.state)
@@ -185,6 +188,8 @@ def measure_follow(ckpt: Path, first: int, last: int) -> dict[str, Any]:
             {
                 "version": version,
                 "seconds": secs,
+                "relist_seconds": relist,
+                "replay_seconds": secs - relist,
                 "peak_mib": _status_kib("VmHWM") / 1024,
                 "raw_seconds": raw,
                 "raw_files": len(files),
@@ -218,6 +223,8 @@ def _batch_summary(batches: list[dict[str, Any]]) -> dict[str, float]:
     worst = max(batches, key=lambda b: b["seconds"])
     return {
         "median_seconds": sorted(b["seconds"] for b in batches)[len(batches) // 2],
+        "median_relist_seconds": sorted(b["relist_seconds"] for b in batches)[len(batches) // 2],
+        "median_replay_seconds": sorted(b["replay_seconds"] for b in batches)[len(batches) // 2],
         "max_seconds": worst["seconds"],
         "max_peak_mib": max(b["peak_mib"] for b in batches),
         "median_raw_seconds": sorted(b["raw_seconds"] for b in batches)[len(batches) // 2],
