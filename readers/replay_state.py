@@ -16,8 +16,8 @@ written anywhere, so its per-process seed does not matter.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, Mapping, MutableMapping, ValuesView
 import itertools
+from collections.abc import ItemsView, Iterator, Mapping, MutableMapping, ValuesView
 from typing import Any
 
 import numpy as np
