@@ -555,7 +555,13 @@ def test_a_walk_up_to_a_damaged_delta_counts_live_keys_from_keys_alone(
 @pytest.mark.spark
 @pytest.mark.parametrize(
     ("scenario", "rebuild"),
-    [("agg_count", "amortised"), ("codec_zstd", "amortised"), ("agg_count", "every change")],
+    [
+        ("agg_count", "amortised"),
+        ("codec_zstd", "amortised"),
+        ("agg_count", "every change"),
+        ("rocks_agg", "every change"),  # no changelogs: each version the difference of two zips
+        ("rocks_agg_changelog", "every change"),
+    ],
 )
 def test_scan_replay_fed_version_by_version_is_what_the_query_emitted(
     scenario: str, rebuild: str, checkpoint: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
