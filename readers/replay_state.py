@@ -1,8 +1,8 @@
 """A partition's raw state held compactly between the versions of a replay (:class:`readers.scan.Replay`).
 
-A Python dict of key bytes to value bytes costs some 200 bytes a record over the bytes themselves (two
-``bytes`` objects and a hash-table slot): a store of 2M keys held whole to be followed batch by batch
-would take half a gigabyte. :class:`CompactState` keeps the records in numpy arrays instead: every key's
+A Python dict of key bytes to value bytes costs some 120 bytes a record over the bytes themselves (two
+``bytes`` objects and a hash-table slot): the benchmark's store of 2M keys held whole to be followed
+batch by batch takes 341 MiB that way, 154 MiB in these arrays (``docs/performance.md``). :class:`CompactState` keeps the records in numpy arrays instead: every key's
 bytes in one buffer and every value's in another, with their offsets, ordered by the key's hash (so a key
 is found by a binary search), plus a small dict of the records changed since the arrays were last
 rebuilt (a removed key maps to ``None``). Applying a version's changes costs what the version wrote (the

@@ -772,8 +772,8 @@ class Replay:
 
     With ``compact`` (the default; :meth:`StateScan.iter_replay`, which holds one partition at a time,
     keeps dicts) the states are held in arrays
-    (:class:`readers.replay_state.CompactState`, some 16 bytes a record over its key and value bytes,
-    where a dict takes some 200): a store of millions of keys can be followed in a few hundred MB.
+    (:class:`readers.replay_state.CompactState`, 16 bytes a record over its key and value bytes, where
+    a dict takes some 120): a store of millions of keys can be followed in a few hundred MB.
 
     Attributes
     ----------
