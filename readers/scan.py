@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -285,7 +285,7 @@ class StateScan:
         if self.kind != "replay":
             raise UsageError(f"iter_replay replays a replay scan, not {self.kind}")
         for pid in self.partition_ids():
-            replay = Replay(self, sizes, [pid])
+            replay = Replay(self, sizes, [pid], compact=False)  # one partition at a time: dicts
             known = len(self.problems)
             yield from replay.advance()
             if self.strict and len(self.problems) > known:
@@ -293,10 +293,11 @@ class StateScan:
 
     def replay(self, *, sizes: bool = False) -> Replay:
         """This store's replay, to be fed version by version (:meth:`Replay.advance`) and resumed where it
-        stopped: every partition's state stays in memory between calls (kind ``replay``)."""
+        stopped: every partition's state stays in memory between calls (kind ``replay``), compactly
+        (:class:`readers.replay_state.CompactState`: a store of millions of keys in a few hundred MB)."""
         if self.kind != "replay":
             raise UsageError(f"replay() replays a replay scan, not {self.kind}")
-        return Replay(self, sizes)
+        return Replay(self, sizes, compact=True)
 
     @property
     def schema(self) -> StoreSchema | None:
@@ -596,12 +597,12 @@ class StateScan:
 RawChanges = list[tuple[bytes, "bytes | None"]]
 
 
-def _raw_bytes(state: dict[bytes, bytes]) -> int:
+def _raw_bytes(state: Mapping[bytes, bytes]) -> int:
     """Key plus value bytes of a raw state."""
     return sum(len(k) + len(x) for k, x in state.items())
 
 
-def _put_all(state: dict[bytes, bytes], changes: RawChanges, count_bytes: bool) -> int | None:
+def _put_all(state: MutableMapping[bytes, bytes], changes: RawChanges, count_bytes: bool) -> int | None:
     """Replay a file of puts only, each key once (most deltas), with C-level loops; returns the change
     in key + value bytes (0 when not counted), or None (nothing done) when the file removes a key or
     puts one twice: then the records are replayed one by one."""
@@ -619,6 +620,16 @@ def _put_all(state: dict[bytes, bytes], changes: RawChanges, count_bytes: bool) 
     return grown
 
 
+def _held(state: dict[bytes, bytes], compact: bool) -> MutableMapping[bytes, bytes]:
+    """A whole state read as a dict, as the replay keeps it: the dict itself, or (``compact``) its
+    records in arrays (:class:`readers.replay_state.CompactState`)."""
+    if not compact:
+        return state
+    from statelens.readers.replay_state import CompactState
+
+    return CompactState(state)
+
+
 @dataclass
 class ReplayStep:
     """One version of one partition, as a replay reaches it (:meth:`StateScan.iter_replay`).
@@ -626,9 +637,11 @@ class ReplayStep:
     Attributes
     ----------
     partition_id, version : int
-    state : dict of bytes to bytes
+    state : mapping of bytes to bytes
         The partition's live records as stored (key bytes to value bytes) after ``version``: the replay's
-        own map, changed in place by the next step; copy what must outlive the step.
+        own map, changed in place by the next step; copy what must outlive the step. A dict in
+        :meth:`StateScan.iter_replay`; in a :meth:`StateScan.replay` that keeps every partition between
+        calls, a :class:`readers.replay_state.CompactState` (the records in arrays, not Python objects).
     changes : list of (bytes, bytes or None), or None
         The records that turned the previous version into this one (a ``None`` value is a remove):
         recorded (a delta or changelog), or the difference of the two whole states where nothing
@@ -640,7 +653,7 @@ class ReplayStep:
 
     partition_id: int
     version: int
-    state: dict[bytes, bytes]
+    state: Mapping[bytes, bytes]
     changes: RawChanges | None
     state_bytes: int | None = None
 
@@ -654,12 +667,20 @@ class _PartitionReplay:
     next version it can rebuild whole (a snapshot), as Spark's load would.
     """
 
-    def __init__(self, reader: Any, partition_id: int, problems: list[StatelensError], sizes: bool):
+    def __init__(
+        self,
+        reader: Any,
+        partition_id: int,
+        problems: list[StatelensError],
+        sizes: bool,
+        compact: bool = False,
+    ):
         self.reader = reader
         self.partition_id = partition_id
         self.problems = problems
         self.sizes = sizes
-        self.state: dict[bytes, bytes] = {}
+        self.compact = compact  # keep the state in arrays (a replay kept between calls)
+        self.state: MutableMapping[bytes, bytes] = _held({}, compact)
         self.current: int | None = None  # the version ``state`` is at (None: nothing read, or lost)
         self.reached: int | None = None  # the newest version fed, read or not
         self.nbytes = 0
@@ -668,20 +689,34 @@ class _PartitionReplay:
     def advance(
         self, until: int | None = None, cancelled: Callable[[], bool] | None = None
     ) -> Iterator[ReplayStep]:
-        """Every readable version after the last one fed, up to ``until`` (default the newest)."""
+        """Every readable version after the last one fed, up to ``until`` (default the newest).
+
+        A compact replay fed several versions at once (catching up) replays them onto a dict, as
+        :meth:`StateScan.iter_replay` does, and packs the state into arrays again when it is done: one
+        partition's dict at a time, and the C-level dict updates of :func:`_put_all`."""
         reader, pid = self.reader, self.partition_id
         deltas = set(reader.delta_versions(pid))
-        for v in reader.versions(pid):
-            if (self.reached is not None and v <= self.reached) or (until is not None and v > until):
-                continue
-            if cancelled is not None and cancelled():
-                return
-            self.reached = v
-            step = self._step(v, v in deltas)
-            if step is not None:
-                yield step
+        todo = [
+            v
+            for v in reader.versions(pid)
+            if not (self.reached is not None and v <= self.reached) and not (until is not None and v > until)
+        ]
+        unpacked = self.compact and len(todo) > 1
+        if unpacked and not isinstance(self.state, dict):
+            self.state = dict(self.state.items())
+        try:
+            for v in todo:
+                if cancelled is not None and cancelled():
+                    return
+                self.reached = v
+                step = self._step(v, v in deltas, unpacked)
+                if step is not None:
+                    yield step
+        finally:
+            if unpacked and isinstance(self.state, dict):
+                self.state = _held(self.state, True)
 
-    def _step(self, v: int, has_delta: bool) -> ReplayStep | None:
+    def _step(self, v: int, has_delta: bool, unpacked: bool = False) -> ReplayStep | None:
         reader, pid, state = self.reader, self.partition_id, self.state
         changes: RawChanges | None
         try:
@@ -704,30 +739,30 @@ class _PartitionReplay:
                 # changelog checkpointing: a zip per version, as every Spark 3.4 RocksDB store): the
                 # changes are what differs between the two whole states.
                 new = reader.read_raw(pid, v)
-                changes = diff_raw(state, new)
-                self._whole(new)
+                changes = diff_raw(state if isinstance(state, dict) else dict(state.items()), new)
+                self._whole(new, unpacked)
             else:
-                self._whole(reader.read_raw(pid, v))
+                self._whole(reader.read_raw(pid, v), unpacked)
                 changes = None
         except StatelensError as err:
             if str(err) not in self._reported:
                 self._reported.add(str(err))
                 self.problems.append(err)
             self.current = None
-            self.state = {}
+            self.state = _held({}, self.compact and not unpacked)
             if not reader.has_snapshot(pid, v):
                 return None
             try:  # a damaged delta or changelog of a version that has its own snapshot: load that
-                self._whole(reader.read_raw(pid, v))
+                self._whole(reader.read_raw(pid, v), unpacked)
             except StatelensError:
                 return None
             changes = None
         self.current = v
         return ReplayStep(pid, v, self.state, changes, self.nbytes if self.sizes else None)
 
-    def _whole(self, state: dict[bytes, bytes]) -> None:
-        self.state = state
+    def _whole(self, state: dict[bytes, bytes], unpacked: bool = False) -> None:
         self.nbytes = _raw_bytes(state) if self.sizes else 0
+        self.state = _held(state, self.compact and not unpacked)
 
 
 class Replay:
@@ -735,15 +770,27 @@ class Replay:
     (:meth:`StateScan.replay`): each partition's state stays in memory between calls, so a version
     committed since the last :meth:`advance` costs what it wrote, not the store.
 
+    With ``compact`` (the default; :meth:`StateScan.iter_replay`, which holds one partition at a time,
+    keeps dicts) the states are held in arrays
+    (:class:`readers.replay_state.CompactState`, 16 bytes a record over its key and value bytes, where
+    a dict takes some 120): a store of millions of keys can be followed in a few hundred MB.
+
     Attributes
     ----------
     positions : dict of int to int
         Each partition's newest version fed so far.
     """
 
-    def __init__(self, scan: StateScan, sizes: bool, partitions: Sequence[int] | None = None):
+    def __init__(
+        self,
+        scan: StateScan,
+        sizes: bool,
+        partitions: Sequence[int] | None = None,
+        compact: bool = True,
+    ):
         self._scan = scan
         self._sizes = sizes
+        self._compact = compact
         self._partitions = partitions
         self._parts: dict[int, _PartitionReplay] = {}
 
@@ -761,7 +808,9 @@ class Replay:
                 return
             part = self._parts.get(pid)
             if part is None:
-                part = self._parts[pid] = _PartitionReplay(reader, pid, scan.problems, self._sizes)
+                part = self._parts[pid] = _PartitionReplay(
+                    reader, pid, scan.problems, self._sizes, self._compact
+                )
                 if scan.start_version is not None:
                     part.reached = scan.start_version - 1  # replay from start_version
             last = until if until is not None else scan.end_version

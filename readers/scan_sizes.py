@@ -6,7 +6,7 @@ state files no partition's newest version needs (:func:`superseded_state_files`,
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +72,7 @@ def _sizes(scan: StateScan, reader: Any, live: bool) -> Iterator[PartitionSizes]
 def _walk(scan: StateScan, reader: Any, pid: int, live: bool) -> PartitionSizes:
     out = PartitionSizes(pid)
     replay = replace(scan, kind="replay", partitions=[pid])
-    state: dict[bytes, bytes] | None = None
+    state: Mapping[bytes, bytes] | None = None
     for step in replay.iter_replay(sizes=True):
         out.rows[step.version], out.state_bytes[step.version] = len(step.state), step.state_bytes or 0
         out.file_bytes[step.version] = reader.bytes_on_disk(pid, step.version)
@@ -83,7 +83,7 @@ def _walk(scan: StateScan, reader: Any, pid: int, live: bool) -> PartitionSizes:
     return out
 
 
-def _as_arrays(state: dict[bytes, bytes]) -> tuple[Any, Any, Any, Any, Any]:
+def _as_arrays(state: Mapping[bytes, bytes]) -> tuple[Any, Any, Any, Any, Any]:
     """A raw state as one buffer (each key, then its value) and offset arrays, in the state's order."""
     pieces = list(itertools.chain.from_iterable(state.items()))
     lengths = np.fromiter(map(len, pieces), np.int64, len(pieces))

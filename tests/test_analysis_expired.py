@@ -420,9 +420,15 @@ def test_memory_does_not_grow_with_the_number_of_findings(checkpoint):
 
 
 @pytest.mark.spark
-def test_the_timeout_fold_fed_batch_by_batch_from_a_resumed_replay(checkpoint):
+@pytest.mark.parametrize("rebuild", ["amortised", "every change"])
+def test_the_timeout_fold_fed_batch_by_batch_from_a_resumed_replay(checkpoint, rebuild, monkeypatch):
     """The fold a live follow feeds: one replay of the store, advanced a version at a time (never started
-    over), finds after each version exactly the zombies the function's own report expects there."""
+    over), finds after each version exactly the zombies the function's own report expects there; the
+    replay's compact states rebuilt as the store grows or at every change (keys removed, put again)."""
+    from statelens.readers import replay_state
+
+    if rebuild == "every change":
+        monkeypatch.setattr(replay_state, "REBUILD_MIN", -1)
     from statelens.app.analysis._common import BatchClock
     from statelens.app.analysis.expired_fold import TimeoutFold, timeout_column
     from statelens.app.analysis.expired_result import Emitter, ExpiredResult, OperatorExpiry

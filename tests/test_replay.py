@@ -553,15 +553,29 @@ def test_a_walk_up_to_a_damaged_delta_counts_live_keys_from_keys_alone(
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("scenario", ["agg_count", "codec_zstd"])
+@pytest.mark.parametrize(
+    ("scenario", "rebuild"),
+    [
+        ("agg_count", "amortised"),
+        ("codec_zstd", "amortised"),
+        ("agg_count", "every change"),
+        ("rocks_agg", "every change"),  # no changelogs: each version the difference of two zips
+        ("rocks_agg_changelog", "every change"),
+    ],
+)
 def test_scan_replay_fed_version_by_version_is_what_the_query_emitted(
-    scenario: str, checkpoint: Callable[[str], Path]
+    scenario: str, rebuild: str, checkpoint: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The scan's replay, fed one version at a time and resumed from the state it reached (as a live
     follow feeds it), holds after each version exactly the counts the query emitted up to that batch,
-    and reads each version once: after the first, every step comes with the records that made it."""
+    and reads each version once: after the first, every step comes with the records that made it. Its
+    states are held in arrays (``CompactState``), rebuilt as the store grows or at every change."""
+    from statelens.readers import replay_state
     from statelens.readers.backends import NativeBackend
     from statelens.readers.scan import StateScan
+
+    if rebuild == "every change":
+        monkeypatch.setattr(replay_state, "REBUILD_MIN", -1)
 
     folder = checkpoint(scenario)
     ckpt = open_checkpoint(str(folder / "checkpoint"))
@@ -573,10 +587,13 @@ def test_scan_replay_fed_version_by_version_is_what_the_query_emitted(
         steps = list(replay.advance(v))
         assert {s.version for s in steps} == {v}, v  # only the version fed, never one read again
         assert all(s.changes is not None for s in steps) or v == 1
+        assert all(isinstance(s.state, replay_state.CompactState) for s in steps)
         for s in steps:
             decoded = scan.decode(s.partition_id, list(s.state.items()), v)
             state.update({key[0]: value[0] for key, value in decoded if value is not None})
         assert state == _count_state(folder, v), v
+        assert sum(len(s.state) for s in steps) == len(state), v  # each key held once
+        assert all(s.state.get(k) == x for s in steps for k, x in s.state.items()), v
         assert set(replay.positions.values()) == {v}
     assert list(replay.advance()) == []  # nothing new: nothing read
     assert scan.ok and not scan.unreadable

@@ -22,7 +22,7 @@ variable's state found at the versions that report, resumed from the last one re
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -173,9 +173,9 @@ class _VariableAt:
         self.is_map = name in walk.maps
         self.replay: Replay | None = None
         self.version: int | None = None  # the version :attr:`state` is at
-        self.state: dict[bytes, bytes] | None = None
+        self.state: Mapping[bytes, bytes] | None = None
 
-    def at(self, version: int) -> dict[bytes, bytes] | None:
+    def at(self, version: int) -> Mapping[bytes, bytes] | None:
         """The variable's records at ``version`` (None when its files cannot be read there)."""
         if self.replay is None:
             self.scan.start_version = version  # nothing before it is needed
@@ -223,7 +223,7 @@ class _PartitionTimers:
             self.walk.problems.extend(got.scan.problems)
         self._holders = {}
 
-    def _decode(self, state: dict[bytes, bytes], changes: Any) -> None:
+    def _decode(self, state: Mapping[bytes, bytes], changes: Any) -> None:
         """Bring :attr:`decoded` to ``state``: only keys it does not hold yet are decoded."""
         if changes is None:
             self.decoded = {}
@@ -242,7 +242,7 @@ class _PartitionTimers:
             ):
                 self.decoded[raw] = (key[0], int(key[1]))
 
-    def step(self, v: int, state: dict[bytes, bytes], changes: Any) -> Iterator[TimerZombie]:
+    def step(self, v: int, state: Mapping[bytes, bytes], changes: Any) -> Iterator[TimerZombie]:
         walk, clock, kind, fired = self.walk, self.walk.clock, self.walk.kind, self.fired
         assert kind is not None
         self._decode(state, changes)
