@@ -62,7 +62,7 @@ def test_a_folder_of_checkpoints_opens_as_a_table_and_a_row_opens_its_checkpoint
     ]
     facts = json.loads((get_checkpoint("pandas_state_event") / "expected.json").read_text())
     assert rows[2][3] == str(max(facts["committed_batches"]))  # last batch, as the query recorded it
-    assert rows[0][9] == "error"  # restart
+    assert rows[0][10] == "error"  # restart
     # sortable: by last batch, largest first
     from PySide6.QtCore import Qt
 
