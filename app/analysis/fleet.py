@@ -49,7 +49,7 @@ from statelens.readers.discover import DEFAULT_MAX_DEPTH, Discovery, FoundCheckp
 from statelens.readers.errors import ReadCancelledError, StatelensError, UsageError, redact
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.lru import LRUFolder
-from statelens.readers.model import Progress
+from statelens.readers.model import FileEntry, Progress
 from statelens.readers.restart import RestartConf
 
 __all__ = [
@@ -545,10 +545,11 @@ def _check(
     cache: RowCache | None = None,
     budget: MemoryBudget | None = None,
     cancelled: Callable[[], bool] | None = None,
+    entries: Sequence[FileEntry] | None = None,
 ) -> FleetRow:
     location = display or url
     try:
-        fs = CheckpointFS(url, storage_options, cancelled=cancelled, mirror=options.mirror)
+        fs = CheckpointFS(url, storage_options, cancelled=cancelled, mirror=options.mirror, entries=entries)
         key = RowCache.key(fs, options) if cache is not None else ""
         if cache is not None:
             kept = cache.get(key)
@@ -734,6 +735,7 @@ def iter_fleet(
                         cache=cache,
                         budget=budget,
                         cancelled=cancelled,
+                        entries=f.entries,
                     )
                 ] = f
                 yield Progress(done, found, f"found {f.display}")
