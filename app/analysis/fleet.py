@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -770,7 +770,7 @@ def _iter_spark_fleet(
                 on_row(row)
             yield row
         else:
-            found.append(f)
+            found.append(replace(f, entries=None))  # the tasks list their own: the driver keeps paths only
         yield Progress(done, done + len(found), f"found {f.display}")
     total = done + len(found)
     for row in iter_spark_rows(spark, found, storage_options, options, cancelled):
