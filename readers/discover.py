@@ -4,8 +4,11 @@ A checkpoint is a folder holding ``offsets/`` and ``commits/`` (``docs/format.md
 file whose JSON names a query ``id`` (a query that has not planned a batch yet). The search lists each
 folder once, through :meth:`readers.fs.CheckpointFS.list_prefix` (one ``ls``: on an object store one
 paginated listing of that prefix, never a request per file), the folders of one level many at a time.
-It never lists inside a checkpoint (its ``state/``, ``sources/``, ``offsets/``, ``commits/``), nor
-folders deeper than ``max_depth`` that are not checkpoints. A folder that cannot be listed is reported
+It never lists inside a checkpoint (its ``state/``, ``sources/``, ``offsets/``, ``commits/``) on its
+own, nor folders deeper than ``max_depth`` that are not checkpoints. On S3 a folder that is not a
+checkpoint is listed whole (one recursive listing, 1,000 keys a request) when that takes no more requests
+than it has subfolders; the checkpoints below it are then found with every file of theirs, which they
+open with instead of a listing of their own. A folder that cannot be listed is reported
 with its error and the search goes on; only a root that cannot be listed ends it.
 
 Qt-free and read-only: listings and the reads of small ``metadata`` files only.
