@@ -491,6 +491,35 @@ async def _s3_get(fs: Any, full: str, etag: str | None) -> bytes:
         resp["Body"].close()
 
 
+async def _s3_list_tree(fs: Any, full: str, max_pages: int) -> tuple[list[dict[str, Any]] | None, int]:
+    """Every object below ``full`` in one recursive listing (``ListObjectsV2`` without a delimiter, 1,000
+    keys a page), at most ``max_pages`` pages: (objects, pages), or (None, pages) when there are more."""
+    bucket, key, _ = fs.split_path(full)
+    prefix = key.rstrip("/") + "/" if key else ""
+    out: list[dict[str, Any]] = []
+    token = None
+    pages = 0
+    while True:
+        kw: dict[str, Any] = {
+            "Bucket": bucket,
+            "Prefix": prefix,
+            "MaxKeys": 1000,
+            **getattr(fs, "req_kw", {}),
+        }
+        if token:
+            kw["ContinuationToken"] = token
+        resp = await fs._call_s3("list_objects_v2", **kw)
+        pages += 1
+        for c in resp.get("Contents", []):
+            c["Key"] = c["Key"][len(prefix) :]
+            out.append(c)
+        if not resp.get("IsTruncated"):
+            return out, pages
+        if pages >= max_pages:
+            return None, pages
+        token = resp.get("NextContinuationToken")
+
+
 def _precondition_failed(err: BaseException) -> bool:
     """Whether a storage error is S3's answer to a failed ``If-Match`` (412 PreconditionFailed)."""
     text = f"{err} {err.__cause__ or ''}"
@@ -549,6 +578,7 @@ class CheckpointFS:
         mirror: FileMirror | bool | None = True,
         keep_bytes: int | None = None,
         listed: bool = True,
+        entries: Iterable[FileEntry] | None = None,
     ):
         if "://" not in url:
             url = os.path.abspath(os.path.expanduser(url))
@@ -590,7 +620,9 @@ class CheckpointFS:
         self._ahead_running = 0
         self._ahead_stop = threading.Event()
         self._ahead_pool: ThreadPoolExecutor | None = None
-        if listed:
+        if entries is not None:  # listed already, in this run (a fleet search's recursive listing)
+            self._index({e.path: e for e in entries})
+        elif listed:
             self._list_tree()
 
     # -- storage calls, retried ---------------------------------------------------------------------
@@ -755,6 +787,12 @@ class CheckpointFS:
                     rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info)
                 )
                 self._entries[rel] = entry
+        self._index(self._entries)
+
+    def _index(self, entries: dict[str, FileEntry]) -> None:
+        """Keep ``entries`` (relative path -> entry) as the listing, with their parent folders."""
+        self._entries = entries
+        if not self.is_local:
             # Object stores have no folders, only key prefixes, and s3fs reports them only when its
             # listing cache is cold: every parent of a listed file is a folder.
             for rel in list(self._entries):
@@ -769,6 +807,48 @@ class CheckpointFS:
                 self._children.setdefault(rel, [])
         for rel, entry in self._entries.items():
             self._children.setdefault(rel.rpartition("/")[0], []).append(entry)
+
+    def list_tree(
+        self, path: str, max_pages: int, *, cancelled: Cancelled = None
+    ) -> tuple[list[FileEntry] | None, int]:
+        """Every file below ``path`` in one recursive listing of at most ``max_pages`` pages (S3 only:
+        ``ListObjectsV2`` without a delimiter, retried), not remembered here.
+
+        Parameters
+        ----------
+        path : str
+            Relative to the root.
+        max_pages : int
+            Pages (requests of 1,000 keys) at most.
+        cancelled : callable or threading.Event, optional
+
+        Returns
+        -------
+        (list of FileEntry or None, int)
+            The files (paths relative to ``path``) and the pages read; None when there are more than
+            ``max_pages`` pages, or when the storage has no such listing (then no page was read).
+
+        Raises
+        ------
+        StorageError
+            When the prefix cannot be listed (after retries).
+        ReadCancelledError
+        """
+        if not self._s3_get or max_pages < 1:
+            return None, 0
+        stop = self._check(cancelled)
+        where = posixpath.join(self.display_root, path) if path else self.display_root
+        found, pages = self._retrying(
+            "listing", where, _s3_list_tree, (self._fs, self.full_path(path), max_pages), stop
+        )
+        if found is None:
+            return None, pages
+        files = [
+            FileEntry(c["Key"], int(c.get("Size") or 0), False, _version_tag(c))
+            for c in found
+            if c["Key"] and not c["Key"].endswith("/")
+        ]
+        return files, pages
 
     def list_prefix(self, path: str = "", *, cancelled: Cancelled = None) -> list[FileEntry]:
         """List one folder (one ``ls``, retried; a paginated listing of one prefix on object stores),

@@ -363,12 +363,73 @@ def test_second_run_reads_only_what_changed_and_since_tells_it(tree, row_cache, 
     assert rows["users"].rows_change == rows["users"].rows - len(agg_facts["final_state"])
 
 
+def test_trend_per_store_since_the_previous_run_of_a_checkpoint(row_cache, tmp_path, capsys):
+    root = tmp_path / "fleet"
+    orders = root / "orders"
+    shutil.copytree(get_checkpoint("agg_count") / "checkpoint", orders)
+    held = tmp_path / "batch3"  # the last batch taken away: the checkpoint as it was after batch 2
+    last = [orders / "offsets" / "3", orders / "commits" / "3", *orders.glob("state/0/*/4.delta")]
+    assert len(last) == 4  # two partitions
+    for f in last:
+        (held / f.relative_to(orders)).parent.mkdir(parents=True, exist_ok=True)
+        f.rename(held / f.relative_to(orders))
+    agg = json.loads((get_checkpoint("agg_count") / "expected.json").read_text())
+    # the uncommitted scenario runs the same first three input batches: its state including the batch it
+    # did not commit is agg_count's after batch 2
+    after2 = len(
+        json.loads((get_checkpoint("uncommitted") / "expected.json").read_text())[
+            "final_state_including_uncommitted"
+        ]
+    )
+    (first,) = fleet(str(root)).rows
+    assert first.trend is None  # no previous run
+    assert first.store_rows == [
+        {
+            "operator_id": 0,
+            "store_name": "default",
+            "version": 3,
+            "rows": after2,
+            "state_bytes": first.state_bytes,
+        }
+    ]
+    for f in held.rglob("*"):
+        if f.is_file():
+            f.rename(orders / f.relative_to(held))
+    (second,) = fleet(str(root)).rows
+    assert not second.cached
+    (store,) = second.store_rows
+    assert (store["version"], store["version_before"]) == (4, 3)
+    assert store["rows"] == len(agg["final_state"]) and store["rows_before"] == after2
+    assert store["rows_change"] == len(agg["final_state"]) - after2 > 0
+    elapsed = second.checked_ms - first.checked_ms
+    trend = second.trend
+    assert trend is not None
+    assert trend["since_batch"] == 2 and trend["batches"] == 1 and trend["since_ms"] == first.checked_ms
+    assert trend["rows_change"] == store["rows_change"]
+    assert trend["rows_per_day"] == pytest.approx(trend["rows_change"] * 86_400_000 / elapsed)
+    assert trend["state_bytes_change"] == second.state_bytes - first.state_bytes
+    # nothing new: the cached row keeps the trend it was computed with; the table and JSON show it
+    third = fleet(str(root))
+    assert third.cached == 1 and third.rows[0].trend == trend
+    assert main(["fleet", str(root), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["checkpoints"][0]["trend"] == trend
+    assert doc["checkpoints"][0]["store_rows"] == [store]
+    assert main(["fleet", str(root)]) == 0
+    assert f"{trend['rows_per_day']:+,.0f}/day" in capsys.readouterr().out
+    # another query's checkpoint at the same place: no trend against the old one
+    shutil.rmtree(orders)
+    orders.symlink_to(get_checkpoint("uncommitted") / "checkpoint")
+    (other,) = fleet(str(root)).rows
+    assert other.trend is None and other.store_rows[0].get("rows_change") is None
+
+
 def test_no_cache_reads_every_checkpoint_again(tree, row_cache, monkeypatch, tmp_path):
     root = tmp_path / "one"
     root.mkdir()
     (root / "a").symlink_to(get_checkpoint("agg_count") / "checkpoint")
     fleet(str(root))
-    assert len(list(row_cache.glob("fleet/*/*.json"))) == 1
+    assert len(list(row_cache.glob("fleet/*/*.json"))) == 2  # the row by its files, and the latest row
     again = fleet(str(root), options=FleetOptions(cache=False, mirror=False))
     assert again.cached == 0
     assert fleet(str(root)).cached == 1

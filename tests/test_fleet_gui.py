@@ -63,7 +63,7 @@ def test_a_folder_of_checkpoints_opens_as_a_table_and_a_row_opens_its_checkpoint
     ]
     facts = json.loads((get_checkpoint("pandas_state_event") / "expected.json").read_text())
     assert rows[1][3] == str(max(facts["committed_batches"]))  # last batch, as the query recorded it
-    assert rows[0][9] == "error"  # restart
+    assert rows[0][10] == "error"  # restart
     # sortable: by last batch, largest first
     from PySide6.QtCore import Qt
 
@@ -97,3 +97,40 @@ def test_a_folder_without_checkpoints_is_still_not_a_checkpoint(qtbot, window, t
     assert not window.fleet_controller.view.isVisible()
     for box in errors.open_dialogs():
         box.close()
+
+
+def test_the_table_shows_each_checkpoints_trend_and_each_stores_over_its_row(qtbot, tmp_path, monkeypatch):
+    from statelens.app.analysis.fleet import fleet
+    from statelens.app.gui.controllers.fleet import row_cells
+    from statelens.viewers.fleet import COLUMNS, FleetView
+
+    monkeypatch.setenv("STATELENS_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "prod"
+    orders = root / "orders"
+    shutil.copytree(get_checkpoint("agg_count") / "checkpoint", orders)
+    held = tmp_path / "batch3"
+    for f in [orders / "offsets" / "3", orders / "commits" / "3", *orders.glob("state/0/*/4.delta")]:
+        (held / f.relative_to(orders)).parent.mkdir(parents=True, exist_ok=True)
+        f.rename(held / f.relative_to(orders))
+    fleet(str(root))  # the checkpoint after batch 2
+    for f in [p for p in held.rglob("*") if p.is_file()]:
+        f.rename(orders / f.relative_to(held))
+    (row,) = fleet(str(root)).rows  # after batch 3: the trend since the run before
+    agg = json.loads((get_checkpoint("agg_count") / "expected.json").read_text())
+    # the uncommitted scenario's state including its uncommitted batch is agg_count's after batch 2
+    after2 = len(
+        json.loads((get_checkpoint("uncommitted") / "expected.json").read_text())[
+            "final_state_including_uncommitted"
+        ]
+    )
+    assert row.trend is not None
+    view = FleetView()
+    qtbot.addWidget(view)
+    cells, keys, tip = row_cells(row, row.checked_ms)
+    view.add_row(row.severity, cells, keys, str(orders), tip)
+    shown = view.row_texts(0)
+    assert shown[COLUMNS.index("rows")] == f"{len(agg['final_state']):,}"
+    assert shown[COLUMNS.index("trend")] == f"{row.trend['rows_per_day']:+,.0f}/day"
+    assert row.trend["rows_per_day"] > 0
+    change = len(agg["final_state"]) - after2
+    assert f"operator 0 default: {len(agg['final_state']):,} rows, {change:+,} since version 3" in tip

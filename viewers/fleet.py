@@ -32,13 +32,14 @@ COLUMNS = (
     "stores",
     "rows",
     "bytes",
+    "trend",
     "zombies",
     "restart",
     "unreadable",
     "worst finding",
 )
 #: Columns shown right-aligned (numbers).
-NUMERIC = frozenset({3, 5, 6, 7, 8, 10})
+NUMERIC = frozenset({3, 5, 6, 7, 8, 9, 11})
 #: Sort and filter roles: a row's order key per cell, the checkpoint to open.
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 URL_ROLE = Qt.ItemDataRole.UserRole + 2

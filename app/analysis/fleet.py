@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,11 @@ from statelens.readers.discover import DEFAULT_MAX_DEPTH, Discovery, FoundCheckp
 from statelens.readers.errors import ReadCancelledError, StatelensError, UsageError, redact
 from statelens.readers.fs import CheckpointFS
 from statelens.readers.lru import LRUFolder
-from statelens.readers.model import Progress
+from statelens.readers.model import FileEntry, Progress
 from statelens.readers.restart import RestartConf
 
 __all__ = [
+    "DAY_MS",
     "DEFAULT_JOBS",
     "DEFAULT_MEMORY_BYTES",
     "FORMAT",
@@ -62,6 +63,7 @@ __all__ = [
     "FleetRow",
     "MemoryBudget",
     "RowCache",
+    "add_trend",
     "check_checkpoint",
     "compare",
     "fleet",
@@ -70,7 +72,7 @@ __all__ = [
 ]
 
 #: Bump when a row's content or the verdicts' code changes: cached rows are then never found.
-FORMAT = 1
+FORMAT = 2
 #: Checkpoints checked at once.
 DEFAULT_JOBS = 4
 #: Estimated bytes of decoded state in flight at once (see :class:`MemoryBudget`).
@@ -80,6 +82,8 @@ DEFAULT_MEMORY_BYTES = 2 << 30
 EXPANSION = 4
 #: Bytes the cache of rows may hold.
 ROW_CACHE_BYTES = 64 << 20
+#: Milliseconds in a day: trends are given per day.
+DAY_MS = 86_400_000
 #: Exit codes as ``statelens summary``'s: 0 fine, 1 a finding or damage, 2 could not be read.
 EXIT_ERROR = 2
 
@@ -157,6 +161,16 @@ class FleetRow:
         Every problem met, as ``summary --json`` lists them.
     exit_code : int
         ``summary --latest``'s exit code for this checkpoint (2 for a row with ``error``).
+    store_rows : list of dict
+        Each store counted: ``operator_id``, ``store_name``, ``version`` (the latest), ``rows``,
+        ``state_bytes``, and its trend since the previous run that read this checkpoint (``rows_before``,
+        ``state_bytes_before``, ``version_before``, ``rows_change``, ``state_bytes_change``,
+        ``rows_per_day``; None without a previous run or a store new since).
+    trend : dict or None
+        Every store's change since the previous run that read this checkpoint (the same query id):
+        ``since_ms`` (that run's ``checked_ms``), ``since_batch``, ``batches`` committed since,
+        ``rows_change``, ``state_bytes_change``, ``rows_per_day``, ``state_bytes_per_day`` (the change
+        over the time between the two reads, per day). None without such a run.
     checked_ms : int
         When the row was computed (epoch ms).
     cached : bool
@@ -187,6 +201,8 @@ class FleetRow:
     cached: bool = False
     changes: list[str] = field(default_factory=list)
     rows_change: int | None = None
+    store_rows: list[dict[str, Any]] = field(default_factory=list)
+    trend: dict[str, Any] | None = None
 
     @property
     def severity(self) -> str:
@@ -206,6 +222,12 @@ class FleetRow:
         """The restart verdict's severity ("" when the checkpoint could not be read)."""
         v = self.verdict("restart")
         return v.severity if v is not None else ""
+
+    def trend_text(self) -> str:
+        """The rows' trend as the table shows it (``+1,200/day``), "" without a previous run."""
+        if self.trend is None or self.trend.get("rows_per_day") is None:
+            return ""
+        return f"{self.trend['rows_per_day']:+,.0f}/day"
 
     def headline(self) -> str:
         """The worst verdict's text, or the error."""
@@ -236,6 +258,8 @@ class FleetRow:
             "state_bytes": self.state_bytes,
             "state_file_bytes": self.state_file_bytes,
             "rows_change": self.rows_change,
+            "trend": None if self.trend is None else dict(self.trend),
+            "store_rows": [dict(s) for s in self.store_rows],
             "zombies": self.zombies,
             "restart": None if restart is None else {"severity": restart.severity, "text": restart.text},
             "unreadable": self.unreadable,
@@ -285,6 +309,8 @@ class FleetRow:
             cached=bool(obj.get("cached")),
             changes=list(obj.get("changes") or []),
             rows_change=obj.get("rows_change"),
+            store_rows=[dict(s) for s in obj.get("store_rows") or []],
+            trend=dict(obj["trend"]) if obj.get("trend") else None,
         )
 
 
@@ -365,6 +391,14 @@ class RowCache:
             h.update(f"\n{e.path}\t{e.size_bytes}\t{e.version_tag}".encode())
         return h.hexdigest()
 
+    @staticmethod
+    def latest_key(fs: CheckpointFS, options: FleetOptions) -> str:
+        """The key of the latest row computed for this location and options, whatever its files (the
+        trend's previous row)."""
+        h = hashlib.sha256()
+        h.update(json.dumps(["latest", FORMAT, fs.display_root, options.key()], sort_keys=True).encode())
+        return h.hexdigest()
+
     def get(self, key: str) -> FleetRow | None:
         path = self.folder.path(key)
         try:
@@ -412,11 +446,22 @@ def _row(ckpt: Any, path: str, options: FleetOptions, cancelled: Callable[[], bo
     growth = summary.growth
     rows: int | None = None
     sbytes: int | None = None
+    store_rows: list[dict[str, Any]] = []
     if growth is not None:
         counted = [g for g in growth.stores if not g.skipped and g.versions]
         if counted:
             rows = sum(g.total_rows()[-1] for g in counted)
             sbytes = sum(g.total_state_bytes()[-1] for g in counted)
+        store_rows = [
+            {
+                "operator_id": g.operator_id,
+                "store_name": g.store_name,
+                "version": g.versions[-1],
+                "rows": g.total_rows()[-1],
+                "state_bytes": g.total_state_bytes()[-1],
+            }
+            for g in counted
+        ]
     zombies: int | None = None
     verdicts = list(summary.verdicts)
     exit_code = summary.exit_code
@@ -459,7 +504,48 @@ def _row(ckpt: Any, path: str, options: FleetOptions, cancelled: Callable[[], bo
         problems=[p.to_json() for p in summary.problems],
         exit_code=exit_code,
         checked_ms=int(time.time() * 1000),
+        store_rows=store_rows,
     )
+
+
+def _per_day(change: int, elapsed_ms: int) -> float | None:
+    return change * DAY_MS / elapsed_ms if elapsed_ms > 0 else None
+
+
+def add_trend(row: FleetRow, before: FleetRow | None) -> None:
+    """Set ``row``'s trend (and each store's) from ``before``, the row the previous run that read this
+    checkpoint computed: nothing when there is none, either could not be read, or the query id changed
+    (another query's checkpoint at the same place)."""
+    if before is None or row.error is not None or before.error is not None:
+        return
+    if row.query_id != before.query_id or row.rows is None or before.rows is None:
+        return
+    elapsed = row.checked_ms - before.checked_ms
+    old = {(s["operator_id"], s["store_name"]): s for s in before.store_rows}
+    for s in row.store_rows:
+        prev = old.get((s["operator_id"], s["store_name"]))
+        if prev is None:
+            continue
+        s["rows_before"] = prev["rows"]
+        s["state_bytes_before"] = prev["state_bytes"]
+        s["version_before"] = prev["version"]
+        s["rows_change"] = s["rows"] - prev["rows"]
+        s["state_bytes_change"] = s["state_bytes"] - prev["state_bytes"]
+        s["rows_per_day"] = _per_day(s["rows_change"], elapsed)
+    rows_change = row.rows - before.rows
+    bytes_change = (row.state_bytes or 0) - (before.state_bytes or 0)
+    batches = None
+    if row.last_batch is not None:
+        batches = row.last_batch - (before.last_batch if before.last_batch is not None else -1)
+    row.trend = {
+        "since_ms": before.checked_ms,
+        "since_batch": before.last_batch,
+        "batches": batches,
+        "rows_change": rows_change,
+        "state_bytes_change": bytes_change,
+        "rows_per_day": _per_day(rows_change, elapsed),
+        "state_bytes_per_day": _per_day(bytes_change, elapsed),
+    }
 
 
 def _check(
@@ -472,10 +558,11 @@ def _check(
     cache: RowCache | None = None,
     budget: MemoryBudget | None = None,
     cancelled: Callable[[], bool] | None = None,
+    entries: Sequence[FileEntry] | None = None,
 ) -> FleetRow:
     location = display or url
     try:
-        fs = CheckpointFS(url, storage_options, cancelled=cancelled, mirror=options.mirror)
+        fs = CheckpointFS(url, storage_options, cancelled=cancelled, mirror=options.mirror, entries=entries)
         key = RowCache.key(fs, options) if cache is not None else ""
         if cache is not None:
             kept = cache.get(key)
@@ -489,6 +576,8 @@ def _check(
             with budget.hold(EXPANSION * _live_state_bytes(ckpt), cancelled):
                 row = _row(ckpt, path, options, cancelled)
         row.location = fs.display_root
+        if cache is not None:
+            add_trend(row, cache.get(RowCache.latest_key(fs, options)))
     except ReadCancelledError:
         raise
     except Exception as err:  # one checkpoint that cannot be read is a row, never the end
@@ -497,6 +586,8 @@ def _check(
         return _error_row(path, location, err)
     if cache is not None:
         cache.put(key, row)
+        if row.error is None:
+            cache.put(RowCache.latest_key(fs, options), row)
     return row
 
 
@@ -657,6 +748,7 @@ def iter_fleet(
                         cache=cache,
                         budget=budget,
                         cancelled=cancelled,
+                        entries=f.entries,
                     )
                 ] = f
                 yield Progress(done, found, f"found {f.display}")
@@ -691,7 +783,7 @@ def _iter_spark_fleet(
                 on_row(row)
             yield row
         else:
-            found.append(f)
+            found.append(replace(f, entries=None))  # the tasks list their own: the driver keeps paths only
         yield Progress(done, done + len(found), f"found {f.display}")
     total = done + len(found)
     for row in iter_spark_rows(spark, found, storage_options, options, cancelled):

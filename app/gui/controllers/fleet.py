@@ -52,6 +52,7 @@ def row_cells(row: FleetRow, now_ms: int) -> tuple[list[Any], list[Any], str]:
         row.stores if row.error is None else "",
         "" if row.rows is None else f"{row.rows:,}",
         "" if row.state_bytes is None else f"{row.state_bytes:,}",
+        row.trend_text(),
         "" if row.zombies is None else f"{row.zombies:,}",
         row.restart,
         row.unreadable or "",
@@ -66,6 +67,9 @@ def row_cells(row: FleetRow, now_ms: int) -> tuple[list[Any], list[Any], str]:
         row.stores,
         _num(row.rows),
         _num(row.state_bytes),
+        -(10.0**18)
+        if row.trend is None or row.trend.get("rows_per_day") is None
+        else row.trend["rows_per_day"],
         _num(row.zombies),
         _RANK.get(row.restart, 4),
         row.unreadable,
@@ -76,7 +80,20 @@ def row_cells(row: FleetRow, now_ms: int) -> tuple[list[Any], list[Any], str]:
         if row.error is not None
         else "\n".join(f"{v.severity.upper()}: {v.text}" for v in row.verdicts)
     )
-    return cells, keys, f"{row.location}\n\n{tip}\n\nDouble-click to open it."
+    return cells, keys, f"{row.location}\n\n{tip}{_trend_tip(row)}\n\nDouble-click to open it."
+
+
+def _trend_tip(row: FleetRow) -> str:
+    """Each store's rows and their change since the previous run that read the checkpoint."""
+    lines = []
+    for s in row.store_rows:
+        line = f"operator {s['operator_id']} {s['store_name']}: {s['rows']:,} rows"
+        if s.get("rows_change") is not None:
+            line += f", {s['rows_change']:+,} since version {s['version_before']}"
+            if s.get("rows_per_day") is not None:
+                line += f" ({s['rows_per_day']:+,.0f}/day)"
+        lines.append(line)
+    return "\n\n" + "\n".join(lines) if lines else ""
 
 
 class FleetController(QObject):
