@@ -224,7 +224,25 @@ class _StoreWatch:
         self.pids = list(st.partitions)
         for pid in self.pids:
             self.restart(pid, None)
+        #: The timeouts' kind could not be told yet (too few batches): inferred again at each batch.
+        self.undecided = False
+        self._store = (ckpt, op, st, clock)
         self._build_fold(ckpt, op, st, clock)
+
+    def decide(self) -> None:
+        """Infer an undecided timeout kind again (a watch started after the first batch or two, when
+        no timeout set so far tells event from processing time); once known, the fold is built again
+        and every partition fed from its oldest version, as ``statelens expired`` reads the store."""
+        if not self.undecided:
+            return
+        fold = self.fold
+        self._build_fold(*self._store)
+        if self.undecided:
+            self.fold = fold  # still undecided: keep the fold fed so far
+            return
+        self.counts.clear()
+        for pid in self.pids:
+            self.restart(pid, None)
 
     def restart(self, pid: int, version: int | None) -> None:
         """Read partition ``pid`` whole at ``version`` next (after a failed read), or from its oldest
@@ -260,6 +278,7 @@ class _StoreWatch:
                 read_timeout = source.value_reader(path)
                 evidence = infer_timeout_kind(source, clock, read_timeout, [])
             kind = evidence.timeout_kind if evidence.timeout_kind in TIMEOUT_KINDS else None
+            self.undecided = path is not None and kind is None
             self.fold = TimeoutFold(
                 summary,
                 out,
@@ -496,6 +515,8 @@ class Watcher:
             self._commit_time(b),
         )
         stores = self._ensure_stores()
+        for sw in stores:
+            sw.decide()
         # Every partition of every store must list version v (the commit is written after the state).
         for sw in stores:
             for pid in sw.pids:
