@@ -13,6 +13,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from statelens.app.analysis import fleet as _fleet
 from statelens.app.analysis._common import run_to_end
 from statelens.app.analysis.doctor import iter_doctor
 from statelens.app.analysis.expired import iter_expired
@@ -519,8 +520,6 @@ def fleet(
     >>> f = statelens.fleet("s3://company-checkpoints/prod")  # doctest: +SKIP
     >>> f.to_pandas()[["path", "severity", "rows", "zombies"]]  # doctest: +SKIP
     """
-    from statelens.app.analysis import fleet as _fleet  # deferred: only for fleets
-
     options = _fleet.FleetOptions(
         spark_version=spark_version,
         conf=tuple(sorted((conf or {}).items())),
@@ -577,7 +576,7 @@ class Fleet:
     def to_arrow(self) -> pa.Table:
         """One row per checkpoint, worst first; columns :data:`FLEET_COLUMNS` (``verdicts`` a list of
         ``check, severity, text`` structs; times are epoch milliseconds)."""
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: pyarrow
 
         now = self.result.scanned_ms
         verdict = pa.struct([("check", pa.string()), ("severity", pa.string()), ("text", pa.string())])
@@ -651,7 +650,7 @@ class Fleet:
             polars is not installed (the message says how to install it).
         """
         try:
-            import polars as pl
+            import polars as pl  # deferred: polars (optional)
         except ImportError as err:
             raise BackendUnavailableError("to_polars needs polars: pip install polars") from err
         return pl.from_arrow(self.to_arrow())

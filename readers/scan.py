@@ -28,6 +28,7 @@ from statelens.readers.errors import (
     UsageError,
 )
 from statelens.readers.parallel import in_order
+from statelens.readers.replay_state import CompactState
 from statelens.readers.scan_fields import field_reader
 from statelens.readers.values import rows_to_arrow, state_row_schema
 
@@ -625,8 +626,6 @@ def _held(state: dict[bytes, bytes], compact: bool) -> MutableMapping[bytes, byt
     records in arrays (:class:`readers.replay_state.CompactState`)."""
     if not compact:
         return state
-    from statelens.readers.replay_state import CompactState
-
     return CompactState(state)
 
 

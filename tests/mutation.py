@@ -146,6 +146,11 @@ NOT_DECODERS: dict[str, str] = {
     "rewrite.py": "writes a state version (statelens prune): an encoder, checked by decoding what it writes",
     "scan.py": "what to read and in which output form: no format",
     "scan_diff.py": "compares two versions' stored records as bytes; the store readers decode them",
+    "discover.py": "finds checkpoint folders in listings (names only, no file format)",
+    "replay_state.py": (
+        "holds a replay's records as bytes in arrays, no format of its own (tests/test_replay.py compares "
+        "it with a dict version by version, rebuilt at every change)"
+    ),
     "scan_files.py": "lists a store's files and hands each to the decoders for its check: no format",
     "scan_fields.py": (
         "reads one fixed-width integer field of a stored UnsafeRow through the layout unsaferow.py compiles "

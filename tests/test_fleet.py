@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import statelens
-from statelens.app.analysis import fleet as fleet_module
+from statelens.app.analysis import fleet_row as fleet_module
 from statelens.app.analysis.fleet import FleetOptions, FleetRow, MemoryBudget, compare, fleet
 from statelens.app.api import FLEET_COLUMNS
 from statelens.app.cli import main

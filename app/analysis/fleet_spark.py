@@ -17,7 +17,8 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from statelens.app.analysis.fleet import FleetOptions, FleetRow, check_checkpoint
+from statelens.app.analysis.fleet_row import FleetOptions, FleetRow, check_checkpoint
+from statelens.readers.backends.spark import DEFAULT_MASTER, MASTER_ENV
 from statelens.readers.discover import FoundCheckpoint
 from statelens.readers.errors import BackendUnavailableError
 
@@ -40,7 +41,7 @@ def arrow_rows(batches: Iterable[Any], storage_options_json: str, options_json: 
     ------
     pyarrow.RecordBatch
     """
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow
 
     storage_options = json.loads(storage_options_json) or None
     fields = json.loads(options_json)
@@ -76,8 +77,6 @@ def spark_session(
     if remote:
         builder = builder.remote(remote)
     else:
-        from statelens.readers.backends.spark import DEFAULT_MASTER, MASTER_ENV  # the other commands' default
-
         builder = (
             builder.master(master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER)
             .config("spark.ui.enabled", "false")
@@ -136,8 +135,6 @@ def iter_spark_rows(
     df = df.repartition(min(len(found), MAX_TASKS))
 
     def task(batches: Iterable[Any]) -> Iterator[Any]:
-        from statelens.app.analysis.fleet_spark import arrow_rows  # on the executor
-
         yield from arrow_rows(batches, so_json, opts_json)
 
     result = df.mapInArrow(task, "path string, row string")

@@ -24,11 +24,14 @@ from statelens.app.analysis.fleet import (
     compare,
     fleet,
 )
+from statelens.app.analysis.fleet_report import render_fleet_html
+from statelens.app.analysis.fleet_spark import spark_session
 from statelens.app.analysis.report import iter_report
 from statelens.app.cli import _common
 from statelens.app.cli._common import _Progress, format_table, no_cache
 from statelens.app.output import dumps_jsonl
 from statelens.readers.backends import BackendChooser
+from statelens.readers.backends.spark import parse_spark_defaults
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.discover import DEFAULT_MAX_DEPTH
 from statelens.readers.errors import StatelensError
@@ -181,9 +184,6 @@ def cmd_fleet(args: argparse.Namespace, out: IO[str]) -> int:
             ) from None
     spark, owned = None, False
     if args.backend == "spark":
-        from statelens.app.analysis.fleet_spark import spark_session  # deferred: pyspark (heavy)
-        from statelens.readers.backends.spark import parse_spark_defaults
-
         conf = parse_spark_defaults(args.spark_conf) if args.spark_conf else None
         spark, owned = spark_session(args.spark_master, args.spark_remote, conf)
     elif args.spark_master or args.spark_remote or args.spark_conf:
@@ -219,10 +219,6 @@ def cmd_fleet(args: argparse.Namespace, out: IO[str]) -> int:
             f"statelens: no checkpoint found below {result.root} (--max-depth {args.max_depth})\n"
         )
     if args.html:
-        from statelens.app.analysis.fleet_report import (
-            render_fleet_html,
-        )  # deferred: the HTML only when asked
-
         page = Path(args.html)
         links = _write_reports(args, result, page, options)
         page.write_text(render_fleet_html(result, links), encoding="utf-8", newline="\n")

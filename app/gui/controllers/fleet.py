@@ -5,6 +5,7 @@ usual views. A folder holding none reports the window's original error."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -135,8 +136,6 @@ class FleetController(QObject):
         """Find and read the checkpoints below ``root``; the view shows with the first one found.
         ``not_found(error)`` is called instead when none is found (``error``: why the root could not be
         listed, else None)."""
-        import time
-
         self.root = root
         self.rows = []
         self._now_ms = int(time.time() * 1000)
