@@ -43,7 +43,7 @@ from statelens.app.gui.recent import RecentCheckpoints
 from statelens.app.gui.workers import JobRunner
 from statelens.app.resources import sample_checkpoint_path
 from statelens.app.session import LoadedCheckpoint, iter_load_checkpoint
-from statelens.readers.errors import NotACheckpointError, UsageError
+from statelens.readers.errors import UsageError
 from statelens.viewers.tables import DataTableView
 
 #: View names, as accepted by ``statelens gui --view``, in tab order (:data:`app.analysis.views.VIEWS`).
@@ -429,12 +429,11 @@ class MainWindow(QMainWindow):
         self.checkpoint_refreshed.emit(loaded)
 
     def _on_load_errored(self, err: BaseException) -> None:
-        url = self._loading_url
-        if isinstance(err, NotACheckpointError) and url:  # perhaps a folder of checkpoints: look below it
-            self.status_label.setText(f"Not a checkpoint; looking for checkpoints below {_short(url)}")
-            self.fleet_controller.scan(url, not_found=lambda _why: self._load_failed(err))
-            return
-        self._load_failed(err)
+        url = self._loading_url  # a folder of checkpoints opens as a fleet table
+        if not (
+            url and self.fleet_controller.look_below(url, err, self._load_failed, self.status_label.setText)
+        ):
+            self._load_failed(err)
 
     def _load_failed(self, err: BaseException) -> None:
         self.status_label.setText(f"Could not open {_short(self._loading_url or '')}")

@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from statelens.app.analysis.fleet import FleetOptions, FleetRow, iter_fleet
+from statelens.readers.errors import NotACheckpointError
 from statelens.readers.model import Progress
 from statelens.readers.textfmt import format_duration_ms
 from statelens.viewers.fleet import FleetView
@@ -131,6 +132,23 @@ class FleetController(QObject):
         self.rows: list[FleetRow] = []
         self._now_ms = 0
         self._not_found: Callable[[BaseException | None], None] | None = None
+
+    def look_below(
+        self,
+        url: str,
+        err: BaseException,
+        failed: Callable[[BaseException], None],
+        say: Callable[[str], None],
+    ) -> bool:
+        """Opening ``url`` failed with ``err``: when it is not a checkpoint, look for checkpoints below
+        it (``failed(err)`` when there are none) and return True; else return False (the caller reports
+        ``err``)."""
+        if not isinstance(err, NotACheckpointError):
+            return False
+        short = url if len(url) <= 80 else "…" + url[-79:]
+        say(f"Not a checkpoint; looking for checkpoints below {short}")
+        self.scan(url, not_found=lambda _why: failed(err))
+        return True
 
     def scan(self, root: str, not_found: Callable[[BaseException | None], None] | None = None) -> int:
         """Find and read the checkpoints below ``root``; the view shows with the first one found.
