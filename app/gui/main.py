@@ -26,8 +26,10 @@ SCREENSHOT_SIZE = (1400, 900)
 #: Jobs (runner channels) whose results each view shows, loading first; ``--screenshot`` waits for these only.
 VIEW_JOBS = {name: ("load", *view.jobs) for name, view in VIEWS.items()}
 
-#: Milliseconds ``--screenshot`` gives other views' jobs to stop after their cancel.
-CANCEL_WAIT_MS = 5000
+#: Milliseconds ``--screenshot`` gives other views' jobs to stop after their cancel (it goes on as soon as
+#: they have; a job still running when the window closes would signal a window that is gone: on a busy
+#: machine a RocksDB replay between two cancel checks took longer than 5 s).
+CANCEL_WAIT_MS = 60_000
 
 #: Seconds ``--screenshot`` waits for loading and the view's data before giving up.
 SCREENSHOT_TIMEOUT_S = 900
