@@ -21,9 +21,10 @@ from statelens.app.analysis.growth import GROWTH_FIELDS, iter_growth, iter_growt
 from statelens.app.analysis.runs import Run, iter_runs
 from statelens.app.analysis.sql import iter_sql
 from statelens.app.prune import Selection, iter_prune
+from statelens.readers.arrow_values import to_polars
 from statelens.readers.backends import BackendChooser
 from statelens.readers.checkpoint import open_checkpoint
-from statelens.readers.errors import BackendUnavailableError, UsageError
+from statelens.readers.errors import UsageError
 from statelens.readers.model import BatchInfo, OperatorInfo
 from statelens.readers.restart import RestartConf
 from statelens.readers.scan import ScanKind, StateScan
@@ -649,11 +650,7 @@ class Fleet:
         BackendUnavailableError
             polars is not installed (the message says how to install it).
         """
-        try:
-            import polars as pl  # deferred: polars (optional)
-        except ImportError as err:
-            raise BackendUnavailableError("to_polars needs polars: pip install polars") from err
-        return pl.from_arrow(self.to_arrow())
+        return to_polars(self.to_arrow())
 
     def __repr__(self) -> str:
         c = self.result.counts()

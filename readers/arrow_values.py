@@ -23,6 +23,7 @@ import numpy as np
 
 from statelens.readers._format.keyids import PaddedKeys, first_records, key_numbers
 from statelens.readers._format.records import gather_bytes
+from statelens.readers.errors import BackendUnavailableError
 from statelens.readers.model import CalendarInterval, StateRow
 
 if TYPE_CHECKING:
@@ -403,3 +404,18 @@ def _binary(n: int, offsets: Any, data: Any) -> Any:
         n,
         [None, pa.py_buffer(offsets if large else offsets.astype(np.int32)), pa.py_buffer(data)],
     )
+
+
+def to_polars(table: pa.Table) -> Any:
+    """A polars DataFrame of ``table`` (``to_polars()`` of a scan and of a fleet).
+
+    Raises
+    ------
+    BackendUnavailableError
+        polars is not installed (the message says how to install it).
+    """
+    try:
+        import polars as pl  # deferred: optional, and heavy
+    except ImportError as err:
+        raise BackendUnavailableError("to_polars needs polars: pip install polars") from err
+    return pl.from_arrow(table)

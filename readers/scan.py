@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from statelens.readers._format.store_base import diff_raw
+from statelens.readers.arrow_values import to_polars
 from statelens.readers.backends.base import files_of
 from statelens.readers.errors import (
     BackendUnavailableError,
@@ -495,11 +496,7 @@ class StateScan:
         BackendUnavailableError
             polars is not installed (the message says how to install it).
         """
-        try:
-            import polars as pl  # deferred: optional, and heavy
-        except ImportError as err:
-            raise BackendUnavailableError("to_polars needs polars: pip install polars") from err
-        return pl.from_arrow(self.to_arrow())
+        return to_polars(self.to_arrow())
 
     def to_spark(self) -> Any:
         """Spark's own DataFrame of the same rows (or change feed), lazy, read where Spark runs (a

@@ -23,7 +23,7 @@ HEAVY = {
     "pandas": "~150 ms; banned at module level (ruff banned-module-level-imports)",
     "duckdb": "~150 ms; statelens sql and its Arrow views only",
     "numba": "loads LLVM; the compiled record walks only (readers/_format/kernels.py)",
-    "polars": "optional: Scan.to_polars() only",
+    "polars": "optional: to_polars() of a scan or a fleet only (readers.arrow_values.to_polars)",
     "rocksdict": "a native RocksDB library; RocksDB stores only",
     "fastavro": "slow to import; Avro-encoded state only",
     "fsspec": "slow to import (~20-90 ms, asyncio with it); opening a storage URL only",
