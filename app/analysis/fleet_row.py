@@ -36,6 +36,7 @@ from statelens.readers.fs import CheckpointFS
 from statelens.readers.lru import LRUFolder
 from statelens.readers.model import FileEntry
 from statelens.readers.restart import RestartConf
+from statelens.readers.textfmt import format_duration_ms
 
 __all__ = [
     "DAY_MS",
@@ -222,6 +223,26 @@ class FleetRow:
     def age_ms(self, now_ms: int) -> int | None:
         """Time since the last committed batch's timestamp."""
         return None if self.last_batch_ms is None else max(0, now_ms - self.last_batch_ms)
+
+    def texts(self, now_ms: int) -> dict[str, Any]:
+        """The row as a fleet table shows it, by column header (``statelens fleet``'s table and the
+        app's fleet view pick their columns from it; "" where there is nothing to show)."""
+        age = self.age_ms(now_ms)
+        return {
+            "checkpoint": self.path or self.location,
+            "query id": (self.query_id or "")[:8],
+            "last batch": "" if self.last_batch is None else self.last_batch,
+            "age": "" if age is None else format_duration_ms(age, "compact"),
+            "stores": self.stores if self.error is None else "",
+            "rows": "" if self.rows is None else f"{self.rows:,}",
+            "bytes": "" if self.state_bytes is None else f"{self.state_bytes:,}",
+            "rows since": "" if self.rows_change is None else f"{self.rows_change:+,}",
+            "trend": self.trend_text(),
+            "zombies": "" if self.zombies is None else f"{self.zombies:,}",
+            "restart": self.restart,
+            "unreadable": self.unreadable or "",
+            "worst finding": self.headline(),
+        }
 
     def to_json(self, now_ms: int | None = None) -> dict[str, Any]:
         """The row as ``statelens fleet --json`` prints it (``age_ms`` from ``now_ms``)."""

@@ -35,7 +35,6 @@ from statelens.readers.backends.spark import parse_spark_defaults
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.discover import DEFAULT_MAX_DEPTH
 from statelens.readers.errors import StatelensError
-from statelens.readers.textfmt import format_duration_ms
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _TAGS = {"error": "ERROR", "warning": "WARNING", "info": "note", "ok": "ok"}
@@ -97,26 +96,11 @@ def _options(args: argparse.Namespace) -> FleetOptions:
 
 
 def _cells(r: FleetRow, now_ms: int) -> list[Any]:
-    age = r.age_ms(now_ms)
-    finding = r.headline()
+    texts = r.texts(now_ms)
+    finding = texts["worst finding"]
     if len(finding) > FINDING_WIDTH:
-        finding = finding[: FINDING_WIDTH - 1] + "…"
-    return [
-        _TAGS.get(r.severity, r.severity),
-        r.path or r.location,
-        (r.query_id or "")[:8],
-        "" if r.last_batch is None else r.last_batch,
-        "" if age is None else format_duration_ms(age, "compact"),
-        r.stores if r.error is None else "",
-        "" if r.rows is None else f"{r.rows:,}",
-        "" if r.state_bytes is None else f"{r.state_bytes:,}",
-        "" if r.rows_change is None else f"{r.rows_change:+,}",
-        r.trend_text(),
-        "" if r.zombies is None else f"{r.zombies:,}",
-        r.restart,
-        r.unreadable or "",
-        finding,
-    ]
+        texts["worst finding"] = finding[: FINDING_WIDTH - 1] + "…"
+    return [_TAGS.get(r.severity, r.severity), *(texts[h] for h in HEADERS[1:])]
 
 
 def _slug(path: str, taken: set[str]) -> str:

@@ -15,8 +15,7 @@ from PySide6.QtWidgets import QWidget
 from statelens.app.analysis.fleet import FleetOptions, FleetRow, iter_fleet
 from statelens.readers.errors import NotACheckpointError
 from statelens.readers.model import Progress
-from statelens.readers.textfmt import format_duration_ms
-from statelens.viewers.fleet import FleetView
+from statelens.viewers.fleet import COLUMNS, FleetView
 
 CHANNEL = "fleet"
 _RANK = {"error": 0, "warning": 1, "info": 2, "ok": 3}
@@ -45,21 +44,9 @@ def _num(n: int | None) -> int:
 
 def row_cells(row: FleetRow, now_ms: int) -> tuple[list[Any], list[Any], str]:
     """The cells after the severity, each column's sort key, and the tooltip of one row."""
+    texts = row.texts(now_ms)
+    cells = [texts[c] for c in COLUMNS[1:]]
     age = row.age_ms(now_ms)
-    cells = [
-        row.path or row.location,
-        (row.query_id or "")[:8],
-        "" if row.last_batch is None else row.last_batch,
-        "" if age is None else format_duration_ms(age, "compact"),
-        row.stores if row.error is None else "",
-        "" if row.rows is None else f"{row.rows:,}",
-        "" if row.state_bytes is None else f"{row.state_bytes:,}",
-        row.trend_text(),
-        "" if row.zombies is None else f"{row.zombies:,}",
-        row.restart,
-        row.unreadable or "",
-        row.headline(),
-    ]
     keys = [
         row_order(row),
         row.path,
