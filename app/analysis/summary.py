@@ -376,6 +376,11 @@ def _expired(
     return out
 
 
+def _store_versions(ckpt: Any) -> dict[tuple[int, str], tuple[int, ...]]:
+    """Each store's state versions, by ``(operator_id, store_name)``."""
+    return {(op.operator_id, st.store_name): st.versions for op in ckpt.operators for st in op.stores}
+
+
 def expired_verdicts(
     ckpt: Any, expired: ExpiredResult, version_counts: Counter[tuple[int, str, int, str]] | None
 ) -> list[Verdict]:
@@ -394,10 +399,7 @@ def expired_verdicts(
     list of Verdict
         Most keys first.
     """
-    store_versions = {
-        (op.operator_id, st.store_name): st.versions for op in ckpt.operators for st in op.stores
-    }
-    return _expired(expired, version_counts, store_versions)
+    return _expired(expired, version_counts, _store_versions(ckpt))
 
 
 def _growth(store: StoreGrowth) -> list[Verdict]:
@@ -712,10 +714,9 @@ def summarize(
     fix = fix_batch_of(runs, fix_batch)
     around: list[StoreBeforeAfter] = []
     if fix is not None:
-        store_versions = {
-            (op.operator_id, st.store_name): st.versions for op in ckpt.operators for st in op.stores
-        }
-        around = before_after(fix, growth, expired, version_counts, store_versions, fix_margin(runs, fix))
+        around = before_after(
+            fix, growth, expired, version_counts, _store_versions(ckpt), fix_margin(runs, fix)
+        )
         verdicts.append(_runs_verdict(runs, fix))
         verdicts += _fix_verdicts(around, fix)
     verdicts = _worst_first(verdicts)
