@@ -11,6 +11,8 @@ fires in batch ``b`` when ``timeoutTimestamp < batchTimestampMs(b)``).
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -44,9 +46,28 @@ def restarted(tmp_path_factory: pytest.TempPathFactory) -> LiveQuery:
     live = LiveQuery(tmp_path_factory.mktemp("live"))
     live.start(until_batch=LEAK_UNTIL)
     assert live.wait() == 0, live.log()[-3000:]
+    _pause_like_a_restart(live)
     live.start(fixed=True, until_batch=FIXED_UNTIL)
     assert live.wait() == 0, live.log()[-3000:]
     return live
+
+
+def _pause_like_a_restart(live: LiveQuery) -> None:
+    """Wait as long as a fix and a redeploy take at the least: until the restart is a gap the checkpoint
+    alone shows (docs/format.md §2.7: more than ``GAP_FACTOR`` median intervals and ``GAP_MIN_MS``).
+
+    A new JVM alone is not enough on a busy machine, where each batch of the first run is slower too; the
+    wait is three times the rule's bound over the first run's own intervals, so that the fixed run's
+    intervals, which join the median, may be slower still."""
+    deadline_ms = 0.0
+    for name in live.queries:
+        ckpt_dir = live.checkpoint(name)
+        batches = sorted(int(p.name) for p in (ckpt_dir / "offsets").iterdir() if p.name.isdigit())
+        stamps = [_batch_ts(ckpt_dir, b) for b in batches]
+        median = statistics.median(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+        bound = 3 * max(runs_mod.GAP_FACTOR * median, runs_mod.GAP_MIN_MS + median)
+        deadline_ms = max(deadline_ms, stamps[-1] + bound)
+    time.sleep(max(0.0, deadline_ms / 1000 - time.time()))
 
 
 def _reported(live: LiveQuery, name: str) -> dict[int, dict[str, Any]]:
