@@ -189,13 +189,20 @@ class JobRunner(QObject):
         Returns
         -------
         bool
-            True when every worker stopped in time.
+            True when every worker stopped in time. Workers still running afterwards are detached:
+            they stop at their next yield and nothing they emit reaches the runner or its callbacks.
         """
         self._closed = True
         self.cancel()
         for job in self.running_jobs():
             job.worker.quit()
-        return QThreadPool.globalInstance().waitForDone(timeout_ms)
+        if QThreadPool.globalInstance().waitForDone(timeout_ms):
+            return True
+        # A job still inside one long step: it stops at its next yield, but its window may be gone by
+        # then. Cut its signals so that nothing it emits reaches an object that no longer exists.
+        for job in self.running_jobs():
+            _detach(job.worker)
+        return False
 
     # -- worker callbacks (GUI thread) ---------------------------------------------------------------
     def _on_worker_yielded(self, job: Job, item: Any, on_yield: Callable[[Any], None] | None) -> None:
@@ -228,6 +235,15 @@ class JobRunner(QObject):
         self.job_finished.emit(job.channel)
         if self.idle:
             self.idle_changed.emit(True)
+
+
+def _detach(worker: GeneratorWorker) -> None:
+    """Disconnect every slot from ``worker``'s signals (a disconnect of a signal without slots is fine)."""
+    for signal in (worker.yielded, worker.returned, worker.errored, worker.finished, worker.started):
+        try:
+            signal.disconnect()
+        except (RuntimeError, TypeError):
+            pass  # nothing was connected to it
 
 
 def _accepts_cancelled(func: Callable[..., Any]) -> bool:
