@@ -141,7 +141,7 @@ def _tree_checkpoints(
             top = "/".join(parts[:i])
             if top in tops:
                 under.setdefault(top, []).append(
-                    FileEntry(e.path[len(top) + 1 :], e.size_bytes, False, e.version_tag)
+                    FileEntry(e.path[len(top) + 1 :], e.size_bytes, False, e.version_tag, e.modified_ms)
                 )
                 break
     for folder in sorted(checkpoints):

@@ -38,6 +38,7 @@ read ahead or mirrored.
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
 import errno
 import inspect
 import logging
@@ -245,6 +246,31 @@ def _version_tag(info: dict[str, Any]) -> str:
     return ""
 
 
+def _modified_ms(info: dict[str, Any]) -> int | None:
+    """When a listed file was last written, in epoch milliseconds: ``LastModified`` (s3fs and the S3
+    API, a datetime), ``mtime`` (fsspec's local and memory filesystems: seconds or a datetime),
+    ``last_modified`` (adlfs) or ``updated`` (gcsfs, ISO 8601); None when the listing gives none."""
+    for key in ("LastModified", "mtime", "last_modified", "updated", "modified"):
+        value = info.get(key)
+        if value is None or value == "":
+            continue
+        if isinstance(value, datetime.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=datetime.timezone.utc)
+            return int(value.timestamp() * 1000)
+        if isinstance(value, (int, float)):
+            return int(value * 1000)
+        if isinstance(value, str):
+            try:
+                when = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=datetime.timezone.utc)
+            return int(when.timestamp() * 1000)
+    return None
+
+
 def _s3_userinfo(url: str, options: dict[str, Any]) -> str:
     """``s3://KEY:SECRET@bucket/p`` -> ``s3://bucket/p`` with ``key``/``secret`` options (s3fs reads no user info)."""
     scheme, rest = url.split("://", 1)
@@ -406,7 +432,9 @@ def _local_find(root: str) -> dict[str, FileEntry]:
                         except OSError as err:
                             raise _named(err, root, rel) from None
                         is_dir = stat.S_ISDIR(mode)
-                        found[rel] = FileEntry(rel, size, is_dir, f"mtime={st.st_mtime}")
+                        found[rel] = FileEntry(
+                            rel, size, is_dir, f"mtime={st.st_mtime}", st.st_mtime_ns // 1_000_000
+                        )
                         if is_dir:
                             pending.append(rel)
             finally:
@@ -430,9 +458,9 @@ def _local_ls(folder: str, rel_dir: str) -> list[FileEntry]:
                 continue
             except OSError as err:
                 raise _named(err, folder, e.name) from None
-            out.append(
-                FileEntry(prefix + e.name, st.st_size, stat.S_ISDIR(st.st_mode), f"mtime={st.st_mtime}")
-            )
+            is_dir = stat.S_ISDIR(st.st_mode)
+            modified = st.st_mtime_ns // 1_000_000
+            out.append(FileEntry(prefix + e.name, st.st_size, is_dir, f"mtime={st.st_mtime}", modified))
     return out
 
 
@@ -783,8 +811,9 @@ class CheckpointFS:
                 if not full.startswith(prefix):
                     continue
                 rel = full[len(prefix) :]
+                is_dir = info.get("type") == "directory"
                 entry = FileEntry(
-                    rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info)
+                    rel, int(info.get("size") or 0), is_dir, _version_tag(info), _modified_ms(info)
                 )
                 self._entries[rel] = entry
         self._index(self._entries)
@@ -844,7 +873,7 @@ class CheckpointFS:
         if found is None:
             return None, pages
         files = [
-            FileEntry(c["Key"], int(c.get("Size") or 0), False, _version_tag(c))
+            FileEntry(c["Key"], int(c.get("Size") or 0), False, _version_tag(c), _modified_ms(c))
             for c in found
             if c["Key"] and not c["Key"].endswith("/")
         ]
@@ -893,11 +922,9 @@ class CheckpointFS:
                 if not name.startswith(prefix):
                     continue  # the folder itself (some filesystems list it)
                 rel = posixpath.join(path, name[len(prefix) :]) if path else name[len(prefix) :]
-                entries.append(
-                    FileEntry(
-                        rel, int(info.get("size") or 0), info.get("type") == "directory", _version_tag(info)
-                    )
-                )
+                is_dir = info.get("type") == "directory"
+                size = int(info.get("size") or 0)
+                entries.append(FileEntry(rel, size, is_dir, _version_tag(info), _modified_ms(info)))
         entries.sort(key=lambda e: e.path)
         with self._lock:
             for e in entries:

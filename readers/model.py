@@ -377,6 +377,9 @@ class FileEntry:
     is_dir: bool
     #: What changes when the file is rewritten: the object's ETag on object stores, else its mtime.
     version_tag: str = ""
+    #: When the file was last written, in epoch milliseconds, as the listing gave it (an object's
+    #: ``LastModified`` on object stores, ``mtime`` on disk); None when the listing has no time.
+    modified_ms: int | None = None
 
     @property
     def name(self) -> str:

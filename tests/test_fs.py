@@ -117,6 +117,7 @@ def test_local_listing_equals_fsspec(checkpoint: Any, tmp_path: Path) -> None:
         other = theirs[f"{root}/{rel}"]
         assert (entry.size_bytes, entry.version_tag) == (other["size"], f"mtime={other['mtime']}"), rel
         assert entry.is_dir == (other["type"] == "directory") and entry.path == rel, rel
+        assert abs(entry.modified_ms - other["mtime"] * 1000) < 1, rel  # type: ignore[operator]
     fs = CheckpointFS(str(root))
     assert fs.entry("linked-file").size_bytes == (root / "offsets" / "0").stat().st_size
     assert not fs.is_dir("linked-folder") and fs.is_dir("state/empty")

@@ -183,6 +183,9 @@ def test_s3_objects_appearing_and_listed_before_they_can_be_read(
         poll = watcher.poll()
         assert [b.batch_id for b in poll.batches] == ([3] if n == 2 else [])
     check_batch(poll.batches[0], expected, before)
+    # The commit time is the commit object's LastModified, as S3 itself answers for it (whole seconds).
+    uploaded = client.head_object(Bucket=bucket, Key=f"{prefix}/commits/3")["LastModified"]
+    assert poll.batches[0].commit_time_ms == int(uploaded.timestamp() * 1000)
     # Only what batch 3 wrote was read, each file once: its log files and the deltas of version 4.
     fetched = watcher.ckpt.fs.fetched
     new_reads = {p: n - fetched_before.get(p, 0) for p, n in fetched.items() if n != fetched_before.get(p, 0)}

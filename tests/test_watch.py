@@ -122,6 +122,8 @@ def test_every_batch_reported_once_in_order_as_the_query_recorded(
     assert [b.batch_id for b in seen] == list(range(last + 1))
     for i, batch in enumerate(seen):
         check_batch(batch, expected, seen[i - 1] if i else None)
+        # The commit time is when the commit file was written (the copy is written when copied).
+        assert batch.commit_time_ms == (dst / "commits" / str(batch.batch_id)).stat().st_mtime_ns // 1_000_000
         assert not [f for f in batch.findings if f.severity == "error"]
     # The last batch holds what the query's state holds at the end.
     assert seen[-1].stores[0].rows == len(expected["expected_state"])

@@ -132,7 +132,8 @@ class BatchReport:
     batch_timestamp_ms, watermark_ms : int or None
         From ``offsets/<batch_id>``.
     commit_time_ms : int or None
-        When the commit file was written, where the listing says (local disk), else from the event log.
+        When the commit file was written, as the listing says (an object's ``LastModified`` on object
+        stores, whole seconds on S3; the file's modification time on disk).
     stores : list of StoreReport
     findings : list of DoctorFinding
         What the doctor would now say about the batch's files and state.
@@ -577,17 +578,13 @@ class Watcher:
         return report
 
     def _commit_time(self, b: int) -> int | None:
+        """When ``commits/<b>`` was written, as the poll's listing gave it (on object stores the
+        object's ``LastModified``, the second it was uploaded)."""
         ckpt = self.ckpt
         assert ckpt is not None
         if not ckpt.fs.exists(f"commits/{b}"):
             return None
-        tag = ckpt.fs.entry(f"commits/{b}").version_tag or ""
-        if tag.startswith("mtime="):
-            try:
-                return int(float(tag[len("mtime=") :]) * 1000)
-            except ValueError:
-                return None
-        return None
+        return ckpt.fs.entry(f"commits/{b}").modified_ms
 
     def _runs_seen(self, out: WatchPoll, progress: dict[int, Any]) -> None:
         """Restarts, found as ``statelens summary`` finds them (:func:`app.analysis.runs.find_runs`), and
