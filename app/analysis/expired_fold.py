@@ -67,13 +67,17 @@ class TimeoutState:
         clock: BatchClock,
         kind: str | None,
         tiebreak: Callable[[Any], Any],
+        track_writes: bool = True,
     ):
         self.read_timeout = read_timeout
         self.clock = clock
         self.kind = kind
         self.tiebreak = tiebreak
         self.timeouts: dict[Any, int] = {}
+        #: Key -> the version that last wrote it, for the stale check (kept only when ``track_writes``:
+        #: a dict entry per key that a watch, which reports no stale keys, does without).
         self.last_write: dict[Any, int] = {}
+        self.track_writes = track_writes
         self.zombies: dict[
             Any, tuple[int | None, int, int | None]
         ] = {}  # key -> (fired batch, timeout, threshold)
@@ -90,7 +94,8 @@ class TimeoutState:
                 t = read_timeout(val)
                 timeouts[k] = NO_TIMESTAMP if t is None else t
             self.timeouts = timeouts
-            self.last_write = dict.fromkeys(state, v)  # unknown history: at least this recent
+            if self.track_writes:
+                self.last_write = dict.fromkeys(state, v)  # unknown history: at least this recent
             self.zombies = zombies = {}
             self.heap = [(t, tie(k), k) for k, t in timeouts.items() if t != NO_TIMESTAMP]
             heapq.heapify(self.heap)
@@ -102,7 +107,9 @@ class TimeoutState:
                         b0 = clock.first_batch_over(t, kind, b)  # type: ignore[arg-type]
                         zombies[k] = (b0, t, clock.threshold(b0, kind) if b0 is not None else None)  # type: ignore[arg-type]
             return thr
-        timeouts, last_write, zombies, heap = self.timeouts, self.last_write, self.zombies, self.heap
+        timeouts, zombies, heap = self.timeouts, self.zombies, self.heap
+        # Without the stale check, writes go to a scratch dict that is dropped (one branch less per key).
+        last_write = self.last_write if self.track_writes else {}
         fired: dict[Any, int] = {}
         if thr is not None:
             while heap and heap[0][0] < thr:
@@ -261,7 +268,7 @@ class TimeoutFold(_Fold):
         ts = self.states.get(partition_id)
         if ts is None:
             ts = self.states[partition_id] = TimeoutState(
-                self.read_timeout, self.clock, self.kind, self.tiebreak
+                self.read_timeout, self.clock, self.kind, self.tiebreak, track_writes=bool(self.stale_after)
             )
         thr = ts.step(version, state, changes)
         summary = self.summary
