@@ -3,11 +3,19 @@
 cannot be read, goes to :attr:`StoreFiles.problems` (the error names the file and, where known, the
 offset) and :attr:`StoreFiles.unreadable`; with ``strict`` it is raised. A column family shown as a store
 is listed and checked through the files of the store that holds it.
+
+A file found sound is remembered for the process by what identifies its bytes (the checkpoint, its path,
+the size and version tag of its listing entry) and how it was checked (reader, codec, schema, sample):
+checking the same store again (the app following a running query refreshes its verdicts at every new
+batch) reads only the files that are new or changed. A RocksDB zip is remembered with the SSTs it names
+and their sizes, which must still be listed so. A file at fault is checked again every time.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
+from collections import OrderedDict
 from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +30,12 @@ if TYPE_CHECKING:
     from statelens.readers.model import StateFile
 
 __all__ = ["FileCheck", "StoreFiles"]
+
+#: How many sound files are remembered (a key is a few hundred bytes: tens of MB at most).
+SOUND_FILES_MAX = 200_000
+#: Sound files: identity -> the SSTs a zip names with their sizes (empty for other files).
+_SOUND: OrderedDict[tuple[Any, ...], tuple[tuple[str, int], ...]] = OrderedDict()
+_SOUND_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,7 @@ class StoreFiles:
         self.problems: list[StatelensError] = []
         self.unreadable: list[Unreadable] = []
         self._reader: Any = None
+        self._how: tuple[Any, ...] | None = None
         try:
             self._reader = files_of(backend, operator_id, store_name)
         except StatelensError as err:
@@ -150,14 +165,67 @@ class StoreFiles:
         reader = self._reader
         if self.provider != "rocksdb":
             for sf in files:
+                key = self._identity(sf, sample_rows)
+                if self._known(sf, key) is not None:
+                    yield FileCheck(sf)
+                    continue
                 failed = reader.check_file(sf, sample_rows)
-                yield FileCheck(sf) if failed is None else self._failed(sf, failed[1], failed[0])
+                if failed is None:
+                    _remember(key, ())
+                    yield FileCheck(sf)
+                else:
+                    yield self._failed(sf, failed[1], failed[0])
             return
         physical = reader.physical_rocksdb()
-        for _, group in itertools.groupby(files, key=lambda sf: sf.partition_id):
-            with physical.workspace() as ws:
-                checks = [self._verify(physical, sf, ws) for sf in group]
-            yield from checks
+        for _, in_partition in itertools.groupby(files, key=lambda sf: sf.partition_id):
+            group = [(sf, self._identity(sf, 0)) for sf in in_partition]
+            known = {sf.path: self._known(sf, key) for sf, key in group}
+            fresh: dict[str, FileCheck] = {}
+            if any(names is None for names in known.values()):
+                with physical.workspace() as ws:
+                    for sf, key in group:
+                        if known[sf.path] is None:
+                            fresh[sf.path] = checked = self._verify(physical, sf, ws)
+                            if checked.error is None:
+                                _remember(key, self._sst_sizes(sf, checked.sst_names))
+            for sf, _ in group:
+                names = known[sf.path]
+                yield fresh[sf.path] if names is None else FileCheck(sf, sst_names=names)
+
+    def _identity(self, sf: StateFile, sample_rows: int) -> tuple[Any, ...] | None:
+        """What identifies a file's bytes and its check, or None when the listing gives no version tag."""
+        fs = self._reader.fs
+        try:
+            entry = fs.entry(sf.path)
+        except StatelensError:
+            return None
+        if not entry.version_tag:
+            return None
+        if self._how is None:
+            r = self._reader
+            self._how = (type(r).__name__, r.codec, r.row_checksum, r.long_value_fields, repr(r.schema))
+        return (fs.display_root, sf.path, entry.size_bytes, entry.version_tag, sample_rows, self._how)
+
+    def _known(self, sf: StateFile, key: tuple[Any, ...] | None) -> frozenset[str] | None:
+        """The SSTs a remembered sound file names (empty for other files), or None when it must be
+        checked: not remembered, or a zip whose SSTs are no longer listed with their sizes."""
+        if key is None:
+            return None
+        with _SOUND_LOCK:
+            ssts = _SOUND.get(key)
+            if ssts is not None:
+                _SOUND.move_to_end(key)
+        if ssts is None:
+            return None
+        if ssts:
+            listed = getattr(self.listing(sf.partition_id), "sst_sizes", None) or {}
+            if any(listed.get(name) != size for name, size in ssts):
+                return None
+        return frozenset(name for name, _ in ssts)
+
+    def _sst_sizes(self, sf: StateFile, names: frozenset[str]) -> tuple[tuple[str, int], ...]:
+        listed = getattr(self.listing(sf.partition_id), "sst_sizes", None) or {}
+        return tuple(sorted((name, listed.get(name, -1)) for name in names))
 
     def _verify(self, physical: Any, sf: StateFile, ws: Any) -> FileCheck:
         try:
@@ -187,3 +255,13 @@ class StoreFiles:
             for n, size in sorted(pf.sst_sizes.items())
             if n.endswith(".sst") and not n.startswith(".") and n not in known
         }
+
+
+def _remember(key: tuple[Any, ...] | None, ssts: tuple[tuple[str, int], ...]) -> None:
+    if key is None:
+        return
+    with _SOUND_LOCK:
+        _SOUND[key] = ssts
+        _SOUND.move_to_end(key)
+        while len(_SOUND) > SOUND_FILES_MAX:
+            _SOUND.popitem(last=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from statelens.readers.backends.native import NativeBackend
 from statelens.readers.checkpoint import open_checkpoint
 from statelens.readers.errors import MissingFileError, StatelensError
+from statelens.readers.fs import CheckpointFS
 from statelens.readers.scan_files import StoreFiles
 
 pytestmark = pytest.mark.spark
@@ -111,3 +113,81 @@ def test_a_store_that_cannot_be_listed_is_a_problem_not_an_empty_answer(checkpoi
     assert "no-such-store" in str(err) and files.unreadable[0].partition_id is None
     with pytest.raises(StatelensError):
         StoreFiles(backend, 0, "no-such-store", strict=True)
+
+
+@pytest.fixture
+def state_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """State files read (``CheckpointFS.read_bytes``), by path, from when the test clears it."""
+    reads: Counter[str] = Counter()
+    read_bytes = CheckpointFS.read_bytes
+
+    def counted(self: CheckpointFS, path: str, *args: Any, **kwargs: Any) -> bytes:
+        if path.startswith("state/") and "/_metadata/" not in path:
+            reads[path] += 1
+        return read_bytes(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(CheckpointFS, "read_bytes", counted)
+    return reads
+
+
+def _opened(root: Path, reads: Counter[str]) -> StoreFiles:
+    """A store's files on the checkpoint opened anew (as a refresh opens it), its reads counted anew."""
+    reads.clear()
+    return StoreFiles(NativeBackend(open_checkpoint(str(root), mirror=False)), 0, "default")
+
+
+def test_a_store_checked_again_reads_only_files_new_or_changed(
+    checkpoint: Any, tmp_path: Path, state_reads: Counter[str]
+) -> None:
+    """The app refreshes its verdicts at every batch a followed query commits: files found sound are not
+    read again while their listing entry (size, modification time) is the same; a file rewritten is."""
+    root, expected = _copy(checkpoint, "agg_many_partitions", tmp_path)
+    files = _opened(root, state_reads)
+    listed = files.state_files()
+    assert [c.error for c in files.iter_checks(listed)] == [None] * len(listed)
+    assert dict(state_reads) == {sf.path: 1 for sf in listed}  # every file read once...
+    files = _opened(root, state_reads)
+    again = list(files.iter_checks(files.state_files()))
+    assert [c.file for c in again] == listed and [c.error for c in again] == [None] * len(listed)
+    assert dict(state_reads) == {}  # ...and not again
+    # A delta rewritten with other bytes (cut short) is read and found damaged; the rest is not read.
+    last = max(expected["committed_batches"]) + 1
+    delta = root / f"state/0/1/{last}.delta"
+    original = delta.read_bytes()
+    delta.write_bytes(original[:20])
+    rel = delta.relative_to(root).as_posix()
+    files = _opened(root, state_reads)
+    checks = list(files.iter_checks(files.state_files()))
+    assert [c.file.path for c in checks if c.error is not None] == [rel]
+    assert dict(state_reads) == {rel: 1}
+    # A file at fault is checked every time: put back, it is sound again.
+    files = _opened(root, state_reads)
+    assert [c.file.path for c in files.iter_checks(files.state_files()) if c.error] == [rel]
+    delta.write_bytes(original)
+    files = _opened(root, state_reads)
+    assert [c.error for c in files.iter_checks(files.state_files())] == [None] * len(listed)
+    assert dict(state_reads) == {rel: 1}
+
+
+def test_a_zip_checked_again_is_read_again_when_an_sst_it_names_changed(
+    checkpoint: Any, tmp_path: Path, state_reads: Counter[str]
+) -> None:
+    root, _ = _copy(checkpoint, "rocks_agg", tmp_path)
+    files = _opened(root, state_reads)
+    listed = files.state_files(partition_id=0)
+    clean = list(files.iter_checks(listed))
+    assert [c.error for c in clean] == [None] * len(listed) and any(c.sst_names for c in clean)
+    files = _opened(root, state_reads)
+    again = list(files.iter_checks(files.state_files(partition_id=0)))
+    assert [(c.file, c.error, c.sst_names) for c in again] == [(c.file, None, c.sst_names) for c in clean]
+    assert dict(state_reads) == {}  # no zip, SST or changelog read
+    assert files.orphan_ssts(0, again) == {}
+    # An SST the last zip names, cut short: that zip (and any other naming it) is read and found damaged.
+    last_zip = max((c for c in clean if c.file.kind == "zip"), key=lambda c: c.file.version)
+    sst = root / "state/0/0/SSTs" / sorted(last_zip.sst_names)[0]
+    sst.write_bytes(sst.read_bytes()[:100])
+    files = _opened(root, state_reads)
+    checks = list(files.iter_checks(files.state_files(partition_id=0)))
+    bad = {c.file.path for c in checks if c.error is not None}
+    assert bad == {c.file.path for c in clean if sst.name in c.sst_names}
+    assert all(c.stage == "zip" for c in checks if c.error is not None)
