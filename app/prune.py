@@ -40,11 +40,12 @@ from statelens.app.analysis.expired import iter_expired
 from statelens.app.output import dumps_jsonl
 from statelens.readers.backends.native import NativeBackend
 from statelens.readers.checkpoint import JOIN_STORE_ORDER, open_checkpoint
+from statelens.readers.checksums import crc_sidecar_path, hadoop_crc
 from statelens.readers.errors import BackendUnavailableError, RefusedError, StatelensError, UsageError
 from statelens.readers.mirror import iter_copy_checkpoint, refuse_overlap, write_file_atomic
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.restart import REPAIR_ENABLED, RestartConf
-from statelens.readers.rewrite import cannot_write, crc_sidecar_path, hadoop_crc, removal_files
+from statelens.readers.rewrite import cannot_write, removal_files
 from statelens.readers.scan import StateScan
 from statelens.readers.values import row_to_json
 

@@ -21,7 +21,7 @@ changelog v2 records), checkpoint format v2 (unique ids that the commit log must
 by a RocksDB newer than the one ``rocksdict`` bundles.
 
 On local file systems every written file also gets the hidden Hadoop checksum sidecar that Spark's
-``ChecksumFileSystem`` writes beside it (§1.3, :func:`hadoop_crc`).
+``ChecksumFileSystem`` writes beside it (§1.3, :func:`readers.checksums.hadoop_crc`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import tempfile
 import time
 import uuid
 import zipfile
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -61,18 +60,14 @@ __all__ = [
     "NewFile",
     "bundled_rocksdb_version",
     "cannot_write",
-    "crc_sidecar_path",
-    "hadoop_crc",
     "removal_files",
     "zip_removal_files",
 ]
 
 _I32_BE = struct.Struct(">i")
-_U32_BE = struct.Struct(">I")
 _U32_LE = struct.Struct("<I")
 _END = _I32_BE.pack(-1)
 #: ``io.bytes.per.checksum``, Hadoop's default for ``ChecksumFileSystem``.
-_BYTES_PER_CHECKSUM = 512
 #: ``rocksdb_version=9.8.4`` in a RocksDB ``OPTIONS-<n>`` file.
 _ROCKSDB_VERSION_RE = re.compile(rb"^\s*rocksdb_version=(\d+)\.(\d+)\.(\d+)\s*$", re.MULTILINE)
 #: The file ``rocksdict`` writes into every folder it opens (its own settings, not RocksDB's).
@@ -87,21 +82,6 @@ class NewFile:
     path: str
     data: bytes
     unique_id: str | None = None
-
-
-def hadoop_crc(data: bytes, bytes_per_checksum: int = _BYTES_PER_CHECKSUM) -> bytes:
-    """The ``.<name>.crc`` sidecar Hadoop's ``ChecksumFileSystem`` keeps beside a local file: ``crc\\0``,
-    the chunk size (i32 BE), then the CRC-32 (u32 BE) of every ``bytes_per_checksum`` chunk."""
-    out = bytearray(b"crc\x00" + _I32_BE.pack(bytes_per_checksum))
-    for i in range(0, len(data), bytes_per_checksum):
-        out += _U32_BE.pack(zlib.crc32(data[i : i + bytes_per_checksum]))
-    return bytes(out)
-
-
-def crc_sidecar_path(path: str) -> str:
-    """``dir/name`` -> ``dir/.name.crc``."""
-    folder, name = posixpath.split(path)
-    return posixpath.join(folder, f".{name}.crc")
 
 
 def cannot_write(backend: Any, operator_id: int, store_name: str, base: int) -> str | None:

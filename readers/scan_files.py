@@ -4,6 +4,9 @@ cannot be read, goes to :attr:`StoreFiles.problems` (the error names the file an
 offset) and :attr:`StoreFiles.unreadable`; with ``strict`` it is raised. A column family shown as a store
 is listed and checked through the files of the store that holds it.
 
+:func:`iter_sidecar_checks` checks every file of a checkpoint on a local file system against the Hadoop
+checksum sidecar beside it (:mod:`readers.checksums`), as Spark's reads there do.
+
 A file found sound is remembered for the process by what identifies its bytes (the checkpoint, its path,
 the size and version tag of its listing entry) and how it was checked (reader, codec, schema, sample):
 checking the same store again (the app following a running query refreshes its verdicts at every new
@@ -16,20 +19,22 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statelens.readers.backends.base import files_of
+from statelens.readers.checksums import check_against_sidecar, sidecar_target
 from statelens.readers.errors import StatelensError
 from statelens.readers.restart import PartitionFiles
 from statelens.readers.scan import Unreadable
 
 if TYPE_CHECKING:
     from statelens.readers.backends.base import StateBackend
+    from statelens.readers.fs import CheckpointFS
     from statelens.readers.model import StateFile
 
-__all__ = ["FileCheck", "StoreFiles"]
+__all__ = ["FileCheck", "StoreFiles", "iter_sidecar_checks"]
 
 #: How many sound files are remembered (a key is a few hundred bytes: tens of MB at most).
 SOUND_FILES_MAX = 200_000
@@ -265,3 +270,50 @@ def _remember(key: tuple[Any, ...] | None, ssts: tuple[tuple[str, int], ...]) ->
         _SOUND.move_to_end(key)
         while len(_SOUND) > SOUND_FILES_MAX:
             _SOUND.popitem(last=False)
+
+
+def iter_sidecar_checks(
+    fs: CheckpointFS, cancelled: Callable[[], bool] | None = None
+) -> Iterator[tuple[str, StatelensError | None]]:
+    """Every listed file with a Hadoop checksum sidecar (``.<name>.crc``) beside it, checked against it:
+    ``(path, None)`` when it matches, ``(path, error)`` when not (:func:`readers.checksums.check_against_sidecar`)
+    or when either cannot be read.
+
+    Only on a local file system: object stores keep no sidecars and Spark checks none there (a sidecar
+    uploaded with a copy is not checked either). Sidecars of temporary files are left to the temp-file
+    check. Files found to match are remembered as :meth:`StoreFiles.iter_checks` remembers sound files.
+
+    Parameters
+    ----------
+    fs : readers.fs.CheckpointFS
+    cancelled : callable, optional
+        Polled between files: the walk stops when it turns true.
+    """
+    if not fs.is_local:
+        return
+    pairs = []
+    for entry in fs.walk_files(""):
+        target = sidecar_target(entry.path)
+        if target is None or target.rpartition("/")[2].startswith(".") or not fs.exists(target):
+            continue
+        if not fs.is_dir(target):
+            pairs.append((target, entry))
+    for target, sidecar in pairs:
+        if cancelled is not None and cancelled():
+            return
+        file = fs.entry(target)
+        key = None
+        if file.version_tag and sidecar.version_tag:
+            key = (fs.display_root, target, file.size_bytes, file.version_tag, sidecar.version_tag, "sidecar")
+            with _SOUND_LOCK:
+                if key in _SOUND:
+                    _SOUND.move_to_end(key)
+                    yield target, None
+                    continue
+        try:
+            check_against_sidecar(fs.read_bytes(target), fs.read_bytes(sidecar.path), target)
+        except StatelensError as err:
+            yield target, err
+            continue
+        _remember(key, ())
+        yield target, None

@@ -106,6 +106,7 @@ MODULES: dict[str, Target] = {
     ),
     "rowchecksum": Target(("_format/rowchecksum.py",), ("tests/test_row_checksums.py",)),
     "logs": Target(("logs.py",), ("tests/test_logs.py",)),
+    "checksums": Target(("checksums.py",), ("tests/test_checksums.py",)),
     "schemas": Target(("schemas.py",), ("tests/test_schemas.py",)),
     "opmeta": Target(("opmeta.py",), ("tests/test_opmeta.py",)),
     "operators": Target(("operators.py",), ("tests/test_operators.py",)),

@@ -8,7 +8,7 @@ one more input file (one more micro-batch), and what Spark did is recorded. The 
 (:data:`DAMAGES`): the newest or oldest delta, snapshot, changelog or zip truncated to half its bytes,
 bit-flipped (the middle byte XOR 0xFF) or deleted; an SST the newest zip names deleted or bit-flipped;
 the newest commit deleted; the newest batch's offsets and commit deleted (a checkpoint rolled back one
-batch); the newest delta replaced by the one before it (``newest-delta-stale``: every file valid, the
+batch); the newest or oldest offsets file, or the newest zip, saved again with a final newline added; the newest delta replaced by the one before it (``newest-delta-stale``: every file valid, the
 content wrong; :data:`UNDETECTABLE`). A damaged file keeps its Hadoop ``.crc`` (which Spark's local file system checks) unless the
 damage ends in ``-nocrc`` (as a copy from an object store, which has none). The outcomes:
 
@@ -516,10 +516,16 @@ def _delete(p: Path) -> None:
     p.unlink()
 
 
+def _resave(p: Path) -> None:
+    """Opened in an editor and saved: the content the same, a final newline added."""
+    p.write_bytes(p.read_bytes() + b"\n")
+
+
 _ACTIONS: dict[str, Callable[[Path], None]] = {
     "truncated": _truncate,
     "bitflip": _bitflip,
     "deleted": _delete,
+    "resaved": _resave,
 }
 
 
@@ -546,6 +552,9 @@ def _target(checkpoint: Path, what: str) -> Path:
             / "commits"
             / str(max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()))
         )
+    if what in ("newest-offsets", "oldest-offsets"):
+        ids = sorted(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+        return checkpoint / "offsets" / str(ids[-1] if what.startswith("newest") else ids[0])
     part = checkpoint / "state" / "0" / "0"
     if what == "newest-zip-sst":
         return _newest_zip_sst(part)
@@ -612,7 +621,15 @@ DAMAGES: dict[str, list[str]] = {
         "newest-snapshot-bitflip-nocrc",
         *_COMMON,
     ],
-    "hdfs": [*_HDFS, "newest-batch-deleted", "newest-delta-stale", *_COMMON],
+    "hdfs": [
+        *_HDFS,
+        "newest-batch-deleted",
+        "newest-delta-stale",
+        "newest-offsets-resaved",
+        "newest-offsets-resaved-nocrc",
+        "oldest-offsets-resaved",
+        *_COMMON,
+    ],
     "rocks-changelog": [
         *_CHANGELOG,
         *_ZIP,
@@ -623,7 +640,7 @@ DAMAGES: dict[str, list[str]] = {
         "newest-batch-deleted",
         *_COMMON,
     ],
-    "rocks": [*_ZIP, "oldest-zip-truncated", "newest-zip-sst-bitflip-nocrc", *_COMMON],
+    "rocks": [*_ZIP, "oldest-zip-truncated", "newest-zip-sst-bitflip-nocrc", "newest-zip-resaved", *_COMMON],
     "rocks-v2": [*_CHANGELOG, *_ZIP, "oldest-changelog-truncated", *_COMMON],
     "stateless": ["newest-batch-deleted", *_COMMON],
     "tws": [*_CHANGELOG, "newest-zip-truncated", *_COMMON],

@@ -176,11 +176,14 @@ def test_truncated_newest_snapshot_fails_without_auto_snapshot_repair(copy_of):
 
 
 def _edit_offsets(path: Path, **fields) -> None:
+    """The offsets file as Spark would have written it with ``fields`` (the Hadoop checksum beside it,
+    which no longer matches, removed: as a copy from an object store, which keeps none)."""
     lines = path.read_text().split("\n")
     meta = json.loads(lines[1])
     meta.update(fields)
     lines[1] = json.dumps(meta, separators=(",", ":"))
     path.write_text("\n".join(lines))
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
 
 
 def test_watermark_going_backwards(copy_of):
@@ -343,3 +346,22 @@ def test_doctor_json_says_what_a_restart_loads_per_partition(copy_of, capsys):
     assert [(p["partition"], p["outcome"], p["failure"]["file"]) for p in failed] == [
         (2, "fails", "state/0/2/6.snapshot")
     ]
+
+
+@pytest.mark.parametrize("which", ["newest", "oldest"])
+def test_a_log_saved_again_by_an_editor_is_a_note_not_a_failed_restart(copy_of, which):
+    """An offsets file saved again with a final newline no longer matches its Hadoop checksum; Spark reads
+    logs without checking it, and the restart succeeds (the restart matrix's ``hdfs/*-offsets-resaved``
+    cells): a note that the file changed after Spark wrote it, not an error."""
+    ckpt, expected = copy_of("agg_count")
+    batch = max(expected["batches"]) if which == "newest" else min(expected["batches"])
+    offsets = ckpt / "offsets" / str(batch)
+    offsets.write_bytes(offsets.read_bytes() + b"\n")
+    result = _doctor(ckpt)
+    (f,) = _only(result, "checksum_mismatch")
+    assert (f.severity, f.files) == ("info", (f"offsets/{batch}", f"offsets/.{batch}.crc"))
+    assert "does not match its Hadoop checksum" in f.message and "does not stop a restart" in f.message
+    assert result.exit_code == 0
+    # Without the sidecar (a copy from an object store), nothing is said.
+    (ckpt / "offsets" / f".{batch}.crc").unlink()
+    assert not [f for f in _doctor(ckpt).findings if f.check == "checksum_mismatch"]

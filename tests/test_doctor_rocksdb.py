@@ -213,3 +213,40 @@ def test_an_orphan_sst_is_a_note_with_its_bytes(checkpoint: Any, tmp_path: Path)
     (f,) = _named(result, "rocksdb_orphan_sst")
     assert f.severity == "info" and f.files == (f"state/0/0/SSTs/{orphan}",)
     assert f"{(ssts / orphan).stat().st_size:,} bytes" in f.message and result.exit_code == 0
+
+
+def _unmatch_sidecar(path: Path) -> None:
+    """The Hadoop checksum beside ``path`` no longer matching it (its first CRC changed): what a file
+    changed after Spark wrote it shows, the file itself left as it was."""
+    crc = path.with_name(f".{path.name}.crc")
+    data = bytearray(crc.read_bytes())
+    data[8] ^= 0xFF
+    crc.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("what", ["zip", "sst", "older zip"])
+def test_a_zip_or_sst_that_does_not_match_its_checksum_fails_the_restart_that_loads_it(
+    checkpoint: Any, tmp_path: Path, what: str
+) -> None:
+    """A restart copies a zip and its SSTs through Hadoop's ``FileSystem``, which checks the sidecar:
+    ``ChecksumException: Checksum error: file:<checkpoint>/state/0/0/7.zip at 2048`` (the restart
+    matrix's ``rocks/newest-zip-bitflip``). The zip and SSTs still open in RocksDB: only the sidecar
+    tells."""
+    root, restart = _copy(checkpoint, "rocks_agg", tmp_path)
+    part = root / "state" / "0" / "0"
+    loaded = _restart_zip(part, restart)
+    zip_path = _file(part, loaded if what != "older zip" else loaded - 1, "zip")
+    target = part / "SSTs" / _ssts_of(zip_path)[0][0] if what == "sst" else zip_path
+    _unmatch_sidecar(target)
+    result = _doctor(root)
+    rel = target.relative_to(root).as_posix()
+    found = [f for f in result.findings if rel in f.files]
+    assert len(found) == 1, [(f.check, f.files) for f in result.findings]
+    f = found[0]
+    assert f.files[0] == rel and f.partition == 0, f
+    assert "does not match its Hadoop checksum" in f.message and "ChecksumException" in f.message
+    if what == "older zip":  # a restart does not load it
+        assert (f.check, f.severity, result.exit_code) == ("rocksdb_checksum", "warning", 1)
+    else:  # no changelogs: nothing to repair from
+        assert (f.check, f.severity, result.exit_code) == ("rocksdb_restart_checksum", "error", 2)
+        assert f"loads version {restart}" in f.message and "The restart will fail" in f.message

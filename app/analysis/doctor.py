@@ -24,11 +24,12 @@ from statelens.app.analysis._common import BatchClock
 from statelens.app.analysis.progress_checks import iter_check_progress
 from statelens.readers import schemas
 from statelens.readers.backends import native_backend
+from statelens.readers.checksums import crc_sidecar_path
 from statelens.readers.errors import StatelensError
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.restart import REPAIR_ENABLED, PartitionFiles, RestartConf, RestartLoad, plan_load
 from statelens.readers.scan import StateScan
-from statelens.readers.scan_files import FileCheck, StoreFiles
+from statelens.readers.scan_files import FileCheck, StoreFiles, iter_sidecar_checks
 from statelens.readers.textfmt import ranges as _ranges
 
 SEVERITIES = ("error", "warning", "info")
@@ -144,6 +145,9 @@ class _Doctor:
         # each store partition's files as listed, and the damaged ones among them, for the restart plans
         self._layout: dict[tuple[int, str, int], PartitionFiles] = {}
         self._damage: dict[tuple[int, str, int], dict[str, str]] = {}
+        # files that do not match their Hadoop checksum sidecar: path -> what is wrong (a RocksDB zip, or
+        # one whose SSTs do not, is judged with the damaged files; the rest is reported by report_sidecars)
+        self._sidecar_bad: dict[str, StatelensError] = {}
 
     def add(
         self, check: str, severity: str, message: str, files: list[str] | tuple[str, ...] = (), **ctx: Any
@@ -571,11 +575,90 @@ class _Doctor:
                 checks.setdefault(checked.file.partition_id, []).append(checked)
             for pid in files.partition_ids():
                 bad = {c.file.path: self._damage_of(op_id, c) for c in checks.get(pid, []) if c.error}
+                self._sidecar_zips(files, pid, checks.get(pid, []), bad)
                 if (
                     bad
                 ):  # (RocksDB undamaged: a restart can only fail on a missing file, the listing names it)
                     self._judge_damage(op_id, store_name, pid, files, bad)
                 self._orphan_ssts(op_id, store_name, pid, files, checks.get(pid, []))
+
+    def iter_check_sidecars(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
+        """Every file with a Hadoop checksum sidecar beside it (a local file system) against it
+        (:func:`readers.scan_files.iter_sidecar_checks`); what does not match is judged by
+        :meth:`iter_check_files` (RocksDB zips and their SSTs) and :meth:`report_sidecars` (the rest)."""
+        if not self.ckpt.fs.is_local:
+            return
+        self.result.checked.append(
+            "every file matches the Hadoop checksum (.crc) beside it (Spark checks those of RocksDB zips and SSTs)"
+        )
+        last, total = time.monotonic(), sum(1 for e in self.ckpt.fs.walk_files("") if e.name.endswith(".crc"))
+        for n, (path, err) in enumerate(iter_sidecar_checks(self.ckpt.fs, cancelled), 1):
+            if err is not None:
+                self._sidecar_bad[path] = err
+            if time.monotonic() - last > 0.1:
+                last = time.monotonic()
+                yield Progress(min(n, total), total, f"checking the checksum of {path}")
+
+    def _sidecar_zips(
+        self,
+        files: StoreFiles,
+        pid: int,
+        checks: list[FileCheck],
+        bad: dict[str, tuple[str, str, list[str], int]],
+    ) -> None:
+        """RocksDB zips that are sound by their format but that Spark refuses to load: the zip, or an SST
+        it names, does not match its Hadoop checksum (a restart copies them through Hadoop's
+        ``FileSystem``, which checks it: ``ChecksumException``, tests/restart_matrix.py)."""
+        pf = files.listing(pid)
+        for c in checks:
+            if c.file.kind != "zip" or c.error is not None or c.file.path in bad:
+                continue
+            at_fault = [c.file.path] if c.file.path in self._sidecar_bad else []
+            at_fault += [
+                f"{pf.directory}/SSTs/{name}"
+                for name in sorted(c.sst_names)
+                if f"{pf.directory}/SSTs/{name}" in self._sidecar_bad
+            ]
+            if at_fault:
+                err = self._sidecar_bad[at_fault[0]]
+                message = (
+                    f"zip {c.file.version} cannot be loaded: {at_fault[0]} {err.message}, and Spark copies "
+                    "RocksDB files through Hadoop's checked read (ChecksumException)"
+                )
+                bad[c.file.path] = (
+                    "rocksdb_checksum",
+                    message,
+                    [*at_fault, crc_sidecar_path(at_fault[0])],
+                    c.file.version,
+                )
+        for c in checks:
+            if c.file.kind == "zip":
+                self._sidecar_bad.pop(c.file.path, None)
+                for name in c.sst_names:
+                    self._sidecar_bad.pop(f"{pf.directory}/SSTs/{name}", None)
+
+    def report_sidecars(self) -> None:
+        """The files left in :attr:`_sidecar_bad`: logs, state files other than RocksDB zips, schemas,
+        source logs, and zips or SSTs no check read. Spark reads the former through its checkpoint file
+        manager (Hadoop's ``FileContext``), which does not check the sidecar (a restart on an offsets file
+        saved again by an editor succeeds: tests/restart_matrix.py), and a restart does not load the
+        latter: a note that the file changed after Spark wrote it, the evidence of an edit or of damage."""
+        for path, err in sorted(self._sidecar_bad.items()):
+            name = path.rsplit("/", 1)[-1]
+            rocks = name.endswith((".zip", ".sst"))
+            self.add(
+                "checksum_mismatch",
+                "info",
+                f"{path} {err.message}: it changed after Spark wrote it (edited by hand, saved again, or "
+                "damaged on disk). "
+                + (
+                    "Spark checks it when a restart copies it, but a restart of the last committed batch "
+                    "does not load it"
+                    if rocks
+                    else "Spark reads it without checking the sidecar, so this alone does not stop a restart"
+                ),
+                [path, crc_sidecar_path(path)],
+            )
 
     @staticmethod
     def _damage_of(op_id: int, checked: FileCheck) -> tuple[str, str, list[str], int]:
@@ -941,7 +1024,9 @@ def iter_doctor(
         yield Progress(n, len(steps) + 1, what)
         step()
     if decode_files:
+        yield from doc.iter_check_sidecars(cancelled)
         yield from doc.iter_check_files(cancelled, restart_only)
+        doc.report_sidecars()
     elif known_damage:
         doc.judge_known_damage(known_damage)
     doc.plan_restarts()
