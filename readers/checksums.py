@@ -85,18 +85,22 @@ def check_against_sidecar(data: bytes, sidecar: bytes, path: str) -> None:
         )
     stored = body // _U32_BE.size
     chunks = -(-len(data) // chunk)
-    for n in range(min(stored, chunks)):
-        (expected,) = _U32_BE.unpack_from(sidecar, _HEADER + n * _U32_BE.size)
-        got = zlib.crc32(data[n * chunk : (n + 1) * chunk])
-        if got != expected:
-            raise ChecksumError(
-                f"does not match its Hadoop checksum {posixpath.basename(where)}: the {chunk}-byte chunk at "
-                f"byte {n * chunk} has CRC-32 {got}, the sidecar says {expected}",
-                path=path,
-                offset=n * chunk,
-                expected=expected,
-                got=got,
-            )
+    view = memoryview(data)
+    computed = [zlib.crc32(view[i : i + chunk]) for i in range(0, min(stored, chunks) * chunk, chunk)]
+    recorded = struct.unpack_from(f">{len(computed)}I", sidecar, _HEADER)
+    if list(recorded) != computed:
+        n = next(
+            i for i, (got, expected) in enumerate(zip(computed, recorded, strict=True)) if got != expected
+        )
+        got, expected = computed[n], recorded[n]
+        raise ChecksumError(
+            f"does not match its Hadoop checksum {posixpath.basename(where)}: the {chunk}-byte chunk at "
+            f"byte {n * chunk} has CRC-32 {got}, the sidecar says {expected}",
+            path=path,
+            offset=n * chunk,
+            expected=expected,
+            got=got,
+        )
     if stored != chunks:
         raise ChecksumError(
             f"is {len(data)} bytes, {chunks} chunk(s) of {chunk}, but its Hadoop checksum "

@@ -20,6 +20,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,10 +33,12 @@ from statelens.readers.scan import Unreadable
 if TYPE_CHECKING:
     from statelens.readers.backends.base import StateBackend
     from statelens.readers.fs import CheckpointFS
-    from statelens.readers.model import StateFile
+    from statelens.readers.model import FileEntry, StateFile
 
 __all__ = ["FileCheck", "StoreFiles", "iter_sidecar_checks"]
 
+#: Threads checking files against their sidecars.
+SIDECAR_THREADS = 4
 #: How many sound files are remembered (a key is a few hundred bytes: tens of MB at most).
 SOUND_FILES_MAX = 200_000
 #: Sound files: identity -> the SSTs a zip names with their sizes (empty for other files).
@@ -298,9 +301,9 @@ def iter_sidecar_checks(
             continue
         if not fs.is_dir(target):
             pairs.append((target, entry))
-    for target, sidecar in pairs:
-        if cancelled is not None and cancelled():
-            return
+
+    def check(pair: tuple[str, FileEntry]) -> StatelensError | None:
+        target, sidecar = pair
         file = fs.entry(target)
         key = None
         if file.version_tag and sidecar.version_tag:
@@ -308,12 +311,18 @@ def iter_sidecar_checks(
             with _SOUND_LOCK:
                 if key in _SOUND:
                     _SOUND.move_to_end(key)
-                    yield target, None
-                    continue
+                    return None
         try:
             check_against_sidecar(fs.read_bytes(target), fs.read_bytes(sidecar.path), target)
         except StatelensError as err:
-            yield target, err
-            continue
+            return err
         _remember(key, ())
-        yield target, None
+        return None
+
+    # A few files at a time: the reads and the CRCs of large chunks release the GIL.
+    with ThreadPoolExecutor(max_workers=SIDECAR_THREADS) as pool:
+        for start in range(0, len(pairs), 256):
+            if cancelled is not None and cancelled():
+                return
+            batch = pairs[start : start + 256]
+            yield from zip((t for t, _ in batch), pool.map(check, batch), strict=True)
