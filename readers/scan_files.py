@@ -20,7 +20,6 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +36,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FileCheck", "StoreFiles", "iter_sidecar_checks"]
 
-#: Threads checking files against their sidecars.
-SIDECAR_THREADS = 4
+#: State files :meth:`StoreFiles.iter_checks` reads whole through their codec's own checksums and
+#: framing, and that Spark reads without checking the sidecar: their sidecars are not read (a mismatch
+#: would only be a note, at the cost of reading every file twice).
+_CHECKED_BY_FORMAT = (".delta", ".snapshot", ".changelog")
 #: How many sound files are remembered (a key is a few hundred bytes: tens of MB at most).
 SOUND_FILES_MAX = 200_000
 #: Sound files: identity -> the SSTs a zip names with their sizes (empty for other files).
@@ -284,7 +285,8 @@ def iter_sidecar_checks(
 
     Only on a local file system: object stores keep no sidecars and Spark checks none there (a sidecar
     uploaded with a copy is not checked either). Sidecars of temporary files are left to the temp-file
-    check. Files found to match are remembered as :meth:`StoreFiles.iter_checks` remembers sound files.
+    check; those of deltas, snapshots and changelogs are not read (:data:`_CHECKED_BY_FORMAT`): the
+    logs, schemas, source logs, RocksDB zips and SSTs are. Files found to match are remembered as :meth:`StoreFiles.iter_checks` remembers sound files.
 
     Parameters
     ----------
@@ -299,7 +301,7 @@ def iter_sidecar_checks(
         target = sidecar_target(entry.path)
         if target is None or target.rpartition("/")[2].startswith(".") or not fs.exists(target):
             continue
-        if not fs.is_dir(target):
+        if not fs.is_dir(target) and not target.endswith(_CHECKED_BY_FORMAT):
             pairs.append((target, entry))
 
     def check(pair: tuple[str, FileEntry]) -> StatelensError | None:
@@ -319,10 +321,7 @@ def iter_sidecar_checks(
         _remember(key, ())
         return None
 
-    # A few files at a time: the reads and the CRCs of large chunks release the GIL.
-    with ThreadPoolExecutor(max_workers=SIDECAR_THREADS) as pool:
-        for start in range(0, len(pairs), 256):
-            if cancelled is not None and cancelled():
-                return
-            batch = pairs[start : start + 256]
-            yield from zip((t for t, _ in batch), pool.map(check, batch), strict=True)
+    for pair in pairs:
+        if cancelled is not None and cancelled():
+            return
+        yield pair[0], check(pair)

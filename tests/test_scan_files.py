@@ -191,3 +191,27 @@ def test_a_zip_checked_again_is_read_again_when_an_sst_it_names_changed(
     bad = {c.file.path for c in checks if c.error is not None}
     assert bad == {c.file.path for c in clean if sst.name in c.sst_names}
     assert all(c.stage == "zip" for c in checks if c.error is not None)
+
+
+def test_sidecars_checked_are_those_of_logs_schemas_zips_and_ssts(checkpoint: Any) -> None:
+    """Deltas, snapshots and changelogs are read whole through their own codec checks (and Spark reads
+    them unchecked): their sidecars are not read; every other file's is."""
+    from statelens.readers.scan_files import iter_sidecar_checks
+
+    for name in ("agg_count", "rocks_agg_changelog"):
+        root = checkpoint(name) / "checkpoint"
+        checked = [
+            p for p, err in iter_sidecar_checks(open_checkpoint(str(root), mirror=False).fs) if err is None
+        ]
+        on_disk = {
+            p.with_name(p.name[1 : -len(".crc")]).relative_to(root).as_posix()
+            for p in root.rglob(".*.crc")
+            if p.with_name(p.name[1 : -len(".crc")]).is_file()
+        }
+        state_data = {p for p in on_disk if p.endswith((".delta", ".snapshot", ".changelog"))}
+        assert state_data and sorted(checked) == sorted(on_disk - state_data), name
+        assert any(p.startswith("offsets/") for p in checked) and any(
+            p.startswith("commits/") for p in checked
+        )
+        if name.startswith("rocks"):
+            assert any(p.endswith(".zip") for p in checked) and any(p.endswith(".sst") for p in checked)

@@ -589,7 +589,7 @@ class _Doctor:
         if not self.ckpt.fs.is_local:
             return
         self.result.checked.append(
-            "every file matches the Hadoop checksum (.crc) beside it (Spark checks those of RocksDB zips and SSTs)"
+            "logs, schemas, RocksDB zips and SSTs match the Hadoop checksum (.crc) beside them (Spark checks zips' and SSTs')"
         )
         last, total = time.monotonic(), sum(1 for e in self.ckpt.fs.walk_files("") if e.name.endswith(".crc"))
         for n, (path, err) in enumerate(iter_sidecar_checks(self.ckpt.fs, cancelled), 1):
