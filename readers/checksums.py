@@ -1,11 +1,13 @@
 """Hadoop's checksum sidecars (docs/format.md §1.3): the ``.<name>.crc`` file Hadoop's
-``ChecksumFileSystem`` writes beside every file on a local (``file:``) file system, which Spark's reads
-through it check. The sidecar is ``crc\\0``, the chunk size (i32 big-endian, 512 as Spark writes it),
-then the CRC-32 (u32 big-endian) of every chunk of the file, the last one short.
+``ChecksumFileSystem`` writes beside every file on a local (``file:``) file system. The sidecar is
+``crc\0``, the chunk size (i32 big-endian, 512 as Spark writes it), then the CRC-32 (u32 big-endian) of
+every chunk of the file, the last one short.
 
-A file whose bytes no longer match its sidecar (edited by hand, even only re-saved by an editor that adds a
-final newline; damaged on disk) is refused by Spark with ``org.apache.hadoop.fs.ChecksumException:
-Checksum error: <file> at <offset>``, however valid its content: on a restart, that is a failed restart.
+A file whose bytes no longer match its sidecar changed after it was written (edited by hand, even only
+saved again by an editor that adds a final newline; damaged on disk). Spark checks the sidecar only where
+it reads through Hadoop's ``FileSystem``: RocksDB zips and SSTs, which a load copies to local disk and
+refuses with ``org.apache.hadoop.fs.ChecksumException: Checksum error: <file> at <offset>``. Logs and the
+other state files go through its checkpoint file manager (``FileContext``), which reads them unchecked.
 Object stores (S3A, ABFS, GCS) keep no sidecars and check none.
 """
 

@@ -4,8 +4,8 @@ cannot be read, goes to :attr:`StoreFiles.problems` (the error names the file an
 offset) and :attr:`StoreFiles.unreadable`; with ``strict`` it is raised. A column family shown as a store
 is listed and checked through the files of the store that holds it.
 
-:func:`iter_sidecar_checks` checks every file of a checkpoint on a local file system against the Hadoop
-checksum sidecar beside it (:mod:`readers.checksums`), as Spark's reads there do.
+:func:`iter_sidecar_checks` checks the logs, schemas, source logs, RocksDB zips and SSTs of a checkpoint on
+a local file system against the Hadoop checksum sidecar beside each (:mod:`readers.checksums`).
 
 A file found sound is remembered for the process by what identifies its bytes (the checkpoint, its path,
 the size and version tag of its listing entry) and how it was checked (reader, codec, schema, sample):

@@ -638,8 +638,8 @@ class _Doctor:
                     self._sidecar_bad.pop(f"{pf.directory}/SSTs/{name}", None)
 
     def report_sidecars(self) -> None:
-        """The files left in :attr:`_sidecar_bad`: logs, state files other than RocksDB zips, schemas,
-        source logs, and zips or SSTs no check read. Spark reads the former through its checkpoint file
+        """The files left in :attr:`_sidecar_bad`: logs, schemas, source logs, and zips or SSTs no check
+        read. Spark reads the former through its checkpoint file
         manager (Hadoop's ``FileContext``), which does not check the sidecar (a restart on an offsets file
         saved again by an editor succeeds: tests/restart_matrix.py), and a restart does not load the
         latter: a note that the file changed after Spark wrote it, the evidence of an edit or of damage."""
