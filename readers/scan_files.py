@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from statelens.readers.fs import CheckpointFS
     from statelens.readers.model import FileEntry, StateFile
 
-__all__ = ["FileCheck", "StoreFiles", "iter_sidecar_checks"]
+__all__ = ["FileCheck", "StoreFiles", "iter_sidecar_checks", "sidecar_pairs"]
 
 #: State files :meth:`StoreFiles.iter_checks` reads whole through their codec's own checksums and
 #: framing, and that Spark reads without checking the sidecar: their sidecars are not read (a mismatch
@@ -218,12 +218,7 @@ class StoreFiles:
     def _known(self, sf: StateFile, key: tuple[Any, ...] | None) -> frozenset[str] | None:
         """The SSTs a remembered sound file names (empty for other files), or None when it must be
         checked: not remembered, or a zip whose SSTs are no longer listed with their sizes."""
-        if key is None:
-            return None
-        with _SOUND_LOCK:
-            ssts = _SOUND.get(key)
-            if ssts is not None:
-                _SOUND.move_to_end(key)
+        ssts = _recall(key)
         if ssts is None:
             return None
         if ssts:
@@ -266,6 +261,17 @@ class StoreFiles:
         }
 
 
+def _recall(key: tuple[Any, ...] | None) -> tuple[tuple[str, int], ...] | None:
+    """What :func:`_remember` kept for a sound file (the SSTs a zip names, else empty), or None."""
+    if key is None:
+        return None
+    with _SOUND_LOCK:
+        ssts = _SOUND.get(key)
+        if ssts is not None:
+            _SOUND.move_to_end(key)
+    return ssts
+
+
 def _remember(key: tuple[Any, ...] | None, ssts: tuple[tuple[str, int], ...]) -> None:
     if key is None:
         return
@@ -276,26 +282,15 @@ def _remember(key: tuple[Any, ...] | None, ssts: tuple[tuple[str, int], ...]) ->
             _SOUND.popitem(last=False)
 
 
-def iter_sidecar_checks(
-    fs: CheckpointFS, cancelled: Callable[[], bool] | None = None
-) -> Iterator[tuple[str, StatelensError | None]]:
-    """Every listed file with a Hadoop checksum sidecar (``.<name>.crc``) beside it, checked against it:
-    ``(path, None)`` when it matches, ``(path, error)`` when not (:func:`readers.checksums.check_against_sidecar`)
-    or when either cannot be read.
-
-    Only on a local file system: object stores keep no sidecars and Spark checks none there (a sidecar
-    uploaded with a copy is not checked either). Sidecars of temporary files are left to the temp-file
-    check; those of deltas, snapshots and changelogs are not read (:data:`_CHECKED_BY_FORMAT`): the
-    logs, schemas, source logs, RocksDB zips and SSTs are. Files found to match are remembered as :meth:`StoreFiles.iter_checks` remembers sound files.
-
-    Parameters
-    ----------
-    fs : readers.fs.CheckpointFS
-    cancelled : callable, optional
-        Polled between files: the walk stops when it turns true.
-    """
+def sidecar_pairs(fs: CheckpointFS) -> list[tuple[str, FileEntry]]:
+    """``(path, sidecar entry)`` of every file :func:`iter_sidecar_checks` checks, in listing order: on a
+    local file system, the listed files with a Hadoop checksum sidecar (``.<name>.crc``) beside them but
+    for temporary files (the temp-file check's) and deltas, snapshots and changelogs
+    (:data:`_CHECKED_BY_FORMAT`): the logs, schemas, source logs, RocksDB zips and SSTs. Empty on object
+    stores, which keep no sidecars and where Spark checks none (a sidecar uploaded with a copy is not
+    checked either)."""
     if not fs.is_local:
-        return
+        return []
     pairs = []
     for entry in fs.walk_files(""):
         target = sidecar_target(entry.path)
@@ -303,6 +298,27 @@ def iter_sidecar_checks(
             continue
         if not fs.is_dir(target) and not target.endswith(_CHECKED_BY_FORMAT):
             pairs.append((target, entry))
+    return pairs
+
+
+def iter_sidecar_checks(
+    fs: CheckpointFS,
+    cancelled: Callable[[], bool] | None = None,
+    pairs: list[tuple[str, FileEntry]] | None = None,
+) -> Iterator[tuple[str, StatelensError | None]]:
+    """The files of :func:`sidecar_pairs` checked against their sidecars: ``(path, None)`` when it
+    matches, ``(path, error)`` when not (:func:`readers.checksums.check_against_sidecar`) or when either
+    cannot be read. Files found to match are remembered as :meth:`StoreFiles.iter_checks` remembers sound
+    files.
+
+    Parameters
+    ----------
+    fs : readers.fs.CheckpointFS
+    cancelled : callable, optional
+        Polled between files: the walk stops when it turns true.
+    pairs : list, optional
+        :func:`sidecar_pairs` of ``fs``, when the caller has them (to count them first).
+    """
 
     def check(pair: tuple[str, FileEntry]) -> StatelensError | None:
         target, sidecar = pair
@@ -310,10 +326,8 @@ def iter_sidecar_checks(
         key = None
         if file.version_tag and sidecar.version_tag:
             key = (fs.display_root, target, file.size_bytes, file.version_tag, sidecar.version_tag, "sidecar")
-            with _SOUND_LOCK:
-                if key in _SOUND:
-                    _SOUND.move_to_end(key)
-                    return None
+            if _recall(key) is not None:
+                return None
         try:
             check_against_sidecar(fs.read_bytes(target), fs.read_bytes(sidecar.path), target)
         except StatelensError as err:
@@ -321,7 +335,7 @@ def iter_sidecar_checks(
         _remember(key, ())
         return None
 
-    for pair in pairs:
+    for pair in sidecar_pairs(fs) if pairs is None else pairs:
         if cancelled is not None and cancelled():
             return
         yield pair[0], check(pair)

@@ -29,7 +29,7 @@ from statelens.readers.errors import StatelensError
 from statelens.readers.model import OperatorKind, Progress
 from statelens.readers.restart import REPAIR_ENABLED, PartitionFiles, RestartConf, RestartLoad, plan_load
 from statelens.readers.scan import StateScan
-from statelens.readers.scan_files import FileCheck, StoreFiles, iter_sidecar_checks
+from statelens.readers.scan_files import FileCheck, StoreFiles, iter_sidecar_checks, sidecar_pairs
 from statelens.readers.textfmt import ranges as _ranges
 
 SEVERITIES = ("error", "warning", "info")
@@ -583,21 +583,23 @@ class _Doctor:
                 self._orphan_ssts(op_id, store_name, pid, files, checks.get(pid, []))
 
     def iter_check_sidecars(self, cancelled: Callable[[], bool] | None) -> Generator[Progress, None, None]:
-        """Every file with a Hadoop checksum sidecar beside it (a local file system) against it
-        (:func:`readers.scan_files.iter_sidecar_checks`); what does not match is judged by
-        :meth:`iter_check_files` (RocksDB zips and their SSTs) and :meth:`report_sidecars` (the rest)."""
+        """The files with a Hadoop checksum sidecar beside them (a local file system) against it
+        (:func:`readers.scan_files.sidecar_pairs`: logs, schemas, source logs, zips, SSTs); what does not
+        match is judged by :meth:`iter_check_files` (RocksDB zips and their SSTs) and
+        :meth:`report_sidecars` (the rest)."""
         if not self.ckpt.fs.is_local:
             return
+        pairs = sidecar_pairs(self.ckpt.fs)
         self.result.checked.append(
             "logs, schemas, RocksDB zips and SSTs match the Hadoop checksum (.crc) beside them (Spark checks zips' and SSTs')"
         )
-        last, total = time.monotonic(), sum(1 for e in self.ckpt.fs.walk_files("") if e.name.endswith(".crc"))
-        for n, (path, err) in enumerate(iter_sidecar_checks(self.ckpt.fs, cancelled), 1):
+        last = time.monotonic()
+        for n, (path, err) in enumerate(iter_sidecar_checks(self.ckpt.fs, cancelled, pairs), 1):
             if err is not None:
                 self._sidecar_bad[path] = err
             if time.monotonic() - last > 0.1:
                 last = time.monotonic()
-                yield Progress(min(n, total), total, f"checking the checksum of {path}")
+                yield Progress(n, len(pairs), f"checking the checksum of {path}")
 
     def _sidecar_zips(
         self,
