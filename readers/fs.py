@@ -254,20 +254,17 @@ def _modified_ms(info: dict[str, Any]) -> int | None:
         value = info.get(key)
         if value is None or value == "":
             continue
-        if isinstance(value, datetime.datetime):
-            if value.tzinfo is None:
-                value = value.replace(tzinfo=datetime.timezone.utc)
-            return int(value.timestamp() * 1000)
         if isinstance(value, (int, float)):
             return int(value * 1000)
         if isinstance(value, str):
             try:
-                when = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+                value = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
             except ValueError:
                 continue
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=datetime.timezone.utc)
-            return int(when.timestamp() * 1000)
+        if isinstance(value, datetime.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=datetime.timezone.utc)
+            return int(value.timestamp() * 1000)
     return None
 
 
